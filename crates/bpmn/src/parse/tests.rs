@@ -1,0 +1,155 @@
+use super::*;
+
+fn model(body: &str) -> String {
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d">
+  <bpmn:process id="p" name="P" isExecutable="true">
+{body}
+  </bpmn:process>
+</bpmn:definitions>"#
+    )
+}
+
+const TASK: &str = r#"
+    <bpmn:startEvent id="start" />
+    <bpmn:serviceTask id="task" name="Task">
+      <bpmn:extensionElements>
+        <zeebe:taskDefinition type="work" retries="5" />
+        <zeebe:taskHeaders><zeebe:header key="k" value="v" /></zeebe:taskHeaders>
+        <zeebe:ioMapping>
+          <zeebe:input source="=order.id" target="orderId" />
+          <zeebe:output source="=result" target="out.value" />
+        </zeebe:ioMapping>
+      </bpmn:extensionElements>
+    </bpmn:serviceTask>
+    <bpmn:endEvent id="end" />
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="task" />
+    <bpmn:sequenceFlow id="f2" sourceRef="task" targetRef="end" />"#;
+
+fn errors(xml: &str) -> Vec<BpmnError> {
+    parse_definitions(xml.as_bytes()).expect_err("should be rejected")
+}
+
+#[test]
+fn parses_a_service_task_process_linked_by_index() {
+    let processes = parse_definitions(model(TASK).as_bytes()).unwrap();
+    assert_eq!(processes.len(), 1);
+    let p = &processes[0];
+    assert_eq!((p.id.as_str(), p.name.as_deref()), ("p", Some("P")));
+    assert_eq!(p.elements[p.start].id, "start");
+    let task = &p.elements[p.element("task").unwrap()];
+    let ElementKind::ServiceTask(def) = &task.kind else { panic!("not a task") };
+    assert!(matches!(&def.job_type, ExprOrStatic::Static(t) if t == "work"));
+    assert!(matches!(&def.retries, ExprOrStatic::Static(r) if r == "5"));
+    assert_eq!(def.headers, vec![("k".to_string(), "v".to_string())]);
+    assert_eq!(task.inputs[0].source.source(), "order.id");
+    assert_eq!(task.outputs[0].target, "out.value");
+    assert_eq!(p.flows[task.incoming[0]].id, "f1");
+    assert_eq!(p.elements[p.flows[task.outgoing[0]].target].id, "end");
+    assert_eq!(task.kind.bpmn_element_type(), "SERVICE_TASK");
+}
+
+#[test]
+fn exclusive_gateway_gets_conditions_and_default_flow() {
+    let xml = model(
+        r#"
+    <bpmn:startEvent id="start" />
+    <bpmn:exclusiveGateway id="gw" default="low" />
+    <bpmn:endEvent id="a" /><bpmn:endEvent id="b" />
+    <bpmn:sequenceFlow id="f0" sourceRef="start" targetRef="gw" />
+    <bpmn:sequenceFlow id="high" sourceRef="gw" targetRef="a">
+      <bpmn:conditionExpression xsi:type="bpmn:tFormalExpression" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">= x &gt; 5</bpmn:conditionExpression>
+    </bpmn:sequenceFlow>
+    <bpmn:sequenceFlow id="low" sourceRef="gw" targetRef="b" />"#,
+    );
+    let p = &parse_definitions(xml.as_bytes()).unwrap()[0];
+    let gw = &p.elements[p.element("gw").unwrap()];
+    let ElementKind::ExclusiveGateway { default_flow: Some(d) } = gw.kind else { panic!("no default") };
+    assert_eq!(p.flows[d].id, "low");
+    let high = p.flows.iter().find(|f| f.id == "high").unwrap();
+    assert_eq!(high.condition.as_ref().unwrap().source(), "x > 5");
+}
+
+#[test]
+fn unsupported_elements_are_rejected_by_name_and_line() {
+    let xml = model(
+        r#"    <bpmn:startEvent id="start" />
+    <bpmn:userTask id="approve" />"#,
+    );
+    let errs = errors(&xml);
+    assert_eq!(errs.len(), 1);
+    assert_eq!(errs[0].element_id, "approve");
+    assert_eq!(errs[0].line, 5);
+    assert!(errs[0].message.contains("'userTask'"), "{}", errs[0].message);
+    assert_eq!(errs[0].to_string(), "- Element: approve (line 5)\n    - ERROR: Elements of type 'userTask' are currently not supported");
+}
+
+#[test]
+fn event_definitions_are_rejected() {
+    let xml = model(r#"    <bpmn:startEvent id="start"><bpmn:timerEventDefinition /></bpmn:startEvent>"#);
+    let errs = errors(&xml);
+    assert!(errs.iter().any(|e| e.element_id == "start" && e.message.contains("timerEventDefinition")), "{errs:?}");
+}
+
+#[test]
+fn service_task_without_definition_and_bad_feel_are_all_reported() {
+    let xml = model(
+        r#"    <bpmn:startEvent id="start" />
+    <bpmn:serviceTask id="t1" />
+    <bpmn:serviceTask id="t2"><bpmn:extensionElements><zeebe:taskDefinition type="= a +" /></bpmn:extensionElements></bpmn:serviceTask>"#,
+    );
+    let errs = errors(&xml);
+    assert!(errs.iter().any(|e| e.element_id == "t1" && e.message == "Must have exactly one 'zeebe:taskDefinition' extension element"));
+    assert!(errs.iter().any(|e| e.element_id == "t2" && e.message.starts_with("failed to parse expression 'a +'")), "{errs:?}");
+}
+
+#[test]
+fn gateway_flow_without_condition_or_default_is_rejected() {
+    let xml = model(
+        r#"    <bpmn:startEvent id="start" />
+    <bpmn:exclusiveGateway id="gw" />
+    <bpmn:endEvent id="a" /><bpmn:endEvent id="b" />
+    <bpmn:sequenceFlow id="f0" sourceRef="start" targetRef="gw" />
+    <bpmn:sequenceFlow id="fa" sourceRef="gw" targetRef="a" />
+    <bpmn:sequenceFlow id="fb" sourceRef="gw" targetRef="b" />"#,
+    );
+    let errs = errors(&xml);
+    assert_eq!(errs.iter().filter(|e| e.element_id == "fa" || e.element_id == "fb").count(), 2, "{errs:?}");
+}
+
+#[test]
+fn invalid_xml_names_the_line() {
+    let errs = errors(
+        "<bpmn:definitions xmlns:bpmn=\"http://www.omg.org/spec/BPMN/20100524/MODEL\">\n  <bpmn:process id=\"x\">\n</bpmn:definitions>",
+    );
+    assert_eq!(errs.len(), 1);
+    assert_eq!(errs[0].line, 3);
+    assert!(errs[0].message.starts_with("Invalid XML"));
+}
+
+#[test]
+fn missing_start_event_and_no_executable_process() {
+    let errs = errors(&model(r#"    <bpmn:endEvent id="end" />"#));
+    assert_eq!(errs[0].message, "Must have at least one start event");
+    let xml = model("    <bpmn:startEvent id=\"s\" />").replace("isExecutable=\"true\"", "isExecutable=\"false\"");
+    assert_eq!(errors(&xml)[0].message, "Must contain at least one executable process");
+}
+
+#[test]
+fn dangling_flow_reference_is_rejected() {
+    let xml = model(
+        r#"    <bpmn:startEvent id="start" />
+    <bpmn:sequenceFlow id="f" sourceRef="start" targetRef="nowhere" />"#,
+    );
+    assert!(errors(&xml).iter().any(|e| e.element_id == "f" && e.message.contains("'nowhere'")));
+}
+
+#[test]
+fn static_mapping_source_is_rejected_and_missing_source_maps_the_target() {
+    let xml = model(&TASK.replace("source=\"=result\"", "source=\"result\""));
+    assert!(errors(&xml)[0].message.starts_with("Expected expression but found static value 'result'"));
+    let xml = model(&TASK.replace("source=\"=result\" ", ""));
+    let p = &parse_definitions(xml.as_bytes()).unwrap()[0];
+    assert_eq!(p.elements[p.element("task").unwrap()].outputs[0].source.source(), "out.value");
+}

@@ -1,0 +1,175 @@
+//! Partitions at run time: for each partition a Raft group, a RocksDB state, the engine on its
+//! own processing thread, a scheduler for due work, and snapshots.
+//!
+//! Owns: the command path from a submitted command to a committed, applied, answered batch;
+//! recovery; job streams and long-poll notification; partition metrics. Does not own: gRPC
+//! (the gateway) or the meaning of records (the engine).
+//!
+//! Contract: [`Broker::submit`] answers only after the records that answer the command are
+//! committed in the partition's log and applied to its state. A full partition queue answers
+//! [`BrokerError::Overloaded`] at once (back pressure) instead of queueing without bound.
+
+mod metrics;
+mod partition;
+mod scheduler;
+mod streams;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, oneshot};
+use waggle_engine::Command;
+use waggle_protocol::value::IncidentRecord;
+use waggle_protocol::{partition_of, Intent, PartitionId, Record, RecordValue};
+
+pub use metrics::BrokerMetrics;
+pub use partition::PartitionStatus;
+pub use streams::{JobStreamRegistry, PushedJob, StreamId};
+
+/// How to run the broker.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub data_dir: PathBuf,
+    pub partitions: u16,
+    /// Commands waiting per partition before RESOURCE_EXHAUSTED.
+    pub queue_capacity: usize,
+    /// Take a snapshot (and compact the log behind it) after this many applied entries.
+    pub snapshot_every_entries: u64,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        Self { data_dir: PathBuf::from("data"), partitions: 1, queue_capacity: 4096, snapshot_every_entries: 10_000 }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("the partition is overloaded; retry later")]
+    Overloaded,
+    #[error("partition {0} is not available")]
+    Unavailable(PartitionId),
+    #[error("no such partition {0}")]
+    NoSuchPartition(PartitionId),
+    #[error("failed to start partition {partition}: {reason}")]
+    Start { partition: PartitionId, reason: String },
+}
+
+/// A command on its way to a partition's processing thread.
+pub(crate) struct Submission {
+    pub command: Command,
+    pub reply: Option<oneshot::Sender<Record>>,
+}
+
+/// The running broker: every partition of this node.
+pub struct Broker {
+    partitions: Vec<partition::PartitionHandle>,
+    round_robin: AtomicUsize,
+    streams: Arc<JobStreamRegistry>,
+    jobs_available: broadcast::Sender<String>,
+    metrics: Arc<BrokerMetrics>,
+}
+
+impl Broker {
+    /// Opens (recovering) every partition and starts its threads.
+    pub fn start(config: BrokerConfig, registry: &prometheus::Registry) -> Result<Arc<Broker>, BrokerError> {
+        let metrics = Arc::new(BrokerMetrics::new(registry));
+        let streams = Arc::new(JobStreamRegistry::default());
+        let (jobs_available, _) = broadcast::channel(1024);
+        let mut partitions = Vec::new();
+        for id in 1..=config.partitions.max(1) {
+            let handle = partition::start(id, &config, streams.clone(), jobs_available.clone(), metrics.clone())?;
+            partitions.push(handle);
+        }
+        Ok(Arc::new(Broker { partitions, round_robin: AtomicUsize::new(0), streams, jobs_available, metrics }))
+    }
+
+    pub fn partition_count(&self) -> u16 {
+        self.partitions.len() as u16
+    }
+
+    /// The next partition for work that is not bound to a key (round robin).
+    pub fn next_partition(&self) -> PartitionId {
+        (self.round_robin.fetch_add(1, Ordering::Relaxed) % self.partitions.len()) as PartitionId + 1
+    }
+
+    /// The partition of a key, or an error for a key that no partition of this node owns.
+    pub fn partition_of_key(&self, key: i64) -> Option<PartitionId> {
+        let p = partition_of(key);
+        (p >= 1 && p <= self.partition_count()).then_some(p)
+    }
+
+    /// The partition a message lives on: a hash of its correlation key, as in Zeebe.
+    pub fn partition_of_correlation_key(&self, correlation_key: &str) -> PartitionId {
+        // Java's String.hashCode, as Zeebe's SubscriptionUtil uses
+        let hash = correlation_key.encode_utf16().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
+        (hash.unsigned_abs() % self.partitions.len() as u32) as PartitionId + 1
+    }
+
+    /// Submits a command and waits for the record that answers it (an event or a rejection).
+    pub async fn submit(&self, partition: PartitionId, command: Command) -> Result<Record, BrokerError> {
+        let handle = self.partitions.get((partition as usize).wrapping_sub(1)).ok_or(BrokerError::NoSuchPartition(partition))?;
+        let (tx, rx) = oneshot::channel();
+        handle.send(Submission { command, reply: Some(tx) })?;
+        rx.await.map_err(|_| BrokerError::Unavailable(partition))
+    }
+
+    /// Deploys on partition 1, then distributes the deployment (same keys and versions) to every
+    /// other partition before answering, so any partition can start the new processes at once.
+    pub async fn deploy(&self, command: Command) -> Result<Record, BrokerError> {
+        let answer = self.submit(1, command).await?;
+        if answer.rejection.is_some() || self.partitions.len() == 1 {
+            return Ok(answer);
+        }
+        if let RecordValue::Deployment(deployment) = &answer.value {
+            for partition in 2..=self.partition_count() {
+                let distribute = Command {
+                    request_id: None,
+                    key: answer.key,
+                    intent: Intent::Distribute,
+                    value: RecordValue::Deployment(deployment.clone()),
+                };
+                self.submit(partition, distribute).await?;
+            }
+        }
+        Ok(answer)
+    }
+
+    pub fn job_streams(&self) -> &Arc<JobStreamRegistry> {
+        &self.streams
+    }
+
+    /// Job types that became activatable (for long-polling activations).
+    pub fn subscribe_jobs_available(&self) -> broadcast::Receiver<String> {
+        self.jobs_available.subscribe()
+    }
+
+    pub fn metrics(&self) -> &Arc<BrokerMetrics> {
+        &self.metrics
+    }
+
+    pub fn status(&self) -> Vec<PartitionStatus> {
+        self.partitions.iter().map(|p| p.status()).collect()
+    }
+
+    /// Open incidents, optionally of one process instance (read from committed state).
+    pub fn incidents(&self, process_instance_key: Option<i64>) -> Vec<(i64, IncidentRecord)> {
+        let handles: Vec<&partition::PartitionHandle> = match process_instance_key.and_then(|k| self.partition_of_key(k)) {
+            Some(p) => vec![&self.partitions[p as usize - 1]],
+            None => self.partitions.iter().collect(),
+        };
+        handles
+            .into_iter()
+            .flat_map(|h| h.incidents())
+            .filter(|(_, i)| process_instance_key.is_none_or(|k| i.process_instance_key == k))
+            .collect()
+    }
+
+    /// Stops every partition after the batch in progress; nothing acknowledged is lost.
+    pub fn shutdown(&self) {
+        for p in &self.partitions {
+            p.stop();
+        }
+    }
+}

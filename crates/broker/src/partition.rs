@@ -1,0 +1,426 @@
+//! One partition: recovery, the processing thread, commit, responses, side effects, snapshots.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::{broadcast, oneshot};
+use waggle_engine::{Command, Engine, ProcessingContext, RequestId, SideEffect, StateView};
+use waggle_protocol::codec::Entry;
+use waggle_protocol::value::{IncidentRecord, JobRecord};
+use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue};
+use waggle_replication::RaftGroup;
+use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
+
+use crate::metrics::BrokerMetrics;
+use crate::streams::{JobStreamRegistry, PushedJob};
+use crate::{scheduler, BrokerConfig, BrokerError, Submission};
+
+const META_APPLIED_INDEX: &[u8] = b"X/applied_index";
+/// Commands taken into one processing batch at most.
+const MAX_BATCH_COMMANDS: usize = 512;
+
+/// What the management API shows of a partition.
+#[derive(Debug, Clone)]
+pub struct PartitionStatus {
+    pub partition_id: PartitionId,
+    pub role: &'static str,
+    pub healthy: bool,
+    pub applied_index: u64,
+    pub snapshot_index: u64,
+}
+
+pub(crate) struct PartitionHandle {
+    tx: SyncSender<Submission>,
+    status: Arc<Mutex<PartitionStatus>>,
+    store: Arc<RocksStore>,
+    stop: Arc<AtomicBool>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl PartitionHandle {
+    pub fn send(&self, submission: Submission) -> Result<(), BrokerError> {
+        let partition = self.status.lock().expect("status lock").partition_id;
+        match self.tx.try_send(submission) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => Err(BrokerError::Overloaded),
+            Err(TrySendError::Disconnected(_)) => Err(BrokerError::Unavailable(partition)),
+        }
+    }
+
+    pub fn status(&self) -> PartitionStatus {
+        self.status.lock().expect("status lock").clone()
+    }
+
+    pub fn incidents(&self) -> Vec<(i64, IncidentRecord)> {
+        StateView::new(&*self.store).incidents()
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.lock().expect("threads lock").drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+fn applied_index(store: &dyn KvRead) -> u64 {
+    store.get(META_APPLIED_INDEX).map(|b| u64::from_be_bytes(b.try_into().expect("applied index"))).unwrap_or(0)
+}
+
+fn start_err(partition: PartitionId, reason: impl ToString) -> BrokerError {
+    BrokerError::Start { partition, reason: reason.to_string() }
+}
+
+struct Dirs {
+    log: PathBuf,
+    runtime: PathBuf,
+    snapshots: PathBuf,
+}
+
+/// The newest snapshot: (index, dir).
+fn newest_snapshot(dir: &Path) -> Option<(u64, PathBuf)> {
+    fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok().map(|i| (i, e.path())))
+        .max_by_key(|(i, _)| *i)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    fs::create_dir_all(to)?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        fs::copy(entry.path(), to.join(entry.file_name()))?;
+    }
+    Ok(())
+}
+
+/// Opens state and log so that state + the log's committed entries after it are complete:
+/// if the log was compacted past what the runtime state holds, state restarts from the newest
+/// snapshot.
+fn recover(id: PartitionId, dirs: &Dirs) -> Result<(RocksStore, RaftGroup, u64), BrokerError> {
+    let store = RocksStore::open(&dirs.runtime).map_err(|e| start_err(id, e))?;
+    let applied = applied_index(&store);
+    let raft = RaftGroup::open(&dirs.log, applied).map_err(|e| start_err(id, e))?;
+    if raft.first_index() <= applied + 1 {
+        return Ok((store, raft, applied));
+    }
+    drop(raft);
+    drop(store);
+    let Some((index, snapshot)) = newest_snapshot(&dirs.snapshots) else {
+        return Err(start_err(id, format!("log starts at {} but state is at {applied} and there is no snapshot", applied + 1)));
+    };
+    tracing::warn!(partition = id, snapshot = index, "state is behind the log: restoring from snapshot");
+    fs::remove_dir_all(&dirs.runtime).map_err(|e| start_err(id, e))?;
+    copy_dir(&snapshot, &dirs.runtime).map_err(|e| start_err(id, e))?;
+    let store = RocksStore::open(&dirs.runtime).map_err(|e| start_err(id, e))?;
+    let applied = applied_index(&store);
+    let raft = RaftGroup::open(&dirs.log, applied).map_err(|e| start_err(id, e))?;
+    if raft.first_index() > applied + 1 {
+        return Err(start_err(id, "snapshot is older than the log's first entry"));
+    }
+    Ok((store, raft, applied))
+}
+
+pub(crate) fn start(
+    id: PartitionId,
+    config: &BrokerConfig,
+    streams: Arc<JobStreamRegistry>,
+    jobs_available: broadcast::Sender<String>,
+    metrics: Arc<BrokerMetrics>,
+) -> Result<PartitionHandle, BrokerError> {
+    let base = config.data_dir.join("partitions").join(id.to_string());
+    let dirs = Dirs { log: base.join("log"), runtime: base.join("runtime"), snapshots: base.join("snapshots") };
+    for d in [&dirs.log, &dirs.snapshots] {
+        fs::create_dir_all(d).map_err(|e| start_err(id, e))?;
+    }
+    let (store, raft, applied) = recover(id, &dirs)?;
+    let store = Arc::new(store);
+    let snapshot_index = newest_snapshot(&dirs.snapshots).map(|(i, _)| i).unwrap_or(0);
+    let status =
+        Arc::new(Mutex::new(PartitionStatus { partition_id: id, role: "LEADER", healthy: true, applied_index: applied, snapshot_index }));
+    let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut processor = Processor {
+        id,
+        engine: Engine::new(id),
+        store: store.clone(),
+        raft,
+        applied,
+        snapshot_index,
+        snapshot_every: config.snapshot_every_entries.max(1),
+        snapshots_dir: dirs.snapshots,
+        replies: HashMap::new(),
+        next_request: 1,
+        streams,
+        jobs_available,
+        metrics,
+        status: status.clone(),
+        loopback: tx.clone(),
+        started: HashMap::new(),
+        last_tick: Instant::now(),
+    };
+    // Bring state up to the log's commit point before accepting commands.
+    processor.drive_raft().map_err(|e| start_err(id, e))?;
+    let stop_flag = stop.clone();
+    let processing = std::thread::Builder::new()
+        .name(format!("partition-{id}"))
+        .spawn(move || processor.run(rx, stop_flag))
+        .map_err(|e| start_err(id, e))?;
+    let scheduler = scheduler::start(id, store.clone(), tx.clone(), stop.clone()).map_err(|e| start_err(id, e))?;
+    Ok(PartitionHandle { tx, status, store, stop, threads: Mutex::new(vec![processing, scheduler]) })
+}
+
+struct Processor {
+    id: PartitionId,
+    engine: Engine,
+    store: Arc<RocksStore>,
+    raft: RaftGroup,
+    applied: u64,
+    snapshot_index: u64,
+    snapshot_every: u64,
+    snapshots_dir: PathBuf,
+    replies: HashMap<RequestId, oneshot::Sender<Record>>,
+    next_request: RequestId,
+    streams: Arc<JobStreamRegistry>,
+    jobs_available: broadcast::Sender<String>,
+    metrics: Arc<BrokerMetrics>,
+    status: Arc<Mutex<PartitionStatus>>,
+    loopback: SyncSender<Submission>,
+    /// Start times of process instances and jobs, for the lifetime histograms (runtime only).
+    started: HashMap<i64, i64>,
+    last_tick: Instant,
+}
+
+impl Processor {
+    fn run(mut self, rx: Receiver<Submission>, stop: Arc<AtomicBool>) {
+        while !stop.load(Ordering::SeqCst) {
+            let first = match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(s) => Some(s),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            if self.last_tick.elapsed() >= Duration::from_millis(100) {
+                self.raft.tick();
+                self.last_tick = Instant::now();
+            }
+            if let Err(e) = self.drive_raft() {
+                return self.fail(e);
+            }
+            let Some(first) = first else {
+                self.prune_replies();
+                continue;
+            };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH_COMMANDS {
+                match rx.try_recv() {
+                    Ok(s) => batch.push(s),
+                    Err(_) => break,
+                }
+            }
+            if let Err(e) = self.process(batch) {
+                return self.fail(e);
+            }
+            if self.applied >= self.snapshot_index + self.snapshot_every {
+                if let Err(e) = self.snapshot() {
+                    tracing::error!(partition = self.id, error = %e, "snapshot failed");
+                }
+            }
+        }
+        tracing::info!(partition = self.id, "partition stopped");
+    }
+
+    fn fail(&mut self, error: String) {
+        tracing::error!(partition = self.id, %error, "partition failed; it stops processing until restarted");
+        self.status.lock().expect("status lock").healthy = false;
+    }
+
+    /// Applies committed entries that this run did not process itself (recovery).
+    fn drive_raft(&mut self) -> Result<(), String> {
+        let committed = self.raft.drive().map_err(|e| e.to_string())?;
+        self.replay(committed)
+    }
+
+    fn replay(&mut self, committed: Vec<waggle_replication::Committed>) -> Result<(), String> {
+        if committed.is_empty() {
+            return Ok(());
+        }
+        let mut writes = WriteSet::default();
+        let mut last = self.applied;
+        {
+            let mut overlay = Overlay::new(&*self.store);
+            for c in committed {
+                if c.index <= self.applied {
+                    continue;
+                }
+                if !c.data.is_empty() {
+                    let entry = Entry::decode(&c.data).map_err(|e| format!("log entry {}: {e}", c.index))?;
+                    self.engine.replay(&mut overlay, &entry);
+                }
+                last = c.index;
+            }
+            writes.absorb(overlay.into_writes());
+        }
+        writes.put(META_APPLIED_INDEX.to_vec(), last.to_be_bytes().to_vec());
+        self.store.commit(&writes).map_err(|e| e.to_string())?;
+        self.set_applied(last);
+        Ok(())
+    }
+
+    fn set_applied(&mut self, index: u64) {
+        self.applied = index;
+        self.status.lock().expect("status lock").applied_index = index;
+    }
+
+    fn process(&mut self, batch: Vec<Submission>) -> Result<(), String> {
+        if !self.raft.is_leader() {
+            return Ok(()); // dropping the replies answers UNAVAILABLE
+        }
+        let mut commands = Vec::with_capacity(batch.len());
+        for Submission { mut command, reply } in batch {
+            if let Some(reply) = reply {
+                let id = self.next_request;
+                self.next_request += 1;
+                self.replies.insert(id, reply);
+                command.request_id = Some(id);
+            }
+            commands.push(command);
+        }
+        let ctx = ProcessingContext { now_ms: now_ms(), job_streams: &*self.streams };
+        let mut overlay = Overlay::new(&*self.store);
+        let output = self.engine.process_batch(&mut overlay, &ctx, commands);
+        let writes = overlay.into_writes();
+        if let Some(entry) = output.entry() {
+            self.raft.propose(entry.encode()).map_err(|e| e.to_string())?;
+            let expected = self.raft.last_index();
+            self.commit_own(expected, writes)?;
+            self.observe(&output.records);
+        }
+        for (id, record) in output.responses {
+            if let Some(reply) = self.replies.remove(&id) {
+                let _ = reply.send(record);
+            }
+        }
+        for effect in output.side_effects {
+            match effect {
+                SideEffect::JobsAvailable { job_type } => {
+                    let _ = self.jobs_available.send(job_type);
+                }
+                SideEffect::PushJob { stream_id, job_key, job } => {
+                    if !self.streams.push(stream_id, PushedJob { key: job_key, record: job.clone() }) {
+                        self.yield_job(job_key, job);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drives Raft until our proposal is committed, then commits its state writes with the
+    /// applied index in one batch. Entries before ours (recovery) are replayed first.
+    fn commit_own(&mut self, expected: u64, mut writes: WriteSet) -> Result<(), String> {
+        for _ in 0..10_000 {
+            let committed = self.raft.drive().map_err(|e| e.to_string())?;
+            let (before, ours): (Vec<_>, Vec<_>) = committed.into_iter().partition(|c| c.index < expected);
+            self.replay(before)?;
+            if let Some(c) = ours.iter().find(|c| !c.data.is_empty()) {
+                writes.put(META_APPLIED_INDEX.to_vec(), c.index.to_be_bytes().to_vec());
+                self.store.commit(&writes).map_err(|e| e.to_string())?;
+                self.set_applied(c.index);
+                self.metrics.batches.with_label_values(&[&self.id.to_string()]).inc();
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        Err("proposal was not committed".into())
+    }
+
+    fn yield_job(&mut self, job_key: i64, job: JobRecord) {
+        let command = Command { request_id: None, key: job_key, intent: Intent::Yield, value: RecordValue::Job(job) };
+        let _ = self.loopback.try_send(Submission { command, reply: None });
+    }
+
+    fn observe(&mut self, records: &[Record]) {
+        let partition = self.id.to_string();
+        for r in records {
+            let kind = match r.record_type {
+                RecordType::Command => "COMMAND",
+                RecordType::Event => "EVENT",
+                RecordType::CommandRejection => "COMMAND_REJECTION",
+            };
+            self.metrics.processed_records.with_label_values(&[&partition, kind]).inc();
+            if r.record_type != RecordType::Event {
+                continue;
+            }
+            match (&r.value, r.intent) {
+                (RecordValue::ProcessInstance(pi), Intent::ElementActivating) if pi.bpmn_element_type == "PROCESS" => {
+                    self.started.insert(r.key, r.timestamp_ms);
+                }
+                (RecordValue::ProcessInstance(pi), Intent::ElementCompleted) if pi.bpmn_element_type == "PROCESS" => {
+                    if let Some(start) = self.started.remove(&r.key) {
+                        let secs = (r.timestamp_ms - start).max(0) as f64 / 1000.0;
+                        self.metrics.process_instance_execution_time.with_label_values(&[&partition]).observe(secs);
+                    }
+                }
+                (RecordValue::ProcessInstance(pi), Intent::ElementTerminated) if pi.bpmn_element_type == "PROCESS" => {
+                    self.started.remove(&r.key);
+                }
+                (RecordValue::Job(_), Intent::Created) => {
+                    self.started.insert(r.key, r.timestamp_ms);
+                }
+                (RecordValue::Job(job), Intent::Completed) => {
+                    if let Some(start) = self.started.remove(&r.key) {
+                        let secs = (r.timestamp_ms - start).max(0) as f64 / 1000.0;
+                        self.metrics.job_life_time.with_label_values(&[&partition, &job.job_type]).observe(secs);
+                    }
+                }
+                (RecordValue::Job(_), Intent::Canceled) => {
+                    self.started.remove(&r.key);
+                }
+                _ => {}
+            }
+        }
+        if self.started.len() > 1_000_000 {
+            self.started.clear(); // bound memory; only the histograms lose samples
+        }
+    }
+
+    /// Drops replies whose requester has given up (e.g. a timed-out CreateProcessInstanceWithResult).
+    fn prune_replies(&mut self) {
+        if self.replies.len() > 1024 {
+            self.replies.retain(|_, r| !r.is_closed());
+        }
+    }
+
+    /// Checkpoints state at the applied index, then compacts the log behind it.
+    fn snapshot(&mut self) -> Result<(), String> {
+        let index = self.applied;
+        let tmp = self.snapshots_dir.join(format!("{index}.tmp"));
+        let _ = fs::remove_dir_all(&tmp);
+        self.store.checkpoint(&tmp).map_err(|e| e.to_string())?;
+        let done = self.snapshots_dir.join(index.to_string());
+        fs::rename(&tmp, &done).map_err(|e| e.to_string())?;
+        if let Ok(entries) = fs::read_dir(&self.snapshots_dir) {
+            for e in entries.flatten() {
+                if e.path() != done {
+                    let _ = fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        self.raft.compact(index).map_err(|e| e.to_string())?;
+        self.snapshot_index = index;
+        self.status.lock().expect("status lock").snapshot_index = index;
+        tracing::info!(partition = self.id, index, "snapshot taken, log compacted");
+        Ok(())
+    }
+}

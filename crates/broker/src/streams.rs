@@ -1,0 +1,131 @@
+//! Job streams (`StreamActivatedJobs`): workers register per job type; a partition activates a
+//! new job for a stream with room and pushes it after commit. A bounded channel per stream is
+//! the flow control: a stream without room gets nothing, and a push that cannot be delivered
+//! sends the job back to the pool (JOB YIELD).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::mpsc;
+use waggle_engine::{JobStreamTarget, JobStreams};
+use waggle_protocol::value::JobRecord;
+
+pub type StreamId = u64;
+
+/// An activated job on its way to a worker.
+#[derive(Debug, Clone)]
+pub struct PushedJob {
+    pub key: i64,
+    pub record: JobRecord,
+}
+
+struct Stream {
+    id: StreamId,
+    job_type: String,
+    worker: String,
+    timeout_ms: i64,
+    fetch_variables: Vec<String>,
+    sender: mpsc::Sender<PushedJob>,
+    /// Jobs picked for this stream but not pushed yet.
+    reserved: usize,
+}
+
+#[derive(Default)]
+struct Inner {
+    next_id: StreamId,
+    streams: Vec<Stream>,
+    round_robin: usize,
+}
+
+/// Every open job stream of this node.
+#[derive(Default)]
+pub struct JobStreamRegistry {
+    inner: Mutex<Inner>,
+}
+
+impl JobStreamRegistry {
+    pub fn register(
+        &self,
+        job_type: String,
+        worker: String,
+        timeout_ms: i64,
+        fetch_variables: Vec<String>,
+        sender: mpsc::Sender<PushedJob>,
+    ) -> StreamId {
+        let mut inner = self.inner.lock().expect("streams lock");
+        inner.next_id += 1;
+        let id = inner.next_id;
+        inner.streams.push(Stream { id, job_type, worker, timeout_ms, fetch_variables, sender, reserved: 0 });
+        id
+    }
+
+    pub fn remove(&self, id: StreamId) {
+        self.inner.lock().expect("streams lock").streams.retain(|s| s.id != id);
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.lock().expect("streams lock").streams.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Delivers a job to its stream. False when the stream is gone or full: the caller yields
+    /// the job back to the pool.
+    pub fn push(&self, id: StreamId, job: PushedJob) -> bool {
+        let mut inner = self.inner.lock().expect("streams lock");
+        let Some(stream) = inner.streams.iter_mut().find(|s| s.id == id) else { return false };
+        stream.reserved = stream.reserved.saturating_sub(1);
+        match stream.sender.try_send(job) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => false,
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                inner.streams.retain(|s| s.id != id);
+                false
+            }
+        }
+    }
+
+    /// Forgets reservations of a batch that was not committed.
+    pub fn release(&self, id: StreamId) {
+        let mut inner = self.inner.lock().expect("streams lock");
+        if let Some(s) = inner.streams.iter_mut().find(|s| s.id == id) {
+            s.reserved = s.reserved.saturating_sub(1);
+        }
+    }
+}
+
+impl JobStreams for JobStreamRegistry {
+    fn stream_for(&self, job_type: &str) -> Option<JobStreamTarget> {
+        let mut inner = self.inner.lock().expect("streams lock");
+        let n = inner.streams.len();
+        let start = inner.round_robin;
+        for i in 0..n {
+            let idx = (start + i) % n;
+            let s = &mut inner.streams[idx];
+            if s.job_type == job_type && !s.sender.is_closed() && s.sender.capacity() > s.reserved {
+                s.reserved += 1;
+                let target = JobStreamTarget {
+                    stream_id: s.id,
+                    worker: s.worker.clone(),
+                    timeout_ms: s.timeout_ms,
+                    fetch_variables: s.fetch_variables.clone(),
+                };
+                inner.round_robin = idx + 1;
+                return Some(target);
+            }
+        }
+        None
+    }
+}
+
+/// Counts streams per job type (for metrics and tests).
+pub fn streams_by_type(registry: &JobStreamRegistry) -> HashMap<String, usize> {
+    let inner = registry.inner.lock().expect("streams lock");
+    let mut out = HashMap::new();
+    for s in &inner.streams {
+        *out.entry(s.job_type.clone()).or_insert(0) += 1;
+    }
+    out
+}

@@ -1,0 +1,239 @@
+//! Event appliers: the only code that changes state (C2). Each is a function of (state, event);
+//! once released, an applier's behaviour never changes (a new behaviour gets a new intent or
+//! record version).
+
+use waggle_protocol::value::{JobRecord, ProcessInstanceRecord};
+use waggle_protocol::{Intent, Record, RecordValue};
+use waggle_state::{KvRead, Overlay};
+
+use crate::processes::ProcessCache;
+use crate::tables::*;
+
+pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, record: &Record) {
+    debug_assert!(record.is_event(), "only events are applied");
+    match &record.value {
+        RecordValue::Process(p) if record.intent == Intent::Created => {
+            state.put(process_key(record.key), encode(p));
+            state.put(process_version_key(&p.bpmn_process_id, p.version), encode(&record.key));
+            let newer = StateView::new(state).latest_process(&p.bpmn_process_id).is_none_or(|(v, _)| v < p.version);
+            if newer {
+                state.put(process_latest_key(&p.bpmn_process_id), encode(&(p.version, record.key)));
+            }
+        }
+        RecordValue::ProcessInstance(pi) => apply_element(state, processes, record.key, record.intent, pi),
+        RecordValue::Job(job) => apply_job(state, record.key, record.intent, job),
+        RecordValue::JobBatch(batch) if record.intent == Intent::Activated => {
+            for (key, job) in batch.job_keys.iter().zip(&batch.jobs) {
+                let Some(mut stored) = StateView::new(state).job(*key) else { continue };
+                unindex_job(state, *key, &stored);
+                stored.state = JobState::Activated;
+                stored.record.deadline_ms = job.deadline_ms;
+                stored.record.worker = job.worker.clone();
+                stored.record.timeout_ms = job.timeout_ms;
+                state.put(deadline_key(job.deadline_ms, *key), vec![]);
+                state.put(job_key(*key), encode(&stored));
+            }
+        }
+        RecordValue::Variable(v) => {
+            state.put(variable_key(v.scope_key, &v.name), encode(&StoredVariable { key: record.key, value: v.value.clone() }));
+        }
+        RecordValue::Incident(incident) => match record.intent {
+            Intent::Created => {
+                state.put(incident_key(record.key), encode(incident));
+                if incident.job_key > 0 {
+                    state.put(job_incident_key(incident.job_key), encode(&record.key));
+                } else {
+                    state.put(element_incident_key(incident.element_instance_key), encode(&record.key));
+                }
+            }
+            Intent::Resolved => {
+                state.delete(incident_key(record.key));
+                if incident.job_key > 0 {
+                    state.delete(job_incident_key(incident.job_key));
+                    if let Some(mut job) = StateView::new(state).job(incident.job_key) {
+                        if job.state == JobState::Failed && job.record.retries > 0 {
+                            unindex_job(state, incident.job_key, &job);
+                            job.state = JobState::Activatable;
+                            state.put(activatable_key(&job.record.job_type, incident.job_key), vec![]);
+                            state.put(job_key(incident.job_key), encode(&job));
+                        }
+                    }
+                } else {
+                    state.delete(element_incident_key(incident.element_instance_key));
+                }
+            }
+            _ => {}
+        },
+        RecordValue::Message(m) => match record.intent {
+            Intent::Published => {
+                state.put(message_key(record.key), encode(m));
+                if !m.message_id.is_empty() {
+                    state.put(message_id_key(&m.name, &m.correlation_key, &m.message_id), encode(&record.key));
+                }
+                state.put(message_deadline_key(m.deadline_ms, record.key), vec![]);
+            }
+            Intent::Expired => {
+                state.delete(message_key(record.key));
+                if !m.message_id.is_empty() {
+                    state.delete(message_id_key(&m.name, &m.correlation_key, &m.message_id));
+                }
+                state.delete(message_deadline_key(m.deadline_ms, record.key));
+            }
+            _ => {}
+        },
+        // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED and
+        // JOB_BATCH records carry no state of their own.
+        _ => {}
+    }
+}
+
+fn update_element(state: &mut Overlay<'_>, key: i64, f: impl FnOnce(&mut ElementInstance)) {
+    let Some(mut instance) = StateView::new(state).element(key) else { return };
+    f(&mut instance);
+    state.put(element_key(key), encode(&instance));
+}
+
+fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64, intent: Intent, pi: &ProcessInstanceRecord) {
+    let scope = pi.flow_scope_key;
+    match intent {
+        Intent::ElementActivating => {
+            let instance = ElementInstance {
+                key,
+                state: ElementState::Activating,
+                record: pi.clone(),
+                active_children: 0,
+                active_flows: 0,
+                job_key: -1,
+            };
+            state.put(element_key(key), encode(&instance));
+            if scope > 0 {
+                state.put(child_key(scope, key), vec![]);
+                // the tokens that led here are consumed: one flow, or one per incoming flow at a join
+                let model = processes.get(pi.process_definition_key, StateView::new(state));
+                let consumed: Vec<String> = match model.element(&pi.element_id) {
+                    Some(idx) => {
+                        let element = &model.elements[idx];
+                        let joins = matches!(element.kind, waggle_bpmn::ElementKind::ParallelGateway) && element.incoming.len() > 1;
+                        if joins {
+                            element.incoming.iter().map(|f| model.flows[*f].id.clone()).collect()
+                        } else if element.incoming.is_empty() {
+                            vec![]
+                        } else {
+                            vec![String::new()]
+                        }
+                    }
+                    None => vec![],
+                };
+                for flow_id in consumed.iter().filter(|f| !f.is_empty()) {
+                    let left = StateView::new(state).taken_flows(scope, flow_id).saturating_sub(1);
+                    if left == 0 {
+                        state.delete(taken_flow_key(scope, flow_id));
+                    } else {
+                        state.put(taken_flow_key(scope, flow_id), encode(&left));
+                    }
+                }
+                let n = consumed.len() as u32;
+                update_element(state, scope, |s| {
+                    s.active_children += 1;
+                    s.active_flows = s.active_flows.saturating_sub(n);
+                });
+            }
+        }
+        Intent::ElementActivated => update_element(state, key, |e| e.state = ElementState::Activated),
+        Intent::ElementCompleting => update_element(state, key, |e| e.state = ElementState::Completing),
+        Intent::ElementTerminating => update_element(state, key, |e| e.state = ElementState::Terminating),
+        Intent::ElementCompleted | Intent::ElementTerminated => {
+            state.delete(element_key(key));
+            let vars: Vec<Vec<u8>> = state.scan_prefix(&variable_prefix(key)).map(|(k, _)| k).collect();
+            for v in vars {
+                state.delete(v);
+            }
+            let flows: Vec<Vec<u8>> = state.scan_prefix(&k(&[b"F/", &be(key), b"/"])).map(|(k, _)| k).collect();
+            for f in flows {
+                state.delete(f);
+            }
+            if scope > 0 {
+                state.delete(child_key(scope, key));
+                update_element(state, scope, |s| s.active_children = s.active_children.saturating_sub(1));
+            }
+        }
+        Intent::SequenceFlowTaken => {
+            update_element(state, scope, |s| s.active_flows += 1);
+            let model = processes.get(pi.process_definition_key, StateView::new(state));
+            let target = model.flows.iter().find(|f| f.id == pi.element_id).map(|f| &model.elements[f.target]);
+            if let Some(target) = target {
+                if matches!(target.kind, waggle_bpmn::ElementKind::ParallelGateway) && target.incoming.len() > 1 {
+                    let taken = StateView::new(state).taken_flows(scope, &pi.element_id) + 1;
+                    state.put(taken_flow_key(scope, &pi.element_id), encode(&taken));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Removes a job from the activatable, deadline and back-off indexes.
+fn unindex_job(state: &mut Overlay<'_>, key: i64, job: &StoredJob) {
+    state.delete(activatable_key(&job.record.job_type, key));
+    if job.record.deadline_ms >= 0 {
+        state.delete(deadline_key(job.record.deadline_ms, key));
+    }
+    if job.record.recurring_time_ms > 0 {
+        state.delete(backoff_key(job.record.recurring_time_ms, key));
+    }
+}
+
+fn apply_job(state: &mut Overlay<'_>, key: i64, intent: Intent, job: &JobRecord) {
+    if intent == Intent::Created {
+        let stored = StoredJob { state: JobState::Activatable, record: job.clone() };
+        state.put(job_key(key), encode(&stored));
+        state.put(activatable_key(&job.job_type, key), vec![]);
+        update_element(state, job.element_instance_key, |e| e.job_key = key);
+        return;
+    }
+    let Some(mut stored) = StateView::new(state).job(key) else { return };
+    unindex_job(state, key, &stored);
+    match intent {
+        Intent::Completed | Intent::Canceled => {
+            state.delete(job_key(key));
+            return;
+        }
+        Intent::Failed => {
+            stored.record.retries = job.retries;
+            stored.record.error_message = job.error_message.clone();
+            stored.record.retry_backoff_ms = job.retry_backoff_ms;
+            stored.record.recurring_time_ms = job.recurring_time_ms;
+            stored.record.deadline_ms = -1;
+            if job.retries > 0 && job.retry_backoff_ms > 0 {
+                stored.state = JobState::Failed;
+            } else if job.retries > 0 {
+                stored.state = JobState::Activatable;
+                stored.record.recurring_time_ms = 0;
+            } else {
+                stored.state = JobState::Failed;
+                stored.record.recurring_time_ms = 0;
+            }
+        }
+        Intent::TimedOut | Intent::RecurredAfterBackoff | Intent::Yielded => {
+            stored.state = JobState::Activatable;
+            stored.record.deadline_ms = -1;
+            stored.record.recurring_time_ms = 0;
+        }
+        Intent::RetriesUpdated => stored.record.retries = job.retries,
+        Intent::TimeoutUpdated => stored.record.deadline_ms = job.deadline_ms,
+        Intent::ErrorThrown => {
+            stored.state = JobState::ErrorThrown;
+            stored.record.error_code = job.error_code.clone();
+            stored.record.error_message = job.error_message.clone();
+            stored.record.deadline_ms = -1;
+        }
+        _ => {}
+    }
+    match stored.state {
+        JobState::Activatable => state.put(activatable_key(&stored.record.job_type, key), vec![]),
+        JobState::Activated => state.put(deadline_key(stored.record.deadline_ms, key), vec![]),
+        JobState::Failed if stored.record.recurring_time_ms > 0 => state.put(backoff_key(stored.record.recurring_time_ms, key), vec![]),
+        _ => {}
+    }
+    state.put(job_key(key), encode(&stored));
+}

@@ -1,0 +1,384 @@
+//! BPMN element behaviours: one lifecycle (activate → complete, or terminate) with a hook per
+//! element kind. Failures that Zeebe raises as incidents become INCIDENT CREATED events and
+//! leave the element where it stopped; resolving the incident resumes from there.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value as Json};
+use waggle_bpmn::{ElementKind, ExprOrStatic, Process};
+use waggle_feel::{Expression, Value};
+use waggle_protocol::value::{IncidentRecord, JobBatchRecord, JobRecord, ProcessInstanceRecord, ProcessInstanceResultRecord};
+use waggle_protocol::{Intent, Record, RecordType, RecordValue, ValueType};
+
+use crate::processing::{Processing, SideEffect};
+use crate::tables::ElementState;
+use crate::variables::{self, ScopeLookup};
+
+/// Zeebe's incident error types used so far.
+pub(crate) mod error_type {
+    pub const JOB_NO_RETRIES: &str = "JOB_NO_RETRIES";
+    pub const IO_MAPPING_ERROR: &str = "IO_MAPPING_ERROR";
+    pub const EXTRACT_VALUE_ERROR: &str = "EXTRACT_VALUE_ERROR";
+    pub const CONDITION_ERROR: &str = "CONDITION_ERROR";
+    pub const UNHANDLED_ERROR_EVENT: &str = "UNHANDLED_ERROR_EVENT";
+}
+
+type P<'a, 'b, 'c, 'd> = &'a mut Processing<'b, 'c, 'd>;
+
+fn element_idx(model: &Process, id: &str) -> Option<usize> {
+    model.element(id)
+}
+
+/// ACTIVATE_ELEMENT: the element instance is born (ACTIVATING), then activation continues.
+pub(crate) fn activate(p: P, command: &Record) {
+    let RecordValue::ProcessInstance(pi) = &command.value else { return };
+    if pi.flow_scope_key > 0 {
+        // a token into a scope that was terminated meanwhile goes nowhere
+        match p.view().element(pi.flow_scope_key) {
+            Some(scope) if scope.state == ElementState::Activated => {}
+            _ => return,
+        }
+    }
+    p.event(command.key, Intent::ElementActivating, RecordValue::ProcessInstance(pi.clone()));
+    continue_activation(p, command.key);
+}
+
+/// The part of activation that may stop at an incident (mappings, job properties).
+pub(crate) fn continue_activation(p: P, key: i64) {
+    let Some(instance) = p.view().element(key) else { return };
+    let pi = instance.record.clone();
+    let model = p.process_model(pi.process_definition_key);
+    if pi.element_id == model.id {
+        p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
+        let start = &model.elements[model.start];
+        let child = child_record(&pi, key, &start.id, start.kind.bpmn_element_type());
+        let child_key = p.new_key();
+        p.command(child_key, Intent::ActivateElement, RecordValue::ProcessInstance(child));
+        return;
+    }
+    let Some(idx) = element_idx(&model, &pi.element_id) else { return };
+    let element = &model.elements[idx];
+    if !element.inputs.is_empty() {
+        match evaluate_mappings(p, key, &element.inputs) {
+            Ok(doc) => variables::merge_local(p, key, &doc),
+            Err(message) => return incident(p, &pi, key, -1, error_type::IO_MAPPING_ERROR, message),
+        }
+    }
+    match &element.kind {
+        ElementKind::ServiceTask(def) => {
+            let lookup_scope = key;
+            let job_type = match eval_string(p, lookup_scope, &def.job_type) {
+                Ok(t) => t,
+                Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
+            };
+            let retries = match eval_number(p, lookup_scope, &def.retries) {
+                Ok(r) => r,
+                Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
+            };
+            let headers: Map<String, Json> = def.headers.iter().map(|(k, v)| (k.clone(), Json::String(v.clone()))).collect();
+            let job = JobRecord {
+                job_type: job_type.clone(),
+                retries,
+                deadline_ms: -1,
+                custom_headers: Json::Object(headers).to_string(),
+                variables: "{}".into(),
+                bpmn_process_id: pi.bpmn_process_id.clone(),
+                process_definition_key: pi.process_definition_key,
+                process_definition_version: pi.version,
+                process_instance_key: pi.process_instance_key,
+                element_id: pi.element_id.clone(),
+                element_instance_key: key,
+                tenant_id: pi.tenant_id.clone(),
+                ..Default::default()
+            };
+            let job_key = p.new_key();
+            p.event(job_key, Intent::Created, RecordValue::Job(job));
+            p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi));
+            job_became_activatable(p, job_key);
+        }
+        _ => {
+            p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
+            p.command(key, Intent::CompleteElement, RecordValue::ProcessInstance(pi));
+        }
+    }
+}
+
+/// A job can be taken: push it to an open job stream, or announce it to long-polling requests.
+pub(crate) fn job_became_activatable(p: P, job_key: i64) {
+    let Some(job) = p.view().job(job_key) else { return };
+    match p.job_streams.stream_for(&job.record.job_type) {
+        Some(stream) => {
+            let mut record = job.record.clone();
+            let vars = variables::visible_variables(p.view(), record.element_instance_key, &stream.fetch_variables);
+            record.variables = Json::Object(vars).to_string();
+            record.worker = stream.worker.clone();
+            record.timeout_ms = stream.timeout_ms;
+            record.deadline_ms = p.now_ms + stream.timeout_ms;
+            let batch = JobBatchRecord {
+                job_type: record.job_type.clone(),
+                worker: stream.worker.clone(),
+                timeout_ms: stream.timeout_ms,
+                max_jobs_to_activate: 1,
+                fetch_variables: stream.fetch_variables.clone(),
+                job_keys: vec![job_key],
+                jobs: vec![record.clone()],
+                truncated: false,
+            };
+            let batch_key = p.new_key();
+            p.event(batch_key, Intent::Activated, RecordValue::JobBatch(batch));
+            p.side_effect(SideEffect::PushJob { stream_id: stream.stream_id, job_key, job: Box::new(record) });
+        }
+        None => p.side_effect(SideEffect::JobsAvailable { job_type: job.record.job_type }),
+    }
+}
+
+/// COMPLETE_ELEMENT: COMPLETING, then completion continues.
+pub(crate) fn complete(p: P, command: &Record) {
+    let Some(instance) = p.view().element(command.key) else { return };
+    if instance.state != ElementState::Activated {
+        return;
+    }
+    p.event(command.key, Intent::ElementCompleting, RecordValue::ProcessInstance(instance.record));
+    continue_completion(p, command.key);
+}
+
+/// The part of completion that may stop at an incident (output mappings, conditions).
+pub(crate) fn continue_completion(p: P, key: i64) {
+    let Some(instance) = p.view().element(key) else { return };
+    let pi = instance.record.clone();
+    let model = p.process_model(pi.process_definition_key);
+    if pi.element_id == model.id {
+        return complete_process(p, key, pi);
+    }
+    let Some(idx) = element_idx(&model, &pi.element_id) else { return };
+    let element = &model.elements[idx];
+    if !element.outputs.is_empty() {
+        match evaluate_mappings(p, key, &element.outputs) {
+            Ok(doc) => variables::merge_propagate(p, pi.flow_scope_key, &doc),
+            Err(message) => return incident(p, &pi, key, -1, error_type::IO_MAPPING_ERROR, message),
+        }
+    }
+    let flows: Vec<usize> = match &element.kind {
+        ElementKind::ExclusiveGateway { default_flow } => match choose_flow(p, key, &model, &element.outgoing, *default_flow) {
+            Ok(flow) => flow.into_iter().collect(),
+            Err(message) => return incident(p, &pi, key, -1, error_type::CONDITION_ERROR, message),
+        },
+        _ => element.outgoing.clone(),
+    };
+    p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
+    if flows.is_empty() {
+        maybe_complete_scope(p, pi.flow_scope_key);
+    }
+    for flow in flows {
+        take_flow(p, &model, &pi, flow);
+    }
+}
+
+fn complete_process(p: P, key: i64, pi: ProcessInstanceRecord) {
+    let awaiting = p.take_awaiting_result(key);
+    let result_vars = awaiting.as_ref().map(|(_, names)| variables::visible_variables(p.view(), key, names));
+    let completed = p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
+    if let (Some((request, _)), Some(vars)) = (awaiting, result_vars) {
+        let result = ProcessInstanceResultRecord {
+            bpmn_process_id: pi.bpmn_process_id,
+            version: pi.version,
+            process_definition_key: pi.process_definition_key,
+            process_instance_key: key,
+            variables: Json::Object(vars).to_string(),
+            tenant_id: pi.tenant_id,
+        };
+        let record = Record {
+            value_type: ValueType::ProcessInstanceResult,
+            intent: Intent::Completed,
+            record_type: RecordType::Event,
+            value: RecordValue::ProcessInstanceResult(result),
+            ..completed
+        };
+        p.respond(Some(request), record);
+    }
+}
+
+fn take_flow(p: P, model: &Arc<Process>, from: &ProcessInstanceRecord, flow: usize) {
+    let f = &model.flows[flow];
+    let mut taken = from.clone();
+    taken.element_id = f.id.clone();
+    taken.bpmn_element_type = "SEQUENCE_FLOW".into();
+    let flow_key = p.new_key();
+    p.event(flow_key, Intent::SequenceFlowTaken, RecordValue::ProcessInstance(taken));
+    let target = &model.elements[f.target];
+    let is_join = matches!(target.kind, ElementKind::ParallelGateway) && target.incoming.len() > 1;
+    if is_join {
+        let scope = from.flow_scope_key;
+        let all_taken = target.incoming.iter().all(|i| p.view().taken_flows(scope, &model.flows[*i].id) > 0);
+        if !all_taken {
+            return;
+        }
+    }
+    let next = child_record(from, from.flow_scope_key, &target.id, target.kind.bpmn_element_type());
+    let next_key = p.new_key();
+    p.command(next_key, Intent::ActivateElement, RecordValue::ProcessInstance(next));
+}
+
+/// Completes a scope once nothing inside it is active and no token is in flight.
+fn maybe_complete_scope(p: P, scope: i64) {
+    let Some(s) = p.view().element(scope) else { return };
+    if s.state == ElementState::Activated && s.active_children == 0 && s.active_flows == 0 {
+        p.command(scope, Intent::CompleteElement, RecordValue::ProcessInstance(s.record));
+    }
+}
+
+/// Terminates an element instance and everything inside it (cancel).
+pub(crate) fn terminate(p: P, key: i64) {
+    let Some(instance) = p.view().element(key) else { return };
+    if matches!(instance.state, ElementState::Terminating | ElementState::Terminated | ElementState::Completed) {
+        return;
+    }
+    p.event(key, Intent::ElementTerminating, RecordValue::ProcessInstance(instance.record.clone()));
+    for child in p.view().children(key) {
+        terminate(p, child);
+    }
+    if instance.job_key > 0 {
+        if let Some(job) = p.view().job(instance.job_key) {
+            resolve_incident_of(p, p.view().job_incident(instance.job_key));
+            p.event(instance.job_key, Intent::Canceled, RecordValue::Job(job.record));
+        }
+    }
+    resolve_incident_of(p, p.view().element_incident(key));
+    p.event(key, Intent::ElementTerminated, RecordValue::ProcessInstance(instance.record.clone()));
+    if instance.record.flow_scope_key < 0 {
+        // the process itself: nobody will see a result
+        if let Some((request, _)) = p.take_awaiting_result(key) {
+            let _ = request;
+        }
+    }
+}
+
+fn resolve_incident_of(p: P, incident_key: Option<i64>) {
+    let Some(incident_key) = incident_key else { return };
+    if let Some(incident) = p.view().incident(incident_key) {
+        p.event(incident_key, Intent::Resolved, RecordValue::Incident(incident));
+    }
+}
+
+/// Raises an incident for an element (job_key -1) or a job.
+pub(crate) fn incident(p: P, pi: &ProcessInstanceRecord, element_key: i64, job_key: i64, error_type: &str, message: String) {
+    let record = IncidentRecord {
+        error_type: error_type.to_string(),
+        error_message: message,
+        bpmn_process_id: pi.bpmn_process_id.clone(),
+        process_definition_key: pi.process_definition_key,
+        process_instance_key: pi.process_instance_key,
+        element_id: pi.element_id.clone(),
+        element_instance_key: element_key,
+        job_key,
+        variable_scope_key: element_key,
+        tenant_id: pi.tenant_id.clone(),
+    };
+    let key = p.new_key();
+    p.event(key, Intent::Created, RecordValue::Incident(record));
+}
+
+pub(crate) fn child_record(
+    parent: &ProcessInstanceRecord,
+    flow_scope_key: i64,
+    element_id: &str,
+    element_type: &str,
+) -> ProcessInstanceRecord {
+    ProcessInstanceRecord {
+        element_id: element_id.to_string(),
+        flow_scope_key,
+        bpmn_element_type: element_type.to_string(),
+        ..parent.clone()
+    }
+}
+
+fn evaluate_mappings(p: P, scope: i64, mappings: &[waggle_bpmn::Mapping]) -> Result<Map<String, Json>, String> {
+    let mut doc = Map::new();
+    for m in mappings {
+        let value = {
+            let lookup = ScopeLookup::new(p.view(), scope);
+            m.source.evaluate(&lookup)
+        };
+        set_path(&mut doc, &m.target, value.to_json(), p, scope);
+    }
+    Ok(doc)
+}
+
+/// Sets `a.b.c` in a document; the first segment starts from the variable's current value.
+fn set_path(doc: &mut Map<String, Json>, target: &str, value: Json, p: P, scope: i64) {
+    let mut parts = target.split('.');
+    let first = parts.next().unwrap_or(target).to_string();
+    let rest: Vec<&str> = parts.collect();
+    if rest.is_empty() {
+        doc.insert(first, value);
+        return;
+    }
+    let mut root = doc.remove(&first).unwrap_or_else(|| {
+        let lookup = ScopeLookup::new(p.view(), scope);
+        waggle_feel::VariableLookup::lookup(&lookup, &first).map(|v| v.to_json()).unwrap_or(Json::Null)
+    });
+    let mut cursor = &mut root;
+    for part in rest {
+        if !cursor.is_object() {
+            *cursor = Json::Object(Map::new());
+        }
+        cursor = cursor.as_object_mut().expect("object").entry(part.to_string()).or_insert(Json::Null);
+    }
+    *cursor = value;
+    doc.insert(first, root);
+}
+
+fn evaluate(p: P, scope: i64, expr: &Expression) -> Value {
+    let lookup = ScopeLookup::new(p.view(), scope);
+    expr.evaluate(&lookup)
+}
+
+fn type_error(expr: &Expression, expected: &str, got: &Value) -> String {
+    format!("Expected result of the expression '{}' to be '{}', but was '{}'.", expr.source(), expected, got.type_name())
+}
+
+fn eval_string(p: P, scope: i64, v: &ExprOrStatic) -> Result<String, String> {
+    match v {
+        ExprOrStatic::Static(s) => Ok(s.clone()),
+        ExprOrStatic::Expression(e) => match evaluate(p, scope, e) {
+            Value::String(s) => Ok(s),
+            other => Err(type_error(e, "STRING", &other)),
+        },
+    }
+}
+
+fn eval_number(p: P, scope: i64, v: &ExprOrStatic) -> Result<i32, String> {
+    match v {
+        ExprOrStatic::Static(s) => {
+            s.trim().parse::<i32>().map_err(|_| format!("Expected result of the expression '{s}' to be 'NUMBER', but was 'STRING'."))
+        }
+        ExprOrStatic::Expression(e) => match evaluate(p, scope, e) {
+            Value::Number(n) => Ok(n.to_f64() as i32),
+            other => Err(type_error(e, "NUMBER", &other)),
+        },
+    }
+}
+
+/// The flow an exclusive gateway takes: the first outgoing flow (in model order) whose
+/// condition is true, else the default flow; an incident when neither exists.
+fn choose_flow(p: P, scope: i64, model: &Process, outgoing: &[usize], default_flow: Option<usize>) -> Result<Option<usize>, String> {
+    if outgoing.len() == 1 && model.flows[outgoing[0]].condition.is_none() {
+        return Ok(Some(outgoing[0]));
+    }
+    for &f in outgoing {
+        if Some(f) == default_flow {
+            continue;
+        }
+        let Some(condition) = &model.flows[f].condition else { continue };
+        match evaluate(p, scope, condition) {
+            Value::Bool(true) => return Ok(Some(f)),
+            Value::Bool(false) => {}
+            other => return Err(type_error(condition, "BOOLEAN", &other)),
+        }
+    }
+    match default_flow {
+        Some(f) => Ok(Some(f)),
+        None if outgoing.is_empty() => Ok(None),
+        None => Err("Expected at least one condition to evaluate to true, or to have a default flow".into()),
+    }
+}

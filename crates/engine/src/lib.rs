@@ -1,0 +1,81 @@
+//! The pure per-partition engine: `(state, command) → records + responses + side effects`.
+//!
+//! Owns: command processors, one behaviour per BPMN element kind, and the event appliers — the
+//! only code that changes state (constraint C2). Does not own: IO, clocks, randomness, the log,
+//! networking. Time arrives in [`ProcessingContext::now_ms`]; job streams arrive as a read-only
+//! view ([`JobStreams`]).
+//!
+//! Contract for callers (the broker):
+//! - [`Engine::process_batch`] stages every state change in the given [`Overlay`]; the caller
+//!   appends `BatchOutput::entry()` to the log and commits the overlay's writes only once that
+//!   entry is durable, then delivers responses and side effects.
+//! - [`Engine::replay`] applies the events of a logged entry and nothing else (C1: replay never
+//!   re-runs command logic); replaying every entry from empty state gives byte-identical state.
+//! - Business failures (unknown keys, bad variables, FEEL errors) become rejections or incidents,
+//!   never panics. A panic means a broken invariant.
+
+mod appliers;
+mod behaviors;
+mod processes;
+mod processing;
+mod processors;
+mod tables;
+mod variables;
+
+pub use processing::{BatchOutput, Command, JobStreamTarget, JobStreams, NoJobStreams, ProcessingContext, RequestId, SideEffect};
+pub use tables::{ElementInstance, ElementState, JobState, StateView, StoredJob};
+
+use waggle_protocol::codec::Entry;
+use waggle_protocol::PartitionId;
+use waggle_state::{KvRead, Overlay};
+
+use processes::ProcessCache;
+
+/// Metadata keys the engine keeps beside its tables.
+pub(crate) const META_NEXT_KEY: &[u8] = b"X/next_key";
+pub(crate) const META_LAST_POSITION: &[u8] = b"X/last_position";
+
+/// One partition's engine. Holds only caches derived from state (parsed process models).
+pub struct Engine {
+    partition: PartitionId,
+    processes: ProcessCache,
+    awaiting: processing::AwaitingResults,
+}
+
+impl Engine {
+    pub fn new(partition: PartitionId) -> Self {
+        Self { partition, processes: ProcessCache::default(), awaiting: Default::default() }
+    }
+
+    pub fn partition(&self) -> PartitionId {
+        self.partition
+    }
+
+    /// Processes client or scheduler commands, and every follow-up command they cause, until
+    /// nothing is left to do (a wait state). All state changes are staged in `state`.
+    pub fn process_batch(&mut self, state: &mut Overlay<'_>, ctx: &ProcessingContext<'_>, commands: Vec<Command>) -> BatchOutput {
+        let mut p = processing::Processing::new(self.partition, state, &mut self.processes, &mut self.awaiting, ctx);
+        for command in commands {
+            p.process_client_command(command);
+        }
+        p.finish()
+    }
+
+    /// Applies the events of an entry that is already in the log (recovery, followers).
+    pub fn replay(&mut self, state: &mut Overlay<'_>, entry: &Entry) {
+        for record in &entry.records {
+            if record.is_event() {
+                appliers::apply(state, &mut self.processes, record);
+            }
+        }
+        if let Some(last) = entry.records.last() {
+            state.put(META_LAST_POSITION.to_vec(), last.position.to_be_bytes().to_vec());
+        }
+        state.put(META_NEXT_KEY.to_vec(), entry.next_key_counter.to_be_bytes().to_vec());
+    }
+
+    /// Position of the last record in state (0 when empty).
+    pub fn last_position(state: &dyn KvRead) -> u64 {
+        state.get(META_LAST_POSITION).map(|b| u64::from_be_bytes(b.try_into().expect("position"))).unwrap_or(0)
+    }
+}

@@ -1,0 +1,38 @@
+//! Parsed process models, cached by process definition key. Parsing happens once per key per
+//! run (at deploy, or on first use after a restart), never per command.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use waggle_bpmn::Process;
+
+use crate::tables::StateView;
+
+#[derive(Default)]
+pub(crate) struct ProcessCache {
+    by_key: HashMap<i64, Arc<Process>>,
+}
+
+impl ProcessCache {
+    /// The model of a deployed process. Panics if the key is not deployed or its stored XML no
+    /// longer parses: both are broken invariants (only valid models are ever stored).
+    pub fn get(&mut self, key: i64, view: StateView<'_>) -> Arc<Process> {
+        if let Some(p) = self.by_key.get(&key) {
+            return p.clone();
+        }
+        let record = view.process(key).unwrap_or_else(|| panic!("process {key} is not deployed"));
+        let process = parse_one(&record.resource, &record.bpmn_process_id).unwrap_or_else(|| panic!("stored process {key} does not parse"));
+        let process = Arc::new(process);
+        self.by_key.insert(key, process.clone());
+        process
+    }
+
+    pub fn insert(&mut self, key: i64, process: Arc<Process>) {
+        self.by_key.insert(key, process);
+    }
+}
+
+/// Parses a resource and returns the process with the given id.
+pub(crate) fn parse_one(xml: &[u8], bpmn_id: &str) -> Option<Process> {
+    waggle_bpmn::parse_definitions(xml).ok()?.into_iter().find(|p| p.id == bpmn_id)
+}

@@ -1,0 +1,256 @@
+//! One processing batch: the record writer, key and position counters, and the queue of
+//! follow-up commands. Events are applied to state the moment they are written, so the logic
+//! that follows sees them (as Zeebe's state writer does).
+
+use std::collections::{HashMap, VecDeque};
+
+use waggle_protocol::codec::Entry;
+use waggle_protocol::record::Rejection;
+use waggle_protocol::value::JobRecord;
+use waggle_protocol::{encode_key, Intent, PartitionId, Record, RecordType, RecordValue, RejectionType, ValueType};
+use waggle_state::{KvRead, Overlay};
+
+use crate::processes::ProcessCache;
+use crate::tables::StateView;
+use crate::{appliers, processors, META_LAST_POSITION, META_NEXT_KEY};
+
+/// Identifies a pending client request within one broker run.
+pub type RequestId = u64;
+
+/// A command from outside the engine (a client request or the scheduler).
+#[derive(Debug, Clone)]
+pub struct Command {
+    /// Where to send the answer; `None` for commands nobody waits on (scheduler).
+    pub request_id: Option<RequestId>,
+    /// The key the command is about (-1 when it creates something new).
+    pub key: i64,
+    pub intent: Intent,
+    pub value: RecordValue,
+}
+
+/// A worker's job stream that can take a job right now.
+#[derive(Debug, Clone)]
+pub struct JobStreamTarget {
+    pub stream_id: u64,
+    pub worker: String,
+    pub timeout_ms: i64,
+    pub fetch_variables: Vec<String>,
+}
+
+/// Read-only view of the job streams open on this partition.
+pub trait JobStreams {
+    fn stream_for(&self, job_type: &str) -> Option<JobStreamTarget>;
+}
+
+/// No streams (tests, replay).
+pub struct NoJobStreams;
+impl JobStreams for NoJobStreams {
+    fn stream_for(&self, _job_type: &str) -> Option<JobStreamTarget> {
+        None
+    }
+}
+
+/// What the engine needs from the outside world for one batch.
+pub struct ProcessingContext<'a> {
+    pub now_ms: i64,
+    pub job_streams: &'a dyn JobStreams,
+}
+
+/// Work for the broker to do once the batch is committed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SideEffect {
+    /// Jobs of this type became activatable: wake long-polling requests.
+    JobsAvailable { job_type: String },
+    /// Push an activated job to a worker's stream.
+    PushJob { stream_id: u64, job_key: i64, job: Box<JobRecord> },
+}
+
+/// The outcome of a batch.
+#[derive(Debug, Default)]
+pub struct BatchOutput {
+    /// Records to append, in position order.
+    pub records: Vec<Record>,
+    /// Answers to client requests: the event or rejection that answers each.
+    pub responses: Vec<(RequestId, Record)>,
+    pub side_effects: Vec<SideEffect>,
+    pub next_key_counter: i64,
+}
+
+impl BatchOutput {
+    /// The log entry for this batch (None when the batch wrote nothing).
+    pub fn entry(&self) -> Option<Entry> {
+        (!self.records.is_empty()).then(|| Entry { next_key_counter: self.next_key_counter, records: self.records.clone() })
+    }
+}
+
+/// Requests waiting for a process instance's result, by process instance key. Runtime only:
+/// request ids mean nothing after a restart, so this is not part of state.
+pub(crate) type AwaitingResults = HashMap<i64, (RequestId, Vec<String>)>;
+
+pub(crate) struct Processing<'o, 's, 'c> {
+    pub(crate) partition: PartitionId,
+    state: &'o mut Overlay<'s>,
+    processes: &'o mut ProcessCache,
+    awaiting: &'o mut AwaitingResults,
+    pub(crate) now_ms: i64,
+    pub(crate) job_streams: &'c dyn JobStreams,
+    next_key: i64,
+    last_position: u64,
+    source_position: u64,
+    pending: VecDeque<Record>,
+    out: BatchOutput,
+}
+
+fn read_i64(state: &dyn KvRead, key: &[u8], default: i64) -> i64 {
+    state.get(key).map(|b| i64::from_be_bytes(b.try_into().expect("meta value"))).unwrap_or(default)
+}
+
+impl<'o, 's, 'c> Processing<'o, 's, 'c> {
+    pub fn new(
+        partition: PartitionId,
+        state: &'o mut Overlay<'s>,
+        processes: &'o mut ProcessCache,
+        awaiting: &'o mut AwaitingResults,
+        ctx: &ProcessingContext<'c>,
+    ) -> Self {
+        let next_key = read_i64(state, META_NEXT_KEY, 1);
+        let last_position = read_i64(state, META_LAST_POSITION, 0) as u64;
+        Self {
+            partition,
+            state,
+            processes,
+            awaiting,
+            now_ms: ctx.now_ms,
+            job_streams: ctx.job_streams,
+            next_key,
+            last_position,
+            source_position: 0,
+            pending: VecDeque::new(),
+            out: BatchOutput::default(),
+        }
+    }
+
+    pub fn view(&self) -> StateView<'_> {
+        StateView::new(&*self.state)
+    }
+
+    pub fn process_model(&mut self, key: i64) -> std::sync::Arc<waggle_bpmn::Process> {
+        self.processes.get(key, StateView::new(&*self.state))
+    }
+
+    pub fn processes_mut(&mut self) -> &mut ProcessCache {
+        self.processes
+    }
+
+    /// Remembers that `request` waits for the result of process instance `pi`.
+    pub fn await_result(&mut self, pi: i64, request: RequestId, fetch_variables: Vec<String>) {
+        self.awaiting.insert(pi, (request, fetch_variables));
+    }
+
+    pub fn take_awaiting_result(&mut self, pi: i64) -> Option<(RequestId, Vec<String>)> {
+        self.awaiting.remove(&pi)
+    }
+
+    pub fn new_key(&mut self) -> i64 {
+        let key = encode_key(self.partition, self.next_key);
+        self.next_key += 1;
+        key
+    }
+
+    fn append(&mut self, mut record: Record) -> Record {
+        self.last_position += 1;
+        record.position = self.last_position;
+        record.source_position = self.source_position;
+        record.timestamp_ms = self.now_ms;
+        self.out.records.push(record.clone());
+        record
+    }
+
+    fn make(key: i64, record_type: RecordType, intent: Intent, value: RecordValue) -> Record {
+        Record {
+            position: 0,
+            source_position: 0,
+            key,
+            timestamp_ms: 0,
+            record_type,
+            value_type: value_type_of(&value),
+            intent,
+            rejection: None,
+            value,
+        }
+    }
+
+    /// Writes an event and applies it to state.
+    pub fn event(&mut self, key: i64, intent: Intent, value: RecordValue) -> Record {
+        let record = self.append(Self::make(key, RecordType::Event, intent, value));
+        appliers::apply(self.state, self.processes, &record);
+        record
+    }
+
+    /// Writes a follow-up command, processed later in this batch.
+    pub fn command(&mut self, key: i64, intent: Intent, value: RecordValue) {
+        let record = self.append(Self::make(key, RecordType::Command, intent, value));
+        self.pending.push_back(record);
+    }
+
+    /// Writes a rejection of `command` and answers its request, if any.
+    pub fn reject(&mut self, command: &Record, request: Option<RequestId>, rejection_type: RejectionType, reason: String) {
+        let mut record = Self::make(command.key, RecordType::CommandRejection, command.intent, command.value.clone());
+        record.rejection = Some(Rejection { rejection_type, reason });
+        let record = self.append(record);
+        self.respond(request, record);
+    }
+
+    pub fn respond(&mut self, request: Option<RequestId>, record: Record) {
+        if let Some(id) = request {
+            self.out.responses.push((id, record));
+        }
+    }
+
+    pub fn side_effect(&mut self, effect: SideEffect) {
+        if !self.out.side_effects.contains(&effect) {
+            self.out.side_effects.push(effect);
+        }
+    }
+
+    /// Processes one command from outside, then all follow-up commands it caused.
+    pub fn process_client_command(&mut self, command: Command) {
+        // An activation that finds no job writes nothing: answer it without touching the log.
+        if command.intent == Intent::Activate && processors::job_batch::nothing_to_activate(self, &command) {
+            let record = Self::make(-1, RecordType::Event, Intent::Activated, command.value);
+            self.respond(command.request_id, record);
+            return;
+        }
+        self.source_position = 0;
+        let record = self.append(Self::make(command.key, RecordType::Command, command.intent, command.value));
+        self.source_position = record.position;
+        processors::process(self, &record, command.request_id);
+        while let Some(next) = self.pending.pop_front() {
+            self.source_position = next.position;
+            processors::process(self, &next, None);
+        }
+    }
+
+    pub fn finish(mut self) -> BatchOutput {
+        self.state.put(META_NEXT_KEY.to_vec(), self.next_key.to_be_bytes().to_vec());
+        self.state.put(META_LAST_POSITION.to_vec(), (self.last_position as i64).to_be_bytes().to_vec());
+        self.out.next_key_counter = self.next_key;
+        self.out
+    }
+}
+
+pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
+    match value {
+        RecordValue::Deployment(_) => ValueType::Deployment,
+        RecordValue::Process(_) => ValueType::Process,
+        RecordValue::ProcessInstance(_) => ValueType::ProcessInstance,
+        RecordValue::ProcessInstanceCreation(_) => ValueType::ProcessInstanceCreation,
+        RecordValue::ProcessInstanceResult(_) => ValueType::ProcessInstanceResult,
+        RecordValue::Job(_) => ValueType::Job,
+        RecordValue::JobBatch(_) => ValueType::JobBatch,
+        RecordValue::Variable(_) => ValueType::Variable,
+        RecordValue::VariableDocument(_) => ValueType::VariableDocument,
+        RecordValue::Incident(_) => ValueType::Incident,
+        RecordValue::Message(_) => ValueType::Message,
+    }
+}

@@ -1,0 +1,132 @@
+use std::sync::Arc;
+
+use waggle_protocol::value::{DeploymentRecord, ProcessMetadata, ProcessRecord};
+use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
+
+use crate::processing::{Processing, RequestId};
+
+/// DEPLOYMENT CREATE: validates every resource, then writes PROCESS CREATED per new process
+/// version and DEPLOYMENT CREATED. An unchanged resource is a duplicate: same key and version.
+pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
+    let RecordValue::Deployment(deployment) = &command.value else { return };
+    if deployment.resources.is_empty() {
+        return p.reject(
+            command,
+            request,
+            RejectionType::InvalidArgument,
+            "Expected to deploy at least one resource, but none given".into(),
+        );
+    }
+    let mut errors = String::new();
+    let mut parsed = Vec::new();
+    for resource in &deployment.resources {
+        let name = &resource.resource_name;
+        if !(name.ends_with(".bpmn") || name.ends_with(".xml")) {
+            errors.push_str(&format!(
+                "\n'{name}': Expected the resource to be a BPMN model (.bpmn or .xml); other resource types (DMN, forms) are not supported yet"
+            ));
+            continue;
+        }
+        match waggle_bpmn::parse_definitions(&resource.resource) {
+            Ok(processes) => parsed.push((resource, processes)),
+            Err(errs) => {
+                errors.push_str(&format!("\n'{name}':"));
+                for e in errs {
+                    errors.push_str(&format!("\n{e}"));
+                }
+            }
+        }
+    }
+    if !errors.is_empty() {
+        let reason = format!("Expected to deploy new resources, but encountered the following errors:{errors}");
+        return p.reject(command, request, RejectionType::InvalidArgument, reason);
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (_, processes) in &parsed {
+        for process in processes {
+            if !seen.insert(process.id.clone()) {
+                let reason = format!(
+                    "Expected to deploy new resources, but encountered the following errors:\nDuplicated process id in resources '{}'",
+                    process.id
+                );
+                return p.reject(command, request, RejectionType::InvalidArgument, reason);
+            }
+        }
+    }
+    let deployment_key = p.new_key();
+    let mut metadata = Vec::new();
+    for (resource, processes) in parsed {
+        let checksum = crc32fast::hash(&resource.resource);
+        for process in processes {
+            let latest = p.view().latest_process(&process.id);
+            let duplicate = latest.and_then(|(version, key)| {
+                let stored = p.view().process(key)?;
+                (stored.checksum == checksum && stored.resource_name == resource.resource_name).then_some((version, key))
+            });
+            if let Some((version, key)) = duplicate {
+                metadata.push(ProcessMetadata {
+                    bpmn_process_id: process.id.clone(),
+                    version,
+                    process_definition_key: key,
+                    resource_name: resource.resource_name.clone(),
+                    checksum,
+                    duplicate: true,
+                });
+                continue;
+            }
+            let version = latest.map(|(v, _)| v + 1).unwrap_or(1);
+            let key = p.new_key();
+            let record = ProcessRecord {
+                bpmn_process_id: process.id.clone(),
+                version,
+                process_definition_key: key,
+                resource_name: resource.resource_name.clone(),
+                resource: resource.resource.clone(),
+                checksum,
+                tenant_id: "<default>".into(),
+            };
+            p.processes_mut().insert(key, Arc::new(process.clone()));
+            p.event(key, Intent::Created, RecordValue::Process(record));
+            metadata.push(ProcessMetadata {
+                bpmn_process_id: process.id.clone(),
+                version,
+                process_definition_key: key,
+                resource_name: resource.resource_name.clone(),
+                checksum,
+                duplicate: false,
+            });
+        }
+    }
+    let record = DeploymentRecord { resources: deployment.resources.clone(), processes_metadata: metadata, tenant_id: "<default>".into() };
+    let created = p.event(deployment_key, Intent::Created, RecordValue::Deployment(record));
+    p.respond(request, created);
+}
+
+/// DEPLOYMENT DISTRIBUTE: another partition's deployment, with its keys and versions, written
+/// here as it was there (so process keys are the same on every partition).
+pub(crate) fn distribute(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
+    let RecordValue::Deployment(deployment) = &command.value else { return };
+    for meta in deployment.processes_metadata.iter().filter(|m| !m.duplicate) {
+        if p.view().process(meta.process_definition_key).is_some() {
+            continue;
+        }
+        let Some(resource) = deployment.resources.iter().find(|r| r.resource_name == meta.resource_name) else { continue };
+        let Some(process) = crate::processes::parse_one(&resource.resource, &meta.bpmn_process_id) else {
+            let reason = format!("Expected to distribute process '{}', but it does not parse", meta.bpmn_process_id);
+            return p.reject(command, request, RejectionType::InvalidArgument, reason);
+        };
+        p.processes_mut().insert(meta.process_definition_key, Arc::new(process));
+        let record = ProcessRecord {
+            bpmn_process_id: meta.bpmn_process_id.clone(),
+            version: meta.version,
+            process_definition_key: meta.process_definition_key,
+            resource_name: meta.resource_name.clone(),
+            resource: resource.resource.clone(),
+            checksum: meta.checksum,
+            tenant_id: deployment.tenant_id.clone(),
+        };
+        p.event(meta.process_definition_key, Intent::Created, RecordValue::Process(record));
+    }
+    let event = p.event(command.key, Intent::Distributed, RecordValue::Deployment(deployment.clone()));
+    p.respond(request, event);
+}

@@ -1,0 +1,140 @@
+use waggle_protocol::value::{ProcessInstanceCreationRecord, ProcessInstanceRecord, UpdateSemantics, VariableDocumentRecord};
+use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
+
+use crate::behaviors;
+use crate::processing::{Processing, RequestId};
+use crate::tables::ElementState;
+use crate::variables;
+
+type P<'a, 'b, 'c, 'd> = &'a mut Processing<'b, 'c, 'd>;
+
+/// PROCESS_INSTANCE_CREATION CREATE: resolves the process, sets the variables on the new
+/// instance and activates it. With `await_result`, the answer waits for the instance to end.
+pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_result: bool) {
+    let RecordValue::ProcessInstanceCreation(creation) = &command.value else { return };
+    let found = if creation.process_definition_key > 0 {
+        p.view().process(creation.process_definition_key).map(|r| (creation.process_definition_key, r))
+    } else if creation.version > 0 {
+        p.view().process_by_version(&creation.bpmn_process_id, creation.version).and_then(|k| p.view().process(k).map(|r| (k, r)))
+    } else {
+        p.view().latest_process(&creation.bpmn_process_id).and_then(|(_, k)| p.view().process(k).map(|r| (k, r)))
+    };
+    let Some((definition_key, process)) = found else {
+        let reason = if creation.process_definition_key > 0 {
+            format!("Expected to find process definition with key '{}', but none found", creation.process_definition_key)
+        } else if creation.version > 0 {
+            format!(
+                "Expected to find process definition with process ID '{}' and version '{}', but none found",
+                creation.bpmn_process_id, creation.version
+            )
+        } else {
+            format!("Expected to find process definition with process ID '{}', but none found", creation.bpmn_process_id)
+        };
+        return p.reject(command, request, RejectionType::NotFound, reason);
+    };
+    let doc = match variables::parse_document(&creation.variables) {
+        Ok(doc) => doc,
+        Err(e) => {
+            let reason = format!("Expected to set variables from document, but the document is invalid: {e}");
+            return p.reject(command, request, RejectionType::InvalidArgument, reason);
+        }
+    };
+    let model = p.process_model(definition_key);
+    let pi_key = p.new_key();
+    let pi = ProcessInstanceRecord {
+        bpmn_process_id: process.bpmn_process_id.clone(),
+        version: process.version,
+        process_definition_key: definition_key,
+        process_instance_key: pi_key,
+        element_id: model.id.clone(),
+        flow_scope_key: -1,
+        bpmn_element_type: "PROCESS".into(),
+        parent_process_instance_key: -1,
+        tenant_id: process.tenant_id.clone(),
+    };
+    p.command(pi_key, Intent::ActivateElement, RecordValue::ProcessInstance(pi));
+    for (name, value) in &doc {
+        variables::set_local(p, pi_key, name, value);
+    }
+    let created = ProcessInstanceCreationRecord {
+        bpmn_process_id: process.bpmn_process_id,
+        version: process.version,
+        process_definition_key: definition_key,
+        process_instance_key: pi_key,
+        variables: creation.variables.clone(),
+        fetch_variables: creation.fetch_variables.clone(),
+        tenant_id: process.tenant_id,
+    };
+    let event = p.event(pi_key, Intent::Created, RecordValue::ProcessInstanceCreation(created));
+    match (await_result, request) {
+        (true, Some(request)) => p.await_result(pi_key, request, creation.fetch_variables.clone()),
+        _ => p.respond(request, event),
+    }
+}
+
+/// PROCESS_INSTANCE CANCEL: terminates the instance and everything in it.
+pub(crate) fn cancel(p: P, command: &Record, request: Option<RequestId>) {
+    let instance = p.view().element(command.key).filter(|e| e.record.flow_scope_key < 0);
+    let Some(instance) = instance else {
+        let reason = format!("Expected to cancel a process instance with key '{}', but no such process was found", command.key);
+        return p.reject(command, request, RejectionType::NotFound, reason);
+    };
+    if instance.state == ElementState::Terminating {
+        let reason = format!("Expected to cancel a process instance with key '{}', but it is already being terminated", command.key);
+        return p.reject(command, request, RejectionType::InvalidState, reason);
+    }
+    behaviors::terminate(p, command.key);
+    let mut answer = command.clone();
+    answer.value = RecordValue::ProcessInstance(instance.record);
+    answer.intent = Intent::ElementTerminated;
+    p.respond(request, answer);
+}
+
+/// VARIABLE_DOCUMENT UPDATE (SetVariables): local or propagated merge into an element's scope.
+pub(crate) fn set_variables(p: P, command: &Record, request: Option<RequestId>) {
+    let RecordValue::VariableDocument(doc) = &command.value else { return };
+    if p.view().element(doc.scope_key).is_none() {
+        let reason = format!("Expected to update variables for element with key '{}', but no such element was found", doc.scope_key);
+        return p.reject(command, request, RejectionType::NotFound, reason);
+    }
+    let vars = match variables::parse_document(&doc.variables) {
+        Ok(v) => v,
+        Err(e) => {
+            let reason = format!("Expected to merge variables for element with key '{}', but the document is invalid: {e}", doc.scope_key);
+            return p.reject(command, request, RejectionType::InvalidArgument, reason);
+        }
+    };
+    match doc.update_semantics {
+        UpdateSemantics::Local => variables::merge_local(p, doc.scope_key, &vars),
+        UpdateSemantics::Propagate => variables::merge_propagate(p, doc.scope_key, &vars),
+    }
+    let key = p.new_key();
+    let updated = VariableDocumentRecord { ..doc.clone() };
+    let event = p.event(key, Intent::Updated, RecordValue::VariableDocument(updated));
+    p.respond(request, event);
+}
+
+/// INCIDENT RESOLVE: marks the incident resolved and resumes where it stopped (a job incident
+/// makes the job activatable again once it has retries).
+pub(crate) fn resolve_incident(p: P, command: &Record, request: Option<RequestId>) {
+    let Some(incident) = p.view().incident(command.key) else {
+        let reason = format!("Expected to resolve incident with key '{}', but no such incident was found", command.key);
+        return p.reject(command, request, RejectionType::NotFound, reason);
+    };
+    if incident.job_key > 0 {
+        let retries = p.view().job(incident.job_key).map(|j| j.record.retries).unwrap_or(0);
+        let event = p.event(command.key, Intent::Resolved, RecordValue::Incident(incident.clone()));
+        p.respond(request, event);
+        if retries > 0 {
+            behaviors::job_became_activatable(p, incident.job_key);
+        }
+        return;
+    }
+    let event = p.event(command.key, Intent::Resolved, RecordValue::Incident(incident.clone()));
+    p.respond(request, event);
+    match p.view().element(incident.element_instance_key).map(|e| e.state) {
+        Some(ElementState::Activating) => behaviors::continue_activation(p, incident.element_instance_key),
+        Some(ElementState::Completing) => behaviors::continue_completion(p, incident.element_instance_key),
+        _ => {}
+    }
+}

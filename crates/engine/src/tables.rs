@@ -1,0 +1,269 @@
+//! The engine's tables over the ordered key-value store: key layout, stored types, and
+//! read-only accessors. Writes live in `appliers` only (constraint C2).
+//!
+//! Key layout (all integers big-endian so prefix scans come out in numeric order):
+//! - `P/k/<process key>`                 → ProcessRecord
+//! - `P/v/<bpmn id>\0<version>`          → process key
+//! - `P/l/<bpmn id>`                     → latest version (i32) + key
+//! - `E/<element instance key>`          → ElementInstance
+//! - `C/<flow scope key>/<child key>`    → () (children of a scope)
+//! - `V/<scope key>/<name>`              → StoredVariable
+//! - `J/<job key>`                       → StoredJob
+//! - `A/<job type>\0<job key>`           → () activatable jobs
+//! - `D/<deadline ms>/<job key>`         → () activated jobs by deadline
+//! - `B/<recurring ms>/<job key>`        → () failed jobs waiting for their back-off
+//! - `I/<incident key>`                  → IncidentRecord
+//! - `IE/<element instance key>`         → incident key (element incidents)
+//! - `IJ/<job key>`                      → incident key (job incidents)
+//! - `M/<message key>`                   → MessageRecord
+//! - `MI/<name>\0<correlation key>\0<message id>` → message key (de-duplication)
+//! - `MD/<deadline ms>/<message key>`    → () messages by expiry
+//! - `F/<flow scope key>/<flow id>`      → u32 taken count (parallel joins)
+//! - `X/...`                             → broker metadata (applied index, counters)
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use waggle_protocol::value::{IncidentRecord, JobRecord, MessageRecord, ProcessInstanceRecord, ProcessRecord};
+use waggle_state::KvRead;
+
+pub(crate) fn be(key: i64) -> [u8; 8] {
+    (key as u64).to_be_bytes()
+}
+
+pub(crate) fn k(parts: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        out.extend_from_slice(p);
+    }
+    out
+}
+
+pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    postcard::to_stdvec(v).expect("state encoding is infallible")
+}
+
+pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> T {
+    postcard::from_bytes(bytes).unwrap_or_else(|e| panic!("corrupt state value: {e}"))
+}
+
+pub(crate) fn process_key(key: i64) -> Vec<u8> {
+    k(&[b"P/k/", &be(key)])
+}
+pub(crate) fn process_version_key(id: &str, version: i32) -> Vec<u8> {
+    k(&[b"P/v/", id.as_bytes(), b"\0", &version.to_be_bytes()])
+}
+pub(crate) fn process_latest_key(id: &str) -> Vec<u8> {
+    k(&[b"P/l/", id.as_bytes()])
+}
+pub(crate) fn element_key(key: i64) -> Vec<u8> {
+    k(&[b"E/", &be(key)])
+}
+pub(crate) fn child_prefix(scope: i64) -> Vec<u8> {
+    k(&[b"C/", &be(scope), b"/"])
+}
+pub(crate) fn child_key(scope: i64, child: i64) -> Vec<u8> {
+    k(&[b"C/", &be(scope), b"/", &be(child)])
+}
+pub(crate) fn variable_prefix(scope: i64) -> Vec<u8> {
+    k(&[b"V/", &be(scope), b"/"])
+}
+pub(crate) fn variable_key(scope: i64, name: &str) -> Vec<u8> {
+    k(&[b"V/", &be(scope), b"/", name.as_bytes()])
+}
+pub(crate) fn job_key(key: i64) -> Vec<u8> {
+    k(&[b"J/", &be(key)])
+}
+pub(crate) fn activatable_prefix(job_type: &str) -> Vec<u8> {
+    k(&[b"A/", job_type.as_bytes(), b"\0"])
+}
+pub(crate) fn activatable_key(job_type: &str, key: i64) -> Vec<u8> {
+    k(&[b"A/", job_type.as_bytes(), b"\0", &be(key)])
+}
+pub(crate) fn deadline_key(deadline_ms: i64, key: i64) -> Vec<u8> {
+    k(&[b"D/", &be(deadline_ms), b"/", &be(key)])
+}
+pub(crate) fn backoff_key(due_ms: i64, key: i64) -> Vec<u8> {
+    k(&[b"B/", &be(due_ms), b"/", &be(key)])
+}
+pub(crate) fn incident_key(key: i64) -> Vec<u8> {
+    k(&[b"I/", &be(key)])
+}
+pub(crate) fn element_incident_key(element: i64) -> Vec<u8> {
+    k(&[b"IE/", &be(element)])
+}
+pub(crate) fn job_incident_key(job: i64) -> Vec<u8> {
+    k(&[b"IJ/", &be(job)])
+}
+pub(crate) fn message_key(key: i64) -> Vec<u8> {
+    k(&[b"M/", &be(key)])
+}
+pub(crate) fn message_id_key(name: &str, correlation: &str, id: &str) -> Vec<u8> {
+    k(&[b"MI/", name.as_bytes(), b"\0", correlation.as_bytes(), b"\0", id.as_bytes()])
+}
+pub(crate) fn message_deadline_key(deadline_ms: i64, key: i64) -> Vec<u8> {
+    k(&[b"MD/", &be(deadline_ms), b"/", &be(key)])
+}
+pub(crate) fn taken_flow_key(scope: i64, flow_id: &str) -> Vec<u8> {
+    k(&[b"F/", &be(scope), b"/", flow_id.as_bytes()])
+}
+
+/// Lifecycle state of an element instance (Zeebe's ProcessInstanceIntent states).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElementState {
+    Activating,
+    Activated,
+    Completing,
+    Completed,
+    Terminating,
+    Terminated,
+}
+
+/// An element instance in flight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ElementInstance {
+    pub key: i64,
+    pub state: ElementState,
+    pub record: ProcessInstanceRecord,
+    /// Element instances inside this one that have not completed or terminated.
+    pub active_children: u32,
+    /// Sequence flows taken inside this scope whose target has not been activated yet.
+    pub active_flows: u32,
+    /// The job of a service task (-1 when none).
+    pub job_key: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredVariable {
+    pub key: i64,
+    /// JSON text.
+    pub value: String,
+}
+
+/// Zeebe's job states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobState {
+    Activatable,
+    Activated,
+    Failed,
+    ErrorThrown,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Activatable => "ACTIVATABLE",
+            JobState::Activated => "ACTIVATED",
+            JobState::Failed => "FAILED",
+            JobState::ErrorThrown => "ERROR_THROWN",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredJob {
+    pub state: JobState,
+    pub record: JobRecord,
+}
+
+/// Read-only, typed view of the tables.
+#[derive(Clone, Copy)]
+pub struct StateView<'a> {
+    pub(crate) kv: &'a dyn KvRead,
+}
+
+impl<'a> StateView<'a> {
+    pub fn new(kv: &'a dyn KvRead) -> Self {
+        Self { kv }
+    }
+
+    fn get<T: DeserializeOwned>(&self, key: &[u8]) -> Option<T> {
+        self.kv.get(key).map(|b| decode(&b))
+    }
+
+    pub fn process(&self, key: i64) -> Option<ProcessRecord> {
+        self.get(&process_key(key))
+    }
+    /// (version, key) of the newest version of a process.
+    pub fn latest_process(&self, bpmn_id: &str) -> Option<(i32, i64)> {
+        self.get(&process_latest_key(bpmn_id))
+    }
+    pub fn process_by_version(&self, bpmn_id: &str, version: i32) -> Option<i64> {
+        self.get(&process_version_key(bpmn_id, version))
+    }
+    pub fn element(&self, key: i64) -> Option<ElementInstance> {
+        self.get(&element_key(key))
+    }
+    pub fn children(&self, scope: i64) -> Vec<i64> {
+        let prefix = child_prefix(scope);
+        self.kv.scan_prefix(&prefix).map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("child key"))).collect()
+    }
+    pub fn variable(&self, scope: i64, name: &str) -> Option<StoredVariable> {
+        self.get(&variable_key(scope, name))
+    }
+    /// Local variables of a scope: (name, JSON text).
+    pub fn variables_of(&self, scope: i64) -> Vec<(String, String)> {
+        let prefix = variable_prefix(scope);
+        self.kv
+            .scan_prefix(&prefix)
+            .map(|(key, v)| {
+                let name = String::from_utf8_lossy(&key[prefix.len()..]).into_owned();
+                (name, decode::<StoredVariable>(&v).value)
+            })
+            .collect()
+    }
+    pub fn job(&self, key: i64) -> Option<StoredJob> {
+        self.get(&job_key(key))
+    }
+    /// Up to `limit` activatable job keys of a type, oldest first.
+    pub fn activatable_jobs(&self, job_type: &str, limit: usize) -> Vec<i64> {
+        let prefix = activatable_prefix(job_type);
+        self.kv
+            .scan_prefix(&prefix)
+            .take(limit)
+            .map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("job key")))
+            .collect()
+    }
+    pub fn incident(&self, key: i64) -> Option<IncidentRecord> {
+        self.get(&incident_key(key))
+    }
+    pub fn element_incident(&self, element: i64) -> Option<i64> {
+        self.get(&element_incident_key(element))
+    }
+    pub fn job_incident(&self, job: i64) -> Option<i64> {
+        self.get(&job_incident_key(job))
+    }
+    /// All open incidents (for the management API).
+    pub fn incidents(&self) -> Vec<(i64, IncidentRecord)> {
+        self.kv.scan_prefix(b"I/").map(|(key, v)| (i64::from_be_bytes(key[2..10].try_into().expect("incident key")), decode(&v))).collect()
+    }
+    pub fn message(&self, key: i64) -> Option<MessageRecord> {
+        self.get(&message_key(key))
+    }
+    pub fn message_by_id(&self, name: &str, correlation: &str, id: &str) -> Option<i64> {
+        self.get(&message_id_key(name, correlation, id))
+    }
+    pub fn taken_flows(&self, scope: i64, flow_id: &str) -> u32 {
+        self.get(&taken_flow_key(scope, flow_id)).unwrap_or(0)
+    }
+
+    /// Keys in a time index (`D/`, `B/`, `MD/`) due at or before `now_ms`, at most `limit`.
+    fn due(&self, prefix: &[u8], now_ms: i64, limit: usize) -> Vec<i64> {
+        self.kv
+            .scan_prefix(prefix)
+            .take_while(|(key, _)| i64::from_be_bytes(key[prefix.len()..prefix.len() + 8].try_into().expect("due")) <= now_ms)
+            .take(limit)
+            .map(|(key, _)| i64::from_be_bytes(key[key.len() - 8..].try_into().expect("due key")))
+            .collect()
+    }
+    /// Activated jobs whose deadline has passed.
+    pub fn timed_out_jobs(&self, now_ms: i64, limit: usize) -> Vec<i64> {
+        self.due(b"D/", now_ms, limit)
+    }
+    /// Failed jobs whose retry back-off has elapsed.
+    pub fn jobs_due_after_backoff(&self, now_ms: i64, limit: usize) -> Vec<i64> {
+        self.due(b"B/", now_ms, limit)
+    }
+    /// Messages whose time to live has elapsed.
+    pub fn expired_messages(&self, now_ms: i64, limit: usize) -> Vec<i64> {
+        self.due(b"MD/", now_ms, limit)
+    }
+}

@@ -1,0 +1,141 @@
+//! Variable scopes as Zeebe has them: each element instance is a scope whose parent is its flow
+//! scope; the process instance is the root.
+
+use serde_json::{Map, Value as Json};
+use waggle_feel::{Value, VariableLookup};
+use waggle_protocol::value::VariableRecord;
+use waggle_protocol::{Intent, RecordValue};
+
+use crate::processing::Processing;
+use crate::tables::StateView;
+
+/// The chain of scopes from `scope` up to the process instance.
+pub(crate) fn scope_chain(view: StateView<'_>, scope: i64) -> Vec<i64> {
+    let mut chain = Vec::new();
+    let mut current = scope;
+    while current > 0 {
+        chain.push(current);
+        current = view.element(current).map(|e| e.record.flow_scope_key).unwrap_or(-1);
+        assert!(chain.len() < 10_000, "scope chain does not end");
+    }
+    chain
+}
+
+/// FEEL variable lookup through the scope chain, reading state lazily.
+pub(crate) struct ScopeLookup<'a> {
+    pub view: StateView<'a>,
+    pub chain: Vec<i64>,
+}
+
+impl<'a> ScopeLookup<'a> {
+    pub fn new(view: StateView<'a>, scope: i64) -> Self {
+        Self { view, chain: scope_chain(view, scope) }
+    }
+}
+
+impl VariableLookup for ScopeLookup<'_> {
+    fn lookup(&self, name: &str) -> Option<Value> {
+        self.chain.iter().find_map(|scope| {
+            let v = self.view.variable(*scope, name)?;
+            let json: Json = serde_json::from_str(&v.value).ok()?;
+            Some(Value::from_json(&json))
+        })
+    }
+}
+
+/// All variables visible from `scope` (inner scopes shadow outer ones), optionally only `names`.
+pub(crate) fn visible_variables(view: StateView<'_>, scope: i64, names: &[String]) -> Map<String, Json> {
+    let mut out = Map::new();
+    for s in scope_chain(view, scope) {
+        for (name, value) in view.variables_of(s) {
+            if out.contains_key(&name) || (!names.is_empty() && !names.contains(&name)) {
+                continue;
+            }
+            out.insert(name, serde_json::from_str(&value).unwrap_or(Json::Null));
+        }
+    }
+    if !names.is_empty() {
+        // keep the order the caller asked for
+        let mut ordered = Map::new();
+        for n in names {
+            if let Some(v) = out.remove(n) {
+                ordered.insert(n.clone(), v);
+            }
+        }
+        return ordered;
+    }
+    out
+}
+
+/// Sets one variable in exactly `scope` (CREATED, or UPDATED when the value changed).
+pub(crate) fn set_local(p: &mut Processing<'_, '_, '_>, scope: i64, name: &str, value: &Json) {
+    let text = value.to_string();
+    let view = p.view();
+    let existing = view.variable(scope, name);
+    let (pi_key, def_key, bpmn_id) = match view.element(scope) {
+        Some(e) => (e.record.process_instance_key, e.record.process_definition_key, e.record.bpmn_process_id),
+        None => (scope, -1, String::new()),
+    };
+    let mut record = VariableRecord {
+        name: name.to_string(),
+        value: text,
+        scope_key: scope,
+        process_instance_key: pi_key,
+        process_definition_key: def_key,
+        bpmn_process_id: bpmn_id,
+        tenant_id: "<default>".into(),
+    };
+    match existing {
+        Some(old) if old.value == record.value => {}
+        Some(old) => {
+            p.event(old.key, Intent::Updated, RecordValue::Variable(record));
+        }
+        None => {
+            let key = p.new_key();
+            record.value = value.to_string();
+            p.event(key, Intent::Created, RecordValue::Variable(record));
+        }
+    }
+}
+
+/// Sets every variable of `doc` in `scope` itself.
+pub(crate) fn merge_local(p: &mut Processing<'_, '_, '_>, scope: i64, doc: &Map<String, Json>) {
+    for (name, value) in doc {
+        set_local(p, scope, name, value);
+    }
+}
+
+/// Zeebe's propagation: each variable is set in the nearest scope (from `scope` up) that
+/// already has it, otherwise in the root scope (the process instance).
+pub(crate) fn merge_propagate(p: &mut Processing<'_, '_, '_>, scope: i64, doc: &Map<String, Json>) {
+    let chain = scope_chain(p.view(), scope);
+    let Some(&root) = chain.last() else { return };
+    for (name, value) in doc {
+        let target = chain.iter().copied().find(|s| p.view().variable(*s, name).is_some()).unwrap_or(root);
+        set_local(p, target, name, value);
+    }
+}
+
+/// Parses a variables document: empty means none; anything but a JSON object is an error with
+/// Zeebe's wording.
+pub(crate) fn parse_document(text: &str) -> Result<Map<String, Json>, String> {
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Json>(text) {
+        Ok(Json::Object(map)) => Ok(map),
+        Ok(other) => Err(format!("Expected document to be a root level object, but was '{}'", json_type_name(&other))),
+        Err(e) => Err(format!("Expected document to be valid JSON, but it was not: {e}")),
+    }
+}
+
+fn json_type_name(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "NIL",
+        Json::Bool(_) => "BOOLEAN",
+        Json::Number(_) => "INTEGER",
+        Json::String(_) => "STRING",
+        Json::Array(_) => "ARRAY",
+        Json::Object(_) => "MAP",
+    }
+}

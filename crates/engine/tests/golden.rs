@@ -1,0 +1,358 @@
+//! Golden scenario tests (constraint C5): each `tests/scenarios/NAME.scenario` is a list of
+//! commands; the exact records they produce are compared with `NAME.golden`. After processing,
+//! state rebuilt from the logged events alone must equal the processed state byte for byte
+//! (constraint C1, the replay check).
+//!
+//! Review a change of behaviour with `WAGGLE_REWRITE=1 cargo test -p waggle-engine --test golden`
+//! and read the diff of the .golden files before committing them.
+//!
+//! Scenario lines (`#` starts a comment):
+//! - `time MS`                                  set the clock
+//! - `deploy FILE [FILE..]`                     deploy models from tests/models
+//! - `create PROCESS_ID [JSON]`                 create an instance
+//! - `create-with-result PROCESS_ID [JSON]`
+//! - `activate TYPE [MAX] [TIMEOUT_MS]`         activate jobs
+//! - `complete JOB [JSON]`, `fail JOB RETRIES [BACKOFF_MS] [MESSAGE]`, `throw JOB CODE [MESSAGE]`
+//! - `retries JOB N`, `timeout JOB MS`, `time-out JOB`, `recur JOB`
+//! - `cancel INSTANCE`, `set SCOPE JSON [local]`, `resolve INCIDENT`
+//! - `publish NAME CORRELATION_KEY TTL_MS [MESSAGE_ID] [JSON]`, `expire MESSAGE`
+//!
+//! References: a number, or `job`, `instance`, `incident`, `message` for the key of the newest
+//! such entity, or `element:ID` for the newest instance of an element.
+
+use std::path::{Path, PathBuf};
+
+use waggle_engine::{Command, Engine, NoJobStreams, ProcessingContext};
+use waggle_protocol::codec::Entry;
+use waggle_protocol::value::*;
+use waggle_protocol::{Intent, Record, RecordType, RecordValue};
+use waggle_state::{KvStore, MemoryStore, Overlay};
+
+struct Scenario {
+    engine: Engine,
+    store: MemoryStore,
+    entries: Vec<Entry>,
+    now_ms: i64,
+    out: String,
+    newest: std::collections::HashMap<String, i64>,
+}
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
+}
+
+impl Scenario {
+    fn new() -> Self {
+        Self {
+            engine: Engine::new(1),
+            store: MemoryStore::new(),
+            entries: vec![],
+            now_ms: 0,
+            out: String::new(),
+            newest: Default::default(),
+        }
+    }
+
+    fn reference(&self, word: &str) -> i64 {
+        word.parse::<i64>().unwrap_or_else(|_| *self.newest.get(word).unwrap_or_else(|| panic!("nothing named '{word}' yet")))
+    }
+
+    fn run(&mut self, intent: Intent, key: i64, value: RecordValue) {
+        let ctx = ProcessingContext { now_ms: self.now_ms, job_streams: &NoJobStreams };
+        let mut overlay = Overlay::new(&self.store);
+        let output = self.engine.process_batch(&mut overlay, &ctx, vec![Command { request_id: Some(1), key, intent, value }]);
+        let writes = overlay.into_writes();
+        self.store.commit(&writes).unwrap();
+        if let Some(entry) = output.entry() {
+            self.entries.push(entry);
+        }
+        for r in &output.records {
+            self.note(r);
+            self.out.push_str(&render(r));
+            self.out.push('\n');
+        }
+        for (_, r) in &output.responses {
+            if r.position == 0 {
+                self.out.push_str(&format!("  -> (not logged) {}\n", render(r)));
+            } else if matches!(r.value, RecordValue::ProcessInstanceResult(_)) {
+                self.out.push_str(&format!("  -> result {}\n", render(r)));
+            } else {
+                self.out.push_str(&format!("  -> answered by position {}\n", r.position));
+            }
+        }
+    }
+
+    fn note(&mut self, r: &Record) {
+        if r.record_type != RecordType::Event {
+            return;
+        }
+        match (&r.value, r.intent) {
+            (RecordValue::Job(_), Intent::Created) => {
+                self.newest.insert("job".into(), r.key);
+            }
+            (RecordValue::Incident(_), Intent::Created) => {
+                self.newest.insert("incident".into(), r.key);
+            }
+            (RecordValue::Message(_), Intent::Published) => {
+                self.newest.insert("message".into(), r.key);
+            }
+            (RecordValue::ProcessInstance(pi), Intent::ElementActivating) => {
+                if pi.bpmn_element_type == "PROCESS" {
+                    self.newest.insert("instance".into(), r.key);
+                }
+                self.newest.insert(format!("element:{}", pi.element_id), r.key);
+            }
+            _ => {}
+        }
+    }
+
+    fn line(&mut self, line: &str) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let arg = |i: usize| words.get(i).copied().unwrap_or("");
+        // the rest of the line from word i on (JSON documents may contain spaces)
+        let rest = |i: usize| words.get(i..).map(|w| w.join(" ")).unwrap_or_default();
+        self.out.push_str(&format!("> {line}\n"));
+        let job = |retries: i32| JobRecord { retries, ..Default::default() };
+        match words[0] {
+            "time" => self.now_ms = arg(1).parse().unwrap(),
+            "deploy" => {
+                let resources = words[1..]
+                    .iter()
+                    .map(|f| DeploymentResource {
+                        resource_name: f.to_string(),
+                        resource: std::fs::read(dir().join("models").join(f)).unwrap(),
+                    })
+                    .collect();
+                self.run(Intent::Create, -1, RecordValue::Deployment(DeploymentRecord { resources, ..Default::default() }));
+            }
+            "create" | "create-with-result" => {
+                let intent = if words[0] == "create" { Intent::Create } else { Intent::CreateWithAwaitingResult };
+                let value =
+                    ProcessInstanceCreationRecord { bpmn_process_id: arg(1).into(), version: -1, variables: rest(2), ..Default::default() };
+                self.run(intent, -1, RecordValue::ProcessInstanceCreation(value));
+            }
+            "activate" => {
+                let value = JobBatchRecord {
+                    job_type: arg(1).into(),
+                    worker: "golden".into(),
+                    max_jobs_to_activate: arg(2).parse().unwrap_or(10),
+                    timeout_ms: arg(3).parse().unwrap_or(60_000),
+                    ..Default::default()
+                };
+                self.run(Intent::Activate, -1, RecordValue::JobBatch(value));
+            }
+            "complete" => {
+                let key = self.reference(arg(1));
+                self.run(Intent::Complete, key, RecordValue::Job(JobRecord { variables: rest(2), ..Default::default() }));
+            }
+            "fail" => {
+                let key = self.reference(arg(1));
+                let value = JobRecord {
+                    retries: arg(2).parse().unwrap(),
+                    retry_backoff_ms: arg(3).parse().unwrap_or(0),
+                    error_message: rest(4),
+                    ..Default::default()
+                };
+                self.run(Intent::Fail, key, RecordValue::Job(value));
+            }
+            "throw" => {
+                let key = self.reference(arg(1));
+                let value = JobRecord { error_code: arg(2).into(), error_message: rest(3), ..Default::default() };
+                self.run(Intent::ThrowError, key, RecordValue::Job(value));
+            }
+            "retries" => {
+                let key = self.reference(arg(1));
+                self.run(Intent::UpdateRetries, key, RecordValue::Job(job(arg(2).parse().unwrap())));
+            }
+            "timeout" => {
+                let key = self.reference(arg(1));
+                self.run(
+                    Intent::UpdateTimeout,
+                    key,
+                    RecordValue::Job(JobRecord { timeout_ms: arg(2).parse().unwrap(), ..Default::default() }),
+                );
+            }
+            "time-out" => {
+                let key = self.reference(arg(1));
+                self.run(Intent::TimeOut, key, RecordValue::Job(job(0)));
+            }
+            "recur" => {
+                let key = self.reference(arg(1));
+                self.run(Intent::RecurAfterBackoff, key, RecordValue::Job(job(0)));
+            }
+            "cancel" => {
+                let key = self.reference(arg(1));
+                self.run(Intent::Cancel, key, RecordValue::ProcessInstance(ProcessInstanceRecord::default()));
+            }
+            "set" => {
+                let scope = self.reference(arg(1));
+                let local = words.last() == Some(&"local");
+                let doc = if local { words[2..words.len() - 1].join(" ") } else { rest(2) };
+                let value = VariableDocumentRecord {
+                    scope_key: scope,
+                    update_semantics: if local { UpdateSemantics::Local } else { UpdateSemantics::Propagate },
+                    variables: doc,
+                };
+                self.run(Intent::Update, -1, RecordValue::VariableDocument(value));
+            }
+            "resolve" => {
+                let key = self.reference(arg(1));
+                self.run(Intent::Resolve, key, RecordValue::Incident(IncidentRecord::default()));
+            }
+            "publish" => {
+                let value = MessageRecord {
+                    name: arg(1).into(),
+                    correlation_key: arg(2).into(),
+                    time_to_live_ms: arg(3).parse().unwrap(),
+                    message_id: if arg(4) == "-" { String::new() } else { arg(4).into() },
+                    variables: rest(5),
+                    ..Default::default()
+                };
+                self.run(Intent::Publish, -1, RecordValue::Message(value));
+            }
+            "expire" => {
+                let key = self.reference(arg(1));
+                self.run(Intent::Expire, key, RecordValue::Message(MessageRecord::default()));
+            }
+            other => panic!("unknown scenario command '{other}'"),
+        }
+    }
+
+    /// Rebuilds state from the logged events alone and compares it with the processed state.
+    fn check_replay(&self) -> Result<(), String> {
+        let replayed = MemoryStore::new();
+        let mut engine = Engine::new(1);
+        for entry in &self.entries {
+            let mut overlay = Overlay::new(&replayed);
+            engine.replay(&mut overlay, entry);
+            replayed.commit(&overlay.into_writes()).unwrap();
+        }
+        let (a, b) = (self.store.dump(), replayed.dump());
+        if a != b {
+            let only_processed: Vec<_> =
+                a.iter().filter(|kv| !b.contains(kv)).map(|(k, _)| String::from_utf8_lossy(k).into_owned()).collect();
+            let only_replayed: Vec<_> =
+                b.iter().filter(|kv| !a.contains(kv)).map(|(k, _)| String::from_utf8_lossy(k).into_owned()).collect();
+            return Err(format!(
+                "replayed state differs: only/different after processing {only_processed:?}, after replay {only_replayed:?}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn short(key: i64) -> String {
+    if key < 0 {
+        return "-".into();
+    }
+    format!("{}", waggle_protocol::key_counter(key))
+}
+
+/// One line per record: position, source, key (counter part), type, value type, intent, details.
+fn render(r: &Record) -> String {
+    let kind = match r.record_type {
+        RecordType::Command => "C",
+        RecordType::Event => "E",
+        RecordType::CommandRejection => "R",
+    };
+    let details = match &r.value {
+        RecordValue::Deployment(d) => d
+            .processes_metadata
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} v{} key={}{}",
+                    m.bpmn_process_id,
+                    m.version,
+                    short(m.process_definition_key),
+                    if m.duplicate { " duplicate" } else { "" }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        RecordValue::Process(p) => format!("{} v{}", p.bpmn_process_id, p.version),
+        RecordValue::ProcessInstance(pi) => format!("{} {} scope={}", pi.bpmn_element_type, pi.element_id, short(pi.flow_scope_key)),
+        RecordValue::ProcessInstanceCreation(c) => format!("{} instance={}", c.bpmn_process_id, short(c.process_instance_key)),
+        RecordValue::ProcessInstanceResult(res) => format!("{} variables={}", res.bpmn_process_id, res.variables),
+        RecordValue::Job(j) => format!(
+            "type={} retries={} element={} deadline={} worker={} vars={} err={}:{}",
+            j.job_type,
+            j.retries,
+            short(j.element_instance_key),
+            j.deadline_ms,
+            j.worker,
+            j.variables,
+            j.error_code,
+            j.error_message
+        ),
+        RecordValue::JobBatch(b) => format!(
+            "type={} jobs=[{}] vars=[{}]",
+            b.job_type,
+            b.job_keys.iter().map(|k| short(*k)).collect::<Vec<_>>().join(","),
+            b.jobs.iter().map(|j| j.variables.clone()).collect::<Vec<_>>().join(" ")
+        ),
+        RecordValue::Variable(v) => format!("{}={} scope={}", v.name, v.value, short(v.scope_key)),
+        RecordValue::VariableDocument(d) => format!("scope={} {:?} {}", short(d.scope_key), d.update_semantics, d.variables),
+        RecordValue::Incident(i) => {
+            format!("{} element={} job={} \"{}\"", i.error_type, short(i.element_instance_key), short(i.job_key), i.error_message)
+        }
+        RecordValue::Message(m) => format!("{} key={} ttl={} id={}", m.name, m.correlation_key, m.time_to_live_ms, m.message_id),
+    };
+    let rejection = r.rejection.as_ref().map(|x| format!(" !{} \"{}\"", x.rejection_type.as_str(), x.reason)).unwrap_or_default();
+    format!("{:>3} {:>3} {:>4} {kind} {} {} {details}{rejection}", r.position, r.source_position, short(r.key), r.value_type, r.intent)
+}
+
+#[test]
+fn golden_scenarios() {
+    let rewrite = std::env::var("WAGGLE_REWRITE").is_ok();
+    let mut failures = Vec::new();
+    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(dir().join("scenarios"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "scenario"))
+        .collect();
+    scenarios.sort();
+    assert!(!scenarios.is_empty(), "no scenarios found");
+    for path in scenarios {
+        let mut s = Scenario::new();
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            eprintln!("{}: {line}", path.display());
+            s.line(line);
+        }
+        if let Err(e) = s.check_replay() {
+            failures.push(format!("{}: {e}", path.display()));
+        }
+        let golden = path.with_extension("golden");
+        if rewrite {
+            std::fs::write(&golden, &s.out).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&golden).unwrap_or_default();
+        if expected != s.out {
+            failures.push(format!(
+                "{} differs from {} (WAGGLE_REWRITE=1 to update after review):\n{}",
+                path.display(),
+                golden.display(),
+                diff(&expected, &s.out)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+fn diff(expected: &str, actual: &str) -> String {
+    let e: Vec<_> = expected.lines().collect();
+    let a: Vec<_> = actual.lines().collect();
+    let mut out = String::new();
+    for i in 0..e.len().max(a.len()) {
+        let (x, y) = (e.get(i).copied().unwrap_or(""), a.get(i).copied().unwrap_or(""));
+        if x != y {
+            out.push_str(&format!("line {}:\n- {x}\n+ {y}\n", i + 1));
+        }
+    }
+    out
+}

@@ -1,0 +1,645 @@
+//! The evaluator: walks the syntax tree with an environment of variables.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use crate::ast::{Args, ArithOp, CmpOp, Expr, Iteration, UnaryTest};
+use crate::builtins;
+use crate::number::Number;
+use crate::value::{Context, FunctionKind, FunctionValue, Range, Value};
+use crate::{EvalContext, VariableLookup};
+
+/// Limit of nested evaluations (user-defined recursion), to never overflow the stack.
+const MAX_DEPTH: usize = 400;
+/// Upper bound for lists produced by iterations, to keep memory bounded.
+const MAX_ITERATIONS: usize = 1_000_000;
+
+#[derive(Debug, Clone)]
+pub(crate) enum Frame {
+    Var(String, Value),
+    /// A filter's current item: `item`, and its entries when it is a context.
+    Item(Value),
+}
+
+pub(crate) struct Env<'a> {
+    pub vars: &'a dyn VariableLookup,
+    pub frames: Vec<Frame>,
+    pub ctx: &'a EvalContext,
+    pub depth: usize,
+    pub warnings: Vec<String>,
+    rng: u64,
+}
+
+impl<'a> Env<'a> {
+    pub(crate) fn new(vars: &'a dyn VariableLookup, ctx: &'a EvalContext) -> Env<'a> {
+        let rng = ctx.seed.unwrap_or(0) ^ (ctx.now_millis.unwrap_or(0) as u64).rotate_left(32);
+        Env { vars, frames: Vec::new(), ctx, depth: 0, warnings: Vec::new(), rng }
+    }
+
+    pub(crate) fn warn(&mut self, msg: String) {
+        if self.warnings.len() < 100 {
+            self.warnings.push(msg);
+        }
+    }
+
+    /// The next pseudo-random number (splitmix64), deterministic for a seed and clock.
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A random number in [0, 1).
+    pub(crate) fn random(&mut self) -> Number {
+        let bits = self.next_u64() >> 11; // 53 bits
+        Number::from_f64(bits as f64 / (1u64 << 53) as f64).unwrap_or_else(Number::zero)
+    }
+
+    /// A random (version 4 layout) UUID.
+    pub(crate) fn uuid(&mut self) -> String {
+        let a = self.next_u64();
+        let b = self.next_u64();
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&a.to_be_bytes());
+        bytes[8..].copy_from_slice(&b.to_be_bytes());
+        bytes[6] = (bytes[6] & 0x0f) | 0x40;
+        bytes[8] = (bytes[8] & 0x3f) | 0x80;
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    }
+
+    fn push(&mut self, name: &str, v: Value) {
+        self.frames.push(Frame::Var(name.to_string(), v));
+    }
+
+    /// Looks a name up: local bindings first (innermost first), then the variables.
+    pub(crate) fn lookup(&self, name: &str) -> Option<Value> {
+        for f in self.frames.iter().rev() {
+            match f {
+                Frame::Var(n, v) if n == name => return Some(v.clone()),
+                Frame::Item(v) => {
+                    if let Value::Context(c) = v {
+                        if let Some(x) = c.get(name) {
+                            return Some(x.clone());
+                        }
+                    }
+                    if name == "item" {
+                        return Some(v.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.vars.lookup(name)
+    }
+
+    pub(crate) fn eval(&mut self, e: &Expr) -> Value {
+        self.depth += 1;
+        let v = if self.depth > MAX_DEPTH {
+            self.warn("evaluation is nested too deeply".into());
+            Value::Null
+        } else {
+            self.eval_inner(e)
+        };
+        self.depth -= 1;
+        v
+    }
+
+    fn eval_inner(&mut self, e: &Expr) -> Value {
+        match e {
+            Expr::Null => Value::Null,
+            Expr::Bool(b) => Value::Bool(*b),
+            Expr::Number(n) => Value::Number(n.clone()),
+            Expr::String(s) => Value::String(s.clone()),
+            Expr::Temporal(s) => builtins::temporal_literal(self, s),
+            Expr::Input => match self.lookup("?") {
+                Some(v) => v,
+                None => {
+                    self.warn("No input value available. '?' can only be used inside a unary-test expression.".into());
+                    Value::Null
+                }
+            },
+            Expr::Name(n) => match self.lookup(n) {
+                Some(v) => v,
+                None => {
+                    if builtins::exists(n) {
+                        return Value::Function(FunctionValue::builtin(n));
+                    }
+                    self.warn(format!("No variable found with name '{n}'"));
+                    Value::Null
+                }
+            },
+            Expr::Path(base, key) => {
+                let v = self.eval(base);
+                self.path(v, key)
+            }
+            Expr::Filter(list, filter) => {
+                let l = self.eval(list);
+                self.filter(l, filter)
+            }
+            Expr::Call(callee, args) => self.call(callee, args),
+            Expr::Neg(x) => match self.eval(x) {
+                Value::Number(n) => Value::Number(n.neg()),
+                other => builtins::negate(other),
+            },
+            Expr::Arith(op, a, b) => {
+                let x = self.eval(a);
+                let y = self.eval(b);
+                arith(*op, x, y)
+            }
+            Expr::Cmp(op, a, b) => {
+                let x = self.eval(a);
+                let y = self.eval(b);
+                compare_op(*op, &x, &y)
+            }
+            Expr::And(a, b) => {
+                let x = self.eval(a);
+                if x == Value::Bool(false) {
+                    return Value::Bool(false);
+                }
+                let y = self.eval(b);
+                match (x, y) {
+                    (_, Value::Bool(false)) => Value::Bool(false),
+                    (Value::Bool(true), Value::Bool(true)) => Value::Bool(true),
+                    _ => Value::Null,
+                }
+            }
+            Expr::Or(a, b) => {
+                let x = self.eval(a);
+                if x == Value::Bool(true) {
+                    return Value::Bool(true);
+                }
+                let y = self.eval(b);
+                match (x, y) {
+                    (_, Value::Bool(true)) => Value::Bool(true),
+                    (Value::Bool(false), Value::Bool(false)) => Value::Bool(false),
+                    _ => Value::Null,
+                }
+            }
+            Expr::Between(x, low, high) => {
+                let v = self.eval(x);
+                let l = self.eval(low);
+                let h = self.eval(high);
+                let a = compare_op(CmpOp::Ge, &v, &l);
+                let b = compare_op(CmpOp::Le, &v, &h);
+                match (a, b) {
+                    (Value::Bool(false), _) | (_, Value::Bool(false)) => Value::Bool(false),
+                    (Value::Bool(true), Value::Bool(true)) => Value::Bool(true),
+                    _ => Value::Null,
+                }
+            }
+            Expr::In(x, tests) => {
+                let v = self.eval(x);
+                self.unary_tests(&v, tests)
+            }
+            Expr::InstanceOf(x, ty) => {
+                let v = self.eval(x);
+                Value::Bool(instance_of(&v, ty))
+            }
+            Expr::If(c, t, f) => {
+                if self.eval(c) == Value::Bool(true) {
+                    self.eval(t)
+                } else {
+                    self.eval(f)
+                }
+            }
+            Expr::List(items) => Value::List(items.iter().map(|i| self.eval(i)).collect()),
+            Expr::Context(entries) => {
+                let base = self.frames.len();
+                let mut ctx = Context::new();
+                for (k, e) in entries {
+                    let v = self.eval(e);
+                    self.push(k, v.clone());
+                    ctx.insert(k.clone(), v);
+                }
+                self.frames.truncate(base);
+                Value::Context(ctx)
+            }
+            Expr::Range(start_closed, s, e, end_closed) => {
+                let start = self.eval(s);
+                let end = self.eval(e);
+                make_range(start, *start_closed, end, *end_closed)
+            }
+            Expr::For(its, body) => {
+                let Some(combos) = self.iterations(its) else {
+                    return Value::Null;
+                };
+                let mut results: Vec<Value> = Vec::new();
+                for combo in combos {
+                    let base = self.frames.len();
+                    for (name, v) in combo {
+                        self.push(&name, v);
+                    }
+                    self.push("partial", Value::List(results.clone()));
+                    let v = self.eval(body);
+                    self.frames.truncate(base);
+                    results.push(v);
+                }
+                Value::List(results)
+            }
+            Expr::Some(its, body) | Expr::Every(its, body) => {
+                let every = matches!(e, Expr::Every(..));
+                let Some(combos) = self.iterations(its) else {
+                    return Value::Null;
+                };
+                let mut saw_null = false;
+                for combo in combos {
+                    let base = self.frames.len();
+                    for (name, v) in combo {
+                        self.push(&name, v);
+                    }
+                    let v = self.eval(body);
+                    self.frames.truncate(base);
+                    match v {
+                        Value::Bool(b) if b != every => return Value::Bool(b),
+                        Value::Bool(_) => {}
+                        _ => saw_null = true,
+                    }
+                }
+                if saw_null {
+                    Value::Null
+                } else {
+                    Value::Bool(every)
+                }
+            }
+            Expr::Function(def) => Value::Function(FunctionValue::user(Arc::clone(def), self.frames.clone())),
+        }
+    }
+
+    /// The cartesian product of the iteration contexts, or `None` when one is not a list.
+    fn iterations(&mut self, its: &[(String, Iteration)]) -> Option<Vec<Vec<(String, Value)>>> {
+        let mut combos: Vec<Vec<(String, Value)>> = vec![Vec::new()];
+        for (name, it) in its {
+            // later iteration contexts may refer to earlier variables only through the same
+            // combination; evaluate them per combination
+            let mut next = Vec::new();
+            for combo in &combos {
+                let base = self.frames.len();
+                for (n, v) in combo {
+                    self.push(n, v.clone());
+                }
+                let items = match it {
+                    Iteration::List(e) => match self.eval(e) {
+                        Value::List(l) => Some(l),
+                        Value::Range(r) => range_items(&r),
+                        other => {
+                            self.warn(format!("Expected list but found '{other}'"));
+                            None
+                        }
+                    },
+                    Iteration::Range(a, b) => {
+                        let a = self.eval(a);
+                        let b = self.eval(b);
+                        match (a, b) {
+                            (Value::Number(a), Value::Number(b)) => number_range(&a, &b),
+                            _ => None,
+                        }
+                    }
+                };
+                self.frames.truncate(base);
+                let items = items?;
+                for item in items {
+                    let mut c = combo.clone();
+                    c.push((name.clone(), item));
+                    next.push(c);
+                    if next.len() > MAX_ITERATIONS {
+                        return None;
+                    }
+                }
+            }
+            combos = next;
+        }
+        Some(combos)
+    }
+
+    pub(crate) fn path(&mut self, v: Value, key: &str) -> Value {
+        match v {
+            Value::Context(c) => match c.get(key) {
+                Some(x) => x.clone(),
+                None => {
+                    self.warn(format!("No context entry found with key '{key}'"));
+                    Value::Null
+                }
+            },
+            Value::List(items) => Value::List(items.into_iter().map(|i| self.path(i, key)).collect()),
+            Value::Null => Value::Null,
+            other => match builtins::property(&other, key) {
+                Some(v) => v,
+                None => {
+                    self.warn(format!("No property found with name '{key}' of value '{other}'"));
+                    Value::Null
+                }
+            },
+        }
+    }
+
+    fn filter(&mut self, list: Value, filter: &Expr) -> Value {
+        let items = match list {
+            Value::List(items) => items,
+            Value::Null => return Value::Null,
+            other => vec![other],
+        };
+        let index_of = |items: &[Value], n: &Number| -> Value {
+            let Some(i) = n.to_i64() else {
+                return Value::Null;
+            };
+            let len = items.len() as i64;
+            let idx = if i > 0 { i - 1 } else { len + i };
+            if i == 0 || idx < 0 || idx >= len {
+                Value::Null
+            } else {
+                items[idx as usize].clone()
+            }
+        };
+        match filter {
+            Expr::Number(n) => return index_of(&items, n),
+            Expr::Cmp(..) | Expr::Call(..) | Expr::And(..) | Expr::Or(..) | Expr::Between(..) | Expr::In(..) => {}
+            _ => {
+                if let Value::Number(n) = self.eval(filter) {
+                    return index_of(&items, &n);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (k, item) in items.iter().enumerate() {
+            self.frames.push(Frame::Item(item.clone()));
+            let r = self.eval(filter);
+            self.frames.pop();
+            match r {
+                Value::Bool(true) => out.push(item.clone()),
+                Value::Number(n) if k == 0 => return index_of(&items, &n),
+                _ => {}
+            }
+        }
+        Value::List(out)
+    }
+
+    fn call(&mut self, callee: &Expr, args: &Args) -> Value {
+        let f = match callee {
+            Expr::Name(name) => match self.lookup(name) {
+                Some(Value::Function(f)) => f,
+                Some(_) | None => {
+                    if builtins::exists(name) {
+                        FunctionValue::builtin(name)
+                    } else {
+                        self.warn(format!("No function found with name '{name}'"));
+                        return Value::Null;
+                    }
+                }
+            },
+            other => match self.eval(other) {
+                Value::Function(f) => f,
+                v => {
+                    self.warn(format!("Expected function but found '{v}'"));
+                    return Value::Null;
+                }
+            },
+        };
+        match args {
+            Args::Positional(xs) => {
+                let vals: Vec<Value> = xs.iter().map(|x| self.eval(x)).collect();
+                self.invoke(&f, vals)
+            }
+            Args::Named(xs) => {
+                let vals: Vec<(String, Value)> = xs.iter().map(|(n, x)| (n.clone(), self.eval(x))).collect();
+                self.invoke_named(&f, vals)
+            }
+        }
+    }
+
+    pub(crate) fn invoke(&mut self, f: &FunctionValue, args: Vec<Value>) -> Value {
+        match &f.0 {
+            FunctionKind::Builtin(name) => builtins::call(self, name, args),
+            FunctionKind::User { def, captured } => {
+                if args.len() != def.params.len() {
+                    self.warn(format!("expected {} parameters but found {}", def.params.len(), args.len()));
+                    return Value::Null;
+                }
+                let saved = std::mem::replace(&mut self.frames, captured.as_ref().clone());
+                for (p, a) in def.params.iter().zip(args) {
+                    self.push(p, a);
+                }
+                let v = self.eval(&def.body);
+                self.frames = saved;
+                v
+            }
+        }
+    }
+
+    fn invoke_named(&mut self, f: &FunctionValue, args: Vec<(String, Value)>) -> Value {
+        match &f.0 {
+            FunctionKind::Builtin(name) => builtins::call_named(self, name, args),
+            FunctionKind::User { def, .. } => {
+                if args.iter().any(|(n, _)| !def.params.contains(n)) {
+                    self.warn("unknown parameter name".into());
+                    return Value::Null;
+                }
+                let vals =
+                    def.params.iter().map(|p| args.iter().find(|(n, _)| n == p).map(|(_, v)| v.clone()).unwrap_or(Value::Null)).collect();
+                self.invoke(f, vals)
+            }
+        }
+    }
+
+    /// Applies unary tests to an input: true when one test matches.
+    pub(crate) fn unary_tests(&mut self, input: &Value, tests: &[UnaryTest]) -> Value {
+        let mut saw_null = false;
+        for t in tests {
+            match self.unary_test(input, t) {
+                Value::Bool(true) => return Value::Bool(true),
+                Value::Bool(false) => {}
+                _ => saw_null = true,
+            }
+        }
+        if saw_null {
+            Value::Null
+        } else {
+            Value::Bool(false)
+        }
+    }
+
+    fn unary_test(&mut self, input: &Value, t: &UnaryTest) -> Value {
+        match t {
+            UnaryTest::Any => Value::Bool(true),
+            UnaryTest::Not(tests) => match self.unary_tests(input, tests) {
+                Value::Bool(b) => Value::Bool(!b),
+                _ => Value::Null,
+            },
+            UnaryTest::Cmp(op, e) => {
+                self.push("?", input.clone());
+                let v = self.eval(e);
+                self.frames.pop();
+                compare_op(*op, input, &v)
+            }
+            UnaryTest::Expr(e, uses_input) => {
+                self.push("?", input.clone());
+                let v = self.eval(e);
+                self.frames.pop();
+                if *uses_input {
+                    return match v {
+                        Value::Bool(b) => Value::Bool(b),
+                        _ => Value::Null,
+                    };
+                }
+                match &v {
+                    Value::Bool(true) => return Value::Bool(true),
+                    Value::List(items) if items.iter().any(|i| equals(i, input) == Some(true)) => return Value::Bool(true),
+                    Value::Range(r) => return range_contains(r, input),
+                    _ => {}
+                }
+                match equals(input, &v) {
+                    Some(true) => Value::Bool(true),
+                    _ if v == Value::Bool(false) => Value::Bool(false),
+                    _ if matches!(v, Value::List(_)) => Value::Bool(false),
+                    None => Value::Null,
+                    Some(false) => Value::Bool(false),
+                }
+            }
+        }
+    }
+}
+
+fn number_range(a: &Number, b: &Number) -> Option<Vec<Value>> {
+    let (Some(a), Some(b)) = (a.to_i64(), b.to_i64()) else {
+        return None;
+    };
+    if (a - b).unsigned_abs() as usize > MAX_ITERATIONS {
+        return None;
+    }
+    Some(if a <= b { (a..=b).map(|i| Value::Number(i.into())).collect() } else { (b..=a).rev().map(|i| Value::Number(i.into())).collect() })
+}
+
+fn range_items(r: &Range) -> Option<Vec<Value>> {
+    match (&r.start, &r.end) {
+        (Value::Number(a), Value::Number(b)) => {
+            let a = a.to_i64()? + if r.start_closed { 0 } else { 1 };
+            let b = b.to_i64()? - if r.end_closed { 0 } else { 1 };
+            if a > b {
+                return Some(Vec::new());
+            }
+            number_range(&a.into(), &b.into())
+        }
+        _ => None,
+    }
+}
+
+pub(crate) fn make_range(start: Value, start_closed: bool, end: Value, end_closed: bool) -> Value {
+    let valid = match (&start, &end) {
+        (Value::Null, Value::Null) => false,
+        (Value::Null, e) | (e, Value::Null) => is_comparable(e),
+        (a, b) => is_comparable(a) && std::mem::discriminant(a) == std::mem::discriminant(b),
+    };
+    if !valid {
+        return Value::Null;
+    }
+    Value::Range(Box::new(Range { start, start_closed, end, end_closed }))
+}
+
+/// Whether a value lies in a range; null when incomparable.
+pub(crate) fn range_contains(r: &Range, v: &Value) -> Value {
+    let lower = if r.start.is_null() {
+        Some(true)
+    } else {
+        compare(&r.start, v).map(|o| if r.start_closed { o != Ordering::Greater } else { o == Ordering::Less })
+    };
+    let upper = if r.end.is_null() {
+        Some(true)
+    } else {
+        compare(v, &r.end).map(|o| if r.end_closed { o != Ordering::Greater } else { o == Ordering::Less })
+    };
+    match (lower, upper) {
+        (Some(a), Some(b)) => Value::Bool(a && b),
+        _ => Value::Null,
+    }
+}
+
+pub(crate) fn is_comparable(v: &Value) -> bool {
+    matches!(v, Value::Number(_) | Value::String(_)) || builtins::is_temporal(v)
+}
+
+/// Orders two values of the same comparable type; `None` otherwise.
+pub(crate) fn compare(a: &Value, b: &Value) -> Option<Ordering> {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => Some(x.compare(y)),
+        (Value::String(x), Value::String(y)) => Some(x.cmp(y)),
+        _ => builtins::compare_temporal(a, b),
+    }
+}
+
+/// FEEL equality: `Some(bool)`, or `None` when the types can not be compared.
+pub(crate) fn equals(a: &Value, b: &Value) -> Option<bool> {
+    match (a, b) {
+        (Value::Null, Value::Null) => Some(true),
+        (Value::Null, _) | (_, Value::Null) => Some(false),
+        (Value::Bool(x), Value::Bool(y)) => Some(x == y),
+        (Value::Number(x), Value::Number(y)) => Some(x.compare(y) == Ordering::Equal),
+        (Value::String(x), Value::String(y)) => Some(x == y),
+        (Value::List(x), Value::List(y)) => Some(x.len() == y.len() && x.iter().zip(y).all(|(a, b)| equals(a, b) == Some(true))),
+        (Value::Context(x), Value::Context(y)) => {
+            Some(x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| equals(v, w) == Some(true))))
+        }
+        (Value::Range(x), Value::Range(y)) => Some(
+            x.start_closed == y.start_closed
+                && x.end_closed == y.end_closed
+                && equals(&x.start, &y.start) == Some(true)
+                && equals(&x.end, &y.end) == Some(true),
+        ),
+        (Value::Function(x), Value::Function(y)) => Some(x == y),
+        (Value::Date(_), Value::Date(_))
+        | (Value::Time(_), Value::Time(_))
+        | (Value::DateTime(_), Value::DateTime(_))
+        | (Value::YearMonthDuration(_), Value::YearMonthDuration(_))
+        | (Value::DayTimeDuration(_), Value::DayTimeDuration(_)) => builtins::equals_temporal(a, b).or(Some(false)),
+        _ => builtins::equals_temporal(a, b),
+    }
+}
+
+pub(crate) fn compare_op(op: CmpOp, a: &Value, b: &Value) -> Value {
+    match op {
+        CmpOp::Eq => equals(a, b).map(Value::Bool).unwrap_or(Value::Null),
+        CmpOp::Ne => equals(a, b).map(|x| Value::Bool(!x)).unwrap_or(Value::Null),
+        _ => match compare(a, b) {
+            Some(o) => Value::Bool(match op {
+                CmpOp::Lt => o == Ordering::Less,
+                CmpOp::Le => o != Ordering::Greater,
+                CmpOp::Gt => o == Ordering::Greater,
+                _ => o != Ordering::Less,
+            }),
+            None => Value::Null,
+        },
+    }
+}
+
+pub(crate) fn arith(op: ArithOp, x: Value, y: Value) -> Value {
+    match (op, &x, &y) {
+        (_, Value::Number(a), Value::Number(b)) => {
+            let r = match op {
+                ArithOp::Add => a.add(b),
+                ArithOp::Sub => a.sub(b),
+                ArithOp::Mul => a.mul(b),
+                ArithOp::Div => a.div(b),
+                ArithOp::Pow => a.pow(b),
+            };
+            r.map(Value::Number).unwrap_or(Value::Null)
+        }
+        (ArithOp::Add, Value::String(a), Value::String(b)) => Value::String(format!("{a}{b}")),
+        _ => builtins::arith_temporal(op, &x, &y).unwrap_or(Value::Null),
+    }
+}
+
+pub(crate) fn instance_of(v: &Value, ty: &str) -> bool {
+    let ty = ty.trim();
+    if ty == "Any" {
+        return !v.is_null();
+    }
+    let base = ty.split('<').next().unwrap_or(ty).trim();
+    let actual = v.feel_type_name();
+    match base {
+        "date time" | "date and time" => actual == "date and time",
+        "year-month-duration" | "years and months duration" => actual == "years and months duration",
+        "day-time-duration" | "days and time duration" => actual == "days and time duration",
+        other => other == actual,
+    }
+}

@@ -1,0 +1,390 @@
+//! FEEL numbers.
+//!
+//! feel-scala represents numbers as `scala.math.BigDecimal` with `MathContext.DECIMAL128`:
+//! 34 significant digits, rounding half-even. Neither `f64` (15-17 digits) nor
+//! `rust_decimal` (28 digits) can reproduce that, so `Number` wraps an arbitrary precision
+//! [`bigdecimal::BigDecimal`] and rounds every arithmetic result back to 34 significant digits
+//! with half-even rounding, which gives the same results as feel-scala for `+ - * /` and integer
+//! powers. The representation is private so it can change without breaking users.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::num::NonZeroU64;
+use std::str::FromStr;
+
+use bigdecimal::num_bigint::{BigInt, Sign};
+use bigdecimal::{BigDecimal, One, RoundingMode, Signed, ToPrimitive, Zero};
+
+/// Significant digits of a FEEL number (DECIMAL128).
+pub const PRECISION: u64 = 34;
+
+/// Largest decimal exponent (either way) a number may have; beyond it an operation yields null.
+/// Java's BigDecimal allows about 2^31; keeping it smaller avoids huge allocations.
+const MAX_EXPONENT: i64 = 1_000_000;
+
+/// A FEEL number: a decimal with at most 34 significant digits.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Number(BigDecimal);
+
+fn context(prec: u64) -> bigdecimal::Context {
+    bigdecimal::Context::new(NonZeroU64::new(prec).expect("non-zero precision"), RoundingMode::HalfEven)
+}
+
+impl Number {
+    /// Wraps a decimal, rounding it to 34 significant digits; `None` when its exponent is
+    /// absurdly large or small.
+    fn from_big(d: BigDecimal) -> Option<Number> {
+        let d = if d.digits() > PRECISION { context(PRECISION).round_decimal(d) } else { d };
+        let (int, scale) = d.as_bigint_and_exponent();
+        if int.is_zero() {
+            return Some(Number(BigDecimal::zero()));
+        }
+        let exp = int.to_string().trim_start_matches('-').len() as i64 - scale;
+        if !(-MAX_EXPONENT..=MAX_EXPONENT).contains(&exp) {
+            return None;
+        }
+        Some(Number(d))
+    }
+
+    /// Zero.
+    pub fn zero() -> Number {
+        Number(BigDecimal::zero())
+    }
+
+    /// Parses a decimal literal such as `12`, `-1.5`, `.5` or `1e3`.
+    pub fn parse(s: &str) -> Option<Number> {
+        let s = s.trim();
+        if s.is_empty() || s.len() > 10_000 {
+            return None;
+        }
+        // Bigdecimal accepts a few forms FEEL does not (e.g. "+1"); keep to digits, sign, point, exponent.
+        if !s.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E')) {
+            return None;
+        }
+        if !s.chars().any(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        // Guard against exponents bigdecimal cannot handle.
+        if let Some(pos) = s.find(['e', 'E']) {
+            let e = &s[pos + 1..];
+            let e = e.strip_prefix('+').unwrap_or(e);
+            match e.parse::<i64>() {
+                Ok(v) if v.abs() <= MAX_EXPONENT => {}
+                _ => return None,
+            }
+        }
+        BigDecimal::from_str(s).ok().and_then(Number::from_big)
+    }
+
+    /// Converts a float; `None` for NaN and infinities.
+    pub fn from_f64(f: f64) -> Option<Number> {
+        if !f.is_finite() {
+            return None;
+        }
+        // Rust prints the shortest representation that round-trips, as Java's Double.toString does.
+        Number::parse(&format!("{f:?}"))
+    }
+
+    /// The nearest float.
+    pub fn to_f64(&self) -> f64 {
+        let (int, scale) = self.0.as_bigint_and_exponent();
+        format!("{int}e{}", -scale).parse().unwrap_or(f64::NAN)
+    }
+
+    /// The value as an `i64` when it is a whole number that fits.
+    pub fn to_i64(&self) -> Option<i64> {
+        if self.is_integer() {
+            self.0.to_i64()
+        } else {
+            None
+        }
+    }
+
+    /// The value truncated toward zero as an `i64` (saturating), like Java's `intValue` but wider.
+    pub fn trunc_i64(&self) -> i64 {
+        let t = self.0.with_scale_round(0, RoundingMode::Down);
+        t.to_i64().unwrap_or(if t.is_negative() { i64::MIN } else { i64::MAX })
+    }
+
+    /// Whether the value has no fractional part.
+    pub fn is_integer(&self) -> bool {
+        self.0.is_integer()
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.0.is_zero()
+    }
+
+    pub fn is_negative(&self) -> bool {
+        self.0.is_negative()
+    }
+
+    pub fn is_positive(&self) -> bool {
+        self.0.is_positive()
+    }
+
+    pub fn add(&self, other: &Number) -> Option<Number> {
+        Number::from_big(&self.0 + &other.0)
+    }
+
+    pub fn sub(&self, other: &Number) -> Option<Number> {
+        Number::from_big(&self.0 - &other.0)
+    }
+
+    pub fn mul(&self, other: &Number) -> Option<Number> {
+        Number::from_big(&self.0 * &other.0)
+    }
+
+    /// Division; `None` when dividing by zero.
+    pub fn div(&self, other: &Number) -> Option<Number> {
+        if other.0.is_zero() {
+            return None;
+        }
+        let q = context(PRECISION + 6).round_decimal(&self.0 / &other.0);
+        Number::from_big(q)
+    }
+
+    /// Remainder with the sign of the divisor, as FEEL's `modulo`: `a - b * floor(a / b)`.
+    pub fn modulo(&self, other: &Number) -> Option<Number> {
+        if other.0.is_zero() {
+            return None;
+        }
+        let q = (&self.0 / &other.0).with_scale_round(0, RoundingMode::Floor);
+        Number::from_big(&self.0 - &other.0 * q)
+    }
+
+    pub fn neg(&self) -> Number {
+        Number(-self.0.clone())
+    }
+
+    pub fn abs(&self) -> Number {
+        Number(self.0.abs())
+    }
+
+    /// `self ** exp`: exact-ish decimal power for whole exponents (like Java's
+    /// `BigDecimal.pow(n, DECIMAL128)`), a float power otherwise.
+    pub fn pow(&self, exp: &Number) -> Option<Number> {
+        if exp.is_integer() {
+            let n = exp.0.to_i64()?;
+            if n.unsigned_abs() > 999_999_999 {
+                return None;
+            }
+            if n == 0 {
+                return Some(Number(BigDecimal::one()));
+            }
+            if self.0.is_zero() {
+                return if n < 0 { None } else { Some(Number::zero()) };
+            }
+            let ctx = context(PRECISION + 10);
+            let mut result = BigDecimal::one();
+            let mut base = self.0.clone();
+            let mut e = n.unsigned_abs();
+            while e > 0 {
+                if e & 1 == 1 {
+                    result = ctx.round_decimal(&result * &base);
+                    Number::from_big(result.clone())?;
+                }
+                e >>= 1;
+                if e > 0 {
+                    base = ctx.round_decimal(&base * &base);
+                    Number::from_big(base.clone())?;
+                }
+            }
+            if n < 0 {
+                let q = context(PRECISION + 6).round_decimal(BigDecimal::one() / result);
+                Number::from_big(q)
+            } else {
+                Number::from_big(result)
+            }
+        } else {
+            Number::from_f64(self.to_f64().powf(exp.to_f64()))
+        }
+    }
+
+    /// Rounds to `scale` fractional digits with the given mode (negative scales round to tens,
+    /// hundreds, ...).
+    pub fn round(&self, scale: i64, mode: RoundMode) -> Option<Number> {
+        if scale.abs() > MAX_EXPONENT {
+            return None;
+        }
+        let mode = match mode {
+            RoundMode::Up => RoundingMode::Up,
+            RoundMode::Down => RoundingMode::Down,
+            RoundMode::HalfUp => RoundingMode::HalfUp,
+            RoundMode::HalfDown => RoundingMode::HalfDown,
+            RoundMode::HalfEven => RoundingMode::HalfEven,
+            RoundMode::Floor => RoundingMode::Floor,
+            RoundMode::Ceiling => RoundingMode::Ceiling,
+        };
+        Number::from_big(self.0.with_scale_round(scale, mode))
+    }
+
+    /// Square root (34 digits); `None` for negative numbers.
+    pub fn sqrt(&self) -> Option<Number> {
+        let r = self.0.sqrt_with_context(&context(PRECISION))?;
+        Number::from_big(r)
+    }
+
+    /// e^self (34 digits).
+    pub fn exp(&self) -> Option<Number> {
+        if self.to_f64().abs() > 100_000.0 {
+            return if self.is_negative() { Some(Number::zero()) } else { None };
+        }
+        Number::from_big(self.0.exp_with_context(&context(PRECISION)))
+    }
+
+    /// The number of digits after the decimal point (without trailing zeros).
+    pub fn scale(&self) -> i64 {
+        let (_, scale) = self.0.normalized().as_bigint_and_exponent();
+        scale
+    }
+
+    /// Compares numerically.
+    pub fn compare(&self, other: &Number) -> Ordering {
+        self.0.cmp(&other.0)
+    }
+
+    /// Plain (non-scientific) notation without trailing zeros, e.g. `3`, `2.5`, `-0.001`.
+    pub fn to_plain_string(&self) -> String {
+        let (int, scale) = self.0.normalized().as_bigint_and_exponent();
+        plain(&int, scale)
+    }
+}
+
+fn plain(int: &BigInt, scale: i64) -> String {
+    let negative = int.sign() == Sign::Minus;
+    let digits = int.magnitude().to_string();
+    let mut out = String::new();
+    if negative {
+        out.push('-');
+    }
+    if scale <= 0 {
+        out.push_str(&digits);
+        if digits != "0" {
+            for _ in 0..(-scale) {
+                out.push('0');
+            }
+        }
+    } else {
+        let scale = scale as usize;
+        if digits.len() > scale {
+            let (a, b) = digits.split_at(digits.len() - scale);
+            out.push_str(a);
+            out.push('.');
+            out.push_str(b);
+        } else {
+            out.push_str("0.");
+            for _ in 0..(scale - digits.len()) {
+                out.push('0');
+            }
+            out.push_str(&digits);
+        }
+    }
+    out
+}
+
+/// Rounding modes for [`Number::round`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundMode {
+    Up,
+    Down,
+    HalfUp,
+    HalfDown,
+    HalfEven,
+    Floor,
+    Ceiling,
+}
+
+impl fmt::Display for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_plain_string())
+    }
+}
+
+impl fmt::Debug for Number {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Number({})", self.to_plain_string())
+    }
+}
+
+impl From<i64> for Number {
+    fn from(v: i64) -> Self {
+        Number(BigDecimal::from(v))
+    }
+}
+
+impl From<i32> for Number {
+    fn from(v: i32) -> Self {
+        Number(BigDecimal::from(v))
+    }
+}
+
+impl From<u32> for Number {
+    fn from(v: u32) -> Self {
+        Number(BigDecimal::from(v))
+    }
+}
+
+impl From<usize> for Number {
+    fn from(v: usize) -> Self {
+        Number(BigDecimal::from(v as u64))
+    }
+}
+
+impl From<u64> for Number {
+    fn from(v: u64) -> Self {
+        Number(BigDecimal::from(v))
+    }
+}
+
+impl FromStr for Number {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Number::parse(s).ok_or(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> Number {
+        Number::parse(s).unwrap()
+    }
+
+    #[test]
+    fn display() {
+        assert_eq!(n("3").to_string(), "3");
+        assert_eq!(n("2.50").to_string(), "2.5");
+        assert_eq!(n("-0.001").to_string(), "-0.001");
+        assert_eq!(n("1e3").to_string(), "1000");
+        assert_eq!(n("100").to_string(), "100");
+        assert_eq!(n(".5").to_string(), "0.5");
+        assert_eq!(Number::from_f64(0.1).unwrap().to_string(), "0.1");
+    }
+
+    #[test]
+    fn arithmetic_34_digits() {
+        assert_eq!(n("1").div(&n("3")).unwrap().to_string(), "0.3333333333333333333333333333333333");
+        assert_eq!(n("2").div(&n("3")).unwrap().to_string(), "0.6666666666666666666666666666666667");
+        assert_eq!(n("0.1").add(&n("0.2")).unwrap().to_string(), "0.3");
+        assert!(n("1").div(&n("0")).is_none());
+        assert_eq!(n("2").pow(&n("10")).unwrap().to_string(), "1024");
+        assert_eq!(n("2").pow(&n("-2")).unwrap().to_string(), "0.25");
+        assert_eq!(n("4").pow(&n("0.5")).unwrap().to_string(), "2");
+        assert_eq!(n("-7").modulo(&n("4")).unwrap().to_string(), "1");
+        assert_eq!(n("7").modulo(&n("-4")).unwrap().to_string(), "-1");
+    }
+
+    #[test]
+    fn conversions() {
+        assert_eq!(n("12").to_i64(), Some(12));
+        assert_eq!(n("12.5").to_i64(), None);
+        assert_eq!(n("12.5").trunc_i64(), 12);
+        assert_eq!(n("-12.5").trunc_i64(), -12);
+        assert_eq!(n("1.5").to_f64(), 1.5);
+        assert!(Number::parse("abc").is_none());
+        assert!(Number::parse("1e99999999999").is_none());
+        assert_eq!(n("1.0"), n("1"));
+    }
+}

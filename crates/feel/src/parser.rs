@@ -1,0 +1,764 @@
+//! Recursive descent parser for FEEL expressions and unary tests.
+
+use std::sync::Arc;
+
+use crate::ast::{Args, ArithOp, CmpOp, Expr, FunctionDef, Iteration, UnaryTest};
+use crate::lexer::{tokenize, Tok, Token};
+use crate::number::Number;
+
+/// Built-in functions whose names contain spaces; the parser joins their words.
+/// Sorted so that longer names are tried first.
+const MULTI_WORD_FUNCTIONS: &[&str] = &[
+    "years and months duration",
+    "last day of month",
+    "round half down",
+    "round half up",
+    "date and time",
+    "string length",
+    "upper case",
+    "lower case",
+    "substring before",
+    "substring after",
+    "starts with",
+    "ends with",
+    "list contains",
+    "insert before",
+    "index of",
+    "distinct values",
+    "duplicate values",
+    "get entries",
+    "get value",
+    "is defined",
+    "get or else",
+    "string join",
+    "day of year",
+    "day of week",
+    "month of year",
+    "week of year",
+    "context put",
+    "context merge",
+    "is empty",
+    "is blank",
+    "to base64",
+    "from base64",
+    "round up",
+    "round down",
+    "random number",
+    "list replace",
+    "met by",
+    "overlaps before",
+    "overlaps after",
+    "finished by",
+    "started by",
+    "put all",
+];
+
+/// Type names of `instance of` made of several words.
+const MULTI_WORD_TYPES: &[&str] = &["years and months duration", "days and time duration", "date and time", "date time"];
+
+const MAX_DEPTH: usize = 300;
+
+pub(crate) struct SyntaxError {
+    pub message: String,
+    pub pos: usize,
+}
+
+pub(crate) struct Parser {
+    toks: Vec<Token>,
+    i: usize,
+    depth: usize,
+    /// Set while parsing the end of an interval, where `[` closes the interval (`[1..5[`).
+    range_end: bool,
+}
+
+type PResult<T> = Result<T, SyntaxError>;
+
+pub(crate) fn parse_expression(src: &str) -> PResult<Expr> {
+    let toks = tokenize(src).map_err(|e| SyntaxError { message: e.message, pos: e.pos })?;
+    let mut p = Parser { toks, i: 0, depth: 0, range_end: false };
+    if matches!(p.peek(), Tok::Eof) {
+        return Err(p.error("Expected an expression"));
+    }
+    let e = p.expression()?;
+    p.expect_eof()?;
+    Ok(e)
+}
+
+pub(crate) fn parse_unary_tests(src: &str) -> PResult<Vec<UnaryTest>> {
+    let toks = tokenize(src).map_err(|e| SyntaxError { message: e.message, pos: e.pos })?;
+    let mut p = Parser { toks, i: 0, depth: 0, range_end: false };
+    let tests = p.unary_tests()?;
+    p.expect_eof()?;
+    Ok(tests)
+}
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        &self.toks[self.i].tok
+    }
+
+    fn peek_at(&self, n: usize) -> &Tok {
+        let idx = (self.i + n).min(self.toks.len() - 1);
+        &self.toks[idx].tok
+    }
+
+    fn pos(&self) -> usize {
+        self.toks[self.i].pos
+    }
+
+    fn advance(&mut self) -> Tok {
+        let t = self.toks[self.i].tok.clone();
+        if self.i < self.toks.len() - 1 {
+            self.i += 1;
+        }
+        t
+    }
+
+    fn error(&self, msg: &str) -> SyntaxError {
+        let found = match self.peek() {
+            Tok::Eof => "end of input".to_string(),
+            Tok::Num(n) => format!("'{n}'"),
+            Tok::Str(s) => format!("'\"{s}\"'"),
+            Tok::Name(n) => format!("'{n}'"),
+            Tok::Quoted(n) => format!("'`{n}`'"),
+            Tok::At(s) => format!("'@\"{s}\"'"),
+            Tok::Sym(s) => format!("'{s}'"),
+        };
+        SyntaxError { message: format!("{msg} but found {found}"), pos: self.pos() }
+    }
+
+    fn is_sym(&self, s: &str) -> bool {
+        matches!(self.peek(), Tok::Sym(x) if *x == s)
+    }
+
+    fn is_kw(&self, k: &str) -> bool {
+        matches!(self.peek(), Tok::Name(x) if x == k)
+    }
+
+    fn is_kw_at(&self, n: usize, k: &str) -> bool {
+        matches!(self.peek_at(n), Tok::Name(x) if x == k)
+    }
+
+    fn eat_sym(&mut self, s: &str) -> bool {
+        if self.is_sym(s) {
+            self.advance();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn eat_kw(&mut self, k: &str) -> bool {
+        if self.is_kw(k) {
+            self.advance();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect_sym(&mut self, s: &str) -> PResult<()> {
+        if self.eat_sym(s) {
+            Ok(())
+        } else {
+            Err(self.error(&format!("Expected '{s}'")))
+        }
+    }
+
+    fn expect_kw(&mut self, k: &str) -> PResult<()> {
+        if self.eat_kw(k) {
+            Ok(())
+        } else {
+            Err(self.error(&format!("Expected '{k}'")))
+        }
+    }
+
+    fn expect_eof(&mut self) -> PResult<()> {
+        if matches!(self.peek(), Tok::Eof) {
+            Ok(())
+        } else {
+            Err(self.error("Expected end of input"))
+        }
+    }
+
+    fn enter(&mut self) -> PResult<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(SyntaxError { message: "expression is nested too deeply".into(), pos: self.pos() });
+        }
+        Ok(())
+    }
+
+    // ---- expressions ----
+
+    pub(crate) fn expression(&mut self) -> PResult<Expr> {
+        self.enter()?;
+        let saved = std::mem::replace(&mut self.range_end, false);
+        let r = self.disjunction();
+        self.range_end = saved;
+        self.depth -= 1;
+        r
+    }
+
+    fn disjunction(&mut self) -> PResult<Expr> {
+        let mut left = self.conjunction()?;
+        while self.is_kw("or") {
+            self.advance();
+            let right = self.conjunction()?;
+            left = Expr::Or(Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn conjunction(&mut self) -> PResult<Expr> {
+        let mut left = self.comparison()?;
+        while self.is_kw("and") {
+            self.advance();
+            let right = self.comparison()?;
+            left = Expr::And(Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn cmp_op(&self) -> Option<CmpOp> {
+        match self.peek() {
+            Tok::Sym("=") => Some(CmpOp::Eq),
+            Tok::Sym("!=") => Some(CmpOp::Ne),
+            Tok::Sym("<") => Some(CmpOp::Lt),
+            Tok::Sym("<=") => Some(CmpOp::Le),
+            Tok::Sym(">") => Some(CmpOp::Gt),
+            Tok::Sym(">=") => Some(CmpOp::Ge),
+            _ => None,
+        }
+    }
+
+    fn comparison(&mut self) -> PResult<Expr> {
+        let mut left = self.additive()?;
+        loop {
+            if let Some(op) = self.cmp_op() {
+                self.advance();
+                let right = self.additive()?;
+                left = Expr::Cmp(op, Box::new(left), Box::new(right));
+            } else if self.is_kw("between") {
+                self.advance();
+                let low = self.additive()?;
+                self.expect_kw("and")?;
+                let high = self.additive()?;
+                left = Expr::Between(Box::new(left), Box::new(low), Box::new(high));
+            } else if self.is_kw("in") {
+                self.advance();
+                let tests = self.in_tests()?;
+                left = Expr::In(Box::new(left), tests);
+            } else if self.is_kw("instance") && self.is_kw_at(1, "of") {
+                self.advance();
+                self.advance();
+                let ty = self.type_name()?;
+                left = Expr::InstanceOf(Box::new(left), ty);
+            } else {
+                return Ok(left);
+            }
+        }
+    }
+
+    fn type_name(&mut self) -> PResult<String> {
+        for ty in MULTI_WORD_TYPES {
+            let words: Vec<&str> = ty.split(' ').collect();
+            if words.iter().enumerate().all(|(k, w)| self.is_kw_at(k, w)) {
+                for _ in 0..words.len() {
+                    self.advance();
+                }
+                return Ok(ty.to_string());
+            }
+        }
+        let mut name = match self.advance() {
+            Tok::Name(n) | Tok::Quoted(n) => n,
+            _ => {
+                self.i -= 1;
+                return Err(self.error("Expected a type name"));
+            }
+        };
+        // hyphenated names: day-time-duration, year-month-duration
+        while self.is_sym("-") {
+            if let Tok::Name(n) = self.peek_at(1).clone() {
+                self.advance();
+                self.advance();
+                name.push('-');
+                name.push_str(&n);
+            } else {
+                break;
+            }
+        }
+        // generic types: list<number>, context<a: number>
+        if self.is_sym("<") {
+            let mut depth = 0usize;
+            name.push('<');
+            self.advance();
+            depth += 1;
+            while depth > 0 {
+                match self.advance() {
+                    Tok::Sym("<") => {
+                        depth += 1;
+                        name.push('<');
+                    }
+                    Tok::Sym(">") => {
+                        depth -= 1;
+                        name.push('>');
+                    }
+                    Tok::Sym(s) => name.push_str(s),
+                    Tok::Name(n) => {
+                        if !name.ends_with('<') && !name.ends_with(':') {
+                            name.push(' ');
+                        }
+                        name.push_str(&n);
+                    }
+                    Tok::Eof => return Err(self.error("Expected '>'")),
+                    _ => return Err(self.error("Expected a type name")),
+                }
+            }
+        }
+        Ok(name)
+    }
+
+    fn additive(&mut self) -> PResult<Expr> {
+        let mut left = self.multiplicative()?;
+        loop {
+            let op = if self.is_sym("+") {
+                ArithOp::Add
+            } else if self.is_sym("-") {
+                ArithOp::Sub
+            } else {
+                return Ok(left);
+            };
+            self.advance();
+            let right = self.multiplicative()?;
+            left = Expr::Arith(op, Box::new(left), Box::new(right));
+        }
+    }
+
+    fn multiplicative(&mut self) -> PResult<Expr> {
+        let mut left = self.exponent()?;
+        loop {
+            let op = if self.is_sym("*") {
+                ArithOp::Mul
+            } else if self.is_sym("/") {
+                ArithOp::Div
+            } else {
+                return Ok(left);
+            };
+            self.advance();
+            let right = self.exponent()?;
+            left = Expr::Arith(op, Box::new(left), Box::new(right));
+        }
+    }
+
+    fn exponent(&mut self) -> PResult<Expr> {
+        let mut left = self.unary()?;
+        while self.is_sym("**") {
+            self.advance();
+            let right = self.unary()?;
+            left = Expr::Arith(ArithOp::Pow, Box::new(left), Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn unary(&mut self) -> PResult<Expr> {
+        if self.is_sym("-") {
+            self.advance();
+            self.enter()?;
+            let e = self.unary();
+            self.depth -= 1;
+            let e = e?;
+            return Ok(match e {
+                Expr::Number(n) => Expr::Number(n.neg()),
+                other => Expr::Neg(Box::new(other)),
+            });
+        }
+        self.postfix()
+    }
+
+    fn postfix(&mut self) -> PResult<Expr> {
+        let mut e = self.primary()?;
+        loop {
+            if self.is_sym(".") {
+                self.advance();
+                let name = match self.advance() {
+                    Tok::Name(n) | Tok::Quoted(n) => n,
+                    _ => {
+                        self.i -= 1;
+                        return Err(self.error("Expected a name"));
+                    }
+                };
+                // the only property name with a space
+                let name = if name == "time" && self.is_kw("offset") {
+                    self.advance();
+                    "time offset".to_string()
+                } else {
+                    name
+                };
+                e = Expr::Path(Box::new(e), name);
+            } else if self.is_sym("[") && !self.range_end {
+                self.advance();
+                let filter = self.expression()?;
+                self.expect_sym("]")?;
+                e = Expr::Filter(Box::new(e), Box::new(filter));
+            } else if self.is_sym("(") {
+                self.advance();
+                let args = self.arguments()?;
+                e = Expr::Call(Box::new(e), args);
+            } else {
+                return Ok(e);
+            }
+        }
+    }
+
+    /// Parses arguments after '(' up to and including ')'.
+    fn arguments(&mut self) -> PResult<Args> {
+        if self.eat_sym(")") {
+            return Ok(Args::Positional(Vec::new()));
+        }
+        // named arguments: words followed by ':'
+        if self.named_arg_ahead() {
+            let mut named = Vec::new();
+            loop {
+                let mut words = Vec::new();
+                while let Tok::Name(n) | Tok::Quoted(n) = self.peek().clone() {
+                    words.push(n);
+                    self.advance();
+                }
+                if words.is_empty() {
+                    return Err(self.error("Expected a parameter name"));
+                }
+                self.expect_sym(":")?;
+                let value = self.expression()?;
+                named.push((words.join(" "), value));
+                if self.eat_sym(",") {
+                    continue;
+                }
+                self.expect_sym(")")?;
+                return Ok(Args::Named(named));
+            }
+        }
+        let mut args = Vec::new();
+        loop {
+            args.push(self.expression()?);
+            if self.eat_sym(",") {
+                continue;
+            }
+            self.expect_sym(")")?;
+            return Ok(Args::Positional(args));
+        }
+    }
+
+    fn named_arg_ahead(&self) -> bool {
+        let mut k = 0;
+        while matches!(self.peek_at(k), Tok::Name(_) | Tok::Quoted(_)) {
+            k += 1;
+        }
+        k > 0 && matches!(self.peek_at(k), Tok::Sym(":"))
+    }
+
+    fn primary(&mut self) -> PResult<Expr> {
+        self.enter()?;
+        let r = self.primary_inner();
+        self.depth -= 1;
+        r
+    }
+
+    fn primary_inner(&mut self) -> PResult<Expr> {
+        let start = self.i;
+        match self.advance() {
+            Tok::Num(n) => match Number::parse(&n) {
+                Some(n) => Ok(Expr::Number(n)),
+                None => {
+                    self.i = start;
+                    Err(SyntaxError { message: format!("invalid number '{n}'"), pos: self.pos() })
+                }
+            },
+            Tok::Str(s) => Ok(Expr::String(s)),
+            Tok::At(s) => Ok(Expr::Temporal(s)),
+            Tok::Quoted(n) => Ok(Expr::Name(n)),
+            Tok::Sym("?") => Ok(Expr::Input),
+            Tok::Sym("(") => {
+                let e = self.expression()?;
+                if self.eat_sym("..") {
+                    let end = self.range_end_expr()?;
+                    let closed = self.range_end()?;
+                    return Ok(Expr::Range(false, Box::new(e), Box::new(end), closed));
+                }
+                self.expect_sym(")")?;
+                Ok(e)
+            }
+            Tok::Sym("]") => {
+                let s = self.expression()?;
+                self.expect_sym("..")?;
+                let end = self.range_end_expr()?;
+                let closed = self.range_end()?;
+                Ok(Expr::Range(false, Box::new(s), Box::new(end), closed))
+            }
+            Tok::Sym("[") => {
+                if self.eat_sym("]") {
+                    return Ok(Expr::List(Vec::new()));
+                }
+                let first = self.expression()?;
+                if self.eat_sym("..") {
+                    let end = self.range_end_expr()?;
+                    let closed = self.range_end()?;
+                    return Ok(Expr::Range(true, Box::new(first), Box::new(end), closed));
+                }
+                let mut items = vec![first];
+                while self.eat_sym(",") {
+                    items.push(self.expression()?);
+                }
+                self.expect_sym("]")?;
+                Ok(Expr::List(items))
+            }
+            Tok::Sym("{") => {
+                let mut entries = Vec::new();
+                if self.eat_sym("}") {
+                    return Ok(Expr::Context(entries));
+                }
+                loop {
+                    let key = match self.advance() {
+                        Tok::Str(s) | Tok::Quoted(s) => s,
+                        Tok::Name(n) => {
+                            let mut words = vec![n];
+                            while let Tok::Name(n) = self.peek().clone() {
+                                words.push(n);
+                                self.advance();
+                            }
+                            words.join(" ")
+                        }
+                        _ => {
+                            self.i -= 1;
+                            return Err(self.error("Expected a context key"));
+                        }
+                    };
+                    self.expect_sym(":")?;
+                    let value = self.expression()?;
+                    entries.push((key, value));
+                    if self.eat_sym(",") {
+                        continue;
+                    }
+                    self.expect_sym("}")?;
+                    return Ok(Expr::Context(entries));
+                }
+            }
+            Tok::Name(n) => self.name_or_keyword(n, start),
+            _ => {
+                self.i = start;
+                Err(self.error("Expected an expression"))
+            }
+        }
+    }
+
+    fn range_end_expr(&mut self) -> PResult<Expr> {
+        let saved = self.range_end;
+        self.range_end = true;
+        let e = self.additive();
+        self.range_end = saved;
+        e
+    }
+
+    /// After the end expression of an interval: `]` closes it, `)` or `[` leaves it open.
+    fn range_end(&mut self) -> PResult<bool> {
+        if self.eat_sym("]") {
+            Ok(true)
+        } else if self.eat_sym(")") || self.eat_sym("[") {
+            Ok(false)
+        } else {
+            Err(self.error("Expected ']', ')' or '['"))
+        }
+    }
+
+    fn name_or_keyword(&mut self, n: String, start: usize) -> PResult<Expr> {
+        match n.as_str() {
+            "null" => return Ok(Expr::Null),
+            "true" => return Ok(Expr::Bool(true)),
+            "false" => return Ok(Expr::Bool(false)),
+            "if" => {
+                let cond = self.expression()?;
+                self.expect_kw("then")?;
+                let then = self.expression()?;
+                self.expect_kw("else")?;
+                let otherwise = self.expression()?;
+                return Ok(Expr::If(Box::new(cond), Box::new(then), Box::new(otherwise)));
+            }
+            "for" => {
+                let its = self.iterators()?;
+                self.expect_kw("return")?;
+                let body = self.expression()?;
+                return Ok(Expr::For(its, Box::new(body)));
+            }
+            "some" | "every" if matches!(self.peek(), Tok::Name(_) | Tok::Quoted(_)) && self.is_kw_at(1, "in") => {
+                let its = self.iterators()?;
+                self.expect_kw("satisfies")?;
+                let body = self.expression()?;
+                return Ok(if n == "some" { Expr::Some(its, Box::new(body)) } else { Expr::Every(its, Box::new(body)) });
+            }
+            "function" if self.is_sym("(") => {
+                self.advance();
+                let mut params = Vec::new();
+                if !self.eat_sym(")") {
+                    loop {
+                        let name = match self.advance() {
+                            Tok::Name(n) | Tok::Quoted(n) => n,
+                            _ => {
+                                self.i -= 1;
+                                return Err(self.error("Expected a parameter name"));
+                            }
+                        };
+                        // optional type annotation: `x: number`
+                        if self.eat_sym(":") {
+                            self.type_name()?;
+                        }
+                        params.push(name);
+                        if self.eat_sym(",") {
+                            continue;
+                        }
+                        self.expect_sym(")")?;
+                        break;
+                    }
+                }
+                let body = self.expression()?;
+                return Ok(Expr::Function(Arc::new(FunctionDef { params, body })));
+            }
+            "and" | "or" if self.is_sym("(") => {}
+            "then" | "else" | "return" | "satisfies" | "and" | "or" | "in" | "between" => {
+                self.i = start;
+                return Err(self.error("Expected an expression"));
+            }
+            _ => {}
+        }
+        // built-in function names made of several words: `string length(...)`
+        for candidate in MULTI_WORD_FUNCTIONS {
+            let mut words = candidate.split(' ');
+            if words.next() != Some(n.as_str()) {
+                continue;
+            }
+            let rest: Vec<&str> = words.collect();
+            if rest.iter().enumerate().all(|(k, w)| self.is_kw_at(k, w)) && matches!(self.peek_at(rest.len()), Tok::Sym("(")) {
+                for _ in 0..rest.len() {
+                    self.advance();
+                }
+                return Ok(Expr::Name(candidate.to_string()));
+            }
+        }
+        Ok(Expr::Name(n))
+    }
+
+    fn iterators(&mut self) -> PResult<Vec<(String, Iteration)>> {
+        let mut its = Vec::new();
+        loop {
+            let name = match self.advance() {
+                Tok::Name(n) | Tok::Quoted(n) => n,
+                _ => {
+                    self.i -= 1;
+                    return Err(self.error("Expected a name"));
+                }
+            };
+            self.expect_kw("in")?;
+            let e = self.expression()?;
+            let it = if self.eat_sym("..") {
+                let end = self.expression()?;
+                Iteration::Range(e, end)
+            } else {
+                Iteration::List(e)
+            };
+            its.push((name, it));
+            if self.eat_sym(",") {
+                continue;
+            }
+            return Ok(its);
+        }
+    }
+
+    // ---- unary tests ----
+
+    /// The tests after `in`: one positive unary test, or several in parentheses.
+    fn in_tests(&mut self) -> PResult<Vec<UnaryTest>> {
+        if self.is_sym("(") {
+            // `(a..b]` is an interval, `(1, 2, 3)` a list of tests, `(x)` a parenthesized test
+            let save = self.i;
+            self.advance();
+            let first = self.positive_unary_test(true)?;
+            if self.is_sym("..") || !self.is_sym(",") {
+                // an interval or a parenthesized expression, possibly continued: `(a + b) * 2`
+                self.i = save;
+                return Ok(vec![self.positive_unary_test(false)?]);
+            }
+            let mut tests = vec![first];
+            while self.eat_sym(",") {
+                tests.push(self.positive_unary_test(true)?);
+            }
+            self.expect_sym(")")?;
+            return Ok(tests);
+        }
+        Ok(vec![self.positive_unary_test(false)?])
+    }
+
+    fn unary_tests(&mut self) -> PResult<Vec<UnaryTest>> {
+        if self.is_sym("-") && matches!(self.peek_at(1), Tok::Eof) {
+            self.advance();
+            return Ok(vec![UnaryTest::Any]);
+        }
+        if self.is_kw("not") && matches!(self.peek_at(1), Tok::Sym("(")) {
+            let save = self.i;
+            self.advance();
+            self.advance();
+            let tests = self.positive_unary_tests();
+            if let Ok(tests) = tests {
+                if self.eat_sym(")") && matches!(self.peek(), Tok::Eof) {
+                    return Ok(vec![UnaryTest::Not(tests)]);
+                }
+            }
+            self.i = save;
+        }
+        self.positive_unary_tests()
+    }
+
+    fn positive_unary_tests(&mut self) -> PResult<Vec<UnaryTest>> {
+        let mut tests = vec![self.positive_unary_test(true)?];
+        while self.eat_sym(",") {
+            tests.push(self.positive_unary_test(true)?);
+        }
+        Ok(tests)
+    }
+
+    /// One positive unary test; `full` allows a whole expression (with `and`/`or`), otherwise
+    /// the test ends before comparison operators (as after `in`).
+    fn positive_unary_test(&mut self, full: bool) -> PResult<UnaryTest> {
+        if let Some(op) = self.cmp_op() {
+            self.advance();
+            let e = self.additive()?;
+            return Ok(UnaryTest::Cmp(op, e));
+        }
+        let e = if full { self.expression()? } else { self.additive()? };
+        let uses = e.uses_input();
+        Ok(UnaryTest::Expr(e, uses))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precedence() {
+        let e = parse_expression("1 + 2 * 3").ok().unwrap();
+        assert!(matches!(e, Expr::Arith(ArithOp::Add, _, _)));
+        let e = parse_expression("a.b.c").ok().unwrap();
+        assert!(matches!(e, Expr::Path(_, ref c) if c == "c"));
+        let e = parse_expression("string length(\"abc\")").ok().unwrap();
+        assert!(matches!(e, Expr::Call(ref f, _) if **f == Expr::Name("string length".into())));
+    }
+
+    #[test]
+    fn errors() {
+        assert!(parse_expression("x >").is_err());
+        assert!(parse_expression("").is_err());
+        assert!(parse_expression("(1").is_err());
+        assert!(parse_expression("1 1").is_err());
+        let deep = "(".repeat(1000) + &")".repeat(1000);
+        assert!(parse_expression(&deep).is_err());
+    }
+}

@@ -1,0 +1,154 @@
+//! Job activation: `ActivateJobs` with long polling, and `StreamActivatedJobs` (job push).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use tokio::sync::{broadcast, mpsc};
+use tokio::time::Instant;
+use tonic::Status;
+use waggle_broker::{Broker, PushedJob};
+use waggle_engine::Command;
+use waggle_protocol::gateway as pb;
+use waggle_protocol::value::{JobBatchRecord, JobRecord};
+use waggle_protocol::{Intent, RecordValue};
+
+use crate::status;
+
+/// Jobs buffered per stream between the partition and the gRPC stream (flow control window).
+const STREAM_BUFFER_JOBS: usize = 32;
+
+pub fn validate_activation(req: &pb::ActivateJobsRequest) -> Result<(), Status> {
+    if req.r#type.trim().is_empty() {
+        return Err(status::invalid("Expected to activate jobs with a non-empty type, but it was empty"));
+    }
+    if req.max_jobs_to_activate < 1 {
+        return Err(status::invalid(format!(
+            "Expected to activate jobs with a maxJobsToActivate greater than zero, but it was {}",
+            req.max_jobs_to_activate
+        )));
+    }
+    if req.timeout < 1 {
+        return Err(status::invalid(format!("Expected to activate jobs with a timeout greater than zero, but it was {}", req.timeout)));
+    }
+    Ok(())
+}
+
+pub fn to_activated(key: i64, job: JobRecord) -> pb::ActivatedJob {
+    pb::ActivatedJob {
+        key,
+        r#type: job.job_type,
+        process_instance_key: job.process_instance_key,
+        bpmn_process_id: job.bpmn_process_id,
+        process_definition_version: job.process_definition_version,
+        process_definition_key: job.process_definition_key,
+        element_id: job.element_id,
+        element_instance_key: job.element_instance_key,
+        custom_headers: if job.custom_headers.is_empty() { "{}".into() } else { job.custom_headers },
+        worker: job.worker,
+        retries: job.retries,
+        deadline: job.deadline_ms,
+        variables: if job.variables.is_empty() { "{}".into() } else { job.variables },
+        tenant_id: if job.tenant_id.is_empty() { "<default>".into() } else { job.tenant_id },
+    }
+}
+
+/// One pass over every partition, taking at most `max_jobs_to_activate` jobs in all.
+async fn activate_once(broker: &Broker, req: &pb::ActivateJobsRequest) -> Result<Vec<pb::ActivatedJob>, Status> {
+    let mut jobs = Vec::new();
+    let first = broker.next_partition();
+    let n = broker.partition_count();
+    for i in 0..n {
+        let remaining = req.max_jobs_to_activate as usize - jobs.len();
+        if remaining == 0 {
+            break;
+        }
+        let partition = (first - 1 + i) % n + 1;
+        let batch = JobBatchRecord {
+            job_type: req.r#type.clone(),
+            worker: req.worker.clone(),
+            timeout_ms: req.timeout,
+            max_jobs_to_activate: remaining as i32,
+            fetch_variables: req.fetch_variable.clone(),
+            ..Default::default()
+        };
+        let command = Command { request_id: None, key: -1, intent: Intent::Activate, value: RecordValue::JobBatch(batch) };
+        let record = broker.submit(partition, command).await.map_err(status::broker)?;
+        if record.rejection.is_some() {
+            return Err(status::rejection(&record));
+        }
+        if let RecordValue::JobBatch(b) = record.value {
+            jobs.extend(b.job_keys.into_iter().zip(b.jobs).map(|(k, j)| to_activated(k, j)));
+        }
+    }
+    Ok(jobs)
+}
+
+/// Activates jobs; with none available, waits (long polling) until jobs of the type appear or
+/// the request timeout passes: `requestTimeout` > 0 is that time in ms, 0 means the gateway's
+/// default, < 0 means no long polling (as Zeebe).
+pub async fn activate_with_long_polling(
+    broker: &Arc<Broker>,
+    req: &pb::ActivateJobsRequest,
+    default_timeout: Duration,
+) -> Result<Vec<pb::ActivatedJob>, Status> {
+    let timeout = match req.request_timeout {
+        t if t > 0 => Duration::from_millis(t as u64),
+        0 => default_timeout,
+        _ => Duration::ZERO,
+    };
+    let deadline = Instant::now() + timeout;
+    // subscribe before looking, so a job created in between is not missed
+    let mut available = broker.subscribe_jobs_available();
+    loop {
+        let jobs = activate_once(broker, req).await?;
+        if !jobs.is_empty() || timeout.is_zero() {
+            return Ok(jobs);
+        }
+        loop {
+            match tokio::time::timeout_at(deadline, available.recv()).await {
+                Err(_) => return Ok(vec![]),
+                Ok(Ok(job_type)) if job_type == req.r#type => break,
+                Ok(Ok(_)) => continue,
+                Ok(Err(broadcast::error::RecvError::Lagged(_))) => break,
+                Ok(Err(broadcast::error::RecvError::Closed)) => return Ok(vec![]),
+            }
+        }
+    }
+}
+
+type JobStream = Pin<Box<dyn Stream<Item = Result<pb::ActivatedJob, Status>> + Send + 'static>>;
+
+/// Registers a job stream with the broker and forwards pushed jobs to the client. The stream is
+/// removed when the client goes away.
+pub fn open_job_stream(broker: &Arc<Broker>, req: pb::StreamActivatedJobsRequest) -> Result<JobStream, Status> {
+    if req.r#type.trim().is_empty() {
+        return Err(status::invalid("Expected to stream jobs with a non-empty type, but it was empty"));
+    }
+    if req.timeout < 1 {
+        return Err(status::invalid(format!("Expected to stream jobs with a timeout greater than zero, but it was {}", req.timeout)));
+    }
+    let (tx, mut rx) = mpsc::channel::<PushedJob>(STREAM_BUFFER_JOBS);
+    let registry = broker.job_streams().clone();
+    let id = registry.register(req.r#type, req.worker, req.timeout, req.fetch_variable, tx);
+    let (out_tx, out_rx) = mpsc::channel::<Result<pb::ActivatedJob, Status>>(1);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                job = rx.recv() => match job {
+                    Some(job) => {
+                        // a job that cannot be delivered times out and returns to the pool
+                        if out_tx.send(Ok(to_activated(job.key, job.record))).await.is_err() {
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+                _ = out_tx.closed() => break,
+            }
+        }
+        registry.remove(id);
+    });
+    Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(out_rx)))
+}

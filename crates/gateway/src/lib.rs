@@ -1,0 +1,502 @@
+//! The gRPC gateway: Zeebe 8.5's `gateway_protocol.Gateway` service over the broker.
+//!
+//! Owns: request validation (INVALID_ARGUMENT with a message, as Zeebe's gateway), routing by
+//! partition (the key's partition, round robin for new instances, the correlation key's hash
+//! for messages), long polling for `ActivateJobs`, job streams, gRPC status mapping.
+//! Does not own: processing (the broker and engine).
+
+mod jobs;
+mod metrics;
+mod status;
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::Stream;
+use prost::Message;
+use tonic::{Request, Response, Status};
+use waggle_broker::Broker;
+use waggle_engine::Command;
+use waggle_protocol::gateway as pb;
+use waggle_protocol::gateway::gateway_server::Gateway;
+use waggle_protocol::value::*;
+use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
+
+pub use metrics::GatewayMetrics;
+pub use pb::gateway_server::GatewayServer;
+
+/// Gateway settings.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Largest accepted request, in bytes (Zeebe's default: 4 MB).
+    pub max_message_bytes: usize,
+    /// Long-polling time for `ActivateJobs` when the request gives none.
+    pub long_polling_timeout: Duration,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self { max_message_bytes: 4 * 1024 * 1024, long_polling_timeout: Duration::from_secs(10), host: "127.0.0.1".into(), port: 26500 }
+    }
+}
+
+pub struct GatewayService {
+    broker: Arc<Broker>,
+    config: GatewayConfig,
+    metrics: Arc<GatewayMetrics>,
+}
+
+type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+impl GatewayService {
+    pub fn new(broker: Arc<Broker>, config: GatewayConfig, registry: &prometheus::Registry) -> Self {
+        Self { broker, config, metrics: Arc::new(GatewayMetrics::new(registry)) }
+    }
+
+    /// The tonic server for this service, with the message size limit applied.
+    pub fn into_server(self) -> GatewayServer<GatewayService> {
+        // tonic's own limit sits above ours so that an oversized request gets Zeebe's
+        // RESOURCE_EXHAUSTED from `check_size` rather than tonic's OUT_OF_RANGE
+        let limit = self.config.max_message_bytes.saturating_mul(2).max(1024);
+        GatewayServer::new(self).max_decoding_message_size(limit).max_encoding_message_size(usize::MAX)
+    }
+
+    fn check_size<M: Message>(&self, message: &M) -> Result<(), Status> {
+        let len = message.encoded_len();
+        if len > self.config.max_message_bytes {
+            return Err(Status::resource_exhausted(format!("gRPC message exceeds maximum size {}: {len}", self.config.max_message_bytes)));
+        }
+        Ok(())
+    }
+
+    async fn submit(&self, partition: PartitionId, key: i64, intent: Intent, value: RecordValue) -> Result<Record, Status> {
+        let record = self.broker.submit(partition, Command { request_id: None, key, intent, value }).await.map_err(status::broker)?;
+        if record.rejection.is_some() {
+            return Err(status::rejection(&record));
+        }
+        Ok(record)
+    }
+
+    fn partition_of(&self, key: i64, what: &str) -> Result<PartitionId, Status> {
+        self.broker.partition_of_key(key).ok_or_else(|| {
+            Status::not_found(format!(
+                "Command '{what}' rejected with code 'NOT_FOUND': Expected to find an entity with key '{key}', but the key does not belong to any partition"
+            ))
+        })
+    }
+
+    async fn measured<T>(&self, method: &'static str, f: impl std::future::Future<Output = Result<T, Status>>) -> Result<T, Status> {
+        let start = Instant::now();
+        let result = f.await;
+        self.metrics.observe(method, result.as_ref().err().map(|s| s.code()), start.elapsed());
+        result
+    }
+
+    async fn create_instance(&self, req: &pb::CreateProcessInstanceRequest, awaiting: bool, fetch: Vec<String>) -> Result<Record, Status> {
+        status::check_variables("variables", &req.variables)?;
+        if !req.start_instructions.is_empty() {
+            return Err(Status::unimplemented("Start instructions are not supported yet"));
+        }
+        if req.process_definition_key <= 0 && req.bpmn_process_id.is_empty() {
+            return Err(status::invalid("Expected either a process definition key or a bpmn process id, but none given"));
+        }
+        let partition = self.broker.next_partition();
+        let value = RecordValue::ProcessInstanceCreation(ProcessInstanceCreationRecord {
+            bpmn_process_id: req.bpmn_process_id.clone(),
+            version: req.version,
+            process_definition_key: req.process_definition_key,
+            process_instance_key: -1,
+            variables: req.variables.clone(),
+            fetch_variables: fetch,
+            tenant_id: "<default>".into(),
+        });
+        let intent = if awaiting { Intent::CreateWithAwaitingResult } else { Intent::Create };
+        self.submit(partition, -1, intent, value).await
+    }
+
+    async fn deploy(&self, resources: Vec<DeploymentResource>) -> Result<(i64, DeploymentRecord), Status> {
+        if resources.is_empty() {
+            return Err(status::invalid("Expected to deploy at least one resource, but none given"));
+        }
+        let command = Command {
+            request_id: None,
+            key: -1,
+            intent: Intent::Create,
+            value: RecordValue::Deployment(DeploymentRecord { resources, processes_metadata: vec![], tenant_id: "<default>".into() }),
+        };
+        let record = self.broker.deploy(command).await.map_err(status::broker)?;
+        if record.rejection.is_some() {
+            return Err(status::rejection(&record));
+        }
+        match record.value {
+            RecordValue::Deployment(d) => Ok((record.key, d)),
+            _ => Err(Status::internal("unexpected answer to a deployment")),
+        }
+    }
+}
+
+fn job_value(job_key: i64) -> JobRecord {
+    JobRecord { deadline_ms: -1, element_instance_key: -1, process_instance_key: job_key, ..Default::default() }
+}
+
+#[tonic::async_trait]
+impl Gateway for GatewayService {
+    type ActivateJobsStream = Stream_<pb::ActivateJobsResponse>;
+    type StreamActivatedJobsStream = Stream_<pb::ActivatedJob>;
+
+    async fn activate_jobs(&self, request: Request<pb::ActivateJobsRequest>) -> Result<Response<Self::ActivateJobsStream>, Status> {
+        let req = request.into_inner();
+        self.measured("ActivateJobs", async {
+            self.check_size(&req)?;
+            jobs::validate_activation(&req)?;
+            let jobs = jobs::activate_with_long_polling(&self.broker, &req, self.config.long_polling_timeout).await?;
+            let responses: Vec<Result<pb::ActivateJobsResponse, Status>> =
+                if jobs.is_empty() { vec![] } else { vec![Ok(pb::ActivateJobsResponse { jobs })] };
+            Ok(Response::new(Box::pin(tokio_stream::iter(responses)) as Self::ActivateJobsStream))
+        })
+        .await
+    }
+
+    async fn stream_activated_jobs(
+        &self,
+        request: Request<pb::StreamActivatedJobsRequest>,
+    ) -> Result<Response<Self::StreamActivatedJobsStream>, Status> {
+        let req = request.into_inner();
+        self.measured("StreamActivatedJobs", async {
+            let stream = jobs::open_job_stream(&self.broker, req)?;
+            Ok(Response::new(stream))
+        })
+        .await
+    }
+
+    async fn cancel_process_instance(
+        &self,
+        request: Request<pb::CancelProcessInstanceRequest>,
+    ) -> Result<Response<pb::CancelProcessInstanceResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("CancelProcessInstance", async {
+            let key = req.process_instance_key;
+            let partition = self.partition_of(key, "CANCEL")?;
+            let value = RecordValue::ProcessInstance(ProcessInstanceRecord { process_instance_key: key, ..Default::default() });
+            self.submit(partition, key, Intent::Cancel, value).await?;
+            Ok(Response::new(pb::CancelProcessInstanceResponse {}))
+        })
+        .await
+    }
+
+    async fn complete_job(&self, request: Request<pb::CompleteJobRequest>) -> Result<Response<pb::CompleteJobResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("CompleteJob", async {
+            self.check_size(&req)?;
+            status::check_variables("variables", &req.variables)?;
+            let partition = self.partition_of(req.job_key, "COMPLETE")?;
+            let value = RecordValue::Job(JobRecord { variables: req.variables.clone(), ..job_value(req.job_key) });
+            self.submit(partition, req.job_key, Intent::Complete, value).await?;
+            Ok(Response::new(pb::CompleteJobResponse {}))
+        })
+        .await
+    }
+
+    async fn create_process_instance(
+        &self,
+        request: Request<pb::CreateProcessInstanceRequest>,
+    ) -> Result<Response<pb::CreateProcessInstanceResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("CreateProcessInstance", async {
+            self.check_size(&req)?;
+            let record = self.create_instance(&req, false, vec![]).await?;
+            let RecordValue::ProcessInstanceCreation(c) = record.value else {
+                return Err(Status::internal("unexpected answer to a process instance creation"));
+            };
+            Ok(Response::new(pb::CreateProcessInstanceResponse {
+                process_definition_key: c.process_definition_key,
+                bpmn_process_id: c.bpmn_process_id,
+                version: c.version,
+                process_instance_key: c.process_instance_key,
+                tenant_id: c.tenant_id,
+            }))
+        })
+        .await
+    }
+
+    async fn create_process_instance_with_result(
+        &self,
+        request: Request<pb::CreateProcessInstanceWithResultRequest>,
+    ) -> Result<Response<pb::CreateProcessInstanceWithResultResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("CreateProcessInstanceWithResult", async {
+            self.check_size(&req)?;
+            let Some(inner) = &req.request else {
+                return Err(status::invalid("Expected a process instance creation request, but none given"));
+            };
+            // Zeebe: the request timeout, or the gateway's default (10 s) when 0
+            let timeout = if req.request_timeout > 0 { Duration::from_millis(req.request_timeout as u64) } else { Duration::from_secs(10) };
+            let result = tokio::time::timeout(timeout, self.create_instance(inner, true, req.fetch_variables.clone())).await;
+            let record = match result {
+                Ok(r) => r?,
+                Err(_) => {
+                    return Err(Status::deadline_exceeded(format!(
+                        "Time out between gateway and broker: Request timed out after {}",
+                        humantime(timeout)
+                    )))
+                }
+            };
+            match record.value {
+                RecordValue::ProcessInstanceResult(r) => Ok(Response::new(pb::CreateProcessInstanceWithResultResponse {
+                    process_definition_key: r.process_definition_key,
+                    bpmn_process_id: r.bpmn_process_id,
+                    version: r.version,
+                    process_instance_key: r.process_instance_key,
+                    variables: r.variables,
+                    tenant_id: r.tenant_id,
+                })),
+                _ => Err(Status::internal("unexpected answer to a process instance creation with result")),
+            }
+        })
+        .await
+    }
+
+    async fn evaluate_decision(&self, _r: Request<pb::EvaluateDecisionRequest>) -> Result<Response<pb::EvaluateDecisionResponse>, Status> {
+        Err(unimplemented("EvaluateDecision"))
+    }
+
+    async fn deploy_process(&self, request: Request<pb::DeployProcessRequest>) -> Result<Response<pb::DeployProcessResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("DeployProcess", async {
+            self.check_size(&req)?;
+            let resources =
+                req.processes.into_iter().map(|p| DeploymentResource { resource_name: p.name, resource: p.definition }).collect();
+            let (key, deployment) = self.deploy(resources).await?;
+            let processes = deployment
+                .processes_metadata
+                .into_iter()
+                .map(|m| pb::ProcessMetadata {
+                    bpmn_process_id: m.bpmn_process_id,
+                    version: m.version,
+                    process_definition_key: m.process_definition_key,
+                    resource_name: m.resource_name,
+                    tenant_id: deployment.tenant_id.clone(),
+                })
+                .collect();
+            Ok(Response::new(pb::DeployProcessResponse { key, processes }))
+        })
+        .await
+    }
+
+    async fn deploy_resource(&self, request: Request<pb::DeployResourceRequest>) -> Result<Response<pb::DeployResourceResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("DeployResource", async {
+            self.check_size(&req)?;
+            let resources = req.resources.into_iter().map(|r| DeploymentResource { resource_name: r.name, resource: r.content }).collect();
+            let (key, deployment) = self.deploy(resources).await?;
+            let deployments = deployment
+                .processes_metadata
+                .into_iter()
+                .map(|m| pb::Deployment {
+                    metadata: Some(pb::deployment::Metadata::Process(pb::ProcessMetadata {
+                        bpmn_process_id: m.bpmn_process_id,
+                        version: m.version,
+                        process_definition_key: m.process_definition_key,
+                        resource_name: m.resource_name,
+                        tenant_id: deployment.tenant_id.clone(),
+                    })),
+                })
+                .collect();
+            Ok(Response::new(pb::DeployResourceResponse { key, deployments, tenant_id: deployment.tenant_id }))
+        })
+        .await
+    }
+
+    async fn fail_job(&self, request: Request<pb::FailJobRequest>) -> Result<Response<pb::FailJobResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("FailJob", async {
+            self.check_size(&req)?;
+            status::check_variables("variables", &req.variables)?;
+            let partition = self.partition_of(req.job_key, "FAIL")?;
+            let value = RecordValue::Job(JobRecord {
+                retries: req.retries,
+                error_message: req.error_message.clone(),
+                retry_backoff_ms: req.retry_back_off,
+                variables: req.variables.clone(),
+                ..job_value(req.job_key)
+            });
+            self.submit(partition, req.job_key, Intent::Fail, value).await?;
+            Ok(Response::new(pb::FailJobResponse {}))
+        })
+        .await
+    }
+
+    async fn throw_error(&self, request: Request<pb::ThrowErrorRequest>) -> Result<Response<pb::ThrowErrorResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("ThrowError", async {
+            self.check_size(&req)?;
+            status::check_variables("variables", &req.variables)?;
+            if req.error_code.is_empty() {
+                return Err(status::invalid("Expected to throw an error with a non-empty error code, but it was empty"));
+            }
+            let partition = self.partition_of(req.job_key, "THROW_ERROR")?;
+            let value = RecordValue::Job(JobRecord {
+                error_code: req.error_code.clone(),
+                error_message: req.error_message.clone(),
+                variables: req.variables.clone(),
+                ..job_value(req.job_key)
+            });
+            self.submit(partition, req.job_key, Intent::ThrowError, value).await?;
+            Ok(Response::new(pb::ThrowErrorResponse {}))
+        })
+        .await
+    }
+
+    async fn publish_message(&self, request: Request<pb::PublishMessageRequest>) -> Result<Response<pb::PublishMessageResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("PublishMessage", async {
+            self.check_size(&req)?;
+            if req.name.is_empty() {
+                return Err(status::invalid("Expected to publish a message with a non-empty name, but the name was empty"));
+            }
+            status::check_variables("variables", &req.variables)?;
+            let partition = self.broker.partition_of_correlation_key(&req.correlation_key);
+            let value = RecordValue::Message(MessageRecord {
+                name: req.name.clone(),
+                correlation_key: req.correlation_key.clone(),
+                time_to_live_ms: req.time_to_live,
+                message_id: req.message_id.clone(),
+                variables: req.variables.clone(),
+                deadline_ms: -1,
+                tenant_id: "<default>".into(),
+            });
+            let record = self.submit(partition, -1, Intent::Publish, value).await?;
+            Ok(Response::new(pb::PublishMessageResponse { key: record.key, tenant_id: "<default>".into() }))
+        })
+        .await
+    }
+
+    async fn resolve_incident(
+        &self,
+        request: Request<pb::ResolveIncidentRequest>,
+    ) -> Result<Response<pb::ResolveIncidentResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("ResolveIncident", async {
+            let partition = self.partition_of(req.incident_key, "RESOLVE")?;
+            let value = RecordValue::Incident(IncidentRecord::default());
+            self.submit(partition, req.incident_key, Intent::Resolve, value).await?;
+            Ok(Response::new(pb::ResolveIncidentResponse {}))
+        })
+        .await
+    }
+
+    async fn set_variables(&self, request: Request<pb::SetVariablesRequest>) -> Result<Response<pb::SetVariablesResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("SetVariables", async {
+            self.check_size(&req)?;
+            if req.variables.trim().is_empty() {
+                return Err(status::invalid("Expected to set variables, but the document was empty"));
+            }
+            status::check_variables("variables", &req.variables)?;
+            let partition = self.partition_of(req.element_instance_key, "UPDATE")?;
+            let value = RecordValue::VariableDocument(VariableDocumentRecord {
+                scope_key: req.element_instance_key,
+                update_semantics: if req.local { UpdateSemantics::Local } else { UpdateSemantics::Propagate },
+                variables: req.variables.clone(),
+            });
+            let record = self.submit(partition, -1, Intent::Update, value).await?;
+            Ok(Response::new(pb::SetVariablesResponse { key: record.key }))
+        })
+        .await
+    }
+
+    async fn topology(&self, _request: Request<pb::TopologyRequest>) -> Result<Response<pb::TopologyResponse>, Status> {
+        self.measured("Topology", async {
+            let partitions = self
+                .broker
+                .status()
+                .into_iter()
+                .map(|s| pb::Partition {
+                    partition_id: s.partition_id as i32,
+                    role: pb::partition::PartitionBrokerRole::Leader as i32,
+                    health: if s.healthy {
+                        pb::partition::PartitionBrokerHealth::Healthy as i32
+                    } else {
+                        pb::partition::PartitionBrokerHealth::Unhealthy as i32
+                    },
+                })
+                .collect();
+            let broker = pb::BrokerInfo {
+                node_id: 0,
+                host: self.config.host.clone(),
+                port: self.config.port as i32 + 1,
+                partitions,
+                version: env!("CARGO_PKG_VERSION").into(),
+            };
+            Ok(Response::new(pb::TopologyResponse {
+                brokers: vec![broker],
+                cluster_size: 1,
+                partitions_count: self.broker.partition_count() as i32,
+                replication_factor: 1,
+                gateway_version: env!("CARGO_PKG_VERSION").into(),
+            }))
+        })
+        .await
+    }
+
+    async fn update_job_retries(
+        &self,
+        request: Request<pb::UpdateJobRetriesRequest>,
+    ) -> Result<Response<pb::UpdateJobRetriesResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("UpdateJobRetries", async {
+            let partition = self.partition_of(req.job_key, "UPDATE_RETRIES")?;
+            let value = RecordValue::Job(JobRecord { retries: req.retries, ..job_value(req.job_key) });
+            self.submit(partition, req.job_key, Intent::UpdateRetries, value).await?;
+            Ok(Response::new(pb::UpdateJobRetriesResponse {}))
+        })
+        .await
+    }
+
+    async fn update_job_timeout(
+        &self,
+        request: Request<pb::UpdateJobTimeoutRequest>,
+    ) -> Result<Response<pb::UpdateJobTimeoutResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("UpdateJobTimeout", async {
+            let partition = self.partition_of(req.job_key, "UPDATE_TIMEOUT")?;
+            let value = RecordValue::Job(JobRecord { timeout_ms: req.timeout, ..job_value(req.job_key) });
+            self.submit(partition, req.job_key, Intent::UpdateTimeout, value).await?;
+            Ok(Response::new(pb::UpdateJobTimeoutResponse {}))
+        })
+        .await
+    }
+
+    async fn modify_process_instance(
+        &self,
+        _r: Request<pb::ModifyProcessInstanceRequest>,
+    ) -> Result<Response<pb::ModifyProcessInstanceResponse>, Status> {
+        Err(unimplemented("ModifyProcessInstance"))
+    }
+
+    async fn migrate_process_instance(
+        &self,
+        _r: Request<pb::MigrateProcessInstanceRequest>,
+    ) -> Result<Response<pb::MigrateProcessInstanceResponse>, Status> {
+        Err(unimplemented("MigrateProcessInstance"))
+    }
+
+    async fn delete_resource(&self, _r: Request<pb::DeleteResourceRequest>) -> Result<Response<pb::DeleteResourceResponse>, Status> {
+        Err(unimplemented("DeleteResource"))
+    }
+
+    async fn broadcast_signal(&self, _r: Request<pb::BroadcastSignalRequest>) -> Result<Response<pb::BroadcastSignalResponse>, Status> {
+        Err(unimplemented("BroadcastSignal"))
+    }
+}
+
+fn unimplemented(rpc: &str) -> Status {
+    Status::unimplemented(format!("The RPC '{rpc}' is not implemented by Waggle yet"))
+}
+
+fn humantime(d: Duration) -> String {
+    format!("PT{}S", d.as_secs_f64())
+}

@@ -1,0 +1,166 @@
+//! The record model: commands, events and rejections, each with a value type and an intent.
+
+use serde::{Deserialize, Serialize};
+
+use crate::value::RecordValue;
+
+/// Whether a record asks for something, states a fact, or refuses a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RecordType {
+    Command,
+    Event,
+    CommandRejection,
+}
+
+/// Why a command was rejected (Zeebe's RejectionType).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RejectionType {
+    InvalidArgument,
+    NotFound,
+    AlreadyExists,
+    InvalidState,
+    ProcessingError,
+    ExceededBatchRecordSize,
+}
+
+impl RejectionType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RejectionType::InvalidArgument => "INVALID_ARGUMENT",
+            RejectionType::NotFound => "NOT_FOUND",
+            RejectionType::AlreadyExists => "ALREADY_EXISTS",
+            RejectionType::InvalidState => "INVALID_STATE",
+            RejectionType::ProcessingError => "PROCESSING_ERROR",
+            RejectionType::ExceededBatchRecordSize => "EXCEEDED_BATCH_RECORD_SIZE",
+        }
+    }
+}
+
+macro_rules! names {
+    ($(#[$m:meta])* $vis:vis enum $name:ident { $($variant:ident => $text:literal,)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        $vis enum $name { $($variant,)* }
+        impl $name {
+            /// The name Zeebe uses for this value in exported records.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text,)* }
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+names! {
+    /// What a record is about (Zeebe's ValueType).
+    pub enum ValueType {
+        Deployment => "DEPLOYMENT",
+        Process => "PROCESS",
+        ProcessInstance => "PROCESS_INSTANCE",
+        ProcessInstanceCreation => "PROCESS_INSTANCE_CREATION",
+        ProcessInstanceResult => "PROCESS_INSTANCE_RESULT",
+        Job => "JOB",
+        JobBatch => "JOB_BATCH",
+        Variable => "VARIABLE",
+        VariableDocument => "VARIABLE_DOCUMENT",
+        Incident => "INCIDENT",
+        Message => "MESSAGE",
+    }
+}
+
+names! {
+    /// The intent of a record; the valid intents depend on the value type, as in Zeebe.
+    pub enum Intent {
+        // DEPLOYMENT / PROCESS / PROCESS_INSTANCE_CREATION / VARIABLE / INCIDENT / JOB
+        Create => "CREATE",
+        Created => "CREATED",
+        // PROCESS_INSTANCE
+        Cancel => "CANCEL",
+        ActivateElement => "ACTIVATE_ELEMENT",
+        CompleteElement => "COMPLETE_ELEMENT",
+        TerminateElement => "TERMINATE_ELEMENT",
+        ElementActivating => "ELEMENT_ACTIVATING",
+        ElementActivated => "ELEMENT_ACTIVATED",
+        ElementCompleting => "ELEMENT_COMPLETING",
+        ElementCompleted => "ELEMENT_COMPLETED",
+        ElementTerminating => "ELEMENT_TERMINATING",
+        ElementTerminated => "ELEMENT_TERMINATED",
+        SequenceFlowTaken => "SEQUENCE_FLOW_TAKEN",
+        // PROCESS_INSTANCE_CREATION with result
+        CreateWithAwaitingResult => "CREATE_WITH_AWAITING_RESULT",
+        // PROCESS_INSTANCE_RESULT
+        Completed => "COMPLETED",
+        // JOB
+        Complete => "COMPLETE",
+        Fail => "FAIL",
+        Failed => "FAILED",
+        ThrowError => "THROW_ERROR",
+        ErrorThrown => "ERROR_THROWN",
+        TimeOut => "TIME_OUT",
+        TimedOut => "TIMED_OUT",
+        UpdateRetries => "UPDATE_RETRIES",
+        RetriesUpdated => "RETRIES_UPDATED",
+        UpdateTimeout => "UPDATE_TIMEOUT",
+        TimeoutUpdated => "TIMEOUT_UPDATED",
+        Canceled => "CANCELED",
+        RecurAfterBackoff => "RECUR_AFTER_BACKOFF",
+        RecurredAfterBackoff => "RECURRED_AFTER_BACKOFF",
+        Yield => "YIELD",
+        Yielded => "YIELDED",
+        // JOB_BATCH
+        Activate => "ACTIVATE",
+        Activated => "ACTIVATED",
+        // VARIABLE / VARIABLE_DOCUMENT
+        Update => "UPDATE",
+        Updated => "UPDATED",
+        // INCIDENT
+        Resolve => "RESOLVE",
+        Resolved => "RESOLVED",
+        // DEPLOYMENT to the other partitions
+        Distribute => "DISTRIBUTE",
+        Distributed => "DISTRIBUTED",
+        // MESSAGE
+        Publish => "PUBLISH",
+        Published => "PUBLISHED",
+        Expire => "EXPIRE",
+        Expired => "EXPIRED",
+    }
+}
+
+/// One record of a partition's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Position in the partition's log; strictly increasing.
+    pub position: u64,
+    /// Position of the command this record follows from (0 for a command from outside).
+    pub source_position: u64,
+    /// The key of the entity the record is about (-1 when there is none).
+    pub key: i64,
+    pub timestamp_ms: i64,
+    pub record_type: RecordType,
+    pub value_type: ValueType,
+    pub intent: Intent,
+    /// Set on rejections only.
+    pub rejection: Option<Rejection>,
+    pub value: RecordValue,
+}
+
+/// Why a command was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    pub rejection_type: RejectionType,
+    pub reason: String,
+}
+
+impl Record {
+    pub fn is_event(&self) -> bool {
+        self.record_type == RecordType::Event
+    }
+    pub fn is_command(&self) -> bool {
+        self.record_type == RecordType::Command
+    }
+}

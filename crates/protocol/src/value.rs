@@ -1,0 +1,185 @@
+//! Record values, one per value type, with Zeebe's field names (snake_case).
+//!
+//! Variable documents travel as JSON text (`variables`), parsed only where they are used.
+
+use serde::{Deserialize, Serialize};
+
+/// The value of a record. The variant matches the record's value type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum RecordValue {
+    Deployment(DeploymentRecord),
+    Process(ProcessRecord),
+    ProcessInstance(ProcessInstanceRecord),
+    ProcessInstanceCreation(ProcessInstanceCreationRecord),
+    ProcessInstanceResult(ProcessInstanceResultRecord),
+    Job(JobRecord),
+    JobBatch(JobBatchRecord),
+    Variable(VariableRecord),
+    VariableDocument(VariableDocumentRecord),
+    Incident(IncidentRecord),
+    Message(MessageRecord),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeploymentResource {
+    pub resource_name: String,
+    pub resource: Vec<u8>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessMetadata {
+    pub bpmn_process_id: String,
+    pub version: i32,
+    pub process_definition_key: i64,
+    pub resource_name: String,
+    pub checksum: u32,
+    /// True when an identical resource was already deployed: no new version was created.
+    pub duplicate: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct DeploymentRecord {
+    pub resources: Vec<DeploymentResource>,
+    pub processes_metadata: Vec<ProcessMetadata>,
+    pub tenant_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRecord {
+    pub bpmn_process_id: String,
+    pub version: i32,
+    pub process_definition_key: i64,
+    pub resource_name: String,
+    pub resource: Vec<u8>,
+    pub checksum: u32,
+    pub tenant_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ProcessInstanceRecord {
+    pub bpmn_process_id: String,
+    pub version: i32,
+    pub process_definition_key: i64,
+    pub process_instance_key: i64,
+    pub element_id: String,
+    /// Key of the element instance that contains this one (-1 for the process itself).
+    pub flow_scope_key: i64,
+    /// Zeebe's BpmnElementType name, e.g. "SERVICE_TASK".
+    pub bpmn_element_type: String,
+    pub parent_process_instance_key: i64,
+    pub tenant_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ProcessInstanceCreationRecord {
+    pub bpmn_process_id: String,
+    /// -1 for the latest version.
+    pub version: i32,
+    pub process_definition_key: i64,
+    pub process_instance_key: i64,
+    /// A JSON object as text ("" for none).
+    pub variables: String,
+    pub fetch_variables: Vec<String>,
+    pub tenant_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ProcessInstanceResultRecord {
+    pub bpmn_process_id: String,
+    pub version: i32,
+    pub process_definition_key: i64,
+    pub process_instance_key: i64,
+    pub variables: String,
+    pub tenant_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct JobRecord {
+    pub job_type: String,
+    pub worker: String,
+    pub retries: i32,
+    pub retry_backoff_ms: i64,
+    /// When a job failed with a back-off becomes activatable again (ms since the epoch).
+    pub recurring_time_ms: i64,
+    /// Activation deadline (ms since the epoch), -1 when not activated.
+    pub deadline_ms: i64,
+    pub timeout_ms: i64,
+    pub error_message: String,
+    pub error_code: String,
+    /// Custom headers as a JSON object text.
+    pub custom_headers: String,
+    /// Variables as a JSON object text.
+    pub variables: String,
+    pub bpmn_process_id: String,
+    pub process_definition_key: i64,
+    pub process_definition_version: i32,
+    pub process_instance_key: i64,
+    pub element_id: String,
+    pub element_instance_key: i64,
+    pub tenant_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct JobBatchRecord {
+    pub job_type: String,
+    pub worker: String,
+    pub timeout_ms: i64,
+    pub max_jobs_to_activate: i32,
+    pub fetch_variables: Vec<String>,
+    pub job_keys: Vec<i64>,
+    pub jobs: Vec<JobRecord>,
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct VariableRecord {
+    pub name: String,
+    /// The value as JSON text.
+    pub value: String,
+    pub scope_key: i64,
+    pub process_instance_key: i64,
+    pub process_definition_key: i64,
+    pub bpmn_process_id: String,
+    pub tenant_id: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum UpdateSemantics {
+    Local,
+    #[default]
+    Propagate,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct VariableDocumentRecord {
+    pub scope_key: i64,
+    pub update_semantics: UpdateSemantics,
+    pub variables: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct IncidentRecord {
+    /// Zeebe's ErrorType name, e.g. "JOB_NO_RETRIES".
+    pub error_type: String,
+    pub error_message: String,
+    pub bpmn_process_id: String,
+    pub process_definition_key: i64,
+    pub process_instance_key: i64,
+    pub element_id: String,
+    pub element_instance_key: i64,
+    pub job_key: i64,
+    pub variable_scope_key: i64,
+    pub tenant_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MessageRecord {
+    pub name: String,
+    pub correlation_key: String,
+    pub time_to_live_ms: i64,
+    pub message_id: String,
+    pub variables: String,
+    /// When the message expires (ms since the epoch).
+    pub deadline_ms: i64,
+    pub tenant_id: String,
+}

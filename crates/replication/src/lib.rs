@@ -1,0 +1,278 @@
+//! A partition's replicated log: one Raft group (TiKV's `raft` crate) whose entries live in the
+//! partition's [`waggle_log::Journal`].
+//!
+//! Owns: the Raft state machine driver (the `Ready` loop), durable Raft state, compaction.
+//! Does not own: what entries mean (the broker decodes and applies them), the network (this
+//! issue runs one voter per group; the transport comes with the replicated cluster).
+//!
+//! Contract:
+//! - [`RaftGroup::propose`] only on the leader; an entry is durable and committed once
+//!   [`RaftGroup::drive`] returns it among the committed entries. Nothing may be acknowledged
+//!   to a client before that.
+//! - `drive` persists with one fsync per call (group commit), however many entries it holds.
+//! - Committed entries come back exactly once per run, in index order, starting after the
+//!   `applied` index given to [`RaftGroup::open`] (so a restart re-delivers what state lacks).
+
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use raft::prelude::{ConfState, Entry as RaftEntry, EntryType, HardState, Snapshot};
+use raft::storage::{RaftState, Storage};
+use raft::{Config, GetEntriesContext, RawNode, StateRole, StorageError};
+use waggle_log::{Journal, JournalConfig, JournalError};
+
+/// This node's id within its Raft groups (one voter for now).
+pub const LOCAL_NODE_ID: u64 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicationError {
+    #[error("journal: {0}")]
+    Journal(#[from] JournalError),
+    #[error("raft: {0}")]
+    Raft(#[from] raft::Error),
+    #[error("not the leader of this partition")]
+    NotLeader,
+}
+
+/// A committed entry handed to the state machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub index: u64,
+    pub term: u64,
+    /// Empty for Raft's own entries (leader no-ops, configuration changes).
+    pub data: Vec<u8>,
+}
+
+/// Raft's view of the journal.
+#[derive(Clone)]
+struct JournalStorage {
+    journal: Arc<RwLock<Journal>>,
+    voters: Vec<u64>,
+}
+
+fn store_err(e: JournalError) -> raft::Error {
+    raft::Error::Store(StorageError::Other(Box::new(e)))
+}
+
+impl Storage for JournalStorage {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        let j = self.journal.read().expect("journal lock");
+        let hs = j.hard_state();
+        let hard_state = HardState { term: hs.term, vote: hs.vote, commit: hs.commit };
+        let conf_state = ConfState { voters: self.voters.clone(), ..Default::default() };
+        Ok(RaftState::new(hard_state, conf_state))
+    }
+
+    fn entries(&self, low: u64, high: u64, max_size: impl Into<Option<u64>>, _ctx: GetEntriesContext) -> raft::Result<Vec<RaftEntry>> {
+        let j = self.journal.read().expect("journal lock");
+        if low < j.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if high > j.last_index() + 1 {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        let entries = j.entries(low, high, max_size.into()).map_err(store_err)?;
+        Ok(entries.into_iter().map(to_raft).collect())
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        let j = self.journal.read().expect("journal lock");
+        if idx + 1 < j.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        j.term(idx).ok_or(raft::Error::Store(StorageError::Unavailable))
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.journal.read().expect("journal lock").first_index())
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(self.journal.read().expect("journal lock").last_index())
+    }
+
+    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        // Snapshot transfer to followers arrives with the replicated cluster.
+        Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable))
+    }
+}
+
+fn to_raft(e: waggle_log::Entry) -> RaftEntry {
+    let kind = if e.data.first() == Some(&CONF_MARKER) { EntryType::EntryConfChange } else { EntryType::EntryNormal };
+    let data = if kind == EntryType::EntryConfChange { e.data[1..].to_vec() } else { e.data };
+    RaftEntry { entry_type: kind as i32, term: e.term, index: e.index, data, ..Default::default() }
+}
+
+/// Journal entries of Raft configuration changes start with this byte (normal entries are
+/// stored as given; Waggle's own entries never start with it: their first byte is a codec
+/// version, and version 0xFF is reserved).
+const CONF_MARKER: u8 = 0xFF;
+
+fn from_raft(e: &RaftEntry) -> waggle_log::Entry {
+    let data = if e.entry_type == EntryType::EntryConfChange as i32 {
+        let mut d = vec![CONF_MARKER];
+        d.extend_from_slice(&e.data);
+        d
+    } else {
+        e.data.clone()
+    };
+    waggle_log::Entry { index: e.index, term: e.term, data }
+}
+
+/// One partition's Raft group on this node.
+pub struct RaftGroup {
+    node: RawNode<JournalStorage>,
+    journal: Arc<RwLock<Journal>>,
+}
+
+impl RaftGroup {
+    /// Opens the group's journal in `dir`. `applied` is the last index the state machine has
+    /// durably applied; committed entries after it are re-delivered by [`Self::drive`].
+    pub fn open(dir: &Path, applied: u64) -> Result<Self, ReplicationError> {
+        let journal = Journal::open(dir, JournalConfig::default())?;
+        let applied = applied.min(journal.hard_state().commit).max(journal.first_index().saturating_sub(1));
+        let journal = Arc::new(RwLock::new(journal));
+        let storage = JournalStorage { journal: journal.clone(), voters: vec![LOCAL_NODE_ID] };
+        let config = Config {
+            id: LOCAL_NODE_ID,
+            election_tick: 10,
+            heartbeat_tick: 2,
+            applied,
+            max_size_per_msg: 1 << 20,
+            max_inflight_msgs: 256,
+            check_quorum: false,
+            pre_vote: true,
+            ..Default::default()
+        };
+        config.validate()?;
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let mut node = RawNode::new(&config, storage, &logger)?;
+        // A single voter elects itself at once.
+        node.campaign()?;
+        Ok(Self { node, journal })
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.node.raft.state == StateRole::Leader
+    }
+
+    /// Proposes an entry (leader only). It is committed when `drive` returns it.
+    pub fn propose(&mut self, data: Vec<u8>) -> Result<(), ReplicationError> {
+        if !self.is_leader() {
+            return Err(ReplicationError::NotLeader);
+        }
+        debug_assert_ne!(data.first(), Some(&CONF_MARKER), "codec version 0xFF is reserved");
+        self.node.propose(vec![], data)?;
+        Ok(())
+    }
+
+    /// Advances Raft's logical clock (call every ~100 ms).
+    pub fn tick(&mut self) {
+        self.node.tick();
+    }
+
+    /// Persists what Raft asks for (one fsync), and returns newly committed entries.
+    pub fn drive(&mut self) -> Result<Vec<Committed>, ReplicationError> {
+        let mut committed = Vec::new();
+        while self.node.has_ready() {
+            let mut ready = self.node.ready();
+            // messages to peers: none with one voter (the transport comes with the cluster)
+            let _ = ready.take_messages();
+            collect(&mut committed, ready.take_committed_entries());
+            {
+                let mut j = self.journal.write().expect("journal lock");
+                if !ready.entries().is_empty() {
+                    let entries: Vec<_> = ready.entries().iter().map(from_raft).collect();
+                    j.append(&entries)?;
+                }
+                if let Some(hs) = ready.hs() {
+                    j.set_hard_state(waggle_log::HardState { term: hs.term, vote: hs.vote, commit: hs.commit })?;
+                }
+                if ready.must_sync() || !ready.entries().is_empty() || ready.hs().is_some() {
+                    j.flush()?;
+                }
+            }
+            let _ = ready.take_persisted_messages();
+            let mut light = self.node.advance(ready);
+            if let Some(commit) = light.commit_index() {
+                let mut j = self.journal.write().expect("journal lock");
+                let mut hs = j.hard_state();
+                hs.commit = commit;
+                j.set_hard_state(hs)?;
+                j.flush()?;
+            }
+            let _ = light.take_messages();
+            collect(&mut committed, light.take_committed_entries());
+            self.node.advance_apply();
+        }
+        Ok(committed)
+    }
+
+    /// Drops log entries up to `index` (state up to it is in a snapshot).
+    pub fn compact(&mut self, index: u64) -> Result<(), ReplicationError> {
+        let mut j = self.journal.write().expect("journal lock");
+        let Some(term) = j.term(index) else { return Ok(()) };
+        if index >= j.first_index() {
+            j.compact(index, term)?;
+        }
+        Ok(())
+    }
+
+    pub fn first_index(&self) -> u64 {
+        self.journal.read().expect("journal lock").first_index()
+    }
+
+    /// Index of the last entry in the log (the last proposal, right after `propose`).
+    pub fn last_index(&self) -> u64 {
+        self.node.raft.raft_log.last_index()
+    }
+
+    pub fn commit_index(&self) -> u64 {
+        self.node.raft.raft_log.committed
+    }
+}
+
+fn collect(out: &mut Vec<Committed>, entries: Vec<RaftEntry>) {
+    out.extend(entries.into_iter().map(|e| {
+        let data = if e.entry_type == EntryType::EntryNormal as i32 { e.data } else { Vec::new() };
+        Committed { index: e.index, term: e.term, data }
+    }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drive_until(group: &mut RaftGroup, want: usize) -> Vec<Committed> {
+        let mut all = Vec::new();
+        for _ in 0..100 {
+            all.extend(group.drive().unwrap());
+            if all.iter().filter(|c| !c.data.is_empty()).count() >= want {
+                break;
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn single_voter_commits_proposals_and_redelivers_unapplied_after_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut group = RaftGroup::open(dir.path(), 0).unwrap();
+        group.drive().unwrap();
+        assert!(group.is_leader());
+        group.propose(b"\x01one".to_vec()).unwrap();
+        group.propose(b"\x01two".to_vec()).unwrap();
+        let committed = drive_until(&mut group, 2);
+        let data: Vec<_> = committed.iter().filter(|c| !c.data.is_empty()).map(|c| c.data.clone()).collect();
+        assert_eq!(data, vec![b"\x01one".to_vec(), b"\x01two".to_vec()]);
+        let first_index = committed.iter().find(|c| !c.data.is_empty()).unwrap().index;
+        drop(group);
+
+        // state applied only the first entry: the second comes back after restart
+        let mut group = RaftGroup::open(dir.path(), first_index).unwrap();
+        let again = drive_until(&mut group, 1);
+        let data: Vec<_> = again.iter().filter(|c| !c.data.is_empty()).map(|c| c.data.clone()).collect();
+        assert_eq!(data, vec![b"\x01two".to_vec()]);
+        assert!(group.is_leader());
+    }
+}

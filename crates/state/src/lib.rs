@@ -1,0 +1,84 @@
+//! Partition state storage: an ordered key-value store with two implementations (RocksDB and
+//! in-memory) and an [`Overlay`] that stages a processing batch's writes.
+//!
+//! Owns: bytes in, bytes out, ordering, atomic batches, checkpoints. Does not own: what the
+//! keys mean (the engine's tables encode them) or when to write (the broker decides).
+//!
+//! Contract: [`KvStore::commit`] applies a [`WriteSet`] atomically; readers of an [`Overlay`] see
+//! the staged writes over the store. A storage *read* failure is not recoverable by the engine:
+//! implementations panic with the cause, and the partition is restarted from its snapshot + log.
+
+mod memory;
+mod overlay;
+mod rocks;
+
+use std::collections::BTreeMap;
+
+pub use memory::MemoryStore;
+pub use overlay::Overlay;
+pub use rocks::RocksStore;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("rocksdb: {0}")]
+    Rocks(#[from] rocksdb::Error),
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Key-value pairs in key order.
+pub type KvIter<'a> = Box<dyn Iterator<Item = (Vec<u8>, Vec<u8>)> + 'a>;
+
+/// Read access to ordered key-value state.
+pub trait KvRead {
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>>;
+    /// All pairs whose key starts with `prefix`, in key order.
+    fn scan_prefix(&self, prefix: &[u8]) -> KvIter<'_>;
+}
+
+/// A store that can apply write sets atomically.
+pub trait KvStore: KvRead + Send + Sync {
+    fn commit(&self, writes: &WriteSet) -> Result<(), StateError>;
+    /// Every pair in the store, in key order (tests and consistency checks).
+    fn dump(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.scan_prefix(&[]).collect()
+    }
+}
+
+/// Staged writes: `Some(value)` puts, `None` deletes.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct WriteSet {
+    entries: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+impl WriteSet {
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.entries.insert(key, Some(value));
+    }
+    pub fn delete(&mut self, key: Vec<u8>) {
+        self.entries.insert(key, None);
+    }
+    pub fn get(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
+        self.entries.get(key)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&Vec<u8>, &Option<Vec<u8>>)> {
+        self.entries.iter()
+    }
+    /// Staged entries whose key starts with `prefix`, in key order.
+    pub fn range_prefix<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = (&'a Vec<u8>, &'a Option<Vec<u8>>)> + 'a {
+        self.entries.range(prefix.to_vec()..).take_while(move |(k, _)| k.starts_with(prefix))
+    }
+    /// Moves all of `other`'s entries into this set (later writes win).
+    pub fn absorb(&mut self, other: WriteSet) {
+        self.entries.extend(other.entries);
+    }
+}
+
+#[cfg(test)]
+mod contract_tests;

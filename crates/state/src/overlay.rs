@@ -1,0 +1,80 @@
+use std::iter::Peekable;
+
+use crate::{KvIter, KvRead, WriteSet};
+
+/// A store seen through staged writes: reads see `writes` first, then `base`.
+pub struct Overlay<'a> {
+    base: &'a dyn KvRead,
+    writes: WriteSet,
+}
+
+impl<'a> Overlay<'a> {
+    pub fn new(base: &'a dyn KvRead) -> Self {
+        Self { base, writes: WriteSet::default() }
+    }
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.writes.put(key, value);
+    }
+    pub fn delete(&mut self, key: Vec<u8>) {
+        self.writes.delete(key);
+    }
+    pub fn writes(&self) -> &WriteSet {
+        &self.writes
+    }
+    pub fn into_writes(self) -> WriteSet {
+        self.writes
+    }
+}
+
+impl KvRead for Overlay<'_> {
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        match self.writes.get(key) {
+            Some(staged) => staged.clone(),
+            None => self.base.get(key),
+        }
+    }
+
+    fn scan_prefix(&self, prefix: &[u8]) -> KvIter<'_> {
+        let staged: Vec<(Vec<u8>, Option<Vec<u8>>)> = self.writes.range_prefix(prefix).map(|(k, v)| (k.clone(), v.clone())).collect();
+        Box::new(Merge { base: self.base.scan_prefix(prefix).peekable(), staged: staged.into_iter().peekable() })
+    }
+}
+
+/// A staged write: `None` deletes the key.
+type StagedWrite = (Vec<u8>, Option<Vec<u8>>);
+
+/// Merge-join of base pairs and staged writes, both in key order; staged entries win.
+struct Merge<'a> {
+    base: Peekable<KvIter<'a>>,
+    staged: Peekable<std::vec::IntoIter<StagedWrite>>,
+}
+
+impl Iterator for Merge<'_> {
+    type Item = (Vec<u8>, Vec<u8>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let take_staged = match (self.base.peek(), self.staged.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => false,
+                (None, Some(_)) => true,
+                (Some((bk, _)), Some((sk, _))) => {
+                    if bk == sk {
+                        self.base.next();
+                        true
+                    } else {
+                        sk < bk
+                    }
+                }
+            };
+            if take_staged {
+                let (k, v) = self.staged.next()?;
+                if let Some(v) = v {
+                    return Some((k, v));
+                }
+            } else {
+                return self.base.next();
+            }
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Configuration: defaults, then a TOML file, then `WAGGLE_*` environment variables, then flags
+//! (each later source wins).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Args;
+use serde::Deserialize;
+
+/// Settings of a standalone node. Every flag also reads `WAGGLE_<NAME>` from the environment.
+#[derive(Debug, Clone, Args, Default)]
+pub struct NodeArgs {
+    /// Configuration file (TOML) with any of the keys below in snake_case, e.g. `partitions = 2`.
+    #[arg(long, env = "WAGGLE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Folder for partition logs, state and snapshots [default: ./data].
+    #[arg(long, env = "WAGGLE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Number of partitions on this node [default: 1].
+    #[arg(long, env = "WAGGLE_PARTITIONS")]
+    pub partitions: Option<u16>,
+    /// Address the gRPC gateway listens on [default: 127.0.0.1].
+    #[arg(long, env = "WAGGLE_HOST")]
+    pub host: Option<String>,
+    /// Port of the gRPC gateway (Zeebe's) [default: 26500].
+    #[arg(long, env = "WAGGLE_PORT")]
+    pub port: Option<u16>,
+    /// Port of the management HTTP server: /health, /ready, /metrics, /v1/incidents [default: 9600].
+    #[arg(long, env = "WAGGLE_MANAGEMENT_PORT")]
+    pub management_port: Option<u16>,
+    /// Largest accepted gRPC request in bytes [default: 4194304].
+    #[arg(long, env = "WAGGLE_MAX_MESSAGE_SIZE")]
+    pub max_message_size: Option<usize>,
+    /// Default long-polling time of ActivateJobs in milliseconds [default: 10000].
+    #[arg(long, env = "WAGGLE_LONG_POLLING_TIMEOUT_MS")]
+    pub long_polling_timeout_ms: Option<u64>,
+    /// Commands queued per partition before answering RESOURCE_EXHAUSTED [default: 4096].
+    #[arg(long, env = "WAGGLE_QUEUE_CAPACITY")]
+    pub queue_capacity: Option<usize>,
+    /// Applied log entries between two snapshots (the log is compacted behind each) [default: 10000].
+    #[arg(long, env = "WAGGLE_SNAPSHOT_EVERY_ENTRIES")]
+    pub snapshot_every_entries: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    data_dir: Option<PathBuf>,
+    partitions: Option<u16>,
+    host: Option<String>,
+    port: Option<u16>,
+    management_port: Option<u16>,
+    max_message_size: Option<usize>,
+    long_polling_timeout_ms: Option<u64>,
+    queue_capacity: Option<usize>,
+    snapshot_every_entries: Option<u64>,
+}
+
+/// The resolved configuration of a node.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    pub data_dir: PathBuf,
+    pub partitions: u16,
+    pub host: String,
+    pub port: u16,
+    pub management_port: u16,
+    pub max_message_size: usize,
+    pub long_polling_timeout_ms: u64,
+    pub queue_capacity: usize,
+    pub snapshot_every_entries: u64,
+}
+
+fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+}
+
+impl NodeArgs {
+    pub fn resolve(&self) -> anyhow::Result<NodeConfig> {
+        let file = match &self.config {
+            Some(p) => read_file(p)?,
+            None => FileConfig::default(),
+        };
+        let config = NodeConfig {
+            data_dir: self.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("data")),
+            partitions: self.partitions.or(file.partitions).unwrap_or(1),
+            host: self.host.clone().or(file.host).unwrap_or_else(|| "127.0.0.1".into()),
+            port: self.port.or(file.port).unwrap_or(26500),
+            management_port: self.management_port.or(file.management_port).unwrap_or(9600),
+            max_message_size: self.max_message_size.or(file.max_message_size).unwrap_or(4 * 1024 * 1024),
+            long_polling_timeout_ms: self.long_polling_timeout_ms.or(file.long_polling_timeout_ms).unwrap_or(10_000),
+            queue_capacity: self.queue_capacity.or(file.queue_capacity).unwrap_or(4096),
+            snapshot_every_entries: self.snapshot_every_entries.or(file.snapshot_every_entries).unwrap_or(10_000),
+        };
+        anyhow::ensure!(config.partitions >= 1, "--partitions must be at least 1");
+        anyhow::ensure!(config.max_message_size >= 1024, "--max-message-size must be at least 1024 bytes");
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file_and_defaults_fill_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("waggle.toml");
+        std::fs::write(&file, "partitions = 3\nport = 1234\n").unwrap();
+        let args = NodeArgs { config: Some(file), port: Some(5555), ..Default::default() };
+        let c = args.resolve().unwrap();
+        assert_eq!(c.partitions, 3);
+        assert_eq!(c.port, 5555);
+        assert_eq!(c.management_port, 9600);
+    }
+
+    #[test]
+    fn unknown_keys_in_the_file_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("waggle.toml");
+        std::fs::write(&file, "partitons = 3\n").unwrap();
+        let err = NodeArgs { config: Some(file), ..Default::default() }.resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("partitons"), "{err:#}");
+    }
+}

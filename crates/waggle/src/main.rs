@@ -1,0 +1,131 @@
+//! `waggle`: a Zeebe-compatible BPMN process engine in one binary.
+
+mod config;
+mod management;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use waggle_broker::{Broker, BrokerConfig};
+use waggle_gateway::{GatewayConfig, GatewayService};
+
+use config::NodeArgs;
+
+#[derive(Parser)]
+#[command(
+    name = "waggle",
+    version,
+    about = "A Zeebe-compatible BPMN process engine.\n\nWith no subcommand, runs `standalone`: broker and gateway in one process, data in ./data, gRPC on 127.0.0.1:26500, management on 9600."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+    #[command(flatten)]
+    node: NodeArgs,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Broker and gateway in one process (the default).
+    Standalone(NodeArgs),
+    /// A broker of a replicated cluster (not available yet: comes with the cluster issue).
+    Broker,
+    /// A standalone gateway in front of a cluster (not available yet).
+    Gateway,
+    /// Zeebe's benchmark against Waggle or Zeebe (not available yet: comes with the bench issue).
+    Bench,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WAGGLE_LOG").unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let node = match cli.command {
+        None => cli.node,
+        Some(Cmd::Standalone(args)) => args,
+        Some(Cmd::Broker) => anyhow::bail!("`waggle broker` is not available yet: run `waggle` (standalone)"),
+        Some(Cmd::Gateway) => anyhow::bail!("`waggle gateway` is not available yet: run `waggle` (standalone)"),
+        Some(Cmd::Bench) => anyhow::bail!("`waggle bench` is not available yet"),
+    };
+    let config = node.resolve()?;
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(standalone(config))
+}
+
+async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let registry = prometheus::Registry::new();
+    let broker = Broker::start(
+        BrokerConfig {
+            data_dir: config.data_dir.clone(),
+            partitions: config.partitions,
+            queue_capacity: config.queue_capacity,
+            snapshot_every_entries: config.snapshot_every_entries,
+        },
+        &registry,
+    )
+    .context("starting the broker")?;
+    let grpc_addr: SocketAddr = format!("{}:{}", config.host, config.port).parse().context("gateway address")?;
+    let mgmt_addr: SocketAddr = format!("{}:{}", config.host, config.management_port).parse().context("management address")?;
+    let gateway = GatewayService::new(
+        broker.clone(),
+        GatewayConfig {
+            max_message_bytes: config.max_message_size,
+            long_polling_timeout: Duration::from_millis(config.long_polling_timeout_ms),
+            host: config.host.clone(),
+            port: config.port,
+        },
+        &registry,
+    );
+    let grpc_listener = tokio::net::TcpListener::bind(grpc_addr).await.with_context(|| format!("binding gRPC on {grpc_addr}"))?;
+    let mgmt_listener = tokio::net::TcpListener::bind(mgmt_addr).await.with_context(|| format!("binding management on {mgmt_addr}"))?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut grpc_stop = stop_rx.clone();
+    let grpc = tokio::spawn(tonic::transport::Server::builder().add_service(gateway.into_server()).serve_with_incoming_shutdown(
+        tokio_stream_listener(grpc_listener),
+        async move {
+            let _ = grpc_stop.changed().await;
+        },
+    ));
+    let mut mgmt_stop = stop_rx.clone();
+    let mgmt = tokio::spawn(
+        axum::serve(
+            mgmt_listener,
+            management::router(management::ManagementState { broker: broker.clone(), registry }).into_make_service(),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = mgmt_stop.changed().await;
+        })
+        .into_future(),
+    );
+    tracing::info!(
+        grpc = %grpc_addr, management = %mgmt_addr, partitions = config.partitions,
+        data = %config.data_dir.display(), ready_ms = started.elapsed().as_millis() as u64, "waggle is ready"
+    );
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(10), grpc).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), mgmt).await;
+    let b = broker.clone();
+    tokio::task::spawn_blocking(move || b.shutdown()).await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn tokio_stream_listener(listener: tokio::net::TcpListener) -> tokio_stream::wrappers::TcpListenerStream {
+    tokio_stream::wrappers::TcpListenerStream::new(listener)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = int.recv() => {},
+    }
+}

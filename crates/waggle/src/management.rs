@@ -1,0 +1,93 @@
+//! Management HTTP API on port 9600: health, readiness, Prometheus metrics, open incidents.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use prometheus::{Encoder, Registry, TextEncoder};
+use serde_json::json;
+use waggle_broker::Broker;
+
+#[derive(Clone)]
+pub struct ManagementState {
+    pub broker: Arc<Broker>,
+    pub registry: Registry,
+}
+
+pub fn router(state: ManagementState) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/metrics", get(metrics))
+        .route("/actuator/cluster", get(cluster))
+        .route("/v1/incidents", get(incidents))
+        .with_state(state)
+}
+
+async fn health(State(s): State<ManagementState>) -> Response {
+    let healthy = s.broker.status().iter().all(|p| p.healthy);
+    let code = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (code, Json(json!({ "status": if healthy { "UP" } else { "DOWN" } }))).into_response()
+}
+
+/// Ready once every partition is open (they are, by the time the server listens) and healthy.
+async fn ready(state: State<ManagementState>) -> Response {
+    health(state).await
+}
+
+async fn metrics(State(s): State<ManagementState>) -> Response {
+    let mut buf = Vec::new();
+    if let Err(e) = TextEncoder::new().encode(&s.registry.gather(), &mut buf) {
+        return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response();
+    }
+    ([("content-type", "text/plain; version=0.0.4")], buf).into_response()
+}
+
+async fn cluster(State(s): State<ManagementState>) -> Json<serde_json::Value> {
+    let partitions: Vec<_> = s
+        .broker
+        .status()
+        .into_iter()
+        .map(|p| {
+            json!({
+                "partitionId": p.partition_id,
+                "role": p.role,
+                "healthy": p.healthy,
+                "appliedIndex": p.applied_index,
+                "snapshotIndex": p.snapshot_index,
+            })
+        })
+        .collect();
+    Json(json!({ "brokers": [{ "nodeId": 0, "partitions": partitions }] }))
+}
+
+/// Open incidents (`?processInstanceKey=` to filter). Keys are decimal strings, as JSON numbers
+/// lose precision above 2^53.
+async fn incidents(State(s): State<ManagementState>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let pi = match q.get("processInstanceKey").map(|v| v.parse::<i64>()) {
+        None => None,
+        Some(Ok(k)) => Some(k),
+        Some(Err(_)) => return (StatusCode::BAD_REQUEST, "processInstanceKey must be a number").into_response(),
+    };
+    let list: Vec<_> = s
+        .broker
+        .incidents(pi)
+        .into_iter()
+        .map(|(key, i)| {
+            json!({
+                "incidentKey": key.to_string(),
+                "processInstanceKey": i.process_instance_key.to_string(),
+                "elementInstanceKey": i.element_instance_key.to_string(),
+                "elementId": i.element_id,
+                "jobKey": i.job_key.to_string(),
+                "errorType": i.error_type,
+                "errorMessage": i.error_message,
+            })
+        })
+        .collect();
+    Json(list).into_response()
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Installs (idempotently) the real Zeebe 8.5 clients that Waggle must serve unchanged, into
+# ${WAGGLE_PEERS:-$HOME/.cache/waggle-peers}, for the drivers under tests/clients/.
+#   install-clients.sh zbctl    zbctl 8.5.8 (from the camunda-zeebe 8.5.8 tarball)  -> $PEERS/bin/zbctl
+#   install-clients.sh java     io.camunda:zeebe-client-java:8.5.8 + slf4j-simple    -> $PEERS/java-client/lib/*.jar
+#   install-clients.sh python   pyzeebe 4.7.0 in a venv                              -> $PEERS/py/bin/python
+#   install-clients.sh node     @camunda8/sdk 8.8.13                                 -> $PEERS/node/node_modules
+#   install-clients.sh all      (default) all four
+# Needs: mvn + a JDK (17 is enough for the client), python3 with venv, node + npm.
+# Each client is skipped when already present, so re-running is cheap.
+set -euo pipefail
+ZEEBE_VERSION=8.5.8
+PYZEEBE_VERSION=4.7.0
+SDK_VERSION=8.8.13
+PEERS="${WAGGLE_PEERS:-$HOME/.cache/waggle-peers}"
+mkdir -p "$PEERS/bin"
+
+say() { echo "install-clients: $*"; }
+need() { command -v "$1" >/dev/null 2>&1 || { echo "install-clients: '$1' is required for $2" >&2; exit 1; }; }
+
+install_zbctl() {
+  if [ -x "$PEERS/bin/zbctl" ]; then say "zbctl: $PEERS/bin/zbctl"; return; fi
+  local dist="$PEERS/camunda-zeebe-$ZEEBE_VERSION"
+  if [ ! -x "$dist/bin/zbctl" ]; then
+    need mvn zbctl
+    mvn -B -q dependency:get -Dartifact="io.camunda:camunda-zeebe:$ZEEBE_VERSION:tar.gz" -Dtransitive=false
+    local m2="${MAVEN_REPO:-$HOME/.m2/repository}"
+    local tgz="$m2/io/camunda/camunda-zeebe/$ZEEBE_VERSION/camunda-zeebe-$ZEEBE_VERSION.tar.gz"
+    [ -f "$tgz" ] || { echo "install-clients: $tgz not found after mvn dependency:get" >&2; exit 1; }
+    # only zbctl is needed here; the broker itself is not
+    tar xzf "$tgz" -C "$PEERS" "camunda-zeebe-$ZEEBE_VERSION/bin/zbctl"
+  fi
+  cp "$dist/bin/zbctl" "$PEERS/bin/zbctl.tmp" && chmod +x "$PEERS/bin/zbctl.tmp" && mv "$PEERS/bin/zbctl.tmp" "$PEERS/bin/zbctl"
+  say "zbctl: $PEERS/bin/zbctl --insecure --address 127.0.0.1:26500 status"
+}
+
+install_java() {
+  local d="$PEERS/java-client"
+  mkdir -p "$d"
+  if ! ls "$d"/lib/zeebe-client-java-"$ZEEBE_VERSION".jar >/dev/null 2>&1; then
+    need mvn "the Java client"
+    cat > "$d/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>waggle.peers</groupId><artifactId>java-client</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>io.camunda</groupId><artifactId>zeebe-client-java</artifactId><version>$ZEEBE_VERSION</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>2.0.13</version></dependency>
+  </dependencies>
+</project>
+POM
+    rm -rf "$d/lib.tmp"
+    ( cd "$d" && mvn -B -q dependency:copy-dependencies -DoutputDirectory=lib.tmp )
+    rm -rf "$d/lib" && mv "$d/lib.tmp" "$d/lib"
+  fi
+  say "java client: javac/java -cp '$d/lib/*'"
+}
+
+install_python() {
+  local v="$PEERS/py"
+  if ! { [ -x "$v/bin/python" ] && "$v/bin/python" -c 'import pyzeebe' >/dev/null 2>&1; }; then
+    need python3 pyzeebe
+    python3 -m venv "$v"
+    "$v/bin/pip" install -q "pyzeebe==$PYZEEBE_VERSION"
+  fi
+  say "pyzeebe: $v/bin/python"
+}
+
+install_node() {
+  local d="$PEERS/node"
+  mkdir -p "$d"
+  if [ ! -f "$d/node_modules/@camunda8/sdk/package.json" ]; then
+    need npm "the Node SDK"
+    ( cd "$d" && npm install --no-audit --no-fund "@camunda8/sdk@$SDK_VERSION" >/dev/null )
+  fi
+  say "node: NODE_PATH=$d/node_modules"
+}
+
+case "${1:-all}" in
+  zbctl) install_zbctl ;;
+  java) install_java ;;
+  python) install_python ;;
+  node) install_node ;;
+  all) install_zbctl; install_java; install_python; install_node ;;
+  *) sed -n '2,11p' "$0"; exit 2 ;;
+esac

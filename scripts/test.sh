@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: format and lint gates, unit, golden and replay tests,
+# and the integration tests that drive the real `waggle` binary with the real Zeebe clients
+# (zbctl, the Java client, pyzeebe, the Node SDK), installed on first use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/waggle-target}"
+./scripts/setup.sh
+./scripts/install-clients.sh >/dev/null
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+cargo test --workspace -- --test-threads 2
