@@ -65,7 +65,7 @@ async fn cluster(State(s): State<ManagementState>) -> Json<serde_json::Value> {
     Json(json!({ "brokers": [{ "nodeId": 0, "partitions": partitions }] }))
 }
 
-/// Open incidents (`?processInstanceKey=` to filter). Keys are decimal strings, as JSON numbers
+/// Open incidents as `{"items": [...]}` (`?processInstanceKey=` to filter). Keys are decimal strings, as JSON numbers
 /// lose precision above 2^53.
 async fn incidents(State(s): State<ManagementState>, Query(q): Query<HashMap<String, String>>) -> Response {
     let pi = match q.get("processInstanceKey").map(|v| v.parse::<i64>()) {
@@ -79,7 +79,7 @@ async fn incidents(State(s): State<ManagementState>, Query(q): Query<HashMap<Str
         .into_iter()
         .map(|(key, i)| {
             json!({
-                "incidentKey": key.to_string(),
+                "key": key.to_string(),
                 "processInstanceKey": i.process_instance_key.to_string(),
                 "elementInstanceKey": i.element_instance_key.to_string(),
                 "elementId": i.element_id,
@@ -89,5 +89,5 @@ async fn incidents(State(s): State<ManagementState>, Query(q): Query<HashMap<Str
             })
         })
         .collect();
-    Json(list).into_response()
+    Json(json!({ "items": list })).into_response()
 }

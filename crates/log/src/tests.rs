@@ -1,0 +1,142 @@
+use std::fs::OpenOptions;
+use std::io::Write;
+
+use super::*;
+
+fn entries(range: std::ops::RangeInclusive<u64>, term: u64) -> Vec<Entry> {
+    range.map(|i| Entry { index: i, term, data: format!("entry-{i}-{term}").into_bytes() }).collect()
+}
+
+fn small() -> JournalConfig {
+    JournalConfig { segment_bytes: 100 }
+}
+
+fn segment_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<_> =
+        fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "seg")).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn appended_entries_and_hard_state_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(dir.path(), small()).unwrap();
+    assert_eq!((j.first_index(), j.last_index()), (1, 0));
+    j.append(&entries(1..=10, 1)).unwrap();
+    j.set_hard_state(HardState { term: 1, vote: 1, commit: 7 }).unwrap();
+    assert_eq!(j.entry(10).unwrap().unwrap().data, b"entry-10-1"); // readable before flush
+    j.flush().unwrap();
+    drop(j);
+    let j = Journal::open(dir.path(), small()).unwrap();
+    assert_eq!(j.last_index(), 10);
+    assert_eq!(j.hard_state(), HardState { term: 1, vote: 1, commit: 7 });
+    assert_eq!(j.entries(1, 11, None).unwrap(), entries(1..=10, 1));
+    assert!(segment_files(dir.path()).len() > 1, "small segments roll");
+}
+
+#[test]
+fn torn_tail_is_truncated_and_appending_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(dir.path(), JournalConfig::default()).unwrap();
+    j.append(&entries(1..=3, 1)).unwrap();
+    j.flush().unwrap();
+    drop(j);
+    let last = segment_files(dir.path()).pop().unwrap();
+    let len = fs::metadata(&last).unwrap().len();
+    // a record header promising more bytes than were written
+    OpenOptions::new().append(true).open(&last).unwrap().write_all(&[50, 0, 0, 0, 1, 2, 3, 4, 4, 0]).unwrap();
+    let mut j = Journal::open(dir.path(), JournalConfig::default()).unwrap();
+    assert_eq!(j.last_index(), 3);
+    assert_eq!(fs::metadata(&last).unwrap().len(), len);
+    j.append(&entries(4..=4, 1)).unwrap();
+    j.flush().unwrap();
+    drop(j);
+    assert_eq!(Journal::open(dir.path(), JournalConfig::default()).unwrap().entries(1, 5, None).unwrap(), entries(1..=4, 1));
+}
+
+#[test]
+fn conflicting_append_replaces_the_suffix_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(dir.path(), small()).unwrap();
+    j.append(&entries(1..=12, 1)).unwrap();
+    j.flush().unwrap();
+    j.append(&entries(3..=4, 2)).unwrap();
+    j.flush().unwrap();
+    assert_eq!(j.last_index(), 4);
+    assert_eq!(j.term(2), Some(1));
+    assert_eq!(j.term(3), Some(2));
+    drop(j);
+    let j = Journal::open(dir.path(), small()).unwrap();
+    let mut want = entries(1..=2, 1);
+    want.extend(entries(3..=4, 2));
+    assert_eq!(j.entries(1, 100, None).unwrap(), want);
+    assert!(matches!(
+        Journal::open(dir.path(), small()).unwrap().append(&entries(9..=9, 2)),
+        Err(JournalError::NonContiguous { expected: 5, got: 9 })
+    ));
+}
+
+#[test]
+fn compaction_deletes_old_segments_and_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(dir.path(), small()).unwrap();
+    j.append(&entries(1..=20, 1)).unwrap();
+    j.flush().unwrap();
+    let before = segment_files(dir.path()).len();
+    j.compact(15, 1).unwrap();
+    assert!(segment_files(dir.path()).len() < before);
+    assert_eq!((j.first_index(), j.last_index(), j.term(15)), (16, 20, Some(1)));
+    assert_eq!(j.entry(15).unwrap(), None);
+    assert!(matches!(j.append(&entries(10..=10, 1)), Err(JournalError::Compacted { .. })));
+    drop(j);
+    let mut j = Journal::open(dir.path(), small()).unwrap();
+    assert_eq!((j.first_index(), j.last_index(), j.term(15)), (16, 20, Some(1)));
+    assert_eq!(j.entries(16, 21, None).unwrap(), entries(16..=20, 1));
+    j.compact(20, 1).unwrap();
+    j.append(&entries(21..=21, 2)).unwrap();
+    j.flush().unwrap();
+    drop(j);
+    let j = Journal::open(dir.path(), small()).unwrap();
+    assert_eq!((j.first_index(), j.last_index()), (21, 21));
+}
+
+#[test]
+fn reset_to_snapshot_empties_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(dir.path(), small()).unwrap();
+    j.append(&entries(1..=5, 1)).unwrap();
+    j.flush().unwrap();
+    j.reset_to_snapshot(100, 3).unwrap();
+    assert_eq!((j.first_index(), j.last_index(), j.term(100)), (101, 100, Some(3)));
+    j.append(&entries(101..=102, 3)).unwrap();
+    j.flush().unwrap();
+    drop(j);
+    let j = Journal::open(dir.path(), small()).unwrap();
+    assert_eq!(j.entries(101, 103, None).unwrap(), entries(101..=102, 3));
+}
+
+#[test]
+fn entries_respect_max_bytes_but_return_at_least_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(dir.path(), JournalConfig::default()).unwrap();
+    j.append(&entries(1..=5, 1)).unwrap(); // 10 bytes each
+    assert_eq!(j.entries(1, 6, Some(25)).unwrap().len(), 2);
+    assert_eq!(j.entries(1, 6, Some(1)).unwrap().len(), 1);
+    assert_eq!(j.entries(2, 4, None).unwrap().len(), 2);
+}
+
+#[test]
+fn corruption_before_the_last_segment_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(dir.path(), small()).unwrap();
+    j.append(&entries(1..=12, 1)).unwrap();
+    j.flush().unwrap();
+    drop(j);
+    let first = segment_files(dir.path()).remove(0);
+    let mut bytes = fs::read(&first).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xFF;
+    fs::write(&first, bytes).unwrap();
+    assert!(matches!(Journal::open(dir.path(), small()), Err(JournalError::Corrupt(_))));
+}

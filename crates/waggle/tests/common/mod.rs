@@ -1,0 +1,196 @@
+//! Shared harness of the integration tests: starts the real `waggle` binary on free loopback
+//! ports with its own data directory, waits until it is ready, kills it (`kill -9`) and restarts
+//! it on the same data; runs the real Zeebe clients installed by `scripts/install-clients.sh`.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `waggle` standalone node.
+pub struct Node {
+    child: Option<Child>,
+    pub grpc_port: u16,
+    pub management_port: u16,
+    pub data_dir: PathBuf,
+    extra_args: Vec<String>,
+    _temp: Option<tempfile::TempDir>,
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+impl Node {
+    /// Starts a node with a fresh data directory and waits until `/ready` answers 200.
+    pub fn start(extra_args: &[&str]) -> Node {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let mut node = Node {
+            child: None,
+            grpc_port: free_port(),
+            management_port: free_port(),
+            data_dir: temp.path().join("data"),
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            _temp: Some(temp),
+        };
+        node.spawn();
+        node
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.data_dir.with_extension("log")).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_waggle"))
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(["--host", "127.0.0.1", "--port", &self.grpc_port.to_string()])
+            .args(["--management-port", &self.management_port.to_string()])
+            .args(&self.extra_args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn waggle");
+        self.child = Some(child);
+        self.wait_ready(Duration::from_secs(60));
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().expect("try_wait")) {
+                panic!("waggle exited before it was ready ({status}); log:\n{}", self.log());
+            }
+            if let Some((200, _)) = http_get(self.management_port, "/ready") {
+                return;
+            }
+            assert!(Instant::now() < deadline, "waggle not ready after {timeout:?}; log:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.data_dir.with_extension("log")).unwrap_or_default()
+    }
+
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.grpc_port)
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.grpc_port)
+    }
+
+    pub fn management_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.management_port)
+    }
+
+    /// `kill -9`: no shutdown code runs.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("SIGKILL");
+            child.wait().expect("wait");
+        }
+    }
+
+    /// Starts the binary again on the same data directory and ports.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill -TERM");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "no exit 20 s after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn get(&self, path: &str) -> (u16, String) {
+        http_get(self.management_port, path).unwrap_or_else(|| panic!("GET {path} failed"))
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// A minimal HTTP/1.0 GET on loopback: (status, body).
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((status, body))
+}
+
+/// Where `scripts/install-clients.sh` put the real clients.
+pub fn peers() -> PathBuf {
+    match std::env::var_os("WAGGLE_PEERS") {
+        Some(p) => PathBuf::from(p),
+        None => PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/waggle-peers"),
+    }
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+}
+
+pub fn client_models() -> PathBuf {
+    repo_root().join("tests/clients/models")
+}
+
+/// Runs a command to completion, killing it after `timeout`.
+pub fn run_with_timeout(command: &mut Command, timeout: Duration) -> Output {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
+    let stdout = child.stdout.take().expect("stdout");
+    let stderr = child.stderr.take().expect("stderr");
+    let out = std::thread::spawn(move || read_all(stdout));
+    let err = std::thread::spawn(move || read_all(stderr));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let stdout = out.join().expect("stdout reader");
+            let stderr = err.join().expect("stderr reader");
+            panic!(
+                "{command:?} timed out after {timeout:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&stdout),
+                String::from_utf8_lossy(&stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output { status, stdout: out.join().expect("stdout reader"), stderr: err.join().expect("stderr reader") }
+}
+
+fn read_all(mut r: impl Read) -> Vec<u8> {
+    let mut buf = Vec::new();
+    let _ = r.read_to_end(&mut buf);
+    buf
+}
+
+/// Reads a key that clients print either as a JSON number or as a decimal string.
+pub fn json_key(v: &serde_json::Value) -> i64 {
+    match v {
+        serde_json::Value::Number(n) => n.as_i64().expect("integer key"),
+        serde_json::Value::String(s) => s.parse().unwrap_or_else(|_| panic!("key '{s}' is not a number")),
+        other => panic!("expected a key, got {other}"),
+    }
+}
