@@ -317,8 +317,8 @@ impl Processor {
                     let _ = self.jobs_available.send(job_type);
                 }
                 SideEffect::PushJob { stream_id, job_key, job } => {
-                    if !self.streams.push(stream_id, PushedJob { key: job_key, record: job.clone() }) {
-                        self.yield_job(job_key, job);
+                    if !self.streams.push(stream_id, PushedJob { key: job_key, record: (*job).clone() }) {
+                        self.yield_job(job_key, *job);
                     }
                 }
             }

@@ -3,7 +3,6 @@
 //! the flow control: a stream without room gets nothing, and a push that cannot be delivered
 //! sends the job back to the pool (JOB YIELD).
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 use tokio::sync::mpsc;
@@ -118,14 +117,4 @@ impl JobStreams for JobStreamRegistry {
         }
         None
     }
-}
-
-/// Counts streams per job type (for metrics and tests).
-pub fn streams_by_type(registry: &JobStreamRegistry) -> HashMap<String, usize> {
-    let inner = registry.inner.lock().expect("streams lock");
-    let mut out = HashMap::new();
-    for s in &inner.streams {
-        *out.entry(s.job_type.clone()).or_insert(0) += 1;
-    }
-    out
 }

@@ -218,7 +218,7 @@ impl Journal {
             if e.index != expected {
                 return Err(JournalError::NonContiguous { expected, got: e.index });
             }
-            if self.segments.last().map_or(true, |s| s.len() >= self.config.segment_bytes) {
+            if self.segments.last().is_none_or(|s| s.len() >= self.config.segment_bytes) {
                 self.roll(e.index)?;
             }
             let seg_no = self.segments.len() - 1;

@@ -3,6 +3,7 @@
 mod config;
 mod management;
 
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 

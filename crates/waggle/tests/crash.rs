@@ -43,13 +43,21 @@ async fn client(node: &Node) -> GatewayClient<Channel> {
 
 async fn deploy(c: &mut GatewayClient<Channel>) {
     let content = std::fs::read(client_models().join("one_task.bpmn")).unwrap();
-    c.deploy_resource(DeployResourceRequest { resources: vec![Resource { name: "one_task.bpmn".into(), content }], tenant_id: String::new() })
-        .await
-        .expect("deploy");
+    c.deploy_resource(DeployResourceRequest {
+        resources: vec![Resource { name: "one_task.bpmn".into(), content }],
+        tenant_id: String::new(),
+    })
+    .await
+    .expect("deploy");
 }
 
 fn create_request(i: i64) -> CreateProcessInstanceRequest {
-    CreateProcessInstanceRequest { bpmn_process_id: "benchmark".into(), version: -1, variables: format!(r#"{{"i": {i}}}"#), ..Default::default() }
+    CreateProcessInstanceRequest {
+        bpmn_process_id: "benchmark".into(),
+        version: -1,
+        variables: format!(r#"{{"i": {i}}}"#),
+        ..Default::default()
+    }
 }
 
 fn activate_request(max: i32) -> ActivateJobsRequest {
@@ -71,7 +79,7 @@ async fn creator(mut c: GatewayClient<Channel>, acked: Arc<Mutex<Acked>>, first:
             acked.lock().unwrap().created.insert(key, i);
             // every third instance also gets a variable update
             if i % 3 == 0 {
-                let req = SetVariablesRequest { element_instance_key: key, variables: format!(r#"{{"extra": {i}}}"#), local: false, ..Default::default() };
+                let req = SetVariablesRequest { element_instance_key: key, variables: format!(r#"{{"extra": {i}}}"#), local: false };
                 if c.set_variables(req).await.is_ok() {
                     acked.lock().unwrap().extra.insert(key, i);
                 }

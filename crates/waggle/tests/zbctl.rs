@@ -78,7 +78,8 @@ fn zbctl_drives_the_whole_single_node_flow() {
     let order = models.join("order.bpmn");
     let fail = models.join("fail.bpmn");
     let deployed = zb.json(&["deploy", "resource", order.to_str().unwrap(), fail.to_str().unwrap()]);
-    let processes: Vec<&str> = deployed["deployments"].as_array().unwrap().iter().filter_map(|d| d["process"]["bpmnProcessId"].as_str()).collect();
+    let processes: Vec<&str> =
+        deployed["deployments"].as_array().unwrap().iter().filter_map(|d| d["process"]["bpmnProcessId"].as_str()).collect();
     assert_eq!(processes, vec!["order", "fail"]);
 
     // create, worker completes with variables; the gateway default path ends the instance

@@ -16,6 +16,7 @@ pub struct Node {
     pub management_port: u16,
     pub data_dir: PathBuf,
     extra_args: Vec<String>,
+    envs: Vec<(String, String)>,
     _temp: Option<tempfile::TempDir>,
 }
 
@@ -26,6 +27,11 @@ pub fn free_port() -> u16 {
 impl Node {
     /// Starts a node with a fresh data directory and waits until `/ready` answers 200.
     pub fn start(extra_args: &[&str]) -> Node {
+        Node::start_with_env(extra_args, &[])
+    }
+
+    /// As [`Node::start`], with extra environment variables for the process.
+    pub fn start_with_env(extra_args: &[&str], envs: &[(&str, &str)]) -> Node {
         let temp = tempfile::tempdir().expect("tempdir");
         let mut node = Node {
             child: None,
@@ -33,6 +39,7 @@ impl Node {
             management_port: free_port(),
             data_dir: temp.path().join("data"),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            envs: envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             _temp: Some(temp),
         };
         node.spawn();
@@ -47,6 +54,7 @@ impl Node {
             .args(["--host", "127.0.0.1", "--port", &self.grpc_port.to_string()])
             .args(["--management-port", &self.management_port.to_string()])
             .args(&self.extra_args)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

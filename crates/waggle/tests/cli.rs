@@ -1,0 +1,215 @@
+//! The binary's command line: `--help`, the config file and `WAGGLE_*` variables, graceful
+//! shutdown on SIGTERM, the request size limit, and metrics.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{client_models, run_with_timeout, Node};
+use tonic::Code;
+use waggle_protocol::gateway::gateway_client::GatewayClient;
+use waggle_protocol::gateway::*;
+
+fn waggle() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_waggle"))
+}
+
+fn partitions_of(node: &Node) -> usize {
+    let (code, body) = node.get("/actuator/cluster");
+    assert_eq!(code, 200, "{body}");
+    let cluster: serde_json::Value = serde_json::from_str(&body).expect("cluster JSON");
+    cluster["brokers"][0]["partitions"].as_array().expect("partitions").len()
+}
+
+#[test]
+fn help_explains_every_flag() {
+    let output = run_with_timeout(waggle().arg("--help"), Duration::from_secs(20));
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    for flag in [
+        "--config",
+        "--data-dir",
+        "--partitions",
+        "--host",
+        "--port",
+        "--management-port",
+        "--max-message-size",
+        "--long-polling-timeout-ms",
+        "--queue-capacity",
+        "--snapshot-every-entries",
+        "standalone",
+    ] {
+        assert!(help.contains(flag), "--help does not mention {flag}:\n{help}");
+    }
+    assert!(help.contains("WAGGLE_PARTITIONS"), "--help does not name the environment variables:\n{help}");
+}
+
+#[test]
+fn bad_flags_and_bad_config_files_are_clear_errors() {
+    let output = run_with_timeout(waggle().args(["--partitions", "zero"]), Duration::from_secs(20));
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--partitions"), "{}", String::from_utf8_lossy(&output.stderr));
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("waggle.toml");
+    std::fs::write(&file, "partitons = 2\n").unwrap();
+    let output = run_with_timeout(waggle().arg("--config").arg(&file), Duration::from_secs(20));
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("partitons"), "{}", String::from_utf8_lossy(&output.stderr));
+}
+
+#[test]
+fn config_file_and_environment_set_the_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("waggle.toml");
+    std::fs::write(&file, "partitions = 3\n").unwrap();
+    let node = Node::start(&["--config", file.to_str().unwrap()]);
+    assert_eq!(partitions_of(&node), 3);
+    drop(node);
+
+    let node = Node::start_with_env(&[], &[("WAGGLE_PARTITIONS", "2")]);
+    assert_eq!(partitions_of(&node), 2);
+}
+
+#[test]
+fn sigterm_shuts_down_gracefully_and_keeps_the_data() {
+    let mut node = Node::start(&[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let key = runtime.block_on(async {
+        let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
+        let content = std::fs::read(client_models().join("one_task.bpmn")).unwrap();
+        client
+            .deploy_resource(DeployResourceRequest {
+                resources: vec![Resource { name: "one_task.bpmn".into(), content }],
+                tenant_id: String::new(),
+            })
+            .await
+            .expect("deploy");
+        let created = client
+            .create_process_instance(CreateProcessInstanceRequest {
+                bpmn_process_id: "benchmark".into(),
+                version: -1,
+                ..Default::default()
+            })
+            .await
+            .expect("create");
+        created.into_inner().process_instance_key
+    });
+    let status = node.terminate();
+    assert!(status.success(), "exit status after SIGTERM: {status}; log:\n{}", node.log());
+    assert!(node.log().contains("stopped"), "no orderly stop in the log:\n{}", node.log());
+
+    node.restart();
+    runtime.block_on(async {
+        let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
+        let jobs = client
+            .activate_jobs(ActivateJobsRequest {
+                r#type: "benchmark-task".into(),
+                worker: "cli-test".into(),
+                timeout: 60_000,
+                max_jobs_to_activate: 10,
+                request_timeout: 5_000,
+                ..Default::default()
+            })
+            .await
+            .expect("activate")
+            .into_inner()
+            .message()
+            .await
+            .expect("stream")
+            .expect("a response");
+        assert_eq!(jobs.jobs.iter().map(|j| j.process_instance_key).collect::<Vec<_>>(), vec![key]);
+    });
+}
+
+#[test]
+fn requests_over_the_size_limit_are_resource_exhausted() {
+    let node = Node::start(&["--max-message-size", "65536"]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
+        let content = std::fs::read(client_models().join("one_task.bpmn")).unwrap();
+        client
+            .deploy_resource(DeployResourceRequest {
+                resources: vec![Resource { name: "one_task.bpmn".into(), content }],
+                tenant_id: String::new(),
+            })
+            .await
+            .expect("deploy");
+        let big = format!(r#"{{"blob": "{}"}}"#, "x".repeat(100_000));
+        let err = client
+            .create_process_instance(CreateProcessInstanceRequest {
+                bpmn_process_id: "benchmark".into(),
+                version: -1,
+                variables: big,
+                ..Default::default()
+            })
+            .await
+            .expect_err("a request over the limit");
+        assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+        assert!(err.message().contains("65536"), "{err:?}");
+        // the node still serves requests under the limit
+        let small = format!(r#"{{"blob": "{}"}}"#, "x".repeat(10_000));
+        client
+            .create_process_instance(CreateProcessInstanceRequest {
+                bpmn_process_id: "benchmark".into(),
+                version: -1,
+                variables: small,
+                ..Default::default()
+            })
+            .await
+            .expect("a request under the limit");
+    });
+}
+
+#[test]
+fn metrics_count_requests_records_and_lifetimes() {
+    let node = Node::start(&[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
+        let content = std::fs::read(client_models().join("one_task.bpmn")).unwrap();
+        client
+            .deploy_resource(DeployResourceRequest {
+                resources: vec![Resource { name: "one_task.bpmn".into(), content }],
+                tenant_id: String::new(),
+            })
+            .await
+            .expect("deploy");
+        client
+            .create_process_instance(CreateProcessInstanceRequest {
+                bpmn_process_id: "benchmark".into(),
+                version: -1,
+                ..Default::default()
+            })
+            .await
+            .expect("create");
+        let mut stream = client
+            .activate_jobs(ActivateJobsRequest {
+                r#type: "benchmark-task".into(),
+                worker: "cli-test".into(),
+                timeout: 60_000,
+                max_jobs_to_activate: 1,
+                request_timeout: 5_000,
+                ..Default::default()
+            })
+            .await
+            .expect("activate")
+            .into_inner();
+        let job = stream.message().await.expect("stream").expect("response").jobs.remove(0);
+        client.complete_job(CompleteJobRequest { job_key: job.key, variables: String::new() }).await.expect("complete");
+    });
+    let (code, metrics) = node.get("/metrics");
+    assert_eq!(code, 200);
+    for name in [
+        "zeebe_process_instance_execution_time_bucket",
+        "zeebe_job_life_time_bucket",
+        "waggle_gateway_requests_total",
+        "waggle_gateway_request_latency_seconds_bucket",
+        "waggle_processed_records_total",
+    ] {
+        assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
+    }
+    assert!(metrics.lines().any(|l| l.starts_with("zeebe_process_instance_execution_time_count") && !l.ends_with(" 0")), "{metrics}");
+}

@@ -1,0 +1,97 @@
+//! The real Zeebe clients (the Java client with a polling and a streaming worker, pyzeebe with
+//! both, the Node SDK with both) drive the real binary through every flow of the single-node issue.
+//! Each driver lives in `tests/clients/` and prints `OK <step>` per step it verified.
+
+mod common;
+
+use common::{client_models, peers, repo_root, run_with_timeout, Node};
+use std::process::Command;
+use std::time::Duration;
+
+/// The steps each driver verifies, in order.
+const STEPS: &[&str] = &[
+    "topology",
+    "deploy",
+    "create-and-complete",
+    "create-with-result",
+    "incident",
+    "set-variables",
+    "cancel",
+    "publish-message",
+    "bad-input",
+    "all",
+];
+
+fn drive(mut command: Command, node: &Node, stream: bool) {
+    command.arg("--address").arg(node.address()).arg("--models").arg(client_models()).arg("--management").arg(node.management_url());
+    if stream {
+        command.arg("--stream");
+    }
+    let output = run_with_timeout(&mut command, Duration::from_secs(240));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let done: Vec<&str> = stdout.lines().filter_map(|l| l.strip_prefix("OK ")).collect();
+    assert!(
+        output.status.success() && done == STEPS,
+        "{command:?} exited {}; steps done {done:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\nwaggle log:\n{}",
+        output.status,
+        node.log()
+    );
+}
+
+fn java(stream: bool) {
+    let lib = peers().join("java-client/lib");
+    assert!(lib.exists(), "{} missing: run scripts/install-clients.sh", lib.display());
+    let node = Node::start(&[]);
+    let mut command = Command::new("java");
+    command.arg("-cp").arg(format!("{}/*", lib.display())).arg(repo_root().join("tests/clients/Driver.java"));
+    drive(command, &node, stream);
+}
+
+fn python(stream: bool) {
+    let python = peers().join("py/bin/python");
+    assert!(python.exists(), "{} missing: run scripts/install-clients.sh", python.display());
+    let node = Node::start(&[]);
+    let mut command = Command::new(python);
+    command.arg(repo_root().join("tests/clients/driver.py"));
+    drive(command, &node, stream);
+}
+
+fn nodejs(stream: bool) {
+    let modules = peers().join("node/node_modules");
+    assert!(modules.join("@camunda8/sdk").exists(), "{} missing: run scripts/install-clients.sh", modules.display());
+    let node = Node::start(&[]);
+    let mut command = Command::new("node");
+    command.env("NODE_PATH", &modules).arg(repo_root().join("tests/clients/driver.cjs"));
+    drive(command, &node, stream);
+}
+
+#[test]
+fn java_client_with_polling_worker() {
+    java(false);
+}
+
+#[test]
+fn java_client_with_streaming_worker() {
+    java(true);
+}
+
+#[test]
+fn pyzeebe_with_polling_worker() {
+    python(false);
+}
+
+#[test]
+fn pyzeebe_with_streaming_worker() {
+    python(true);
+}
+
+#[test]
+fn node_sdk_with_polling_worker() {
+    nodejs(false);
+}
+
+#[test]
+fn node_sdk_with_streaming_worker() {
+    nodejs(true);
+}

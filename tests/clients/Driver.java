@@ -1,0 +1,263 @@
+// Drives a Zeebe gateway (Waggle or the real Zeebe) with the Java client 8.5.8 through the
+// single-node flows. Run in source-file mode:
+//   java -cp "$PEERS/java-client/lib/*" Driver.java --address HOST:PORT --models DIR --management URL [--stream]
+// Prints "OK <step>" after each step; exits 1 with the reason at the first failure. The incident
+// key is read from Waggle's management API (GET <management>/v1/incidents).
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import io.camunda.zeebe.client.ZeebeClient;
+import io.camunda.zeebe.client.api.command.ClientStatusException;
+import io.camunda.zeebe.client.api.response.ActivatedJob;
+import io.camunda.zeebe.client.api.response.PartitionBrokerHealth;
+import io.camunda.zeebe.client.api.response.PartitionInfo;
+import io.camunda.zeebe.client.api.response.Process;
+import io.camunda.zeebe.client.api.response.ProcessInstanceEvent;
+import io.camunda.zeebe.client.api.response.ProcessInstanceResult;
+import io.camunda.zeebe.client.api.response.Topology;
+import io.camunda.zeebe.client.api.worker.JobWorker;
+import io.grpc.Status;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
+
+public class Driver {
+  static final ObjectMapper JSON = new ObjectMapper();
+
+  static void ok(String step) {
+    System.out.println("OK " + step);
+    System.out.flush();
+  }
+
+  static void check(boolean condition, String message) {
+    if (!condition) throw new AssertionError(message);
+  }
+
+  static <T> T eventually(Supplier<T> probe, String what) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (true) {
+      T value = probe.get();
+      if (value != null) return value;
+      check(System.nanoTime() < deadline, "timed out waiting for " + what);
+      Thread.sleep(100);
+    }
+  }
+
+  static void expectStatus(Runnable call, Status.Code code, String what) {
+    try {
+      call.run();
+    } catch (ClientStatusException e) {
+      check(e.getStatusCode() == code, what + ": expected " + code + ", got " + e.getStatusCode() + " (" + e.getMessage() + ")");
+      return;
+    }
+    throw new AssertionError(what + ": expected " + code + ", but the call succeeded");
+  }
+
+  static JsonNode incidentOf(String management, long processInstanceKey) {
+    try {
+      HttpResponse<String> response =
+          HttpClient.newHttpClient()
+              .send(HttpRequest.newBuilder(URI.create(management + "/v1/incidents")).build(), HttpResponse.BodyHandlers.ofString());
+      for (JsonNode item : JSON.readTree(response.body()).get("items")) {
+        if (Long.parseLong(item.get("processInstanceKey").asText()) == processInstanceKey) return item;
+      }
+      return null;
+    } catch (Exception e) {
+      throw new RuntimeException(e);
+    }
+  }
+
+  public static void main(String[] argv) throws Exception {
+    String address = null, models = null, management = null;
+    boolean stream = false;
+    for (int i = 0; i < argv.length; i++) {
+      switch (argv[i]) {
+        case "--address" -> address = argv[++i];
+        case "--models" -> models = argv[++i];
+        case "--management" -> management = argv[++i];
+        case "--stream" -> stream = true;
+        default -> throw new IllegalArgumentException("unknown argument " + argv[i]);
+      }
+    }
+    try (ZeebeClient client = ZeebeClient.newClientBuilder().gatewayAddress(address).usePlaintext().build()) {
+      run(client, Path.of(models), management, stream);
+    } catch (Throwable t) {
+      System.err.println("FAILED: " + t);
+      t.printStackTrace();
+      System.exit(1);
+    }
+    ok("all");
+    System.exit(0);
+  }
+
+  static void run(ZeebeClient client, Path models, String management, boolean stream) throws Exception {
+    Topology topology = client.newTopologyRequest().send().join();
+    check(topology.getClusterSize() == 1, "cluster size " + topology.getClusterSize());
+    List<PartitionInfo> partitions = topology.getBrokers().get(0).getPartitions();
+    check(partitions.size() == topology.getPartitionsCount(), "partitions " + partitions);
+    for (PartitionInfo p : partitions) check(p.isLeader() && p.getHealth() == PartitionBrokerHealth.HEALTHY, "partition " + p);
+    ok("topology");
+
+    List<String> ids =
+        client.newDeployResourceCommand()
+            .addResourceFile(models.resolve("order.bpmn").toString())
+            .addResourceFile(models.resolve("fail.bpmn").toString())
+            .addResourceFile(models.resolve("one_task.bpmn").toString())
+            .send()
+            .join()
+            .getProcesses()
+            .stream()
+            .map(Process::getBpmnProcessId)
+            .toList();
+    check(ids.equals(List.of("order", "fail", "benchmark")), "deployed " + ids);
+    ok("deploy");
+
+    Map<String, ActivatedJob> seen = new ConcurrentHashMap<>();
+    AtomicBoolean fixed = new AtomicBoolean(false);
+    AtomicInteger attempts = new AtomicInteger();
+    CompletableFuture<Long> flakyDone = new CompletableFuture<>();
+    List<JobWorker> workers =
+        List.of(
+            client.newWorker()
+                .jobType("reserve")
+                .handler(
+                    (jobs, job) -> {
+                      seen.put(String.valueOf(job.getVariablesAsMap().get("orderId")), job);
+                      jobs.newCompleteCommand(job.getKey()).variables(Map.of("reserved", true)).send().join();
+                    })
+                .name("java-driver")
+                .streamEnabled(stream)
+                .open(),
+            client.newWorker()
+                .jobType("approve")
+                .handler((jobs, job) -> jobs.newCompleteCommand(job.getKey()).variables(Map.of("approved", true)).send().join())
+                .streamEnabled(stream)
+                .open(),
+            client.newWorker()
+                .jobType("flaky")
+                .handler(
+                    (jobs, job) -> {
+                      attempts.incrementAndGet();
+                      if (!fixed.get()) {
+                        jobs.newFailCommand(job.getKey()).retries(job.getRetries() - 1).errorMessage("boom").send().join();
+                        return;
+                      }
+                      jobs.newCompleteCommand(job.getKey()).variables(Map.of("fixed", true)).send().join();
+                      flakyDone.complete(job.getProcessInstanceKey());
+                    })
+                .timeout(Duration.ofMinutes(1))
+                .streamEnabled(stream)
+                .open());
+    try {
+      ProcessInstanceEvent created =
+          client.newCreateInstanceCommand().bpmnProcessId("order").latestVersion().variables(Map.of("orderId", "j-1", "amount", 5)).send().join();
+      ActivatedJob job = eventually(() -> seen.get("j-1"), "the reserve job of j-1");
+      check(job.getProcessInstanceKey() == created.getProcessInstanceKey(), "job of another instance");
+      check("j-1".equals(job.getVariablesAsMap().get("id")), "input mapping: " + job.getVariables());
+      check("north".equals(job.getCustomHeaders().get("warehouse")), "headers: " + job.getCustomHeaders());
+      check(job.getElementId().equals("reserve") && job.getBpmnProcessId().equals("order"), "job " + job);
+      ok("create-and-complete");
+
+      ProcessInstanceResult result =
+          client.newCreateInstanceCommand()
+              .bpmnProcessId("order")
+              .latestVersion()
+              .variables(Map.of("orderId", "j-2", "amount", 500))
+              .withResult()
+              .requestTimeout(Duration.ofSeconds(20))
+              .send()
+              .join();
+      check(Boolean.TRUE.equals(result.getVariablesAsMap().get("reserved")), "result " + result.getVariables());
+      check(Boolean.TRUE.equals(result.getVariablesAsMap().get("approved")), "result " + result.getVariables());
+      ProcessInstanceResult fetched =
+          client.newCreateInstanceCommand()
+              .bpmnProcessId("order")
+              .latestVersion()
+              .variables(Map.of("orderId", "j-3", "amount", 1))
+              .withResult()
+              .fetchVariables("orderId")
+              .requestTimeout(Duration.ofSeconds(20))
+              .send()
+              .join();
+      check(fetched.getVariablesAsMap().equals(Map.of("orderId", "j-3")), "fetchVariables: " + fetched.getVariables());
+      ok("create-with-result");
+
+      ProcessInstanceEvent failing = client.newCreateInstanceCommand().bpmnProcessId("fail").latestVersion().send().join();
+      JsonNode incident = eventually(() -> incidentOf(management, failing.getProcessInstanceKey()), "the incident of the failing job");
+      check(incident.get("errorType").asText().equals("JOB_NO_RETRIES"), "incident " + incident);
+      check(incident.get("errorMessage").asText().equals("boom"), "incident " + incident);
+      check(attempts.get() == 2, "attempts before the incident: " + attempts.get());
+      fixed.set(true);
+      client.newUpdateRetriesCommand(Long.parseLong(incident.get("jobKey").asText())).retries(1).send().join();
+      client.newResolveIncidentCommand(Long.parseLong(incident.get("key").asText())).send().join();
+      check(flakyDone.get(30, TimeUnit.SECONDS) == failing.getProcessInstanceKey(), "another instance completed");
+      check(incidentOf(management, failing.getProcessInstanceKey()) == null, "the incident is still listed");
+      ok("incident");
+
+      operations(client);
+      badInput(client);
+    } finally {
+      workers.forEach(JobWorker::close);
+    }
+  }
+
+  static void operations(ZeebeClient client) throws Exception {
+    ProcessInstanceEvent idle =
+        client.newCreateInstanceCommand().bpmnProcessId("benchmark").latestVersion().variables(Map.of("n", 1)).send().join();
+    client.newSetVariablesCommand(idle.getProcessInstanceKey()).variables(Map.of("extra", 42)).send().join();
+    ActivatedJob job =
+        eventually(
+            () ->
+                client.newActivateJobsCommand().jobType("benchmark-task").maxJobsToActivate(10).timeout(Duration.ofMinutes(1)).workerName("java-driver")
+                    .requestTimeout(Duration.ofSeconds(1)).send().join().getJobs().stream()
+                    .filter(j -> j.getProcessInstanceKey() == idle.getProcessInstanceKey())
+                    .findFirst()
+                    .orElse(null),
+            "the benchmark job");
+    check(job.getVariablesAsMap().equals(Map.of("n", 1, "extra", 42)), "variables after SetVariables: " + job.getVariables());
+    ok("set-variables");
+
+    client.newCancelInstanceCommand(idle.getProcessInstanceKey()).send().join();
+    expectStatus(() -> client.newCompleteCommand(job.getKey()).send().join(), Status.Code.NOT_FOUND, "job of a cancelled instance");
+    expectStatus(() -> client.newCancelInstanceCommand(idle.getProcessInstanceKey()).send().join(), Status.Code.NOT_FOUND, "cancel twice");
+    ok("cancel");
+
+    long key =
+        client.newPublishMessageCommand().messageName("order-paid").correlationKey("j-1").messageId("pay-j").timeToLive(Duration.ofMinutes(1))
+            .variables(Map.of("paid", true)).send().join().getMessageKey();
+    check(key > 0, "message key " + key);
+    expectStatus(
+        () -> client.newPublishMessageCommand().messageName("order-paid").correlationKey("j-1").messageId("pay-j").send().join(),
+        Status.Code.ALREADY_EXISTS,
+        "duplicate messageId");
+    ok("publish-message");
+  }
+
+  static void badInput(ZeebeClient client) {
+    expectStatus(() -> client.newCreateInstanceCommand().bpmnProcessId("no-such-process").latestVersion().send().join(), Status.Code.NOT_FOUND, "unknown process");
+    expectStatus(
+        () -> client.newCreateInstanceCommand().bpmnProcessId("order").latestVersion().variables("[1, 2]").send().join(),
+        Status.Code.INVALID_ARGUMENT,
+        "variables that are not a JSON object");
+    expectStatus(
+        () -> client.newDeployResourceCommand().addResourceStringUtf8("<definitions", "broken.bpmn").send().join(),
+        Status.Code.INVALID_ARGUMENT,
+        "invalid XML");
+    expectStatus(
+        () -> client.newActivateJobsCommand().jobType("reserve").maxJobsToActivate(0).send().join(), Status.Code.INVALID_ARGUMENT, "maxJobsToActivate 0");
+    expectStatus(
+        () -> client.newPublishMessageCommand().messageName("").correlationKey("k").send().join(), Status.Code.INVALID_ARGUMENT, "empty message name");
+    ok("bad-input");
+  }
+}
