@@ -246,24 +246,28 @@ impl<'a> StateView<'a> {
     }
 
     /// Keys in a time index (`D/`, `B/`, `MD/`) due at or before `now_ms`, at most `limit`.
-    fn due(&self, prefix: &[u8], now_ms: i64, limit: usize) -> Vec<i64> {
+    /// Entries of a due-date index (`prefix` + due time + key) due at `now_ms`: (due time, key).
+    fn due(&self, prefix: &[u8], now_ms: i64, limit: usize) -> Vec<(i64, i64)> {
         self.kv
             .scan_prefix(prefix)
-            .take_while(|(key, _)| i64::from_be_bytes(key[prefix.len()..prefix.len() + 8].try_into().expect("due")) <= now_ms)
+            .map(|(key, _)| {
+                let due = i64::from_be_bytes(key[prefix.len()..prefix.len() + 8].try_into().expect("due"));
+                (due, i64::from_be_bytes(key[key.len() - 8..].try_into().expect("due key")))
+            })
+            .take_while(|(due, _)| *due <= now_ms)
             .take(limit)
-            .map(|(key, _)| i64::from_be_bytes(key[key.len() - 8..].try_into().expect("due key")))
             .collect()
     }
-    /// Activated jobs whose deadline has passed.
-    pub fn timed_out_jobs(&self, now_ms: i64, limit: usize) -> Vec<i64> {
+    /// Activated jobs whose deadline has passed: (deadline, job key).
+    pub fn timed_out_jobs(&self, now_ms: i64, limit: usize) -> Vec<(i64, i64)> {
         self.due(b"D/", now_ms, limit)
     }
-    /// Failed jobs whose retry back-off has elapsed.
-    pub fn jobs_due_after_backoff(&self, now_ms: i64, limit: usize) -> Vec<i64> {
+    /// Failed jobs whose retry back-off has elapsed: (due time, job key).
+    pub fn jobs_due_after_backoff(&self, now_ms: i64, limit: usize) -> Vec<(i64, i64)> {
         self.due(b"B/", now_ms, limit)
     }
-    /// Messages whose time to live has elapsed.
-    pub fn expired_messages(&self, now_ms: i64, limit: usize) -> Vec<i64> {
+    /// Messages whose time to live has elapsed: (expiry, message key).
+    pub fn expired_messages(&self, now_ms: i64, limit: usize) -> Vec<(i64, i64)> {
         self.due(b"MD/", now_ms, limit)
     }
 }

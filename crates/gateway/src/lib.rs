@@ -64,7 +64,13 @@ impl GatewayService {
         // tonic's own limit sits above ours so that an oversized request gets Zeebe's
         // RESOURCE_EXHAUSTED from `check_size` rather than tonic's OUT_OF_RANGE
         let limit = self.config.max_message_bytes.saturating_mul(2).max(1024);
-        GatewayServer::new(self).max_decoding_message_size(limit).max_encoding_message_size(usize::MAX)
+        // Zeebe's gateway takes gzip-compressed requests (the Node SDK sends them) and answers
+        // compressed to clients that ask for it
+        GatewayServer::new(self)
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(usize::MAX)
+            .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
+            .send_compressed(tonic::codec::CompressionEncoding::Gzip)
     }
 
     fn check_size<M: Message>(&self, message: &M) -> Result<(), Status> {
