@@ -20,7 +20,7 @@
 //! References: a number, or `job`, `instance`, `incident`, `message` for the key of the newest
 //! such entity, or `element:ID` for the newest instance of an element.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use waggle_engine::{Command, Engine, NoJobStreams, ProcessingContext};
 use waggle_protocol::codec::Entry;
@@ -38,7 +38,7 @@ struct Scenario {
 }
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
+    std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR"))).join("tests")
 }
 
 impl Scenario {

@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -153,7 +153,7 @@ pub fn peers() -> PathBuf {
 }
 
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+    manifest_dir().join("../..").canonicalize().expect("repo root")
 }
 
 pub fn client_models() -> PathBuf {
@@ -201,4 +201,11 @@ pub fn json_key(v: &serde_json::Value) -> i64 {
         serde_json::Value::String(s) => s.parse().unwrap_or_else(|_| panic!("key '{s}' is not a number")),
         other => panic!("expected a key, got {other}"),
     }
+}
+
+/// This crate's directory, read at run time: `cargo test` sets `CARGO_MANIFEST_DIR` for the test
+/// process. The compile-time value can be stale when clones at different paths share one
+/// `CARGO_TARGET_DIR` (cargo reuses the test binary across them).
+pub fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
