@@ -20,17 +20,18 @@ use crate::status;
 const STREAM_BUFFER_JOBS: usize = 32;
 
 pub fn validate_activation(req: &pb::ActivateJobsRequest) -> Result<(), Status> {
+    // Zeebe 8.5.8's wording; a maxJobsToActivate below 1 is not an error there (see
+    // `activate_with_long_polling`), so it is not one here either
     if req.r#type.trim().is_empty() {
-        return Err(status::invalid("Expected to activate jobs with a non-empty type, but it was empty"));
-    }
-    if req.max_jobs_to_activate < 1 {
-        return Err(status::invalid(format!(
-            "Expected to activate jobs with a maxJobsToActivate greater than zero, but it was {}",
-            req.max_jobs_to_activate
-        )));
+        return Err(status::invalid(
+            "Command 'ACTIVATE' rejected with code 'INVALID_ARGUMENT': Expected to activate job batch with type to be present, but it was blank",
+        ));
     }
     if req.timeout < 1 {
-        return Err(status::invalid(format!("Expected to activate jobs with a timeout greater than zero, but it was {}", req.timeout)));
+        return Err(status::invalid(format!(
+            "Command 'ACTIVATE' rejected with code 'INVALID_ARGUMENT': Expected to activate job batch with timeout to be greater than zero, but it was '{}'",
+            req.timeout
+        )));
     }
     Ok(())
 }
@@ -99,6 +100,15 @@ pub async fn activate_with_long_polling(
         _ => Duration::ZERO,
     };
     let deadline = Instant::now() + timeout;
+    // as Zeebe 8.5.8: a negative maxJobsToActivate answers at once with no jobs, zero waits out
+    // the long poll and answers with no jobs
+    if req.max_jobs_to_activate < 0 {
+        return Ok(vec![]);
+    }
+    if req.max_jobs_to_activate == 0 {
+        tokio::time::sleep_until(deadline).await;
+        return Ok(vec![]);
+    }
     // subscribe before looking, so a job created in between is not missed
     let mut available = broker.subscribe_jobs_available();
     loop {

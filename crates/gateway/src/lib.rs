@@ -343,9 +343,7 @@ impl Gateway for GatewayService {
         self.measured("ThrowError", async {
             self.check_size(&req)?;
             status::check_variables("variables", &req.variables)?;
-            if req.error_code.is_empty() {
-                return Err(status::invalid("Expected to throw an error with a non-empty error code, but it was empty"));
-            }
+            // an empty error code is accepted, as by Zeebe 8.5.8: no catch event matches it
             let partition = self.partition_of(req.job_key, "THROW_ERROR")?;
             let value = RecordValue::Job(JobRecord {
                 error_code: req.error_code.clone(),
@@ -363,9 +361,7 @@ impl Gateway for GatewayService {
         let req = request.into_inner();
         self.measured("PublishMessage", async {
             self.check_size(&req)?;
-            if req.name.is_empty() {
-                return Err(status::invalid("Expected to publish a message with a non-empty name, but the name was empty"));
-            }
+            // an empty name is accepted, as by Zeebe 8.5.8 (docs/compatibility.md)
             status::check_variables("variables", &req.variables)?;
             let partition = self.broker.partition_of_correlation_key(&req.correlation_key);
             let value = RecordValue::Message(MessageRecord {
