@@ -3,13 +3,18 @@
 //!
 //! Supported for now: none start and end events, service tasks (`zeebe:taskDefinition`,
 //! `zeebe:taskHeaders`, `zeebe:ioMapping`), exclusive gateways (conditions, default flow),
-//! parallel gateways and sequence flows. Any other flow element is rejected with its name and
+//! parallel gateways, sequence flows, embedded subprocesses, timer and message intermediate
+//! catch events, receive tasks, timer/message/error boundary events, none intermediate throw
+//! events, error and terminate end events. Any other flow element is rejected with its name and
 //! line, never silently ignored. Artifacts and diagram information are ignored.
 
 mod model;
 mod parse;
+pub mod timer;
 
-pub use model::{Element, ElementKind, ExprOrStatic, Mapping, Process, SequenceFlow, TaskDefinition};
+pub use model::{
+    Element, ElementKind, EventTrigger, ExprOrStatic, Mapping, MessageDefinition, Process, SequenceFlow, TaskDefinition, TimerDefinition,
+};
 pub use parse::parse_definitions;
 
 /// One reason a model is rejected, located at an element and a line of the XML.

@@ -10,7 +10,7 @@ pub struct Process {
     pub name: Option<String>,
     pub elements: Vec<Element>,
     pub flows: Vec<SequenceFlow>,
-    /// Index of the none start event in `elements`.
+    /// Index of the process's none start event in `elements` (the top-level scope's).
     pub start: usize,
 }
 
@@ -18,6 +18,14 @@ impl Process {
     /// Index of the element with this id.
     pub fn element(&self, id: &str) -> Option<usize> {
         self.elements.iter().position(|e| e.id == id)
+    }
+
+    /// The none start event of a scope: the process (`None`) or an embedded subprocess.
+    pub fn start_of(&self, scope: Option<usize>) -> usize {
+        match scope.map(|s| &self.elements[s].kind) {
+            Some(ElementKind::SubProcess { start }) => *start,
+            _ => self.start,
+        }
     }
 }
 
@@ -35,6 +43,17 @@ pub struct Element {
     pub inputs: Vec<Mapping>,
     /// `zeebe:output` mappings, applied on completion into the parent scope.
     pub outputs: Vec<Mapping>,
+    /// The embedded subprocess this element is in (`None`: the process itself).
+    pub scope: Option<usize>,
+    /// Boundary events attached to this activity (indexes into [`Process::elements`]).
+    pub boundary_events: Vec<usize>,
+}
+
+impl Element {
+    /// Tasks and subprocesses: what boundary events may be attached to.
+    pub fn is_activity(&self) -> bool {
+        matches!(self.kind, ElementKind::ServiceTask(_) | ElementKind::ReceiveTask(_) | ElementKind::SubProcess { .. })
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -47,6 +66,53 @@ pub enum ElementKind {
         default_flow: Option<usize>,
     },
     ParallelGateway,
+    /// An embedded subprocess; `start` is its none start event.
+    SubProcess {
+        start: usize,
+    },
+    /// A timer or message intermediate catch event.
+    IntermediateCatchEvent(EventTrigger),
+    /// A none intermediate throw event (passes through, with its mappings).
+    IntermediateThrowEvent,
+    ReceiveTask(MessageDefinition),
+    /// Attached to the activity `attached_to`; `cancel_activity`: interrupting.
+    BoundaryEvent {
+        attached_to: usize,
+        cancel_activity: bool,
+        trigger: EventTrigger,
+    },
+    /// An end event that throws an error (`error_code` from the referenced `bpmn:error`).
+    ErrorEndEvent {
+        error_code: String,
+    },
+    /// Terminates every element of its flow scope.
+    TerminateEndEvent,
+}
+
+/// What a catch event waits for.
+#[derive(Debug, Clone)]
+pub enum EventTrigger {
+    Timer(TimerDefinition),
+    Message(MessageDefinition),
+    /// An error boundary event: a code, or `None` to catch every error.
+    Error {
+        error_code: Option<String>,
+    },
+}
+
+/// `timeDuration`, `timeDate` or `timeCycle` (`R<n>/<duration>`).
+#[derive(Debug, Clone)]
+pub enum TimerDefinition {
+    Duration(ExprOrStatic),
+    Date(ExprOrStatic),
+    Cycle(ExprOrStatic),
+}
+
+/// A `bpmn:message` reference with its `zeebe:subscription` correlation key.
+#[derive(Debug, Clone)]
+pub struct MessageDefinition {
+    pub name: ExprOrStatic,
+    pub correlation_key: Expression,
 }
 
 impl ElementKind {
@@ -58,6 +124,12 @@ impl ElementKind {
             ElementKind::ServiceTask(_) => "SERVICE_TASK",
             ElementKind::ExclusiveGateway { .. } => "EXCLUSIVE_GATEWAY",
             ElementKind::ParallelGateway => "PARALLEL_GATEWAY",
+            ElementKind::SubProcess { .. } => "SUB_PROCESS",
+            ElementKind::IntermediateCatchEvent(_) => "INTERMEDIATE_CATCH_EVENT",
+            ElementKind::IntermediateThrowEvent => "INTERMEDIATE_THROW_EVENT",
+            ElementKind::ReceiveTask(_) => "RECEIVE_TASK",
+            ElementKind::BoundaryEvent { .. } => "BOUNDARY_EVENT",
+            ElementKind::ErrorEndEvent { .. } | ElementKind::TerminateEndEvent => "END_EVENT",
         }
     }
 }

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use roxmltree::{Document, Node};
 use waggle_feel::Expression;
 
-use crate::model::{Element, ElementKind, ExprOrStatic, Mapping, Process, SequenceFlow, TaskDefinition};
+use crate::model::{
+    Element, ElementKind, EventTrigger, ExprOrStatic, Mapping, MessageDefinition, Process, SequenceFlow, TaskDefinition, TimerDefinition,
+};
 use crate::BpmnError;
 
 const BPMN_NS: &str = "http://www.omg.org/spec/BPMN/20100524/MODEL";
@@ -46,11 +48,12 @@ pub fn parse_definitions(xml: &[u8]) -> Result<Vec<Process>, Vec<BpmnError>> {
     }
     let mut errors = Vec::new();
     let mut processes = Vec::new();
+    let refs = Refs::read(root);
     for node in root.children().filter(|n| is_bpmn(*n, "process")) {
         if node.attribute("isExecutable") != Some("true") {
             continue;
         }
-        match ProcessParser::new(&doc, &mut errors).parse(node) {
+        match ProcessParser::new(&doc, &mut errors, &refs).parse(node) {
             Some(p) => processes.push(p),
             None => continue,
         }
@@ -82,25 +85,58 @@ fn error(doc: &Document, node: Node, message: String) -> BpmnError {
     BpmnError { element_id, line: line_of(doc, node), message }
 }
 
+/// `bpmn:message` and `bpmn:error` definitions, by id.
+struct Refs {
+    /// id → (name, `zeebe:subscription` correlation key)
+    messages: HashMap<String, (Option<String>, Option<String>)>,
+    /// id → errorCode
+    errors: HashMap<String, Option<String>>,
+}
+
+impl Refs {
+    fn read(root: Node) -> Refs {
+        let mut refs = Refs { messages: HashMap::new(), errors: HashMap::new() };
+        for node in root.children().filter(|n| n.is_element()) {
+            let Some(id) = node.attribute("id") else { continue };
+            if is_bpmn(node, "message") {
+                let correlation_key = node
+                    .children()
+                    .filter(|n| is_bpmn(*n, "extensionElements"))
+                    .flat_map(|e| e.children())
+                    .find(|n| is_zeebe(*n, "subscription"))
+                    .and_then(|n| n.attribute("correlationKey"))
+                    .map(str::to_string);
+                refs.messages.insert(id.to_string(), (node.attribute("name").map(str::to_string), correlation_key));
+            } else if is_bpmn(node, "error") {
+                refs.errors.insert(id.to_string(), node.attribute("errorCode").map(str::to_string));
+            }
+        }
+        refs
+    }
+}
+
 struct ProcessParser<'a, 'd, 'e> {
+    refs: &'a Refs,
     doc: &'a Document<'d>,
     errors: &'e mut Vec<BpmnError>,
     error_count_at_start: usize,
     /// Ids of flow nodes already rejected: flows to them are not reported again.
     rejected: std::collections::HashSet<String>,
+    /// Boundary events to attach once every element is known: (element index, attachedToRef).
+    attachments: Vec<(usize, String)>,
 }
 
 impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
-    fn new(doc: &'a Document<'d>, errors: &'e mut Vec<BpmnError>) -> Self {
+    fn new(doc: &'a Document<'d>, errors: &'e mut Vec<BpmnError>, refs: &'a Refs) -> Self {
         let error_count_at_start = errors.len();
-        Self { doc, errors, error_count_at_start, rejected: Default::default() }
+        Self { refs, doc, errors, error_count_at_start, rejected: Default::default(), attachments: Vec::new() }
     }
 
     fn fail(&mut self, node: Node, message: impl Into<String>) {
         self.errors.push(error(self.doc, node, message.into()));
     }
 
-    fn parse(mut self, process: Node) -> Option<Process> {
+    fn parse(mut self, process: Node<'a, 'd>) -> Option<Process> {
         let id = process.attribute("id").unwrap_or_default().to_string();
         if id.is_empty() {
             self.fail(process, "Attribute 'id' must be present and not empty");
@@ -108,25 +144,10 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
         let mut elements = Vec::new();
         let mut element_nodes = Vec::new();
         let mut flow_nodes = Vec::new();
-        for child in process.children().filter(|n| n.is_element()) {
-            if child.tag_name().namespace() != Some(BPMN_NS) {
-                continue;
-            }
-            let tag = child.tag_name().name();
-            if tag == "sequenceFlow" {
-                flow_nodes.push(child);
-            } else if IGNORED.contains(&tag) {
-                continue;
-            } else if let Some(element) = self.element(child) {
-                elements.push(element);
-                element_nodes.push(child);
-            } else if let Some(id) = child.attribute("id") {
-                self.rejected.insert(id.to_string());
-            }
-        }
-        let mut index: HashMap<&str, usize> = HashMap::new();
+        self.collect(process, None, &mut elements, &mut element_nodes, &mut flow_nodes);
+        let mut index: HashMap<String, usize> = HashMap::new();
         for (i, e) in elements.iter().enumerate() {
-            if index.insert(e.id.as_str(), i).is_some() {
+            if index.insert(e.id.clone(), i).is_some() {
                 let node = element_nodes[i];
                 self.fail(node, format!("Duplicate element id '{}'", e.id));
             }
@@ -149,7 +170,15 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             elements[flow.source].outgoing.push(i);
             elements[flow.target].incoming.push(i);
         }
-        let start = self.start_event(process, &elements);
+        self.attach_boundary_events(&element_nodes, &mut elements, &index);
+        let start = self.start_event(process, &elements, None);
+        for i in 0..elements.len() {
+            if matches!(elements[i].kind, ElementKind::SubProcess { .. }) {
+                if let Some(start) = self.start_event(element_nodes[i], &elements, Some(i)) {
+                    elements[i].kind = ElementKind::SubProcess { start };
+                }
+            }
+        }
         self.link_gateways(&element_nodes, &mut elements, &flows, &flow_lines, &flow_ids);
         if self.errors.len() > self.error_count_at_start {
             return None;
@@ -158,9 +187,76 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
         Some(Process { id, name, elements, flows, start: start? })
     }
 
-    fn start_event(&mut self, process: Node, elements: &[Element]) -> Option<usize> {
-        let starts: Vec<usize> =
-            elements.iter().enumerate().filter(|(_, e)| matches!(e.kind, ElementKind::StartEvent)).map(|(i, _)| i).collect();
+    /// Flow elements of a process or subprocess, depth first; subprocess contents follow their
+    /// subprocess, with `scope` set to its index.
+    fn collect<'n>(
+        &mut self,
+        container: Node<'n, 'd>,
+        scope: Option<usize>,
+        elements: &mut Vec<Element>,
+        element_nodes: &mut Vec<Node<'n, 'd>>,
+        flow_nodes: &mut Vec<Node<'n, 'd>>,
+    ) {
+        for child in container.children().filter(|n| n.is_element()) {
+            if child.tag_name().namespace() != Some(BPMN_NS) {
+                continue;
+            }
+            let tag = child.tag_name().name();
+            if tag == "sequenceFlow" {
+                flow_nodes.push(child);
+            } else if IGNORED.contains(&tag) {
+                continue;
+            } else if let Some(mut element) = self.element(child) {
+                element.scope = scope;
+                let index = elements.len();
+                if let ElementKind::BoundaryEvent { .. } = element.kind {
+                    let attached = child.attribute("attachedToRef").unwrap_or_default().to_string();
+                    self.attachments.push((index, attached));
+                }
+                let is_subprocess = matches!(element.kind, ElementKind::SubProcess { .. });
+                elements.push(element);
+                element_nodes.push(child);
+                if is_subprocess {
+                    self.collect(child, Some(index), elements, element_nodes, flow_nodes);
+                }
+            } else if let Some(id) = child.attribute("id") {
+                self.rejected.insert(id.to_string());
+            }
+        }
+    }
+
+    /// Links boundary events to their activities (which must be tasks or subprocesses).
+    fn attach_boundary_events(&mut self, nodes: &[Node], elements: &mut [Element], index: &HashMap<String, usize>) {
+        for (i, attached) in std::mem::take(&mut self.attachments) {
+            let Some(&target) = index.get(attached.as_str()) else {
+                self.fail(
+                    nodes[i],
+                    format!("Attribute 'attachedToRef' refers to '{attached}', which is not a supported activity of this process"),
+                );
+                continue;
+            };
+            if !elements[target].is_activity() {
+                self.fail(nodes[i], format!("Boundary events can only be attached to activities, but '{attached}' is not an activity"));
+                continue;
+            }
+            if !elements[i].incoming.is_empty() {
+                self.fail(nodes[i], "Boundary events must not have incoming sequence flows");
+            }
+            elements[target].boundary_events.push(i);
+            elements[i].scope = elements[target].scope;
+            if let ElementKind::BoundaryEvent { attached_to, .. } = &mut elements[i].kind {
+                *attached_to = target;
+            }
+        }
+    }
+
+    fn start_event(&mut self, process: Node, elements: &[Element], scope: Option<usize>) -> Option<usize> {
+        let starts: Vec<usize> = elements
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.scope == scope && matches!(e.kind, ElementKind::StartEvent))
+            .map(|(i, _)| i)
+            .collect();
         match starts.len() {
             1 => Some(starts[0]),
             0 => {
@@ -213,7 +309,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
         }
     }
 
-    fn flow_end(&mut self, node: Node, attribute: &str, index: &HashMap<&str, usize>) -> Option<usize> {
+    fn flow_end(&mut self, node: Node, attribute: &str, index: &HashMap<String, usize>) -> Option<usize> {
         match node.attribute(attribute) {
             None | Some("") => {
                 self.fail(node, format!("Attribute '{attribute}' must be present and not empty"));
@@ -275,23 +371,62 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             self.fail(node, "Attribute 'id' must be present and not empty");
             return None;
         }
-        let kind = match tag {
-            "startEvent" | "endEvent" => {
-                if let Some(def) = node.children().find(|n| n.is_element() && n.tag_name().name().ends_with("EventDefinition")) {
-                    let event = if tag == "startEvent" { "Start" } else { "End" };
-                    self.fail(node, format!("{event} events with '{}' are currently not supported", def.tag_name().name()));
-                    return None;
-                }
-                if tag == "startEvent" {
-                    ElementKind::StartEvent
-                } else {
-                    ElementKind::EndEvent
+        let definition = node.children().find(|n| n.is_element() && n.tag_name().name().ends_with("EventDefinition"));
+        let definition_name = definition.map(|d| d.tag_name().name());
+        let kind = match (tag, definition_name) {
+            ("startEvent", None) => ElementKind::StartEvent,
+            ("endEvent", None) => ElementKind::EndEvent,
+            ("endEvent", Some("terminateEventDefinition")) => ElementKind::TerminateEndEvent,
+            ("endEvent", Some("errorEventDefinition")) => {
+                let definition = definition.expect("definition");
+                match self.error_code(definition) {
+                    Some(code) => ElementKind::ErrorEndEvent { error_code: code },
+                    None => {
+                        self.fail(node, "Must reference an error with an error code ('errorRef' of the errorEventDefinition)");
+                        return None;
+                    }
                 }
             }
-            "serviceTask" => ElementKind::ServiceTask(self.task_definition(node)?),
-            "exclusiveGateway" => ElementKind::ExclusiveGateway { default_flow: None },
-            "parallelGateway" => ElementKind::ParallelGateway,
-            other => {
+            ("intermediateCatchEvent", Some("timerEventDefinition" | "messageEventDefinition")) => {
+                ElementKind::IntermediateCatchEvent(self.trigger(node, definition.expect("definition"))?)
+            }
+            ("intermediateThrowEvent", None) => ElementKind::IntermediateThrowEvent,
+            ("boundaryEvent", Some("timerEventDefinition" | "messageEventDefinition" | "errorEventDefinition")) => {
+                let cancel_activity = node.attribute("cancelActivity") != Some("false");
+                let trigger = self.trigger(node, definition.expect("definition"))?;
+                if matches!(trigger, EventTrigger::Error { .. }) && !cancel_activity {
+                    self.fail(node, "Error boundary events must be interrupting ('cancelActivity' must not be 'false')");
+                    return None;
+                }
+                ElementKind::BoundaryEvent { attached_to: usize::MAX, cancel_activity, trigger }
+            }
+            ("receiveTask", _) => ElementKind::ReceiveTask(self.message(node, node.attribute("messageRef"))?),
+            ("serviceTask", _) => ElementKind::ServiceTask(self.task_definition(node)?),
+            ("exclusiveGateway", _) => ElementKind::ExclusiveGateway { default_flow: None },
+            ("parallelGateway", _) => ElementKind::ParallelGateway,
+            ("subProcess", _) => {
+                if node.attribute("triggeredByEvent") == Some("true") {
+                    self.fail(node, "Event subprocesses are currently not supported");
+                    return None;
+                }
+                ElementKind::SubProcess { start: usize::MAX }
+            }
+            ("startEvent" | "endEvent" | "intermediateCatchEvent" | "intermediateThrowEvent" | "boundaryEvent", Some(def)) => {
+                let event = match tag {
+                    "startEvent" => "Start events",
+                    "endEvent" => "End events",
+                    "intermediateCatchEvent" => "Intermediate catch events",
+                    "intermediateThrowEvent" => "Intermediate throw events",
+                    _ => "Boundary events",
+                };
+                self.fail(node, format!("{event} with '{def}' are currently not supported"));
+                return None;
+            }
+            ("intermediateCatchEvent" | "boundaryEvent", None) => {
+                self.fail(node, "Must have an event definition (timer, message or error)");
+                return None;
+            }
+            (other, _) => {
                 self.fail(node, format!("Elements of type '{other}' are currently not supported"));
                 return None;
             }
@@ -303,7 +438,95 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             }
         }
         let (inputs, outputs) = self.io_mapping(node);
-        Some(Element { id, name: node.attribute("name").map(str::to_string), kind, incoming: vec![], outgoing: vec![], inputs, outputs })
+        Some(Element {
+            id,
+            name: node.attribute("name").map(str::to_string),
+            kind,
+            incoming: vec![],
+            outgoing: vec![],
+            inputs,
+            outputs,
+            scope: None,
+            boundary_events: vec![],
+        })
+    }
+
+    /// The `errorCode` of the `bpmn:error` an errorEventDefinition references (None: no
+    /// reference, or a reference without a code).
+    fn error_code(&self, definition: Node) -> Option<String> {
+        let error_ref = definition.attribute("errorRef")?;
+        self.refs.errors.get(error_ref).cloned().flatten().filter(|c| !c.is_empty())
+    }
+
+    fn trigger(&mut self, node: Node, definition: Node) -> Option<EventTrigger> {
+        match definition.tag_name().name() {
+            "timerEventDefinition" => Some(EventTrigger::Timer(self.timer(node, definition)?)),
+            "messageEventDefinition" => Some(EventTrigger::Message(self.message(node, definition.attribute("messageRef"))?)),
+            _ => {
+                if let Some(error_ref) = definition.attribute("errorRef") {
+                    if self.error_code(definition).is_none() {
+                        self.fail(node, format!("The referenced error '{error_ref}' must exist and have an 'errorCode'"));
+                        return None;
+                    }
+                }
+                Some(EventTrigger::Error { error_code: self.error_code(definition) })
+            }
+        }
+    }
+
+    fn timer(&mut self, node: Node, definition: Node) -> Option<TimerDefinition> {
+        let children: Vec<Node> = definition.children().filter(|n| n.is_element()).collect();
+        let [child] = children.as_slice() else {
+            self.fail(node, "Must have exactly one of 'timeDuration', 'timeDate' or 'timeCycle'");
+            return None;
+        };
+        let text = child.text().unwrap_or_default().trim();
+        let value = self.expr_or_static(node, text);
+        let kind = child.tag_name().name();
+        if let ExprOrStatic::Static(text) = &value {
+            let valid = match kind {
+                "timeDuration" => crate::timer::parse_duration(text).is_some(),
+                "timeDate" => crate::timer::parse_date(text).is_some(),
+                "timeCycle" => crate::timer::parse_cycle(text).is_some(),
+                _ => false,
+            };
+            if !valid {
+                let what = match kind {
+                    "timeDate" => "date and time",
+                    "timeCycle" => "repeating interval (R<n>/<duration>)",
+                    _ => "duration",
+                };
+                self.fail(node, format!("Invalid timer {kind} '{text}': expected an ISO 8601 {what}"));
+                return None;
+            }
+        }
+        Some(match kind {
+            "timeDuration" => TimerDefinition::Duration(value),
+            "timeDate" => TimerDefinition::Date(value),
+            "timeCycle" => TimerDefinition::Cycle(value),
+            other => {
+                self.fail(node, format!("Unknown timer definition '{other}'"));
+                return None;
+            }
+        })
+    }
+
+    fn message(&mut self, node: Node, message_ref: Option<&str>) -> Option<MessageDefinition> {
+        let Some((name, correlation_key)) = message_ref.and_then(|r| self.refs.messages.get(r)).cloned() else {
+            self.fail(node, "Must reference a message ('messageRef' to a 'bpmn:message')");
+            return None;
+        };
+        let Some(name) = name.filter(|n| !n.trim().is_empty()) else {
+            self.fail(node, "Must reference a message with a name");
+            return None;
+        };
+        let Some(correlation_key) = correlation_key.filter(|c| !c.trim().is_empty()) else {
+            self.fail(node, "Must have a correlation key ('correlationKey' of the message's 'zeebe:subscription')");
+            return None;
+        };
+        let name = self.expr_or_static(node, name.trim());
+        let correlation_key = self.expression(node, correlation_key.trim(), true)?;
+        Some(MessageDefinition { name, correlation_key })
     }
 
     fn extensions<'n>(&self, node: Node<'n, 'd>) -> impl Iterator<Item = Node<'n, 'd>> {

@@ -62,6 +62,10 @@ pub(crate) struct Submission {
     pub reply: Option<oneshot::Sender<Record>>,
 }
 
+/// Every partition's command queue, by partition id - 1 (set once all partitions started), for
+/// commands one partition sends another (message subscriptions).
+pub(crate) type Peers = Arc<std::sync::OnceLock<Vec<std::sync::mpsc::SyncSender<Submission>>>>;
+
 /// The running broker: every partition of this node.
 pub struct Broker {
     partitions: Vec<partition::PartitionHandle>,
@@ -78,10 +82,12 @@ impl Broker {
         let streams = Arc::new(JobStreamRegistry::default());
         let (jobs_available, _) = broadcast::channel(1024);
         let mut partitions = Vec::new();
+        let peers: Peers = Arc::new(std::sync::OnceLock::new());
         for id in 1..=config.partitions.max(1) {
-            let handle = partition::start(id, &config, streams.clone(), jobs_available.clone(), metrics.clone())?;
+            let handle = partition::start(id, &config, streams.clone(), jobs_available.clone(), metrics.clone(), peers.clone())?;
             partitions.push(handle);
         }
+        let _ = peers.set(partitions.iter().map(|p| p.sender()).collect());
         Ok(Arc::new(Broker { partitions, round_robin: AtomicUsize::new(0), streams, jobs_available, metrics }))
     }
 
@@ -102,9 +108,7 @@ impl Broker {
 
     /// The partition a message lives on: a hash of its correlation key, as in Zeebe.
     pub fn partition_of_correlation_key(&self, correlation_key: &str) -> PartitionId {
-        // Java's String.hashCode, as Zeebe's SubscriptionUtil uses
-        let hash = correlation_key.encode_utf16().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
-        (hash.unsigned_abs() % self.partitions.len() as u32) as PartitionId + 1
+        waggle_protocol::keys::partition_of_correlation_key(correlation_key, self.partitions.len() as u32)
     }
 
     /// Submits a command and waits for the record that answers it (an event or a rejection).

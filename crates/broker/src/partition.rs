@@ -19,7 +19,7 @@ use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
 
 use crate::metrics::BrokerMetrics;
 use crate::streams::{JobStreamRegistry, PushedJob};
-use crate::{scheduler, BrokerConfig, BrokerError, Submission};
+use crate::{scheduler, BrokerConfig, BrokerError, Peers, Submission};
 
 const META_APPLIED_INDEX: &[u8] = b"X/applied_index";
 /// Commands taken into one processing batch at most.
@@ -44,6 +44,10 @@ pub(crate) struct PartitionHandle {
 }
 
 impl PartitionHandle {
+    pub(crate) fn sender(&self) -> SyncSender<Submission> {
+        self.tx.clone()
+    }
+
     pub fn send(&self, submission: Submission) -> Result<(), BrokerError> {
         let partition = self.status.lock().expect("status lock").partition_id;
         match self.tx.try_send(submission) {
@@ -138,6 +142,7 @@ pub(crate) fn start(
     streams: Arc<JobStreamRegistry>,
     jobs_available: broadcast::Sender<String>,
     metrics: Arc<BrokerMetrics>,
+    peers: Peers,
 ) -> Result<PartitionHandle, BrokerError> {
     let base = config.data_dir.join("partitions").join(id.to_string());
     let dirs = Dirs { log: base.join("log"), runtime: base.join("runtime"), snapshots: base.join("snapshots") };
@@ -169,6 +174,9 @@ pub(crate) fn start(
         loopback: tx.clone(),
         started: HashMap::new(),
         last_tick: Instant::now(),
+        peers,
+        outbox: Vec::new(),
+        partition_count: u32::from(config.partitions.max(1)),
     };
     // Bring state up to the log's commit point before accepting commands.
     processor.drive_raft().map_err(|e| start_err(id, e))?;
@@ -200,6 +208,10 @@ struct Processor {
     /// Start times of process instances and jobs, for the lifetime histograms (runtime only).
     started: HashMap<i64, i64>,
     last_tick: Instant,
+    peers: Peers,
+    /// Commands for other partitions that did not fit their queue yet (retried every loop).
+    outbox: Vec<(PartitionId, Command)>,
+    partition_count: u32,
 }
 
 impl Processor {
@@ -217,6 +229,7 @@ impl Processor {
             if let Err(e) = self.drive_raft() {
                 return self.fail(e);
             }
+            self.flush_outbox();
             let Some(first) = first else {
                 self.prune_replies();
                 continue;
@@ -296,7 +309,7 @@ impl Processor {
             }
             commands.push(command);
         }
-        let ctx = ProcessingContext { now_ms: now_ms(), job_streams: &*self.streams };
+        let ctx = ProcessingContext { now_ms: now_ms(), job_streams: &*self.streams, partition_count: self.partition_count };
         let mut overlay = Overlay::new(&*self.store);
         let output = self.engine.process_batch(&mut overlay, &ctx, commands);
         let writes = overlay.into_writes();
@@ -321,9 +334,32 @@ impl Processor {
                         self.yield_job(job_key, *job);
                     }
                 }
+                SideEffect::SendCommand { partition, command } => self.outbox.push((partition, *command)),
             }
         }
+        self.flush_outbox();
         Ok(())
+    }
+
+    /// Delivers commands for other partitions; what does not fit a full queue waits for the
+    /// next round.
+    fn flush_outbox(&mut self) {
+        if self.outbox.is_empty() {
+            return;
+        }
+        let Some(peers) = self.peers.get() else { return };
+        let pending = std::mem::take(&mut self.outbox);
+        for (partition, command) in pending {
+            let Some(peer) = peers.get(usize::from(partition).wrapping_sub(1)) else {
+                tracing::error!(partition = self.id, target = partition, "command for an unknown partition dropped");
+                continue;
+            };
+            match peer.try_send(Submission { command, reply: None }) {
+                Ok(()) => {}
+                Err(TrySendError::Full(s)) => self.outbox.push((partition, s.command)),
+                Err(TrySendError::Disconnected(_)) => {}
+            }
+        }
     }
 
     /// Drives Raft until our proposal is committed, then commits its state writes with the

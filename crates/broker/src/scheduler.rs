@@ -1,5 +1,7 @@
 //! Scheduled work of a partition: reads committed state only and acts only by submitting
-//! commands (job time-outs, retry back-offs, message expiry), never by touching state.
+//! commands (timers, job time-outs, retry back-offs, message expiry), never by touching state.
+//! It sleeps until the earliest due date (at most [`TICK`]), so a timer fires within a few
+//! milliseconds of its due date, never before it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use waggle_engine::{Command, StateView};
-use waggle_protocol::value::{JobRecord, MessageRecord};
+use waggle_protocol::value::{JobRecord, MessageRecord, TimerRecord};
 use waggle_protocol::{Intent, PartitionId, RecordValue};
 use waggle_state::RocksStore;
 
@@ -20,6 +22,8 @@ const TICK: Duration = Duration::from_millis(100);
 /// flight, or was rejected because the job changed meanwhile).
 const RESUBMIT_AFTER: Duration = Duration::from_secs(5);
 const MAX_DUE_PER_TICK: usize = 1000;
+/// How soon to look again while due work has been submitted but not processed yet.
+const IN_FLIGHT_RECHECK: Duration = Duration::from_millis(5);
 
 pub(crate) fn start(
     id: PartitionId,
@@ -29,11 +33,15 @@ pub(crate) fn start(
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name(format!("scheduler-{id}")).spawn(move || {
         let mut submitted: HashMap<(Intent, i64, i64), Instant> = HashMap::new();
+        let mut sleep = TICK;
         while !stop.load(Ordering::SeqCst) {
-            std::thread::sleep(TICK);
-            let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+            std::thread::sleep(sleep);
+            let now = now_ms();
             let view = StateView::new(&*store);
             let mut due: Vec<(Intent, (i64, i64), RecordValue)> = Vec::new();
+            for at_key in view.due_timers(now, MAX_DUE_PER_TICK) {
+                due.push((Intent::Trigger, at_key, RecordValue::Timer(TimerRecord::default())));
+            }
             for at_key in view.timed_out_jobs(now, MAX_DUE_PER_TICK) {
                 due.push((Intent::TimeOut, at_key, RecordValue::Job(JobRecord::default())));
             }
@@ -54,6 +62,16 @@ pub(crate) fn start(
                 }
                 submitted.insert((intent, key, at), Instant::now());
             }
+            // wake for the next due date; while due work is in flight, look again soon
+            sleep = match view.next_due() {
+                Some(next) if next > now_ms() => Duration::from_millis((next - now_ms()) as u64).min(TICK),
+                Some(_) => IN_FLIGHT_RECHECK,
+                None => TICK,
+            };
         }
     })
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }

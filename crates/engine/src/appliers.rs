@@ -2,7 +2,7 @@
 //! once released, an applier's behaviour never changes (a new behaviour gets a new intent or
 //! record version).
 
-use waggle_protocol::value::{JobRecord, ProcessInstanceRecord};
+use waggle_protocol::value::{JobRecord, MessageSubscriptionRecord, ProcessInstanceRecord};
 use waggle_protocol::{Intent, Record, RecordValue};
 use waggle_state::{KvRead, Overlay};
 
@@ -67,6 +67,7 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
         RecordValue::Message(m) => match record.intent {
             Intent::Published => {
                 state.put(message_key(record.key), encode(m));
+                state.put(message_name_key(&m.name, &m.correlation_key, record.key), vec![]);
                 if !m.message_id.is_empty() {
                     state.put(message_id_key(&m.name, &m.correlation_key, &m.message_id), encode(&record.key));
                 }
@@ -74,6 +75,11 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             }
             Intent::Expired => {
                 state.delete(message_key(record.key));
+                state.delete(message_name_key(&m.name, &m.correlation_key, record.key));
+                let marks: Vec<Vec<u8>> = state.scan_prefix(&message_correlated_prefix(record.key)).map(|(k, _)| k).collect();
+                for mark in marks {
+                    state.delete(mark);
+                }
                 if !m.message_id.is_empty() {
                     state.delete(message_id_key(&m.name, &m.correlation_key, &m.message_id));
                 }
@@ -81,6 +87,47 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             }
             _ => {}
         },
+        RecordValue::Timer(t) => match record.intent {
+            Intent::Created => {
+                state.put(timer_key(record.key), encode(t));
+                state.put(timer_due_key(t.due_date_ms, record.key), vec![]);
+                state.put(element_timer_key(t.element_instance_key, record.key), vec![]);
+            }
+            Intent::Triggered | Intent::Canceled => {
+                state.delete(timer_key(record.key));
+                state.delete(timer_due_key(t.due_date_ms, record.key));
+                state.delete(element_timer_key(t.element_instance_key, record.key));
+            }
+            _ => {}
+        },
+        RecordValue::ProcessMessageSubscription(s) => match record.intent {
+            Intent::Created => state.put(process_subscription_key(s.element_instance_key, &s.element_id), encode(s)),
+            Intent::Correlated if s.interrupting => state.delete(process_subscription_key(s.element_instance_key, &s.element_id)),
+            Intent::Deleted => state.delete(process_subscription_key(s.element_instance_key, &s.element_id)),
+            _ => {}
+        },
+        RecordValue::MessageSubscription(s) => {
+            let key = message_subscription_key(&s.message_name, &s.correlation_key, s.element_instance_key);
+            match record.intent {
+                Intent::Created => state.put(key, encode(s)),
+                Intent::Correlating => {
+                    state.put(key, encode(s));
+                    state.put(message_correlated_key(s.message_key, &s.bpmn_process_id), vec![]);
+                }
+                Intent::Correlated if s.interrupting => state.delete(key),
+                Intent::Correlated => {
+                    let open = MessageSubscriptionRecord { message_key: -1, variables: String::new(), ..s.clone() };
+                    state.put(key, encode(&open));
+                }
+                Intent::Rejected => {
+                    state.delete(message_correlated_key(s.message_key, &s.bpmn_process_id));
+                    let open = MessageSubscriptionRecord { message_key: -1, variables: String::new(), ..s.clone() };
+                    state.put(key, encode(&open));
+                }
+                Intent::Deleted => state.delete(key),
+                _ => {}
+            }
+        }
         // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED and
         // JOB_BATCH records carry no state of their own.
         _ => {}

@@ -10,6 +10,7 @@ use waggle_feel::{Expression, Value};
 use waggle_protocol::value::{IncidentRecord, JobBatchRecord, JobRecord, ProcessInstanceRecord, ProcessInstanceResultRecord};
 use waggle_protocol::{Intent, Record, RecordType, RecordValue, ValueType};
 
+use crate::events;
 use crate::processing::{Processing, SideEffect};
 use crate::tables::ElementState;
 use crate::variables::{self, ScopeLookup};
@@ -64,6 +65,10 @@ pub(crate) fn continue_activation(p: P, key: i64) {
             Err(message) => return incident(p, &pi, key, -1, error_type::IO_MAPPING_ERROR, message),
         }
     }
+    let waits = match events::waits_of(p, &model, idx, key) {
+        Ok(waits) => waits,
+        Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
+    };
     match &element.kind {
         ElementKind::ServiceTask(def) => {
             let lookup_scope = key;
@@ -93,12 +98,59 @@ pub(crate) fn continue_activation(p: P, key: i64) {
             };
             let job_key = p.new_key();
             p.event(job_key, Intent::Created, RecordValue::Job(job));
+            events::open(p, &pi, key, waits);
             p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi));
             job_became_activatable(p, job_key);
+        }
+        ElementKind::IntermediateCatchEvent(_) | ElementKind::ReceiveTask(_) => {
+            events::open(p, &pi, key, waits);
+            p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi));
+        }
+        ElementKind::SubProcess { start } => {
+            events::open(p, &pi, key, waits);
+            p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
+            let start = &model.elements[*start];
+            let child = child_record(&pi, key, &start.id, start.kind.bpmn_element_type());
+            let child_key = p.new_key();
+            p.command(child_key, Intent::ActivateElement, RecordValue::ProcessInstance(child));
+        }
+        ElementKind::ErrorEndEvent { error_code } => {
+            p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
+            let error = ThrownError { code: error_code, message: "", variables: &Map::new(), job_key: -1 };
+            throw_error(p, &model, key, &pi, &error);
         }
         _ => {
             p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
             p.command(key, Intent::CompleteElement, RecordValue::ProcessInstance(pi));
+        }
+    }
+}
+
+/// An error thrown by a worker (`job_key` > 0) or an error end event (`job_key` -1).
+#[derive(Clone, Copy)]
+pub(crate) struct ThrownError<'a> {
+    pub code: &'a str,
+    pub message: &'a str,
+    pub variables: &'a Map<String, Json>,
+    pub job_key: i64,
+}
+
+/// Throws an error at element instance `from`: the nearest matching error boundary event
+/// catches it (with its variables), else an UNHANDLED_ERROR_EVENT incident (on the job when
+/// there is one).
+pub(crate) fn throw_error(p: P, model: &Process, from: i64, pi: &ProcessInstanceRecord, error: &ThrownError<'_>) {
+    let ThrownError { code, message, variables, job_key } = *error;
+    match events::find_error_catch(p, model, from, code) {
+        Some((instance, boundary)) => events::activate_boundary(p, model, &instance, boundary, variables),
+        None => {
+            let message = if job_key > 0 {
+                format!(
+                    "Expected to throw an error event with the code '{code}' with message '{message}', but it was not caught. No error events are available in the scope."
+                )
+            } else {
+                format!("Expected to throw an error event with the code '{code}', but it was not caught. No error events are available in the scope.")
+            };
+            incident(p, pi, from, job_key, error_type::UNHANDLED_ERROR_EVENT, message);
         }
     }
 }
@@ -165,7 +217,13 @@ pub(crate) fn continue_completion(p: P, key: i64) {
         },
         _ => element.outgoing.clone(),
     };
+    events::close(p, key);
     p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
+    if matches!(element.kind, ElementKind::TerminateEndEvent) {
+        for sibling in p.view().children(pi.flow_scope_key) {
+            terminate(p, sibling);
+        }
+    }
     if flows.is_empty() {
         maybe_complete_scope(p, pi.flow_scope_key);
     }
@@ -244,6 +302,7 @@ pub(crate) fn terminate(p: P, key: i64) {
         }
     }
     resolve_incident_of(p, p.view().element_incident(key));
+    events::close(p, key);
     p.event(key, Intent::ElementTerminated, RecordValue::ProcessInstance(instance.record.clone()));
     if instance.record.flow_scope_key < 0 {
         // the process itself: nobody will see a result

@@ -16,6 +16,7 @@
 
 mod appliers;
 mod behaviors;
+mod events;
 mod processes;
 mod processing;
 mod processors;

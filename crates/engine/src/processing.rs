@@ -18,7 +18,7 @@ use crate::{appliers, processors, META_LAST_POSITION, META_NEXT_KEY};
 pub type RequestId = u64;
 
 /// A command from outside the engine (a client request or the scheduler).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Command {
     /// Where to send the answer; `None` for commands nobody waits on (scheduler).
     pub request_id: Option<RequestId>,
@@ -54,6 +54,8 @@ impl JobStreams for NoJobStreams {
 pub struct ProcessingContext<'a> {
     pub now_ms: i64,
     pub job_streams: &'a dyn JobStreams,
+    /// Partitions of the cluster (messages live on the partition of their correlation key).
+    pub partition_count: u32,
 }
 
 /// Work for the broker to do once the batch is committed.
@@ -63,6 +65,8 @@ pub enum SideEffect {
     JobsAvailable { job_type: String },
     /// Push an activated job to a worker's stream.
     PushJob { stream_id: u64, job_key: i64, job: Box<JobRecord> },
+    /// Deliver a command to another partition (message subscriptions).
+    SendCommand { partition: PartitionId, command: Box<Command> },
 }
 
 /// The outcome of a batch.
@@ -94,6 +98,7 @@ pub(crate) struct Processing<'o, 's, 'c> {
     awaiting: &'o mut AwaitingResults,
     pub(crate) now_ms: i64,
     pub(crate) job_streams: &'c dyn JobStreams,
+    pub(crate) partition_count: u32,
     next_key: i64,
     last_position: u64,
     source_position: u64,
@@ -122,6 +127,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             awaiting,
             now_ms: ctx.now_ms,
             job_streams: ctx.job_streams,
+            partition_count: ctx.partition_count.max(1),
             next_key,
             last_position,
             source_position: 0,
@@ -193,6 +199,18 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
         self.pending.push_back(record);
     }
 
+    /// Sends a command to a partition: a follow-up command of this batch when it is this
+    /// partition, else a side effect the broker delivers after the batch is committed.
+    pub fn send(&mut self, partition: PartitionId, key: i64, intent: Intent, value: RecordValue) {
+        if partition == self.partition {
+            self.command(key, intent, value);
+        } else {
+            self.out
+                .side_effects
+                .push(SideEffect::SendCommand { partition, command: Box::new(Command { request_id: None, key, intent, value }) });
+        }
+    }
+
     /// Writes a rejection of `command` and answers its request, if any.
     pub fn reject(&mut self, command: &Record, request: Option<RequestId>, rejection_type: RejectionType, reason: String) {
         let mut record = Self::make(command.key, RecordType::CommandRejection, command.intent, command.value.clone());
@@ -252,5 +270,8 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::VariableDocument(_) => ValueType::VariableDocument,
         RecordValue::Incident(_) => ValueType::Incident,
         RecordValue::Message(_) => ValueType::Message,
+        RecordValue::Timer(_) => ValueType::Timer,
+        RecordValue::MessageSubscription(_) => ValueType::MessageSubscription,
+        RecordValue::ProcessMessageSubscription(_) => ValueType::ProcessMessageSubscription,
     }
 }

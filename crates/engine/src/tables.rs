@@ -19,10 +19,20 @@
 //! - `MI/<name>\0<correlation key>\0<message id>` → message key (de-duplication)
 //! - `MD/<deadline ms>/<message key>`    → () messages by expiry
 //! - `F/<flow scope key>/<flow id>`      → u32 taken count (parallel joins)
+//! - `T/<timer key>`                     → TimerRecord
+//! - `TD/<due ms>/<timer key>`           → () timers by due date
+//! - `TE/<element instance key>/<timer key>` → () timers of an element instance
+//! - `PS/<element instance key>/<event id>` → ProcessMessageSubscriptionRecord
+//! - `MS/<name>\0<correlation key>\0<element instance key>` → MessageSubscriptionRecord
+//! - `MN/<name>\0<correlation key>\0<message key>` → () buffered messages, oldest first
+//! - `MC/<message key>/<bpmn process id>` → () a message correlated to a process
 //! - `X/...`                             → broker metadata (applied index, counters)
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
-use waggle_protocol::value::{IncidentRecord, JobRecord, MessageRecord, ProcessInstanceRecord, ProcessRecord};
+use waggle_protocol::value::{
+    IncidentRecord, JobRecord, MessageRecord, MessageSubscriptionRecord, ProcessInstanceRecord, ProcessMessageSubscriptionRecord,
+    ProcessRecord, TimerRecord,
+};
 use waggle_state::KvRead;
 
 pub(crate) fn be(key: i64) -> [u8; 8] {
@@ -104,6 +114,43 @@ pub(crate) fn message_deadline_key(deadline_ms: i64, key: i64) -> Vec<u8> {
 }
 pub(crate) fn taken_flow_key(scope: i64, flow_id: &str) -> Vec<u8> {
     k(&[b"F/", &be(scope), b"/", flow_id.as_bytes()])
+}
+
+pub(crate) fn timer_key(key: i64) -> Vec<u8> {
+    k(&[b"T/", &be(key)])
+}
+pub(crate) fn timer_due_key(due_ms: i64, key: i64) -> Vec<u8> {
+    k(&[b"TD/", &be(due_ms), b"/", &be(key)])
+}
+pub(crate) fn element_timer_prefix(element: i64) -> Vec<u8> {
+    k(&[b"TE/", &be(element), b"/"])
+}
+pub(crate) fn element_timer_key(element: i64, key: i64) -> Vec<u8> {
+    k(&[b"TE/", &be(element), b"/", &be(key)])
+}
+pub(crate) fn process_subscription_prefix(element: i64) -> Vec<u8> {
+    k(&[b"PS/", &be(element), b"/"])
+}
+pub(crate) fn process_subscription_key(element: i64, event_id: &str) -> Vec<u8> {
+    k(&[b"PS/", &be(element), b"/", event_id.as_bytes()])
+}
+pub(crate) fn message_subscription_prefix(name: &str, correlation: &str) -> Vec<u8> {
+    k(&[b"MS/", name.as_bytes(), b"\0", correlation.as_bytes(), b"\0"])
+}
+pub(crate) fn message_subscription_key(name: &str, correlation: &str, element: i64) -> Vec<u8> {
+    k(&[b"MS/", name.as_bytes(), b"\0", correlation.as_bytes(), b"\0", &be(element)])
+}
+pub(crate) fn message_name_prefix(name: &str, correlation: &str) -> Vec<u8> {
+    k(&[b"MN/", name.as_bytes(), b"\0", correlation.as_bytes(), b"\0"])
+}
+pub(crate) fn message_name_key(name: &str, correlation: &str, key: i64) -> Vec<u8> {
+    k(&[b"MN/", name.as_bytes(), b"\0", correlation.as_bytes(), b"\0", &be(key)])
+}
+pub(crate) fn message_correlated_prefix(message: i64) -> Vec<u8> {
+    k(&[b"MC/", &be(message), b"/"])
+}
+pub(crate) fn message_correlated_key(message: i64, bpmn_process_id: &str) -> Vec<u8> {
+    k(&[b"MC/", &be(message), b"/", bpmn_process_id.as_bytes()])
 }
 
 /// Lifecycle state of an element instance (Zeebe's ProcessInstanceIntent states).
@@ -240,6 +287,51 @@ impl<'a> StateView<'a> {
     }
     pub fn message_by_id(&self, name: &str, correlation: &str, id: &str) -> Option<i64> {
         self.get(&message_id_key(name, correlation, id))
+    }
+    pub fn timer(&self, key: i64) -> Option<TimerRecord> {
+        self.get(&timer_key(key))
+    }
+    /// Keys of the timers an element instance waits on.
+    pub fn timers_of(&self, element: i64) -> Vec<i64> {
+        let prefix = element_timer_prefix(element);
+        self.kv.scan_prefix(&prefix).map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("timer key"))).collect()
+    }
+    /// Timers due at `now_ms`: (due date, timer key).
+    pub fn due_timers(&self, now_ms: i64, limit: usize) -> Vec<(i64, i64)> {
+        self.due(b"TD/", now_ms, limit)
+    }
+    /// The earliest due date of any timer, job deadline, back-off or message expiry.
+    pub fn next_due(&self) -> Option<i64> {
+        [&b"TD/"[..], b"D/", b"B/", b"MD/"]
+            .iter()
+            .filter_map(|prefix| {
+                self.kv
+                    .scan_prefix(prefix)
+                    .next()
+                    .map(|(key, _)| i64::from_be_bytes(key[prefix.len()..prefix.len() + 8].try_into().expect("due")))
+            })
+            .min()
+    }
+    pub fn process_subscription(&self, element: i64, event_id: &str) -> Option<ProcessMessageSubscriptionRecord> {
+        self.get(&process_subscription_key(element, event_id))
+    }
+    pub fn process_subscriptions_of(&self, element: i64) -> Vec<ProcessMessageSubscriptionRecord> {
+        self.kv.scan_prefix(&process_subscription_prefix(element)).map(|(_, v)| decode(&v)).collect()
+    }
+    pub fn message_subscription(&self, name: &str, correlation: &str, element: i64) -> Option<MessageSubscriptionRecord> {
+        self.get(&message_subscription_key(name, correlation, element))
+    }
+    /// Open message subscriptions for a name and correlation key, oldest element first.
+    pub fn message_subscriptions(&self, name: &str, correlation: &str) -> Vec<MessageSubscriptionRecord> {
+        self.kv.scan_prefix(&message_subscription_prefix(name, correlation)).map(|(_, v)| decode(&v)).collect()
+    }
+    /// Buffered (live) messages for a name and correlation key, oldest first.
+    pub fn buffered_messages(&self, name: &str, correlation: &str) -> Vec<i64> {
+        let prefix = message_name_prefix(name, correlation);
+        self.kv.scan_prefix(&prefix).map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("message key"))).collect()
+    }
+    pub fn message_correlated_to(&self, message: i64, bpmn_process_id: &str) -> bool {
+        self.kv.get(&message_correlated_key(message, bpmn_process_id)).is_some()
     }
     pub fn taken_flows(&self, scope: i64, flow_id: &str) -> u32 {
         self.get(&taken_flow_key(scope, flow_id)).unwrap_or(0)

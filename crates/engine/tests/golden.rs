@@ -58,7 +58,7 @@ impl Scenario {
     }
 
     fn run(&mut self, intent: Intent, key: i64, value: RecordValue) {
-        let ctx = ProcessingContext { now_ms: self.now_ms, job_streams: &NoJobStreams };
+        let ctx = ProcessingContext { now_ms: self.now_ms, job_streams: &NoJobStreams, partition_count: 1 };
         let mut overlay = Overlay::new(&self.store);
         let output = self.engine.process_batch(&mut overlay, &ctx, vec![Command { request_id: Some(1), key, intent, value }]);
         let writes = overlay.into_writes();
@@ -95,6 +95,10 @@ impl Scenario {
             }
             (RecordValue::Message(_), Intent::Published) => {
                 self.newest.insert("message".into(), r.key);
+            }
+            (RecordValue::Timer(t), Intent::Created) => {
+                self.newest.insert("timer".into(), r.key);
+                self.newest.insert(format!("timer:{}", t.target_element_id), r.key);
             }
             (RecordValue::ProcessInstance(pi), Intent::ElementActivating) => {
                 if pi.bpmn_element_type == "PROCESS" {
@@ -210,6 +214,10 @@ impl Scenario {
                 };
                 self.run(Intent::Publish, -1, RecordValue::Message(value));
             }
+            "trigger" => {
+                let key = self.reference(arg(1));
+                self.run(Intent::Trigger, key, RecordValue::Timer(TimerRecord::default()));
+            }
             "expire" => {
                 let key = self.reference(arg(1));
                 self.run(Intent::Expire, key, RecordValue::Message(MessageRecord::default()));
@@ -297,6 +305,26 @@ fn render(r: &Record) -> String {
             format!("{} element={} job={} \"{}\"", i.error_type, short(i.element_instance_key), short(i.job_key), i.error_message)
         }
         RecordValue::Message(m) => format!("{} key={} ttl={} id={}", m.name, m.correlation_key, m.time_to_live_ms, m.message_id),
+        RecordValue::Timer(t) => {
+            format!("{} element={} due={} repetitions={}", t.target_element_id, short(t.element_instance_key), t.due_date_ms, t.repetitions)
+        }
+        RecordValue::MessageSubscription(m) => format!(
+            "{} key={} element={} message={} vars={}",
+            m.message_name,
+            m.correlation_key,
+            short(m.element_instance_key),
+            short(m.message_key),
+            m.variables
+        ),
+        RecordValue::ProcessMessageSubscription(m) => format!(
+            "{} key={} element={} event={} message={} vars={}",
+            m.message_name,
+            m.correlation_key,
+            short(m.element_instance_key),
+            m.element_id,
+            short(m.message_key),
+            m.variables
+        ),
     };
     let rejection = r.rejection.as_ref().map(|x| format!(" !{} \"{}\"", x.rejection_type.as_str(), x.reason)).unwrap_or_default();
     format!("{:>3} {:>3} {:>4} {kind} {} {} {details}{rejection}", r.position, r.source_position, short(r.key), r.value_type, r.intent)

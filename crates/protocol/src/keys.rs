@@ -21,6 +21,13 @@ pub fn partition_of(key: i64) -> PartitionId {
     (key >> KEY_COUNTER_BITS) as PartitionId
 }
 
+/// The partition that holds the messages of a correlation key among `partition_count`
+/// partitions: Java's `String.hashCode` of the key, as Zeebe's SubscriptionUtil uses.
+pub fn partition_of_correlation_key(correlation_key: &str, partition_count: u32) -> PartitionId {
+    let hash = correlation_key.encode_utf16().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32));
+    (hash.unsigned_abs() % partition_count.max(1)) as PartitionId + 1
+}
+
 /// The counter part of a key.
 pub fn key_counter(key: i64) -> i64 {
     key & COUNTER_MASK

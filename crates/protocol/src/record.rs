@@ -69,6 +69,9 @@ names! {
         VariableDocument => "VARIABLE_DOCUMENT",
         Incident => "INCIDENT",
         Message => "MESSAGE",
+        Timer => "TIMER",
+        MessageSubscription => "MESSAGE_SUBSCRIPTION",
+        ProcessMessageSubscription => "PROCESS_MESSAGE_SUBSCRIPTION",
     }
 }
 
@@ -128,6 +131,17 @@ names! {
         Published => "PUBLISHED",
         Expire => "EXPIRE",
         Expired => "EXPIRED",
+        // TIMER
+        Trigger => "TRIGGER",
+        Triggered => "TRIGGERED",
+        // (PROCESS_)MESSAGE_SUBSCRIPTION
+        Correlate => "CORRELATE",
+        Correlating => "CORRELATING",
+        Correlated => "CORRELATED",
+        Delete => "DELETE",
+        Deleted => "DELETED",
+        Reject => "REJECT",
+        Rejected => "REJECTED",
     }
 }
 

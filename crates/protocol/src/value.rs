@@ -18,6 +18,9 @@ pub enum RecordValue {
     VariableDocument(VariableDocumentRecord),
     Incident(IncidentRecord),
     Message(MessageRecord),
+    Timer(TimerRecord),
+    MessageSubscription(MessageSubscriptionRecord),
+    ProcessMessageSubscription(ProcessMessageSubscriptionRecord),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,5 +184,54 @@ pub struct MessageRecord {
     pub variables: String,
     /// When the message expires (ms since the epoch).
     pub deadline_ms: i64,
+    pub tenant_id: String,
+}
+
+/// A timer of a catch event or boundary event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct TimerRecord {
+    /// The element instance that waits: the catch event itself, or the activity a boundary
+    /// event is attached to.
+    pub element_instance_key: i64,
+    pub process_instance_key: i64,
+    pub process_definition_key: i64,
+    /// The event the timer triggers (the catch event or the boundary event).
+    pub target_element_id: String,
+    pub due_date_ms: i64,
+    /// Repetitions left for a cycle (-1: unbounded; 1 for a single timer).
+    pub repetitions: i32,
+    pub tenant_id: String,
+}
+
+/// The message side of a subscription: lives on the partition of the correlation key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MessageSubscriptionRecord {
+    pub process_instance_key: i64,
+    pub element_instance_key: i64,
+    pub bpmn_process_id: String,
+    pub message_name: String,
+    pub correlation_key: String,
+    /// The message being correlated (-1 before).
+    pub message_key: i64,
+    pub variables: String,
+    pub interrupting: bool,
+    pub tenant_id: String,
+}
+
+/// The process side of a subscription: lives on the partition of the process instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ProcessMessageSubscriptionRecord {
+    pub process_instance_key: i64,
+    pub element_instance_key: i64,
+    pub bpmn_process_id: String,
+    /// The catch event (or boundary event) that the message triggers.
+    pub element_id: String,
+    pub message_name: String,
+    pub correlation_key: String,
+    pub message_key: i64,
+    pub variables: String,
+    pub interrupting: bool,
+    /// The partition that holds the message side.
+    pub subscription_partition_id: u16,
     pub tenant_id: String,
 }

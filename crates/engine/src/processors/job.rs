@@ -24,6 +24,14 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
             return p.reject(command, request, RejectionType::InvalidArgument, reason);
         }
     };
+    if command.intent == Intent::UpdateRetries && given.retries < 1 {
+        // checked before the job exists, as Zeebe does
+        let reason = format!(
+            "Expected to update retries for job with key '{}' with a positive amount of retries, but the amount given was '{}'",
+            command.key, given.retries
+        );
+        return p.reject(command, request, RejectionType::InvalidArgument, reason);
+    }
     let Some(job) = p.view().job(command.key) else {
         let reason = format!("Expected to {verb} job with key '{}', but no such job was found", command.key);
         return p.reject(command, request, RejectionType::NotFound, reason);
@@ -55,13 +63,6 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
             behaviors::job_became_activatable(p, command.key);
         }
         Intent::UpdateRetries => {
-            if given.retries < 1 {
-                let reason = format!(
-                    "Expected to update retries for job with key '{}' with a positive amount of retries, but the amount given was '{}'",
-                    command.key, given.retries
-                );
-                return p.reject(command, request, RejectionType::InvalidArgument, reason);
-            }
             let mut record = job.record;
             record.retries = given.retries;
             let event = p.event(command.key, Intent::RetriesUpdated, RecordValue::Job(record));
@@ -155,11 +156,9 @@ fn throw_error(p: P, command: &Record, request: Option<RequestId>, job: StoredJo
     record.error_message = given.error_message.clone();
     let event = p.event(command.key, Intent::ErrorThrown, RecordValue::Job(record.clone()));
     p.respond(request, event);
-    // No error catch events exist yet (BPMN part 1): every thrown error is uncaught.
     let Some(element) = p.view().element(record.element_instance_key) else { return };
-    let message = format!(
-        "Expected to throw an error event with the code '{}' with message '{}', but it was not caught. No error events are available in the scope.",
-        record.error_code, record.error_message
-    );
-    behaviors::incident(p, &element.record, element.key, command.key, error_type::UNHANDLED_ERROR_EVENT, message);
+    let vars = variables::parse_document(&given.variables).unwrap_or_default();
+    let model = p.process_model(element.record.process_definition_key);
+    let error = behaviors::ThrownError { code: &record.error_code, message: &record.error_message, variables: &vars, job_key: command.key };
+    behaviors::throw_error(p, &model, element.key, &element.record, &error);
 }

@@ -1,5 +1,6 @@
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
+use crate::events;
 use crate::processing::{Processing, RequestId};
 use crate::variables;
 
@@ -21,8 +22,8 @@ pub(crate) fn publish(p: &mut Processing<'_, '_, '_>, command: &Record, request:
     let key = p.new_key();
     let event = p.event(key, Intent::Published, RecordValue::Message(record.clone()));
     p.respond(request, event);
-    // Correlation to catch events comes with BPMN part 1. A message without time to live
-    // expires at once.
+    events::correlate_published(p, key);
+    // a message without time to live correlates to what waits now, then expires at once
     if record.time_to_live_ms <= 0 {
         p.event(key, Intent::Expired, RecordValue::Message(record));
     }

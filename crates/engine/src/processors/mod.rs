@@ -9,8 +9,8 @@ pub(crate) mod message;
 
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
-use crate::behaviors;
 use crate::processing::{Processing, RequestId};
+use crate::{behaviors, events};
 
 pub(crate) fn process(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
     match (&command.value, command.intent) {
@@ -28,6 +28,12 @@ pub(crate) fn process(p: &mut Processing<'_, '_, '_>, command: &Record, request:
         (RecordValue::JobBatch(_), Intent::Activate) => job_batch::activate(p, command, request),
         (RecordValue::Message(_), Intent::Publish) => message::publish(p, command, request),
         (RecordValue::Message(_), Intent::Expire) => message::expire(p, command),
+        (RecordValue::Timer(_), Intent::Trigger) => events::trigger_timer(p, command),
+        (RecordValue::MessageSubscription(_), Intent::Create) => events::create_message_subscription(p, command),
+        (RecordValue::MessageSubscription(_), Intent::Correlate | Intent::Delete | Intent::Reject) => {
+            events::message_subscription(p, command)
+        }
+        (RecordValue::ProcessMessageSubscription(_), Intent::Correlate) => events::correlate_process_subscription(p, command),
         _ => p.reject(
             command,
             request,
