@@ -27,13 +27,23 @@ pub(crate) struct Env<'a> {
     pub ctx: &'a EvalContext,
     pub depth: usize,
     pub warnings: Vec<String>,
+    /// The first failure that fails the whole evaluation (feel-scala's `Failure`).
+    pub failure: Option<String>,
     rng: u64,
 }
 
 impl<'a> Env<'a> {
     pub(crate) fn new(vars: &'a dyn VariableLookup, ctx: &'a EvalContext) -> Env<'a> {
         let rng = ctx.seed.unwrap_or(0) ^ (ctx.now_millis.unwrap_or(0) as u64).rotate_left(32);
-        Env { vars, frames: Vec::new(), ctx, depth: 0, warnings: Vec::new(), rng }
+        Env { vars, frames: Vec::new(), ctx, depth: 0, warnings: Vec::new(), failure: None, rng }
+    }
+
+    /// Fails the whole evaluation (the first failure wins); returns `Null` for convenience.
+    pub(crate) fn fail(&mut self, msg: String) -> Value {
+        if self.failure.is_none() {
+            self.failure = Some(msg);
+        }
+        Value::Null
     }
 
     pub(crate) fn warn(&mut self, msg: String) {
