@@ -228,7 +228,7 @@ public class FeelDiff {
         case '\r': sb.append("\\r"); break;
         case '\t': sb.append("\\t"); break;
         default:
-          if (c < 0x20 || (c >= 0xd800 && c <= 0xdfff)) sb.append(String.format("\\u%04x", (int) c));
+          if (c < 0x20) sb.append(String.format("\\u%04x", (int) c));
           else sb.append(c);
       }
     }

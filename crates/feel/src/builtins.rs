@@ -41,21 +41,15 @@ static BUILTINS: &[Builtin] = &[
             a.swap_remove(0)
         }
     }),
-    b!("assert", ["value", "condition"], |env, mut a| {
-        if a[1] == Value::Bool(true) {
-            a.swap_remove(0)
-        } else {
-            env.warn(format!("The condition is not fulfilled for value '{}'", a[0]));
-            Value::Null
-        }
+    b!("assert", ["value", "condition"], |env, mut a| match a[1] {
+        Value::Bool(true) => a.swap_remove(0),
+        Value::Bool(false) => env.fail(format!("Assertion failure on evaluate the expression '{}'", a[0])),
+        _ => env.fail("Expected the condition of assert() to be a boolean".into()),
     }),
-    b!("assert", ["value", "condition", "cause"], |env, mut a| {
-        if a[1] == Value::Bool(true) {
-            a.swap_remove(0)
-        } else {
-            env.warn(format!("{}", a[2]));
-            Value::Null
-        }
+    b!("assert", ["value", "condition", "cause"], |env, mut a| match a[1] {
+        Value::Bool(true) => a.swap_remove(0),
+        Value::Bool(false) => env.fail(format!("Assertion failure on evaluate the expression: {}", a[2])),
+        _ => env.fail("Expected the condition of assert() to be a boolean".into()),
     }),
     // ---- conversion ----
     b!("string", ["from"], |_, a| match &a[0] {
@@ -131,62 +125,33 @@ static BUILTINS: &[Builtin] = &[
     b!("month of year", ["date"], |_, a| temporal::month_of_year(&a[0]).unwrap_or(Value::Null)),
     b!("last day of month", ["date"], |_, a| { temporal::last_day_of_month(&a[0]).unwrap_or(Value::Null) }),
     // ---- range ----
-    b!("before", ["point1", "point2"], |_, a| ranges::apply("before", &a[0], &a[1])),
-    b!("before", ["point", "range"], |_, a| ranges::apply("before", &a[0], &a[1])),
-    b!("before", ["range", "point"], |_, a| ranges::apply("before", &a[0], &a[1])),
-    b!("before", ["range1", "range2"], |_, a| ranges::apply("before", &a[0], &a[1])),
-    b!("after", ["point1", "point2"], |_, a| ranges::apply("after", &a[0], &a[1])),
-    b!("after", ["point", "range"], |_, a| ranges::apply("after", &a[0], &a[1])),
-    b!("after", ["range", "point"], |_, a| ranges::apply("after", &a[0], &a[1])),
-    b!("after", ["range1", "range2"], |_, a| ranges::apply("after", &a[0], &a[1])),
-    b!("meets", ["point1", "point2"], |_, a| ranges::apply("meets", &a[0], &a[1])),
-    b!("meets", ["point", "range"], |_, a| ranges::apply("meets", &a[0], &a[1])),
-    b!("meets", ["range", "point"], |_, a| ranges::apply("meets", &a[0], &a[1])),
-    b!("meets", ["range1", "range2"], |_, a| ranges::apply("meets", &a[0], &a[1])),
-    b!("met by", ["point1", "point2"], |_, a| ranges::apply("met by", &a[0], &a[1])),
-    b!("met by", ["point", "range"], |_, a| ranges::apply("met by", &a[0], &a[1])),
-    b!("met by", ["range", "point"], |_, a| ranges::apply("met by", &a[0], &a[1])),
-    b!("met by", ["range1", "range2"], |_, a| ranges::apply("met by", &a[0], &a[1])),
-    b!("overlaps", ["point1", "point2"], |_, a| ranges::apply("overlaps", &a[0], &a[1])),
-    b!("overlaps", ["point", "range"], |_, a| ranges::apply("overlaps", &a[0], &a[1])),
-    b!("overlaps", ["range", "point"], |_, a| ranges::apply("overlaps", &a[0], &a[1])),
-    b!("overlaps", ["range1", "range2"], |_, a| ranges::apply("overlaps", &a[0], &a[1])),
-    b!("overlaps before", ["point1", "point2"], |_, a| { ranges::apply("overlaps before", &a[0], &a[1]) }),
-    b!("overlaps before", ["point", "range"], |_, a| ranges::apply("overlaps before", &a[0], &a[1])),
-    b!("overlaps before", ["range", "point"], |_, a| ranges::apply("overlaps before", &a[0], &a[1])),
-    b!("overlaps before", ["range1", "range2"], |_, a| { ranges::apply("overlaps before", &a[0], &a[1]) }),
-    b!("overlaps after", ["point1", "point2"], |_, a| ranges::apply("overlaps after", &a[0], &a[1])),
-    b!("overlaps after", ["point", "range"], |_, a| ranges::apply("overlaps after", &a[0], &a[1])),
-    b!("overlaps after", ["range", "point"], |_, a| ranges::apply("overlaps after", &a[0], &a[1])),
-    b!("overlaps after", ["range1", "range2"], |_, a| ranges::apply("overlaps after", &a[0], &a[1])),
-    b!("finishes", ["point1", "point2"], |_, a| ranges::apply("finishes", &a[0], &a[1])),
-    b!("finishes", ["point", "range"], |_, a| ranges::apply("finishes", &a[0], &a[1])),
-    b!("finishes", ["range", "point"], |_, a| ranges::apply("finishes", &a[0], &a[1])),
-    b!("finishes", ["range1", "range2"], |_, a| ranges::apply("finishes", &a[0], &a[1])),
-    b!("finished by", ["point1", "point2"], |_, a| ranges::apply("finished by", &a[0], &a[1])),
-    b!("finished by", ["point", "range"], |_, a| ranges::apply("finished by", &a[0], &a[1])),
-    b!("finished by", ["range", "point"], |_, a| ranges::apply("finished by", &a[0], &a[1])),
-    b!("finished by", ["range1", "range2"], |_, a| ranges::apply("finished by", &a[0], &a[1])),
-    b!("includes", ["point1", "point2"], |_, a| ranges::apply("includes", &a[0], &a[1])),
-    b!("includes", ["point", "range"], |_, a| ranges::apply("includes", &a[0], &a[1])),
-    b!("includes", ["range", "point"], |_, a| ranges::apply("includes", &a[0], &a[1])),
-    b!("includes", ["range1", "range2"], |_, a| ranges::apply("includes", &a[0], &a[1])),
-    b!("during", ["point1", "point2"], |_, a| ranges::apply("during", &a[0], &a[1])),
-    b!("during", ["point", "range"], |_, a| ranges::apply("during", &a[0], &a[1])),
-    b!("during", ["range", "point"], |_, a| ranges::apply("during", &a[0], &a[1])),
-    b!("during", ["range1", "range2"], |_, a| ranges::apply("during", &a[0], &a[1])),
-    b!("starts", ["point1", "point2"], |_, a| ranges::apply("starts", &a[0], &a[1])),
-    b!("starts", ["point", "range"], |_, a| ranges::apply("starts", &a[0], &a[1])),
-    b!("starts", ["range", "point"], |_, a| ranges::apply("starts", &a[0], &a[1])),
-    b!("starts", ["range1", "range2"], |_, a| ranges::apply("starts", &a[0], &a[1])),
-    b!("started by", ["point1", "point2"], |_, a| ranges::apply("started by", &a[0], &a[1])),
-    b!("started by", ["point", "range"], |_, a| ranges::apply("started by", &a[0], &a[1])),
-    b!("started by", ["range", "point"], |_, a| ranges::apply("started by", &a[0], &a[1])),
-    b!("started by", ["range1", "range2"], |_, a| ranges::apply("started by", &a[0], &a[1])),
-    b!("coincides", ["point1", "point2"], |_, a| ranges::apply("coincides", &a[0], &a[1])),
-    b!("coincides", ["point", "range"], |_, a| ranges::apply("coincides", &a[0], &a[1])),
-    b!("coincides", ["range", "point"], |_, a| ranges::apply("coincides", &a[0], &a[1])),
-    b!("coincides", ["range1", "range2"], |_, a| ranges::apply("coincides", &a[0], &a[1])),
+    b!("before", ["point1", "point2"], |env, a| ranges::apply(env, "before", &a[0], &a[1])),
+    b!("before", ["point", "range"], |env, a| ranges::apply(env, "before", &a[0], &a[1])),
+    b!("before", ["range", "point"], |env, a| ranges::apply(env, "before", &a[0], &a[1])),
+    b!("before", ["range1", "range2"], |env, a| ranges::apply(env, "before", &a[0], &a[1])),
+    b!("after", ["point1", "point2"], |env, a| ranges::apply(env, "after", &a[0], &a[1])),
+    b!("after", ["point", "range"], |env, a| ranges::apply(env, "after", &a[0], &a[1])),
+    b!("after", ["range", "point"], |env, a| ranges::apply(env, "after", &a[0], &a[1])),
+    b!("after", ["range1", "range2"], |env, a| ranges::apply(env, "after", &a[0], &a[1])),
+    b!("meets", ["range1", "range2"], |env, a| ranges::apply(env, "meets", &a[0], &a[1])),
+    b!("met by", ["range1", "range2"], |env, a| ranges::apply(env, "met by", &a[0], &a[1])),
+    b!("overlaps", ["range1", "range2"], |env, a| ranges::apply(env, "overlaps", &a[0], &a[1])),
+    b!("overlaps before", ["range1", "range2"], |env, a| ranges::apply(env, "overlaps before", &a[0], &a[1])),
+    b!("overlaps after", ["range1", "range2"], |env, a| ranges::apply(env, "overlaps after", &a[0], &a[1])),
+    b!("finishes", ["point", "range"], |env, a| ranges::apply(env, "finishes", &a[0], &a[1])),
+    b!("finishes", ["range1", "range2"], |env, a| ranges::apply(env, "finishes", &a[0], &a[1])),
+    b!("finished by", ["range", "point"], |env, a| ranges::apply(env, "finished by", &a[0], &a[1])),
+    b!("finished by", ["range1", "range2"], |env, a| ranges::apply(env, "finished by", &a[0], &a[1])),
+    b!("includes", ["range", "point"], |env, a| ranges::apply(env, "includes", &a[0], &a[1])),
+    b!("includes", ["range1", "range2"], |env, a| ranges::apply(env, "includes", &a[0], &a[1])),
+    b!("during", ["point", "range"], |env, a| ranges::apply(env, "during", &a[0], &a[1])),
+    b!("during", ["range1", "range2"], |env, a| ranges::apply(env, "during", &a[0], &a[1])),
+    b!("starts", ["point", "range"], |env, a| ranges::apply(env, "starts", &a[0], &a[1])),
+    b!("starts", ["range1", "range2"], |env, a| ranges::apply(env, "starts", &a[0], &a[1])),
+    b!("started by", ["range", "point"], |env, a| ranges::apply(env, "started by", &a[0], &a[1])),
+    b!("started by", ["range1", "range2"], |env, a| ranges::apply(env, "started by", &a[0], &a[1])),
+    b!("coincides", ["point1", "point2"], |env, a| ranges::apply(env, "coincides", &a[0], &a[1])),
+    b!("coincides", ["range1", "range2"], |env, a| ranges::apply(env, "coincides", &a[0], &a[1])),
     // ---- string ----
     b!("substring", ["string", "start position"], |_, a| match (&a[0], &a[1]) {
         (Value::String(s), Value::Number(start)) => substring(s, start, None),
@@ -266,20 +231,6 @@ static BUILTINS: &[Builtin] = &[
         },
         _ => Value::Null,
     }),
-    b!("trim", ["string"], |_, a| match &a[0] {
-        // Java's String.trim removes characters <= U+0020
-        Value::String(s) => Value::String(s.trim_matches(|c: char| c <= ' ').to_string()),
-        _ => Value::Null,
-    }),
-    b!("is blank", ["string"], |_, a| match &a[0] {
-        Value::String(s) => Value::Bool(s.chars().all(char::is_whitespace)),
-        _ => Value::Null,
-    }),
-    b!("to base64", ["value"], |_, a| match &a[0] {
-        Value::String(s) => Value::String(base64(s.as_bytes())),
-        _ => Value::Null,
-    }),
-    b!("uuid", [], |env, _| Value::String(env.uuid())),
     // ---- list ----
     b!("list contains", ["list", "element"], |_, a| match &a[0] {
         Value::List(l) => Value::Bool(l.iter().any(|x| eval::equals(x, &a[1]) == Some(true))),
@@ -476,37 +427,6 @@ static BUILTINS: &[Builtin] = &[
             (Some(d), Some(p), Some(x)) => join(&a[0], &d, &p, &x),
             _ => Value::Null,
         }
-    }),
-    b!("is empty", ["list"], |_, a| match &a[0] {
-        Value::List(l) => Value::Bool(l.is_empty()),
-        _ => Value::Null,
-    }),
-    b!("partition", ["list", "size"], |_, a| match (&a[0], &a[1]) {
-        (Value::List(l), Value::Number(n)) => match n.to_i64() {
-            Some(n) if n > 0 => Value::List(l.chunks(n as usize).map(|c| Value::List(c.to_vec())).collect()),
-            _ => Value::Null,
-        },
-        _ => Value::Null,
-    }),
-    b!("list replace", ["list", "position", "newItem"], |env, a| match (&a[0], &a[1]) {
-        (Value::List(l), Value::Number(p)) => {
-            let i = list_index(l.len(), p);
-            if i < 0 || i as usize >= l.len() {
-                return Value::Null;
-            }
-            let mut out = l.clone();
-            out[i as usize] = a[2].clone();
-            Value::List(out)
-        }
-        (Value::List(l), Value::Function(f)) => {
-            let mut out = Vec::with_capacity(l.len());
-            for item in l {
-                let hit = env.invoke(f, vec![item.clone(), a[2].clone()]);
-                out.push(if hit == Value::Bool(true) { a[2].clone() } else { item.clone() });
-            }
-            Value::List(out)
-        }
-        _ => Value::Null,
     }),
     // ---- numeric ----
     b!("decimal", ["n", "scale"], |_, a| round(&a[0], &a[1], RoundMode::HalfEven)),

@@ -853,5 +853,5 @@ pub(crate) fn last_day_of_month(v: &Value) -> Option<Value> {
     let d = date_of(v)?;
     let first_next =
         if d.month() == 12 { NaiveDate::from_ymd_opt(d.year() + 1, 1, 1)? } else { NaiveDate::from_ymd_opt(d.year(), d.month() + 1, 1)? };
-    Some(Value::number(first_next.pred_opt()?.day()))
+    Some(Value::Date(Date(first_next.pred_opt()?)))
 }
