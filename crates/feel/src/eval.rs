@@ -67,18 +67,6 @@ impl<'a> Env<'a> {
         Number::from_f64(bits as f64 / (1u64 << 53) as f64).unwrap_or_else(Number::zero)
     }
 
-    /// A random (version 4 layout) UUID.
-    pub(crate) fn uuid(&mut self) -> String {
-        let a = self.next_u64();
-        let b = self.next_u64();
-        let mut bytes = [0u8; 16];
-        bytes[..8].copy_from_slice(&a.to_be_bytes());
-        bytes[8..].copy_from_slice(&b.to_be_bytes());
-        bytes[6] = (bytes[6] & 0x0f) | 0x40;
-        bytes[8] = (bytes[8] & 0x3f) | 0x80;
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
-    }
 
     fn push(&mut self, name: &str, v: Value) {
         self.frames.push(Frame::Var(name.to_string(), v));
