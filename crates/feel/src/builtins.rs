@@ -963,10 +963,6 @@ fn abs_temporal(v: &Value) -> Value {
     temporal::abs(v).unwrap_or(Value::Null)
 }
 
-pub(crate) fn negate(v: Value) -> Value {
-    temporal::negate(&v).unwrap_or(Value::Null)
-}
-
 pub(crate) fn property(v: &Value, key: &str) -> Option<Value> {
     temporal::property(v, key)
 }

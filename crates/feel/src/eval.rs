@@ -122,9 +122,6 @@ impl<'a> Env<'a> {
             Expr::Name(n) => match self.lookup(n) {
                 Some(v) => v,
                 None => {
-                    if builtins::exists(n) {
-                        return Value::Function(FunctionValue::builtin(n));
-                    }
                     self.warn(format!("No variable found with name '{n}'"));
                     Value::Null
                 }
@@ -140,7 +137,7 @@ impl<'a> Env<'a> {
             Expr::Call(callee, args) => self.call(callee, args),
             Expr::Neg(x) => match self.eval(x) {
                 Value::Number(n) => Value::Number(n.neg()),
-                other => builtins::negate(other),
+                _ => Value::Null,
             },
             Expr::Arith(op, a, b) => {
                 let x = self.eval(a);
@@ -150,6 +147,11 @@ impl<'a> Env<'a> {
             Expr::Cmp(op, a, b) => {
                 let x = self.eval(a);
                 let y = self.eval(b);
+                if !matches!(op, CmpOp::Eq | CmpOp::Ne)
+                    && matches!((&x, &y), (Value::List(_), Value::List(_)) | (Value::Context(_), Value::Context(_)))
+                {
+                    return self.fail(format!("{x} can not be compared to {y}"));
+                }
                 compare_op(*op, &x, &y)
             }
             Expr::And(a, b) => {
@@ -267,40 +269,39 @@ impl<'a> Env<'a> {
     }
 
     /// The cartesian product of the iteration contexts, or `None` when one is not a list.
+    /// The cartesian product of the iteration contexts, or `None` when one is not a list. As
+    /// in feel-scala, every iteration context is evaluated in the outer scope (a later one can
+    /// not refer to an earlier variable).
     fn iterations(&mut self, its: &[(String, Iteration)]) -> Option<Vec<Vec<(String, Value)>>> {
-        let mut combos: Vec<Vec<(String, Value)>> = vec![Vec::new()];
-        for (name, it) in its {
-            // later iteration contexts may refer to earlier variables only through the same
-            // combination; evaluate them per combination
-            let mut next = Vec::new();
-            for combo in &combos {
-                let base = self.frames.len();
-                for (n, v) in combo {
-                    self.push(n, v.clone());
-                }
-                let items = match it {
-                    Iteration::List(e) => match self.eval(e) {
-                        Value::List(l) => Some(l),
-                        Value::Range(r) => range_items(&r),
-                        other => {
-                            self.warn(format!("Expected list but found '{other}'"));
-                            None
-                        }
-                    },
-                    Iteration::Range(a, b) => {
-                        let a = self.eval(a);
-                        let b = self.eval(b);
-                        match (a, b) {
-                            (Value::Number(a), Value::Number(b)) => number_range(&a, &b),
-                            _ => None,
-                        }
+        let mut lists = Vec::with_capacity(its.len());
+        for (_, it) in its {
+            let items = match it {
+                Iteration::List(e) => match self.eval(e) {
+                    Value::List(l) => Some(l),
+                    Value::Range(r) => range_items(&r),
+                    other => {
+                        self.warn(format!("Expected list but found '{other}'"));
+                        None
                     }
-                };
-                self.frames.truncate(base);
-                let items = items?;
-                for item in items {
+                },
+                Iteration::Range(a, b) => {
+                    let a = self.eval(a);
+                    let b = self.eval(b);
+                    match (a, b) {
+                        (Value::Number(a), Value::Number(b)) => number_range(&a, &b),
+                        _ => None,
+                    }
+                }
+            };
+            lists.push(items?);
+        }
+        let mut combos: Vec<Vec<(String, Value)>> = vec![Vec::new()];
+        for ((name, _), items) in its.iter().zip(lists) {
+            let mut next = Vec::with_capacity(combos.len() * items.len());
+            for combo in &combos {
+                for item in &items {
                     let mut c = combo.clone();
-                    c.push((name.clone(), item));
+                    c.push((name.clone(), item.clone()));
                     next.push(c);
                     if next.len() > MAX_ITERATIONS {
                         return None;
@@ -315,6 +316,7 @@ impl<'a> Env<'a> {
     pub(crate) fn path(&mut self, v: Value, key: &str) -> Value {
         match v {
             Value::Context(c) => match c.get(key) {
+                Some(Value::Function(_)) => Value::Null,
                 Some(x) => x.clone(),
                 None => {
                     self.warn(format!("No context entry found with key '{key}'"));
@@ -323,6 +325,7 @@ impl<'a> Env<'a> {
             },
             Value::List(items) => Value::List(items.into_iter().map(|i| self.path(i, key)).collect()),
             Value::Null => Value::Null,
+            Value::Range(_) => self.fail(format!("No property found with name '{key}' of a range")),
             other => match builtins::property(&other, key) {
                 Some(v) => v,
                 None => {
@@ -336,13 +339,10 @@ impl<'a> Env<'a> {
     fn filter(&mut self, list: Value, filter: &Expr) -> Value {
         let items = match list {
             Value::List(items) => items,
-            Value::Null => return Value::Null,
-            other => vec![other],
+            _ => return Value::Null,
         };
         let index_of = |items: &[Value], n: &Number| -> Value {
-            let Some(i) = n.to_i64() else {
-                return Value::Null;
-            };
+            let i = n.trunc_i64();
             let len = items.len() as i64;
             let idx = if i > 0 { i - 1 } else { len + i };
             if i == 0 || idx < 0 || idx >= len {
@@ -481,15 +481,17 @@ impl<'a> Env<'a> {
                         _ => Value::Null,
                     };
                 }
+                // a literal is compared with the input (`5` in `true` is null), any other
+                // expression giving a boolean is the result of the test (`5 > 3`)
+                let literal = matches!(e, Expr::Null | Expr::Bool(_) | Expr::Number(_) | Expr::String(_) | Expr::Temporal(_));
                 match &v {
-                    Value::Bool(true) => return Value::Bool(true),
+                    Value::Bool(b) if !literal => return Value::Bool(*b),
                     Value::List(items) if items.iter().any(|i| equals(i, input) == Some(true)) => return Value::Bool(true),
                     Value::Range(r) => return range_contains(r, input),
                     _ => {}
                 }
                 match equals(input, &v) {
                     Some(true) => Value::Bool(true),
-                    _ if v == Value::Bool(false) => Value::Bool(false),
                     _ if matches!(v, Value::List(_)) => Value::Bool(false),
                     None => Value::Null,
                     Some(false) => Value::Bool(false),
@@ -499,14 +501,22 @@ impl<'a> Env<'a> {
     }
 }
 
+/// `a..b`: from `a` in steps of one towards `b` (decimals too: `1.5..3` is `1.5, 2.5`).
 fn number_range(a: &Number, b: &Number) -> Option<Vec<Value>> {
-    let (Some(a), Some(b)) = (a.to_i64(), b.to_i64()) else {
-        return None;
-    };
-    if (a - b).unsigned_abs() as usize > MAX_ITERATIONS {
+    let span = b.sub(a)?;
+    if span.abs().compare(&Number::from(MAX_ITERATIONS as i64)) == Ordering::Greater {
         return None;
     }
-    Some(if a <= b { (a..=b).map(|i| Value::Number(i.into())).collect() } else { (b..=a).rev().map(|i| Value::Number(i.into())).collect() })
+    let count = span.abs().trunc_i64() + 1;
+    let step = Number::from(if span.is_negative() { -1i64 } else { 1 });
+    let mut out = Vec::with_capacity(count as usize);
+    let mut cur = a.clone();
+    for _ in 0..count {
+        let next = cur.add(&step)?;
+        out.push(Value::Number(cur));
+        cur = next;
+    }
+    Some(out)
 }
 
 fn range_items(r: &Range) -> Option<Vec<Value>> {
@@ -537,6 +547,9 @@ pub(crate) fn make_range(start: Value, start_closed: bool, end: Value, end_close
 
 /// Whether a value lies in a range; null when incomparable.
 pub(crate) fn range_contains(r: &Range, v: &Value) -> Value {
+    if r.start.is_null() || r.end.is_null() {
+        return Value::Null;
+    }
     let lower = if r.start.is_null() {
         Some(true)
     } else {
@@ -586,8 +599,6 @@ pub(crate) fn equals(a: &Value, b: &Value) -> Option<bool> {
         ),
         (Value::Function(x), Value::Function(y)) => Some(x == y),
         (Value::Date(_), Value::Date(_))
-        | (Value::Time(_), Value::Time(_))
-        | (Value::DateTime(_), Value::DateTime(_))
         | (Value::YearMonthDuration(_), Value::YearMonthDuration(_))
         | (Value::DayTimeDuration(_), Value::DayTimeDuration(_)) => builtins::equals_temporal(a, b).or(Some(false)),
         _ => builtins::equals_temporal(a, b),

@@ -129,7 +129,7 @@ impl Expression {
     pub fn evaluate_detailed(&self, vars: &dyn VariableLookup, ctx: &EvalContext) -> Evaluation {
         let mut env = eval::Env::new(vars, ctx);
         let value = env.eval(&self.expr);
-        let value = if env.failure.is_some() { Value::Null } else { value };
+        let value = if env.failure.is_some() { Value::Null } else { value.without_ranges() };
         Evaluation { value, warnings: env.warnings, failure: env.failure }
     }
 }

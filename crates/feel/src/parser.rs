@@ -705,7 +705,8 @@ impl Parser {
     /// One positive unary test; `full` allows a whole expression (with `and`/`or`), otherwise
     /// the test ends before comparison operators (as after `in`).
     fn positive_unary_test(&mut self, full: bool) -> PResult<UnaryTest> {
-        if let Some(op) = self.cmp_op() {
+        // feel-scala 1.17 has no `= x` and `!= x` unary tests
+        if let Some(op) = self.cmp_op().filter(|op| !matches!(op, CmpOp::Eq | CmpOp::Ne)) {
             self.advance();
             let e = self.additive()?;
             return Ok(UnaryTest::Cmp(op, e));

@@ -523,12 +523,15 @@ pub(crate) fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
         (Value::Time(x), Value::Time(y)) => match (x.zone, y.zone) {
             (None, None) => Some(x.time.cmp(&y.time)),
-            (Some(_), Some(_)) => Some(x.utc_nanos().cmp(&y.utc_nanos())),
+            (Some(_), Some(_)) => Some(x.utc_nanos().cmp(&y.utc_nanos()).then_with(|| x.time.cmp(&y.time))),
             _ => None,
         },
         (Value::DateTime(x), Value::DateTime(y)) => match (x.zone, y.zone) {
             (None, None) => Some(x.local.cmp(&y.local)),
-            (Some(_), Some(_)) => Some(x.utc()?.cmp(&y.utc()?)),
+            // java.time's order: the instant, then the local date-time, then the zone id
+            (Some(a), Some(b)) => {
+                Some(x.utc()?.cmp(&y.utc()?).then_with(|| x.local.cmp(&y.local)).then_with(|| zone_id(&a).cmp(&zone_id(&b))))
+            }
             _ => None,
         },
         (Value::YearMonthDuration(x), Value::YearMonthDuration(y)) => Some(x.cmp(y)),
@@ -537,8 +540,29 @@ pub(crate) fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     }
 }
 
+/// Equality as java.time's `equals`: zoned values are equal only with the same local value and
+/// the same zone (`10:00Z` is not `11:00+01:00`); local and zoned values are not comparable.
 pub(crate) fn equals(a: &Value, b: &Value) -> Option<bool> {
-    compare(a, b).map(|o| o == Ordering::Equal)
+    match (a, b) {
+        (Value::Time(x), Value::Time(y)) => match (x.zone, y.zone) {
+            (None, None) => Some(x.time == y.time),
+            (Some(a), Some(b)) => Some(x.time == y.time && a == b),
+            _ => None,
+        },
+        (Value::DateTime(x), Value::DateTime(y)) => match (x.zone, y.zone) {
+            (None, None) => Some(x.local == y.local),
+            (Some(a), Some(b)) => Some(x.local == y.local && a == b),
+            _ => None,
+        },
+        _ => compare(a, b).map(|o| o == Ordering::Equal),
+    }
+}
+
+fn zone_id(z: &Zone) -> String {
+    match z {
+        Zone::Offset(o) => fmt_offset(o),
+        Zone::Id(tz) => tz.name().to_string(),
+    }
 }
 
 fn add_months(local: NaiveDateTime, months: i64) -> Option<NaiveDateTime> {
@@ -646,15 +670,6 @@ pub(crate) fn arith(op: ArithOp, x: &Value, y: &Value) -> Option<Value> {
         ArithOp::Pow => None,
     }
 }
-
-pub(crate) fn negate(v: &Value) -> Option<Value> {
-    match v {
-        Value::YearMonthDuration(m) => Some(Value::YearMonthDuration(YearMonthDuration(-m.0))),
-        Value::DayTimeDuration(d) => Some(Value::DayTimeDuration(DayTimeDuration(-d.0))),
-        _ => None,
-    }
-}
-
 pub(crate) fn abs(v: &Value) -> Option<Value> {
     match v {
         Value::YearMonthDuration(m) => Some(Value::YearMonthDuration(YearMonthDuration(m.0.abs()))),

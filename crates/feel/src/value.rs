@@ -239,6 +239,28 @@ impl Value {
         }
     }
 
+    /// The value as feel-scala hands a result out: ranges (also inside lists and contexts)
+    /// become null; a value without ranges is returned as it is.
+    pub(crate) fn without_ranges(self) -> Value {
+        fn has_range(v: &Value) -> bool {
+            match v {
+                Value::Range(_) => true,
+                Value::List(items) => items.iter().any(has_range),
+                Value::Context(c) => c.iter().any(|(_, v)| has_range(v)),
+                _ => false,
+            }
+        }
+        if !has_range(&self) {
+            return self;
+        }
+        match self {
+            Value::Range(_) => Value::Null,
+            Value::List(items) => Value::List(items.into_iter().map(Value::without_ranges).collect()),
+            Value::Context(c) => Value::Context(c.into_iter().map(|(k, v)| (k, v.without_ranges())).collect()),
+            other => other,
+        }
+    }
+
     pub fn is_null(&self) -> bool {
         matches!(self, Value::Null)
     }
