@@ -153,12 +153,12 @@ static BUILTINS: &[Builtin] = &[
     b!("coincides", ["point1", "point2"], |env, a| ranges::apply(env, "coincides", &a[0], &a[1])),
     b!("coincides", ["range1", "range2"], |env, a| ranges::apply(env, "coincides", &a[0], &a[1])),
     // ---- string ----
-    b!("substring", ["string", "start position"], |_, a| match (&a[0], &a[1]) {
-        (Value::String(s), Value::Number(start)) => substring(s, start, None),
+    b!("substring", ["string", "start position"], |env, a| match (&a[0], &a[1]) {
+        (Value::String(s), Value::Number(start)) => substring(env, s, start, None),
         _ => Value::Null,
     }),
-    b!("substring", ["string", "start position", "length"], |_, a| match (&a[0], &a[1], &a[2]) {
-        (Value::String(s), Value::Number(start), Value::Number(len)) => substring(s, start, Some(len)),
+    b!("substring", ["string", "start position", "length"], |env, a| match (&a[0], &a[1], &a[2]) {
+        (Value::String(s), Value::Number(start), Value::Number(len)) => substring(env, s, start, Some(len)),
         _ => Value::Null,
     }),
     b!("string length", ["string"], |_, a| match &a[0] {
@@ -240,8 +240,8 @@ static BUILTINS: &[Builtin] = &[
         Value::List(l) => Value::number(l.len()),
         _ => Value::Null,
     }),
-    b!("min", var["list"], |_, a| extreme(&a[0], std::cmp::Ordering::Less)),
-    b!("max", var["list"], |_, a| extreme(&a[0], std::cmp::Ordering::Greater)),
+    b!("min", var["list"], |env, a| extreme(env, &a[0], std::cmp::Ordering::Less)),
+    b!("max", var["list"], |env, a| extreme(env, &a[0], std::cmp::Ordering::Greater)),
     b!("sum", var["list"], |_, a| fold_numbers(&a[0], Number::zero(), Number::add)),
     b!("product", var["list"], |_, a| fold_numbers(&a[0], Number::from(1), Number::mul)),
     b!("mean", var["list"], |_, a| {
@@ -269,11 +269,14 @@ static BUILTINS: &[Builtin] = &[
             nums[n / 2 - 1].add(nums[n / 2]).and_then(|s| s.div(&Number::from(2))).map(Value::Number).unwrap_or(Value::Null)
         }
     }),
-    b!("stddev", var["list"], |_, a| {
+    b!("stddev", var["list"], |env, a| {
         let Some(nums) = numbers(&a[0]) else {
             return Value::Null;
         };
         let n = nums.len();
+        if n == 1 {
+            return env.fail("Failed to invoke function 'stddev': needs at least two numbers".into());
+        }
         if n < 2 {
             return Value::Null;
         }
@@ -330,10 +333,12 @@ static BUILTINS: &[Builtin] = &[
         _ => Value::Null,
     }),
     b!("append", var["list", "items"], |_, a| match (&a[0], &a[1]) {
+        (Value::List(_), Value::List(items)) if items.is_empty() => Value::Null,
         (Value::List(l), Value::List(items)) => Value::List(l.iter().chain(items).cloned().collect()),
         _ => Value::Null,
     }),
     b!("concatenate", var["lists"], |_, a| match &a[0] {
+        Value::List(lists) if lists.is_empty() => Value::Null,
         Value::List(lists) => Value::List(
             lists
                 .iter()
@@ -355,6 +360,8 @@ static BUILTINS: &[Builtin] = &[
         _ => Value::Null,
     }),
     b!("remove", ["list", "position"], |_, a| match (&a[0], &a[1]) {
+        // feel-scala's quirk: position 0 gives the list twice
+        (Value::List(l), Value::Number(p)) if p.is_zero() => Value::List(l.iter().chain(l).cloned().collect()),
         (Value::List(l), Value::Number(p)) => {
             let i = list_index(l.len(), p);
             let mut out = l.clone();
@@ -376,6 +383,7 @@ static BUILTINS: &[Builtin] = &[
         _ => Value::Null,
     }),
     b!("union", var["lists"], |_, a| match &a[0] {
+        Value::List(lists) if lists.is_empty() => Value::Null,
         Value::List(lists) => {
             let all: Vec<Value> = lists
                 .iter()
@@ -457,20 +465,26 @@ static BUILTINS: &[Builtin] = &[
     b!("abs", ["n"], |_, a| abs(&a[0])),
     b!("abs", ["number"], |_, a| abs(&a[0])),
     b!("abs", ["duration"], |_, a| abs(&a[0])),
-    b!("modulo", ["dividend", "divisor"], |_, a| match (&a[0], &a[1]) {
+    b!("modulo", ["dividend", "divisor"], |env, a| match (&a[0], &a[1]) {
+        (Value::Number(_), Value::Number(y)) if y.is_zero() => env.fail("Failed to invoke function 'modulo': division by zero".into()),
         (Value::Number(x), Value::Number(y)) => x.modulo(y).map(Value::Number).unwrap_or(Value::Null),
         _ => Value::Null,
     }),
     b!("sqrt", ["number"], |_, a| match &a[0] {
-        Value::Number(n) if !n.is_negative() => n.sqrt().map(Value::Number).unwrap_or(Value::Null),
+        // through a double, as feel-scala does
+        Value::Number(n) if !n.is_negative() => Number::from_f64(n.to_f64().sqrt()).map(Value::Number).unwrap_or(Value::Null),
         _ => Value::Null,
     }),
-    b!("log", ["number"], |_, a| match &a[0] {
+    b!("log", ["number"], |env, a| match &a[0] {
         Value::Number(n) if n.is_positive() => Number::from_f64(n.to_f64().ln()).map(Value::Number).unwrap_or(Value::Null),
+        Value::Number(_) => env.fail("Failed to invoke function 'log': not a positive number".into()),
         _ => Value::Null,
     }),
-    b!("exp", ["number"], |_, a| match &a[0] {
-        Value::Number(n) => Number::from_f64(n.to_f64().exp()).map(Value::Number).unwrap_or(Value::Null),
+    b!("exp", ["number"], |env, a| match &a[0] {
+        Value::Number(n) => match Number::from_f64(n.to_f64().exp()) {
+            Some(r) => Value::Number(r),
+            None => env.fail("Failed to invoke function 'exp': the result is infinite".into()),
+        },
         _ => Value::Null,
     }),
     b!("odd", ["number"], |_, a| match &a[0] {
@@ -487,6 +501,7 @@ static BUILTINS: &[Builtin] = &[
     // ---- context ----
     b!("get value", ["context", "key"], |_, a| match (&a[0], &a[1]) {
         (Value::Context(c), Value::String(k)) => c.get(k).cloned().unwrap_or(Value::Null),
+        (Value::Context(_), Value::List(keys)) if keys.is_empty() => Value::Null,
         (Value::Context(c), Value::List(keys)) => {
             let mut cur = Value::Context(c.clone());
             for k in keys {
@@ -533,6 +548,9 @@ static BUILTINS: &[Builtin] = &[
 ];
 
 fn parse_number(s: &str) -> Value {
+    if s.trim() != s {
+        return Value::Null;
+    }
     Number::parse(s).map(Value::Number).unwrap_or(Value::Null)
 }
 
@@ -545,12 +563,15 @@ fn is_decimal_sep(s: &str) -> bool {
 }
 
 /// Java-like (UTF-16 based) substring with FEEL's 1-based (or negative) start.
-fn substring(s: &str, start: &Number, len: Option<&Number>) -> Value {
+fn substring(env: &mut Env, s: &str, start: &Number, len: Option<&Number>) -> Value {
     let units: Vec<u16> = s.encode_utf16().collect();
     let n = units.len() as i64;
     let st = start.trunc_i64();
     let from = if st > 0 { st - 1 } else { n + st };
-    if from < 0 || from > n {
+    if from < 0 || len.is_some_and(|l| l.is_negative()) {
+        return env.fail("Failed to invoke function 'substring': index out of range".into());
+    }
+    if from > n {
         return Value::Null;
     }
     let to = match len {
@@ -630,9 +651,6 @@ fn java_split(r: &regex::Regex, s: &str) -> Vec<String> {
         if m.end() == 0 {
             continue;
         }
-        if m.start() == m.end() && m.start() == s.len() {
-            continue;
-        }
         out.push(s[last..m.start()].to_string());
         last = m.end();
     }
@@ -664,10 +682,13 @@ fn fold_numbers(list: &Value, init: Number, op: fn(&Number, &Number) -> Option<N
     Value::Number(acc)
 }
 
-fn extreme(list: &Value, want: std::cmp::Ordering) -> Value {
+fn extreme(env: &mut Env, list: &Value, want: std::cmp::Ordering) -> Value {
     let Value::List(l) = list else {
         return Value::Null;
     };
+    if l.len() > 1 && l.iter().all(|x| matches!(x, Value::List(_))) {
+        return env.fail("Failed to invoke function: lists can not be compared".into());
+    }
     let mut best: Option<&Value> = None;
     for x in l {
         match best {

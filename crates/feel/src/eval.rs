@@ -148,7 +148,7 @@ impl<'a> Env<'a> {
                 let x = self.eval(a);
                 let y = self.eval(b);
                 if !matches!(op, CmpOp::Eq | CmpOp::Ne)
-                    && matches!((&x, &y), (Value::List(_), Value::List(_)) | (Value::Context(_), Value::Context(_)))
+                    && matches!((&x, &y), (Value::List(_), Value::List(_)))
                 {
                     return self.fail(format!("{x} can not be compared to {y}"));
                 }

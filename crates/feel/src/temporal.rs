@@ -161,9 +161,22 @@ impl DateTime {
     /// Parses `2024-01-02T10:00:00`, with an optional `Z`, offset or `@Zone/Id`.
     pub fn parse(s: &str) -> Option<DateTime> {
         let (d, t) = s.split_once('T')?;
+        // no `[Zone/Id]` suffix and no 24:00 in date-time strings (java.time rejects them)
+        if t.contains('[') || t.starts_with("24") {
+            return None;
+        }
         let date = parse_date(d)?;
         let (time, zone) = parse_time_zone(t)?;
-        Some(DateTime { local: date.and_time(time), zone })
+        let mut local = date.and_time(time);
+        // a local time in a gap (DST start) moves forward by the length of the gap, as in java.time
+        if let Some(Zone::Id(tz)) = zone {
+            if tz.offset_from_local_datetime(&local).earliest().is_none() {
+                let before = tz.offset_from_utc_datetime(&(local - TimeDelta::hours(6))).fix().local_minus_utc();
+                let after = tz.offset_from_utc_datetime(&(local + TimeDelta::hours(6))).fix().local_minus_utc();
+                local += TimeDelta::seconds(i64::from(after - before));
+            }
+        }
+        Some(DateTime { local, zone })
     }
 
     /// The instant (as UTC date-time) of a zoned date-time.
@@ -192,6 +205,7 @@ impl DateTime {
 
 impl Time {
     pub fn parse(s: &str) -> Option<Time> {
+        let s = s.strip_prefix('T').unwrap_or(s);
         let (time, zone) = parse_time_zone(s)?;
         Some(Time { time, zone })
     }
@@ -271,7 +285,8 @@ impl DayTimeDuration {
         let mut num = String::new();
         let mut order = 0;
         for c in time.chars() {
-            if c.is_ascii_digit() || c == '.' {
+            // java.time also takes negative components: PT-1H
+            if c.is_ascii_digit() || c == '.' || (c == '-' && num.is_empty()) {
                 num.push(c);
                 continue;
             }
@@ -399,11 +414,14 @@ fn parse_time(s: &str) -> Option<NaiveTime> {
 
 impl fmt::Display for Date {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // as java.time's LocalDate prints: -0001-01-01, +10000-01-01
         let y = self.0.year();
         if (0..=9999).contains(&y) {
             write!(f, "{y:04}-{:02}-{:02}", self.0.month(), self.0.day())
+        } else if y < 0 {
+            write!(f, "-{:04}-{:02}-{:02}", -y, self.0.month(), self.0.day())
         } else {
-            write!(f, "{y}-{:02}-{:02}", self.0.month(), self.0.day())
+            write!(f, "+{y}-{:02}-{:02}", self.0.month(), self.0.day())
         }
     }
 }
@@ -770,9 +788,10 @@ pub(crate) fn date_from(v: &Value) -> Option<Value> {
 }
 
 pub(crate) fn date_ymd(y: &Number, m: &Number, d: &Number) -> Option<Value> {
-    let y = i32::try_from(y.to_i64()?).ok()?;
-    let m = u32::try_from(m.to_i64()?).ok()?;
-    let d = u32::try_from(d.to_i64()?).ok()?;
+    // fractions are cut off, as Java's intValue does
+    let y = i32::try_from(y.trunc_i64()).ok()?;
+    let m = u32::try_from(m.trunc_i64()).ok()?;
+    let d = u32::try_from(d.trunc_i64()).ok()?;
     NaiveDate::from_ymd_opt(y, m, d).map(|d| Value::Date(Date(d)))
 }
 
