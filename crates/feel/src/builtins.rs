@@ -54,7 +54,7 @@ static BUILTINS: &[Builtin] = &[
     // ---- conversion ----
     b!("string", ["from"], |_, a| match &a[0] {
         Value::Null => Value::Null,
-        v => Value::String(v.to_string()),
+        v => Value::String(feel_string(v, true)),
     }),
     b!("number", ["from"], |_, a| match &a[0] {
         Value::String(s) => parse_number(s),
@@ -546,6 +546,35 @@ static BUILTINS: &[Builtin] = &[
     b!("context merge", var["contexts"], |_, a| merge(&a[0])),
     b!("put all", var["contexts"], |_, a| merge(&a[0])),
 ];
+
+/// `string(x)` as feel-scala prints values: zoned date-times as `...@Zone/Id`, days-time
+/// durations in whole seconds (`P0D` for zero), functions with their parameters, strings inside
+/// lists and contexts quoted without escaping.
+fn feel_string(v: &Value, top: bool) -> String {
+    use crate::value::FunctionKind;
+    match v {
+        Value::String(s) if top => s.clone(),
+        Value::String(s) => format!("\"{s}\""),
+        Value::DateTime(d) => d.to_feel_string(),
+        Value::DayTimeDuration(d) => {
+            let secs = d.nanos() / 1_000_000_000;
+            if secs == 0 {
+                return "P0D".into();
+            }
+            let whole = temporal::DayTimeDuration::from_seconds(secs);
+            whole.to_string()
+        }
+        Value::Function(f) => match &f.0 {
+            FunctionKind::User { def, .. } => format!("function({})", def.params.join(", ")),
+            FunctionKind::Builtin(_) => "function".into(),
+        },
+        Value::List(items) => format!("[{}]", items.iter().map(|i| feel_string(i, false)).collect::<Vec<_>>().join(", ")),
+        Value::Context(c) => {
+            format!("{{{}}}", c.iter().map(|(k, v)| format!("{k}:{}", feel_string(v, false))).collect::<Vec<_>>().join(", "))
+        }
+        other => other.to_string(),
+    }
+}
 
 fn parse_number(s: &str) -> Value {
     if s.trim() != s {

@@ -67,7 +67,6 @@ impl<'a> Env<'a> {
         Number::from_f64(bits as f64 / (1u64 << 53) as f64).unwrap_or_else(Number::zero)
     }
 
-
     fn push(&mut self, name: &str, v: Value) {
         self.frames.push(Frame::Var(name.to_string(), v));
     }
@@ -147,9 +146,7 @@ impl<'a> Env<'a> {
             Expr::Cmp(op, a, b) => {
                 let x = self.eval(a);
                 let y = self.eval(b);
-                if !matches!(op, CmpOp::Eq | CmpOp::Ne)
-                    && matches!((&x, &y), (Value::List(_), Value::List(_)))
-                {
+                if !matches!(op, CmpOp::Eq | CmpOp::Ne) && matches!((&x, &y), (Value::List(_), Value::List(_))) {
                     return self.fail(format!("{x} can not be compared to {y}"));
                 }
                 compare_op(*op, &x, &y)

@@ -203,6 +203,16 @@ impl DateTime {
     }
 }
 
+impl DateTime {
+    /// The text feel-scala's `string()` gives: a zone id after `@` instead of offset and `[id]`.
+    pub(crate) fn to_feel_string(&self) -> String {
+        match &self.zone {
+            Some(Zone::Id(tz)) => format!("{}T{}@{}", Date(self.local.date()), fmt_time(&self.local.time()), tz.name()),
+            _ => self.to_string(),
+        }
+    }
+}
+
 impl Time {
     pub fn parse(s: &str) -> Option<Time> {
         let s = s.strip_prefix('T').unwrap_or(s);
@@ -323,6 +333,10 @@ impl DayTimeDuration {
 
     pub fn from_millis(ms: i64) -> DayTimeDuration {
         DayTimeDuration(i128::from(ms) * 1_000_000)
+    }
+
+    pub(crate) fn from_seconds(secs: i128) -> DayTimeDuration {
+        DayTimeDuration(secs * NANOS_PER_SEC)
     }
 
     pub fn nanos(&self) -> i128 {
