@@ -13,6 +13,8 @@ use crate::{EvalContext, VariableLookup};
 const MAX_DEPTH: usize = 400;
 /// Upper bound for lists produced by iterations, to keep memory bounded.
 const MAX_ITERATIONS: usize = 1_000_000;
+/// Upper bound for `for` loops whose body uses `partial` (quadratic in the length).
+const MAX_PARTIAL_ITERATIONS: usize = 20_000;
 
 #[derive(Debug, Clone)]
 pub(crate) enum Frame {
@@ -223,13 +225,22 @@ impl<'a> Env<'a> {
                 let Some(combos) = self.iterations(its) else {
                     return Value::Null;
                 };
-                let mut results: Vec<Value> = Vec::new();
+                // `partial` (the results so far) is bound only when the body uses it; copying it
+                // for every element is quadratic, so such loops are limited in length
+                let partial = body.mentions("partial");
+                if partial && combos.len() > MAX_PARTIAL_ITERATIONS {
+                    self.warn(format!("a 'for' using 'partial' may iterate over at most {MAX_PARTIAL_ITERATIONS} elements"));
+                    return Value::Null;
+                }
+                let mut results: Vec<Value> = Vec::with_capacity(combos.len());
                 for combo in combos {
                     let base = self.frames.len();
                     for (name, v) in combo {
                         self.push(&name, v);
                     }
-                    self.push("partial", Value::List(results.clone()));
+                    if partial {
+                        self.push("partial", Value::List(results.clone()));
+                    }
                     let v = self.eval(body);
                     self.frames.truncate(base);
                     results.push(v);
@@ -294,7 +305,12 @@ impl<'a> Env<'a> {
         }
         let mut combos: Vec<Vec<(String, Value)>> = vec![Vec::new()];
         for ((name, _), items) in its.iter().zip(lists) {
-            let mut next = Vec::with_capacity(combos.len() * items.len());
+            let total = combos.len().saturating_mul(items.len());
+            if total > MAX_ITERATIONS {
+                self.warn(format!("iteration of more than {MAX_ITERATIONS} elements"));
+                return None;
+            }
+            let mut next = Vec::with_capacity(total);
             for combo in &combos {
                 for item in &items {
                     let mut c = combo.clone();
