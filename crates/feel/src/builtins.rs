@@ -555,7 +555,7 @@ fn feel_string(v: &Value, top: bool) -> String {
     match v {
         Value::String(s) if top => s.clone(),
         Value::String(s) => format!("\"{s}\""),
-        Value::DateTime(d) => d.to_feel_string(),
+        Value::DateTime(d) => d.feel_string(),
         Value::DayTimeDuration(d) => {
             let secs = d.nanos() / 1_000_000_000;
             if secs == 0 {

@@ -205,7 +205,7 @@ impl DateTime {
 
 impl DateTime {
     /// The text feel-scala's `string()` gives: a zone id after `@` instead of offset and `[id]`.
-    pub(crate) fn to_feel_string(&self) -> String {
+    pub(crate) fn feel_string(&self) -> String {
         match &self.zone {
             Some(Zone::Id(tz)) => format!("{}T{}@{}", Date(self.local.date()), fmt_time(&self.local.time()), tz.name()),
             _ => self.to_string(),

@@ -33,6 +33,11 @@ impl Context {
         self.0.insert(key.into(), value);
     }
 
+    /// Takes an entry out without keeping the order of the others (cheap).
+    pub(crate) fn take(&mut self, key: &str) -> Option<Value> {
+        self.0.swap_remove(key)
+    }
+
     pub fn remove(&mut self, key: &str) -> Option<Value> {
         self.0.shift_remove(key)
     }
@@ -241,7 +246,11 @@ impl Value {
 
     /// The value as feel-scala hands a result out: ranges (also inside lists and contexts)
     /// become null; a value without ranges is returned as it is.
+    #[inline]
     pub(crate) fn without_ranges(self) -> Value {
+        if !matches!(self, Value::Range(_) | Value::List(_) | Value::Context(_)) {
+            return self;
+        }
         fn has_range(v: &Value) -> bool {
             match v {
                 Value::Range(_) => true,
