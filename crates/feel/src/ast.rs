@@ -119,4 +119,42 @@ impl Expr {
             Expr::For(its, e) | Expr::Some(its, e) | Expr::Every(its, e) => its.iter().any(|(_, i)| it(i)) || e.uses_input(),
         }
     }
+
+    /// Whether the name occurs anywhere in the expression (function bodies included).
+    pub(crate) fn mentions(&self, name: &str) -> bool {
+        fn it(i: &Iteration, name: &str) -> bool {
+            match i {
+                Iteration::List(e) => e.mentions(name),
+                Iteration::Range(a, b) => a.mentions(name) || b.mentions(name),
+            }
+        }
+        fn test(t: &UnaryTest, name: &str) -> bool {
+            match t {
+                UnaryTest::Any => false,
+                UnaryTest::Cmp(_, e) | UnaryTest::Expr(e, _) => e.mentions(name),
+                UnaryTest::Not(ts) => ts.iter().any(|t| test(t, name)),
+            }
+        }
+        match self {
+            Expr::Name(n) => n == name,
+            Expr::Null | Expr::Bool(_) | Expr::Number(_) | Expr::String(_) | Expr::Temporal(_) | Expr::Input => false,
+            Expr::Function(def) => def.body.mentions(name),
+            Expr::Path(e, _) | Expr::Neg(e) | Expr::InstanceOf(e, _) => e.mentions(name),
+            Expr::Filter(a, b) | Expr::Arith(_, a, b) | Expr::Cmp(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) | Expr::Range(_, a, b, _) => {
+                a.mentions(name) || b.mentions(name)
+            }
+            Expr::Call(f, args) => {
+                f.mentions(name)
+                    || match args {
+                        Args::Positional(xs) => xs.iter().any(|x| x.mentions(name)),
+                        Args::Named(xs) => xs.iter().any(|(_, e)| e.mentions(name)),
+                    }
+            }
+            Expr::Between(a, b, c) | Expr::If(a, b, c) => a.mentions(name) || b.mentions(name) || c.mentions(name),
+            Expr::In(e, ts) => e.mentions(name) || ts.iter().any(|t| test(t, name)),
+            Expr::List(xs) => xs.iter().any(|x| x.mentions(name)),
+            Expr::Context(xs) => xs.iter().any(|(_, e)| e.mentions(name)),
+            Expr::For(its, e) | Expr::Some(its, e) | Expr::Every(its, e) => its.iter().any(|(_, i)| it(i, name)) || e.mentions(name),
+        }
+    }
 }

@@ -41,26 +41,20 @@ static BUILTINS: &[Builtin] = &[
             a.swap_remove(0)
         }
     }),
-    b!("assert", ["value", "condition"], |env, mut a| {
-        if a[1] == Value::Bool(true) {
-            a.swap_remove(0)
-        } else {
-            env.warn(format!("The condition is not fulfilled for value '{}'", a[0]));
-            Value::Null
-        }
+    b!("assert", ["value", "condition"], |env, mut a| match a[1] {
+        Value::Bool(true) => a.swap_remove(0),
+        Value::Bool(false) => env.fail(format!("Assertion failure on evaluate the expression '{}'", a[0])),
+        _ => env.fail("Expected the condition of assert() to be a boolean".into()),
     }),
-    b!("assert", ["value", "condition", "cause"], |env, mut a| {
-        if a[1] == Value::Bool(true) {
-            a.swap_remove(0)
-        } else {
-            env.warn(format!("{}", a[2]));
-            Value::Null
-        }
+    b!("assert", ["value", "condition", "cause"], |env, mut a| match a[1] {
+        Value::Bool(true) => a.swap_remove(0),
+        Value::Bool(false) => env.fail(format!("Assertion failure on evaluate the expression: {}", a[2])),
+        _ => env.fail("Expected the condition of assert() to be a boolean".into()),
     }),
     // ---- conversion ----
     b!("string", ["from"], |_, a| match &a[0] {
         Value::Null => Value::Null,
-        v => Value::String(v.to_string()),
+        v => Value::String(feel_string(v, true)),
     }),
     b!("number", ["from"], |_, a| match &a[0] {
         Value::String(s) => parse_number(s),
@@ -131,69 +125,40 @@ static BUILTINS: &[Builtin] = &[
     b!("month of year", ["date"], |_, a| temporal::month_of_year(&a[0]).unwrap_or(Value::Null)),
     b!("last day of month", ["date"], |_, a| { temporal::last_day_of_month(&a[0]).unwrap_or(Value::Null) }),
     // ---- range ----
-    b!("before", ["point1", "point2"], |_, a| ranges::apply("before", &a[0], &a[1])),
-    b!("before", ["point", "range"], |_, a| ranges::apply("before", &a[0], &a[1])),
-    b!("before", ["range", "point"], |_, a| ranges::apply("before", &a[0], &a[1])),
-    b!("before", ["range1", "range2"], |_, a| ranges::apply("before", &a[0], &a[1])),
-    b!("after", ["point1", "point2"], |_, a| ranges::apply("after", &a[0], &a[1])),
-    b!("after", ["point", "range"], |_, a| ranges::apply("after", &a[0], &a[1])),
-    b!("after", ["range", "point"], |_, a| ranges::apply("after", &a[0], &a[1])),
-    b!("after", ["range1", "range2"], |_, a| ranges::apply("after", &a[0], &a[1])),
-    b!("meets", ["point1", "point2"], |_, a| ranges::apply("meets", &a[0], &a[1])),
-    b!("meets", ["point", "range"], |_, a| ranges::apply("meets", &a[0], &a[1])),
-    b!("meets", ["range", "point"], |_, a| ranges::apply("meets", &a[0], &a[1])),
-    b!("meets", ["range1", "range2"], |_, a| ranges::apply("meets", &a[0], &a[1])),
-    b!("met by", ["point1", "point2"], |_, a| ranges::apply("met by", &a[0], &a[1])),
-    b!("met by", ["point", "range"], |_, a| ranges::apply("met by", &a[0], &a[1])),
-    b!("met by", ["range", "point"], |_, a| ranges::apply("met by", &a[0], &a[1])),
-    b!("met by", ["range1", "range2"], |_, a| ranges::apply("met by", &a[0], &a[1])),
-    b!("overlaps", ["point1", "point2"], |_, a| ranges::apply("overlaps", &a[0], &a[1])),
-    b!("overlaps", ["point", "range"], |_, a| ranges::apply("overlaps", &a[0], &a[1])),
-    b!("overlaps", ["range", "point"], |_, a| ranges::apply("overlaps", &a[0], &a[1])),
-    b!("overlaps", ["range1", "range2"], |_, a| ranges::apply("overlaps", &a[0], &a[1])),
-    b!("overlaps before", ["point1", "point2"], |_, a| { ranges::apply("overlaps before", &a[0], &a[1]) }),
-    b!("overlaps before", ["point", "range"], |_, a| ranges::apply("overlaps before", &a[0], &a[1])),
-    b!("overlaps before", ["range", "point"], |_, a| ranges::apply("overlaps before", &a[0], &a[1])),
-    b!("overlaps before", ["range1", "range2"], |_, a| { ranges::apply("overlaps before", &a[0], &a[1]) }),
-    b!("overlaps after", ["point1", "point2"], |_, a| ranges::apply("overlaps after", &a[0], &a[1])),
-    b!("overlaps after", ["point", "range"], |_, a| ranges::apply("overlaps after", &a[0], &a[1])),
-    b!("overlaps after", ["range", "point"], |_, a| ranges::apply("overlaps after", &a[0], &a[1])),
-    b!("overlaps after", ["range1", "range2"], |_, a| ranges::apply("overlaps after", &a[0], &a[1])),
-    b!("finishes", ["point1", "point2"], |_, a| ranges::apply("finishes", &a[0], &a[1])),
-    b!("finishes", ["point", "range"], |_, a| ranges::apply("finishes", &a[0], &a[1])),
-    b!("finishes", ["range", "point"], |_, a| ranges::apply("finishes", &a[0], &a[1])),
-    b!("finishes", ["range1", "range2"], |_, a| ranges::apply("finishes", &a[0], &a[1])),
-    b!("finished by", ["point1", "point2"], |_, a| ranges::apply("finished by", &a[0], &a[1])),
-    b!("finished by", ["point", "range"], |_, a| ranges::apply("finished by", &a[0], &a[1])),
-    b!("finished by", ["range", "point"], |_, a| ranges::apply("finished by", &a[0], &a[1])),
-    b!("finished by", ["range1", "range2"], |_, a| ranges::apply("finished by", &a[0], &a[1])),
-    b!("includes", ["point1", "point2"], |_, a| ranges::apply("includes", &a[0], &a[1])),
-    b!("includes", ["point", "range"], |_, a| ranges::apply("includes", &a[0], &a[1])),
-    b!("includes", ["range", "point"], |_, a| ranges::apply("includes", &a[0], &a[1])),
-    b!("includes", ["range1", "range2"], |_, a| ranges::apply("includes", &a[0], &a[1])),
-    b!("during", ["point1", "point2"], |_, a| ranges::apply("during", &a[0], &a[1])),
-    b!("during", ["point", "range"], |_, a| ranges::apply("during", &a[0], &a[1])),
-    b!("during", ["range", "point"], |_, a| ranges::apply("during", &a[0], &a[1])),
-    b!("during", ["range1", "range2"], |_, a| ranges::apply("during", &a[0], &a[1])),
-    b!("starts", ["point1", "point2"], |_, a| ranges::apply("starts", &a[0], &a[1])),
-    b!("starts", ["point", "range"], |_, a| ranges::apply("starts", &a[0], &a[1])),
-    b!("starts", ["range", "point"], |_, a| ranges::apply("starts", &a[0], &a[1])),
-    b!("starts", ["range1", "range2"], |_, a| ranges::apply("starts", &a[0], &a[1])),
-    b!("started by", ["point1", "point2"], |_, a| ranges::apply("started by", &a[0], &a[1])),
-    b!("started by", ["point", "range"], |_, a| ranges::apply("started by", &a[0], &a[1])),
-    b!("started by", ["range", "point"], |_, a| ranges::apply("started by", &a[0], &a[1])),
-    b!("started by", ["range1", "range2"], |_, a| ranges::apply("started by", &a[0], &a[1])),
-    b!("coincides", ["point1", "point2"], |_, a| ranges::apply("coincides", &a[0], &a[1])),
-    b!("coincides", ["point", "range"], |_, a| ranges::apply("coincides", &a[0], &a[1])),
-    b!("coincides", ["range", "point"], |_, a| ranges::apply("coincides", &a[0], &a[1])),
-    b!("coincides", ["range1", "range2"], |_, a| ranges::apply("coincides", &a[0], &a[1])),
+    b!("before", ["point1", "point2"], |env, a| ranges::apply(env, "before", &a[0], &a[1])),
+    b!("before", ["point", "range"], |env, a| ranges::apply(env, "before", &a[0], &a[1])),
+    b!("before", ["range", "point"], |env, a| ranges::apply(env, "before", &a[0], &a[1])),
+    b!("before", ["range1", "range2"], |env, a| ranges::apply(env, "before", &a[0], &a[1])),
+    b!("after", ["point1", "point2"], |env, a| ranges::apply(env, "after", &a[0], &a[1])),
+    b!("after", ["point", "range"], |env, a| ranges::apply(env, "after", &a[0], &a[1])),
+    b!("after", ["range", "point"], |env, a| ranges::apply(env, "after", &a[0], &a[1])),
+    b!("after", ["range1", "range2"], |env, a| ranges::apply(env, "after", &a[0], &a[1])),
+    b!("meets", ["range1", "range2"], |env, a| ranges::apply(env, "meets", &a[0], &a[1])),
+    b!("met by", ["range1", "range2"], |env, a| ranges::apply(env, "met by", &a[0], &a[1])),
+    b!("overlaps", ["range1", "range2"], |env, a| ranges::apply(env, "overlaps", &a[0], &a[1])),
+    b!("overlaps before", ["range1", "range2"], |env, a| ranges::apply(env, "overlaps before", &a[0], &a[1])),
+    b!("overlaps after", ["range1", "range2"], |env, a| ranges::apply(env, "overlaps after", &a[0], &a[1])),
+    b!("finishes", ["point", "range"], |env, a| ranges::apply(env, "finishes", &a[0], &a[1])),
+    b!("finishes", ["range1", "range2"], |env, a| ranges::apply(env, "finishes", &a[0], &a[1])),
+    b!("finished by", ["range", "point"], |env, a| ranges::apply(env, "finished by", &a[0], &a[1])),
+    b!("finished by", ["range1", "range2"], |env, a| ranges::apply(env, "finished by", &a[0], &a[1])),
+    b!("includes", ["range", "point"], |env, a| ranges::apply(env, "includes", &a[0], &a[1])),
+    b!("includes", ["range1", "range2"], |env, a| ranges::apply(env, "includes", &a[0], &a[1])),
+    b!("during", ["point", "range"], |env, a| ranges::apply(env, "during", &a[0], &a[1])),
+    b!("during", ["range1", "range2"], |env, a| ranges::apply(env, "during", &a[0], &a[1])),
+    b!("starts", ["point", "range"], |env, a| ranges::apply(env, "starts", &a[0], &a[1])),
+    b!("starts", ["range1", "range2"], |env, a| ranges::apply(env, "starts", &a[0], &a[1])),
+    b!("started by", ["range", "point"], |env, a| ranges::apply(env, "started by", &a[0], &a[1])),
+    b!("started by", ["range1", "range2"], |env, a| ranges::apply(env, "started by", &a[0], &a[1])),
+    b!("coincides", ["point1", "point2"], |env, a| ranges::apply(env, "coincides", &a[0], &a[1])),
+    b!("coincides", ["range1", "range2"], |env, a| ranges::apply(env, "coincides", &a[0], &a[1])),
     // ---- string ----
-    b!("substring", ["string", "start position"], |_, a| match (&a[0], &a[1]) {
-        (Value::String(s), Value::Number(start)) => substring(s, start, None),
+    b!("substring", ["string", "start position"], |env, a| match (&a[0], &a[1]) {
+        (Value::String(s), Value::Number(start)) => substring(env, s, start, None),
         _ => Value::Null,
     }),
-    b!("substring", ["string", "start position", "length"], |_, a| match (&a[0], &a[1], &a[2]) {
-        (Value::String(s), Value::Number(start), Value::Number(len)) => substring(s, start, Some(len)),
+    b!("substring", ["string", "start position", "length"], |env, a| match (&a[0], &a[1], &a[2]) {
+        (Value::String(s), Value::Number(start), Value::Number(len)) => substring(env, s, start, Some(len)),
         _ => Value::Null,
     }),
     b!("string length", ["string"], |_, a| match &a[0] {
@@ -266,20 +231,6 @@ static BUILTINS: &[Builtin] = &[
         },
         _ => Value::Null,
     }),
-    b!("trim", ["string"], |_, a| match &a[0] {
-        // Java's String.trim removes characters <= U+0020
-        Value::String(s) => Value::String(s.trim_matches(|c: char| c <= ' ').to_string()),
-        _ => Value::Null,
-    }),
-    b!("is blank", ["string"], |_, a| match &a[0] {
-        Value::String(s) => Value::Bool(s.chars().all(char::is_whitespace)),
-        _ => Value::Null,
-    }),
-    b!("to base64", ["value"], |_, a| match &a[0] {
-        Value::String(s) => Value::String(base64(s.as_bytes())),
-        _ => Value::Null,
-    }),
-    b!("uuid", [], |env, _| Value::String(env.uuid())),
     // ---- list ----
     b!("list contains", ["list", "element"], |_, a| match &a[0] {
         Value::List(l) => Value::Bool(l.iter().any(|x| eval::equals(x, &a[1]) == Some(true))),
@@ -289,8 +240,8 @@ static BUILTINS: &[Builtin] = &[
         Value::List(l) => Value::number(l.len()),
         _ => Value::Null,
     }),
-    b!("min", var["list"], |_, a| extreme(&a[0], std::cmp::Ordering::Less)),
-    b!("max", var["list"], |_, a| extreme(&a[0], std::cmp::Ordering::Greater)),
+    b!("min", var["list"], |env, a| extreme(env, &a[0], std::cmp::Ordering::Less)),
+    b!("max", var["list"], |env, a| extreme(env, &a[0], std::cmp::Ordering::Greater)),
     b!("sum", var["list"], |_, a| fold_numbers(&a[0], Number::zero(), Number::add)),
     b!("product", var["list"], |_, a| fold_numbers(&a[0], Number::from(1), Number::mul)),
     b!("mean", var["list"], |_, a| {
@@ -318,11 +269,14 @@ static BUILTINS: &[Builtin] = &[
             nums[n / 2 - 1].add(nums[n / 2]).and_then(|s| s.div(&Number::from(2))).map(Value::Number).unwrap_or(Value::Null)
         }
     }),
-    b!("stddev", var["list"], |_, a| {
+    b!("stddev", var["list"], |env, a| {
         let Some(nums) = numbers(&a[0]) else {
             return Value::Null;
         };
         let n = nums.len();
+        if n == 1 {
+            return env.fail("Failed to invoke function 'stddev': needs at least two numbers".into());
+        }
         if n < 2 {
             return Value::Null;
         }
@@ -379,10 +333,12 @@ static BUILTINS: &[Builtin] = &[
         _ => Value::Null,
     }),
     b!("append", var["list", "items"], |_, a| match (&a[0], &a[1]) {
+        (Value::List(_), Value::List(items)) if items.is_empty() => Value::Null,
         (Value::List(l), Value::List(items)) => Value::List(l.iter().chain(items).cloned().collect()),
         _ => Value::Null,
     }),
     b!("concatenate", var["lists"], |_, a| match &a[0] {
+        Value::List(lists) if lists.is_empty() => Value::Null,
         Value::List(lists) => Value::List(
             lists
                 .iter()
@@ -404,6 +360,8 @@ static BUILTINS: &[Builtin] = &[
         _ => Value::Null,
     }),
     b!("remove", ["list", "position"], |_, a| match (&a[0], &a[1]) {
+        // feel-scala's quirk: position 0 gives the list twice
+        (Value::List(l), Value::Number(p)) if p.is_zero() => Value::List(l.iter().chain(l).cloned().collect()),
         (Value::List(l), Value::Number(p)) => {
             let i = list_index(l.len(), p);
             let mut out = l.clone();
@@ -425,6 +383,7 @@ static BUILTINS: &[Builtin] = &[
         _ => Value::Null,
     }),
     b!("union", var["lists"], |_, a| match &a[0] {
+        Value::List(lists) if lists.is_empty() => Value::Null,
         Value::List(lists) => {
             let all: Vec<Value> = lists
                 .iter()
@@ -477,37 +436,6 @@ static BUILTINS: &[Builtin] = &[
             _ => Value::Null,
         }
     }),
-    b!("is empty", ["list"], |_, a| match &a[0] {
-        Value::List(l) => Value::Bool(l.is_empty()),
-        _ => Value::Null,
-    }),
-    b!("partition", ["list", "size"], |_, a| match (&a[0], &a[1]) {
-        (Value::List(l), Value::Number(n)) => match n.to_i64() {
-            Some(n) if n > 0 => Value::List(l.chunks(n as usize).map(|c| Value::List(c.to_vec())).collect()),
-            _ => Value::Null,
-        },
-        _ => Value::Null,
-    }),
-    b!("list replace", ["list", "position", "newItem"], |env, a| match (&a[0], &a[1]) {
-        (Value::List(l), Value::Number(p)) => {
-            let i = list_index(l.len(), p);
-            if i < 0 || i as usize >= l.len() {
-                return Value::Null;
-            }
-            let mut out = l.clone();
-            out[i as usize] = a[2].clone();
-            Value::List(out)
-        }
-        (Value::List(l), Value::Function(f)) => {
-            let mut out = Vec::with_capacity(l.len());
-            for item in l {
-                let hit = env.invoke(f, vec![item.clone(), a[2].clone()]);
-                out.push(if hit == Value::Bool(true) { a[2].clone() } else { item.clone() });
-            }
-            Value::List(out)
-        }
-        _ => Value::Null,
-    }),
     // ---- numeric ----
     b!("decimal", ["n", "scale"], |_, a| round(&a[0], &a[1], RoundMode::HalfEven)),
     b!("decimal", ["n", "scale", "mode"], |_, a| {
@@ -537,20 +465,26 @@ static BUILTINS: &[Builtin] = &[
     b!("abs", ["n"], |_, a| abs(&a[0])),
     b!("abs", ["number"], |_, a| abs(&a[0])),
     b!("abs", ["duration"], |_, a| abs(&a[0])),
-    b!("modulo", ["dividend", "divisor"], |_, a| match (&a[0], &a[1]) {
+    b!("modulo", ["dividend", "divisor"], |env, a| match (&a[0], &a[1]) {
+        (Value::Number(_), Value::Number(y)) if y.is_zero() => env.fail("Failed to invoke function 'modulo': division by zero".into()),
         (Value::Number(x), Value::Number(y)) => x.modulo(y).map(Value::Number).unwrap_or(Value::Null),
         _ => Value::Null,
     }),
     b!("sqrt", ["number"], |_, a| match &a[0] {
-        Value::Number(n) if !n.is_negative() => n.sqrt().map(Value::Number).unwrap_or(Value::Null),
+        // through a double, as feel-scala does
+        Value::Number(n) if !n.is_negative() => Number::from_f64(n.to_f64().sqrt()).map(Value::Number).unwrap_or(Value::Null),
         _ => Value::Null,
     }),
-    b!("log", ["number"], |_, a| match &a[0] {
+    b!("log", ["number"], |env, a| match &a[0] {
         Value::Number(n) if n.is_positive() => Number::from_f64(n.to_f64().ln()).map(Value::Number).unwrap_or(Value::Null),
+        Value::Number(_) => env.fail("Failed to invoke function 'log': not a positive number".into()),
         _ => Value::Null,
     }),
-    b!("exp", ["number"], |_, a| match &a[0] {
-        Value::Number(n) => Number::from_f64(n.to_f64().exp()).map(Value::Number).unwrap_or(Value::Null),
+    b!("exp", ["number"], |env, a| match &a[0] {
+        Value::Number(n) => match Number::from_f64(n.to_f64().exp()) {
+            Some(r) => Value::Number(r),
+            None => env.fail("Failed to invoke function 'exp': the result is infinite".into()),
+        },
         _ => Value::Null,
     }),
     b!("odd", ["number"], |_, a| match &a[0] {
@@ -567,6 +501,7 @@ static BUILTINS: &[Builtin] = &[
     // ---- context ----
     b!("get value", ["context", "key"], |_, a| match (&a[0], &a[1]) {
         (Value::Context(c), Value::String(k)) => c.get(k).cloned().unwrap_or(Value::Null),
+        (Value::Context(_), Value::List(keys)) if keys.is_empty() => Value::Null,
         (Value::Context(c), Value::List(keys)) => {
             let mut cur = Value::Context(c.clone());
             for k in keys {
@@ -612,7 +547,39 @@ static BUILTINS: &[Builtin] = &[
     b!("put all", var["contexts"], |_, a| merge(&a[0])),
 ];
 
+/// `string(x)` as feel-scala prints values: zoned date-times as `...@Zone/Id`, days-time
+/// durations in whole seconds (`P0D` for zero), functions with their parameters, strings inside
+/// lists and contexts quoted without escaping.
+fn feel_string(v: &Value, top: bool) -> String {
+    use crate::value::FunctionKind;
+    match v {
+        Value::String(s) if top => s.clone(),
+        Value::String(s) => format!("\"{s}\""),
+        Value::DateTime(d) => d.feel_string(),
+        Value::DayTimeDuration(d) => {
+            let secs = d.nanos() / 1_000_000_000;
+            if secs == 0 {
+                return "P0D".into();
+            }
+            let whole = temporal::DayTimeDuration::from_seconds(secs);
+            whole.to_string()
+        }
+        Value::Function(f) => match &f.0 {
+            FunctionKind::User { def, .. } => format!("function({})", def.params.join(", ")),
+            FunctionKind::Builtin(_) => "function".into(),
+        },
+        Value::List(items) => format!("[{}]", items.iter().map(|i| feel_string(i, false)).collect::<Vec<_>>().join(", ")),
+        Value::Context(c) => {
+            format!("{{{}}}", c.iter().map(|(k, v)| format!("{k}:{}", feel_string(v, false))).collect::<Vec<_>>().join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
 fn parse_number(s: &str) -> Value {
+    if s.trim() != s {
+        return Value::Null;
+    }
     Number::parse(s).map(Value::Number).unwrap_or(Value::Null)
 }
 
@@ -625,12 +592,15 @@ fn is_decimal_sep(s: &str) -> bool {
 }
 
 /// Java-like (UTF-16 based) substring with FEEL's 1-based (or negative) start.
-fn substring(s: &str, start: &Number, len: Option<&Number>) -> Value {
+fn substring(env: &mut Env, s: &str, start: &Number, len: Option<&Number>) -> Value {
     let units: Vec<u16> = s.encode_utf16().collect();
     let n = units.len() as i64;
     let st = start.trunc_i64();
     let from = if st > 0 { st - 1 } else { n + st };
-    if from < 0 || from > n {
+    if from < 0 || len.is_some_and(|l| l.is_negative()) {
+        return env.fail("Failed to invoke function 'substring': index out of range".into());
+    }
+    if from > n {
         return Value::Null;
     }
     let to = match len {
@@ -710,27 +680,10 @@ fn java_split(r: &regex::Regex, s: &str) -> Vec<String> {
         if m.end() == 0 {
             continue;
         }
-        if m.start() == m.end() && m.start() == s.len() {
-            continue;
-        }
         out.push(s[last..m.start()].to_string());
         last = m.end();
     }
     out.push(s[last..].to_string());
-    out
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        out.push(T[(n >> 18) as usize & 63] as char);
-        out.push(T[(n >> 12) as usize & 63] as char);
-        out.push(if chunk.len() > 1 { T[(n >> 6) as usize & 63] as char } else { '=' });
-        out.push(if chunk.len() > 2 { T[n as usize & 63] as char } else { '=' });
-    }
     out
 }
 
@@ -758,10 +711,13 @@ fn fold_numbers(list: &Value, init: Number, op: fn(&Number, &Number) -> Option<N
     Value::Number(acc)
 }
 
-fn extreme(list: &Value, want: std::cmp::Ordering) -> Value {
+fn extreme(env: &mut Env, list: &Value, want: std::cmp::Ordering) -> Value {
     let Value::List(l) = list else {
         return Value::Null;
     };
+    if l.len() > 1 && l.iter().all(|x| matches!(x, Value::List(_))) {
+        return env.fail("Failed to invoke function: lists can not be compared".into());
+    }
     let mut best: Option<&Value> = None;
     for x in l {
         match best {
@@ -1055,10 +1011,6 @@ pub(crate) fn temporal_literal(env: &mut Env, s: &str) -> Value {
 
 fn abs_temporal(v: &Value) -> Value {
     temporal::abs(v).unwrap_or(Value::Null)
-}
-
-pub(crate) fn negate(v: Value) -> Value {
-    temporal::negate(&v).unwrap_or(Value::Null)
 }
 
 pub(crate) fn property(v: &Value, key: &str) -> Option<Value> {

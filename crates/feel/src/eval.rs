@@ -13,6 +13,8 @@ use crate::{EvalContext, VariableLookup};
 const MAX_DEPTH: usize = 400;
 /// Upper bound for lists produced by iterations, to keep memory bounded.
 const MAX_ITERATIONS: usize = 1_000_000;
+/// Upper bound for `for` loops whose body uses `partial` (quadratic in the length).
+const MAX_PARTIAL_ITERATIONS: usize = 20_000;
 
 #[derive(Debug, Clone)]
 pub(crate) enum Frame {
@@ -21,19 +23,36 @@ pub(crate) enum Frame {
     Item(Value),
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Loop {
+    For,
+    Some,
+    Every,
+}
+
 pub(crate) struct Env<'a> {
     pub vars: &'a dyn VariableLookup,
     pub frames: Vec<Frame>,
     pub ctx: &'a EvalContext,
     pub depth: usize,
     pub warnings: Vec<String>,
+    /// The first failure that fails the whole evaluation (feel-scala's `Failure`).
+    pub failure: Option<String>,
     rng: u64,
 }
 
 impl<'a> Env<'a> {
     pub(crate) fn new(vars: &'a dyn VariableLookup, ctx: &'a EvalContext) -> Env<'a> {
         let rng = ctx.seed.unwrap_or(0) ^ (ctx.now_millis.unwrap_or(0) as u64).rotate_left(32);
-        Env { vars, frames: Vec::new(), ctx, depth: 0, warnings: Vec::new(), rng }
+        Env { vars, frames: Vec::new(), ctx, depth: 0, warnings: Vec::new(), failure: None, rng }
+    }
+
+    /// Fails the whole evaluation (the first failure wins); returns `Null` for convenience.
+    pub(crate) fn fail(&mut self, msg: String) -> Value {
+        if self.failure.is_none() {
+            self.failure = Some(msg);
+        }
+        Value::Null
     }
 
     pub(crate) fn warn(&mut self, msg: String) {
@@ -57,25 +76,15 @@ impl<'a> Env<'a> {
         Number::from_f64(bits as f64 / (1u64 << 53) as f64).unwrap_or_else(Number::zero)
     }
 
-    /// A random (version 4 layout) UUID.
-    pub(crate) fn uuid(&mut self) -> String {
-        let a = self.next_u64();
-        let b = self.next_u64();
-        let mut bytes = [0u8; 16];
-        bytes[..8].copy_from_slice(&a.to_be_bytes());
-        bytes[8..].copy_from_slice(&b.to_be_bytes());
-        bytes[6] = (bytes[6] & 0x0f) | 0x40;
-        bytes[8] = (bytes[8] & 0x3f) | 0x80;
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
-    }
-
     fn push(&mut self, name: &str, v: Value) {
         self.frames.push(Frame::Var(name.to_string(), v));
     }
 
     /// Looks a name up: local bindings first (innermost first), then the variables.
     pub(crate) fn lookup(&self, name: &str) -> Option<Value> {
+        if self.frames.is_empty() {
+            return self.vars.lookup(name);
+        }
         for f in self.frames.iter().rev() {
             match f {
                 Frame::Var(n, v) if n == name => return Some(v.clone()),
@@ -107,7 +116,72 @@ impl<'a> Env<'a> {
         v
     }
 
+    /// The frequent cases inline, the rest in [`Env::eval_other`] (keeps this frame small).
+    #[inline]
     fn eval_inner(&mut self, e: &Expr) -> Value {
+        match e {
+            Expr::Bool(b) => Value::Bool(*b),
+            Expr::Name(n) => self.eval_name(n),
+            Expr::Cmp(op, a, b) => self.eval_cmp(*op, a, b),
+            Expr::And(a, b) => self.eval_and(a, b),
+            Expr::Or(a, b) => self.eval_or(a, b),
+            _ => self.eval_other(e),
+        }
+    }
+
+    fn eval_name(&mut self, n: &str) -> Value {
+        match self.lookup(n) {
+            Some(v) => v,
+            None => {
+                self.warn(format!("No variable found with name '{n}'"));
+                Value::Null
+            }
+        }
+    }
+
+    fn eval_cmp(&mut self, op: CmpOp, a: &Expr, b: &Expr) -> Value {
+        let x = self.eval(a);
+        // against a literal: compare without materialising the literal
+        match (b, &x) {
+            (Expr::Number(m), Value::Number(n)) => return ordering_result(op, n.compare(m)),
+            (Expr::String(t), Value::String(s)) => return ordering_result(op, s.as_str().cmp(t.as_str())),
+            _ => {}
+        }
+        let y = self.eval(b);
+        if !matches!(op, CmpOp::Eq | CmpOp::Ne) && matches!((&x, &y), (Value::List(_), Value::List(_))) {
+            return self.fail(format!("{x} can not be compared to {y}"));
+        }
+        compare_op(op, &x, &y)
+    }
+
+    fn eval_and(&mut self, a: &Expr, b: &Expr) -> Value {
+        let x = self.eval(a);
+        if matches!(x, Value::Bool(false)) {
+            return Value::Bool(false);
+        }
+        let y = self.eval(b);
+        match (x, y) {
+            (_, Value::Bool(false)) => Value::Bool(false),
+            (Value::Bool(true), Value::Bool(true)) => Value::Bool(true),
+            _ => Value::Null,
+        }
+    }
+
+    fn eval_or(&mut self, a: &Expr, b: &Expr) -> Value {
+        let x = self.eval(a);
+        if matches!(x, Value::Bool(true)) {
+            return Value::Bool(true);
+        }
+        let y = self.eval(b);
+        match (x, y) {
+            (_, Value::Bool(true)) => Value::Bool(true),
+            (Value::Bool(false), Value::Bool(false)) => Value::Bool(false),
+            _ => Value::Null,
+        }
+    }
+
+    #[inline(never)]
+    fn eval_other(&mut self, e: &Expr) -> Value {
         match e {
             Expr::Null => Value::Null,
             Expr::Bool(b) => Value::Bool(*b),
@@ -121,16 +195,7 @@ impl<'a> Env<'a> {
                     Value::Null
                 }
             },
-            Expr::Name(n) => match self.lookup(n) {
-                Some(v) => v,
-                None => {
-                    if builtins::exists(n) {
-                        return Value::Function(FunctionValue::builtin(n));
-                    }
-                    self.warn(format!("No variable found with name '{n}'"));
-                    Value::Null
-                }
-            },
+            Expr::Name(n) => self.eval_name(n),
             Expr::Path(base, key) => {
                 let v = self.eval(base);
                 self.path(v, key)
@@ -142,42 +207,16 @@ impl<'a> Env<'a> {
             Expr::Call(callee, args) => self.call(callee, args),
             Expr::Neg(x) => match self.eval(x) {
                 Value::Number(n) => Value::Number(n.neg()),
-                other => builtins::negate(other),
+                _ => Value::Null,
             },
             Expr::Arith(op, a, b) => {
                 let x = self.eval(a);
                 let y = self.eval(b);
                 arith(*op, x, y)
             }
-            Expr::Cmp(op, a, b) => {
-                let x = self.eval(a);
-                let y = self.eval(b);
-                compare_op(*op, &x, &y)
-            }
-            Expr::And(a, b) => {
-                let x = self.eval(a);
-                if x == Value::Bool(false) {
-                    return Value::Bool(false);
-                }
-                let y = self.eval(b);
-                match (x, y) {
-                    (_, Value::Bool(false)) => Value::Bool(false),
-                    (Value::Bool(true), Value::Bool(true)) => Value::Bool(true),
-                    _ => Value::Null,
-                }
-            }
-            Expr::Or(a, b) => {
-                let x = self.eval(a);
-                if x == Value::Bool(true) {
-                    return Value::Bool(true);
-                }
-                let y = self.eval(b);
-                match (x, y) {
-                    (_, Value::Bool(true)) => Value::Bool(true),
-                    (Value::Bool(false), Value::Bool(false)) => Value::Bool(false),
-                    _ => Value::Null,
-                }
-            }
+            Expr::Cmp(op, a, b) => self.eval_cmp(*op, a, b),
+            Expr::And(a, b) => self.eval_and(a, b),
+            Expr::Or(a, b) => self.eval_or(a, b),
             Expr::Between(x, low, high) => {
                 let v = self.eval(x);
                 let l = self.eval(low);
@@ -222,102 +261,126 @@ impl<'a> Env<'a> {
                 let end = self.eval(e);
                 make_range(start, *start_closed, end, *end_closed)
             }
-            Expr::For(its, body) => {
-                let Some(combos) = self.iterations(its) else {
-                    return Value::Null;
-                };
-                let mut results: Vec<Value> = Vec::new();
-                for combo in combos {
-                    let base = self.frames.len();
-                    for (name, v) in combo {
-                        self.push(&name, v);
-                    }
-                    self.push("partial", Value::List(results.clone()));
-                    let v = self.eval(body);
-                    self.frames.truncate(base);
-                    results.push(v);
-                }
-                Value::List(results)
-            }
-            Expr::Some(its, body) | Expr::Every(its, body) => {
-                let every = matches!(e, Expr::Every(..));
-                let Some(combos) = self.iterations(its) else {
-                    return Value::Null;
-                };
-                let mut saw_null = false;
-                for combo in combos {
-                    let base = self.frames.len();
-                    for (name, v) in combo {
-                        self.push(&name, v);
-                    }
-                    let v = self.eval(body);
-                    self.frames.truncate(base);
-                    match v {
-                        Value::Bool(b) if b != every => return Value::Bool(b),
-                        Value::Bool(_) => {}
-                        _ => saw_null = true,
-                    }
-                }
-                if saw_null {
-                    Value::Null
-                } else {
-                    Value::Bool(every)
-                }
-            }
+            Expr::For(its, body) => self.iterate(its, body, Loop::For),
+            Expr::Some(its, body) => self.iterate(its, body, Loop::Some),
+            Expr::Every(its, body) => self.iterate(its, body, Loop::Every),
             Expr::Function(def) => Value::Function(FunctionValue::user(Arc::clone(def), self.frames.clone())),
         }
     }
 
-    /// The cartesian product of the iteration contexts, or `None` when one is not a list.
-    fn iterations(&mut self, its: &[(String, Iteration)]) -> Option<Vec<Vec<(String, Value)>>> {
-        let mut combos: Vec<Vec<(String, Value)>> = vec![Vec::new()];
-        for (name, it) in its {
-            // later iteration contexts may refer to earlier variables only through the same
-            // combination; evaluate them per combination
-            let mut next = Vec::new();
-            for combo in &combos {
-                let base = self.frames.len();
-                for (n, v) in combo {
-                    self.push(n, v.clone());
-                }
-                let items = match it {
-                    Iteration::List(e) => match self.eval(e) {
-                        Value::List(l) => Some(l),
-                        Value::Range(r) => range_items(&r),
-                        other => {
-                            self.warn(format!("Expected list but found '{other}'"));
-                            None
-                        }
-                    },
-                    Iteration::Range(a, b) => {
-                        let a = self.eval(a);
-                        let b = self.eval(b);
-                        match (a, b) {
-                            (Value::Number(a), Value::Number(b)) => number_range(&a, &b),
-                            _ => None,
-                        }
+    /// Evaluates the iteration contexts (in the outer scope, as feel-scala does: a later one can
+    /// not refer to an earlier variable); `None` when one is not a list or they are too large.
+    fn iteration_lists(&mut self, its: &[(String, Iteration)]) -> Option<Vec<Vec<Value>>> {
+        let mut lists = Vec::with_capacity(its.len());
+        let mut total = 1usize;
+        for (_, it) in its {
+            let items = match it {
+                Iteration::List(e) => match self.eval(e) {
+                    Value::List(l) => Some(l),
+                    Value::Range(r) => range_items(&r),
+                    other => {
+                        self.warn(format!("Expected list but found '{other}'"));
+                        None
                     }
-                };
-                self.frames.truncate(base);
-                let items = items?;
-                for item in items {
-                    let mut c = combo.clone();
-                    c.push((name.clone(), item));
-                    next.push(c);
-                    if next.len() > MAX_ITERATIONS {
-                        return None;
+                },
+                Iteration::Range(a, b) => {
+                    let a = self.eval(a);
+                    let b = self.eval(b);
+                    match (a, b) {
+                        (Value::Number(a), Value::Number(b)) => number_range(&a, &b),
+                        _ => None,
+                    }
+                }
+            }?;
+            total = total.saturating_mul(items.len());
+            lists.push(items);
+        }
+        if total > MAX_ITERATIONS {
+            self.warn(format!("iteration of more than {MAX_ITERATIONS} elements"));
+            return None;
+        }
+        Some(lists)
+    }
+
+    /// `for`, `some` and `every`: evaluates the body for every combination of the iteration
+    /// contexts (the last one varying fastest), binding the variables in place.
+    fn iterate(&mut self, its: &[(String, Iteration)], body: &Expr, kind: Loop) -> Value {
+        let Some(lists) = self.iteration_lists(its) else {
+            return Value::Null;
+        };
+        let total: usize = lists.iter().map(Vec::len).product();
+        // `partial` (the results so far) is bound only when the body uses it; copying it for
+        // every element is quadratic, so such loops are limited in length
+        let partial = kind == Loop::For && body.mentions("partial");
+        if partial && total > MAX_PARTIAL_ITERATIONS {
+            self.warn(format!("a 'for' using 'partial' may iterate over at most {MAX_PARTIAL_ITERATIONS} elements"));
+            return Value::Null;
+        }
+        let mut results: Vec<Value> = Vec::with_capacity(if kind == Loop::For { total } else { 0 });
+        let mut saw_null = false;
+        if total > 0 {
+            let base = self.frames.len();
+            for ((name, _), list) in its.iter().zip(&lists) {
+                self.frames.push(Frame::Var(name.clone(), list[0].clone()));
+            }
+            if partial {
+                self.frames.push(Frame::Var("partial".into(), Value::List(Vec::new())));
+            }
+            let mut idx = vec![0usize; lists.len()];
+            'combos: loop {
+                if partial {
+                    if let Some(Frame::Var(_, v)) = self.frames.last_mut() {
+                        *v = Value::List(results.clone());
+                    }
+                }
+                let v = self.eval(body);
+                match kind {
+                    Loop::For => results.push(v),
+                    Loop::Some | Loop::Every => match v {
+                        Value::Bool(b) if b == (kind == Loop::Some) => {
+                            self.frames.truncate(base);
+                            return Value::Bool(b);
+                        }
+                        Value::Bool(_) => {}
+                        _ => saw_null = true,
+                    },
+                }
+                // next combination
+                let mut d = lists.len();
+                loop {
+                    if d == 0 {
+                        break 'combos;
+                    }
+                    d -= 1;
+                    idx[d] += 1;
+                    let wrapped = idx[d] == lists[d].len();
+                    if wrapped {
+                        idx[d] = 0;
+                    }
+                    if let Frame::Var(_, v) = &mut self.frames[base + d] {
+                        *v = lists[d][idx[d]].clone();
+                    }
+                    if !wrapped {
+                        break;
                     }
                 }
             }
-            combos = next;
+            self.frames.truncate(base);
         }
-        Some(combos)
+        match kind {
+            Loop::For => Value::List(results),
+            _ if saw_null => Value::Null,
+            Loop::Some => Value::Bool(false),
+            Loop::Every => Value::Bool(true),
+        }
     }
 
     pub(crate) fn path(&mut self, v: Value, key: &str) -> Value {
         match v {
-            Value::Context(c) => match c.get(key) {
-                Some(x) => x.clone(),
+            // the context is owned here: move the entry out instead of copying it
+            Value::Context(mut c) => match c.take(key) {
+                Some(Value::Function(_)) => Value::Null,
+                Some(x) => x,
                 None => {
                     self.warn(format!("No context entry found with key '{key}'"));
                     Value::Null
@@ -325,6 +388,7 @@ impl<'a> Env<'a> {
             },
             Value::List(items) => Value::List(items.into_iter().map(|i| self.path(i, key)).collect()),
             Value::Null => Value::Null,
+            Value::Range(_) => self.fail(format!("No property found with name '{key}' of a range")),
             other => match builtins::property(&other, key) {
                 Some(v) => v,
                 None => {
@@ -338,40 +402,46 @@ impl<'a> Env<'a> {
     fn filter(&mut self, list: Value, filter: &Expr) -> Value {
         let items = match list {
             Value::List(items) => items,
-            Value::Null => return Value::Null,
-            other => vec![other],
+            _ => return Value::Null,
         };
-        let index_of = |items: &[Value], n: &Number| -> Value {
-            let Some(i) = n.to_i64() else {
-                return Value::Null;
-            };
+        // items are moved, never copied: the list is owned here
+        fn take_index(mut items: Vec<Value>, n: &Number) -> Value {
+            let i = n.trunc_i64();
             let len = items.len() as i64;
             let idx = if i > 0 { i - 1 } else { len + i };
             if i == 0 || idx < 0 || idx >= len {
                 Value::Null
             } else {
-                items[idx as usize].clone()
+                items.swap_remove(idx as usize)
             }
-        };
+        }
         match filter {
-            Expr::Number(n) => return index_of(&items, n),
+            Expr::Number(n) => return take_index(items, n),
             Expr::Cmp(..) | Expr::Call(..) | Expr::And(..) | Expr::Or(..) | Expr::Between(..) | Expr::In(..) => {}
             _ => {
                 if let Value::Number(n) = self.eval(filter) {
-                    return index_of(&items, &n);
+                    return take_index(items, &n);
                 }
             }
         }
         let mut out = Vec::new();
-        for (k, item) in items.iter().enumerate() {
-            self.frames.push(Frame::Item(item.clone()));
+        let mut rest = items.into_iter();
+        let mut k = 0;
+        while let Some(item) = rest.next() {
+            self.frames.push(Frame::Item(item));
             let r = self.eval(filter);
-            self.frames.pop();
+            let Some(Frame::Item(item)) = self.frames.pop() else {
+                return Value::Null;
+            };
             match r {
-                Value::Bool(true) => out.push(item.clone()),
-                Value::Number(n) if k == 0 => return index_of(&items, &n),
+                Value::Bool(true) => out.push(item),
+                Value::Number(n) if k == 0 => {
+                    let all: Vec<Value> = std::iter::once(item).chain(rest).collect();
+                    return take_index(all, &n);
+                }
                 _ => {}
             }
+            k += 1;
         }
         Value::List(out)
     }
@@ -483,15 +553,17 @@ impl<'a> Env<'a> {
                         _ => Value::Null,
                     };
                 }
+                // a literal is compared with the input (`5` in `true` is null), any other
+                // expression giving a boolean is the result of the test (`5 > 3`)
+                let literal = matches!(e, Expr::Null | Expr::Bool(_) | Expr::Number(_) | Expr::String(_) | Expr::Temporal(_));
                 match &v {
-                    Value::Bool(true) => return Value::Bool(true),
+                    Value::Bool(b) if !literal => return Value::Bool(*b),
                     Value::List(items) if items.iter().any(|i| equals(i, input) == Some(true)) => return Value::Bool(true),
                     Value::Range(r) => return range_contains(r, input),
                     _ => {}
                 }
                 match equals(input, &v) {
                     Some(true) => Value::Bool(true),
-                    _ if v == Value::Bool(false) => Value::Bool(false),
                     _ if matches!(v, Value::List(_)) => Value::Bool(false),
                     None => Value::Null,
                     Some(false) => Value::Bool(false),
@@ -501,14 +573,22 @@ impl<'a> Env<'a> {
     }
 }
 
+/// `a..b`: from `a` in steps of one towards `b` (decimals too: `1.5..3` is `1.5, 2.5`).
 fn number_range(a: &Number, b: &Number) -> Option<Vec<Value>> {
-    let (Some(a), Some(b)) = (a.to_i64(), b.to_i64()) else {
-        return None;
-    };
-    if (a - b).unsigned_abs() as usize > MAX_ITERATIONS {
+    let span = b.sub(a)?;
+    if span.abs().compare(&Number::from(MAX_ITERATIONS as i64)) == Ordering::Greater {
         return None;
     }
-    Some(if a <= b { (a..=b).map(|i| Value::Number(i.into())).collect() } else { (b..=a).rev().map(|i| Value::Number(i.into())).collect() })
+    let count = span.abs().trunc_i64() + 1;
+    let step = Number::from(if span.is_negative() { -1i64 } else { 1 });
+    let mut out = Vec::with_capacity(count as usize);
+    let mut cur = a.clone();
+    for _ in 0..count {
+        let next = cur.add(&step)?;
+        out.push(Value::Number(cur));
+        cur = next;
+    }
+    Some(out)
 }
 
 fn range_items(r: &Range) -> Option<Vec<Value>> {
@@ -539,6 +619,9 @@ pub(crate) fn make_range(start: Value, start_closed: bool, end: Value, end_close
 
 /// Whether a value lies in a range; null when incomparable.
 pub(crate) fn range_contains(r: &Range, v: &Value) -> Value {
+    if r.start.is_null() || r.end.is_null() {
+        return Value::Null;
+    }
     let lower = if r.start.is_null() {
         Some(true)
     } else {
@@ -588,12 +671,22 @@ pub(crate) fn equals(a: &Value, b: &Value) -> Option<bool> {
         ),
         (Value::Function(x), Value::Function(y)) => Some(x == y),
         (Value::Date(_), Value::Date(_))
-        | (Value::Time(_), Value::Time(_))
-        | (Value::DateTime(_), Value::DateTime(_))
         | (Value::YearMonthDuration(_), Value::YearMonthDuration(_))
         | (Value::DayTimeDuration(_), Value::DayTimeDuration(_)) => builtins::equals_temporal(a, b).or(Some(false)),
         _ => builtins::equals_temporal(a, b),
     }
+}
+
+/// The result of a comparison whose operands are ordered as `o`.
+fn ordering_result(op: CmpOp, o: Ordering) -> Value {
+    Value::Bool(match op {
+        CmpOp::Eq => o == Ordering::Equal,
+        CmpOp::Ne => o != Ordering::Equal,
+        CmpOp::Lt => o == Ordering::Less,
+        CmpOp::Le => o != Ordering::Greater,
+        CmpOp::Gt => o == Ordering::Greater,
+        CmpOp::Ge => o != Ordering::Less,
+    })
 }
 
 pub(crate) fn compare_op(op: CmpOp, a: &Value, b: &Value) -> Value {

@@ -84,21 +84,7 @@ pub(crate) fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
                     i += 1;
                 }
             }
-            // optional exponent: 1e3, 1.5E-2
-            if i < chars.len() && (chars[i] == 'e' || chars[i] == 'E') {
-                let mut j = i + 1;
-                if j < chars.len() && (chars[j] == '+' || chars[j] == '-') {
-                    j += 1;
-                }
-                if j < chars.len() && chars[j].is_ascii_digit() {
-                    s.extend(&chars[i..j]);
-                    i = j;
-                    while i < chars.len() && chars[i].is_ascii_digit() {
-                        s.push(chars[i]);
-                        i += 1;
-                    }
-                }
-            }
+            // no exponent (`1e3` is not a FEEL number; feel-scala fails to parse it)
             out.push(Token { tok: Tok::Num(s), pos: start });
             continue;
         }
@@ -164,60 +150,45 @@ pub(crate) fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
 }
 
 /// Lexes a string literal starting at the opening quote; returns the text and the index after
-/// the closing quote.
+/// the closing quote. As in feel-scala, a backslash and the character after it stay together
+/// while looking for the closing quote; then only `\"`, `\'`, `\n`, `\r`, `\t`, `\b`, `\f` and
+/// `\s` are translated (scanning character by character, so `\\n` is a backslash and a newline)
+/// and every other backslash stays as it is (no `\uXXXX` escapes).
 fn lex_string(chars: &[char], open: usize) -> Result<(String, usize), LexError> {
-    let mut s = String::new();
     let mut i = open + 1;
-    loop {
+    let end = loop {
         match chars.get(i) {
             None => return Err(LexError { message: "Expected closing '\"'".into(), pos: chars.len() }),
-            Some('"') => return Ok((s, i + 1)),
-            Some('\\') => {
-                let Some(e) = chars.get(i + 1) else {
-                    return Err(LexError { message: "Expected closing '\"'".into(), pos: chars.len() });
-                };
-                match e {
-                    'n' => s.push('\n'),
-                    'r' => s.push('\r'),
-                    't' => s.push('\t'),
-                    'b' => s.push('\u{8}'),
-                    'f' => s.push('\u{c}'),
-                    '"' => s.push('"'),
-                    '\'' => s.push('\''),
-                    '\\' => s.push('\\'),
-                    'u' => {
-                        let hex: String = chars.iter().skip(i + 2).take(4).collect();
-                        let code = if hex.len() == 4 { u32::from_str_radix(&hex, 16).ok() } else { None };
-                        let Some(code) = code else {
-                            return Err(LexError { message: "invalid unicode escape".into(), pos: i });
-                        };
-                        i += 4;
-                        // surrogate pairs: \uD83D\uDE00
-                        if (0xD800..0xDC00).contains(&code) && chars.get(i + 2) == Some(&'\\') && chars.get(i + 3) == Some(&'u') {
-                            let low: String = chars.iter().skip(i + 4).take(4).collect();
-                            if let Ok(low) = u32::from_str_radix(&low, 16) {
-                                if (0xDC00..0xE000).contains(&low) {
-                                    let c = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
-                                    s.push(char::from_u32(c).unwrap_or('\u{FFFD}'));
-                                    i += 8;
-                                    continue;
-                                }
-                            }
-                        }
-                        s.push(char::from_u32(code).unwrap_or('\u{FFFD}'));
-                    }
-                    other => {
-                        // unknown escapes are kept as they are, like feel-scala
-                        s.push('\\');
-                        s.push(*other);
-                    }
-                }
-                i += 2;
-            }
-            Some(c) => {
-                s.push(*c);
-                i += 1;
+            Some('"') => break i,
+            Some('\\') if i + 1 < chars.len() => i += 2,
+            Some(_) => i += 1,
+        }
+    };
+    let raw = &chars[open + 1..end];
+    let mut s = String::with_capacity(raw.len());
+    let mut k = 0;
+    while k < raw.len() {
+        let c = raw[k];
+        if c == '\\' {
+            let translated = match raw.get(k + 1) {
+                Some('"') => Some('"'),
+                Some('\'') => Some('\''),
+                Some('n') => Some('\n'),
+                Some('r') => Some('\r'),
+                Some('t') => Some('\t'),
+                Some('b') => Some('\u{8}'),
+                Some('f') => Some('\u{c}'),
+                Some('s') => Some(' '),
+                _ => None,
+            };
+            if let Some(t) = translated {
+                s.push(t);
+                k += 2;
+                continue;
             }
         }
+        s.push(c);
+        k += 1;
     }
+    Ok((s, end + 1))
 }

@@ -96,6 +96,9 @@ pub struct Evaluation {
     pub value: Value,
     /// Messages like feel-scala's "suppressed failures", e.g. `No variable found with name 'x'`.
     pub warnings: Vec<String>,
+    /// Set when feel-scala would fail the evaluation instead of returning `null` (e.g. a
+    /// failed `assert`, comparing incomparable values with `=`); `value` is then `Null`.
+    pub failure: Option<String>,
 }
 
 impl Expression {
@@ -126,7 +129,8 @@ impl Expression {
     pub fn evaluate_detailed(&self, vars: &dyn VariableLookup, ctx: &EvalContext) -> Evaluation {
         let mut env = eval::Env::new(vars, ctx);
         let value = env.eval(&self.expr);
-        Evaluation { value, warnings: env.warnings }
+        let value = if env.failure.is_some() { Value::Null } else { value.without_ranges() };
+        Evaluation { value, warnings: env.warnings, failure: env.failure }
     }
 }
 
@@ -156,8 +160,15 @@ impl UnaryTests {
     }
 
     pub fn evaluate_with(&self, input: &Value, vars: &dyn VariableLookup, ctx: &EvalContext) -> Value {
+        self.evaluate_detailed(input, vars, ctx).value
+    }
+
+    /// Tests the input and also returns the suppressed failures (see [`Evaluation`]).
+    pub fn evaluate_detailed(&self, input: &Value, vars: &dyn VariableLookup, ctx: &EvalContext) -> Evaluation {
         let mut env = eval::Env::new(vars, ctx);
-        env.unary_tests(input, &self.tests)
+        let value = env.unary_tests(input, &self.tests);
+        let value = if env.failure.is_some() { Value::Null } else { value };
+        Evaluation { value, warnings: env.warnings, failure: env.failure }
     }
 }
 

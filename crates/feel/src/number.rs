@@ -46,6 +46,19 @@ impl Number {
         Some(Number(d))
     }
 
+    /// Parses a number literal of an expression exactly, without rounding to 34 digits (as
+    /// feel-scala keeps literals; operations round their results).
+    pub(crate) fn parse_literal(s: &str) -> Option<Number> {
+        if s.len() > 10_000 || !s.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            return Number::parse(s);
+        }
+        let d = BigDecimal::from_str(s).ok()?;
+        if d.is_zero() {
+            return Some(Number(BigDecimal::zero()));
+        }
+        Some(Number(d))
+    }
+
     /// Zero.
     pub fn zero() -> Number {
         Number(BigDecimal::zero())

@@ -232,9 +232,10 @@ impl Parser {
         }
     }
 
+    /// A comparison is not associative (feel-scala): `1 < 2 = true` does not parse.
     fn comparison(&mut self) -> PResult<Expr> {
         let mut left = self.additive()?;
-        loop {
+        for _ in 0..1 {
             if let Some(op) = self.cmp_op() {
                 self.advance();
                 let right = self.additive()?;
@@ -254,10 +255,9 @@ impl Parser {
                 self.advance();
                 let ty = self.type_name()?;
                 left = Expr::InstanceOf(Box::new(left), ty);
-            } else {
-                return Ok(left);
             }
         }
+        Ok(left)
     }
 
     fn type_name(&mut self) -> PResult<String> {
@@ -288,33 +288,9 @@ impl Parser {
                 break;
             }
         }
-        // generic types: list<number>, context<a: number>
+        // generic types (list<number>, context<a: number>) are not supported by feel-scala 1.17
         if self.is_sym("<") {
-            let mut depth = 0usize;
-            name.push('<');
-            self.advance();
-            depth += 1;
-            while depth > 0 {
-                match self.advance() {
-                    Tok::Sym("<") => {
-                        depth += 1;
-                        name.push('<');
-                    }
-                    Tok::Sym(">") => {
-                        depth -= 1;
-                        name.push('>');
-                    }
-                    Tok::Sym(s) => name.push_str(s),
-                    Tok::Name(n) => {
-                        if !name.ends_with('<') && !name.ends_with(':') {
-                            name.push(' ');
-                        }
-                        name.push_str(&n);
-                    }
-                    Tok::Eof => return Err(self.error("Expected '>'")),
-                    _ => return Err(self.error("Expected a type name")),
-                }
-            }
+            return Err(self.error("Expected end of input"));
         }
         Ok(name)
     }
@@ -378,7 +354,9 @@ impl Parser {
 
     fn postfix(&mut self) -> PResult<Expr> {
         let mut e = self.primary()?;
+        let mut first = true;
         loop {
+            let callable = std::mem::replace(&mut first, false) && matches!(e, Expr::Name(_));
             if self.is_sym(".") {
                 self.advance();
                 let name = match self.advance() {
@@ -401,7 +379,7 @@ impl Parser {
                 let filter = self.expression()?;
                 self.expect_sym("]")?;
                 e = Expr::Filter(Box::new(e), Box::new(filter));
-            } else if self.is_sym("(") {
+            } else if self.is_sym("(") && callable {
                 self.advance();
                 let args = self.arguments()?;
                 e = Expr::Call(Box::new(e), args);
@@ -467,7 +445,7 @@ impl Parser {
     fn primary_inner(&mut self) -> PResult<Expr> {
         let start = self.i;
         match self.advance() {
-            Tok::Num(n) => match Number::parse(&n) {
+            Tok::Num(n) => match Number::parse_literal(&n) {
                 Some(n) => Ok(Expr::Number(n)),
                 None => {
                     self.i = start;
@@ -727,7 +705,8 @@ impl Parser {
     /// One positive unary test; `full` allows a whole expression (with `and`/`or`), otherwise
     /// the test ends before comparison operators (as after `in`).
     fn positive_unary_test(&mut self, full: bool) -> PResult<UnaryTest> {
-        if let Some(op) = self.cmp_op() {
+        // feel-scala 1.17 has no `= x` and `!= x` unary tests
+        if let Some(op) = self.cmp_op().filter(|op| !matches!(op, CmpOp::Eq | CmpOp::Ne)) {
             self.advance();
             let e = self.additive()?;
             return Ok(UnaryTest::Cmp(op, e));

@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use crate::eval;
+use crate::eval::{self, Env};
 use crate::value::{Range, Value};
 
 enum Arg<'a> {
@@ -118,10 +118,28 @@ fn ranges<'a>(a: &Arg<'a>, b: &Arg<'a>) -> Option<(&'a Range, &'a Range)> {
 }
 
 /// Applies the range function `name` to two arguments; `Null` for invalid arguments.
-pub(crate) fn apply(name: &str, x: &Value, y: &Value) -> Value {
+/// Applies a range function; argument kinds a function has no signature for fail the
+/// evaluation (as in feel-scala), ranges of strings and null arguments give `null`.
+pub(crate) fn apply(env: &mut Env, name: &str, x: &Value, y: &Value) -> Value {
+    let string_range = |v: &Value| matches!(v, Value::Range(r) if matches!(r.start, Value::String(_)) || matches!(r.end, Value::String(_)));
+    if string_range(x) || string_range(y) {
+        return Value::Null;
+    }
     let (Some(a), Some(b)) = (arg(x), arg(y)) else {
         return Value::Null;
     };
+    let allowed = match (&a, &b) {
+        (Arg::Range(_), Arg::Range(_)) => true,
+        (Arg::Point(_), Arg::Point(_)) => matches!(name, "before" | "after" | "coincides"),
+        (Arg::Point(_), Arg::Range(_)) => matches!(name, "before" | "after" | "finishes" | "during" | "starts" | "coincides"),
+        (Arg::Range(_), Arg::Point(_)) => matches!(name, "before" | "after" | "finished by" | "includes" | "started by" | "coincides"),
+    };
+    if !allowed {
+        return env.fail(format!("Failed to invoke function '{name}': illegal arguments"));
+    }
+    if name == "coincides" && matches!((&a, &b), (Arg::Point(_), Arg::Range(_)) | (Arg::Range(_), Arg::Point(_))) {
+        return Value::Bool(false);
+    }
     let r = match name {
         "before" => before(&a, &b),
         "after" => before(&b, &a),

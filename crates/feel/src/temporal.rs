@@ -161,9 +161,22 @@ impl DateTime {
     /// Parses `2024-01-02T10:00:00`, with an optional `Z`, offset or `@Zone/Id`.
     pub fn parse(s: &str) -> Option<DateTime> {
         let (d, t) = s.split_once('T')?;
+        // no `[Zone/Id]` suffix and no 24:00 in date-time strings (java.time rejects them)
+        if t.contains('[') || t.starts_with("24") {
+            return None;
+        }
         let date = parse_date(d)?;
         let (time, zone) = parse_time_zone(t)?;
-        Some(DateTime { local: date.and_time(time), zone })
+        let mut local = date.and_time(time);
+        // a local time in a gap (DST start) moves forward by the length of the gap, as in java.time
+        if let Some(Zone::Id(tz)) = zone {
+            if tz.offset_from_local_datetime(&local).earliest().is_none() {
+                let before = tz.offset_from_utc_datetime(&(local - TimeDelta::hours(6))).fix().local_minus_utc();
+                let after = tz.offset_from_utc_datetime(&(local + TimeDelta::hours(6))).fix().local_minus_utc();
+                local += TimeDelta::seconds(i64::from(after - before));
+            }
+        }
+        Some(DateTime { local, zone })
     }
 
     /// The instant (as UTC date-time) of a zoned date-time.
@@ -190,8 +203,19 @@ impl DateTime {
     }
 }
 
+impl DateTime {
+    /// The text feel-scala's `string()` gives: a zone id after `@` instead of offset and `[id]`.
+    pub(crate) fn feel_string(&self) -> String {
+        match &self.zone {
+            Some(Zone::Id(tz)) => format!("{}T{}@{}", Date(self.local.date()), fmt_time(&self.local.time()), tz.name()),
+            _ => self.to_string(),
+        }
+    }
+}
+
 impl Time {
     pub fn parse(s: &str) -> Option<Time> {
+        let s = s.strip_prefix('T').unwrap_or(s);
         let (time, zone) = parse_time_zone(s)?;
         Some(Time { time, zone })
     }
@@ -271,7 +295,8 @@ impl DayTimeDuration {
         let mut num = String::new();
         let mut order = 0;
         for c in time.chars() {
-            if c.is_ascii_digit() || c == '.' {
+            // java.time also takes negative components: PT-1H
+            if c.is_ascii_digit() || c == '.' || (c == '-' && num.is_empty()) {
                 num.push(c);
                 continue;
             }
@@ -308,6 +333,10 @@ impl DayTimeDuration {
 
     pub fn from_millis(ms: i64) -> DayTimeDuration {
         DayTimeDuration(i128::from(ms) * 1_000_000)
+    }
+
+    pub(crate) fn from_seconds(secs: i128) -> DayTimeDuration {
+        DayTimeDuration(secs * NANOS_PER_SEC)
     }
 
     pub fn nanos(&self) -> i128 {
@@ -399,11 +428,14 @@ fn parse_time(s: &str) -> Option<NaiveTime> {
 
 impl fmt::Display for Date {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // as java.time's LocalDate prints: -0001-01-01, +10000-01-01
         let y = self.0.year();
         if (0..=9999).contains(&y) {
             write!(f, "{y:04}-{:02}-{:02}", self.0.month(), self.0.day())
+        } else if y < 0 {
+            write!(f, "-{:04}-{:02}-{:02}", -y, self.0.month(), self.0.day())
         } else {
-            write!(f, "{y}-{:02}-{:02}", self.0.month(), self.0.day())
+            write!(f, "+{y}-{:02}-{:02}", self.0.month(), self.0.day())
         }
     }
 }
@@ -523,12 +555,15 @@ pub(crate) fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         (Value::Date(x), Value::Date(y)) => Some(x.cmp(y)),
         (Value::Time(x), Value::Time(y)) => match (x.zone, y.zone) {
             (None, None) => Some(x.time.cmp(&y.time)),
-            (Some(_), Some(_)) => Some(x.utc_nanos().cmp(&y.utc_nanos())),
+            (Some(_), Some(_)) => Some(x.utc_nanos().cmp(&y.utc_nanos()).then_with(|| x.time.cmp(&y.time))),
             _ => None,
         },
         (Value::DateTime(x), Value::DateTime(y)) => match (x.zone, y.zone) {
             (None, None) => Some(x.local.cmp(&y.local)),
-            (Some(_), Some(_)) => Some(x.utc()?.cmp(&y.utc()?)),
+            // java.time's order: the instant, then the local date-time, then the zone id
+            (Some(a), Some(b)) => {
+                Some(x.utc()?.cmp(&y.utc()?).then_with(|| x.local.cmp(&y.local)).then_with(|| zone_id(&a).cmp(&zone_id(&b))))
+            }
             _ => None,
         },
         (Value::YearMonthDuration(x), Value::YearMonthDuration(y)) => Some(x.cmp(y)),
@@ -537,8 +572,29 @@ pub(crate) fn compare(a: &Value, b: &Value) -> Option<Ordering> {
     }
 }
 
+/// Equality as java.time's `equals`: zoned values are equal only with the same local value and
+/// the same zone (`10:00Z` is not `11:00+01:00`); local and zoned values are not comparable.
 pub(crate) fn equals(a: &Value, b: &Value) -> Option<bool> {
-    compare(a, b).map(|o| o == Ordering::Equal)
+    match (a, b) {
+        (Value::Time(x), Value::Time(y)) => match (x.zone, y.zone) {
+            (None, None) => Some(x.time == y.time),
+            (Some(a), Some(b)) => Some(x.time == y.time && a == b),
+            _ => None,
+        },
+        (Value::DateTime(x), Value::DateTime(y)) => match (x.zone, y.zone) {
+            (None, None) => Some(x.local == y.local),
+            (Some(a), Some(b)) => Some(x.local == y.local && a == b),
+            _ => None,
+        },
+        _ => compare(a, b).map(|o| o == Ordering::Equal),
+    }
+}
+
+fn zone_id(z: &Zone) -> String {
+    match z {
+        Zone::Offset(o) => fmt_offset(o),
+        Zone::Id(tz) => tz.name().to_string(),
+    }
 }
 
 fn add_months(local: NaiveDateTime, months: i64) -> Option<NaiveDateTime> {
@@ -646,15 +702,6 @@ pub(crate) fn arith(op: ArithOp, x: &Value, y: &Value) -> Option<Value> {
         ArithOp::Pow => None,
     }
 }
-
-pub(crate) fn negate(v: &Value) -> Option<Value> {
-    match v {
-        Value::YearMonthDuration(m) => Some(Value::YearMonthDuration(YearMonthDuration(-m.0))),
-        Value::DayTimeDuration(d) => Some(Value::DayTimeDuration(DayTimeDuration(-d.0))),
-        _ => None,
-    }
-}
-
 pub(crate) fn abs(v: &Value) -> Option<Value> {
     match v {
         Value::YearMonthDuration(m) => Some(Value::YearMonthDuration(YearMonthDuration(m.0.abs()))),
@@ -755,9 +802,10 @@ pub(crate) fn date_from(v: &Value) -> Option<Value> {
 }
 
 pub(crate) fn date_ymd(y: &Number, m: &Number, d: &Number) -> Option<Value> {
-    let y = i32::try_from(y.to_i64()?).ok()?;
-    let m = u32::try_from(m.to_i64()?).ok()?;
-    let d = u32::try_from(d.to_i64()?).ok()?;
+    // fractions are cut off, as Java's intValue does
+    let y = i32::try_from(y.trunc_i64()).ok()?;
+    let m = u32::try_from(m.trunc_i64()).ok()?;
+    let d = u32::try_from(d.trunc_i64()).ok()?;
     NaiveDate::from_ymd_opt(y, m, d).map(|d| Value::Date(Date(d)))
 }
 
@@ -853,5 +901,5 @@ pub(crate) fn last_day_of_month(v: &Value) -> Option<Value> {
     let d = date_of(v)?;
     let first_next =
         if d.month() == 12 { NaiveDate::from_ymd_opt(d.year() + 1, 1, 1)? } else { NaiveDate::from_ymd_opt(d.year(), d.month() + 1, 1)? };
-    Some(Value::number(first_next.pred_opt()?.day()))
+    Some(Value::Date(Date(first_next.pred_opt()?)))
 }

@@ -29,7 +29,9 @@ fn literals() {
     assert_eq!(j("1"), json!(1));
     assert_eq!(j("-2.5"), json!(-2.5));
     assert_eq!(j(".5"), json!(0.5));
-    assert_eq!(j("\"a\\\"b\\n\\u0041\""), json!("a\"b\nA"));
+    // as feel-scala: no \uXXXX escapes, `\s` is a space, unknown escapes stay
+    assert_eq!(j("\"a\\\"b\\n\\u0041\""), json!("a\"b\n\\u0041"));
+    assert_eq!(j("\"a\\sb\\w\""), json!("a b\\w"));
     assert_eq!(j("true"), json!(true));
     assert_eq!(j("false"), json!(false));
     assert_eq!(j("null"), json!(null));
@@ -325,17 +327,11 @@ fn string_functions() {
     assert_eq!(j("split(\"John Doe\", \"\\s\")"), json!(["John", "Doe"]));
     assert_eq!(j("split(\"a;b;c;;\", \";\")"), json!(["a", "b", "c", "", ""]));
     assert_eq!(j("extract(\"this is foobar and folbar\", \"fo[a-z]*\")"), json!(["foobar", "folbar"]));
-    assert_eq!(j("trim(\"  hello world  \")"), json!("hello world"));
-    assert_eq!(j("is blank(\"\")"), json!(true));
-    assert_eq!(j("is blank(\"  \")"), json!(true));
-    assert_eq!(j("is blank(\"x\")"), json!(false));
-    assert_eq!(j("to base64(\"FEEL\")"), json!("RkVFTA=="));
     assert_eq!(j("string(1.10)"), json!("1.1"));
     assert_eq!(j("string(true)"), json!("true"));
     assert_eq!(j("string(null)"), json!(null));
     assert_eq!(j("string([1, \"a\"])"), json!("[1, \"a\"]"));
     assert_eq!(j("string({a: 1})"), json!("{a:1}"));
-    assert_eq!(j("string length(uuid())"), json!(36));
     assert_eq!(j("upper case(1)"), json!(null));
 }
 
@@ -395,11 +391,18 @@ fn list_functions() {
     assert_eq!(j("string join([\"a\",null,\"c\"], \"-\")"), json!("a-c"));
     assert_eq!(j("string join([\"a\",\"b\"], \",\", \"[\", \"]\")"), json!("[a,b]"));
     assert_eq!(j("string join([1,2])"), json!(null));
-    assert_eq!(j("is empty([])"), json!(true));
-    assert_eq!(j("is empty([1])"), json!(false));
-    assert_eq!(j("partition([1,2,3,4,5], 2)"), json!([[1, 2], [3, 4], [5]]));
-    assert_eq!(j("list replace([1,2,3], 2, 7)"), json!([1, 7, 3]));
-    assert_eq!(j("list replace([2,4,7,8], function(item, newItem) item < newItem, 5)"), json!([5, 5, 7, 8]));
+    // functions feel-scala 1.17.8 (Zeebe 8.5) does not have
+    for f in [
+        "is empty([])",
+        "partition([1,2,3,4,5], 2)",
+        "list replace([1,2,3], 2, 7)",
+        "trim(\" a \")",
+        "is blank(\"\")",
+        "to base64(\"a\")",
+        "uuid()",
+    ] {
+        assert_eq!(j(f), json!(null), "{f}");
+    }
 }
 
 #[test]
@@ -473,12 +476,15 @@ fn iterations_and_quantifiers() {
 
 #[test]
 fn functions_and_instance_of() {
-    assert_eq!(j("(function(a, b) a + b)(1, 2)"), json!(3));
-    assert_eq!(j("{f: function(x) x * 2}.f(4)"), json!(8));
+    assert_eq!(j("{f: function(a, b) a + b, r: f(1, 2)}.r"), json!(3));
+    assert_eq!(j("{f: function(x) x * 2, r: f(4)}.r"), json!(8));
+    // feel-scala only invokes names: these do not parse
+    assert!(Expression::parse("(function(a, b) a + b)(1, 2)").is_err());
+    assert!(Expression::parse("{f: function(x) x * 2}.f(4)").is_err());
     assert_eq!(j("{f: function(x) x * 2, r: f(5)}.r"), json!(10));
-    assert_eq!(j("{f: function(a, b) a - b}.f(b: 1, a: 5)"), json!(4));
-    assert_eq!(jv("{add: function(x) x + y}.add(1)", json!({"y": 10})), json!(11));
-    assert_eq!(j("{fact: function(n) if n <= 1 then 1 else n * fact(n - 1)}.fact(5)"), json!(null));
+    assert_eq!(j("{f: function(a, b) a - b, r: f(b: 1, a: 5)}.r"), json!(4));
+    assert_eq!(jv("{add: function(x) x + y, r: add(1)}.r", json!({"y": 10})), json!(11));
+    assert_eq!(j("{fact: function(n) if n <= 1 then 1 else n * fact(n - 1), r: fact(5)}.r"), json!(null));
     assert_eq!(j("1 instance of number"), json!(true));
     assert_eq!(j("\"a\" instance of string"), json!(true));
     assert_eq!(j("\"a\" instance of number"), json!(false));
@@ -492,7 +498,8 @@ fn functions_and_instance_of() {
 
 #[test]
 fn ranges() {
-    assert_eq!(ev("[1..10]").to_string(), "[1..10]");
+    // feel-scala hands ranges out as null
+    assert_eq!(ev("[1..10]"), Value::Null);
     assert_eq!(j("[1..10] = [1..10]"), json!(true));
     assert_eq!(j("(1..10] = [1..10]"), json!(false));
     assert_eq!(j("x in [1..10]"), json!(null));
@@ -522,7 +529,7 @@ fn unary_tests_api() {
 
 #[test]
 fn eval_context_is_deterministic() {
-    let e = Expression::parse("uuid()").unwrap();
+    let e = Expression::parse("random number()").unwrap();
     let ctx = EvalContext { now_millis: Some(1), seed: Some(42) };
     assert_eq!(e.evaluate_with(&(), &ctx), e.evaluate_with(&(), &ctx));
     let d = e.evaluate_detailed(&(), &ctx);
@@ -590,7 +597,7 @@ fn temporal_arithmetic() {
     assert_eq!(j("duration(\"PT3H\") / 2"), json!("PT1H30M"));
     assert_eq!(j("duration(\"PT3H\") / duration(\"PT1H\")"), json!(3));
     assert_eq!(j("duration(\"P1Y\") / duration(\"P1M\")"), json!(12));
-    assert_eq!(j("-duration(\"PT1H\")"), json!("-PT1H"));
+    assert_eq!(j("-duration(\"PT1H\")"), json!(null));
     assert_eq!(j("abs(duration(\"-PT1H\"))"), json!("PT1H"));
     assert_eq!(j("years and months duration(date(\"2011-12-22\"), date(\"2013-08-24\"))"), json!("P1Y8M"));
 }
@@ -599,7 +606,9 @@ fn temporal_arithmetic() {
 fn temporal_comparison_and_properties() {
     assert_eq!(j("date(\"2024-01-01\") < date(\"2024-01-02\")"), json!(true));
     assert_eq!(j("date(\"2024-01-01\") = date(\"2024-01-01\")"), json!(true));
-    assert_eq!(j("@\"2024-01-01T10:00:00+01:00\" = @\"2024-01-01T09:00:00Z\""), json!(true));
+    // java.time's equals: same instant in other offsets is not equal, but ordered after
+    assert_eq!(j("@\"2024-01-01T10:00:00+01:00\" = @\"2024-01-01T09:00:00Z\""), json!(false));
+    assert_eq!(j("@\"2024-01-01T10:00:00+01:00\" > @\"2024-01-01T09:00:00Z\""), json!(true));
     assert_eq!(j("@\"2024-01-01T10:00:00\" < @\"2024-01-01T09:00:00Z\""), json!(null));
     assert_eq!(j("duration(\"PT1H\") > duration(\"PT59M\")"), json!(true));
     assert_eq!(j("duration(\"P1Y\") = duration(\"P12M\")"), json!(true));
@@ -635,8 +644,8 @@ fn temporal_functions() {
     assert_eq!(j("week of year(date(\"2024-01-01\"))"), json!(1));
     assert_eq!(j("week of year(date(\"2021-01-01\"))"), json!(53));
     assert_eq!(j("month of year(date(\"2024-03-01\"))"), json!("March"));
-    assert_eq!(j("last day of month(date(\"2024-02-10\"))"), json!(29));
-    assert_eq!(j("last day of month(date(\"2023-12-10\"))"), json!(31));
+    assert_eq!(j("last day of month(date(\"2024-02-10\"))"), json!("2024-02-29"));
+    assert_eq!(j("last day of month(date(\"2023-12-10\"))"), json!("2023-12-31"));
     assert_eq!(j("date(date and time(\"2024-01-31T10:00:00Z\"))"), json!("2024-01-31"));
     assert_eq!(j("time(date and time(\"2024-01-31T10:00:00Z\"))"), json!("10:00:00Z"));
     assert_eq!(j("string(date(\"2024-01-31\"))"), json!("2024-01-31"));

@@ -33,6 +33,11 @@ impl Context {
         self.0.insert(key.into(), value);
     }
 
+    /// Takes an entry out without keeping the order of the others (cheap).
+    pub(crate) fn take(&mut self, key: &str) -> Option<Value> {
+        self.0.swap_remove(key)
+    }
+
     pub fn remove(&mut self, key: &str) -> Option<Value> {
         self.0.shift_remove(key)
     }
@@ -236,6 +241,32 @@ impl Value {
             Value::DayTimeDuration(_) => "days and time duration",
             Value::Range(_) => "range",
             Value::Function(_) => "function",
+        }
+    }
+
+    /// The value as feel-scala hands a result out: ranges (also inside lists and contexts)
+    /// become null; a value without ranges is returned as it is.
+    #[inline]
+    pub(crate) fn without_ranges(self) -> Value {
+        if !matches!(self, Value::Range(_) | Value::List(_) | Value::Context(_)) {
+            return self;
+        }
+        fn has_range(v: &Value) -> bool {
+            match v {
+                Value::Range(_) => true,
+                Value::List(items) => items.iter().any(has_range),
+                Value::Context(c) => c.iter().any(|(_, v)| has_range(v)),
+                _ => false,
+            }
+        }
+        if !has_range(&self) {
+            return self;
+        }
+        match self {
+            Value::Range(_) => Value::Null,
+            Value::List(items) => Value::List(items.into_iter().map(Value::without_ranges).collect()),
+            Value::Context(c) => Value::Context(c.into_iter().map(|(k, v)| (k, v.without_ranges())).collect()),
+            other => other,
         }
     }
 
