@@ -20,6 +20,15 @@ pub enum BenchCommand {
     Run(RunArgs),
     /// Start (or attach to) Waggle and the real Zeebe in turn, run the same workloads on each, print both.
     Compare(CompareArgs),
+    /// A few seconds of one-task instances on a fresh Waggle: fails unless all complete (for CI).
+    Smoke(SmokeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SmokeArgs {
+    /// The waggle binary to start.
+    #[arg(long)]
+    pub waggle_bin: PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-pub use args::{BenchArgs, BenchCommand, CompareArgs, RunArgs};
+pub use args::{BenchArgs, BenchCommand, CompareArgs, RunArgs, SmokeArgs};
 pub use report::RunReport;
 
 /// Runs `waggle bench run` or `waggle bench compare`.
@@ -32,6 +32,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Run(a) => run_one(a).await,
         BenchCommand::Compare(a) => compare::compare(a).await,
+        BenchCommand::Smoke(a) => {
+            let report = smoke(&a.waggle_bin).await?;
+            print!("{}", report::render_run(&report));
+            Ok(())
+        }
     }
 }
 
@@ -40,13 +45,13 @@ async fn run_one(args: RunArgs) -> anyhow::Result<()> {
     let phases = runner::Phases { warmup: args.phases.warmup, duration: args.phases.duration, drain: args.phases.drain };
     let info = runner::ServerInfo { label: "server".into(), pid: args.pid, startup: None };
     let report = runner::run(&w, &args.target, &info, phases).await?;
-    print!("{}", report::render_run(&report));
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(u) = report.unsupported {
-        anyhow::bail!(u);
+        anyhow::bail!("{} on {}: {u}", w.name, args.target);
     }
+    print!("{}", report::render_run(&report));
     Ok(())
 }
 
@@ -56,6 +61,7 @@ async fn run_one(args: RunArgs) -> anyhow::Result<()> {
 pub async fn smoke(bin: &Path) -> anyhow::Result<RunReport> {
     let mut w = workload::named("W1")?;
     w.name = "smoke".into();
+    w.description = "one task, 54 B payload, 20 PI/s, worker delay 10 ms, job push".into();
     w.payload = workload::PAYLOAD_SMALL.trim().into();
     w.payload_bytes = w.payload.len();
     w.pace = workload::Pace::Rate(20.0);

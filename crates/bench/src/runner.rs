@@ -77,7 +77,8 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
             job_type: w.job_type.clone(),
             delay: w.worker_delay,
             capacity: w.worker_capacity,
-            last_tasks: info.last_tasks.clone().into(),
+            // with a result, the creation call itself tells the instance finished
+            last_tasks: if w.with_result { Arc::from([]) } else { info.last_tasks.clone().into() },
             recorder: recorder.clone(),
             outstanding: if w.with_result { None } else { outstanding.clone() },
         };

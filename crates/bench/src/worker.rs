@@ -119,7 +119,7 @@ impl Worker {
         let acked = Instant::now();
         let pi = job.process_instance_key;
         self.recorder.record(Event::Job { pi, activated, complete_sent, acked });
-        if self.last_tasks.iter().any(|t| *t == job.element_id) {
+        if self.last_tasks.contains(&job.element_id) {
             self.recorder.record(Event::Finished { pi, at: acked });
             if let Some(s) = &self.outstanding {
                 s.add_permits(1);

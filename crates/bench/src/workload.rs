@@ -82,7 +82,7 @@ pub fn named(name: &str) -> anyhow::Result<Workload> {
         pace,
         job_type: "benchmark-task".into(),
         worker_delay: Duration::from_millis(50),
-        worker_capacity: 128,
+        worker_capacity: 512,
         stream: true,
         with_result: false,
         publish_message: false,

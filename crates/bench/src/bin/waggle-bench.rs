@@ -9,7 +9,18 @@ struct Cli {
     bench: waggle_bench::BenchArgs,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(waggle_bench::run(cli.bench))
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|rt| rt.block_on(waggle_bench::run(cli.bench)));
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
