@@ -71,6 +71,9 @@ pub struct CompareArgs {
     /// Gateway port for the Zeebe the script starts.
     #[arg(long, default_value_t = 26500)]
     pub zeebe_port: u16,
+    /// Management port for the Zeebe the script starts.
+    #[arg(long, default_value_t = 9600)]
+    pub zeebe_management_port: u16,
     /// Attach to a running Zeebe instead of starting one.
     #[arg(long)]
     pub zeebe_address: Option<String>,

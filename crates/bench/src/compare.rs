@@ -55,7 +55,7 @@ async fn run_on(kind: Kind, args: &CompareArgs, w: &Workload, phases: Phases) ->
         },
         Kind::Zeebe => match &args.zeebe_address {
             Some(a) => Server::attach(kind, a, args.zeebe_pid),
-            None => Server::start_zeebe(&args.zeebe_script, args.zeebe_port).await?,
+            None => Server::start_zeebe(&args.zeebe_script, args.zeebe_port, args.zeebe_management_port).await?,
         },
     };
     if server.startup.is_some() {

@@ -34,6 +34,10 @@ pub struct Recorder {
     pub errors: AtomicU64,
     /// Creations the starter could not even send at the fixed rate (too many requests in flight).
     pub skipped: AtomicU64,
+    /// Jobs that reached the worker by job push.
+    pub pushed: AtomicU64,
+    /// Jobs that reached the worker by polling (ActivateJobs).
+    pub polled: AtomicU64,
     first_errors: Mutex<Vec<String>>,
 }
 

@@ -50,6 +50,9 @@ pub struct RunReport {
     pub rejected_per_s: f64,
     pub errors: u64,
     pub skipped: u64,
+    /// Jobs the worker got by push and by polling over the whole run (warm-up and drain included).
+    pub jobs_pushed: u64,
+    pub jobs_polled: u64,
     pub first_errors: Vec<String>,
     pub backlog_start: i64,
     pub backlog_end: i64,
@@ -80,6 +83,8 @@ impl RunReport {
             rejected_per_s: 0.0,
             errors: 0,
             skipped: 0,
+            jobs_pushed: 0,
+            jobs_polled: 0,
             first_errors: vec![],
             backlog_start: 0,
             backlog_end: 0,
@@ -143,6 +148,9 @@ pub fn metrics(r: &RunReport) -> Vec<Metric> {
     if r.job_lifetime.is_some() {
         out.push(m("job lifetime p99", "ms", r.job_lifetime.as_ref().map(|s| s.p99_ms)));
         out.push(m("job activation p99", "ms", r.activation.as_ref().map(|s| s.p99_ms)));
+    }
+    if r.jobs_pushed + r.jobs_polled > 0 {
+        out.push(m("jobs by push (whole run)", "%", Some(100.0 * r.jobs_pushed as f64 / (r.jobs_pushed + r.jobs_polled) as f64)));
     }
     out.push(m("unfinished instances", "", Some(r.unfinished_instances as f64)));
     out.push(m("errors", "", Some(r.errors as f64)));

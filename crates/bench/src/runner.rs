@@ -186,6 +186,8 @@ fn fill(
         })
         .collect();
     report.first_errors = rec.first_errors();
+    report.jobs_pushed = rec.pushed.load(std::sync::atomic::Ordering::Relaxed);
+    report.jobs_polled = rec.polled.load(std::sync::atomic::Ordering::Relaxed);
     if let Pace::Max { .. } = w.pace {
         let p99_ok = report.execution.as_ref().is_some_and(|e| e.p99_ms < 1000.0);
         report.held = Some(p99_ok && report.unfinished_instances == 0 && report.errors == 0);

@@ -131,7 +131,8 @@ impl Server {
     }
 
     /// Starts the real Zeebe with `script start DATA_DIR` (scripts/zeebe.sh) and waits until ready.
-    pub async fn start_zeebe(script: &Path, port: u16) -> anyhow::Result<Self> {
+    /// The management server listens on `management_port`.
+    pub async fn start_zeebe(script: &Path, port: u16, management_port: u16) -> anyhow::Result<Self> {
         let address = format!("127.0.0.1:{port}");
         refuse_if_taken(&address).await?;
         let data = tempfile::Builder::new().prefix("zeebe-bench-").tempdir()?;
@@ -141,6 +142,7 @@ impl Server {
             .arg("start")
             .arg(data.path())
             .env("ZEEBE_PORT", port.to_string())
+            .env("ZEEBE_MANAGEMENT_PORT", management_port.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -173,7 +175,8 @@ impl Server {
     /// Stops a server the bench started (SIGTERM, then SIGKILL after 30 s); leaves attached ones.
     pub async fn stop(mut self) -> anyhow::Result<()> {
         if let Some(script) = self.zeebe_script.take() {
-            let out = Command::new("bash").arg(&script).arg("stop").output().await?;
+            let port = self.address.rsplit_once(':').map(|(_, p)| p.to_string()).unwrap_or_default();
+            let out = Command::new("bash").arg(&script).arg("stop").env("ZEEBE_PORT", port).output().await?;
             if !out.status.success() {
                 bail!("{} stop failed: {}", script.display(), String::from_utf8_lossy(&out.stderr));
             }

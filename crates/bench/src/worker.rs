@@ -1,6 +1,7 @@
 //! The worker: takes jobs by job push (StreamActivatedJobs) or long polling (ActivateJobs),
 //! waits the configured delay and completes them.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,15 @@ use crate::recorder::{Event, Recorder};
 
 const JOB_TIMEOUT_MS: i64 = 60_000;
 const POLL_TIMEOUT_MS: i64 = 10_000;
+const BACKUP_POLL_JOBS: usize = 32;
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// One worker: `capacity` jobs in hand at most.
 #[derive(Clone)]
@@ -30,15 +40,29 @@ pub struct Worker {
 
 impl Worker {
     /// Works until the task is dropped or aborted; reconnects the stream or poll when it ends.
+    /// With job push, a poller runs beside the stream as in Zeebe's Java client: it picks up jobs
+    /// the server could not push (no stream with room when the job was created).
     pub async fn run(self, stream: bool) {
         let slots = Arc::new(Semaphore::new(self.capacity));
-        loop {
-            if stream {
+        if stream {
+            let me = self.clone();
+            let backup_slots = slots.clone();
+            let backup = tokio::spawn(async move {
+                loop {
+                    me.poll(&backup_slots, false).await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            });
+            let _abort_backup = AbortOnDrop(backup);
+            loop {
                 self.stream(&slots).await;
-            } else {
-                self.poll(&slots).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        } else {
+            loop {
+                self.poll(&slots, true).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
     }
 
@@ -57,6 +81,7 @@ impl Worker {
             let activated = Instant::now();
             match job {
                 Ok(job) => {
+                    self.recorder.pushed.fetch_add(1, Ordering::Relaxed);
                     let slot = slots.clone().acquire_owned().await.expect("semaphore closed");
                     self.spawn(job, activated, slot);
                 }
@@ -65,17 +90,22 @@ impl Worker {
         }
     }
 
-    async fn poll(&self, slots: &Arc<Semaphore>) {
-        let first = slots.clone().acquire_owned().await.expect("semaphore closed");
-        let mut held = vec![first];
-        while let Ok(p) = slots.clone().try_acquire_owned() {
-            held.push(p);
+    /// One long poll. The main poller asks for as many jobs as it has free slots and holds them;
+    /// the backup poller beside a stream asks for a few and holds none, so the stream keeps room.
+    async fn poll(&self, slots: &Arc<Semaphore>, main: bool) {
+        let mut held = vec![];
+        if main {
+            held.push(slots.clone().acquire_owned().await.expect("semaphore closed"));
+            while let Ok(p) = slots.clone().try_acquire_owned() {
+                held.push(p);
+            }
         }
+        let max = if main { held.len() } else { BACKUP_POLL_JOBS };
         let request = ActivateJobsRequest {
             r#type: self.job_type.clone(),
             worker: "waggle-bench".into(),
             timeout: JOB_TIMEOUT_MS,
-            max_jobs_to_activate: held.len() as i32,
+            max_jobs_to_activate: max as i32,
             request_timeout: POLL_TIMEOUT_MS,
             ..Default::default()
         };
@@ -87,6 +117,7 @@ impl Worker {
             let activated = Instant::now();
             match response {
                 Ok(r) => {
+                    self.recorder.polled.fetch_add(r.jobs.len() as u64, Ordering::Relaxed);
                     for job in r.jobs {
                         match held.pop() {
                             Some(slot) => self.spawn(job, activated, slot),
