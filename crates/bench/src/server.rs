@@ -136,24 +136,28 @@ impl Server {
         let address = format!("127.0.0.1:{port}");
         refuse_if_taken(&address).await?;
         let data = tempfile::Builder::new().prefix("zeebe-bench-").tempdir()?;
+        // output to a file, not a pipe: the JVM inherits the script's descriptors and would hold
+        // a pipe open for as long as it runs
+        let out_path = data.path().join("zeebe-sh.out");
+        let out_file = std::fs::File::create(&out_path)?;
         let spawned = Instant::now();
-        let child = Command::new("bash")
+        let mut child = Command::new("bash")
             .arg(script)
             .arg("start")
-            .arg(data.path())
+            .arg(data.path().join("data"))
             .env("ZEEBE_PORT", port.to_string())
             .env("ZEEBE_MANAGEMENT_PORT", management_port.to_string())
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stdout(out_file.try_clone()?)
+            .stderr(out_file)
             .spawn()
             .with_context(|| format!("running {} start", script.display()))?;
         let ready = client::wait_ready(&address, READY_TIMEOUT).await;
         // the script returns once zbctl sees the broker healthy, and prints the JVM's pid
-        let out = child.wait_with_output().await?;
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        if !out.status.success() {
-            bail!("{} start failed: {}{}", script.display(), text, String::from_utf8_lossy(&out.stderr));
+        let status = child.wait().await?;
+        let text = std::fs::read_to_string(&out_path).unwrap_or_default();
+        if !status.success() {
+            bail!("{} start failed: {}", script.display(), text.trim());
         }
         let ready = ready?;
         let pid = text.split("pid ").nth(1).and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next()).and_then(|s| s.parse().ok());
