@@ -66,6 +66,8 @@ pub struct RunReport {
     /// As-fast-as-it-holds runs: p99 < 1 s, every measured instance finished, no errors.
     pub held: Option<bool>,
     pub client_cpu_s: f64,
+    /// The machine's 1-minute load average when the window began and ended (other processes count).
+    pub load_average: Option<(f64, f64)>,
     pub server: Option<ServerStats>,
     pub series: Vec<Second>,
 }
@@ -97,6 +99,7 @@ impl RunReport {
             timer_lateness: None,
             held: None,
             client_cpu_s: 0.0,
+            load_average: None,
             server: None,
             series: vec![],
         }
@@ -157,6 +160,7 @@ pub fn metrics(r: &RunReport) -> Vec<Metric> {
     out.push(m("server CPU", "cores", srv.and_then(|s| s.cpu_cores)));
     out.push(m("server peak RSS", "MB", srv.and_then(|s| s.peak_rss_mb)));
     out.push(m("bench client CPU", "cores", Some(r.client_cpu_s / r.window_s.max(1e-9))));
+    out.push(m("machine load average at end", "1 min", r.load_average.map(|l| l.1)));
     out
 }
 
@@ -185,7 +189,15 @@ pub fn render_run(r: &RunReport) -> String {
         let _ = writeln!(s, "  {u}");
         return s;
     }
-    let _ = writeln!(s, "  window {:.0} s, {} instances measured", r.window_s, r.measured_instances);
+    let _ = write!(s, "  window {:.0} s, {} instances measured", r.window_s, r.measured_instances);
+    if let Some((a, b)) = r.load_average {
+        let _ = write!(
+            s,
+            ", machine load average {a:.1} -> {b:.1} ({} cores)",
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+        );
+    }
+    s.push('\n');
     for metric in metrics(r) {
         let _ = writeln!(s, "  {:<38} {:>10}", with_unit(&metric.name, metric.unit), num(metric.value));
     }

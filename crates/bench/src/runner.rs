@@ -106,6 +106,7 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
 
     tokio::time::sleep_until(t0.into()).await;
     let c0 = recorder.counts();
+    let load0 = server::load_average();
     let s0 = server_info.pid.and_then(|p| server::sample(p).ok());
     let mut series = vec![c0];
     let mut max_rss = s0.map(|s| s.rss_bytes);
@@ -119,6 +120,7 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
     }
     tokio::time::sleep_until(t1.into()).await;
     let c1 = recorder.counts();
+    let load1 = server::load_average();
     let s1 = server_info.pid.and_then(|p| server::sample(p).ok());
     if series.last() != Some(&c1) {
         series.push(c1);
@@ -144,6 +146,7 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
     let lat = recorder::latencies(&recorder.events(), t0, t1);
     fill(&mut report, w, window, c0, c1, &series, &lat, &recorder);
     report.client_cpu_s = client_after.cpu_s - client_before.cpu_s;
+    report.load_average = load0.zip(load1);
     report.server = server_stats(server_info, idle, s0, s1, max_rss, window);
     Ok(report)
 }

@@ -55,6 +55,11 @@ pub fn parse_proc(stat: &str, status: &str, ticks_per_s: f64) -> anyhow::Result<
     Ok(ProcSample { cpu_s: (utime + stime) as f64 / ticks_per_s, rss_bytes: kb("VmRSS:")?, peak_rss_bytes: kb("VmHWM:")? })
 }
 
+/// The machine's 1-minute load average (/proc/loadavg).
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
+
 /// Which server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Kind {

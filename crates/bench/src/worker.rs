@@ -111,6 +111,8 @@ impl Worker {
         };
         let mut responses = match self.client.clone().activate_jobs(request).await {
             Ok(r) => r.into_inner(),
+            // back pressure on activation: poll again after the pause in `run`
+            Err(s) if s.code() == tonic::Code::ResourceExhausted => return,
             Err(s) => return self.recorder.error("activate jobs", &s),
         };
         while let Some(response) = responses.next().await {
@@ -125,6 +127,7 @@ impl Worker {
                         }
                     }
                 }
+                Err(s) if s.code() == tonic::Code::ResourceExhausted => return,
                 Err(s) => return self.recorder.error("activate jobs", &s),
             }
         }
