@@ -1,0 +1,219 @@
+//! Command-line arguments of `waggle bench`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use crate::workload::{self, parse_duration, Pace, Workload};
+
+/// `waggle bench`: Zeebe's benchmark over the Zeebe gRPC protocol, against Waggle or the real Zeebe.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Run one workload against a running server.
+    Run(RunArgs),
+    /// Start (or attach to) Waggle and the real Zeebe in turn, run the same workloads on each, print both.
+    Compare(CompareArgs),
+    /// A few seconds of one-task instances on a fresh Waggle: fails unless all complete (for CI).
+    Smoke(SmokeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SmokeArgs {
+    /// The waggle binary to start.
+    #[arg(long)]
+    pub waggle_bin: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Gateway address of the server (loopback only).
+    #[arg(long, default_value = "127.0.0.1:26500")]
+    pub target: String,
+    /// W1..W6, or custom (then --model and --payload).
+    #[arg(long, default_value = "W1")]
+    pub workload: String,
+    /// Pid of the server, to report its CPU time and memory from /proc.
+    #[arg(long)]
+    pub pid: Option<u32>,
+    #[command(flatten)]
+    pub phases: PhaseArgs,
+    #[command(flatten)]
+    pub overrides: Overrides,
+    /// Also write the report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Workloads to run, comma-separated.
+    #[arg(long, default_value = "W1,W2", value_delimiter = ',')]
+    pub workloads: Vec<String>,
+    /// Waggle binary to start fresh (temp data dir, free ports) for each workload.
+    #[arg(long, conflicts_with = "waggle_address")]
+    pub waggle_bin: Option<PathBuf>,
+    /// Attach to a running Waggle instead of starting one.
+    #[arg(long)]
+    pub waggle_address: Option<String>,
+    /// Pid of the attached Waggle, for CPU and memory.
+    #[arg(long, requires = "waggle_address")]
+    pub waggle_pid: Option<u32>,
+    /// Script that starts and stops the real Zeebe (`start DATA_DIR`, `stop`).
+    #[arg(long, default_value = "scripts/zeebe.sh", conflicts_with = "zeebe_address")]
+    pub zeebe_script: PathBuf,
+    /// Gateway port for the Zeebe the script starts.
+    #[arg(long, default_value_t = 26500)]
+    pub zeebe_port: u16,
+    /// Management port for the Zeebe the script starts.
+    #[arg(long, default_value_t = 9600)]
+    pub zeebe_management_port: u16,
+    /// Attach to a running Zeebe instead of starting one.
+    #[arg(long)]
+    pub zeebe_address: Option<String>,
+    /// Pid of the attached Zeebe (its JVM), for CPU and memory.
+    #[arg(long, requires = "zeebe_address")]
+    pub zeebe_pid: Option<u32>,
+    /// Skip Zeebe (Waggle only).
+    #[arg(long)]
+    pub no_zeebe: bool,
+    #[command(flatten)]
+    pub phases: PhaseArgs,
+    #[command(flatten)]
+    pub overrides: Overrides,
+    /// Write every report as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the comparison table as Markdown to this file.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct PhaseArgs {
+    /// Measurement window (e.g. 30s, 2m).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Load before the window, not measured.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub warmup: Duration,
+    /// Longest wait after the window for measured instances to finish.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub drain: Duration,
+}
+
+/// Changes to a workload's defaults.
+#[derive(Debug, Args, Default)]
+pub struct Overrides {
+    /// BPMN model file (custom workload, or replaces the workload's model).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Payload file: a JSON object, the instance's variables.
+    #[arg(long)]
+    pub payload: Option<PathBuf>,
+    /// Process instances per second, or `max` (as fast as back pressure and --outstanding allow).
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// With --rate max: most instances created and not finished.
+    #[arg(long)]
+    pub outstanding: Option<usize>,
+    /// Worker's wait before completing a job.
+    #[arg(long, value_parser = parse_duration)]
+    pub worker_delay: Option<Duration>,
+    /// Most jobs the worker holds at once.
+    #[arg(long)]
+    pub capacity: Option<usize>,
+    /// Job type the worker takes.
+    #[arg(long)]
+    pub job_type: Option<String>,
+    /// Job push (StreamActivatedJobs); the default.
+    #[arg(long, conflicts_with = "poll")]
+    pub stream: bool,
+    /// Long polling (ActivateJobs) instead of job push.
+    #[arg(long)]
+    pub poll: bool,
+    /// Measure completion with CreateProcessInstanceWithResult.
+    #[arg(long)]
+    pub with_result: bool,
+    /// Publish a message (the model's first) after each creation, correlated by `correlationKey`.
+    #[arg(long)]
+    pub publish_message: bool,
+}
+
+impl Overrides {
+    /// The named workload (or custom) with these changes applied.
+    pub fn apply(&self, name: &str) -> anyhow::Result<Workload> {
+        let mut w = if name.eq_ignore_ascii_case("custom") {
+            workload::custom(self.model.as_deref(), self.payload.as_deref())?
+        } else {
+            let mut w = workload::named(name)?;
+            if self.model.is_some() || self.payload.is_some() {
+                let c = workload::custom(self.model.as_deref(), self.payload.as_deref())?;
+                if self.model.is_some() {
+                    (w.model, w.model_name) = (c.model, c.model_name);
+                }
+                if self.payload.is_some() {
+                    (w.payload, w.payload_bytes) = (c.payload, c.payload_bytes);
+                }
+            }
+            w
+        };
+        if let Some(rate) = &self.rate {
+            w.pace = parse_rate(rate, self.outstanding.unwrap_or(256))?;
+        } else if let (Pace::Max { .. }, Some(o)) = (w.pace, self.outstanding) {
+            w.pace = Pace::Max { outstanding: o };
+        }
+        if let Some(d) = self.worker_delay {
+            w.worker_delay = d;
+        }
+        if let Some(c) = self.capacity {
+            anyhow::ensure!(c > 0, "--capacity must be at least 1");
+            w.worker_capacity = c;
+        }
+        if let Some(t) = &self.job_type {
+            w.job_type = t.clone();
+        }
+        if self.poll {
+            w.stream = false;
+        }
+        w.with_result |= self.with_result;
+        w.publish_message |= self.publish_message;
+        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&w.payload)
+            .map_err(|e| anyhow::anyhow!("the payload is not a JSON object: {e}"))?;
+        Ok(w)
+    }
+}
+
+/// `150` or `max`.
+pub fn parse_rate(text: &str, outstanding: usize) -> anyhow::Result<Pace> {
+    if text.eq_ignore_ascii_case("max") {
+        anyhow::ensure!(outstanding > 0, "--outstanding must be at least 1");
+        return Ok(Pace::Max { outstanding });
+    }
+    let r: f64 = text.parse().map_err(|_| anyhow::anyhow!("--rate: expected a number of PI/s or `max`, got {text:?}"))?;
+    anyhow::ensure!(r > 0.0 && r.is_finite(), "--rate must be positive");
+    Ok(Pace::Rate(r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_change_the_workload() {
+        let o = Overrides { rate: Some("20".into()), poll: true, worker_delay: Some(Duration::ZERO), ..Default::default() };
+        let w = o.apply("W1").unwrap();
+        assert_eq!(w.pace, Pace::Rate(20.0));
+        assert!(!w.stream);
+        assert!(w.worker_delay.is_zero());
+        assert_eq!(Overrides { outstanding: Some(8), ..Default::default() }.apply("W2").unwrap().pace, Pace::Max { outstanding: 8 });
+        assert!(parse_rate("fast", 1).is_err());
+        assert!(parse_rate("0", 1).is_err());
+    }
+}

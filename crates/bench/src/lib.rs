@@ -1,0 +1,85 @@
+//! `waggle bench`: Zeebe's benchmark over the Zeebe gRPC protocol (`gateway_protocol.Gateway`), so
+//! it drives Waggle and the real Zeebe alike.
+//!
+//! A starter creates process instances (fixed rate, or as fast as the server holds), a worker
+//! completes their jobs (job push or polling, with a delay), and both timestamp what they see;
+//! the run then reports rates, latency percentiles and the server's CPU and memory. Compare mode
+//! runs the same workloads on a fresh Waggle and a fresh Zeebe and prints both. Method:
+//! docs/bench.md.
+
+pub mod args;
+pub mod client;
+pub mod compare;
+pub mod recorder;
+pub mod report;
+pub mod runner;
+pub mod server;
+pub mod starter;
+pub mod stats;
+pub mod worker;
+pub mod workload;
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+
+pub use args::{BenchArgs, BenchCommand, CompareArgs, RunArgs, SmokeArgs};
+pub use report::RunReport;
+
+/// Runs `waggle bench run` or `waggle bench compare`.
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    match args.command {
+        BenchCommand::Run(a) => run_one(a).await,
+        BenchCommand::Compare(a) => compare::compare(a).await,
+        BenchCommand::Smoke(a) => {
+            let report = smoke(&a.waggle_bin).await?;
+            print!("{}", report::render_run(&report));
+            Ok(())
+        }
+    }
+}
+
+async fn run_one(args: RunArgs) -> anyhow::Result<()> {
+    let w = args.overrides.apply(&args.workload)?;
+    let phases = runner::Phases { warmup: args.phases.warmup, duration: args.phases.duration, drain: args.phases.drain };
+    let info = runner::ServerInfo { label: "server".into(), pid: args.pid, startup: None };
+    let report = runner::run(&w, &args.target, &info, phases).await?;
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(u) = report.unsupported {
+        anyhow::bail!("{} on {}: {u}", w.name, args.target);
+    }
+    print!("{}", report::render_run(&report));
+    Ok(())
+}
+
+/// A short end-to-end run for CI: starts `bin` (a waggle binary) fresh, runs one-task instances
+/// at 20 PI/s for 3 s with a small payload, and fails unless instances were created and all of
+/// them completed without errors. Asserts no timings.
+pub async fn smoke(bin: &Path) -> anyhow::Result<RunReport> {
+    let mut w = workload::named("W1")?;
+    w.name = "smoke".into();
+    w.description = "one task, 54 B payload, 20 PI/s, worker delay 10 ms, job push".into();
+    w.payload = workload::PAYLOAD_SMALL.trim().into();
+    w.payload_bytes = w.payload.len();
+    w.pace = workload::Pace::Rate(20.0);
+    w.worker_delay = Duration::from_millis(10);
+    let server = server::Server::start_waggle(bin).await?;
+    let info = runner::ServerInfo { label: "Waggle".into(), pid: server.pid, startup: server.startup };
+    let phases = runner::Phases { warmup: Duration::from_secs(1), duration: Duration::from_secs(3), drain: Duration::from_secs(10) };
+    let result = runner::run(&w, &server.address, &info, phases).await;
+    server.stop().await?;
+    let report = result?;
+    anyhow::ensure!(report.unsupported.is_none(), "{}", report.unsupported.unwrap_or_default());
+    anyhow::ensure!(report.errors == 0, "errors during the smoke run: {:?}", report.first_errors);
+    anyhow::ensure!(report.measured_instances > 0, "no instance was created in the window");
+    anyhow::ensure!(
+        report.unfinished_instances == 0,
+        "{} of {} instances did not complete",
+        report.unfinished_instances,
+        report.measured_instances
+    );
+    Ok(report)
+}

@@ -1,0 +1,226 @@
+//! One measured run of one workload against one server: deploy, warm up, measure, drain.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use tokio::sync::Semaphore;
+
+use crate::client::{self, Unsupported};
+use crate::recorder::{self, Counts, Recorder};
+use crate::report::{RunReport, Second, ServerStats};
+use crate::server::{self, ProcSample};
+use crate::starter::Starter;
+use crate::worker::Worker;
+use crate::workload::{self, Pace, Workload};
+
+/// How long each phase lasts.
+#[derive(Debug, Clone, Copy)]
+pub struct Phases {
+    /// Load before measuring (not counted).
+    pub warmup: Duration,
+    /// The measurement window: instances created in it are measured.
+    pub duration: Duration,
+    /// After the window, how long to wait for measured instances to finish.
+    pub drain: Duration,
+}
+
+/// What the runner knows about the server process, if anything.
+#[derive(Debug, Clone, Default)]
+pub struct ServerInfo {
+    pub label: String,
+    pub pid: Option<u32>,
+    pub startup: Option<Duration>,
+}
+
+/// Runs `w` against `address`. A deployment the server rejects yields a report marked unsupported.
+pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: Phases) -> anyhow::Result<RunReport> {
+    client::check_loopback(address)?;
+    let info = workload::inspect(&w.model)?;
+    let mut control = client::connect(address).await?;
+    if !client::is_ready(&mut control).await {
+        client::wait_ready(address, Duration::from_secs(30)).await?;
+    }
+    let mut report = RunReport::new(w, &server_info.label, address);
+    let idle = server_info.pid.map(server::sample).transpose().context("reading the server's /proc")?;
+    let client_before = server::sample(std::process::id())?;
+    match client::deploy(&mut control, &w.model_name, &w.model).await {
+        Ok(_) => {}
+        Err(e) => match e.downcast::<Unsupported>() {
+            Ok(u) => {
+                report.unsupported = Some(u.to_string());
+                return Ok(report);
+            }
+            Err(e) => return Err(e),
+        },
+    }
+    let message = if w.publish_message {
+        Some(info.message_name.clone().context("the workload publishes messages but the model declares none")?)
+    } else {
+        None
+    };
+    if info.has_tasks && info.last_tasks.is_empty() && !w.with_result {
+        bail!("no service task of the model leads to an end event: use --with-result to measure completion");
+    }
+    if !info.has_tasks && !w.with_result {
+        bail!("the model has no service task: completion is only visible with --with-result");
+    }
+
+    let recorder = Arc::new(Recorder::default());
+    let outstanding = match w.pace {
+        Pace::Max { outstanding } => Some(Arc::new(Semaphore::new(outstanding))),
+        Pace::Rate(_) => None,
+    };
+    let worker = if info.has_tasks {
+        let worker = Worker {
+            client: client::connect(address).await?,
+            job_type: w.job_type.clone(),
+            delay: w.worker_delay,
+            capacity: w.worker_capacity,
+            // with a result, the creation call itself tells the instance finished
+            last_tasks: if w.with_result { Arc::from([]) } else { info.last_tasks.clone().into() },
+            recorder: recorder.clone(),
+            outstanding: if w.with_result { None } else { outstanding.clone() },
+        };
+        Some(tokio::spawn(worker.run(w.stream)))
+    } else {
+        None
+    };
+    // let the job stream register before the first job exists
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let starter = Starter {
+        client: client::connect(address).await?,
+        process_id: info.process_id.clone(),
+        payload: w.payload.as_str().into(),
+        with_result: w.with_result,
+        message,
+        recorder: recorder.clone(),
+        outstanding: outstanding.clone(),
+        run_id: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
+    };
+    let begin = Instant::now();
+    let t0 = begin + phases.warmup;
+    let t1 = t0 + phases.duration;
+    let mut starting = tokio::spawn(starter.run(w.pace, t1));
+
+    tokio::time::sleep_until(t0.into()).await;
+    let c0 = recorder.counts();
+    let load0 = server::load_average();
+    let s0 = server_info.pid.and_then(|p| server::sample(p).ok());
+    let mut series = vec![c0];
+    let mut max_rss = s0.map(|s| s.rss_bytes);
+    let mut tick = tokio::time::interval_at((t0 + Duration::from_secs(1)).into(), Duration::from_secs(1));
+    while Instant::now() + Duration::from_millis(500) < t1 {
+        tick.tick().await;
+        series.push(recorder.counts());
+        if let Some(s) = server_info.pid.and_then(|p| server::sample(p).ok()) {
+            max_rss = max_rss.max(Some(s.rss_bytes));
+        }
+    }
+    tokio::time::sleep_until(t1.into()).await;
+    let c1 = recorder.counts();
+    let load1 = server::load_average();
+    let s1 = server_info.pid.and_then(|p| server::sample(p).ok());
+    if series.last() != Some(&c1) {
+        series.push(c1);
+    }
+
+    // drain: measured instances may still be running
+    let drain_end = Instant::now() + phases.drain;
+    let _ = tokio::time::timeout_at(drain_end.into(), &mut starting).await;
+    starting.abort();
+    while Instant::now() < drain_end {
+        let c = recorder.counts();
+        if c.finished >= c.created {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if let Some(worker) = worker {
+        worker.abort();
+    }
+    let client_after = server::sample(std::process::id())?;
+
+    let window = t1 - t0;
+    let lat = recorder::latencies(&recorder.events(), t0, t1);
+    fill(&mut report, w, window, c0, c1, &series, &lat, &recorder);
+    report.client_cpu_s = client_after.cpu_s - client_before.cpu_s;
+    report.load_average = load0.zip(load1);
+    report.server = server_stats(server_info, idle, s0, s1, max_rss, window);
+    Ok(report)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fill(
+    report: &mut RunReport,
+    w: &Workload,
+    window: Duration,
+    c0: Counts,
+    c1: Counts,
+    series: &[Counts],
+    lat: &recorder::Latencies,
+    rec: &Recorder,
+) {
+    use crate::stats::rate;
+    report.window_s = window.as_secs_f64();
+    report.created_per_s = rate(c1.created - c0.created, window);
+    report.completed_per_s = rate(c1.finished - c0.finished, window);
+    report.rejected_per_s = rate(c1.rejected - c0.rejected, window);
+    report.errors = c1.errors - c0.errors;
+    report.skipped = c1.skipped - c0.skipped;
+    report.backlog_start = c0.created as i64 - c0.finished as i64;
+    report.backlog_end = c1.created as i64 - c1.finished as i64;
+    report.measured_instances = lat.measured;
+    report.unfinished_instances = lat.unfinished;
+    report.execution = lat.execution.summary();
+    report.job_lifetime = lat.job_lifetime.summary();
+    report.activation = lat.activation.summary();
+    report.correlation = lat.correlation.summary();
+    report.timer_lateness = w.timer.and_then(|t| lat.execution.shifted(-t.as_secs_f64() * 1000.0).summary());
+    report.series = series
+        .windows(2)
+        .enumerate()
+        .map(|(i, p)| Second {
+            second: i + 1,
+            created: p[1].created - p[0].created,
+            completed: p[1].finished - p[0].finished,
+            rejected: p[1].rejected - p[0].rejected,
+        })
+        .collect();
+    report.first_errors = rec.first_errors();
+    report.jobs_pushed = rec.pushed.load(std::sync::atomic::Ordering::Relaxed);
+    report.jobs_polled = rec.polled.load(std::sync::atomic::Ordering::Relaxed);
+    if let Pace::Max { .. } = w.pace {
+        let p99_ok = report.execution.as_ref().is_some_and(|e| e.p99_ms < 1000.0);
+        report.held = Some(p99_ok && report.unfinished_instances == 0 && report.errors == 0);
+    }
+}
+
+fn server_stats(
+    info: &ServerInfo,
+    idle: Option<ProcSample>,
+    s0: Option<ProcSample>,
+    s1: Option<ProcSample>,
+    max_rss: Option<u64>,
+    window: Duration,
+) -> Option<ServerStats> {
+    info.pid?;
+    let cpu_s = match (s0, s1) {
+        (Some(a), Some(b)) => Some(b.cpu_s - a.cpu_s),
+        _ => None,
+    };
+    Some(ServerStats {
+        pid: info.pid,
+        startup_s: info.startup.map(|d| d.as_secs_f64()),
+        idle_rss_mb: idle.map(|s| mb(s.rss_bytes)),
+        window_max_rss_mb: max_rss.map(mb),
+        peak_rss_mb: s1.map(|s| mb(s.peak_rss_bytes)),
+        cpu_s,
+        cpu_cores: cpu_s.map(|c| c / window.as_secs_f64()),
+    })
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}

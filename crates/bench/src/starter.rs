@@ -1,0 +1,199 @@
+//! The starter: creates process instances at a fixed rate or as fast as the server holds, and
+//! publishes a correlated message after each creation when the workload asks for it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use waggle_protocol::gateway::{CreateProcessInstanceRequest, CreateProcessInstanceWithResultRequest, PublishMessageRequest};
+
+use crate::client::Client;
+use crate::recorder::{Event, Recorder};
+use crate::workload::Pace;
+
+/// Most creation requests in flight at a fixed rate; beyond, creations are counted as skipped.
+const MAX_IN_FLIGHT: usize = 4096;
+/// Concurrent creators in the closed loop.
+const CREATORS: usize = 32;
+/// Pause of a creator after back pressure.
+const BACKOFF: Duration = Duration::from_millis(10);
+
+/// Everything a creation needs.
+#[derive(Clone)]
+pub struct Starter {
+    pub client: Client,
+    pub process_id: String,
+    /// The payload, a JSON object.
+    pub payload: Arc<str>,
+    pub with_result: bool,
+    /// The message name to publish after creation, correlated by the variable `correlationKey`.
+    pub message: Option<String>,
+    pub recorder: Arc<Recorder>,
+    /// Released by one when an instance finishes, in the closed loop.
+    pub outstanding: Option<Arc<Semaphore>>,
+    /// Tells correlation keys of different runs apart.
+    pub run_id: u64,
+}
+
+enum Outcome {
+    Done,
+    Rejected,
+    Failed,
+}
+
+impl Starter {
+    /// Starts instances at `pace` until `until`; returns once every started request was answered.
+    pub async fn run(self, pace: Pace, until: Instant) {
+        match pace {
+            Pace::Rate(rate) => self.fixed_rate(rate, until).await,
+            Pace::Max { .. } => self.closed_loop(until).await,
+        }
+    }
+
+    async fn fixed_rate(self, rate: f64, until: Instant) {
+        let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        let mut tasks = JoinSet::new();
+        let start = tokio::time::Instant::now();
+        let period = Duration::from_secs_f64(1.0 / rate.max(0.001));
+        for seq in 0u64.. {
+            let due = start + period.mul_f64(seq as f64);
+            if due.into_std() >= until {
+                break;
+            }
+            tokio::time::sleep_until(due).await;
+            while tasks.try_join_next().is_some() {}
+            let Ok(permit) = in_flight.clone().try_acquire_owned() else {
+                self.recorder.skipped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let me = self.clone();
+            tasks.spawn(async move {
+                me.create(seq).await;
+                drop(permit);
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+
+    async fn closed_loop(self, until: Instant) {
+        let outstanding = self.outstanding.clone().expect("closed loop without an outstanding limit");
+        let mut tasks = JoinSet::new();
+        for creator in 0..CREATORS as u64 {
+            let me = self.clone();
+            let outstanding = outstanding.clone();
+            tasks.spawn(async move {
+                let mut seq = creator;
+                while Instant::now() < until {
+                    let Ok(permit) = tokio::time::timeout_at(until.into(), outstanding.clone().acquire_owned()).await else { break };
+                    let permit = permit.expect("semaphore closed");
+                    match me.create(seq).await {
+                        // released by whoever sees the instance finish
+                        Outcome::Done => permit.forget(),
+                        Outcome::Rejected => {
+                            drop(permit);
+                            tokio::time::sleep(BACKOFF).await;
+                        }
+                        Outcome::Failed => {
+                            drop(permit);
+                            tokio::time::sleep(BACKOFF * 10).await;
+                        }
+                    }
+                    seq += CREATORS as u64;
+                }
+            });
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+
+    fn variables(&self, correlation_key: Option<&str>) -> String {
+        match correlation_key {
+            None => self.payload.to_string(),
+            Some(key) => with_variable(&self.payload, "correlationKey", key),
+        }
+    }
+
+    async fn create(&self, seq: u64) -> Outcome {
+        let correlation_key = self.message.as_ref().map(|_| format!("bench-{}-{seq}", self.run_id));
+        let request = CreateProcessInstanceRequest {
+            bpmn_process_id: self.process_id.clone(),
+            version: -1,
+            variables: self.variables(correlation_key.as_deref()),
+            ..Default::default()
+        };
+        let mut client = self.client.clone();
+        let sent = Instant::now();
+        let pi = if self.with_result {
+            let request =
+                CreateProcessInstanceWithResultRequest { request: Some(request), request_timeout: 120_000, fetch_variables: vec![] };
+            match client.create_process_instance_with_result(request).await {
+                Ok(r) => {
+                    let at = Instant::now();
+                    let pi = r.into_inner().process_instance_key;
+                    self.recorder.record(Event::Created { pi, sent });
+                    self.recorder.record(Event::Finished { pi, at });
+                    if let Some(s) = &self.outstanding {
+                        s.add_permits(1);
+                    }
+                    pi
+                }
+                Err(s) => return self.failed("create with result", &s),
+            }
+        } else {
+            match client.create_process_instance(request).await {
+                Ok(r) => {
+                    let pi = r.into_inner().process_instance_key;
+                    self.recorder.record(Event::Created { pi, sent });
+                    pi
+                }
+                Err(s) => return self.failed("create", &s),
+            }
+        };
+        if let (Some(name), Some(key)) = (&self.message, correlation_key) {
+            let request = PublishMessageRequest { name: name.clone(), correlation_key: key, time_to_live: 60_000, ..Default::default() };
+            let sent = Instant::now();
+            match client.publish_message(request).await {
+                Ok(_) => self.recorder.record(Event::Published { pi, sent }),
+                Err(s) => {
+                    self.failed("publish", &s);
+                }
+            }
+        }
+        Outcome::Done
+    }
+
+    fn failed(&self, what: &str, status: &tonic::Status) -> Outcome {
+        if status.code() == tonic::Code::ResourceExhausted {
+            self.recorder.reject();
+            Outcome::Rejected
+        } else {
+            self.recorder.error(what, status);
+            Outcome::Failed
+        }
+    }
+}
+
+/// `object` (a JSON object's text) with one more string variable, without re-serialising it.
+pub fn with_variable(object: &str, name: &str, value: &str) -> String {
+    let body = object.trim().strip_prefix('{').unwrap_or("}").trim_start();
+    let field = format!("{}:{}", serde_json::Value::from(name), serde_json::Value::from(value));
+    if body.starts_with('}') {
+        format!("{{{field}}}")
+    } else {
+        format!("{{{field},{body}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adds_a_variable_to_a_json_object() {
+        let v: serde_json::Value = serde_json::from_str(&with_variable(r#"{"a": 1}"#, "correlationKey", "k-1")).unwrap();
+        assert_eq!(v, serde_json::json!({"correlationKey": "k-1", "a": 1}));
+        let v: serde_json::Value = serde_json::from_str(&with_variable(" { } ", "k", "x\"y")).unwrap();
+        assert_eq!(v, serde_json::json!({"k": "x\"y"}));
+    }
+}
