@@ -59,9 +59,14 @@ async fn run_one(args: RunArgs) -> anyhow::Result<()> {
 /// at 20 PI/s for 3 s with a small payload, and fails unless instances were created and all of
 /// them completed without errors. Asserts no timings.
 pub async fn smoke(bin: &Path) -> anyhow::Result<RunReport> {
-    let mut w = workload::named("W1")?;
-    w.name = "smoke".into();
-    w.description = "one task, 54 B payload, 20 PI/s, worker delay 10 ms, job push".into();
+    smoke_workload(bin, "W1").await
+}
+
+/// [`smoke`] with the model of another workload (W1..W5) at the smoke run's rate and payload.
+pub async fn smoke_workload(bin: &Path, workload_id: &str) -> anyhow::Result<RunReport> {
+    let mut w = workload::named(workload_id)?;
+    w.name = format!("smoke {workload_id}");
+    w.description = format!("{workload_id}'s model, 54 B payload, 20 PI/s, worker delay 10 ms");
     w.payload = workload::PAYLOAD_SMALL.trim().into();
     w.payload_bytes = w.payload.len();
     w.pace = workload::Pace::Rate(20.0);

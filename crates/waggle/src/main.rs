@@ -35,8 +35,9 @@ enum Cmd {
     Broker,
     /// A standalone gateway in front of a cluster (not available yet).
     Gateway,
-    /// Zeebe's benchmark against Waggle or Zeebe (not available yet: comes with the bench issue).
-    Bench,
+    /// Zeebe's benchmark over the gateway protocol, against Waggle and the real Zeebe
+    /// (`waggle bench run|compare|smoke --help`).
+    Bench(waggle_bench::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -50,7 +51,9 @@ fn main() -> anyhow::Result<()> {
         Some(Cmd::Standalone(args)) => args,
         Some(Cmd::Broker) => anyhow::bail!("`waggle broker` is not available yet: run `waggle` (standalone)"),
         Some(Cmd::Gateway) => anyhow::bail!("`waggle gateway` is not available yet: run `waggle` (standalone)"),
-        Some(Cmd::Bench) => anyhow::bail!("`waggle bench` is not available yet"),
+        Some(Cmd::Bench(args)) => {
+            return tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(waggle_bench::run(args));
+        }
     };
     let config = node.resolve()?;
     tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(standalone(config))
