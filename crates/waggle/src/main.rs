@@ -37,7 +37,7 @@ enum Cmd {
     Gateway,
     /// Zeebe's benchmark over the gateway protocol, against Waggle and the real Zeebe
     /// (`waggle bench run|compare|smoke --help`).
-    Bench(waggle_bench::BenchArgs),
+    Bench(Box<waggle_bench::BenchArgs>),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -52,7 +52,7 @@ fn main() -> anyhow::Result<()> {
         Some(Cmd::Broker) => anyhow::bail!("`waggle broker` is not available yet: run `waggle` (standalone)"),
         Some(Cmd::Gateway) => anyhow::bail!("`waggle gateway` is not available yet: run `waggle` (standalone)"),
         Some(Cmd::Bench(args)) => {
-            return tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(waggle_bench::run(args));
+            return tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(waggle_bench::run(*args));
         }
     };
     let config = node.resolve()?;
