@@ -10,8 +10,9 @@ pub struct Process {
     pub name: Option<String>,
     pub elements: Vec<Element>,
     pub flows: Vec<SequenceFlow>,
-    /// Index of the process's none start event in `elements` (the top-level scope's).
-    pub start: usize,
+    /// Index of the process's none start event in `elements`, if it has one (a process may
+    /// start only by timer, message or signal start events).
+    pub start: Option<usize>,
 }
 
 impl Process {
@@ -20,12 +21,35 @@ impl Process {
         self.elements.iter().position(|e| e.id == id)
     }
 
-    /// The none start event of a scope: the process (`None`) or an embedded subprocess.
-    pub fn start_of(&self, scope: Option<usize>) -> usize {
-        match scope.map(|s| &self.elements[s].kind) {
-            Some(ElementKind::SubProcess { start }) => *start,
-            _ => self.start,
+    /// Event subprocesses directly inside a scope: the process (`None`) or a subprocess.
+    pub fn event_subprocesses(&self, scope: Option<usize>) -> impl Iterator<Item = usize> + '_ {
+        self.elements
+            .iter()
+            .enumerate()
+            .filter(move |(_, e)| e.scope == scope && matches!(e.kind, ElementKind::EventSubProcess { .. }))
+            .map(|(i, _)| i)
+    }
+
+    /// The start event of an event subprocess.
+    pub fn event_subprocess_start(&self, esp: usize) -> Option<usize> {
+        match self.elements[esp].kind {
+            ElementKind::EventSubProcess { start } => Some(start),
+            _ => None,
         }
+    }
+
+    /// Timer, message and signal start events of the process itself.
+    pub fn event_start_events(&self) -> impl Iterator<Item = usize> + '_ {
+        self.elements
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.scope.is_none() && matches!(e.kind, ElementKind::EventStartEvent { .. }))
+            .map(|(i, _)| i)
+    }
+
+    /// Subprocesses (embedded and event): elements with a flow of their own inside.
+    pub fn is_scope(&self, element: usize) -> bool {
+        matches!(self.elements[element].kind, ElementKind::SubProcess { .. } | ElementKind::EventSubProcess { .. })
     }
 }
 
@@ -52,13 +76,32 @@ pub struct Element {
 impl Element {
     /// Tasks and subprocesses: what boundary events may be attached to.
     pub fn is_activity(&self) -> bool {
-        matches!(self.kind, ElementKind::ServiceTask(_) | ElementKind::ReceiveTask(_) | ElementKind::SubProcess { .. })
+        match &self.kind {
+            ElementKind::ServiceTask(_) | ElementKind::ReceiveTask(_) | ElementKind::SubProcess { .. } => true,
+            ElementKind::JobElement { element_type, .. } => element_type.ends_with("_TASK"),
+            _ => false,
+        }
+    }
+
+    /// The job definition of an element that creates a job when it activates.
+    pub fn task_definition(&self) -> Option<&TaskDefinition> {
+        match &self.kind {
+            ElementKind::ServiceTask(def) | ElementKind::JobElement { def, .. } => Some(def),
+            _ => None,
+        }
     }
 }
 
 #[derive(Debug, Clone)]
 pub enum ElementKind {
+    /// A none start event.
     StartEvent,
+    /// A timer, message or signal start event of the process, or the start event of an event
+    /// subprocess (also error and escalation); `interrupting` matters in event subprocesses.
+    EventStartEvent {
+        trigger: EventTrigger,
+        interrupting: bool,
+    },
     EndEvent,
     ServiceTask(TaskDefinition),
     /// `default_flow` is an index into [`Process::flows`].
@@ -66,9 +109,42 @@ pub enum ElementKind {
         default_flow: Option<usize>,
     },
     ParallelGateway,
+    /// Takes every flow whose condition holds (else the default flow); joins the flows that
+    /// were taken. `default_flow` is an index into [`Process::flows`].
+    InclusiveGateway {
+        default_flow: Option<usize>,
+    },
+    /// Waits for the first of the catch events its flows lead to.
+    EventBasedGateway,
     /// An embedded subprocess; `start` is its none start event.
     SubProcess {
         start: usize,
+    },
+    /// An event subprocess; `start` is its (triggered) start event.
+    EventSubProcess {
+        start: usize,
+    },
+    /// A task or event that creates a job, besides the service task: send, script, business
+    /// rule and user tasks, and message throw and end events.
+    JobElement {
+        def: TaskDefinition,
+        element_type: &'static str,
+    },
+    /// A link catch event: where its throw events continue.
+    LinkCatchEvent,
+    /// A link throw event: continues at the link catch event `target` (same scope, same name).
+    LinkThrowEvent {
+        target: usize,
+    },
+    /// An escalation intermediate throw event, or an end event (`end`).
+    EscalationThrowEvent {
+        code: String,
+        end: bool,
+    },
+    /// A signal intermediate throw event, or an end event (`end`).
+    SignalThrowEvent {
+        name: ExprOrStatic,
+        end: bool,
     },
     /// A timer or message intermediate catch event.
     IntermediateCatchEvent(EventTrigger),
@@ -98,6 +174,13 @@ pub enum EventTrigger {
     Error {
         error_code: Option<String>,
     },
+    /// An escalation catch: a code, or `None` to catch every escalation.
+    Escalation {
+        code: Option<String>,
+    },
+    Signal {
+        name: ExprOrStatic,
+    },
 }
 
 /// `timeDuration`, `timeDate` or `timeCycle` (`R<n>/<duration>`).
@@ -112,21 +195,30 @@ pub enum TimerDefinition {
 #[derive(Debug, Clone)]
 pub struct MessageDefinition {
     pub name: ExprOrStatic,
-    pub correlation_key: Expression,
+    /// Always there, except on message start events of the process itself.
+    pub correlation_key: Option<Expression>,
 }
 
 impl ElementKind {
     /// The name Zeebe's records use for this kind (`bpmnElementType`).
     pub fn bpmn_element_type(&self) -> &'static str {
         match self {
-            ElementKind::StartEvent => "START_EVENT",
+            ElementKind::StartEvent | ElementKind::EventStartEvent { .. } => "START_EVENT",
             ElementKind::EndEvent => "END_EVENT",
             ElementKind::ServiceTask(_) => "SERVICE_TASK",
             ElementKind::ExclusiveGateway { .. } => "EXCLUSIVE_GATEWAY",
             ElementKind::ParallelGateway => "PARALLEL_GATEWAY",
+            ElementKind::InclusiveGateway { .. } => "INCLUSIVE_GATEWAY",
+            ElementKind::EventBasedGateway => "EVENT_BASED_GATEWAY",
             ElementKind::SubProcess { .. } => "SUB_PROCESS",
-            ElementKind::IntermediateCatchEvent(_) => "INTERMEDIATE_CATCH_EVENT",
-            ElementKind::IntermediateThrowEvent => "INTERMEDIATE_THROW_EVENT",
+            ElementKind::EventSubProcess { .. } => "EVENT_SUB_PROCESS",
+            ElementKind::JobElement { element_type, .. } => element_type,
+            ElementKind::IntermediateCatchEvent(_) | ElementKind::LinkCatchEvent => "INTERMEDIATE_CATCH_EVENT",
+            ElementKind::IntermediateThrowEvent | ElementKind::LinkThrowEvent { .. } => "INTERMEDIATE_THROW_EVENT",
+            ElementKind::EscalationThrowEvent { end: false, .. } | ElementKind::SignalThrowEvent { end: false, .. } => {
+                "INTERMEDIATE_THROW_EVENT"
+            }
+            ElementKind::EscalationThrowEvent { end: true, .. } | ElementKind::SignalThrowEvent { end: true, .. } => "END_EVENT",
             ElementKind::ReceiveTask(_) => "RECEIVE_TASK",
             ElementKind::BoundaryEvent { .. } => "BOUNDARY_EVENT",
             ElementKind::ErrorEndEvent { .. } | ElementKind::TerminateEndEvent => "END_EVENT",

@@ -91,11 +91,15 @@ struct Refs {
     messages: HashMap<String, (Option<String>, Option<String>)>,
     /// id → errorCode
     errors: HashMap<String, Option<String>>,
+    /// id → escalationCode
+    escalations: HashMap<String, Option<String>>,
+    /// id → signal name
+    signals: HashMap<String, Option<String>>,
 }
 
 impl Refs {
     fn read(root: Node) -> Refs {
-        let mut refs = Refs { messages: HashMap::new(), errors: HashMap::new() };
+        let mut refs = Refs { messages: HashMap::new(), errors: HashMap::new(), escalations: HashMap::new(), signals: HashMap::new() };
         for node in root.children().filter(|n| n.is_element()) {
             let Some(id) = node.attribute("id") else { continue };
             if is_bpmn(node, "message") {
@@ -109,6 +113,10 @@ impl Refs {
                 refs.messages.insert(id.to_string(), (node.attribute("name").map(str::to_string), correlation_key));
             } else if is_bpmn(node, "error") {
                 refs.errors.insert(id.to_string(), node.attribute("errorCode").map(str::to_string));
+            } else if is_bpmn(node, "escalation") {
+                refs.escalations.insert(id.to_string(), node.attribute("escalationCode").map(str::to_string));
+            } else if is_bpmn(node, "signal") {
+                refs.signals.insert(id.to_string(), node.attribute("name").map(str::to_string));
             }
         }
         refs
@@ -171,20 +179,30 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             elements[flow.target].incoming.push(i);
         }
         self.attach_boundary_events(&element_nodes, &mut elements, &index);
-        let start = self.start_event(process, &elements, None);
+        let start = self.process_start_event(process, &element_nodes, &elements);
         for i in 0..elements.len() {
-            if matches!(elements[i].kind, ElementKind::SubProcess { .. }) {
-                if let Some(start) = self.start_event(element_nodes[i], &elements, Some(i)) {
-                    elements[i].kind = ElementKind::SubProcess { start };
+            match elements[i].kind {
+                ElementKind::SubProcess { .. } => {
+                    if let Some(start) = self.start_event(element_nodes[i], &element_nodes, &elements, Some(i)) {
+                        elements[i].kind = ElementKind::SubProcess { start };
+                    }
                 }
+                ElementKind::EventSubProcess { .. } => {
+                    if let Some(start) = self.event_subprocess_start(element_nodes[i], &element_nodes, &elements, i) {
+                        elements[i].kind = ElementKind::EventSubProcess { start };
+                    }
+                }
+                _ => {}
             }
         }
         self.link_gateways(&element_nodes, &mut elements, &flows, &flow_lines, &flow_ids);
+        self.check_event_based_gateways(&element_nodes, &elements, &flows);
+        self.link_links(&element_nodes, &mut elements);
         if self.errors.len() > self.error_count_at_start {
             return None;
         }
         let name = process.attribute("name").map(str::to_string);
-        Some(Process { id, name, elements, flows, start: start? })
+        Some(Process { id, name, elements, flows, start })
     }
 
     /// Flow elements of a process or subprocess, depth first; subprocess contents follow their
@@ -213,7 +231,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                     let attached = child.attribute("attachedToRef").unwrap_or_default().to_string();
                     self.attachments.push((index, attached));
                 }
-                let is_subprocess = matches!(element.kind, ElementKind::SubProcess { .. });
+                let is_subprocess = matches!(element.kind, ElementKind::SubProcess { .. } | ElementKind::EventSubProcess { .. });
                 elements.push(element);
                 element_nodes.push(child);
                 if is_subprocess {
@@ -250,7 +268,37 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
         }
     }
 
-    fn start_event(&mut self, process: Node, elements: &[Element], scope: Option<usize>) -> Option<usize> {
+    /// The process's none start event: optional when it has timer, message or signal start
+    /// events (which may only start the process itself, not error or escalation ones).
+    fn process_start_event(&mut self, process: Node, nodes: &[Node], elements: &[Element]) -> Option<usize> {
+        let mut has_event_start = false;
+        for (i, e) in elements.iter().enumerate() {
+            if e.scope.is_some() {
+                continue;
+            }
+            if let ElementKind::EventStartEvent { trigger, .. } = &e.kind {
+                has_event_start = true;
+                if matches!(trigger, EventTrigger::Error { .. } | EventTrigger::Escalation { .. }) {
+                    self.fail(nodes[i], "Start events of a process must be none, timer, message or signal start events; error and escalation start events are only allowed in event subprocesses");
+                }
+            }
+        }
+        let nones = elements.iter().filter(|e| e.scope.is_none() && matches!(e.kind, ElementKind::StartEvent)).count();
+        if nones == 0 && has_event_start {
+            return None;
+        }
+        self.start_event(process, nodes, elements, None)
+    }
+
+    /// The none start event of a scope (the process or an embedded subprocess): exactly one.
+    fn start_event(&mut self, container: Node, nodes: &[Node], elements: &[Element], scope: Option<usize>) -> Option<usize> {
+        if scope.is_some() {
+            for (i, e) in elements.iter().enumerate() {
+                if e.scope == scope && matches!(e.kind, ElementKind::EventStartEvent { .. }) {
+                    self.fail(nodes[i], "Start events of an embedded subprocess must be none start events");
+                }
+            }
+        }
         let starts: Vec<usize> = elements
             .iter()
             .enumerate()
@@ -260,12 +308,95 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
         match starts.len() {
             1 => Some(starts[0]),
             0 => {
-                self.fail(process, "Must have at least one start event");
+                self.fail(container, "Must have at least one start event");
                 None
             }
             _ => {
-                self.fail(process, "Multiple none start events are not allowed");
+                self.fail(container, "Multiple none start events are not allowed");
                 None
+            }
+        }
+    }
+
+    /// The start event of an event subprocess: exactly one, with a trigger; no flows in or out.
+    fn event_subprocess_start(&mut self, container: Node, nodes: &[Node], elements: &[Element], esp: usize) -> Option<usize> {
+        if !elements[esp].incoming.is_empty() || !elements[esp].outgoing.is_empty() {
+            self.fail(container, "An event subprocess must not have incoming or outgoing sequence flows");
+        }
+        let mut found = None;
+        for (i, e) in elements.iter().enumerate().filter(|(_, e)| e.scope == Some(esp)) {
+            match e.kind {
+                ElementKind::StartEvent => {
+                    self.fail(nodes[i], "Start events in event subprocesses must be one of: message, timer, error, escalation or signal start events; a none start event is not allowed");
+                    return None;
+                }
+                ElementKind::EventStartEvent { .. } if found.is_some() => {
+                    self.fail(container, "An event subprocess must have exactly one start event");
+                    return None;
+                }
+                ElementKind::EventStartEvent { .. } => found = Some(i),
+                _ => {}
+            }
+        }
+        if found.is_none() {
+            self.fail(container, "An event subprocess must have exactly one start event");
+        }
+        found
+    }
+
+    /// The targets of an event-based gateway's flows must be timer, message or signal catch
+    /// events reached only from it; at least two of them.
+    fn check_event_based_gateways(&mut self, nodes: &[Node], elements: &[Element], flows: &[SequenceFlow]) {
+        for (i, e) in elements.iter().enumerate() {
+            if !matches!(e.kind, ElementKind::EventBasedGateway) {
+                continue;
+            }
+            if e.outgoing.len() < 2 {
+                self.fail(nodes[i], "Event-based gateway must have at least 2 outgoing sequence flows");
+            }
+            for &f in &e.outgoing {
+                let target = &elements[flows[f].target];
+                if flows[f].condition.is_some() {
+                    self.fail(nodes[i], "Event-based gateway must not have an outgoing sequence flow with a condition");
+                }
+                if !matches!(target.kind, ElementKind::IntermediateCatchEvent(_)) {
+                    self.fail(
+                        nodes[i],
+                        format!("Event-based gateway must not have an outgoing sequence flow to other elements than message, timer or signal intermediate catch events, but '{}' is not", target.id),
+                    );
+                } else if target.incoming.len() > 1 {
+                    self.fail(
+                        nodes[flows[f].target],
+                        "A catch event after an event-based gateway must not have other incoming sequence flows",
+                    );
+                }
+            }
+        }
+    }
+
+    /// Points every link throw event at the link catch event of its name in its scope.
+    fn link_links(&mut self, nodes: &[Node], elements: &mut [Element]) {
+        let link_name = |node: Node| -> String {
+            node.children().find(|n| is_bpmn(*n, "linkEventDefinition")).and_then(|d| d.attribute("name")).unwrap_or_default().to_string()
+        };
+        let mut catches: HashMap<(Option<usize>, String), usize> = HashMap::new();
+        for (i, e) in elements.iter().enumerate() {
+            if matches!(e.kind, ElementKind::LinkCatchEvent) {
+                let name = link_name(nodes[i]);
+                if name.is_empty() {
+                    self.fail(nodes[i], "A link catch event must have a link name ('name' of its linkEventDefinition)");
+                } else if catches.insert((e.scope, name.clone()), i).is_some() {
+                    self.fail(nodes[i], format!("Multiple intermediate catch link events with the same name '{name}' are not allowed"));
+                }
+            }
+        }
+        for i in 0..elements.len() {
+            if let ElementKind::LinkThrowEvent { .. } = elements[i].kind {
+                let name = link_name(nodes[i]);
+                match catches.get(&(elements[i].scope, name.clone())) {
+                    Some(&target) => elements[i].kind = ElementKind::LinkThrowEvent { target },
+                    None => self.fail(nodes[i], format!("Can't find a catch link event for the throw link event with the name '{name}'")),
+                }
             }
         }
     }
@@ -280,9 +411,11 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
         flow_ids: &HashMap<String, usize>,
     ) {
         for (i, node) in nodes.iter().enumerate() {
-            if !matches!(elements[i].kind, ElementKind::ExclusiveGateway { .. }) {
-                continue;
-            }
+            let inclusive = match elements[i].kind {
+                ElementKind::ExclusiveGateway { .. } => false,
+                ElementKind::InclusiveGateway { .. } => true,
+                _ => continue,
+            };
             let default_flow = match node.attribute("default") {
                 None => None,
                 Some(d) => match flow_ids.get(d) {
@@ -300,12 +433,16 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                         self.errors.push(BpmnError {
                             element_id: flows[f].id.clone(),
                             line: flow_lines[f],
-                            message: "Must have a condition expression or be the default flow of the exclusive gateway".into(),
+                            message: format!(
+                                "Must have a condition expression or be the default flow of the {} gateway",
+                                if inclusive { "inclusive" } else { "exclusive" }
+                            ),
                         });
                     }
                 }
             }
-            elements[i].kind = ElementKind::ExclusiveGateway { default_flow };
+            elements[i].kind =
+                if inclusive { ElementKind::InclusiveGateway { default_flow } } else { ElementKind::ExclusiveGateway { default_flow } };
         }
     }
 
@@ -375,6 +512,24 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
         let definition_name = definition.map(|d| d.tag_name().name());
         let kind = match (tag, definition_name) {
             ("startEvent", None) => ElementKind::StartEvent,
+            (
+                "startEvent",
+                Some(
+                    "timerEventDefinition"
+                    | "messageEventDefinition"
+                    | "signalEventDefinition"
+                    | "errorEventDefinition"
+                    | "escalationEventDefinition",
+                ),
+            ) => {
+                let interrupting = node.attribute("isInterrupting") != Some("false");
+                let trigger = self.trigger(node, definition.expect("definition"))?;
+                if matches!(trigger, EventTrigger::Error { .. }) && !interrupting {
+                    self.fail(node, "Error start events must be interrupting ('isInterrupting' must not be 'false')");
+                    return None;
+                }
+                ElementKind::EventStartEvent { trigger, interrupting }
+            }
             ("endEvent", None) => ElementKind::EndEvent,
             ("endEvent", Some("terminateEventDefinition")) => ElementKind::TerminateEndEvent,
             ("endEvent", Some("errorEventDefinition")) => {
@@ -387,11 +542,44 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                     }
                 }
             }
-            ("intermediateCatchEvent", Some("timerEventDefinition" | "messageEventDefinition")) => {
+            ("endEvent" | "intermediateThrowEvent", Some("escalationEventDefinition")) => {
+                let definition = definition.expect("definition");
+                let code = definition.attribute("escalationRef").and_then(|r| self.refs.escalations.get(r).cloned().flatten());
+                match code.filter(|c| !c.trim().is_empty()) {
+                    Some(code) => ElementKind::EscalationThrowEvent { code, end: tag == "endEvent" },
+                    None => {
+                        self.fail(
+                            node,
+                            "Must reference an escalation with an escalation code ('escalationRef' of the escalationEventDefinition)",
+                        );
+                        return None;
+                    }
+                }
+            }
+            ("endEvent" | "intermediateThrowEvent", Some("signalEventDefinition")) => {
+                let name = self.signal_name(node, definition.expect("definition"))?;
+                ElementKind::SignalThrowEvent { name, end: tag == "endEvent" }
+            }
+            ("endEvent" | "intermediateThrowEvent", Some("messageEventDefinition")) => {
+                let element_type = if tag == "endEvent" { "END_EVENT" } else { "INTERMEDIATE_THROW_EVENT" };
+                ElementKind::JobElement { def: self.task_definition(node)?, element_type }
+            }
+            ("intermediateThrowEvent", Some("linkEventDefinition")) => ElementKind::LinkThrowEvent { target: usize::MAX },
+            ("intermediateCatchEvent", Some("linkEventDefinition")) => ElementKind::LinkCatchEvent,
+            ("intermediateCatchEvent", Some("timerEventDefinition" | "messageEventDefinition" | "signalEventDefinition")) => {
                 ElementKind::IntermediateCatchEvent(self.trigger(node, definition.expect("definition"))?)
             }
             ("intermediateThrowEvent", None) => ElementKind::IntermediateThrowEvent,
-            ("boundaryEvent", Some("timerEventDefinition" | "messageEventDefinition" | "errorEventDefinition")) => {
+            (
+                "boundaryEvent",
+                Some(
+                    "timerEventDefinition"
+                    | "messageEventDefinition"
+                    | "errorEventDefinition"
+                    | "escalationEventDefinition"
+                    | "signalEventDefinition",
+                ),
+            ) => {
                 let cancel_activity = node.attribute("cancelActivity") != Some("false");
                 let trigger = self.trigger(node, definition.expect("definition"))?;
                 if matches!(trigger, EventTrigger::Error { .. }) && !cancel_activity {
@@ -402,15 +590,28 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             }
             ("receiveTask", _) => ElementKind::ReceiveTask(self.message(node, node.attribute("messageRef"))?),
             ("serviceTask", _) => ElementKind::ServiceTask(self.task_definition(node)?),
-            ("exclusiveGateway", _) => ElementKind::ExclusiveGateway { default_flow: None },
-            ("parallelGateway", _) => ElementKind::ParallelGateway,
-            ("subProcess", _) => {
-                if node.attribute("triggeredByEvent") == Some("true") {
-                    self.fail(node, "Event subprocesses are currently not supported");
+            ("sendTask" | "scriptTask" | "businessRuleTask", _) => {
+                let element_type = match tag {
+                    "sendTask" => "SEND_TASK",
+                    "scriptTask" => "SCRIPT_TASK",
+                    _ => "BUSINESS_RULE_TASK",
+                };
+                let has_job = self.extensions(node).any(|n| is_zeebe(n, "taskDefinition"));
+                if !has_job {
+                    self.fail(
+                        node,
+                        format!("Elements of type '{tag}' are currently only supported with a 'zeebe:taskDefinition' (a job worker)"),
+                    );
                     return None;
                 }
-                ElementKind::SubProcess { start: usize::MAX }
+                ElementKind::JobElement { def: self.task_definition(node)?, element_type }
             }
+            ("exclusiveGateway", _) => ElementKind::ExclusiveGateway { default_flow: None },
+            ("inclusiveGateway", _) => ElementKind::InclusiveGateway { default_flow: None },
+            ("parallelGateway", _) => ElementKind::ParallelGateway,
+            ("eventBasedGateway", _) => ElementKind::EventBasedGateway,
+            ("subProcess", _) if node.attribute("triggeredByEvent") == Some("true") => ElementKind::EventSubProcess { start: usize::MAX },
+            ("subProcess", _) => ElementKind::SubProcess { start: usize::MAX },
             ("startEvent" | "endEvent" | "intermediateCatchEvent" | "intermediateThrowEvent" | "boundaryEvent", Some(def)) => {
                 let event = match tag {
                     "startEvent" => "Start events",
@@ -423,7 +624,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                 return None;
             }
             ("intermediateCatchEvent" | "boundaryEvent", None) => {
-                self.fail(node, "Must have an event definition (timer, message or error)");
+                self.fail(node, "Must have an event definition (timer, message, signal, link, error or escalation)");
                 return None;
             }
             (other, _) => {
@@ -462,6 +663,20 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
         match definition.tag_name().name() {
             "timerEventDefinition" => Some(EventTrigger::Timer(self.timer(node, definition)?)),
             "messageEventDefinition" => Some(EventTrigger::Message(self.message(node, definition.attribute("messageRef"))?)),
+            "signalEventDefinition" => Some(EventTrigger::Signal { name: self.signal_name(node, definition)? }),
+            "escalationEventDefinition" => {
+                let code = match definition.attribute("escalationRef") {
+                    None => None,
+                    Some(r) => match self.refs.escalations.get(r).cloned().flatten().filter(|c| !c.trim().is_empty()) {
+                        Some(code) => Some(code),
+                        None => {
+                            self.fail(node, format!("The referenced escalation '{r}' must exist and have an 'escalationCode'"));
+                            return None;
+                        }
+                    },
+                };
+                Some(EventTrigger::Escalation { code })
+            }
             _ => {
                 if let Some(error_ref) = definition.attribute("errorRef") {
                     if self.error_code(definition).is_none() {
@@ -470,6 +685,18 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                     }
                 }
                 Some(EventTrigger::Error { error_code: self.error_code(definition) })
+            }
+        }
+    }
+
+    /// The name of the `bpmn:signal` a signalEventDefinition references (static or `=expr`).
+    fn signal_name(&mut self, node: Node, definition: Node) -> Option<ExprOrStatic> {
+        let name = definition.attribute("signalRef").and_then(|r| self.refs.signals.get(r).cloned().flatten());
+        match name.filter(|n| !n.trim().is_empty()) {
+            Some(name) => Some(self.expr_or_static(node, name.trim())),
+            None => {
+                self.fail(node, "Must reference a signal with a name ('signalRef' of the signalEventDefinition)");
+                None
             }
         }
     }
@@ -520,12 +747,18 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             self.fail(node, "Must reference a message with a name");
             return None;
         };
-        let Some(correlation_key) = correlation_key.filter(|c| !c.trim().is_empty()) else {
-            self.fail(node, "Must have a correlation key ('correlationKey' of the message's 'zeebe:subscription')");
-            return None;
+        // a message start event of the process itself has no correlation key: every message
+        // of its name starts an instance
+        let process_start = node.tag_name().name() == "startEvent" && node.parent_element().is_some_and(|p| is_bpmn(p, "process"));
+        let correlation_key = match correlation_key.filter(|c| !c.trim().is_empty()) {
+            Some(key) => Some(self.expression(node, key.trim(), true)?),
+            None if process_start => None,
+            None => {
+                self.fail(node, "Must have a correlation key ('correlationKey' of the message's 'zeebe:subscription')");
+                return None;
+            }
         };
         let name = self.expr_or_static(node, name.trim());
-        let correlation_key = self.expression(node, correlation_key.trim(), true)?;
         Some(MessageDefinition { name, correlation_key })
     }
 

@@ -128,6 +128,32 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
                 _ => {}
             }
         }
+        RecordValue::MessageStartEventSubscription(m) => match record.intent {
+            Intent::Created => state.put(message_start_key(&m.message_name, &m.bpmn_process_id, &m.start_event_id), encode(m)),
+            Intent::Deleted => state.delete(message_start_key(&m.message_name, &m.bpmn_process_id, &m.start_event_id)),
+            Intent::Correlated => {
+                state.put(message_correlated_key(m.message_key, &m.bpmn_process_id), vec![]);
+                if !m.correlation_key.is_empty() {
+                    state.put(message_started_key(&m.bpmn_process_id, &m.correlation_key), encode(&m.process_instance_key));
+                    state.put(
+                        message_started_reverse_key(m.process_instance_key),
+                        encode(&(m.bpmn_process_id.clone(), m.correlation_key.clone())),
+                    );
+                }
+            }
+            _ => {}
+        },
+        RecordValue::SignalSubscription(s) => match record.intent {
+            Intent::Created => {
+                state.put(signal_key(s), encode(s));
+                state.put(element_signal_key(s), encode(s));
+            }
+            Intent::Deleted => {
+                state.delete(signal_key(s));
+                state.delete(element_signal_key(s));
+            }
+            _ => {}
+        },
         // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED and
         // JOB_BATCH records carry no state of their own.
         _ => {}
@@ -155,23 +181,25 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
             state.put(element_key(key), encode(&instance));
             if scope > 0 {
                 state.put(child_key(scope, key), vec![]);
-                // the tokens that led here are consumed: one flow, or one per incoming flow at a join
+                // the tokens that led here are consumed: one per incoming flow at a parallel
+                // join, one per waiting incoming flow at an inclusive join, else one
                 let model = processes.get(pi.process_definition_key, StateView::new(state));
                 let consumed: Vec<String> = match model.element(&pi.element_id) {
                     Some(idx) => {
                         let element = &model.elements[idx];
-                        let joins = matches!(element.kind, waggle_bpmn::ElementKind::ParallelGateway) && element.incoming.len() > 1;
-                        if joins {
-                            element.incoming.iter().map(|f| model.flows[*f].id.clone()).collect()
-                        } else if element.incoming.is_empty() {
-                            vec![]
-                        } else {
-                            vec![String::new()]
-                        }
+                        let waiting = |f: &usize| StateView::new(state).taken_flows(scope, &model.flows[*f].id) > 0;
+                        let flows: Vec<usize> = match element.kind {
+                            waggle_bpmn::ElementKind::ParallelGateway if element.incoming.len() > 1 => element.incoming.clone(),
+                            waggle_bpmn::ElementKind::InclusiveGateway { .. } if element.incoming.len() > 1 => {
+                                element.incoming.iter().copied().filter(waiting).collect()
+                            }
+                            _ => element.incoming.iter().copied().find(waiting).into_iter().collect(),
+                        };
+                        flows.into_iter().map(|f| model.flows[f].id.clone()).collect()
                     }
                     None => vec![],
                 };
-                for flow_id in consumed.iter().filter(|f| !f.is_empty()) {
+                for flow_id in &consumed {
                     let left = StateView::new(state).taken_flows(scope, flow_id).saturating_sub(1);
                     if left == 0 {
                         state.delete(taken_flow_key(scope, flow_id));
@@ -180,9 +208,20 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
                     }
                 }
                 let n = consumed.len() as u32;
+                // an interrupting event subprocess takes over its scope: tokens still on the
+                // scope's flows go nowhere
+                let interrupts = model.element(&pi.element_id).and_then(|i| model.event_subprocess_start(i)).is_some_and(|start| {
+                    matches!(model.elements[start].kind, waggle_bpmn::ElementKind::EventStartEvent { interrupting: true, .. })
+                });
+                if interrupts {
+                    let flows: Vec<Vec<u8>> = state.scan_prefix(&k(&[b"F/", &be(scope), b"/"])).map(|(k, _)| k).collect();
+                    for f in flows {
+                        state.delete(f);
+                    }
+                }
                 update_element(state, scope, |s| {
                     s.active_children += 1;
-                    s.active_flows = s.active_flows.saturating_sub(n);
+                    s.active_flows = if interrupts { 0 } else { s.active_flows.saturating_sub(n) };
                 });
             }
         }
@@ -202,18 +241,18 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
             if scope > 0 {
                 state.delete(child_key(scope, key));
                 update_element(state, scope, |s| s.active_children = s.active_children.saturating_sub(1));
+            } else if let Some((bpmn_id, correlation)) =
+                StateView::new(state).get_raw::<(String, String)>(&message_started_reverse_key(key))
+            {
+                // a message may start this process for the correlation key again
+                state.delete(message_started_reverse_key(key));
+                state.delete(message_started_key(&bpmn_id, &correlation));
             }
         }
         Intent::SequenceFlowTaken => {
             update_element(state, scope, |s| s.active_flows += 1);
-            let model = processes.get(pi.process_definition_key, StateView::new(state));
-            let target = model.flows.iter().find(|f| f.id == pi.element_id).map(|f| &model.elements[f.target]);
-            if let Some(target) = target {
-                if matches!(target.kind, waggle_bpmn::ElementKind::ParallelGateway) && target.incoming.len() > 1 {
-                    let taken = StateView::new(state).taken_flows(scope, &pi.element_id) + 1;
-                    state.put(taken_flow_key(scope, &pi.element_id), encode(&taken));
-                }
-            }
+            let taken = StateView::new(state).taken_flows(scope, &pi.element_id) + 1;
+            state.put(taken_flow_key(scope, &pi.element_id), encode(&taken));
         }
         _ => {}
     }

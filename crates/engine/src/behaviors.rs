@@ -34,10 +34,21 @@ fn element_idx(model: &Process, id: &str) -> Option<usize> {
 pub(crate) fn activate(p: P, command: &Record) {
     let RecordValue::ProcessInstance(pi) = &command.value else { return };
     if pi.flow_scope_key > 0 {
-        // a token into a scope that was terminated meanwhile goes nowhere
-        match p.view().element(pi.flow_scope_key) {
-            Some(scope) if scope.state == ElementState::Activated => {}
-            _ => return,
+        // a token into a scope that was terminated, or taken over by an interrupting event
+        // subprocess, meanwhile goes nowhere
+        let Some(scope) = p.view().element(pi.flow_scope_key).filter(|s| s.state == ElementState::Activated) else { return };
+        let model = p.process_model(pi.process_definition_key);
+        if interrupted(p, &model, &scope) {
+            return;
+        }
+        if let Some(idx) = model.element(&pi.element_id) {
+            let e = &model.elements[idx];
+            if matches!(e.kind, ElementKind::InclusiveGateway { .. })
+                && e.incoming.len() > 1
+                && !inclusive_join_ready(p, &model, pi.flow_scope_key, idx)
+            {
+                return; // more tokens may still arrive
+            }
         }
     }
     p.event(command.key, Intent::ElementActivating, RecordValue::ProcessInstance(pi.clone()));
@@ -50,11 +61,19 @@ pub(crate) fn continue_activation(p: P, key: i64) {
     let pi = instance.record.clone();
     let model = p.process_model(pi.process_definition_key);
     if pi.element_id == model.id {
+        let waits = match events::event_subprocess_waits(p, &model, None, key) {
+            Ok(waits) => waits,
+            Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
+        };
+        events::open(p, &pi, key, waits);
         p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
-        let start = &model.elements[model.start];
-        let child = child_record(&pi, key, &start.id, start.kind.bpmn_element_type());
-        let child_key = p.new_key();
-        p.command(child_key, Intent::ActivateElement, RecordValue::ProcessInstance(child));
+        let starts = p.take_start_elements(key).unwrap_or_else(|| model.start.into_iter().collect());
+        for start in starts {
+            let start = &model.elements[start];
+            let child = child_record(&pi, key, &start.id, start.kind.bpmn_element_type());
+            let child_key = p.new_key();
+            p.command(child_key, Intent::ActivateElement, RecordValue::ProcessInstance(child));
+        }
         return;
     }
     let Some(idx) = element_idx(&model, &pi.element_id) else { return };
@@ -70,7 +89,7 @@ pub(crate) fn continue_activation(p: P, key: i64) {
         Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
     };
     match &element.kind {
-        ElementKind::ServiceTask(def) => {
+        ElementKind::ServiceTask(def) | ElementKind::JobElement { def, .. } => {
             let lookup_scope = key;
             let job_type = match eval_string(p, lookup_scope, &def.job_type) {
                 Ok(t) => t,
@@ -102,9 +121,43 @@ pub(crate) fn continue_activation(p: P, key: i64) {
             p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi));
             job_became_activatable(p, job_key);
         }
-        ElementKind::IntermediateCatchEvent(_) | ElementKind::ReceiveTask(_) => {
+        ElementKind::IntermediateCatchEvent(_) if events::after_event_gateway(&model, idx) => {
+            // the gateway already waited for this event: it happened
+            p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
+            p.command(key, Intent::CompleteElement, RecordValue::ProcessInstance(pi));
+        }
+        ElementKind::IntermediateCatchEvent(_) | ElementKind::ReceiveTask(_) | ElementKind::EventBasedGateway => {
             events::open(p, &pi, key, waits);
             p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi));
+        }
+        ElementKind::EventSubProcess { start } => {
+            events::open(p, &pi, key, waits);
+            p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
+            let start = &model.elements[*start];
+            let child = child_record(&pi, key, &start.id, start.kind.bpmn_element_type());
+            let child_key = p.new_key();
+            p.command(child_key, Intent::ActivateElement, RecordValue::ProcessInstance(child));
+        }
+        ElementKind::EscalationThrowEvent { code, .. } => {
+            p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
+            if let Some(found) = events::find_catch(p, &model, key, events::escalation_matcher(code)) {
+                events::catch(p, &model, found, &Map::new());
+            }
+            // an uncaught or non-interrupting escalation lets the throw event go on
+            if events::is_active(p, key) {
+                p.command(key, Intent::CompleteElement, RecordValue::ProcessInstance(pi));
+            }
+        }
+        ElementKind::SignalThrowEvent { name, .. } => {
+            let name = match events::string_of(p, key, name) {
+                Ok(name) => name,
+                Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
+            };
+            p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
+            crate::starts::broadcast_signal(p, &name, &pi.tenant_id);
+            if events::is_active(p, key) {
+                p.command(key, Intent::CompleteElement, RecordValue::ProcessInstance(pi));
+            }
         }
         ElementKind::SubProcess { start } => {
             events::open(p, &pi, key, waits);
@@ -140,8 +193,8 @@ pub(crate) struct ThrownError<'a> {
 /// there is one).
 pub(crate) fn throw_error(p: P, model: &Process, from: i64, pi: &ProcessInstanceRecord, error: &ThrownError<'_>) {
     let ThrownError { code, message, variables, job_key } = *error;
-    match events::find_error_catch(p, model, from, code) {
-        Some((instance, boundary)) => events::activate_boundary(p, model, &instance, boundary, variables),
+    match events::find_catch(p, model, from, events::error_matcher(code)) {
+        Some(found) => events::catch(p, model, found, variables),
         None => {
             let message = if job_key > 0 {
                 format!(
@@ -215,10 +268,22 @@ pub(crate) fn continue_completion(p: P, key: i64) {
             Ok(flow) => flow.into_iter().collect(),
             Err(message) => return incident(p, &pi, key, -1, error_type::CONDITION_ERROR, message),
         },
+        ElementKind::InclusiveGateway { default_flow } => match choose_flows(p, key, &model, &element.outgoing, *default_flow) {
+            Ok(flows) => flows,
+            Err(message) => return incident(p, &pi, key, -1, error_type::CONDITION_ERROR, message),
+        },
         _ => element.outgoing.clone(),
     };
     events::close(p, key);
     p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
+    if let ElementKind::LinkThrowEvent { target } = element.kind {
+        // the token continues at the link's catch event
+        let target = &model.elements[target];
+        let record = child_record(&pi, pi.flow_scope_key, &target.id, target.kind.bpmn_element_type());
+        let target_key = p.new_key();
+        p.event(target_key, Intent::ElementActivating, RecordValue::ProcessInstance(record));
+        return continue_activation(p, target_key);
+    }
     if matches!(element.kind, ElementKind::TerminateEndEvent) {
         for sibling in p.view().children(pi.flow_scope_key) {
             terminate(p, sibling);
@@ -256,13 +321,18 @@ fn complete_process(p: P, key: i64, pi: ProcessInstanceRecord) {
     }
 }
 
-fn take_flow(p: P, model: &Arc<Process>, from: &ProcessInstanceRecord, flow: usize) {
-    let f = &model.flows[flow];
+/// SEQUENCE_FLOW_TAKEN for `flow`, leaving the element `from`: a token on the flow.
+pub(crate) fn flow_taken(p: P, model: &Process, from: &ProcessInstanceRecord, flow: usize) {
     let mut taken = from.clone();
-    taken.element_id = f.id.clone();
+    taken.element_id = model.flows[flow].id.clone();
     taken.bpmn_element_type = "SEQUENCE_FLOW".into();
     let flow_key = p.new_key();
     p.event(flow_key, Intent::SequenceFlowTaken, RecordValue::ProcessInstance(taken));
+}
+
+fn take_flow(p: P, model: &Arc<Process>, from: &ProcessInstanceRecord, flow: usize) {
+    flow_taken(p, model, from, flow);
+    let f = &model.flows[flow];
     let target = &model.elements[f.target];
     let is_join = matches!(target.kind, ElementKind::ParallelGateway) && target.incoming.len() > 1;
     if is_join {
@@ -277,12 +347,94 @@ fn take_flow(p: P, model: &Arc<Process>, from: &ProcessInstanceRecord, flow: usi
     p.command(next_key, Intent::ActivateElement, RecordValue::ProcessInstance(next));
 }
 
-/// Completes a scope once nothing inside it is active and no token is in flight.
+/// Completes a scope once nothing inside it is active and no token is in flight; first, a
+/// token waiting at an inclusive join may go on now that one more path has ended.
 fn maybe_complete_scope(p: P, scope: i64) {
     let Some(s) = p.view().element(scope) else { return };
-    if s.state == ElementState::Activated && s.active_children == 0 && s.active_flows == 0 {
+    if s.state != ElementState::Activated {
+        return;
+    }
+    if s.active_flows > 0 {
+        let model = p.process_model(s.record.process_definition_key);
+        let scope_idx = model.element(&s.record.element_id);
+        for (idx, e) in model.elements.iter().enumerate() {
+            let is_join = e.scope == scope_idx && matches!(e.kind, ElementKind::InclusiveGateway { .. }) && e.incoming.len() > 1;
+            if is_join && inclusive_join_ready(p, &model, scope, idx) {
+                let record = child_record(&s.record, scope, &e.id, e.kind.bpmn_element_type());
+                let key = p.new_key();
+                p.command(key, Intent::ActivateElement, RecordValue::ProcessInstance(record));
+            }
+        }
+        return;
+    }
+    if s.active_children == 0 {
         p.command(scope, Intent::CompleteElement, RecordValue::ProcessInstance(s.record));
     }
+}
+
+/// An inclusive join may activate when a token waits on at least one incoming flow and no
+/// incoming flow without a token can still be reached from what is active in the scope.
+fn inclusive_join_ready(p: P, model: &Process, scope: i64, join: usize) -> bool {
+    let incoming = &model.elements[join].incoming;
+    let view = p.view();
+    let waiting: Vec<bool> = incoming.iter().map(|&f| view.taken_flows(scope, &model.flows[f].id) > 0).collect();
+    if !waiting.contains(&true) {
+        return false;
+    }
+    // where the other tokens are: active elements, and the targets of flows in flight
+    let mut positions: Vec<usize> = view
+        .children(scope)
+        .into_iter()
+        .filter_map(|c| view.element(c))
+        .filter_map(|c| model.element(&c.record.element_id))
+        .filter(|&e| e != join)
+        .collect();
+    for (i, f) in model.flows.iter().enumerate() {
+        if !incoming.contains(&i) && view.taken_flows(scope, &f.id) > 0 {
+            positions.push(f.target);
+        }
+    }
+    let sources: Vec<usize> = incoming.iter().zip(&waiting).filter(|(_, w)| !**w).map(|(&f, _)| model.flows[f].source).collect();
+    !reaches(model, &positions, &sources, join)
+}
+
+/// Whether any of `targets` can be reached from `from` along flows and boundary events,
+/// without passing through `stop`.
+fn reaches(model: &Process, from: &[usize], targets: &[usize], stop: usize) -> bool {
+    let mut seen = vec![false; model.elements.len()];
+    let mut stack: Vec<usize> = from.to_vec();
+    while let Some(e) = stack.pop() {
+        if e == stop || std::mem::replace(&mut seen[e], true) {
+            continue;
+        }
+        if targets.contains(&e) {
+            return true;
+        }
+        let element = &model.elements[e];
+        stack.extend(element.outgoing.iter().map(|&f| model.flows[f].target));
+        stack.extend(element.boundary_events.iter().copied());
+    }
+    false
+}
+
+/// Whether an interrupting event subprocess has taken over `scope` (only checked when the
+/// scope has interrupting event subprocesses at all).
+fn interrupted(p: P, model: &Process, scope: &crate::tables::ElementInstance) -> bool {
+    let scope_idx = model.element(&scope.record.element_id);
+    let interrupting: Vec<&str> = model
+        .event_subprocesses(scope_idx)
+        .filter(|&esp| {
+            model
+                .event_subprocess_start(esp)
+                .is_some_and(|s| matches!(model.elements[s].kind, ElementKind::EventStartEvent { interrupting: true, .. }))
+        })
+        .map(|esp| model.elements[esp].id.as_str())
+        .collect();
+    if interrupting.is_empty() {
+        return false;
+    }
+    let view = p.view();
+    view.children(scope.key).into_iter().filter_map(|c| view.element(c)).any(|c| interrupting.contains(&c.record.element_id.as_str()))
 }
 
 /// Terminates an element instance and everything inside it (cancel).
@@ -438,6 +590,37 @@ fn choose_flow(p: P, scope: i64, model: &Process, outgoing: &[usize], default_fl
     match default_flow {
         Some(f) => Ok(Some(f)),
         None if outgoing.is_empty() => Ok(None),
+        None => Err("Expected at least one condition to evaluate to true, or to have a default flow".into()),
+    }
+}
+
+/// The flows an inclusive gateway takes: every outgoing flow (in model order) whose condition
+/// is true, else the default flow; an incident when neither exists.
+fn choose_flows(p: P, scope: i64, model: &Process, outgoing: &[usize], default_flow: Option<usize>) -> Result<Vec<usize>, String> {
+    if outgoing.len() == 1 && model.flows[outgoing[0]].condition.is_none() {
+        return Ok(outgoing.to_vec());
+    }
+    let mut taken = Vec::new();
+    for &f in outgoing {
+        if Some(f) == default_flow {
+            continue;
+        }
+        let Some(condition) = &model.flows[f].condition else {
+            taken.push(f);
+            continue;
+        };
+        match evaluate(p, scope, condition) {
+            Value::Bool(true) => taken.push(f),
+            Value::Bool(false) => {}
+            other => return Err(type_error(condition, "BOOLEAN", &other)),
+        }
+    }
+    if !taken.is_empty() {
+        return Ok(taken);
+    }
+    match default_flow {
+        Some(f) => Ok(vec![f]),
+        None if outgoing.is_empty() => Ok(vec![]),
         None => Err("Expected at least one condition to evaluate to true, or to have a default flow".into()),
     }
 }

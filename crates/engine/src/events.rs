@@ -7,12 +7,14 @@ use waggle_bpmn::timer::{self, Interval};
 use waggle_bpmn::{ElementKind, EventTrigger, ExprOrStatic, MessageDefinition, Process, TimerDefinition};
 use waggle_feel::Value;
 use waggle_protocol::keys::partition_of_correlation_key;
-use waggle_protocol::value::{MessageSubscriptionRecord, ProcessInstanceRecord, ProcessMessageSubscriptionRecord, TimerRecord};
+use waggle_protocol::value::{
+    MessageSubscriptionRecord, ProcessInstanceRecord, ProcessMessageSubscriptionRecord, SignalSubscriptionRecord, TimerRecord,
+};
 use waggle_protocol::{partition_of, Intent, RecordValue};
 
 use crate::behaviors;
 use crate::processing::Processing;
-use crate::tables::ElementInstance;
+use crate::tables::{ElementInstance, ElementState};
 use crate::variables::{self, ScopeLookup};
 
 type P<'a, 'b, 'c, 'd> = &'a mut Processing<'b, 'c, 'd>;
@@ -21,16 +23,32 @@ type P<'a, 'b, 'c, 'd> = &'a mut Processing<'b, 'c, 'd>;
 pub(crate) enum Wait {
     Timer { target: String, due_ms: i64, repetitions: i32 },
     Message { target: String, name: String, correlation_key: String, interrupting: bool },
+    Signal { target: String, name: String },
 }
 
-/// Evaluates what `element` (instance `key`) waits for: its own timer or message, and those
-/// of its boundary events. An error message (for an incident) when an expression fails.
+/// Evaluates what `element` (instance `key`) waits for: its own timer, message or signal, those
+/// of its boundary events, the catch events after an event-based gateway, and the start events
+/// of the event subprocesses of a scope. An error message (for an incident) when an
+/// expression fails.
 pub(crate) fn waits_of(p: P, model: &Process, element: usize, key: i64) -> Result<Vec<Wait>, String> {
     let e = &model.elements[element];
     let mut waits = Vec::new();
     match &e.kind {
-        ElementKind::IntermediateCatchEvent(trigger) => waits.extend(wait_for(p, key, &e.id, trigger, true)?),
+        ElementKind::IntermediateCatchEvent(trigger) if !after_event_gateway(model, element) => {
+            waits.extend(wait_for(p, key, &e.id, trigger, true)?)
+        }
         ElementKind::ReceiveTask(message) => waits.push(message_wait(p, key, &e.id, message, true)?),
+        ElementKind::EventBasedGateway => {
+            for &f in &e.outgoing {
+                let target = &model.elements[model.flows[f].target];
+                if let ElementKind::IntermediateCatchEvent(trigger) = &target.kind {
+                    waits.extend(wait_for(p, key, &target.id, trigger, true)?);
+                }
+            }
+        }
+        ElementKind::SubProcess { .. } | ElementKind::EventSubProcess { .. } => {
+            waits.extend(event_subprocess_waits(p, model, Some(element), key)?)
+        }
         _ => {}
     }
     for &b in &e.boundary_events {
@@ -42,6 +60,25 @@ pub(crate) fn waits_of(p: P, model: &Process, element: usize, key: i64) -> Resul
     Ok(waits)
 }
 
+/// The timer, message and signal start events of the event subprocesses in a scope (`None`:
+/// the process), waited on by the scope's instance `key`.
+pub(crate) fn event_subprocess_waits(p: P, model: &Process, scope: Option<usize>, key: i64) -> Result<Vec<Wait>, String> {
+    let mut waits = Vec::new();
+    for esp in model.event_subprocesses(scope) {
+        let Some(start) = model.event_subprocess_start(esp) else { continue };
+        if let ElementKind::EventStartEvent { trigger, interrupting } = &model.elements[start].kind {
+            waits.extend(wait_for(p, key, &model.elements[start].id, trigger, *interrupting)?);
+        }
+    }
+    Ok(waits)
+}
+
+/// A catch event whose (only) incoming flow comes from an event-based gateway: the gateway
+/// waits for it, and it completes as soon as it is activated.
+pub(crate) fn after_event_gateway(model: &Process, element: usize) -> bool {
+    model.elements[element].incoming.iter().any(|&f| matches!(model.elements[model.flows[f].source].kind, ElementKind::EventBasedGateway))
+}
+
 fn wait_for(p: P, scope: i64, target: &str, trigger: &EventTrigger, interrupting: bool) -> Result<Option<Wait>, String> {
     Ok(match trigger {
         EventTrigger::Timer(def) => {
@@ -49,8 +86,20 @@ fn wait_for(p: P, scope: i64, target: &str, trigger: &EventTrigger, interrupting
             Some(Wait::Timer { target: target.to_string(), due_ms, repetitions })
         }
         EventTrigger::Message(message) => Some(message_wait(p, scope, target, message, interrupting)?),
-        EventTrigger::Error { .. } => None,
+        EventTrigger::Signal { name } => Some(Wait::Signal { target: target.to_string(), name: string_of(p, scope, name)? }),
+        EventTrigger::Error { .. } | EventTrigger::Escalation { .. } => None,
     })
+}
+
+/// A static value, or a FEEL expression that must give a string.
+pub(crate) fn string_of(p: P, scope: i64, value: &ExprOrStatic) -> Result<String, String> {
+    match value {
+        ExprOrStatic::Static(s) => Ok(s.clone()),
+        ExprOrStatic::Expression(e) => match evaluate(p, scope, e) {
+            Value::String(s) => Ok(s),
+            other => Err(format!("Expected result of the expression '{}' to be 'STRING', but was '{}'.", e.source(), other.type_name())),
+        },
+    }
 }
 
 fn evaluate(p: P, scope: i64, expr: &waggle_feel::Expression) -> Value {
@@ -59,7 +108,7 @@ fn evaluate(p: P, scope: i64, expr: &waggle_feel::Expression) -> Value {
 }
 
 /// The text of a timer definition: static, or a FEEL result (a string, or a temporal value).
-fn timer_text(p: P, scope: i64, value: &ExprOrStatic) -> Result<(String, Value), String> {
+pub(crate) fn timer_text(p: P, scope: i64, value: &ExprOrStatic) -> Result<(String, Value), String> {
     match value {
         ExprOrStatic::Static(s) => Ok((s.clone(), Value::String(s.clone()))),
         ExprOrStatic::Expression(e) => {
@@ -77,7 +126,7 @@ fn timer_text(p: P, scope: i64, value: &ExprOrStatic) -> Result<(String, Value),
 }
 
 /// (due date, repetitions) of a timer definition, counted from `from_ms`.
-fn timer_due(p: P, scope: i64, def: &TimerDefinition, from_ms: i64) -> Result<(i64, i32), String> {
+pub(crate) fn timer_due(p: P, scope: i64, def: &TimerDefinition, from_ms: i64) -> Result<(i64, i32), String> {
     match def {
         TimerDefinition::Duration(v) => {
             let (text, value) = timer_text(p, scope, v)?;
@@ -119,22 +168,17 @@ fn interval_of(value: &Value) -> Option<Interval> {
 }
 
 fn message_wait(p: P, scope: i64, target: &str, message: &MessageDefinition, interrupting: bool) -> Result<Wait, String> {
-    let name = match &message.name {
-        ExprOrStatic::Static(s) => s.clone(),
-        ExprOrStatic::Expression(e) => match evaluate(p, scope, e) {
-            Value::String(s) => s,
-            other => {
-                return Err(format!("Expected result of the expression '{}' to be 'STRING', but was '{}'.", e.source(), other.type_name()))
-            }
-        },
+    let name = string_of(p, scope, &message.name)?;
+    let Some(correlation) = &message.correlation_key else {
+        return Err(format!("Expected a correlation key for the message '{name}', but none is defined"));
     };
-    let correlation_key = match evaluate(p, scope, &message.correlation_key) {
+    let correlation_key = match evaluate(p, scope, correlation) {
         Value::String(s) => s,
         Value::Number(n) => n.to_string(),
         other => {
             return Err(format!(
                 "Failed to extract the correlation key for '{}': The value must be either a string or a number, but was '{}'.",
-                message.correlation_key.source(),
+                correlation.source(),
                 other.type_name()
             ))
         }
@@ -178,6 +222,18 @@ pub(crate) fn open(p: P, pi: &ProcessInstanceRecord, key: i64, waits: Vec<Wait>)
                 p.event(subscription_key, Intent::Created, RecordValue::ProcessMessageSubscription(record.clone()));
                 p.send(partition, -1, Intent::Create, RecordValue::MessageSubscription(message_side(&record)));
             }
+            Wait::Signal { target, name } => {
+                let record = SignalSubscriptionRecord {
+                    process_definition_key: pi.process_definition_key,
+                    bpmn_process_id: pi.bpmn_process_id.clone(),
+                    catch_event_id: target,
+                    catch_event_instance_key: key,
+                    signal_name: name,
+                    tenant_id: pi.tenant_id.clone(),
+                };
+                let subscription_key = p.new_key();
+                p.event(subscription_key, Intent::Created, RecordValue::SignalSubscription(record));
+            }
         }
     }
 }
@@ -198,21 +254,31 @@ fn message_side(s: &ProcessMessageSubscriptionRecord) -> MessageSubscriptionReco
 
 /// Closes everything element instance `key` waits for (it completes or terminates).
 pub(crate) fn close(p: P, key: i64) {
+    close_where(p, key, |_| true);
+}
+
+/// Closes what element instance `key` waits for on behalf of the events `target` accepts.
+pub(crate) fn close_where(p: P, key: i64, target: impl Fn(&str) -> bool) {
     for timer_key in p.view().timers_of(key) {
-        if let Some(timer) = p.view().timer(timer_key) {
+        if let Some(timer) = p.view().timer(timer_key).filter(|t| target(&t.target_element_id)) {
             p.event(timer_key, Intent::Canceled, RecordValue::Timer(timer));
         }
     }
-    for subscription in p.view().process_subscriptions_of(key) {
+    for subscription in p.view().signal_subscriptions_of(key).into_iter().filter(|s| target(&s.catch_event_id)) {
+        let subscription_key = p.new_key();
+        p.event(subscription_key, Intent::Deleted, RecordValue::SignalSubscription(subscription));
+    }
+    for subscription in p.view().process_subscriptions_of(key).into_iter().filter(|s| target(&s.element_id)) {
         let subscription_key = p.new_key();
         p.event(subscription_key, Intent::Deleted, RecordValue::ProcessMessageSubscription(subscription.clone()));
         p.send(subscription.subscription_partition_id, -1, Intent::Delete, RecordValue::MessageSubscription(message_side(&subscription)));
     }
 }
 
-/// A timer or message fired for `instance` (the waiting element instance): completes a catch
-/// event, or activates the boundary event `target` (terminating the activity first when it
-/// interrupts). `variables` come with a message.
+/// A timer, message or signal fired for `instance` (the waiting element instance): completes
+/// a catch event, continues an event-based gateway at the event, activates the boundary event
+/// `target` (terminating the activity first when it interrupts), or starts the event
+/// subprocess whose start event is `target`. `variables` come with a message or signal.
 pub(crate) fn trigger(p: P, instance: &ElementInstance, target: &str, variables: &Map<String, Json>) {
     let model = p.process_model(instance.record.process_definition_key);
     if instance.record.element_id == target {
@@ -221,8 +287,59 @@ pub(crate) fn trigger(p: P, instance: &ElementInstance, target: &str, variables:
         p.command(instance.key, Intent::CompleteElement, RecordValue::ProcessInstance(instance.record.clone()));
         return;
     }
-    let Some(boundary) = model.element(target) else { return };
-    activate_boundary(p, &model, instance, boundary, variables);
+    let Some(target_idx) = model.element(target) else { return };
+    match &model.elements[target_idx].kind {
+        ElementKind::BoundaryEvent { .. } => activate_boundary(p, &model, instance, target_idx, variables),
+        ElementKind::EventStartEvent { .. } => {
+            let Some(esp) = model.elements[target_idx].scope else { return };
+            activate_event_subprocess(p, &model, instance, esp, variables);
+        }
+        ElementKind::IntermediateCatchEvent(_) => continue_after_event_gateway(p, &model, instance, target_idx, variables),
+        _ => {}
+    }
+}
+
+/// An event-based gateway's event happened: the gateway completes, takes the flow to the
+/// event, and the event completes at once (with the variables it brought).
+fn continue_after_event_gateway(p: P, model: &Process, gateway: &ElementInstance, event: usize, variables: &Map<String, Json>) {
+    let Some(&flow) = model.elements[event].incoming.first() else { return };
+    p.event(gateway.key, Intent::ElementCompleting, RecordValue::ProcessInstance(gateway.record.clone()));
+    close(p, gateway.key);
+    p.event(gateway.key, Intent::ElementCompleted, RecordValue::ProcessInstance(gateway.record.clone()));
+    behaviors::flow_taken(p, model, &gateway.record, flow);
+    let element = &model.elements[event];
+    let record = behaviors::child_record(&gateway.record, gateway.record.flow_scope_key, &element.id, element.kind.bpmn_element_type());
+    let key = p.new_key();
+    p.event(key, Intent::ElementActivating, RecordValue::ProcessInstance(record));
+    set_event_variables(p, key, gateway.record.flow_scope_key, !element.outputs.is_empty(), variables);
+    behaviors::continue_activation(p, key);
+}
+
+/// Starts event subprocess `esp` inside `scope` (the instance of its flow scope). An
+/// interrupting one terminates everything else in the scope first, and the scope's other
+/// event subprocesses can no longer start.
+pub(crate) fn activate_event_subprocess(p: P, model: &Process, scope: &ElementInstance, esp: usize, variables: &Map<String, Json>) {
+    let Some(start) = model.event_subprocess_start(esp) else { return };
+    let interrupting = matches!(model.elements[start].kind, ElementKind::EventStartEvent { interrupting: true, .. });
+    if interrupting {
+        let starts: Vec<String> = model
+            .event_subprocesses(model.element(&scope.record.element_id))
+            .filter_map(|e| model.event_subprocess_start(e))
+            .map(|s| model.elements[s].id.clone())
+            .collect();
+        close_where(p, scope.key, |target| starts.iter().any(|s| s == target));
+        for child in p.view().children(scope.key) {
+            behaviors::terminate(p, child);
+        }
+    }
+    let element = &model.elements[esp];
+    let record = behaviors::child_record(&scope.record, scope.key, &element.id, element.kind.bpmn_element_type());
+    let esp_key = p.new_key();
+    p.event(esp_key, Intent::ElementActivating, RecordValue::ProcessInstance(record.clone()));
+    if !variables.is_empty() {
+        variables::merge_propagate(p, esp_key, variables);
+    }
+    behaviors::continue_activation(p, esp_key);
 }
 
 /// Activates boundary event `boundary` of `activity`; an interrupting one terminates the
@@ -259,27 +376,30 @@ pub(crate) fn trigger_timer(p: P, command: &waggle_protocol::Record) {
     if timer.due_date_ms > p.now_ms {
         return; // never early
     }
+    if timer.element_instance_key < 0 {
+        return crate::starts::trigger_start_timer(p, command.key, timer);
+    }
     let Some(instance) = p.view().element(timer.element_instance_key) else { return };
     p.event(command.key, Intent::Triggered, RecordValue::Timer(timer.clone()));
     let model = p.process_model(timer.process_definition_key);
     let repeats = timer.repetitions != 1 && instance.record.element_id != timer.target_element_id;
-    let non_interrupting = model
-        .element(&timer.target_element_id)
-        .is_some_and(|b| matches!(model.elements[b].kind, ElementKind::BoundaryEvent { cancel_activity: false, .. }));
-    if repeats && non_interrupting {
-        if let Some(ElementKind::BoundaryEvent { trigger: EventTrigger::Timer(TimerDefinition::Cycle(v)), .. }) =
-            model.element(&timer.target_element_id).map(|b| &model.elements[b].kind)
-        {
-            if let Ok((text, _)) = timer_text(p, instance.key, v) {
-                if let Some((_, interval)) = timer::parse_cycle(&text) {
-                    let next = TimerRecord {
-                        due_date_ms: interval.after(timer.due_date_ms),
-                        repetitions: if timer.repetitions < 0 { -1 } else { timer.repetitions - 1 },
-                        ..timer.clone()
-                    };
-                    let next_key = p.new_key();
-                    p.event(next_key, Intent::Created, RecordValue::Timer(next));
-                }
+    let cycle = model.element(&timer.target_element_id).and_then(|b| match &model.elements[b].kind {
+        ElementKind::BoundaryEvent { cancel_activity: false, trigger: EventTrigger::Timer(TimerDefinition::Cycle(v)), .. } => {
+            Some(v.clone())
+        }
+        ElementKind::EventStartEvent { interrupting: false, trigger: EventTrigger::Timer(TimerDefinition::Cycle(v)) } => Some(v.clone()),
+        _ => None,
+    });
+    if let (true, Some(v)) = (repeats, cycle) {
+        if let Ok((text, _)) = timer_text(p, instance.key, &v) {
+            if let Some((_, interval)) = timer::parse_cycle(&text) {
+                let next = TimerRecord {
+                    due_date_ms: interval.after(timer.due_date_ms),
+                    repetitions: if timer.repetitions < 0 { -1 } else { timer.repetitions - 1 },
+                    ..timer.clone()
+                };
+                let next_key = p.new_key();
+                p.event(next_key, Intent::Created, RecordValue::Timer(next));
             }
         }
     }
@@ -393,30 +513,81 @@ pub(crate) fn message_subscription(p: P, command: &waggle_protocol::Record) {
     }
 }
 
-/// The boundary event that catches an error thrown at element instance `from`: the nearest
-/// (from `from` outwards) with the error code, else the nearest catch-all. (instance, boundary)
-pub(crate) fn find_error_catch(p: P, model: &Process, from: i64, code: &str) -> Option<(ElementInstance, usize)> {
+/// Where a thrown error or escalation is caught.
+pub(crate) enum Catch {
+    /// A boundary event (index) of the activity instance.
+    Boundary(ElementInstance, usize),
+    /// An event subprocess (index) inside the scope instance.
+    EventSubProcess(ElementInstance, usize),
+}
+
+/// The catch event for an error or escalation thrown at element instance `from`: from `from`
+/// outwards, at each level the event subprocesses inside it and then its boundary events; an
+/// exact match (`matches(trigger) == Some(true)`) before a catch-all (`Some(false)`).
+pub(crate) fn find_catch(p: P, model: &Process, from: i64, matches: impl Fn(&EventTrigger) -> Option<bool>) -> Option<Catch> {
     let mut current = p.view().element(from);
     while let Some(instance) = current {
-        if let Some(idx) = model.element(&instance.record.element_id) {
-            let boundaries = &model.elements[idx].boundary_events;
-            let matching = |exact: bool| {
-                boundaries.iter().copied().find(|&b| match &model.elements[b].kind {
-                    ElementKind::BoundaryEvent { trigger: EventTrigger::Error { error_code }, .. } => {
-                        if exact {
-                            error_code.as_deref() == Some(code)
-                        } else {
-                            error_code.is_none()
+        let idx = model.element(&instance.record.element_id);
+        let is_scope = idx.is_none_or(|i| model.is_scope(i));
+        for exact in [true, false] {
+            if is_scope {
+                for esp in model.event_subprocesses(idx) {
+                    let Some(start) = model.event_subprocess_start(esp) else { continue };
+                    if let ElementKind::EventStartEvent { trigger, .. } = &model.elements[start].kind {
+                        if matches(trigger) == Some(exact) {
+                            return Some(Catch::EventSubProcess(instance, esp));
                         }
                     }
-                    _ => false,
-                })
-            };
-            if let Some(b) = matching(true).or_else(|| matching(false)) {
-                return Some((instance, b));
+                }
+            }
+            if let Some(i) = idx {
+                for &b in &model.elements[i].boundary_events {
+                    if let ElementKind::BoundaryEvent { trigger, .. } = &model.elements[b].kind {
+                        if matches(trigger) == Some(exact) {
+                            return Some(Catch::Boundary(instance, b));
+                        }
+                    }
+                }
             }
         }
         current = (instance.record.flow_scope_key > 0).then(|| p.view().element(instance.record.flow_scope_key)).flatten();
     }
     None
+}
+
+/// Matches error catch events for `code`.
+pub(crate) fn error_matcher(code: &str) -> impl Fn(&EventTrigger) -> Option<bool> + '_ {
+    move |trigger| match trigger {
+        EventTrigger::Error { error_code } => match error_code {
+            Some(c) if c == code => Some(true),
+            Some(_) => None,
+            None => Some(false),
+        },
+        _ => None,
+    }
+}
+
+/// Matches escalation catch events for `code`.
+pub(crate) fn escalation_matcher(code: &str) -> impl Fn(&EventTrigger) -> Option<bool> + '_ {
+    move |trigger| match trigger {
+        EventTrigger::Escalation { code: c } => match c {
+            Some(c) if c == code => Some(true),
+            Some(_) => None,
+            None => Some(false),
+        },
+        _ => None,
+    }
+}
+
+/// Activates the catch event found for a thrown error or escalation.
+pub(crate) fn catch(p: P, model: &Process, found: Catch, variables: &Map<String, Json>) {
+    match found {
+        Catch::Boundary(instance, boundary) => activate_boundary(p, model, &instance, boundary, variables),
+        Catch::EventSubProcess(scope, esp) => activate_event_subprocess(p, model, &scope, esp, variables),
+    }
+}
+
+/// Whether an element instance is still active (not terminated by what just happened).
+pub(crate) fn is_active(p: P, key: i64) -> bool {
+    p.view().element(key).is_some_and(|e| e.state == ElementState::Activated)
 }

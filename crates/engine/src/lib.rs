@@ -20,6 +20,7 @@ mod events;
 mod processes;
 mod processing;
 mod processors;
+mod starts;
 mod tables;
 mod variables;
 

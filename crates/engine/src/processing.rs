@@ -103,6 +103,9 @@ pub(crate) struct Processing<'o, 's, 'c> {
     last_position: u64,
     source_position: u64,
     pending: VecDeque<Record>,
+    /// Elements a new process instance starts at instead of its none start event, until its
+    /// activation (a follow-up command of the same batch) takes them.
+    start_elements: HashMap<i64, Vec<usize>>,
     out: BatchOutput,
 }
 
@@ -132,6 +135,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             last_position,
             source_position: 0,
             pending: VecDeque::new(),
+            start_elements: HashMap::new(),
             out: BatchOutput::default(),
         }
     }
@@ -155,6 +159,14 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
 
     pub fn take_awaiting_result(&mut self, pi: i64) -> Option<(RequestId, Vec<String>)> {
         self.awaiting.remove(&pi)
+    }
+
+    pub fn set_start_elements(&mut self, pi: i64, elements: Vec<usize>) {
+        self.start_elements.insert(pi, elements);
+    }
+
+    pub fn take_start_elements(&mut self, pi: i64) -> Option<Vec<usize>> {
+        self.start_elements.remove(&pi)
     }
 
     pub fn new_key(&mut self) -> i64 {
@@ -273,5 +285,8 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::Timer(_) => ValueType::Timer,
         RecordValue::MessageSubscription(_) => ValueType::MessageSubscription,
         RecordValue::ProcessMessageSubscription(_) => ValueType::ProcessMessageSubscription,
+        RecordValue::MessageStartEventSubscription(_) => ValueType::MessageStartEventSubscription,
+        RecordValue::Signal(_) => ValueType::Signal,
+        RecordValue::SignalSubscription(_) => ValueType::SignalSubscription,
     }
 }

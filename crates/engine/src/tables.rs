@@ -26,12 +26,18 @@
 //! - `MS/<name>\0<correlation key>\0<element instance key>` → MessageSubscriptionRecord
 //! - `MN/<name>\0<correlation key>\0<message key>` → () buffered messages, oldest first
 //! - `MC/<message key>/<bpmn process id>` → () a message correlated to a process
+//! - `MSS/<message name>\0<bpmn process id>\0<start event id>` → MessageStartEventSubscriptionRecord
+//! - `MA/<bpmn process id>\0<correlation key>` → process instance key started by a message
+//! - `MAR/<process instance key>`      → (bpmn process id, correlation key) of the above
+//! - `SS/<signal name>\0<instance key>/<definition key>/<event id>` → SignalSubscriptionRecord
+//! - `SE/<instance key>/<definition key>/<event id>` → SignalSubscriptionRecord (by element
+//!   instance; instance key -1: start events of a process definition)
 //! - `X/...`                             → broker metadata (applied index, counters)
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use waggle_protocol::value::{
-    IncidentRecord, JobRecord, MessageRecord, MessageSubscriptionRecord, ProcessInstanceRecord, ProcessMessageSubscriptionRecord,
-    ProcessRecord, TimerRecord,
+    IncidentRecord, JobRecord, MessageRecord, MessageStartEventSubscriptionRecord, MessageSubscriptionRecord, ProcessInstanceRecord,
+    ProcessMessageSubscriptionRecord, ProcessRecord, SignalSubscriptionRecord, TimerRecord,
 };
 use waggle_state::KvRead;
 
@@ -152,6 +158,39 @@ pub(crate) fn message_correlated_prefix(message: i64) -> Vec<u8> {
 pub(crate) fn message_correlated_key(message: i64, bpmn_process_id: &str) -> Vec<u8> {
     k(&[b"MC/", &be(message), b"/", bpmn_process_id.as_bytes()])
 }
+pub(crate) fn message_start_prefix(name: &str) -> Vec<u8> {
+    k(&[b"MSS/", name.as_bytes(), b"\0"])
+}
+pub(crate) fn message_start_key(name: &str, bpmn_process_id: &str, event_id: &str) -> Vec<u8> {
+    k(&[b"MSS/", name.as_bytes(), b"\0", bpmn_process_id.as_bytes(), b"\0", event_id.as_bytes()])
+}
+pub(crate) fn message_started_key(bpmn_process_id: &str, correlation: &str) -> Vec<u8> {
+    k(&[b"MA/", bpmn_process_id.as_bytes(), b"\0", correlation.as_bytes()])
+}
+pub(crate) fn message_started_reverse_key(process_instance: i64) -> Vec<u8> {
+    k(&[b"MAR/", &be(process_instance)])
+}
+pub(crate) fn signal_prefix(name: &str) -> Vec<u8> {
+    k(&[b"SS/", name.as_bytes(), b"\0"])
+}
+pub(crate) fn signal_key(s: &SignalSubscriptionRecord) -> Vec<u8> {
+    k(&[
+        b"SS/",
+        s.signal_name.as_bytes(),
+        b"\0",
+        &be(s.catch_event_instance_key),
+        b"/",
+        &be(s.process_definition_key),
+        b"/",
+        s.catch_event_id.as_bytes(),
+    ])
+}
+pub(crate) fn element_signal_prefix(element: i64) -> Vec<u8> {
+    k(&[b"SE/", &be(element), b"/"])
+}
+pub(crate) fn element_signal_key(s: &SignalSubscriptionRecord) -> Vec<u8> {
+    k(&[b"SE/", &be(s.catch_event_instance_key), b"/", &be(s.process_definition_key), b"/", s.catch_event_id.as_bytes()])
+}
 
 /// Lifecycle state of an element instance (Zeebe's ProcessInstanceIntent states).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,6 +263,9 @@ impl<'a> StateView<'a> {
 
     fn get<T: DeserializeOwned>(&self, key: &[u8]) -> Option<T> {
         self.kv.get(key).map(|b| decode(&b))
+    }
+    pub(crate) fn get_raw<T: DeserializeOwned>(&self, key: &[u8]) -> Option<T> {
+        self.get(key)
     }
 
     pub fn process(&self, key: i64) -> Option<ProcessRecord> {
@@ -333,6 +375,22 @@ impl<'a> StateView<'a> {
     pub fn message_correlated_to(&self, message: i64, bpmn_process_id: &str) -> bool {
         self.kv.get(&message_correlated_key(message, bpmn_process_id)).is_some()
     }
+    /// Message start events open for a message name, one per (process, start event).
+    pub fn message_start_subscriptions(&self, name: &str) -> Vec<MessageStartEventSubscriptionRecord> {
+        self.kv.scan_prefix(&message_start_prefix(name)).map(|(_, v)| decode(&v)).collect()
+    }
+    /// The active instance a message with this correlation key started, if any.
+    pub fn instance_started_by_message(&self, bpmn_process_id: &str, correlation: &str) -> Option<i64> {
+        self.get(&message_started_key(bpmn_process_id, correlation))
+    }
+    pub fn signal_subscriptions(&self, name: &str) -> Vec<SignalSubscriptionRecord> {
+        self.kv.scan_prefix(&signal_prefix(name)).map(|(_, v)| decode(&v)).collect()
+    }
+    /// Signal subscriptions of an element instance (-1: of process start events).
+    pub fn signal_subscriptions_of(&self, element: i64) -> Vec<SignalSubscriptionRecord> {
+        self.kv.scan_prefix(&element_signal_prefix(element)).map(|(_, v)| decode(&v)).collect()
+    }
+    /// Tokens on a sequence flow of a scope: taken, target not yet activated (or waiting at a join).
     pub fn taken_flows(&self, scope: i64, flow_id: &str) -> u32 {
         self.get(&taken_flow_key(scope, flow_id)).unwrap_or(0)
     }

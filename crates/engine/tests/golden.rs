@@ -16,9 +16,13 @@
 //! - `retries JOB N`, `timeout JOB MS`, `time-out JOB`, `recur JOB`
 //! - `cancel INSTANCE`, `set SCOPE JSON [local]`, `resolve INCIDENT`
 //! - `publish NAME CORRELATION_KEY TTL_MS [MESSAGE_ID] [JSON]`, `expire MESSAGE`
+//! - `signal NAME [JSON]`                       broadcast a signal
+//! - `create-at PROCESS_ID ELEMENT[,ELEMENT..] [JSON]`  create with start instructions
+//! - `trigger TIMER`                            fire a timer (when due)
 //!
-//! References: a number, or `job`, `instance`, `incident`, `message` for the key of the newest
-//! such entity, or `element:ID` for the newest instance of an element.
+//! References: a number, or `job`, `instance`, `incident`, `message`, `timer` for the key of the
+//! newest such entity, `job:TYPE` for the newest job of a type, `timer:ID` for the newest timer
+//! of an event, or `element:ID` for the newest instance of an element.
 
 use std::path::PathBuf;
 
@@ -87,8 +91,9 @@ impl Scenario {
             return;
         }
         match (&r.value, r.intent) {
-            (RecordValue::Job(_), Intent::Created) => {
+            (RecordValue::Job(j), Intent::Created) => {
                 self.newest.insert("job".into(), r.key);
+                self.newest.insert(format!("job:{}", j.job_type), r.key);
             }
             (RecordValue::Incident(_), Intent::Created) => {
                 self.newest.insert("incident".into(), r.key);
@@ -214,6 +219,20 @@ impl Scenario {
                 };
                 self.run(Intent::Publish, -1, RecordValue::Message(value));
             }
+            "signal" => {
+                let value = SignalRecord { signal_name: arg(1).into(), variables: rest(2), ..Default::default() };
+                self.run(Intent::Broadcast, -1, RecordValue::Signal(value));
+            }
+            "create-at" => {
+                let value = ProcessInstanceCreationRecord {
+                    bpmn_process_id: arg(1).into(),
+                    version: -1,
+                    start_instructions: arg(2).split(',').map(str::to_string).collect(),
+                    variables: rest(3),
+                    ..Default::default()
+                };
+                self.run(Intent::Create, -1, RecordValue::ProcessInstanceCreation(value));
+            }
             "trigger" => {
                 let key = self.reference(arg(1));
                 self.run(Intent::Trigger, key, RecordValue::Timer(TimerRecord::default()));
@@ -325,6 +344,25 @@ fn render(r: &Record) -> String {
             short(m.message_key),
             m.variables
         ),
+        RecordValue::MessageStartEventSubscription(m) => format!(
+            "{} {} event={} key={} message={} instance={}",
+            m.message_name,
+            m.bpmn_process_id,
+            m.start_event_id,
+            m.correlation_key,
+            short(m.message_key),
+            short(m.process_instance_key)
+        ),
+        RecordValue::Signal(sig) => format!("{} vars={}", sig.signal_name, sig.variables),
+        RecordValue::SignalSubscription(sub) => {
+            format!(
+                "{} {} event={} element={}",
+                sub.signal_name,
+                sub.bpmn_process_id,
+                sub.catch_event_id,
+                short(sub.catch_event_instance_key)
+            )
+        }
     };
     let rejection = r.rejection.as_ref().map(|x| format!(" !{} \"{}\"", x.rejection_type.as_str(), x.reason)).unwrap_or_default();
     format!("{:>3} {:>3} {:>4} {kind} {} {} {details}{rejection}", r.position, r.source_position, short(r.key), r.value_type, r.intent)

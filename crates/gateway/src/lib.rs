@@ -106,9 +106,6 @@ impl GatewayService {
 
     async fn create_instance(&self, req: &pb::CreateProcessInstanceRequest, awaiting: bool, fetch: Vec<String>) -> Result<Record, Status> {
         status::check_variables("variables", &req.variables)?;
-        if !req.start_instructions.is_empty() {
-            return Err(Status::unimplemented("Start instructions are not supported yet"));
-        }
         if req.process_definition_key <= 0 && req.bpmn_process_id.is_empty() {
             return Err(status::invalid("Expected either a process definition key or a bpmn process id, but none given"));
         }
@@ -120,6 +117,7 @@ impl GatewayService {
             process_instance_key: -1,
             variables: req.variables.clone(),
             fetch_variables: fetch,
+            start_instructions: req.start_instructions.iter().map(|i| i.element_id.clone()).collect(),
             tenant_id: "<default>".into(),
         });
         let intent = if awaiting { Intent::CreateWithAwaitingResult } else { Intent::Create };
@@ -493,8 +491,24 @@ impl Gateway for GatewayService {
         Err(unimplemented("DeleteResource"))
     }
 
-    async fn broadcast_signal(&self, _r: Request<pb::BroadcastSignalRequest>) -> Result<Response<pb::BroadcastSignalResponse>, Status> {
-        Err(unimplemented("BroadcastSignal"))
+    async fn broadcast_signal(
+        &self,
+        request: Request<pb::BroadcastSignalRequest>,
+    ) -> Result<Response<pb::BroadcastSignalResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("BroadcastSignal", async {
+            self.check_size(&req)?;
+            status::check_variables("variables", &req.variables)?;
+            // the first partition takes the broadcast and hands it on to the others
+            let value = RecordValue::Signal(SignalRecord {
+                signal_name: req.signal_name.clone(),
+                variables: if req.variables.is_empty() { "{}".into() } else { req.variables.clone() },
+                tenant_id: "<default>".into(),
+            });
+            let record = self.submit(1, -1, Intent::Broadcast, value).await?;
+            Ok(Response::new(pb::BroadcastSignalResponse { key: record.key, tenant_id: "<default>".into() }))
+        })
+        .await
     }
 }
 

@@ -72,6 +72,9 @@ names! {
         Timer => "TIMER",
         MessageSubscription => "MESSAGE_SUBSCRIPTION",
         ProcessMessageSubscription => "PROCESS_MESSAGE_SUBSCRIPTION",
+        MessageStartEventSubscription => "MESSAGE_START_EVENT_SUBSCRIPTION",
+        Signal => "SIGNAL",
+        SignalSubscription => "SIGNAL_SUBSCRIPTION",
     }
 }
 
@@ -142,6 +145,9 @@ names! {
         Deleted => "DELETED",
         Reject => "REJECT",
         Rejected => "REJECTED",
+        // SIGNAL
+        Broadcast => "BROADCAST",
+        Broadcasted => "BROADCASTED",
     }
 }
 

@@ -21,6 +21,9 @@ pub enum RecordValue {
     Timer(TimerRecord),
     MessageSubscription(MessageSubscriptionRecord),
     ProcessMessageSubscription(ProcessMessageSubscriptionRecord),
+    MessageStartEventSubscription(MessageStartEventSubscriptionRecord),
+    Signal(SignalRecord),
+    SignalSubscription(SignalSubscriptionRecord),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +86,8 @@ pub struct ProcessInstanceCreationRecord {
     /// A JSON object as text ("" for none).
     pub variables: String,
     pub fetch_variables: Vec<String>,
+    /// Element ids to start at instead of the none start event (start instructions).
+    pub start_instructions: Vec<String>,
     pub tenant_id: String,
 }
 
@@ -233,5 +238,41 @@ pub struct ProcessMessageSubscriptionRecord {
     pub interrupting: bool,
     /// The partition that holds the message side.
     pub subscription_partition_id: u16,
+    pub tenant_id: String,
+}
+
+/// A message start event of the latest version of a process, open on every partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MessageStartEventSubscriptionRecord {
+    pub process_definition_key: i64,
+    pub bpmn_process_id: String,
+    pub start_event_id: String,
+    pub message_name: String,
+    /// Set when correlated: the message, its correlation key and the instance it started.
+    pub message_key: i64,
+    pub correlation_key: String,
+    pub process_instance_key: i64,
+    pub variables: String,
+    pub tenant_id: String,
+}
+
+/// A broadcast signal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SignalRecord {
+    pub signal_name: String,
+    pub variables: String,
+    pub tenant_id: String,
+}
+
+/// A signal catch event, boundary event, event subprocess start or process start event that
+/// waits for a signal by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SignalSubscriptionRecord {
+    pub process_definition_key: i64,
+    pub bpmn_process_id: String,
+    pub catch_event_id: String,
+    /// The element instance that waits (-1 for a start event of the process).
+    pub catch_event_instance_key: i64,
+    pub signal_name: String,
     pub tenant_id: String,
 }

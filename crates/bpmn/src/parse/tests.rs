@@ -37,7 +37,7 @@ fn parses_a_service_task_process_linked_by_index() {
     assert_eq!(processes.len(), 1);
     let p = &processes[0];
     assert_eq!((p.id.as_str(), p.name.as_deref()), ("p", Some("P")));
-    assert_eq!(p.elements[p.start].id, "start");
+    assert_eq!(p.elements[p.start.unwrap()].id, "start");
     let task = &p.elements[p.element("task").unwrap()];
     let ElementKind::ServiceTask(def) = &task.kind else { panic!("not a task") };
     assert!(matches!(&def.job_type, ExprOrStatic::Static(t) if t == "work"));
@@ -89,7 +89,13 @@ fn unsupported_elements_are_rejected_by_name_and_line() {
 fn event_definitions_are_rejected() {
     let xml = model(r#"    <bpmn:startEvent id="start"><bpmn:timerEventDefinition /></bpmn:startEvent>"#);
     let errs = errors(&xml);
-    assert!(errs.iter().any(|e| e.element_id == "start" && e.message.contains("timerEventDefinition")), "{errs:?}");
+    assert!(errs.iter().any(|e| e.element_id == "start" && e.message.contains("timeDuration")), "{errs:?}");
+    let xml = model(
+        r#"    <bpmn:startEvent id="start" />
+    <bpmn:endEvent id="undo"><bpmn:compensateEventDefinition /></bpmn:endEvent>"#,
+    );
+    let errs = errors(&xml);
+    assert!(errs.iter().any(|e| e.element_id == "undo" && e.message.contains("compensateEventDefinition")), "{errs:?}");
 }
 
 #[test]

@@ -85,8 +85,10 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
                 checksum,
                 tenant_id: "<default>".into(),
             };
-            p.processes_mut().insert(key, Arc::new(process.clone()));
-            p.event(key, Intent::Created, RecordValue::Process(record));
+            let model = Arc::new(process.clone());
+            p.processes_mut().insert(key, model.clone());
+            p.event(key, Intent::Created, RecordValue::Process(record.clone()));
+            crate::starts::open_start_events(p, &model, key, &record, latest.map(|(_, k)| k), true);
             metadata.push(ProcessMetadata {
                 bpmn_process_id: process.id.clone(),
                 version,
@@ -115,7 +117,9 @@ pub(crate) fn distribute(p: &mut Processing<'_, '_, '_>, command: &Record, reque
             let reason = format!("Expected to distribute process '{}', but it does not parse", meta.bpmn_process_id);
             return p.reject(command, request, RejectionType::InvalidArgument, reason);
         };
-        p.processes_mut().insert(meta.process_definition_key, Arc::new(process));
+        let model = Arc::new(process);
+        p.processes_mut().insert(meta.process_definition_key, model.clone());
+        let previous = p.view().latest_process(&meta.bpmn_process_id).filter(|(v, _)| *v < meta.version).map(|(_, k)| k);
         let record = ProcessRecord {
             bpmn_process_id: meta.bpmn_process_id.clone(),
             version: meta.version,
@@ -125,7 +129,11 @@ pub(crate) fn distribute(p: &mut Processing<'_, '_, '_>, command: &Record, reque
             checksum: meta.checksum,
             tenant_id: deployment.tenant_id.clone(),
         };
-        p.event(meta.process_definition_key, Intent::Created, RecordValue::Process(record));
+        p.event(meta.process_definition_key, Intent::Created, RecordValue::Process(record.clone()));
+        let latest = p.view().latest_process(&meta.bpmn_process_id).is_some_and(|(v, _)| v == meta.version);
+        if latest {
+            crate::starts::open_start_events(p, &model, meta.process_definition_key, &record, previous, false);
+        }
     }
     let event = p.event(command.key, Intent::Distributed, RecordValue::Deployment(deployment.clone()));
     p.respond(request, event);

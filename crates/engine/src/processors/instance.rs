@@ -1,4 +1,5 @@
-use waggle_protocol::value::{ProcessInstanceCreationRecord, ProcessInstanceRecord, UpdateSemantics, VariableDocumentRecord};
+use waggle_bpmn::ElementKind;
+use waggle_protocol::value::{ProcessInstanceCreationRecord, UpdateSemantics, VariableDocumentRecord};
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
 use crate::behaviors;
@@ -40,22 +41,37 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
         }
     };
     let model = p.process_model(definition_key);
-    let pi_key = p.new_key();
-    let pi = ProcessInstanceRecord {
-        bpmn_process_id: process.bpmn_process_id.clone(),
-        version: process.version,
-        process_definition_key: definition_key,
-        process_instance_key: pi_key,
-        element_id: model.id.clone(),
-        flow_scope_key: -1,
-        bpmn_element_type: "PROCESS".into(),
-        parent_process_instance_key: -1,
-        tenant_id: process.tenant_id.clone(),
+    let starts = if creation.start_instructions.is_empty() {
+        if model.start.is_none() {
+            let reason = "Expected to create instance of process with none start event, but there is no such event".to_string();
+            return p.reject(command, request, RejectionType::InvalidState, reason);
+        }
+        None
+    } else {
+        let mut starts = Vec::new();
+        for id in &creation.start_instructions {
+            let Some(idx) = model.element(id) else {
+                let reason = format!("Expected to create instance of process with start instructions but no element found with id '{id}'.");
+                return p.reject(command, request, RejectionType::InvalidArgument, reason);
+            };
+            let element = &model.elements[idx];
+            let startable = element.scope.is_none()
+                && !matches!(
+                    element.kind,
+                    ElementKind::BoundaryEvent { .. } | ElementKind::EventSubProcess { .. } | ElementKind::EventStartEvent { .. }
+                );
+            if !startable {
+                let reason = format!(
+                    "Expected to create instance of process with start instructions but the element with id '{id}' is not supported as a start element: only elements directly in the process (not boundary events, event subprocesses or elements inside subprocesses) can be started at."
+                );
+                return p.reject(command, request, RejectionType::InvalidArgument, reason);
+            }
+            starts.push(idx);
+        }
+        Some(starts)
     };
-    p.command(pi_key, Intent::ActivateElement, RecordValue::ProcessInstance(pi));
-    for (name, value) in &doc {
-        variables::set_local(p, pi_key, name, value);
-    }
+    let pi_key = p.new_key();
+    crate::starts::start_instance(p, &process, definition_key, pi_key, starts, &doc);
     let created = ProcessInstanceCreationRecord {
         bpmn_process_id: process.bpmn_process_id,
         version: process.version,
@@ -63,6 +79,7 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
         process_instance_key: pi_key,
         variables: creation.variables.clone(),
         fetch_variables: creation.fetch_variables.clone(),
+        start_instructions: creation.start_instructions.clone(),
         tenant_id: process.tenant_id,
     };
     let event = p.event(pi_key, Intent::Created, RecordValue::ProcessInstanceCreation(created));

@@ -23,6 +23,7 @@ pub(crate) fn publish(p: &mut Processing<'_, '_, '_>, command: &Record, request:
     let event = p.event(key, Intent::Published, RecordValue::Message(record.clone()));
     p.respond(request, event);
     events::correlate_published(p, key);
+    crate::starts::correlate_message_starts(p, key, &record);
     // a message without time to live correlates to what waits now, then expires at once
     if record.time_to_live_ms <= 0 {
         p.event(key, Intent::Expired, RecordValue::Message(record));

@@ -10,7 +10,7 @@ pub(crate) mod message;
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
 use crate::processing::{Processing, RequestId};
-use crate::{behaviors, events};
+use crate::{behaviors, events, starts};
 
 pub(crate) fn process(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
     match (&command.value, command.intent) {
@@ -34,6 +34,7 @@ pub(crate) fn process(p: &mut Processing<'_, '_, '_>, command: &Record, request:
             events::message_subscription(p, command)
         }
         (RecordValue::ProcessMessageSubscription(_), Intent::Correlate) => events::correlate_process_subscription(p, command),
+        (RecordValue::Signal(_), Intent::Broadcast) => starts::broadcast(p, command, request),
         _ => p.reject(
             command,
             request,

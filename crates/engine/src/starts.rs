@@ -1,0 +1,258 @@
+//! How process instances begin: at the none start event (CreateProcessInstance), at given
+//! elements (start instructions), or by a timer, message or signal start event. Also the
+//! start-event subscriptions a deployment opens, and signal broadcasts.
+
+use serde_json::{Map, Value as Json};
+use waggle_bpmn::{ElementKind, EventTrigger, Process};
+use waggle_protocol::value::{
+    MessageRecord, MessageStartEventSubscriptionRecord, ProcessInstanceRecord, ProcessRecord, SignalRecord, SignalSubscriptionRecord,
+    TimerRecord,
+};
+use waggle_protocol::{Intent, Record, RecordValue};
+
+use crate::events;
+use crate::processing::{Processing, RequestId};
+use crate::tables::ElementState;
+use crate::variables;
+
+type P<'a, 'b, 'c, 'd> = &'a mut Processing<'b, 'c, 'd>;
+
+/// Starts an instance of process `definition_key` (new key `pi_key`): the process activates
+/// (a follow-up command), with `variables` set on it, and then `starts` (element indexes; the
+/// none start event when `None`).
+pub(crate) fn start_instance(
+    p: P,
+    definition: &ProcessRecord,
+    definition_key: i64,
+    pi_key: i64,
+    starts: Option<Vec<usize>>,
+    variables: &Map<String, Json>,
+) {
+    let model = p.process_model(definition_key);
+    let pi = ProcessInstanceRecord {
+        bpmn_process_id: definition.bpmn_process_id.clone(),
+        version: definition.version,
+        process_definition_key: definition_key,
+        process_instance_key: pi_key,
+        element_id: model.id.clone(),
+        flow_scope_key: -1,
+        bpmn_element_type: "PROCESS".into(),
+        parent_process_instance_key: -1,
+        tenant_id: definition.tenant_id.clone(),
+    };
+    if let Some(starts) = starts {
+        p.set_start_elements(pi_key, starts);
+    }
+    p.command(pi_key, Intent::ActivateElement, RecordValue::ProcessInstance(pi));
+    for (name, value) in variables {
+        variables::set_local(p, pi_key, name, value);
+    }
+}
+
+/// Starts an instance at the start event `target` of the definition a start subscription
+/// belongs to, if that definition is still deployed. Returns the new instance's key.
+fn start_at_event(p: P, definition_key: i64, target: &str, variables: &Map<String, Json>) -> Option<i64> {
+    let definition = p.view().process(definition_key)?;
+    let model = p.process_model(definition_key);
+    let start = model.element(target)?;
+    let pi_key = p.new_key();
+    start_instance(p, &definition, definition_key, pi_key, Some(vec![start]), variables);
+    Some(pi_key)
+}
+
+/// After PROCESS CREATED of a new latest version: closes the start events of the version it
+/// replaces and opens its own. Message start events open on every partition; timer and signal
+/// start events only on the partition that took the deployment (`deploying`), so that one
+/// timer or signal starts one instance.
+pub(crate) fn open_start_events(
+    p: P,
+    model: &Process,
+    definition_key: i64,
+    record: &ProcessRecord,
+    previous: Option<i64>,
+    deploying: bool,
+) {
+    if let Some(previous) = previous {
+        close_start_events(p, previous);
+    }
+    for start in model.event_start_events() {
+        let element = &model.elements[start];
+        let ElementKind::EventStartEvent { trigger, .. } = &element.kind else { continue };
+        match trigger {
+            EventTrigger::Message(message) => {
+                let Ok(name) = events::string_of(p, -1, &message.name) else { continue };
+                let subscription = MessageStartEventSubscriptionRecord {
+                    process_definition_key: definition_key,
+                    bpmn_process_id: record.bpmn_process_id.clone(),
+                    start_event_id: element.id.clone(),
+                    message_name: name,
+                    message_key: -1,
+                    process_instance_key: -1,
+                    tenant_id: record.tenant_id.clone(),
+                    ..Default::default()
+                };
+                let key = p.new_key();
+                p.event(key, Intent::Created, RecordValue::MessageStartEventSubscription(subscription));
+            }
+            EventTrigger::Timer(def) if deploying => {
+                let Ok((due_ms, repetitions)) = events::timer_due(p, -1, def, p.now_ms) else { continue };
+                let timer = TimerRecord {
+                    element_instance_key: -1,
+                    process_instance_key: -1,
+                    process_definition_key: definition_key,
+                    target_element_id: element.id.clone(),
+                    due_date_ms: due_ms,
+                    repetitions,
+                    tenant_id: record.tenant_id.clone(),
+                };
+                let key = p.new_key();
+                p.event(key, Intent::Created, RecordValue::Timer(timer));
+            }
+            EventTrigger::Signal { name } if deploying => {
+                let Ok(name) = events::string_of(p, -1, name) else { continue };
+                let subscription = SignalSubscriptionRecord {
+                    process_definition_key: definition_key,
+                    bpmn_process_id: record.bpmn_process_id.clone(),
+                    catch_event_id: element.id.clone(),
+                    catch_event_instance_key: -1,
+                    signal_name: name,
+                    tenant_id: record.tenant_id.clone(),
+                };
+                let key = p.new_key();
+                p.event(key, Intent::Created, RecordValue::SignalSubscription(subscription));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Closes the start events of a process definition that is no longer the latest.
+fn close_start_events(p: P, definition_key: i64) {
+    let model = p.process_model(definition_key);
+    let Some(definition) = p.view().process(definition_key) else { return };
+    for start in model.event_start_events() {
+        let ElementKind::EventStartEvent { trigger: EventTrigger::Message(message), .. } = &model.elements[start].kind else { continue };
+        let Ok(name) = events::string_of(p, -1, &message.name) else { continue };
+        let open = p
+            .view()
+            .message_start_subscriptions(&name)
+            .into_iter()
+            .find(|s| s.process_definition_key == definition_key && s.start_event_id == model.elements[start].id);
+        if let Some(subscription) = open {
+            let key = p.new_key();
+            p.event(key, Intent::Deleted, RecordValue::MessageStartEventSubscription(subscription));
+        }
+    }
+    for timer_key in p.view().timers_of(-1) {
+        if let Some(timer) = p.view().timer(timer_key).filter(|t| t.process_definition_key == definition_key) {
+            p.event(timer_key, Intent::Canceled, RecordValue::Timer(timer));
+        }
+    }
+    for subscription in p.view().signal_subscriptions_of(-1).into_iter().filter(|s| s.process_definition_key == definition_key) {
+        let key = p.new_key();
+        p.event(key, Intent::Deleted, RecordValue::SignalSubscription(subscription));
+    }
+    let _ = definition;
+}
+
+/// A due timer of a timer start event: starts an instance; a cycle schedules the next one.
+pub(crate) fn trigger_start_timer(p: P, timer_key: i64, timer: TimerRecord) {
+    p.event(timer_key, Intent::Triggered, RecordValue::Timer(timer.clone()));
+    let model = p.process_model(timer.process_definition_key);
+    if timer.repetitions != 1 {
+        let cycle = model.element(&timer.target_element_id).and_then(|s| match &model.elements[s].kind {
+            ElementKind::EventStartEvent { trigger: EventTrigger::Timer(waggle_bpmn::TimerDefinition::Cycle(v)), .. } => Some(v.clone()),
+            _ => None,
+        });
+        if let Some(v) = cycle {
+            if let Ok((text, _)) = events::timer_text(p, -1, &v) {
+                if let Some((_, interval)) = waggle_bpmn::timer::parse_cycle(&text) {
+                    let next = TimerRecord {
+                        due_date_ms: interval.after(timer.due_date_ms),
+                        repetitions: if timer.repetitions < 0 { -1 } else { timer.repetitions - 1 },
+                        ..timer.clone()
+                    };
+                    let next_key = p.new_key();
+                    p.event(next_key, Intent::Created, RecordValue::Timer(next));
+                }
+            }
+        }
+    }
+    start_at_event(p, timer.process_definition_key, &timer.target_element_id, &Map::new());
+}
+
+/// After MESSAGE PUBLISHED: starts an instance of every process whose latest version has a
+/// message start event of this name — at most one per process per message, and not while an
+/// instance an earlier message with the same correlation key started is still active.
+pub(crate) fn correlate_message_starts(p: P, message_key: i64, message: &MessageRecord) {
+    for subscription in p.view().message_start_subscriptions(&message.name) {
+        if p.view().message_correlated_to(message_key, &subscription.bpmn_process_id) {
+            continue;
+        }
+        if !message.correlation_key.is_empty()
+            && p.view().instance_started_by_message(&subscription.bpmn_process_id, &message.correlation_key).is_some()
+        {
+            continue;
+        }
+        let Some(definition) = p.view().process(subscription.process_definition_key) else { continue };
+        let model = p.process_model(subscription.process_definition_key);
+        let Some(start) = model.element(&subscription.start_event_id) else { continue };
+        let variables = variables::parse_document(&message.variables).unwrap_or_default();
+        let pi_key = p.new_key();
+        let correlated = MessageStartEventSubscriptionRecord {
+            message_key,
+            correlation_key: message.correlation_key.clone(),
+            process_instance_key: pi_key,
+            variables: message.variables.clone(),
+            ..subscription.clone()
+        };
+        let key = p.new_key();
+        p.event(key, Intent::Correlated, RecordValue::MessageStartEventSubscription(correlated));
+        start_instance(p, &definition, subscription.process_definition_key, pi_key, Some(vec![start]), &variables);
+    }
+}
+
+/// A signal throw or end event broadcasts: a SIGNAL BROADCAST follow-up command.
+pub(crate) fn broadcast_signal(p: P, name: &str, tenant_id: &str) {
+    let signal = SignalRecord { signal_name: name.to_string(), variables: "{}".into(), tenant_id: tenant_id.to_string() };
+    p.command(-1, Intent::Broadcast, RecordValue::Signal(signal));
+}
+
+/// SIGNAL BROADCAST: from a client or a throw event (key -1: this partition broadcasts it to
+/// the others too), or from another partition (its key). Triggers every subscription of the
+/// signal's name on this partition.
+pub(crate) fn broadcast(p: P, command: &Record, request: Option<RequestId>) {
+    let RecordValue::Signal(signal) = &command.value else { return };
+    let variables = match variables::parse_document(&signal.variables) {
+        Ok(v) => v,
+        Err(e) => {
+            let reason = format!("Expected to broadcast signal with valid variables, but the document is invalid: {e}");
+            return p.reject(command, request, waggle_protocol::RejectionType::InvalidArgument, reason);
+        }
+    };
+    let original = command.key <= 0;
+    let key = if original { p.new_key() } else { command.key };
+    let event = p.event(key, Intent::Broadcasted, RecordValue::Signal(signal.clone()));
+    p.respond(request, event);
+    if original {
+        for partition in 1..=p.partition_count as u16 {
+            if partition != p.partition {
+                p.send(partition, key, Intent::Broadcast, RecordValue::Signal(signal.clone()));
+            }
+        }
+    }
+    for subscription in p.view().signal_subscriptions(&signal.signal_name) {
+        if subscription.catch_event_instance_key < 0 {
+            start_at_event(p, subscription.process_definition_key, &subscription.catch_event_id, &variables);
+            continue;
+        }
+        // an earlier trigger of this broadcast may have ended the element meanwhile
+        let still_open = p.view().signal_subscriptions_of(subscription.catch_event_instance_key).contains(&subscription);
+        let Some(instance) = p.view().element(subscription.catch_event_instance_key).filter(|e| e.state == ElementState::Activated) else {
+            continue;
+        };
+        if still_open {
+            events::trigger(p, &instance, &subscription.catch_event_id, &variables);
+        }
+    }
+}
