@@ -20,6 +20,8 @@ pub enum BenchCommand {
     Run(RunArgs),
     /// Start (or attach to) Waggle and the real Zeebe in turn, run the same workloads on each, print both.
     Compare(CompareArgs),
+    /// Many timers due at the same moment, and the latency of job completions beside them.
+    TimerStorm(crate::timer_storm::TimerStormArgs),
     /// A few seconds of one-task instances on a fresh Waggle: fails unless all complete (for CI).
     Smoke(SmokeArgs),
 }

@@ -16,6 +16,7 @@ pub mod runner;
 pub mod server;
 pub mod starter;
 pub mod stats;
+pub mod timer_storm;
 pub mod worker;
 pub mod workload;
 
@@ -32,6 +33,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     match args.command {
         BenchCommand::Run(a) => run_one(a).await,
         BenchCommand::Compare(a) => compare::compare(a).await,
+        BenchCommand::TimerStorm(a) => {
+            let report = timer_storm::run(&a).await?;
+            if let Some(path) = &a.json {
+                std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
+            }
+            print!("{}", timer_storm::render(&report));
+            Ok(())
+        }
         BenchCommand::Smoke(a) => {
             let report = smoke(&a.waggle_bin).await?;
             print!("{}", report::render_run(&report));

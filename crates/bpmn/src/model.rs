@@ -231,8 +231,9 @@ impl ElementKind {
 pub struct TaskDefinition {
     pub job_type: ExprOrStatic,
     pub retries: ExprOrStatic,
-    /// Static headers, in document order.
-    pub headers: Vec<(String, String)>,
+    /// Headers, in document order: static `zeebe:taskHeaders`, and for user tasks the
+    /// `io.camunda.zeebe:*` headers of the form and assignment (which may be FEEL).
+    pub headers: Vec<(String, ExprOrStatic)>,
 }
 
 /// An attribute that is either a static value or (prefixed with `=`) a FEEL expression.

@@ -606,6 +606,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                 }
                 ElementKind::JobElement { def: self.task_definition(node)?, element_type }
             }
+            ("userTask", _) => ElementKind::JobElement { def: self.user_task(node)?, element_type: "USER_TASK" },
             ("exclusiveGateway", _) => ElementKind::ExclusiveGateway { default_flow: None },
             ("inclusiveGateway", _) => ElementKind::InclusiveGateway { default_flow: None },
             ("parallelGateway", _) => ElementKind::ParallelGateway,
@@ -720,7 +721,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             if !valid {
                 let what = match kind {
                     "timeDate" => "date and time",
-                    "timeCycle" => "repeating interval (R<n>/<duration>)",
+                    "timeCycle" => "repeating interval (R<n>/<duration>) or cron expression",
                     _ => "duration",
                 };
                 self.fail(node, format!("Invalid timer {kind} '{text}': expected an ISO 8601 {what}"));
@@ -793,10 +794,70 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                     self.fail(node, "Attribute 'key' of a task header must be present and not empty");
                     continue;
                 }
-                headers.push((key.to_string(), header.attribute("value").unwrap_or_default().to_string()));
+                headers.push((key.to_string(), ExprOrStatic::Static(header.attribute("value").unwrap_or_default().to_string())));
             }
         }
         Some(TaskDefinition { job_type, retries, headers })
+    }
+
+    /// A job-based user task, as Zeebe 8.5 runs it: a job of type `io.camunda.zeebe:userTask`
+    /// (one retry) whose headers carry the form key and the assignment.
+    fn user_task(&mut self, node: Node) -> Option<TaskDefinition> {
+        if self.extensions(node).any(|n| is_zeebe(n, "userTask")) {
+            self.fail(
+                node,
+                "Zeebe user tasks ('zeebe:userTask') are currently not supported; without it, the user task is a job-based user task",
+            );
+            return None;
+        }
+        let mut headers = Vec::new();
+        for form in self.extensions(node).filter(|n| is_zeebe(*n, "formDefinition")) {
+            if let Some(key) = form.attribute("formKey").filter(|k| !k.is_empty()) {
+                headers.push(("io.camunda.zeebe:formKey".to_string(), self.expr_or_static(node, key)));
+            } else if form.attribute("formId").is_some() {
+                self.fail(node, "Linked forms ('formId' of 'zeebe:formDefinition') are currently not supported; use 'formKey'");
+                return None;
+            }
+        }
+        for assignment in self.extensions(node).filter(|n| is_zeebe(*n, "assignmentDefinition")) {
+            for (attribute, header) in [
+                ("assignee", "io.camunda.zeebe:assignee"),
+                ("candidateGroups", "io.camunda.zeebe:candidateGroups"),
+                ("candidateUsers", "io.camunda.zeebe:candidateUsers"),
+            ] {
+                let Some(value) = assignment.attribute(attribute).map(str::trim).filter(|v| !v.is_empty()) else { continue };
+                let value = match self.expr_or_static(node, value) {
+                    // a static list "a, b" becomes the JSON list Zeebe puts in the header
+                    ExprOrStatic::Static(list) if attribute != "assignee" => {
+                        let items: Vec<serde_json::Value> =
+                            list.split(',').map(|s| serde_json::Value::String(s.trim().to_string())).collect();
+                        ExprOrStatic::Static(serde_json::Value::Array(items).to_string())
+                    }
+                    other => other,
+                };
+                headers.push((header.to_string(), value));
+            }
+        }
+        for schedule in self.extensions(node).filter(|n| is_zeebe(*n, "taskSchedule")) {
+            for (attribute, header) in [("dueDate", "io.camunda.zeebe:dueDate"), ("followUpDate", "io.camunda.zeebe:followUpDate")] {
+                if let Some(value) = schedule.attribute(attribute).map(str::trim).filter(|v| !v.is_empty()) {
+                    headers.push((header.to_string(), self.expr_or_static(node, value)));
+                }
+            }
+        }
+        for list in self.extensions(node).filter(|n| is_zeebe(*n, "taskHeaders")) {
+            for header in list.children().filter(|n| is_zeebe(*n, "header")) {
+                let key = header.attribute("key").unwrap_or_default();
+                if !key.is_empty() {
+                    headers.push((key.to_string(), ExprOrStatic::Static(header.attribute("value").unwrap_or_default().to_string())));
+                }
+            }
+        }
+        Some(TaskDefinition {
+            job_type: ExprOrStatic::Static("io.camunda.zeebe:userTask".into()),
+            retries: ExprOrStatic::Static("1".into()),
+            headers,
+        })
     }
 
     fn io_mapping(&mut self, node: Node) -> (Vec<Mapping>, Vec<Mapping>) {

@@ -99,7 +99,19 @@ pub(crate) fn continue_activation(p: P, key: i64) {
                 Ok(r) => r,
                 Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
             };
-            let headers: Map<String, Json> = def.headers.iter().map(|(k, v)| (k.clone(), Json::String(v.clone()))).collect();
+            let mut headers = Map::new();
+            for (name, value) in &def.headers {
+                let text = match value {
+                    ExprOrStatic::Static(s) => s.clone(),
+                    ExprOrStatic::Expression(e) => match evaluate(p, lookup_scope, e) {
+                        Value::String(s) => s,
+                        Value::Null => continue,
+                        // lists (candidate groups and users) and dates as Zeebe writes them
+                        other => other.to_json().as_str().map(str::to_string).unwrap_or_else(|| other.to_json().to_string()),
+                    },
+                };
+                headers.insert(name.clone(), Json::String(text));
+            }
             let job = JobRecord {
                 job_type: job_type.clone(),
                 retries,

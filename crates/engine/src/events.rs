@@ -145,9 +145,9 @@ pub(crate) fn timer_due(p: P, scope: i64, def: &TimerDefinition, from_ms: i64) -
         }
         TimerDefinition::Cycle(v) => {
             let (text, _) = timer_text(p, scope, v)?;
-            timer::parse_cycle(&text)
-                .map(|(repetitions, i)| (i.after(from_ms), repetitions))
-                .ok_or_else(|| format!("Invalid timer cycle '{text}' for expression '{}': expected R<n>/<duration>", source(v)))
+            timer::parse_cycle(&text).map(|(repetitions, i)| (i.after(from_ms), repetitions)).ok_or_else(|| {
+                format!("Invalid timer cycle '{text}' for expression '{}': expected R<n>/<duration> or a cron expression", source(v))
+            })
         }
     }
 }

@@ -302,7 +302,7 @@ fn render(r: &Record) -> String {
         RecordValue::ProcessInstanceCreation(c) => format!("{} instance={}", c.bpmn_process_id, short(c.process_instance_key)),
         RecordValue::ProcessInstanceResult(res) => format!("{} variables={}", res.bpmn_process_id, res.variables),
         RecordValue::Job(j) => format!(
-            "type={} retries={} element={} deadline={} worker={} vars={} err={}:{}",
+            "type={} retries={} element={} deadline={} worker={} vars={} err={}:{}{}",
             j.job_type,
             j.retries,
             short(j.element_instance_key),
@@ -310,7 +310,8 @@ fn render(r: &Record) -> String {
             j.worker,
             j.variables,
             j.error_code,
-            j.error_message
+            j.error_message,
+            if j.custom_headers.is_empty() || j.custom_headers == "{}" { String::new() } else { format!(" headers={}", j.custom_headers) }
         ),
         RecordValue::JobBatch(b) => format!(
             "type={} jobs=[{}] vars=[{}]",

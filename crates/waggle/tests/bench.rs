@@ -21,3 +21,22 @@ async fn bench_smoke_run_with_message_correlation_completes_every_instance() {
         waggle_bench::smoke_workload(Path::new(env!("CARGO_BIN_EXE_waggle")), "W5").await.expect("smoke run with message correlation");
     println!("{report:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timer_storm_smoke_run_fires_every_timer() {
+    let server = waggle_bench::server::Server::start_waggle(Path::new(env!("CARGO_BIN_EXE_waggle"))).await.expect("start waggle");
+    let args = waggle_bench::timer_storm::TimerStormArgs {
+        target: server.address.clone(),
+        timers: 500,
+        lead: std::time::Duration::from_secs(4),
+        probe_rate: 20.0,
+        json: None,
+    };
+    let report = waggle_bench::timer_storm::run(&args).await;
+    server.stop().await.expect("stop waggle");
+    let report = report.expect("timer storm");
+    println!("{}", waggle_bench::timer_storm::render(&report));
+    assert_eq!(report.created, 500);
+    assert_eq!(report.fired, 500, "every timer fires once");
+    assert!(report.complete_before.is_some() || report.complete_during.is_some(), "the probe completed jobs");
+}

@@ -42,7 +42,7 @@ fn parses_a_service_task_process_linked_by_index() {
     let ElementKind::ServiceTask(def) = &task.kind else { panic!("not a task") };
     assert!(matches!(&def.job_type, ExprOrStatic::Static(t) if t == "work"));
     assert!(matches!(&def.retries, ExprOrStatic::Static(r) if r == "5"));
-    assert_eq!(def.headers, vec![("k".to_string(), "v".to_string())]);
+    assert!(matches!(def.headers.as_slice(), [(k, ExprOrStatic::Static(v))] if k == "k" && v == "v"));
     assert_eq!(task.inputs[0].source.source(), "order.id");
     assert_eq!(task.outputs[0].target, "out.value");
     assert_eq!(p.flows[task.incoming[0]].id, "f1");
@@ -75,14 +75,17 @@ fn exclusive_gateway_gets_conditions_and_default_flow() {
 fn unsupported_elements_are_rejected_by_name_and_line() {
     let xml = model(
         r#"    <bpmn:startEvent id="start" />
-    <bpmn:userTask id="approve" />"#,
+    <bpmn:callActivity id="approve" />"#,
     );
     let errs = errors(&xml);
     assert_eq!(errs.len(), 1);
     assert_eq!(errs[0].element_id, "approve");
     assert_eq!(errs[0].line, 5);
-    assert!(errs[0].message.contains("'userTask'"), "{}", errs[0].message);
-    assert_eq!(errs[0].to_string(), "- Element: approve (line 5)\n    - ERROR: Elements of type 'userTask' are currently not supported");
+    assert!(errs[0].message.contains("'callActivity'"), "{}", errs[0].message);
+    assert_eq!(
+        errs[0].to_string(),
+        "- Element: approve (line 5)\n    - ERROR: Elements of type 'callActivity' are currently not supported"
+    );
 }
 
 #[test]
