@@ -26,6 +26,9 @@ const IGNORED: &[&str] = &[
     "dataStoreReference",
     "ioSpecification",
     "property",
+    // references to the flows of a flow node, as modelers write them; the flows say the same
+    "incoming",
+    "outgoing",
 ];
 
 /// Parses a `bpmn:definitions` document and returns its executable processes, or every error
@@ -48,7 +51,7 @@ pub fn parse_definitions(xml: &[u8]) -> Result<Vec<Process>, Vec<BpmnError>> {
     }
     let mut errors = Vec::new();
     let mut processes = Vec::new();
-    let refs = Refs::read(root);
+    let refs = Refs::read(&doc, root);
     for node in root.children().filter(|n| is_bpmn(*n, "process")) {
         if node.attribute("isExecutable") != Some("true") {
             continue;
@@ -87,8 +90,8 @@ fn error(doc: &Document, node: Node, message: String) -> BpmnError {
 
 /// `bpmn:message` and `bpmn:error` definitions, by id.
 struct Refs {
-    /// id → (name, `zeebe:subscription` correlation key)
-    messages: HashMap<String, (Option<String>, Option<String>)>,
+    /// id → (name, `zeebe:subscription` correlation key, line)
+    messages: HashMap<String, (Option<String>, Option<String>, u32)>,
     /// id → errorCode
     errors: HashMap<String, Option<String>>,
     /// id → escalationCode
@@ -98,7 +101,7 @@ struct Refs {
 }
 
 impl Refs {
-    fn read(root: Node) -> Refs {
+    fn read(doc: &Document, root: Node) -> Refs {
         let mut refs = Refs { messages: HashMap::new(), errors: HashMap::new(), escalations: HashMap::new(), signals: HashMap::new() };
         for node in root.children().filter(|n| n.is_element()) {
             let Some(id) = node.attribute("id") else { continue };
@@ -110,7 +113,7 @@ impl Refs {
                     .find(|n| is_zeebe(*n, "subscription"))
                     .and_then(|n| n.attribute("correlationKey"))
                     .map(str::to_string);
-                refs.messages.insert(id.to_string(), (node.attribute("name").map(str::to_string), correlation_key));
+                refs.messages.insert(id.to_string(), (node.attribute("name").map(str::to_string), correlation_key, line_of(doc, node)));
             } else if is_bpmn(node, "error") {
                 refs.errors.insert(id.to_string(), node.attribute("errorCode").map(str::to_string));
             } else if is_bpmn(node, "escalation") {
@@ -177,6 +180,12 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
         for (i, flow) in flows.iter().enumerate() {
             elements[flow.source].outgoing.push(i);
             elements[flow.target].incoming.push(i);
+        }
+        // Zeebe's model walker visits sibling elements last to first, so an element's outgoing
+        // flows are in reverse document order: an exclusive gateway takes the true condition
+        // whose flow comes last in the document, and forks start their branches in that order
+        for element in &mut elements {
+            element.outgoing.reverse();
         }
         self.attach_boundary_events(&element_nodes, &mut elements, &index);
         let start = self.process_start_event(process, &element_nodes, &elements);
@@ -740,7 +749,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
     }
 
     fn message(&mut self, node: Node, message_ref: Option<&str>) -> Option<MessageDefinition> {
-        let Some((name, correlation_key)) = message_ref.and_then(|r| self.refs.messages.get(r)).cloned() else {
+        let Some((name, correlation_key, message_line)) = message_ref.and_then(|r| self.refs.messages.get(r)).cloned() else {
             self.fail(node, "Must reference a message ('messageRef' to a 'bpmn:message')");
             return None;
         };
@@ -755,7 +764,12 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             Some(key) => Some(self.expression(node, key.trim(), true)?),
             None if process_start => None,
             None => {
-                self.fail(node, "Must have a correlation key ('correlationKey' of the message's 'zeebe:subscription')");
+                // reported on the message, as Zeebe does
+                self.errors.push(BpmnError {
+                    element_id: message_ref.unwrap_or_default().to_string(),
+                    line: message_line,
+                    message: "Must have exactly one 'zeebe:subscription' extension element with a 'correlationKey'".into(),
+                });
                 return None;
             }
         };

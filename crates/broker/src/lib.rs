@@ -60,6 +60,9 @@ pub enum BrokerError {
 pub(crate) struct Submission {
     pub command: Command,
     pub reply: Option<oneshot::Sender<Record>>,
+    /// From the scheduler (timers, time-outs): processed a few per batch, so that a burst of
+    /// due work does not hold back client commands.
+    pub scheduled: bool,
 }
 
 /// Every partition's command queue, by partition id - 1 (set once all partitions started), for
@@ -115,7 +118,7 @@ impl Broker {
     pub async fn submit(&self, partition: PartitionId, command: Command) -> Result<Record, BrokerError> {
         let handle = self.partitions.get((partition as usize).wrapping_sub(1)).ok_or(BrokerError::NoSuchPartition(partition))?;
         let (tx, rx) = oneshot::channel();
-        handle.send(Submission { command, reply: Some(tx) })?;
+        handle.send(Submission { command, reply: Some(tx), scheduled: false })?;
         rx.await.map_err(|_| BrokerError::Unavailable(partition))
     }
 

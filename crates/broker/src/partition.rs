@@ -1,9 +1,9 @@
 //! One partition: recovery, the processing thread, commit, responses, side effects, snapshots.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -24,6 +24,11 @@ use crate::{scheduler, BrokerConfig, BrokerError, Peers, Submission};
 const META_APPLIED_INDEX: &[u8] = b"X/applied_index";
 /// Commands taken into one processing batch at most.
 const MAX_BATCH_COMMANDS: usize = 512;
+/// Scheduled commands (timers, time-outs) in a batch that also carries client commands: a
+/// client command waits for at most this much due work.
+const SCHEDULED_PER_BUSY_BATCH: usize = 16;
+/// Scheduled commands in a batch without client commands.
+const SCHEDULED_PER_IDLE_BATCH: usize = 64;
 
 /// What the management API shows of a partition.
 #[derive(Debug, Clone)]
@@ -156,6 +161,7 @@ pub(crate) fn start(
         Arc::new(Mutex::new(PartitionStatus { partition_id: id, role: "LEADER", healthy: true, applied_index: applied, snapshot_index }));
     let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
     let stop = Arc::new(AtomicBool::new(false));
+    let scheduled_in_flight = Arc::new(AtomicUsize::new(0));
     let mut processor = Processor {
         id,
         engine: Engine::new(id),
@@ -177,6 +183,8 @@ pub(crate) fn start(
         peers,
         outbox: Vec::new(),
         partition_count: u32::from(config.partitions.max(1)),
+        deferred: VecDeque::new(),
+        scheduled_in_flight: scheduled_in_flight.clone(),
     };
     // Bring state up to the log's commit point before accepting commands.
     processor.drive_raft().map_err(|e| start_err(id, e))?;
@@ -185,7 +193,7 @@ pub(crate) fn start(
         .name(format!("partition-{id}"))
         .spawn(move || processor.run(rx, stop_flag))
         .map_err(|e| start_err(id, e))?;
-    let scheduler = scheduler::start(id, store.clone(), tx.clone(), stop.clone()).map_err(|e| start_err(id, e))?;
+    let scheduler = scheduler::start(id, store.clone(), tx.clone(), scheduled_in_flight, stop.clone()).map_err(|e| start_err(id, e))?;
     Ok(PartitionHandle { tx, status, store, stop, threads: Mutex::new(vec![processing, scheduler]) })
 }
 
@@ -212,12 +220,18 @@ struct Processor {
     /// Commands for other partitions that did not fit their queue yet (retried every loop).
     outbox: Vec<(PartitionId, Command)>,
     partition_count: u32,
+    /// Scheduled commands taken off the queue, waiting for a batch with room for them.
+    deferred: VecDeque<Submission>,
+    /// Scheduled commands submitted and not yet processed (the scheduler keeps it bounded).
+    scheduled_in_flight: Arc<AtomicUsize>,
 }
 
 impl Processor {
     fn run(mut self, rx: Receiver<Submission>, stop: Arc<AtomicBool>) {
         while !stop.load(Ordering::SeqCst) {
-            let first = match rx.recv_timeout(Duration::from_millis(50)) {
+            // block for work only when no scheduled work waits
+            let wait = if self.deferred.is_empty() { Duration::from_millis(50) } else { Duration::ZERO };
+            let first = match rx.recv_timeout(wait) {
                 Ok(s) => Some(s),
                 Err(RecvTimeoutError::Timeout) => None,
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -230,16 +244,23 @@ impl Processor {
                 return self.fail(e);
             }
             self.flush_outbox();
-            let Some(first) = first else {
+            let mut batch = Vec::new();
+            let mut next = first;
+            while let Some(s) = next {
+                if s.scheduled {
+                    self.deferred.push_back(s);
+                } else {
+                    batch.push(s);
+                }
+                next = if batch.len() < MAX_BATCH_COMMANDS { rx.try_recv().ok() } else { None };
+            }
+            let room = if batch.is_empty() { SCHEDULED_PER_IDLE_BATCH } else { SCHEDULED_PER_BUSY_BATCH };
+            let scheduled = room.min(self.deferred.len());
+            batch.extend(self.deferred.drain(..scheduled));
+            self.scheduled_in_flight.fetch_sub(scheduled, Ordering::SeqCst);
+            if batch.is_empty() {
                 self.prune_replies();
                 continue;
-            };
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH_COMMANDS {
-                match rx.try_recv() {
-                    Ok(s) => batch.push(s),
-                    Err(_) => break,
-                }
             }
             if let Err(e) = self.process(batch) {
                 return self.fail(e);
@@ -300,7 +321,7 @@ impl Processor {
             return Ok(()); // dropping the replies answers UNAVAILABLE
         }
         let mut commands = Vec::with_capacity(batch.len());
-        for Submission { mut command, reply } in batch {
+        for Submission { mut command, reply, .. } in batch {
             if let Some(reply) = reply {
                 let id = self.next_request;
                 self.next_request += 1;
@@ -354,7 +375,7 @@ impl Processor {
                 tracing::error!(partition = self.id, target = partition, "command for an unknown partition dropped");
                 continue;
             };
-            match peer.try_send(Submission { command, reply: None }) {
+            match peer.try_send(Submission { command, reply: None, scheduled: false }) {
                 Ok(()) => {}
                 Err(TrySendError::Full(s)) => self.outbox.push((partition, s.command)),
                 Err(TrySendError::Disconnected(_)) => {}
@@ -383,7 +404,7 @@ impl Processor {
 
     fn yield_job(&mut self, job_key: i64, job: JobRecord) {
         let command = Command { request_id: None, key: job_key, intent: Intent::Yield, value: RecordValue::Job(job) };
-        let _ = self.loopback.try_send(Submission { command, reply: None });
+        let _ = self.loopback.try_send(Submission { command, reply: None, scheduled: false });
     }
 
     fn observe(&mut self, records: &[Record]) {

@@ -4,7 +4,7 @@
 //! milliseconds of its due date, never before it.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -22,6 +22,9 @@ const TICK: Duration = Duration::from_millis(100);
 /// flight, or was rejected because the job changed meanwhile).
 const RESUBMIT_AFTER: Duration = Duration::from_secs(5);
 const MAX_DUE_PER_TICK: usize = 1000;
+/// Scheduled commands submitted but not yet processed, at most: the partition takes a few per
+/// batch, and the rest waits here rather than in its queue.
+const MAX_IN_FLIGHT: usize = 256;
 /// How soon to look again while due work has been submitted but not processed yet.
 const IN_FLIGHT_RECHECK: Duration = Duration::from_millis(5);
 
@@ -29,6 +32,7 @@ pub(crate) fn start(
     id: PartitionId,
     store: Arc<RocksStore>,
     tx: SyncSender<Submission>,
+    in_flight: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name(format!("scheduler-{id}")).spawn(move || {
@@ -56,8 +60,14 @@ pub(crate) fn start(
                 if submitted.contains_key(&(intent, key, at)) {
                     continue;
                 }
+                if in_flight.load(Ordering::SeqCst) >= MAX_IN_FLIGHT {
+                    break; // the partition has enough: the rest in a moment
+                }
                 let command = Command { request_id: None, key, intent, value };
-                if tx.try_send(Submission { command, reply: None }).is_err() {
+                // counted before it is sent: the partition may take it at once
+                in_flight.fetch_add(1, Ordering::SeqCst);
+                if tx.try_send(Submission { command, reply: None, scheduled: true }).is_err() {
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
                     break; // partition busy: try again next tick
                 }
                 submitted.insert((intent, key, at), Instant::now());

@@ -312,7 +312,11 @@ pub(crate) fn continue_completion(p: P, key: i64) {
 fn complete_process(p: P, key: i64, pi: ProcessInstanceRecord) {
     let awaiting = p.take_awaiting_result(key);
     let result_vars = awaiting.as_ref().map(|(_, names)| variables::visible_variables(p.view(), key, names));
+    let started_by = p.view().started_by_message(key);
     let completed = p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
+    if let Some((bpmn_process_id, correlation_key)) = started_by {
+        crate::starts::start_with_buffered_message(p, &bpmn_process_id, &correlation_key);
+    }
     if let (Some((request, _)), Some(vars)) = (awaiting, result_vars) {
         let result = ProcessInstanceResultRecord {
             bpmn_process_id: pi.bpmn_process_id,
@@ -467,7 +471,11 @@ pub(crate) fn terminate(p: P, key: i64) {
     }
     resolve_incident_of(p, p.view().element_incident(key));
     events::close(p, key);
+    let started_by = if instance.record.flow_scope_key < 0 { p.view().started_by_message(key) } else { None };
     p.event(key, Intent::ElementTerminated, RecordValue::ProcessInstance(instance.record.clone()));
+    if let Some((bpmn_process_id, correlation_key)) = started_by {
+        crate::starts::start_with_buffered_message(p, &bpmn_process_id, &correlation_key);
+    }
     if instance.record.flow_scope_key < 0 {
         // the process itself: nobody will see a result
         if let Some((request, _)) = p.take_awaiting_result(key) {
@@ -582,8 +590,9 @@ fn eval_number(p: P, scope: i64, v: &ExprOrStatic) -> Result<i32, String> {
     }
 }
 
-/// The flow an exclusive gateway takes: the first outgoing flow (in model order) whose
-/// condition is true, else the default flow; an incident when neither exists.
+/// The flow an exclusive gateway takes: the first outgoing flow (in Zeebe's order: reverse
+/// document order, see the parser) whose condition is true, else the default flow; an
+/// incident when neither exists.
 fn choose_flow(p: P, scope: i64, model: &Process, outgoing: &[usize], default_flow: Option<usize>) -> Result<Option<usize>, String> {
     if outgoing.len() == 1 && model.flows[outgoing[0]].condition.is_none() {
         return Ok(Some(outgoing[0]));

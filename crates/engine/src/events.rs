@@ -289,10 +289,10 @@ pub(crate) fn trigger(p: P, instance: &ElementInstance, target: &str, variables:
     }
     let Some(target_idx) = model.element(target) else { return };
     match &model.elements[target_idx].kind {
-        ElementKind::BoundaryEvent { .. } => activate_boundary(p, &model, instance, target_idx, variables),
+        ElementKind::BoundaryEvent { .. } => activate_boundary(p, &model, instance, target_idx, variables, false),
         ElementKind::EventStartEvent { .. } => {
             let Some(esp) = model.elements[target_idx].scope else { return };
-            activate_event_subprocess(p, &model, instance, esp, variables);
+            activate_event_subprocess(p, &model, instance, esp, variables, false);
         }
         ElementKind::IntermediateCatchEvent(_) => continue_after_event_gateway(p, &model, instance, target_idx, variables),
         _ => {}
@@ -317,8 +317,16 @@ fn continue_after_event_gateway(p: P, model: &Process, gateway: &ElementInstance
 
 /// Starts event subprocess `esp` inside `scope` (the instance of its flow scope). An
 /// interrupting one terminates everything else in the scope first, and the scope's other
-/// event subprocesses can no longer start.
-pub(crate) fn activate_event_subprocess(p: P, model: &Process, scope: &ElementInstance, esp: usize, variables: &Map<String, Json>) {
+/// event subprocesses can no longer start. `local`: the variables stay local to the event
+/// subprocess (an error's), else they propagate.
+pub(crate) fn activate_event_subprocess(
+    p: P,
+    model: &Process,
+    scope: &ElementInstance,
+    esp: usize,
+    variables: &Map<String, Json>,
+    local: bool,
+) {
     let Some(start) = model.event_subprocess_start(esp) else { return };
     let interrupting = matches!(model.elements[start].kind, ElementKind::EventStartEvent { interrupting: true, .. });
     if interrupting {
@@ -336,15 +344,25 @@ pub(crate) fn activate_event_subprocess(p: P, model: &Process, scope: &ElementIn
     let record = behaviors::child_record(&scope.record, scope.key, &element.id, element.kind.bpmn_element_type());
     let esp_key = p.new_key();
     p.event(esp_key, Intent::ElementActivating, RecordValue::ProcessInstance(record.clone()));
-    if !variables.is_empty() {
+    if local {
+        variables::merge_local(p, esp_key, variables);
+    } else if !variables.is_empty() {
         variables::merge_propagate(p, esp_key, variables);
     }
     behaviors::continue_activation(p, esp_key);
 }
 
 /// Activates boundary event `boundary` of `activity`; an interrupting one terminates the
-/// activity first.
-pub(crate) fn activate_boundary(p: P, model: &Process, activity: &ElementInstance, boundary: usize, variables: &Map<String, Json>) {
+/// activity first. `local`: the variables stay local to the event (an error's, as Zeebe does),
+/// else they are local only when the event has output mappings.
+pub(crate) fn activate_boundary(
+    p: P,
+    model: &Process,
+    activity: &ElementInstance,
+    boundary: usize,
+    variables: &Map<String, Json>,
+    local: bool,
+) {
     let element = &model.elements[boundary];
     let interrupting = matches!(element.kind, ElementKind::BoundaryEvent { cancel_activity: true, .. });
     if interrupting {
@@ -353,7 +371,7 @@ pub(crate) fn activate_boundary(p: P, model: &Process, activity: &ElementInstanc
     let record = behaviors::child_record(&activity.record, activity.record.flow_scope_key, &element.id, element.kind.bpmn_element_type());
     let key = p.new_key();
     p.event(key, Intent::ElementActivating, RecordValue::ProcessInstance(record));
-    set_event_variables(p, key, activity.record.flow_scope_key, !element.outputs.is_empty(), variables);
+    set_event_variables(p, key, activity.record.flow_scope_key, local || !element.outputs.is_empty(), variables);
     behaviors::continue_activation(p, key);
 }
 
@@ -579,11 +597,12 @@ pub(crate) fn escalation_matcher(code: &str) -> impl Fn(&EventTrigger) -> Option
     }
 }
 
-/// Activates the catch event found for a thrown error or escalation.
+/// Activates the catch event found for a thrown error or escalation; the variables of the
+/// throw stay local to the catching event.
 pub(crate) fn catch(p: P, model: &Process, found: Catch, variables: &Map<String, Json>) {
     match found {
-        Catch::Boundary(instance, boundary) => activate_boundary(p, model, &instance, boundary, variables),
-        Catch::EventSubProcess(scope, esp) => activate_event_subprocess(p, model, &scope, esp, variables),
+        Catch::Boundary(instance, boundary) => activate_boundary(p, model, &instance, boundary, variables, true),
+        Catch::EventSubProcess(scope, esp) => activate_event_subprocess(p, model, &scope, esp, variables, true),
     }
 }
 

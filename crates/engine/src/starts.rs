@@ -194,21 +194,52 @@ pub(crate) fn correlate_message_starts(p: P, message_key: i64, message: &Message
         {
             continue;
         }
-        let Some(definition) = p.view().process(subscription.process_definition_key) else { continue };
-        let model = p.process_model(subscription.process_definition_key);
-        let Some(start) = model.element(&subscription.start_event_id) else { continue };
-        let variables = variables::parse_document(&message.variables).unwrap_or_default();
-        let pi_key = p.new_key();
-        let correlated = MessageStartEventSubscriptionRecord {
-            message_key,
-            correlation_key: message.correlation_key.clone(),
-            process_instance_key: pi_key,
-            variables: message.variables.clone(),
-            ..subscription.clone()
+        start_by_message(p, &subscription, message_key, message);
+    }
+}
+
+/// Starts an instance at the message start event of `subscription` with `message`.
+fn start_by_message(p: P, subscription: &MessageStartEventSubscriptionRecord, message_key: i64, message: &MessageRecord) {
+    let Some(definition) = p.view().process(subscription.process_definition_key) else { return };
+    let model = p.process_model(subscription.process_definition_key);
+    let Some(start) = model.element(&subscription.start_event_id) else { return };
+    let variables = variables::parse_document(&message.variables).unwrap_or_default();
+    let pi_key = p.new_key();
+    let correlated = MessageStartEventSubscriptionRecord {
+        message_key,
+        correlation_key: message.correlation_key.clone(),
+        process_instance_key: pi_key,
+        variables: message.variables.clone(),
+        ..subscription.clone()
+    };
+    let key = p.new_key();
+    p.event(key, Intent::Correlated, RecordValue::MessageStartEventSubscription(correlated));
+    start_instance(p, &definition, subscription.process_definition_key, pi_key, Some(vec![start]), &variables);
+}
+
+/// An instance a message with `correlation_key` started has ended: the oldest buffered
+/// message with that key for one of the process's message start events starts the next.
+pub(crate) fn start_with_buffered_message(p: P, bpmn_process_id: &str, correlation_key: &str) {
+    let Some((_, definition_key)) = p.view().latest_process(bpmn_process_id) else { return };
+    let model = p.process_model(definition_key);
+    for start in model.event_start_events() {
+        let ElementKind::EventStartEvent { trigger: EventTrigger::Message(message), .. } = &model.elements[start].kind else { continue };
+        let Ok(name) = events::string_of(p, -1, &message.name) else { continue };
+        let Some(subscription) =
+            p.view().message_start_subscriptions(&name).into_iter().find(|s| s.process_definition_key == definition_key)
+        else {
+            continue;
         };
-        let key = p.new_key();
-        p.event(key, Intent::Correlated, RecordValue::MessageStartEventSubscription(correlated));
-        start_instance(p, &definition, subscription.process_definition_key, pi_key, Some(vec![start]), &variables);
+        for message_key in p.view().buffered_messages(&name, correlation_key) {
+            if p.view().message_correlated_to(message_key, bpmn_process_id) {
+                continue;
+            }
+            let Some(message) = p.view().message(message_key) else { continue };
+            if message.deadline_ms <= p.now_ms {
+                continue; // expired, not yet removed
+            }
+            return start_by_message(p, &subscription, message_key, &message);
+        }
     }
 }
 

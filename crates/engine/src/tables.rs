@@ -379,6 +379,10 @@ impl<'a> StateView<'a> {
     pub fn message_start_subscriptions(&self, name: &str) -> Vec<MessageStartEventSubscriptionRecord> {
         self.kv.scan_prefix(&message_start_prefix(name)).map(|(_, v)| decode(&v)).collect()
     }
+    /// (bpmn process id, correlation key) of the message that started an active instance.
+    pub fn started_by_message(&self, process_instance: i64) -> Option<(String, String)> {
+        self.get(&message_started_reverse_key(process_instance))
+    }
     /// The active instance a message with this correlation key started, if any.
     pub fn instance_started_by_message(&self, bpmn_process_id: &str, correlation: &str) -> Option<i64> {
         self.get(&message_started_key(bpmn_process_id, correlation))

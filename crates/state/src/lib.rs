@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 pub use memory::MemoryStore;
 pub use overlay::Overlay;
-pub use rocks::RocksStore;
+pub use rocks::{RocksStore, COMPACT_AFTER_DELETES};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -57,6 +57,10 @@ impl WriteSet {
     }
     pub fn delete(&mut self, key: Vec<u8>) {
         self.entries.insert(key, None);
+    }
+    /// Forgets whatever is staged for `key`.
+    pub fn unstage(&mut self, key: &[u8]) {
+        self.entries.remove(key);
     }
     pub fn get(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
         self.entries.get(key)

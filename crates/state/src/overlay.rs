@@ -15,8 +15,14 @@ impl<'a> Overlay<'a> {
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.writes.put(key, value);
     }
+    /// Deletes `key`. A key put in this overlay that the base does not have is simply
+    /// unstaged: the base never sees it, and gets no tombstone (tombstones slow down scans).
     pub fn delete(&mut self, key: Vec<u8>) {
-        self.writes.delete(key);
+        if matches!(self.writes.get(&key), Some(Some(_))) && self.base.get(&key).is_none() {
+            self.writes.unstage(&key);
+        } else {
+            self.writes.delete(key);
+        }
     }
     pub fn writes(&self) -> &WriteSet {
         &self.writes

@@ -1,6 +1,11 @@
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
-use rocksdb::{checkpoint::Checkpoint, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
+use rocksdb::{
+    checkpoint::Checkpoint, BottommostLevelCompaction, CompactOptions, Direction, IteratorMode, Options, ReadOptions, WriteBatch,
+    WriteOptions, DB,
+};
 
 use crate::{KvIter, KvRead, KvStore, StateError, WriteSet};
 
@@ -10,8 +15,33 @@ use crate::{KvIter, KvRead, KvStore, StateError, WriteSet};
 /// Writes skip RocksDB's WAL: the partition's log is the source of truth, and the store records
 /// the log position it has applied in the same batch, so after a crash the broker replays the
 /// log from that position.
+///
+/// The engine's indexes are queues (activatable jobs, deadlines, due timers): entries are put
+/// and soon deleted, and a scan from the front would step over every tombstone left behind.
+/// After [`COMPACT_AFTER_DELETES`] deletes, a background thread flushes the memtable and
+/// compacts the index tables down to the last level, where the tombstones disappear.
 pub struct RocksStore {
-    db: DB,
+    db: Arc<DB>,
+    deletes: AtomicU64,
+    compacting: Arc<AtomicBool>,
+}
+
+/// Deletes between two compactions of the index tables.
+pub const COMPACT_AFTER_DELETES: u64 = 20_000;
+
+/// Key prefixes of the tables that behave as queues (see the engine's `tables.rs`).
+const QUEUE_PREFIXES: &[&[u8]] = &[b"A/", b"B/", b"C/", b"D/", b"F/", b"MD/", b"TD/", b"TE/"];
+
+/// The smallest key greater than every key that starts with `prefix` (None: no such key).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
 }
 
 impl RocksStore {
@@ -21,7 +51,29 @@ impl RocksStore {
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
         opts.increase_parallelism(2);
         let db = DB::open(&opts, dir)?;
-        Ok(Self { db })
+        Ok(Self { db: Arc::new(db), deletes: AtomicU64::new(0), compacting: Arc::new(AtomicBool::new(false)) })
+    }
+
+    /// Starts a background compaction of the queue tables unless one is running.
+    fn compact_queues(&self) {
+        if self.compacting.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (db, compacting) = (self.db.clone(), self.compacting.clone());
+        let spawned = std::thread::Builder::new().name("state-compaction".into()).spawn(move || {
+            if let Err(e) = db.flush() {
+                tracing::warn!(error = %e, "state flush before compaction failed");
+            }
+            let mut opts = CompactOptions::default();
+            opts.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
+            for prefix in QUEUE_PREFIXES {
+                db.compact_range_opt(Some(prefix), prefix_end(prefix), &opts);
+            }
+            compacting.store(false, Ordering::SeqCst);
+        });
+        if spawned.is_err() {
+            self.compacting.store(false, Ordering::SeqCst);
+        }
     }
 
     /// Writes a consistent checkpoint (hard links where possible) into `dir`, which must not
@@ -43,7 +95,12 @@ impl KvRead for RocksStore {
 
     fn scan_prefix(&self, prefix: &[u8]) -> KvIter<'_> {
         let prefix = prefix.to_vec();
-        let iter = self.db.iterator(IteratorMode::From(&prefix, Direction::Forward));
+        // bounded: past the prefix, the iterator must not walk on through tombstones
+        let mut opts = ReadOptions::default();
+        if let Some(end) = prefix_end(&prefix) {
+            opts.set_iterate_upper_bound(end);
+        }
+        let iter = self.db.iterator_opt(IteratorMode::From(&prefix, Direction::Forward), opts);
         Box::new(
             iter.map(|item| match item {
                 Ok((k, v)) => (k.into_vec(), v.into_vec()),
@@ -66,6 +123,11 @@ impl KvStore for RocksStore {
         let mut opts = WriteOptions::default();
         opts.disable_wal(true);
         self.db.write_opt(batch, &opts)?;
+        let deletes = writes.iter().filter(|(_, v)| v.is_none()).count() as u64;
+        if self.deletes.fetch_add(deletes, Ordering::Relaxed) + deletes >= COMPACT_AFTER_DELETES {
+            self.deletes.store(0, Ordering::Relaxed);
+            self.compact_queues();
+        }
         Ok(())
     }
 }
