@@ -40,6 +40,11 @@ pub(crate) fn start(
         let mut sleep = TICK;
         while !stop.load(Ordering::SeqCst) {
             std::thread::sleep(sleep);
+            if in_flight.load(Ordering::SeqCst) >= MAX_IN_FLIGHT {
+                // the partition has plenty to do: no scan until it took some
+                sleep = IN_FLIGHT_RECHECK;
+                continue;
+            }
             let now = now_ms();
             let view = StateView::new(&*store);
             let mut due: Vec<(Intent, (i64, i64), RecordValue)> = Vec::new();

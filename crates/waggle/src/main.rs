@@ -120,8 +120,15 @@ async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn tokio_stream_listener(listener: tokio::net::TcpListener) -> tokio_stream::wrappers::TcpListenerStream {
-    tokio_stream::wrappers::TcpListenerStream::new(listener)
+/// Accepted gRPC connections, with Nagle's algorithm off: pushed jobs and answers are small
+/// writes that must not wait for the client's delayed ACK (up to 40 ms per message otherwise).
+fn tokio_stream_listener(listener: tokio::net::TcpListener) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt;
+    tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
+        let conn = conn?;
+        conn.set_nodelay(true)?;
+        Ok(conn)
+    })
 }
 
 async fn shutdown_signal() {

@@ -149,9 +149,24 @@ pub(crate) fn resolve_incident(p: P, command: &Record, request: Option<RequestId
     }
     let event = p.event(command.key, Intent::Resolved, RecordValue::Incident(incident.clone()));
     p.respond(request, event);
-    match p.view().element(incident.element_instance_key).map(|e| e.state) {
-        Some(ElementState::Activating) => behaviors::continue_activation(p, incident.element_instance_key),
-        Some(ElementState::Completing) => behaviors::continue_completion(p, incident.element_instance_key),
+    let Some(element) = p.view().element(incident.element_instance_key) else { return };
+    match element.state {
+        ElementState::Activating => behaviors::continue_activation(p, incident.element_instance_key),
+        ElementState::Completing => behaviors::continue_completion(p, incident.element_instance_key),
+        ElementState::Activated => {
+            // an error end event whose error nobody caught throws it again (caught now, or a
+            // new incident)
+            let model = p.process_model(element.record.process_definition_key);
+            let error_end = model.element(&element.record.element_id).and_then(|i| match &model.elements[i].kind {
+                ElementKind::ErrorEndEvent { error_code } => Some(error_code.clone()),
+                _ => None,
+            });
+            if let Some(code) = error_end {
+                let variables = serde_json::Map::new();
+                let error = behaviors::ThrownError { code: &code, message: "", variables: &variables, job_key: -1 };
+                behaviors::throw_error(p, &model, element.key, &element.record, &error);
+            }
+        }
         _ => {}
     }
 }
