@@ -142,14 +142,6 @@ pub(crate) fn continue_activation(p: P, key: i64) {
             events::open(p, &pi, key, waits);
             p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi));
         }
-        ElementKind::EventSubProcess { start } => {
-            events::open(p, &pi, key, waits);
-            p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
-            let start = &model.elements[*start];
-            let child = child_record(&pi, key, &start.id, start.kind.bpmn_element_type());
-            let child_key = p.new_key();
-            p.command(child_key, Intent::ActivateElement, RecordValue::ProcessInstance(child));
-        }
         ElementKind::EscalationThrowEvent { code, .. } => {
             p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
             if let Some(found) = events::find_catch(p, &model, key, events::escalation_matcher(code)) {
@@ -171,7 +163,7 @@ pub(crate) fn continue_activation(p: P, key: i64) {
                 p.command(key, Intent::CompleteElement, RecordValue::ProcessInstance(pi));
             }
         }
-        ElementKind::SubProcess { start } => {
+        ElementKind::SubProcess { start } | ElementKind::EventSubProcess { start } => {
             events::open(p, &pi, key, waits);
             p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
             let start = &model.elements[*start];

@@ -108,7 +108,7 @@ fn evaluate(p: P, scope: i64, expr: &waggle_feel::Expression) -> Value {
 }
 
 /// The text of a timer definition: static, or a FEEL result (a string, or a temporal value).
-pub(crate) fn timer_text(p: P, scope: i64, value: &ExprOrStatic) -> Result<(String, Value), String> {
+fn timer_text(p: P, scope: i64, value: &ExprOrStatic) -> Result<(String, Value), String> {
     match value {
         ExprOrStatic::Static(s) => Ok((s.clone(), Value::String(s.clone()))),
         ExprOrStatic::Expression(e) => {
@@ -409,19 +409,22 @@ pub(crate) fn trigger_timer(p: P, command: &waggle_protocol::Record) {
         _ => None,
     });
     if let (true, Some(v)) = (repeats, cycle) {
-        if let Ok((text, _)) = timer_text(p, instance.key, &v) {
-            if let Some((_, interval)) = timer::parse_cycle(&text) {
-                let next = TimerRecord {
-                    due_date_ms: interval.after(timer.due_date_ms),
-                    repetitions: if timer.repetitions < 0 { -1 } else { timer.repetitions - 1 },
-                    ..timer.clone()
-                };
-                let next_key = p.new_key();
-                p.event(next_key, Intent::Created, RecordValue::Timer(next));
-            }
-        }
+        schedule_next_cycle(p, &timer, &v, instance.key);
     }
     trigger(p, &instance, &timer.target_element_id, &Map::new());
+}
+
+/// The next repetition of a cycle timer that just fired (`cycle` evaluated in `scope`).
+pub(crate) fn schedule_next_cycle(p: P, fired: &TimerRecord, cycle: &ExprOrStatic, scope: i64) {
+    let Ok((text, _)) = timer_text(p, scope, cycle) else { return };
+    let Some((_, interval)) = timer::parse_cycle(&text) else { return };
+    let next = TimerRecord {
+        due_date_ms: interval.after(fired.due_date_ms),
+        repetitions: if fired.repetitions < 0 { -1 } else { fired.repetitions - 1 },
+        ..fired.clone()
+    };
+    let next_key = p.new_key();
+    p.event(next_key, Intent::Created, RecordValue::Timer(next));
 }
 
 /// MESSAGE_SUBSCRIPTION CREATE (message partition): opens the subscription and correlates a

@@ -165,17 +165,7 @@ pub(crate) fn trigger_start_timer(p: P, timer_key: i64, timer: TimerRecord) {
             _ => None,
         });
         if let Some(v) = cycle {
-            if let Ok((text, _)) = events::timer_text(p, -1, &v) {
-                if let Some((_, interval)) = waggle_bpmn::timer::parse_cycle(&text) {
-                    let next = TimerRecord {
-                        due_date_ms: interval.after(timer.due_date_ms),
-                        repetitions: if timer.repetitions < 0 { -1 } else { timer.repetitions - 1 },
-                        ..timer.clone()
-                    };
-                    let next_key = p.new_key();
-                    p.event(next_key, Intent::Created, RecordValue::Timer(next));
-                }
-            }
+            events::schedule_next_cycle(p, &timer, &v, -1);
         }
     }
     start_at_event(p, timer.process_definition_key, &timer.target_element_id, &Map::new());
