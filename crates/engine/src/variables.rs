@@ -41,6 +41,13 @@ impl VariableLookup for ScopeLookup<'_> {
             Some(Value::from_json(&json))
         })
     }
+
+    /// Converts only the part a path selects, not the whole (possibly large) variable.
+    fn lookup_steps(&self, name: &str, steps: &[waggle_feel::Step<'_>]) -> Option<Value> {
+        let v = self.chain.iter().find_map(|scope| self.view.variable(*scope, name))?;
+        let json: Json = serde_json::from_str(&v.value).ok()?;
+        waggle_feel::select_json(&json, steps).map(Value::from_json)
+    }
 }
 
 /// All variables visible from `scope` (inner scopes shadow outer ones), optionally only `names`.

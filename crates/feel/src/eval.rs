@@ -129,6 +129,37 @@ impl<'a> Env<'a> {
         }
     }
 
+    /// `name.key[3].key…` read straight from the variable when every step lands (see
+    /// [`VariableLookup::lookup_steps`]); `None` leaves it to the general rules. Only outside
+    /// iterations and filters, where no frame can shadow the name.
+    fn select_in_variable(&mut self, e: &Expr) -> Option<Value> {
+        fn steps_of<'e>(e: &'e Expr, out: &mut Vec<crate::Step<'e>>) -> Option<&'e str> {
+            match e {
+                Expr::Name(n) => Some(n),
+                Expr::Path(base, key) => {
+                    let root = steps_of(base, out)?;
+                    out.push(crate::Step::Key(key));
+                    Some(root)
+                }
+                Expr::Filter(base, index) => match &**index {
+                    Expr::Number(n) => {
+                        let root = steps_of(base, out)?;
+                        out.push(crate::Step::Index(n.trunc_i64()));
+                        Some(root)
+                    }
+                    _ => None,
+                },
+                _ => None,
+            }
+        }
+        if !self.frames.is_empty() {
+            return None;
+        }
+        let mut steps = Vec::new();
+        let root = steps_of(e, &mut steps)?;
+        self.vars.lookup_steps(root, &steps)
+    }
+
     fn eval_name(&mut self, n: &str) -> Value {
         match self.lookup(n) {
             Some(v) => v,
@@ -197,10 +228,16 @@ impl<'a> Env<'a> {
             },
             Expr::Name(n) => self.eval_name(n),
             Expr::Path(base, key) => {
+                if let Some(v) = self.select_in_variable(e) {
+                    return v;
+                }
                 let v = self.eval(base);
                 self.path(v, key)
             }
             Expr::Filter(list, filter) => {
+                if let Some(v) = self.select_in_variable(e) {
+                    return v;
+                }
                 let l = self.eval(list);
                 self.filter(l, filter)
             }

@@ -27,11 +27,63 @@ pub use value::{Context, FunctionValue, Range, Value};
 /// Looks variables up by name; `None` when there is no such variable.
 pub trait VariableLookup {
     fn lookup(&self, name: &str) -> Option<Value>;
+
+    /// The value that `steps` reach inside variable `name` (as in `doc.orders[3].total`), when
+    /// every step lands: a key present in a context, an index within a list. `None` otherwise;
+    /// the evaluator then looks the whole variable up and applies FEEL's general rules. Lets a
+    /// lookup read a small part of a large variable without copying all of it.
+    fn lookup_steps(&self, name: &str, steps: &[Step<'_>]) -> Option<Value> {
+        let _ = (name, steps);
+        None
+    }
+}
+
+/// One step of a selector into a variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step<'a> {
+    /// `.key` into a context.
+    Key(&'a str),
+    /// `[i]` into a list: 1-based, negative counts from the end.
+    Index(i64),
+}
+
+/// The zero-based position `[i]` selects in a list of `len` items.
+pub(crate) fn list_position(i: i64, len: usize) -> Option<usize> {
+    let len = len as i64;
+    let idx = if i > 0 { i - 1 } else { len + i };
+    (i != 0 && idx >= 0 && idx < len).then_some(idx as usize)
+}
+
+/// Follows `steps` through a value by reference (see [`VariableLookup::lookup_steps`]).
+pub fn select<'v>(mut value: &'v Value, steps: &[Step<'_>]) -> Option<&'v Value> {
+    for step in steps {
+        value = match (step, value) {
+            (Step::Key(k), Value::Context(c)) => c.get(k)?,
+            (Step::Index(i), Value::List(items)) => &items[list_position(*i, items.len())?],
+            _ => return None,
+        };
+    }
+    Some(value)
+}
+
+/// Follows `steps` through a JSON document by reference (see [`VariableLookup::lookup_steps`]).
+pub fn select_json<'v>(mut value: &'v serde_json::Value, steps: &[Step<'_>]) -> Option<&'v serde_json::Value> {
+    for step in steps {
+        value = match (step, value) {
+            (Step::Key(k), serde_json::Value::Object(m)) => m.get(*k)?,
+            (Step::Index(i), serde_json::Value::Array(items)) => &items[list_position(*i, items.len())?],
+            _ => return None,
+        };
+    }
+    Some(value)
 }
 
 impl<T: VariableLookup + ?Sized> VariableLookup for &T {
     fn lookup(&self, name: &str) -> Option<Value> {
         (**self).lookup(name)
+    }
+    fn lookup_steps(&self, name: &str, steps: &[Step<'_>]) -> Option<Value> {
+        (**self).lookup_steps(name, steps)
     }
 }
 

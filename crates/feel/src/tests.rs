@@ -687,3 +687,39 @@ fn range_functions() {
     assert_eq!(j("before(point1: 1, point2: 2)"), json!(true));
     assert_eq!(j("before(date(\"2024-01-01\"), [date(\"2024-02-01\")..date(\"2024-03-01\")])"), json!(true));
 }
+
+/// A scope without `lookup_steps`: every path goes through the general rules.
+struct WholeVariables(serde_json::Value);
+impl VariableLookup for WholeVariables {
+    fn lookup(&self, name: &str) -> Option<Value> {
+        self.0.lookup(name)
+    }
+}
+
+#[test]
+fn selecting_inside_a_variable_matches_the_general_rules() {
+    let doc = json!({"doc": {"a": {"b": 1}, "list": [{"name": "x"}, {"name": "y"}, 3], "n": null}});
+    let fast = doc.clone();
+    let slow = WholeVariables(doc);
+    for source in [
+        "doc.a.b",
+        "doc.a",
+        "doc.list[2].name",
+        "doc.list[-1]",
+        "doc.list[0]",
+        "doc.list[9]",
+        "doc.list[1.7].name",
+        "doc.missing.x",
+        "doc.list.name",
+        "doc.a[1]",
+        "doc.n",
+        "doc.n.x",
+        "nope.x",
+        "for i in [1, 2] return doc.list[i].name",
+    ] {
+        let e = Expression::parse(source).expect(source);
+        let (a, b) = (e.evaluate_detailed(&fast, &EvalContext::default()), e.evaluate_detailed(&slow, &EvalContext::default()));
+        assert_eq!(a.value, b.value, "{source}");
+        assert_eq!(a.failure, b.failure, "{source}");
+    }
+}

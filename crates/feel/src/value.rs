@@ -89,6 +89,9 @@ impl VariableLookup for Context {
     fn lookup(&self, name: &str) -> Option<Value> {
         self.get(name).cloned()
     }
+    fn lookup_steps(&self, name: &str, steps: &[crate::Step<'_>]) -> Option<Value> {
+        crate::select(self.get(name)?, steps).cloned()
+    }
 }
 
 /// A FEEL value. Numbers are decimals (see [`Number`]).
@@ -435,17 +438,26 @@ impl VariableLookup for serde_json::Map<String, serde_json::Value> {
     fn lookup(&self, name: &str) -> Option<Value> {
         self.get(name).map(Value::from_json)
     }
+    fn lookup_steps(&self, name: &str, steps: &[crate::Step<'_>]) -> Option<Value> {
+        crate::select_json(self.get(name)?, steps).map(Value::from_json)
+    }
 }
 
 impl VariableLookup for HashMap<String, Value> {
     fn lookup(&self, name: &str) -> Option<Value> {
         self.get(name).cloned()
     }
+    fn lookup_steps(&self, name: &str, steps: &[crate::Step<'_>]) -> Option<Value> {
+        crate::select(self.get(name)?, steps).cloned()
+    }
 }
 
 impl VariableLookup for serde_json::Value {
     fn lookup(&self, name: &str) -> Option<Value> {
         self.as_object().and_then(|m| m.get(name)).map(Value::from_json)
+    }
+    fn lookup_steps(&self, name: &str, steps: &[crate::Step<'_>]) -> Option<Value> {
+        crate::select_json(self.as_object()?.get(name)?, steps).map(Value::from_json)
     }
 }
 
