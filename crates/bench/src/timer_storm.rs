@@ -57,6 +57,9 @@ pub struct TimerStormArgs {
     /// Probe instances per second whose job completions are timed.
     #[arg(long, default_value_t = 100.0)]
     pub probe_rate: f64,
+    /// Jobs the storm worker asks for per ActivateJobs (one activation command on the server).
+    #[arg(long, default_value_t = 1000)]
+    pub fired_batch: i32,
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
@@ -101,7 +104,7 @@ pub async fn run(args: &TimerStormArgs) -> anyhow::Result<StormReport> {
     let probe = tokio::spawn(probe(args.target.clone(), args.probe_rate, done.clone(), completions.clone()));
     // the storm worker
     let fired: Arc<Mutex<Vec<Instant>>> = Arc::default();
-    let worker = tokio::spawn(storm_worker(args.target.clone(), done.clone(), fired.clone()));
+    let worker = tokio::spawn(storm_worker(args.target.clone(), args.fired_batch, done.clone(), fired.clone()));
     // creations, 16 at a time
     let next = Arc::new(AtomicU64::new(0));
     let rejected = Arc::new(AtomicU64::new(0));
@@ -211,10 +214,10 @@ async fn probe(target: String, rate: f64, done: Arc<AtomicBool>, completions: Ar
 /// Takes the fired timers' jobs in batches, noting when each was taken. They are not completed
 /// (a slow completer would hold back the next activation and hide when the timers fired); a
 /// long job timeout keeps them from coming back.
-async fn storm_worker(target: String, done: Arc<AtomicBool>, fired: Arc<Mutex<Vec<Instant>>>) -> anyhow::Result<()> {
+async fn storm_worker(target: String, batch: i32, done: Arc<AtomicBool>, fired: Arc<Mutex<Vec<Instant>>>) -> anyhow::Result<()> {
     let mut c = client::connect(&target).await?;
     while !done.load(Ordering::Relaxed) {
-        let jobs = activate(&mut c, "storm-fired", 1000, 500, 3_600_000).await?;
+        let jobs = activate(&mut c, "storm-fired", batch, 500, 3_600_000).await?;
         let taken = Instant::now();
         fired.lock().expect("fired").extend(std::iter::repeat_n(taken, jobs.len()));
     }

@@ -50,6 +50,13 @@ impl RocksStore {
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
         opts.increase_parallelism(2);
+        // compactions (the queue tables' included) run at a lower CPU and IO priority than the
+        // partition's processing thread: on a small machine they otherwise take its core
+        if let Ok(mut env) = rocksdb::Env::new() {
+            env.lower_thread_pool_cpu_priority();
+            env.lower_thread_pool_io_priority();
+            opts.set_env(&env);
+        }
         let db = DB::open(&opts, dir)?;
         Ok(Self { db: Arc::new(db), deletes: AtomicU64::new(0), compacting: Arc::new(AtomicBool::new(false)) })
     }

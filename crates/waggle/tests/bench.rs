@@ -30,6 +30,7 @@ async fn timer_storm_smoke_run_fires_every_timer() {
         timers: 500,
         lead: std::time::Duration::from_secs(4),
         probe_rate: 20.0,
+        fired_batch: 100,
         json: None,
     };
     let report = waggle_bench::timer_storm::run(&args).await;
