@@ -58,7 +58,7 @@ impl Recorder {
             Event::Finished { .. } => self.finished.fetch_add(1, Ordering::Relaxed),
             _ => 0,
         };
-        self.events.lock().unwrap().push(e);
+        self.events.lock().expect("recorder events lock (a recording thread panicked)").push(e);
     }
 
     pub fn reject(&self) {
@@ -68,14 +68,14 @@ impl Recorder {
     /// Counts an unexpected error; the first few messages are kept for the report.
     pub fn error(&self, what: &str, status: &tonic::Status) {
         self.errors.fetch_add(1, Ordering::Relaxed);
-        let mut first = self.first_errors.lock().unwrap();
+        let mut first = self.first_errors.lock().expect("recorder errors lock (a recording thread panicked)");
         if first.len() < 5 {
             first.push(format!("{what}: {:?}: {}", status.code(), status.message()));
         }
     }
 
     pub fn first_errors(&self) -> Vec<String> {
-        self.first_errors.lock().unwrap().clone()
+        self.first_errors.lock().expect("recorder errors lock (a recording thread panicked)").clone()
     }
 
     pub fn counts(&self) -> Counts {
@@ -89,7 +89,7 @@ impl Recorder {
     }
 
     pub fn events(&self) -> Vec<Event> {
-        self.events.lock().unwrap().clone()
+        self.events.lock().expect("recorder events lock (a recording thread panicked)").clone()
     }
 }
 

@@ -113,7 +113,7 @@ impl Server {
         let address = format!("127.0.0.1:{port}");
         let log = std::fs::File::create(data.path().join("waggle.log"))?;
         let spawned = Instant::now();
-        let child = Command::new(bin)
+        let mut child = Command::new(bin)
             .arg("--data-dir")
             .arg(data.path().join("data"))
             .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--management-port", &mgmt.to_string()])
@@ -125,14 +125,19 @@ impl Server {
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
         let pid = child.id();
-        let mut server =
-            Server { kind: Kind::Waggle, address, pid, startup: None, child: Some(child), zeebe_script: None, _data_dir: Some(data) };
         let ready = tokio::select! {
-            r = client::wait_ready(&server.address, READY_TIMEOUT) => r?,
-            status = server.child.as_mut().unwrap().wait() => bail!("{} exited before it was ready: {}", bin.display(), status?),
+            r = client::wait_ready(&address, READY_TIMEOUT) => r?,
+            status = child.wait() => bail!("{} exited before it was ready: {}", bin.display(), status?),
         };
-        server.startup = Some(ready - spawned);
-        Ok(server)
+        Ok(Server {
+            kind: Kind::Waggle,
+            address,
+            pid,
+            startup: Some(ready - spawned),
+            child: Some(child),
+            zeebe_script: None,
+            _data_dir: Some(data),
+        })
     }
 
     /// Starts the real Zeebe with `script start DATA_DIR` (scripts/zeebe.sh) and waits until ready.

@@ -1,5 +1,7 @@
 //! The executable form of a process: elements and flows in vectors, linked by index.
 
+use std::collections::HashMap;
+
 use waggle_feel::Expression;
 
 /// One executable process of a deployed resource.
@@ -13,21 +15,69 @@ pub struct Process {
     /// Index of the process's none start event in `elements`, if it has one (a process may
     /// start only by timer, message or signal start events).
     pub start: Option<usize>,
+    /// Derived once from `elements` (see [`Process::new`]): lookups on the command path must
+    /// not scan the model.
+    index: ModelIndex,
+}
+
+/// What the engine looks up per command, computed once per model.
+#[derive(Debug, Clone, Default)]
+struct ModelIndex {
+    by_id: HashMap<String, usize>,
+    /// Per scope (`None`: the process): its event subprocesses and its inclusive joins.
+    scopes: HashMap<Option<usize>, ScopeContents>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ScopeContents {
+    event_subprocesses: Vec<usize>,
+    interrupting_event_subprocesses: Vec<usize>,
+    inclusive_joins: Vec<usize>,
 }
 
 impl Process {
+    /// A process of linked elements and flows; derives the lookup index.
+    pub fn new(id: String, name: Option<String>, elements: Vec<Element>, flows: Vec<SequenceFlow>, start: Option<usize>) -> Self {
+        let mut index = ModelIndex::default();
+        for (i, e) in elements.iter().enumerate() {
+            index.by_id.entry(e.id.clone()).or_insert(i);
+            let scope = index.scopes.entry(e.scope).or_default();
+            match &e.kind {
+                ElementKind::EventSubProcess { start } => {
+                    scope.event_subprocesses.push(i);
+                    if matches!(elements.get(*start).map(|s| &s.kind), Some(ElementKind::EventStartEvent { interrupting: true, .. })) {
+                        scope.interrupting_event_subprocesses.push(i);
+                    }
+                }
+                ElementKind::InclusiveGateway { .. } if e.incoming.len() > 1 => scope.inclusive_joins.push(i),
+                _ => {}
+            }
+        }
+        Process { id, name, elements, flows, start, index }
+    }
+
     /// Index of the element with this id.
     pub fn element(&self, id: &str) -> Option<usize> {
-        self.elements.iter().position(|e| e.id == id)
+        self.index.by_id.get(id).copied()
+    }
+
+    fn contents(&self, scope: Option<usize>) -> Option<&ScopeContents> {
+        self.index.scopes.get(&scope)
     }
 
     /// Event subprocesses directly inside a scope: the process (`None`) or a subprocess.
     pub fn event_subprocesses(&self, scope: Option<usize>) -> impl Iterator<Item = usize> + '_ {
-        self.elements
-            .iter()
-            .enumerate()
-            .filter(move |(_, e)| e.scope == scope && matches!(e.kind, ElementKind::EventSubProcess { .. }))
-            .map(|(i, _)| i)
+        self.contents(scope).into_iter().flat_map(|c| c.event_subprocesses.iter().copied())
+    }
+
+    /// The interrupting ones among [`Process::event_subprocesses`].
+    pub fn interrupting_event_subprocesses(&self, scope: Option<usize>) -> &[usize] {
+        self.contents(scope).map(|c| c.interrupting_event_subprocesses.as_slice()).unwrap_or(&[])
+    }
+
+    /// Inclusive gateways with more than one incoming flow directly inside a scope.
+    pub fn inclusive_joins(&self, scope: Option<usize>) -> &[usize] {
+        self.contents(scope).map(|c| c.inclusive_joins.as_slice()).unwrap_or(&[])
     }
 
     /// The start event of an event subprocess.

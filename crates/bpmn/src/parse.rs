@@ -211,7 +211,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             return None;
         }
         let name = process.attribute("name").map(str::to_string);
-        Some(Process { id, name, elements, flows, start })
+        Some(Process::new(id, name, elements, flows, start))
     }
 
     /// Flow elements of a process or subprocess, depth first; subprocess contents follow their

@@ -91,7 +91,7 @@ pub(crate) fn continue_activation(p: P, key: i64) {
     match &element.kind {
         ElementKind::ServiceTask(def) | ElementKind::JobElement { def, .. } => {
             let lookup_scope = key;
-            let job_type = match eval_string(p, lookup_scope, &def.job_type) {
+            let job_type = match events::string_of(p, lookup_scope, &def.job_type) {
                 Ok(t) => t,
                 Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
             };
@@ -364,10 +364,9 @@ fn maybe_complete_scope(p: P, scope: i64) {
     }
     if s.active_flows > 0 {
         let model = p.process_model(s.record.process_definition_key);
-        let scope_idx = model.element(&s.record.element_id);
-        for (idx, e) in model.elements.iter().enumerate() {
-            let is_join = e.scope == scope_idx && matches!(e.kind, ElementKind::InclusiveGateway { .. }) && e.incoming.len() > 1;
-            if is_join && inclusive_join_ready(p, &model, scope, idx) {
+        for &idx in model.inclusive_joins(model.element(&s.record.element_id)) {
+            if inclusive_join_ready(p, &model, scope, idx) {
+                let e = &model.elements[idx];
                 let record = child_record(&s.record, scope, &e.id, e.kind.bpmn_element_type());
                 let key = p.new_key();
                 p.command(key, Intent::ActivateElement, RecordValue::ProcessInstance(record));
@@ -428,21 +427,15 @@ fn reaches(model: &Process, from: &[usize], targets: &[usize], stop: usize) -> b
 /// Whether an interrupting event subprocess has taken over `scope` (only checked when the
 /// scope has interrupting event subprocesses at all).
 fn interrupted(p: P, model: &Process, scope: &crate::tables::ElementInstance) -> bool {
-    let scope_idx = model.element(&scope.record.element_id);
-    let interrupting: Vec<&str> = model
-        .event_subprocesses(scope_idx)
-        .filter(|&esp| {
-            model
-                .event_subprocess_start(esp)
-                .is_some_and(|s| matches!(model.elements[s].kind, ElementKind::EventStartEvent { interrupting: true, .. }))
-        })
-        .map(|esp| model.elements[esp].id.as_str())
-        .collect();
+    let interrupting = model.interrupting_event_subprocesses(model.element(&scope.record.element_id));
     if interrupting.is_empty() {
         return false;
     }
     let view = p.view();
-    view.children(scope.key).into_iter().filter_map(|c| view.element(c)).any(|c| interrupting.contains(&c.record.element_id.as_str()))
+    view.children(scope.key)
+        .into_iter()
+        .filter_map(|c| view.element(c))
+        .any(|c| interrupting.iter().any(|&esp| model.elements[esp].id == c.record.element_id))
 }
 
 /// Terminates an element instance and everything inside it (cancel).
@@ -518,10 +511,7 @@ pub(crate) fn child_record(
 fn evaluate_mappings(p: P, scope: i64, mappings: &[waggle_bpmn::Mapping]) -> Result<Map<String, Json>, String> {
     let mut doc = Map::new();
     for m in mappings {
-        let value = {
-            let lookup = ScopeLookup::new(p.view(), scope);
-            m.source.evaluate(&lookup)
-        };
+        let value = evaluate(p, scope, &m.source);
         set_path(&mut doc, &m.target, value.to_json(), p, scope);
     }
     Ok(doc)
@@ -551,23 +541,10 @@ fn set_path(doc: &mut Map<String, Json>, target: &str, value: Json, p: P, scope:
     doc.insert(first, root);
 }
 
-fn evaluate(p: P, scope: i64, expr: &Expression) -> Value {
-    let lookup = ScopeLookup::new(p.view(), scope);
-    expr.evaluate(&lookup)
-}
+use variables::evaluate;
 
 fn type_error(expr: &Expression, expected: &str, got: &Value) -> String {
     format!("Expected result of the expression '{}' to be '{}', but was '{}'.", expr.source(), expected, got.type_name())
-}
-
-fn eval_string(p: P, scope: i64, v: &ExprOrStatic) -> Result<String, String> {
-    match v {
-        ExprOrStatic::Static(s) => Ok(s.clone()),
-        ExprOrStatic::Expression(e) => match evaluate(p, scope, e) {
-            Value::String(s) => Ok(s),
-            other => Err(type_error(e, "STRING", &other)),
-        },
-    }
 }
 
 fn eval_number(p: P, scope: i64, v: &ExprOrStatic) -> Result<i32, String> {

@@ -15,7 +15,7 @@ use waggle_protocol::{partition_of, Intent, RecordValue};
 use crate::behaviors;
 use crate::processing::Processing;
 use crate::tables::{ElementInstance, ElementState};
-use crate::variables::{self, ScopeLookup};
+use crate::variables;
 
 type P<'a, 'b, 'c, 'd> = &'a mut Processing<'b, 'c, 'd>;
 
@@ -102,10 +102,7 @@ pub(crate) fn string_of(p: P, scope: i64, value: &ExprOrStatic) -> Result<String
     }
 }
 
-fn evaluate(p: P, scope: i64, expr: &waggle_feel::Expression) -> Value {
-    let lookup = ScopeLookup::new(p.view(), scope);
-    expr.evaluate_with(&lookup, &waggle_feel::EvalContext { now_millis: Some(p.now_ms), seed: None })
-}
+use variables::evaluate;
 
 /// The text of a timer definition: static, or a FEEL result (a string, or a temporal value).
 fn timer_text(p: P, scope: i64, value: &ExprOrStatic) -> Result<(String, Value), String> {

@@ -129,7 +129,6 @@ pub(crate) fn open_start_events(
 /// Closes the start events of a process definition that is no longer the latest.
 fn close_start_events(p: P, definition_key: i64) {
     let model = p.process_model(definition_key);
-    let Some(definition) = p.view().process(definition_key) else { return };
     for start in model.event_start_events() {
         let ElementKind::EventStartEvent { trigger: EventTrigger::Message(message), .. } = &model.elements[start].kind else { continue };
         let Ok(name) = events::string_of(p, -1, &message.name) else { continue };
@@ -152,7 +151,6 @@ fn close_start_events(p: P, definition_key: i64) {
         let key = p.new_key();
         p.event(key, Intent::Deleted, RecordValue::SignalSubscription(subscription));
     }
-    let _ = definition;
 }
 
 /// A due timer of a timer start event: starts an instance; a cycle schedules the next one.

@@ -50,6 +50,13 @@ impl VariableLookup for ScopeLookup<'_> {
     }
 }
 
+/// Evaluates an expression in `scope` with the batch's clock (never the system's: processing
+/// stays deterministic and replayable).
+pub(crate) fn evaluate(p: &Processing<'_, '_, '_>, scope: i64, expr: &waggle_feel::Expression) -> Value {
+    let lookup = ScopeLookup::new(p.view(), scope);
+    expr.evaluate_with(&lookup, &waggle_feel::EvalContext { now_millis: Some(p.now_ms), seed: None })
+}
+
 /// All variables visible from `scope` (inner scopes shadow outer ones), optionally only `names`.
 pub(crate) fn visible_variables(view: StateView<'_>, scope: i64, names: &[String]) -> Map<String, Json> {
     let mut out = Map::new();
