@@ -10,6 +10,7 @@
 pub mod args;
 pub mod client;
 pub mod compare;
+pub mod delay;
 pub mod recorder;
 pub mod report;
 pub mod runner;

@@ -143,7 +143,7 @@ impl Worker {
 
     async fn handle(&self, job: ActivatedJob, activated: Instant) {
         if !self.delay.is_zero() {
-            tokio::time::sleep(self.delay).await;
+            crate::delay::sleep(self.delay).await;
         }
         let complete_sent = Instant::now();
         let request = CompleteJobRequest { job_key: job.key, variables: String::new() };

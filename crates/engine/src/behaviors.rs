@@ -257,7 +257,7 @@ pub(crate) fn continue_completion(p: P, key: i64) {
     let pi = instance.record.clone();
     let model = p.process_model(pi.process_definition_key);
     if pi.element_id == model.id {
-        return complete_process(p, key, pi);
+        return complete_process(p, &model, key, pi);
     }
     let Some(idx) = element_idx(&model, &pi.element_id) else { return };
     let element = &model.elements[idx];
@@ -278,7 +278,7 @@ pub(crate) fn continue_completion(p: P, key: i64) {
         },
         _ => element.outgoing.clone(),
     };
-    events::close(p, key);
+    events::close(p, &model, &pi.element_id, key);
     p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
     if let ElementKind::LinkThrowEvent { target } = element.kind {
         // the token continues at the link's catch event
@@ -301,10 +301,11 @@ pub(crate) fn continue_completion(p: P, key: i64) {
     }
 }
 
-fn complete_process(p: P, key: i64, pi: ProcessInstanceRecord) {
+fn complete_process(p: P, model: &Process, key: i64, pi: ProcessInstanceRecord) {
     let awaiting = p.take_awaiting_result(key);
     let result_vars = awaiting.as_ref().map(|(_, names)| variables::visible_variables(p.view(), key, names));
     let started_by = p.view().started_by_message(key);
+    events::close(p, model, &pi.element_id, key);
     let completed = p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
     if let Some((bpmn_process_id, correlation_key)) = started_by {
         crate::starts::start_with_buffered_message(p, &bpmn_process_id, &correlation_key);
@@ -455,7 +456,8 @@ pub(crate) fn terminate(p: P, key: i64) {
         }
     }
     resolve_incident_of(p, p.view().element_incident(key));
-    events::close(p, key);
+    let model = p.process_model(instance.record.process_definition_key);
+    events::close(p, &model, &instance.record.element_id, key);
     let started_by = if instance.record.flow_scope_key < 0 { p.view().started_by_message(key) } else { None };
     p.event(key, Intent::ElementTerminated, RecordValue::ProcessInstance(instance.record.clone()));
     if let Some((bpmn_process_id, correlation_key)) = started_by {

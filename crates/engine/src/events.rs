@@ -249,9 +249,29 @@ fn message_side(s: &ProcessMessageSubscriptionRecord) -> MessageSubscriptionReco
     }
 }
 
-/// Closes everything element instance `key` waits for (it completes or terminates).
-pub(crate) fn close(p: P, key: i64) {
-    close_where(p, key, |_| true);
+/// Closes everything element instance `key` of `element_id` waits for (it completes or
+/// terminates). Elements that never wait (see [`may_wait`]) skip the lookups.
+pub(crate) fn close(p: P, model: &Process, element_id: &str, key: i64) {
+    let waits = element_id == model.id || model.element(element_id).is_none_or(|i| may_wait(model, i));
+    if waits {
+        close_where(p, key, |_| true);
+    }
+}
+
+/// Whether an instance of `element` can hold timers or subscriptions: the ones [`waits_of`]
+/// opens (catch events, receive tasks, event-based gateways, boundary events, scopes with
+/// event subprocesses).
+fn may_wait(model: &Process, element: usize) -> bool {
+    let e = &model.elements[element];
+    !e.boundary_events.is_empty()
+        || matches!(
+            e.kind,
+            ElementKind::IntermediateCatchEvent(_)
+                | ElementKind::ReceiveTask(_)
+                | ElementKind::EventBasedGateway
+                | ElementKind::SubProcess { .. }
+                | ElementKind::EventSubProcess { .. }
+        )
 }
 
 /// Closes what element instance `key` waits for on behalf of the events `target` accepts.
@@ -301,7 +321,7 @@ pub(crate) fn trigger(p: P, instance: &ElementInstance, target: &str, variables:
 fn continue_after_event_gateway(p: P, model: &Process, gateway: &ElementInstance, event: usize, variables: &Map<String, Json>) {
     let Some(&flow) = model.elements[event].incoming.first() else { return };
     p.event(gateway.key, Intent::ElementCompleting, RecordValue::ProcessInstance(gateway.record.clone()));
-    close(p, gateway.key);
+    close(p, model, &gateway.record.element_id, gateway.key);
     p.event(gateway.key, Intent::ElementCompleted, RecordValue::ProcessInstance(gateway.record.clone()));
     behaviors::flow_taken(p, model, &gateway.record, flow);
     let element = &model.elements[event];

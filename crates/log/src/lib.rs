@@ -4,8 +4,11 @@
 //! Owns durability of the log; does not interpret entries. Contract for callers:
 //! - `append` may overwrite a suffix (Raft's conflict resolution) but never below the compaction
 //!   point; entries must be contiguous.
-//! - Nothing is durable until `flush` returns: it writes buffered records and the hard state and
-//!   fsyncs once. A crash before that may lose (only) the unflushed tail.
+//! - Nothing is durable until `flush` returns: it writes buffered records and fsyncs once. The
+//!   hard state's term and vote are durable after `flush` too (one more atomic file write, only
+//!   when they changed). Its commit index is persisted lazily, with the next term or vote change:
+//!   after a restart it may be lower than it was (Raft's commit index is volatile state; callers
+//!   raise it again). A crash before `flush` may lose (only) the unflushed tail.
 //! - After a crash, `open` truncates a torn record at the end of the last segment; corruption
 //!   anywhere else is an error, never silently skipped.
 
@@ -147,16 +150,20 @@ impl Journal {
         self.compacted_index + self.locations.len() as u64
     }
 
+    /// The latest hard state set; right after [`Self::open`], the commit index may be older than
+    /// the one last set (see [`Self::set_hard_state`]).
     pub fn hard_state(&self) -> HardState {
         self.hard_state
     }
 
-    /// Records the hard state; it becomes durable at the next [`Self::flush`].
+    /// Records the hard state. A new term or vote becomes durable at the next [`Self::flush`]; a
+    /// new commit index alone is only written with the next term or vote change (writing it
+    /// for every commit would cost an atomic file replacement, two more fsyncs, per batch).
     pub fn set_hard_state(&mut self, hs: HardState) -> Result<(), JournalError> {
-        if hs != self.hard_state {
-            self.hard_state = hs;
+        if (hs.term, hs.vote) != (self.hard_state.term, self.hard_state.vote) {
             self.hard_state_dirty = true;
         }
+        self.hard_state = hs;
         Ok(())
     }
 

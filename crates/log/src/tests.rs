@@ -36,6 +36,27 @@ fn appended_entries_and_hard_state_survive_reopen() {
 }
 
 #[test]
+fn commit_alone_is_persisted_lazily_with_the_next_term_or_vote_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(dir.path(), small()).unwrap();
+    j.append(&entries(1..=5, 1)).unwrap();
+    j.set_hard_state(HardState { term: 1, vote: 1, commit: 2 }).unwrap();
+    j.flush().unwrap();
+    j.set_hard_state(HardState { term: 1, vote: 1, commit: 5 }).unwrap();
+    j.flush().unwrap();
+    assert_eq!(j.hard_state().commit, 5);
+    drop(j);
+    let mut j = Journal::open(dir.path(), small()).unwrap();
+    assert_eq!(j.hard_state(), HardState { term: 1, vote: 1, commit: 2 }, "a commit-only change is not written");
+    j.set_hard_state(HardState { term: 1, vote: 1, commit: 4 }).unwrap();
+    j.set_hard_state(HardState { term: 2, vote: 1, commit: 5 }).unwrap();
+    j.flush().unwrap();
+    drop(j);
+    let j = Journal::open(dir.path(), small()).unwrap();
+    assert_eq!(j.hard_state(), HardState { term: 2, vote: 1, commit: 5 });
+}
+
+#[test]
 fn torn_tail_is_truncated_and_appending_continues() {
     let dir = tempfile::tempdir().unwrap();
     let mut j = Journal::open(dir.path(), JournalConfig::default()).unwrap();

@@ -9,7 +9,9 @@
 //! - [`RaftGroup::propose`] only on the leader; an entry is durable and committed once
 //!   [`RaftGroup::drive`] returns it among the committed entries. Nothing may be acknowledged
 //!   to a client before that.
-//! - `drive` persists with one fsync per call (group commit), however many entries it holds.
+//! - `drive` persists with one fsync per call (group commit), however many entries it holds;
+//!   the commit index is not fsynced (volatile in Raft): after a restart it is recovered from
+//!   the applied index and, for entries past it, by committing an entry of the new term.
 //! - Committed entries come back exactly once per run, in index order, starting after the
 //!   `applied` index given to [`RaftGroup::open`] (so a restart re-delivers what state lacks).
 
@@ -129,8 +131,13 @@ impl RaftGroup {
     /// Opens the group's journal in `dir`. `applied` is the last index the state machine has
     /// durably applied; committed entries after it are re-delivered by [`Self::drive`].
     pub fn open(dir: &Path, applied: u64) -> Result<Self, ReplicationError> {
-        let journal = Journal::open(dir, JournalConfig::default())?;
-        let applied = applied.min(journal.hard_state().commit).max(journal.first_index().saturating_sub(1));
+        let mut journal = Journal::open(dir, JournalConfig::default())?;
+        // The journal persists the commit index lazily: entries the state machine applied were
+        // committed, so the commit index is at least the applied one (if the log holds it).
+        let mut hs = journal.hard_state();
+        hs.commit = hs.commit.max(applied.min(journal.last_index()));
+        journal.set_hard_state(hs)?;
+        let applied = applied.min(hs.commit).max(journal.first_index().saturating_sub(1));
         let journal = Arc::new(RwLock::new(journal));
         let storage = JournalStorage { journal: journal.clone(), voters: vec![LOCAL_NODE_ID] };
         let config = Config {
@@ -274,5 +281,35 @@ mod tests {
         let data: Vec<_> = again.iter().filter(|c| !c.data.is_empty()).map(|c| c.data.clone()).collect();
         assert_eq!(data, vec![b"\x01two".to_vec()]);
         assert!(group.is_leader());
+    }
+
+    fn payloads(committed: &[Committed]) -> Vec<Vec<u8>> {
+        committed.iter().filter(|c| !c.data.is_empty()).map(|c| c.data.clone()).collect()
+    }
+
+    #[test]
+    fn restart_after_commit_index_was_not_persisted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut group = RaftGroup::open(dir.path(), 0).unwrap();
+        group.drive().unwrap();
+        for p in [&b"\x01a"[..], b"\x01b", b"\x01c"] {
+            group.propose(p.to_vec()).unwrap();
+        }
+        let committed = drive_until(&mut group, 3);
+        let last = committed.last().unwrap().index;
+        drop(group);
+
+        // the state machine applied everything: nothing comes back, new proposals commit
+        let mut group = RaftGroup::open(dir.path(), last).unwrap();
+        assert!(group.commit_index() >= last);
+        group.drive().unwrap();
+        group.propose(b"\x01d".to_vec()).unwrap();
+        assert_eq!(payloads(&drive_until(&mut group, 1)), vec![b"\x01d".to_vec()]);
+        drop(group);
+
+        // the state machine applied nothing: every entry comes back once, in order
+        let mut group = RaftGroup::open(dir.path(), 0).unwrap();
+        let again = drive_until(&mut group, 4);
+        assert_eq!(payloads(&again), vec![b"\x01a".to_vec(), b"\x01b".to_vec(), b"\x01c".to_vec(), b"\x01d".to_vec()]);
     }
 }
