@@ -3,7 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -171,6 +171,7 @@ pub(crate) fn start(
         snapshot_index,
         snapshot_every: config.snapshot_every_entries.max(1),
         snapshots_dir: dirs.snapshots,
+        snapshot: SnapshotProgress::default(),
         replies: HashMap::new(),
         next_request: 1,
         streams,
@@ -206,6 +207,7 @@ struct Processor {
     snapshot_index: u64,
     snapshot_every: u64,
     snapshots_dir: PathBuf,
+    snapshot: SnapshotProgress,
     replies: HashMap<RequestId, oneshot::Sender<Record>>,
     next_request: RequestId,
     streams: Arc<JobStreamRegistry>,
@@ -260,16 +262,13 @@ impl Processor {
             self.scheduled_in_flight.fetch_sub(scheduled, Ordering::SeqCst);
             if batch.is_empty() {
                 self.prune_replies();
+                self.maybe_snapshot();
                 continue;
             }
             if let Err(e) = self.process(batch) {
                 return self.fail(e);
             }
-            if self.applied >= self.snapshot_index + self.snapshot_every {
-                if let Err(e) = self.snapshot() {
-                    tracing::error!(partition = self.id, error = %e, "snapshot failed");
-                }
-            }
+            self.maybe_snapshot();
         }
         tracing::info!(partition = self.id, "partition stopped");
     }
@@ -459,25 +458,60 @@ impl Processor {
         }
     }
 
-    /// Checkpoints state at the applied index, then compacts the log behind it.
-    fn snapshot(&mut self) -> Result<(), String> {
-        let index = self.applied;
-        let tmp = self.snapshots_dir.join(format!("{index}.tmp"));
-        let _ = fs::remove_dir_all(&tmp);
-        self.store.checkpoint(&tmp).map_err(|e| e.to_string())?;
-        let done = self.snapshots_dir.join(index.to_string());
-        fs::rename(&tmp, &done).map_err(|e| e.to_string())?;
-        if let Ok(entries) = fs::read_dir(&self.snapshots_dir) {
-            for e in entries.flatten() {
-                if e.path() != done {
-                    let _ = fs::remove_dir_all(e.path());
-                }
+    /// Starts a checkpoint of state in the background once `snapshot_every` entries were applied
+    /// since the last one, and compacts the log behind a finished one. Checkpointing (a memtable
+    /// flush and hard links) runs off the processing thread so commands do not wait for it.
+    fn maybe_snapshot(&mut self) {
+        let done = self.snapshot.done.load(Ordering::SeqCst);
+        if done > self.snapshot_index {
+            if let Err(e) = self.raft.compact(done) {
+                tracing::error!(partition = self.id, error = %e, "log compaction failed");
+            }
+            self.snapshot_index = done;
+            self.status.lock().expect("status lock").snapshot_index = done;
+            tracing::info!(partition = self.id, index = done, "snapshot taken, log compacted");
+        }
+        if self.applied < self.snapshot_index + self.snapshot_every || self.snapshot.running.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (index, store, dir, progress, id) = (self.applied, self.store.clone(), self.snapshots_dir.clone(), self.snapshot.clone(), self.id);
+        let spawned = std::thread::Builder::new().name(format!("snapshot-{id}")).spawn(move || {
+            match take_snapshot(&store, &dir, index) {
+                Ok(()) => progress.done.store(index, Ordering::SeqCst),
+                Err(e) => tracing::error!(partition = id, error = %e, "snapshot failed"),
+            }
+            progress.running.store(false, Ordering::SeqCst);
+        });
+        if let Err(e) = spawned {
+            tracing::error!(partition = self.id, error = %e, "snapshot thread did not start");
+            self.snapshot.running.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A background snapshot's progress, shared with the processing thread.
+#[derive(Default, Clone)]
+struct SnapshotProgress {
+    running: Arc<AtomicBool>,
+    /// The index of the newest finished snapshot (0: none this run).
+    done: Arc<AtomicU64>,
+}
+
+/// Checkpoints `store` into `dir/<index>` and deletes older snapshots. The checkpoint holds at
+/// least the state at `index` (commits racing with it may be in it too: it carries its own
+/// applied index, which recovery reads), so the log may be compacted up to `index`.
+fn take_snapshot(store: &RocksStore, dir: &Path, index: u64) -> Result<(), String> {
+    let tmp = dir.join(format!("{index}.tmp"));
+    let _ = fs::remove_dir_all(&tmp);
+    store.checkpoint(&tmp).map_err(|e| e.to_string())?;
+    let done = dir.join(index.to_string());
+    fs::rename(&tmp, &done).map_err(|e| e.to_string())?;
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.path() != done {
+                let _ = fs::remove_dir_all(e.path());
             }
         }
-        self.raft.compact(index).map_err(|e| e.to_string())?;
-        self.snapshot_index = index;
-        self.status.lock().expect("status lock").snapshot_index = index;
-        tracing::info!(partition = self.id, index, "snapshot taken, log compacted");
-        Ok(())
     }
+    Ok(())
 }
