@@ -12,6 +12,7 @@ mod ast;
 mod builtins;
 mod eval;
 mod lexer;
+mod names;
 mod number;
 mod parser;
 mod ranges;

@@ -4,54 +4,8 @@ use std::sync::Arc;
 
 use crate::ast::{Args, ArithOp, CmpOp, Expr, FunctionDef, Iteration, UnaryTest};
 use crate::lexer::{tokenize, Tok, Token};
+use crate::names::Source;
 use crate::number::Number;
-
-/// Built-in functions whose names contain spaces; the parser joins their words.
-/// Sorted so that longer names are tried first.
-const MULTI_WORD_FUNCTIONS: &[&str] = &[
-    "years and months duration",
-    "last day of month",
-    "round half down",
-    "round half up",
-    "date and time",
-    "string length",
-    "upper case",
-    "lower case",
-    "substring before",
-    "substring after",
-    "starts with",
-    "ends with",
-    "list contains",
-    "insert before",
-    "index of",
-    "distinct values",
-    "duplicate values",
-    "get entries",
-    "get value",
-    "is defined",
-    "get or else",
-    "string join",
-    "day of year",
-    "day of week",
-    "month of year",
-    "week of year",
-    "context put",
-    "context merge",
-    "is empty",
-    "is blank",
-    "to base64",
-    "from base64",
-    "round up",
-    "round down",
-    "random number",
-    "list replace",
-    "met by",
-    "overlaps before",
-    "overlaps after",
-    "finished by",
-    "started by",
-    "put all",
-];
 
 /// Type names of `instance of` made of several words.
 const MULTI_WORD_TYPES: &[&str] = &["years and months duration", "days and time duration", "date and time", "date time"];
@@ -64,6 +18,7 @@ pub(crate) struct SyntaxError {
 }
 
 pub(crate) struct Parser {
+    src: Source,
     toks: Vec<Token>,
     i: usize,
     depth: usize,
@@ -75,7 +30,7 @@ type PResult<T> = Result<T, SyntaxError>;
 
 pub(crate) fn parse_expression(src: &str) -> PResult<Expr> {
     let toks = tokenize(src).map_err(|e| SyntaxError { message: e.message, pos: e.pos })?;
-    let mut p = Parser { toks, i: 0, depth: 0, range_end: false };
+    let mut p = Parser { src: Source::new(src), toks, i: 0, depth: 0, range_end: false };
     if matches!(p.peek(), Tok::Eof) {
         return Err(p.error("Expected an expression"));
     }
@@ -86,7 +41,7 @@ pub(crate) fn parse_expression(src: &str) -> PResult<Expr> {
 
 pub(crate) fn parse_unary_tests(src: &str) -> PResult<Vec<UnaryTest>> {
     let toks = tokenize(src).map_err(|e| SyntaxError { message: e.message, pos: e.pos })?;
-    let mut p = Parser { toks, i: 0, depth: 0, range_end: false };
+    let mut p = Parser { src: Source::new(src), toks, i: 0, depth: 0, range_end: false };
     let tests = p.unary_tests()?;
     p.expect_eof()?;
     Ok(tests)
@@ -123,6 +78,7 @@ impl Parser {
             Tok::Quoted(n) => format!("'`{n}`'"),
             Tok::At(s) => format!("'@\"{s}\"'"),
             Tok::Sym(s) => format!("'{s}'"),
+            Tok::Other(c) => format!("'{c}'"),
         };
         SyntaxError { message: format!("{msg} but found {found}"), pos: self.pos() }
     }
@@ -394,21 +350,14 @@ impl Parser {
         if self.eat_sym(")") {
             return Ok(Args::Positional(Vec::new()));
         }
-        // named arguments: words followed by ':'
+        // named arguments: parameter names followed by ':'
         if self.named_arg_ahead() {
             let mut named = Vec::new();
             loop {
-                let mut words = Vec::new();
-                while let Tok::Name(n) | Tok::Quoted(n) = self.peek().clone() {
-                    words.push(n);
-                    self.advance();
-                }
-                if words.is_empty() {
-                    return Err(self.error("Expected a parameter name"));
-                }
+                let name = self.parameter_name()?;
                 self.expect_sym(":")?;
                 let value = self.expression()?;
-                named.push((words.join(" "), value));
+                named.push((name, value));
                 if self.eat_sym(",") {
                     continue;
                 }
@@ -428,11 +377,37 @@ impl Parser {
     }
 
     fn named_arg_ahead(&self) -> bool {
-        let mut k = 0;
-        while matches!(self.peek_at(k), Tok::Name(_) | Tok::Quoted(_)) {
-            k += 1;
+        self.src.parameter_name(&self.toks[self.i..]).is_some_and(|(n, _)| matches!(self.peek_at(n), Tok::Sym(":")))
+    }
+
+    /// A parameter name (`a`, `first name`, `` `a b` ``), see [`Source::parameter_name`].
+    fn parameter_name(&mut self) -> PResult<String> {
+        let Some((count, name)) = self.src.parameter_name(&self.toks[self.i..]) else {
+            return Err(self.error("Expected a parameter name"));
+        };
+        for _ in 0..count {
+            self.advance();
         }
-        k > 0 && matches!(self.peek_at(k), Tok::Sym(":"))
+        Ok(name)
+    }
+
+    /// A context key: any text up to `:` (`{a-b: 1}`), a string (taken as written, escapes
+    /// included) or a backtick name.
+    fn context_key(&mut self) -> PResult<String> {
+        if let Some((key, colon)) = self.src.context_key(self.pos()) {
+            while self.pos() < colon && !matches!(self.peek(), Tok::Eof) {
+                self.advance();
+            }
+            return Ok(key);
+        }
+        let token = &self.toks[self.i];
+        let key = match &token.tok {
+            Tok::Str(_) => self.src.text(token.pos + 1, token.end - 1),
+            Tok::Quoted(n) => n.clone(),
+            _ => return Err(self.error("Expected a context key")),
+        };
+        self.advance();
+        Ok(key)
     }
 
     fn primary(&mut self) -> PResult<Expr> {
@@ -496,21 +471,7 @@ impl Parser {
                     return Ok(Expr::Context(entries));
                 }
                 loop {
-                    let key = match self.advance() {
-                        Tok::Str(s) | Tok::Quoted(s) => s,
-                        Tok::Name(n) => {
-                            let mut words = vec![n];
-                            while let Tok::Name(n) = self.peek().clone() {
-                                words.push(n);
-                                self.advance();
-                            }
-                            words.join(" ")
-                        }
-                        _ => {
-                            self.i -= 1;
-                            return Err(self.error("Expected a context key"));
-                        }
-                    };
+                    let key = self.context_key()?;
                     self.expect_sym(":")?;
                     let value = self.expression()?;
                     entries.push((key, value));
@@ -553,7 +514,8 @@ impl Parser {
             "null" => return Ok(Expr::Null),
             "true" => return Ok(Expr::Bool(true)),
             "false" => return Ok(Expr::Bool(false)),
-            "if" => {
+            // `if`, `for`, `some`, `every` are names where their expression can not start
+            "if" if self.starts_operand() => {
                 let cond = self.expression()?;
                 self.expect_kw("then")?;
                 let then = self.expression()?;
@@ -561,7 +523,7 @@ impl Parser {
                 let otherwise = self.expression()?;
                 return Ok(Expr::If(Box::new(cond), Box::new(then), Box::new(otherwise)));
             }
-            "for" => {
+            "for" if matches!(self.peek(), Tok::Name(_) | Tok::Quoted(_)) && self.is_kw_at(1, "in") => {
                 let its = self.iterators()?;
                 self.expect_kw("return")?;
                 let body = self.expression()?;
@@ -578,18 +540,7 @@ impl Parser {
                 let mut params = Vec::new();
                 if !self.eat_sym(")") {
                     loop {
-                        let name = match self.advance() {
-                            Tok::Name(n) | Tok::Quoted(n) => n,
-                            _ => {
-                                self.i -= 1;
-                                return Err(self.error("Expected a parameter name"));
-                            }
-                        };
-                        // optional type annotation: `x: number`
-                        if self.eat_sym(":") {
-                            self.type_name()?;
-                        }
-                        params.push(name);
+                        params.push(self.parameter_name()?);
                         if self.eat_sym(",") {
                             continue;
                         }
@@ -601,27 +552,30 @@ impl Parser {
                 return Ok(Expr::Function(Arc::new(FunctionDef { params, body })));
             }
             "and" | "or" if self.is_sym("(") => {}
-            "then" | "else" | "return" | "satisfies" | "and" | "or" | "in" | "between" => {
+            "then" | "else" | "return" | "satisfies" | "and" | "or" | "in" | "function" => {
                 self.i = start;
                 return Err(self.error("Expected an expression"));
             }
             _ => {}
         }
-        // built-in function names made of several words: `string length(...)`
-        for candidate in MULTI_WORD_FUNCTIONS {
-            let mut words = candidate.split(' ');
-            if words.next() != Some(n.as_str()) {
-                continue;
+        // function names made of several words: `string length(…)`, `my func(…)`
+        if let Some((count, name)) = self.src.function_name(&self.toks[start..]) {
+            for _ in 1..count {
+                self.advance();
             }
-            let rest: Vec<&str> = words.collect();
-            if rest.iter().enumerate().all(|(k, w)| self.is_kw_at(k, w)) && matches!(self.peek_at(rest.len()), Tok::Sym("(")) {
-                for _ in 0..rest.len() {
-                    self.advance();
-                }
-                return Ok(Expr::Name(candidate.to_string()));
-            }
+            return Ok(Expr::Name(name));
         }
         Ok(Expr::Name(n))
+    }
+
+    /// Whether the next token can start an operand (an expression without a binary operator
+    /// in front).
+    fn starts_operand(&self) -> bool {
+        match self.peek() {
+            Tok::Num(_) | Tok::Str(_) | Tok::Name(_) | Tok::Quoted(_) | Tok::At(_) => true,
+            Tok::Sym(s) => matches!(*s, "(" | "[" | "]" | "{" | "-" | "?" | "<" | "<=" | ">" | ">="),
+            Tok::Other(_) | Tok::Eof => false,
+        }
     }
 
     fn iterators(&mut self) -> PResult<Vec<(String, Iteration)>> {
