@@ -24,13 +24,15 @@ pub(crate) struct Parser {
     depth: usize,
     /// Set while parsing the end of an interval, where `[` closes the interval (`[1..5[`).
     range_end: bool,
+    /// The token index where the last interval literal started (see [`Parser::argument`]).
+    last_interval: usize,
 }
 
 type PResult<T> = Result<T, SyntaxError>;
 
 pub(crate) fn parse_expression(src: &str) -> PResult<Expr> {
     let toks = tokenize(src).map_err(|e| SyntaxError { message: e.message, pos: e.pos })?;
-    let mut p = Parser { src: Source::new(src), toks, i: 0, depth: 0, range_end: false };
+    let mut p = Parser { src: Source::new(src), toks, i: 0, depth: 0, range_end: false, last_interval: usize::MAX };
     if matches!(p.peek(), Tok::Eof) {
         return Err(p.error("Expected an expression"));
     }
@@ -41,7 +43,7 @@ pub(crate) fn parse_expression(src: &str) -> PResult<Expr> {
 
 pub(crate) fn parse_unary_tests(src: &str) -> PResult<Vec<UnaryTest>> {
     let toks = tokenize(src).map_err(|e| SyntaxError { message: e.message, pos: e.pos })?;
-    let mut p = Parser { src: Source::new(src), toks, i: 0, depth: 0, range_end: false };
+    let mut p = Parser { src: Source::new(src), toks, i: 0, depth: 0, range_end: false, last_interval: usize::MAX };
     let tests = p.unary_tests()?;
     p.expect_eof()?;
     Ok(tests)
@@ -189,8 +191,22 @@ impl Parser {
     }
 
     /// A comparison is not associative (feel-scala): `1 < 2 = true` does not parse.
+    ///
+    /// As in feel-scala, a unary comparison (`< 10`) or an interval (`[1..5]`) may stand here
+    /// as a value tested against the implicit input; nothing follows it at this level.
     fn comparison(&mut self) -> PResult<Expr> {
+        if let Some(op) = self.cmp_op().filter(|op| !matches!(op, CmpOp::Eq | CmpOp::Ne)) {
+            self.advance();
+            let operand = self.additive()?;
+            if matches!(operand, Expr::Range(..)) {
+                return Err(self.error("Expected end of input"));
+            }
+            return Ok(Expr::InputCmp(op, Box::new(operand)));
+        }
         let mut left = self.additive()?;
+        if matches!(left, Expr::Range(..)) {
+            return Ok(Expr::InputInRange(Box::new(left)));
+        }
         for _ in 0..1 {
             if let Some(op) = self.cmp_op() {
                 self.advance();
@@ -263,7 +279,7 @@ impl Parser {
             };
             self.advance();
             let right = self.multiplicative()?;
-            left = Expr::Arith(op, Box::new(left), Box::new(right));
+            left = self.arith(op, left, right)?;
         }
     }
 
@@ -279,7 +295,7 @@ impl Parser {
             };
             self.advance();
             let right = self.exponent()?;
-            left = Expr::Arith(op, Box::new(left), Box::new(right));
+            left = self.arith(op, left, right)?;
         }
     }
 
@@ -288,9 +304,17 @@ impl Parser {
         while self.is_sym("**") {
             self.advance();
             let right = self.unary()?;
-            left = Expr::Arith(ArithOp::Pow, Box::new(left), Box::new(right));
+            left = self.arith(ArithOp::Pow, left, right)?;
         }
         Ok(left)
+    }
+
+    /// `left op right`; an interval is no operand (feel-scala does not parse `[1..5] + 1`).
+    fn arith(&self, op: ArithOp, left: Expr, right: Expr) -> PResult<Expr> {
+        if matches!(left, Expr::Range(..)) || matches!(right, Expr::Range(..)) {
+            return Err(self.error("Expected end of input"));
+        }
+        Ok(Expr::Arith(op, Box::new(left), Box::new(right)))
     }
 
     fn unary(&mut self) -> PResult<Expr> {
@@ -301,6 +325,7 @@ impl Parser {
             self.depth -= 1;
             let e = e?;
             return Ok(match e {
+                Expr::Range(..) => return Err(self.error("Expected an expression")),
                 Expr::Number(n) => Expr::Number(n.neg()),
                 other => Expr::Neg(Box::new(other)),
             });
@@ -310,6 +335,9 @@ impl Parser {
 
     fn postfix(&mut self) -> PResult<Expr> {
         let mut e = self.primary()?;
+        if matches!(e, Expr::Range(..)) {
+            return Ok(e);
+        }
         let mut first = true;
         loop {
             let callable = std::mem::replace(&mut first, false) && matches!(e, Expr::Name(_));
@@ -356,7 +384,7 @@ impl Parser {
             loop {
                 let name = self.parameter_name()?;
                 self.expect_sym(":")?;
-                let value = self.expression()?;
+                let value = self.argument()?;
                 named.push((name, value));
                 if self.eat_sym(",") {
                     continue;
@@ -367,12 +395,22 @@ impl Parser {
         }
         let mut args = Vec::new();
         loop {
-            args.push(self.expression()?);
+            args.push(self.argument()?);
             if self.eat_sym(",") {
                 continue;
             }
             self.expect_sym(")")?;
             return Ok(Args::Positional(args));
+        }
+    }
+
+    /// One argument: an interval that is the whole argument is a range value (`before([1..5],
+    /// 10)`), anything else an expression (`before(([1..5]), 10)` tests the implicit input).
+    fn argument(&mut self) -> PResult<Expr> {
+        let start = self.i;
+        match self.expression()? {
+            Expr::InputInRange(range) if self.last_interval == start => Ok(*range),
+            e => Ok(e),
         }
     }
 
@@ -434,9 +472,7 @@ impl Parser {
             Tok::Sym("(") => {
                 let e = self.expression()?;
                 if self.eat_sym("..") {
-                    let end = self.range_end_expr()?;
-                    let closed = self.range_end()?;
-                    return Ok(Expr::Range(false, Box::new(e), Box::new(end), closed));
+                    return self.interval(start, false, e);
                 }
                 self.expect_sym(")")?;
                 Ok(e)
@@ -444,9 +480,7 @@ impl Parser {
             Tok::Sym("]") => {
                 let s = self.expression()?;
                 self.expect_sym("..")?;
-                let end = self.range_end_expr()?;
-                let closed = self.range_end()?;
-                Ok(Expr::Range(false, Box::new(s), Box::new(end), closed))
+                self.interval(start, false, s)
             }
             Tok::Sym("[") => {
                 if self.eat_sym("]") {
@@ -454,9 +488,7 @@ impl Parser {
                 }
                 let first = self.expression()?;
                 if self.eat_sym("..") {
-                    let end = self.range_end_expr()?;
-                    let closed = self.range_end()?;
-                    return Ok(Expr::Range(true, Box::new(first), Box::new(end), closed));
+                    return self.interval(start, true, first);
                 }
                 let mut items = vec![first];
                 while self.eat_sym(",") {
@@ -488,6 +520,40 @@ impl Parser {
                 Err(self.error("Expected an expression"))
             }
         }
+    }
+
+    /// The rest of an interval after `..`; `begin` is the token index of its first bracket.
+    /// Both ends are arithmetic expressions, as in feel-scala (`[1..x > 2]` does not parse).
+    fn interval(&mut self, begin: usize, start_closed: bool, low: Expr) -> PResult<Expr> {
+        let low_is_operand = is_math_operand(&low) || self.parenthesized(begin + 1, self.i - 1);
+        let high = self.range_end_expr()?;
+        if !low_is_operand || matches!(high, Expr::Range(..)) {
+            return Err(self.error("Expected ']', ')' or '['"));
+        }
+        let end_closed = self.range_end()?;
+        self.last_interval = begin;
+        Ok(Expr::Range(start_closed, Box::new(low), Box::new(high), end_closed))
+    }
+
+    /// Whether the tokens `from..to` are one parenthesized expression `( … )`.
+    fn parenthesized(&self, from: usize, to: usize) -> bool {
+        if to <= from || !matches!(self.toks[from].tok, Tok::Sym("(")) {
+            return false;
+        }
+        let mut depth = 0usize;
+        for (k, t) in self.toks[from..to].iter().enumerate() {
+            match t.tok {
+                Tok::Sym("(") => depth += 1,
+                Tok::Sym(")") => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        return from + k + 1 == to;
+                    }
+                }
+                _ => {}
+            }
+        }
+        false
     }
 
     fn range_end_expr(&mut self) -> PResult<Expr> {
@@ -589,10 +655,14 @@ impl Parser {
                 }
             };
             self.expect_kw("in")?;
-            let e = self.expression()?;
+            // feel-scala: `a..b` of arithmetic expressions, or a value (no interval, no
+            // arithmetic outside parentheses)
+            let begin = self.i;
+            let e = self.additive()?;
             let it = if self.eat_sym("..") {
-                let end = self.expression()?;
-                Iteration::Range(e, end)
+                Iteration::Range(e, self.additive()?)
+            } else if matches!(e, Expr::Range(..) | Expr::Arith(..) | Expr::Neg(..)) && !self.parenthesized(begin, self.i) {
+                return Err(self.error("Expected 'return' or 'satisfies'"));
             } else {
                 Iteration::List(e)
             };
@@ -659,16 +729,48 @@ impl Parser {
     /// One positive unary test; `full` allows a whole expression (with `and`/`or`), otherwise
     /// the test ends before comparison operators (as after `in`).
     fn positive_unary_test(&mut self, full: bool) -> PResult<UnaryTest> {
+        // a boolean that is the whole rest is compared with the input (`true` with 5: null)
+        if let Tok::Name(b) = self.peek() {
+            if (b == "true" || b == "false") && matches!(self.peek_at(1), Tok::Eof) {
+                let b = b == "true";
+                self.advance();
+                return Ok(UnaryTest::Cmp(CmpOp::Eq, Expr::Bool(b)));
+            }
+        }
         // feel-scala 1.17 has no `= x` and `!= x` unary tests
         if let Some(op) = self.cmp_op().filter(|op| !matches!(op, CmpOp::Eq | CmpOp::Ne)) {
             self.advance();
             let e = self.additive()?;
+            if matches!(e, Expr::Range(..)) {
+                return Err(self.error("Expected end of input"));
+            }
             return Ok(UnaryTest::Cmp(op, e));
         }
-        let e = if full { self.expression()? } else { self.additive()? };
+        let start = self.i;
+        let e = match if full { self.expression()? } else { self.additive()? } {
+            Expr::InputInRange(range) if self.last_interval == start => *range,
+            e => e,
+        };
         let uses = e.uses_input();
         Ok(UnaryTest::Expr(e, uses))
     }
+}
+
+/// Whether an expression (outside parentheses) may be an operand of arithmetic in
+/// feel-scala's grammar: intervals, unary comparisons, comparisons and logic may not.
+fn is_math_operand(e: &Expr) -> bool {
+    !matches!(
+        e,
+        Expr::Range(..)
+            | Expr::InputCmp(..)
+            | Expr::InputInRange(..)
+            | Expr::Cmp(..)
+            | Expr::And(..)
+            | Expr::Or(..)
+            | Expr::Between(..)
+            | Expr::In(..)
+            | Expr::InstanceOf(..)
+    )
 }
 
 #[cfg(test)]
