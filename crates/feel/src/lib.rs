@@ -11,6 +11,7 @@
 mod ast;
 mod builtins;
 mod eval;
+mod java_regex;
 mod lexer;
 mod names;
 mod number;
