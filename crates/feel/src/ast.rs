@@ -48,8 +48,15 @@ pub(crate) enum Expr {
     If(Box<Expr>, Box<Expr>, Box<Expr>),
     List(Vec<Expr>),
     Context(Vec<(String, Expr)>),
-    /// An interval `[a..b)`: start closed?, start, end, end closed?
+    /// An interval `[a..b)` as a range value (only as a whole function argument, as in
+    /// feel-scala): start closed?, start, end, end closed?
     Range(bool, Box<Expr>, Box<Expr>, bool),
+    /// A unary comparison used as a value (`< 10`, `[< 5, > 10]`): the implicit input (the
+    /// value left of `in`, the input of unary tests) compared with the operand; null without one.
+    InputCmp(CmpOp, Box<Expr>),
+    /// An interval used as a value (`[1..5]` anywhere but as a whole function argument):
+    /// whether the implicit input lies in it (an [`Expr::Range`] inside); null without input.
+    InputInRange(Box<Expr>),
     For(Vec<(String, Iteration)>, Box<Expr>),
     Some(Vec<(String, Iteration)>, Box<Expr>),
     Every(Vec<(String, Iteration)>, Box<Expr>),
@@ -101,7 +108,7 @@ impl Expr {
         match self {
             Expr::Input => true,
             Expr::Null | Expr::Bool(_) | Expr::Number(_) | Expr::String(_) | Expr::Temporal(_) | Expr::Name(_) | Expr::Function(_) => false,
-            Expr::Path(e, _) | Expr::Neg(e) | Expr::InstanceOf(e, _) => e.uses_input(),
+            Expr::Path(e, _) | Expr::Neg(e) | Expr::InstanceOf(e, _) | Expr::InputCmp(_, e) | Expr::InputInRange(e) => e.uses_input(),
             Expr::Filter(a, b) | Expr::Arith(_, a, b) | Expr::Cmp(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) | Expr::Range(_, a, b, _) => {
                 a.uses_input() || b.uses_input()
             }
@@ -139,7 +146,7 @@ impl Expr {
             Expr::Name(n) => n == name,
             Expr::Null | Expr::Bool(_) | Expr::Number(_) | Expr::String(_) | Expr::Temporal(_) | Expr::Input => false,
             Expr::Function(def) => def.body.mentions(name),
-            Expr::Path(e, _) | Expr::Neg(e) | Expr::InstanceOf(e, _) => e.mentions(name),
+            Expr::Path(e, _) | Expr::Neg(e) | Expr::InstanceOf(e, _) | Expr::InputCmp(_, e) | Expr::InputInRange(e) => e.mentions(name),
             Expr::Filter(a, b) | Expr::Arith(_, a, b) | Expr::Cmp(_, a, b) | Expr::And(a, b) | Expr::Or(a, b) | Expr::Range(_, a, b, _) => {
                 a.mentions(name) || b.mentions(name)
             }

@@ -2,6 +2,7 @@
 
 use crate::ast::ArithOp;
 use crate::eval::{self, Env};
+use crate::java_regex::JavaRegex;
 use crate::number::{Number, RoundMode};
 use crate::ranges;
 use crate::temporal;
@@ -200,13 +201,11 @@ static BUILTINS: &[Builtin] = &[
         _ => Value::Null,
     }),
     b!("matches", ["input", "pattern"], |_, a| match (&a[0], &a[1]) {
-        (Value::String(s), Value::String(p)) => regex(p, "").map(|r| Value::Bool(r.is_match(s))).unwrap_or(Value::Null),
+        (Value::String(s), Value::String(p)) => regex_matches(s, p, ""),
         _ => Value::Null,
     }),
     b!("matches", ["input", "pattern", "flags"], |_, a| match (&a[0], &a[1], &a[2]) {
-        (Value::String(s), Value::String(p), Value::String(f)) => {
-            regex(p, f).map(|r| Value::Bool(r.is_match(s))).unwrap_or(Value::Null)
-        }
+        (Value::String(s), Value::String(p), Value::String(f)) => regex_matches(s, p, f),
         _ => Value::Null,
     }),
     b!("replace", ["input", "pattern", "replacement"], |_, a| match (&a[0], &a[1], &a[2]) {
@@ -218,17 +217,11 @@ static BUILTINS: &[Builtin] = &[
         _ => Value::Null,
     }),
     b!("split", ["string", "delimiter"], |_, a| match (&a[0], &a[1]) {
-        (Value::String(s), Value::String(d)) => match regex(d, "") {
-            Some(r) => Value::List(java_split(&r, s).into_iter().map(Value::String).collect()),
-            None => Value::Null,
-        },
+        (Value::String(s), Value::String(d)) => strings(JavaRegex::new(d, "").and_then(|r| r.split(s))),
         _ => Value::Null,
     }),
     b!("extract", ["input", "pattern"], |_, a| match (&a[0], &a[1]) {
-        (Value::String(s), Value::String(p)) => match regex(p, "") {
-            Some(r) => Value::List(r.find_iter(s).map(|m| Value::string(m.as_str())).collect()),
-            None => Value::Null,
-        },
+        (Value::String(s), Value::String(p)) => strings(JavaRegex::new(p, "").and_then(|r| r.extract(s))),
         _ => Value::Null,
     }),
     // ---- list ----
@@ -616,75 +609,16 @@ fn substring(env: &mut Env, s: &str, start: &Number, len: Option<&Number>) -> Va
     Value::String(String::from_utf16_lossy(&units[from as usize..to as usize]))
 }
 
-/// Compiles a (Java-style) regular expression with flags `s`, `m`, `i`, `x`.
-fn regex(pattern: &str, flags: &str) -> Option<regex::Regex> {
-    let mut b = regex::RegexBuilder::new(pattern);
-    b.dot_matches_new_line(flags.contains('s'))
-        .multi_line(flags.contains('m'))
-        .case_insensitive(flags.contains('i'))
-        .ignore_whitespace(flags.contains('x'))
-        .size_limit(1 << 20);
-    b.build().ok()
-}
-
-/// Converts a Java replacement string (`$1`, `\$`) into the regex crate's syntax.
-fn java_replacement(r: &str) -> String {
-    let mut out = String::new();
-    let mut chars = r.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                if let Some(n) = chars.next() {
-                    if n == '$' {
-                        out.push_str("$$");
-                    } else {
-                        out.push(n);
-                    }
-                }
-            }
-            '$' => {
-                let mut digits = String::new();
-                while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
-                    digits.push(*d);
-                    chars.next();
-                }
-                if digits.is_empty() {
-                    if chars.peek() == Some(&'{') {
-                        out.push('$');
-                    } else {
-                        out.push_str("$$");
-                    }
-                } else {
-                    out.push_str(&format!("${{{digits}}}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out
+fn regex_matches(s: &str, pattern: &str, flags: &str) -> Value {
+    JavaRegex::new(pattern, flags).and_then(|r| r.find(s)).map(Value::Bool).unwrap_or(Value::Null)
 }
 
 fn replace(s: &str, pattern: &str, replacement: &str, flags: &str) -> Value {
-    match regex(pattern, flags) {
-        Some(r) => Value::String(r.replace_all(s, java_replacement(replacement).as_str()).into_owned()),
-        None => Value::Null,
-    }
+    JavaRegex::new(pattern, flags).and_then(|r| r.replace_all(s, replacement)).map(Value::String).unwrap_or(Value::Null)
 }
 
-/// Java's `Pattern.split(s, -1)`: keeps trailing empty strings; a zero-width match at the
-/// beginning does not produce a leading empty string.
-fn java_split(r: &regex::Regex, s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut last = 0;
-    for m in r.find_iter(s) {
-        if m.end() == 0 {
-            continue;
-        }
-        out.push(s[last..m.start()].to_string());
-        last = m.end();
-    }
-    out.push(s[last..].to_string());
-    out
+fn strings(list: Option<Vec<String>>) -> Value {
+    list.map(|l| Value::List(l.into_iter().map(Value::String).collect())).unwrap_or(Value::Null)
 }
 
 fn numbers(v: &Value) -> Option<Vec<&Number>> {

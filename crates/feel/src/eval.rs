@@ -298,6 +298,22 @@ impl<'a> Env<'a> {
                 let end = self.eval(e);
                 make_range(start, *start_closed, end, *end_closed)
             }
+            Expr::InputCmp(op, operand) => {
+                let Some(input) = self.implicit_input() else {
+                    return Value::Null;
+                };
+                let v = self.eval(operand);
+                compare_op(*op, &input, &v)
+            }
+            Expr::InputInRange(range) => {
+                let Some(input) = self.implicit_input() else {
+                    return Value::Null;
+                };
+                match self.eval(range) {
+                    Value::Range(r) => range_contains(&r, &input),
+                    _ => Value::Null,
+                }
+            }
             Expr::For(its, body) => self.iterate(its, body, Loop::For),
             Expr::Some(its, body) => self.iterate(its, body, Loop::Some),
             Expr::Every(its, body) => self.iterate(its, body, Loop::Every),
@@ -550,6 +566,23 @@ impl<'a> Env<'a> {
         }
     }
 
+    /// The input that unary comparisons and intervals used as values test: the value left of
+    /// `in` or the input of unary tests, else feel-scala's input variable (`cellInput`, or the
+    /// one the string variable `inputVariableName` names).
+    fn implicit_input(&mut self) -> Option<Value> {
+        if let Some(v) = self.frames.iter().rev().find_map(|f| match f {
+            Frame::Var(n, v) if n == "?" => Some(v.clone()),
+            _ => None,
+        }) {
+            return Some(v);
+        }
+        let name = match self.lookup("inputVariableName") {
+            Some(Value::String(s)) => s,
+            _ => "cellInput".to_string(),
+        };
+        self.lookup(&name)
+    }
+
     /// Applies unary tests to an input: true when one test matches.
     pub(crate) fn unary_tests(&mut self, input: &Value, tests: &[UnaryTest]) -> Value {
         let mut saw_null = false;
@@ -590,11 +623,10 @@ impl<'a> Env<'a> {
                         _ => Value::Null,
                     };
                 }
-                // a literal is compared with the input (`5` in `true` is null), any other
-                // expression giving a boolean is the result of the test (`5 > 3`)
-                let literal = matches!(e, Expr::Null | Expr::Bool(_) | Expr::Number(_) | Expr::String(_) | Expr::Temporal(_));
+                // as feel-scala's UnaryTestExpression: `true` passes, a list passes when it
+                // contains the input, anything else (`false` too) is compared with the input
                 match &v {
-                    Value::Bool(b) if !literal => return Value::Bool(*b),
+                    Value::Bool(true) => return Value::Bool(true),
                     Value::List(items) if items.iter().any(|i| equals(i, input) == Some(true)) => return Value::Bool(true),
                     Value::Range(r) => return range_contains(r, input),
                     _ => {}

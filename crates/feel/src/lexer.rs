@@ -11,6 +11,8 @@ pub(crate) enum Tok {
     /// A temporal literal `@"..."`.
     At(String),
     Sym(&'static str),
+    /// A character that starts no token; only context keys may contain it (`{a'b: 1}`).
+    Other(char),
     Eof,
 }
 
@@ -19,6 +21,8 @@ pub(crate) struct Token {
     pub tok: Tok,
     /// Char offset of the token's first character.
     pub pos: usize,
+    /// Char offset after the token's last character.
+    pub end: usize,
 }
 
 pub(crate) struct LexError {
@@ -29,12 +33,45 @@ pub(crate) struct LexError {
 const SYMBOLS: [&str; 24] =
     ["**", "!=", "<=", ">=", "..", "->", "+", "-", "*", "/", "=", "<", ">", "(", ")", "[", "]", "{", "}", ",", ".", ":", "?", "!"];
 
-pub(crate) fn is_name_start(c: char) -> bool {
-    c.is_alphabetic() || c == '_' || c == '$'
+/// Whitespace as feel-scala's parser sees it (DMN 1.5: Unicode spaces, `\u{180E}`,
+/// `\u{200B}` and `\u{FEFF}` included).
+pub(crate) fn is_whitespace(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '\u{180E}' | '\u{200B}' | '\u{FEFF}')
 }
 
+/// Java's `Character.isJavaIdentifierStart`: letters, letter numbers, currency symbols (`$`,
+/// `€`) and connector punctuation (`_`).
+pub(crate) fn is_name_start(c: char) -> bool {
+    use unicode_general_category::{get_general_category, GeneralCategory as G};
+    if c.is_ascii() {
+        return c.is_ascii_alphabetic() || c == '_' || c == '$';
+    }
+    matches!(
+        get_general_category(c),
+        G::UppercaseLetter
+            | G::LowercaseLetter
+            | G::TitlecaseLetter
+            | G::ModifierLetter
+            | G::OtherLetter
+            | G::LetterNumber
+            | G::CurrencySymbol
+            | G::ConnectorPunctuation
+    )
+}
+
+/// Java's `Character.isJavaIdentifierPart` without FEEL whitespace: also digits, combining
+/// marks and the characters Java ignores in identifiers (format and most control characters).
 pub(crate) fn is_name_part(c: char) -> bool {
-    c.is_alphanumeric() || c == '_' || c == '$'
+    use unicode_general_category::{get_general_category, GeneralCategory as G};
+    if c.is_ascii() {
+        return c.is_ascii_alphanumeric() || c == '_' || c == '$' || matches!(c, '\0'..='\u{8}' | '\u{E}'..='\u{1B}' | '\u{7F}');
+    }
+    if is_whitespace(c) {
+        return false;
+    }
+    is_name_start(c)
+        || matches!(c, '\u{80}'..='\u{9F}')
+        || matches!(get_general_category(c), G::DecimalNumber | G::NonspacingMark | G::SpacingMark | G::Format)
 }
 
 pub(crate) fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
@@ -43,7 +80,7 @@ pub(crate) fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
     let mut out = Vec::new();
     while i < chars.len() {
         let c = chars[i];
-        if c.is_whitespace() {
+        if is_whitespace(c) {
             i += 1;
             continue;
         }
@@ -85,23 +122,25 @@ pub(crate) fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
                 }
             }
             // no exponent (`1e3` is not a FEEL number; feel-scala fails to parse it)
-            out.push(Token { tok: Tok::Num(s), pos: start });
+            out.push(Token { tok: Tok::Num(s), pos: start, end: i });
             continue;
         }
         if c == '"' {
             let (s, next) = lex_string(&chars, i)?;
             i = next;
-            out.push(Token { tok: Tok::Str(s), pos: start });
+            out.push(Token { tok: Tok::Str(s), pos: start, end: i });
             continue;
         }
         if c == '@' {
             if chars.get(i + 1) == Some(&'"') {
                 let (s, next) = lex_string(&chars, i + 1)?;
                 i = next;
-                out.push(Token { tok: Tok::At(s), pos: start });
+                out.push(Token { tok: Tok::At(s), pos: start, end: i });
                 continue;
             }
-            return Err(LexError { message: "Expected '\"' after '@'".into(), pos: i + 1 });
+            out.push(Token { tok: Tok::Other('@'), pos: start, end: i + 1 });
+            i += 1;
+            continue;
         }
         if c == '`' {
             let mut s = String::new();
@@ -119,7 +158,7 @@ pub(crate) fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
                     }
                 }
             }
-            out.push(Token { tok: Tok::Quoted(s), pos: start });
+            out.push(Token { tok: Tok::Quoted(s), pos: start, end: i });
             continue;
         }
         if is_name_start(c) {
@@ -128,24 +167,25 @@ pub(crate) fn tokenize(src: &str) -> Result<Vec<Token>, LexError> {
                 s.push(chars[i]);
                 i += 1;
             }
-            out.push(Token { tok: Tok::Name(s), pos: start });
+            out.push(Token { tok: Tok::Name(s), pos: start, end: i });
             continue;
         }
         let mut matched = false;
         for sym in SYMBOLS {
             let n = sym.chars().count();
             if chars.len() >= i + n && sym.chars().zip(&chars[i..i + n]).all(|(a, b)| a == *b) {
-                out.push(Token { tok: Tok::Sym(sym), pos: start });
                 i += n;
+                out.push(Token { tok: Tok::Sym(sym), pos: start, end: i });
                 matched = true;
                 break;
             }
         }
         if !matched {
-            return Err(LexError { message: format!("Unexpected character '{c}'"), pos: i });
+            i += 1;
+            out.push(Token { tok: Tok::Other(c), pos: start, end: i });
         }
     }
-    out.push(Token { tok: Tok::Eof, pos: chars.len() });
+    out.push(Token { tok: Tok::Eof, pos: chars.len(), end: chars.len() });
     Ok(out)
 }
 

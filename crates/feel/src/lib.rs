@@ -11,7 +11,9 @@
 mod ast;
 mod builtins;
 mod eval;
+mod java_regex;
 mod lexer;
+mod names;
 mod number;
 mod parser;
 mod ranges;

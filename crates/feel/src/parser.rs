@@ -4,54 +4,8 @@ use std::sync::Arc;
 
 use crate::ast::{Args, ArithOp, CmpOp, Expr, FunctionDef, Iteration, UnaryTest};
 use crate::lexer::{tokenize, Tok, Token};
+use crate::names::Source;
 use crate::number::Number;
-
-/// Built-in functions whose names contain spaces; the parser joins their words.
-/// Sorted so that longer names are tried first.
-const MULTI_WORD_FUNCTIONS: &[&str] = &[
-    "years and months duration",
-    "last day of month",
-    "round half down",
-    "round half up",
-    "date and time",
-    "string length",
-    "upper case",
-    "lower case",
-    "substring before",
-    "substring after",
-    "starts with",
-    "ends with",
-    "list contains",
-    "insert before",
-    "index of",
-    "distinct values",
-    "duplicate values",
-    "get entries",
-    "get value",
-    "is defined",
-    "get or else",
-    "string join",
-    "day of year",
-    "day of week",
-    "month of year",
-    "week of year",
-    "context put",
-    "context merge",
-    "is empty",
-    "is blank",
-    "to base64",
-    "from base64",
-    "round up",
-    "round down",
-    "random number",
-    "list replace",
-    "met by",
-    "overlaps before",
-    "overlaps after",
-    "finished by",
-    "started by",
-    "put all",
-];
 
 /// Type names of `instance of` made of several words.
 const MULTI_WORD_TYPES: &[&str] = &["years and months duration", "days and time duration", "date and time", "date time"];
@@ -64,18 +18,21 @@ pub(crate) struct SyntaxError {
 }
 
 pub(crate) struct Parser {
+    src: Source,
     toks: Vec<Token>,
     i: usize,
     depth: usize,
     /// Set while parsing the end of an interval, where `[` closes the interval (`[1..5[`).
     range_end: bool,
+    /// The token index where the last interval literal started (see [`Parser::argument`]).
+    last_interval: usize,
 }
 
 type PResult<T> = Result<T, SyntaxError>;
 
 pub(crate) fn parse_expression(src: &str) -> PResult<Expr> {
     let toks = tokenize(src).map_err(|e| SyntaxError { message: e.message, pos: e.pos })?;
-    let mut p = Parser { toks, i: 0, depth: 0, range_end: false };
+    let mut p = Parser { src: Source::new(src), toks, i: 0, depth: 0, range_end: false, last_interval: usize::MAX };
     if matches!(p.peek(), Tok::Eof) {
         return Err(p.error("Expected an expression"));
     }
@@ -86,7 +43,7 @@ pub(crate) fn parse_expression(src: &str) -> PResult<Expr> {
 
 pub(crate) fn parse_unary_tests(src: &str) -> PResult<Vec<UnaryTest>> {
     let toks = tokenize(src).map_err(|e| SyntaxError { message: e.message, pos: e.pos })?;
-    let mut p = Parser { toks, i: 0, depth: 0, range_end: false };
+    let mut p = Parser { src: Source::new(src), toks, i: 0, depth: 0, range_end: false, last_interval: usize::MAX };
     let tests = p.unary_tests()?;
     p.expect_eof()?;
     Ok(tests)
@@ -123,6 +80,7 @@ impl Parser {
             Tok::Quoted(n) => format!("'`{n}`'"),
             Tok::At(s) => format!("'@\"{s}\"'"),
             Tok::Sym(s) => format!("'{s}'"),
+            Tok::Other(c) => format!("'{c}'"),
         };
         SyntaxError { message: format!("{msg} but found {found}"), pos: self.pos() }
     }
@@ -233,8 +191,22 @@ impl Parser {
     }
 
     /// A comparison is not associative (feel-scala): `1 < 2 = true` does not parse.
+    ///
+    /// As in feel-scala, a unary comparison (`< 10`) or an interval (`[1..5]`) may stand here
+    /// as a value tested against the implicit input; nothing follows it at this level.
     fn comparison(&mut self) -> PResult<Expr> {
+        if let Some(op) = self.cmp_op().filter(|op| !matches!(op, CmpOp::Eq | CmpOp::Ne)) {
+            self.advance();
+            let operand = self.additive()?;
+            if matches!(operand, Expr::Range(..)) {
+                return Err(self.error("Expected end of input"));
+            }
+            return Ok(Expr::InputCmp(op, Box::new(operand)));
+        }
         let mut left = self.additive()?;
+        if matches!(left, Expr::Range(..)) {
+            return Ok(Expr::InputInRange(Box::new(left)));
+        }
         for _ in 0..1 {
             if let Some(op) = self.cmp_op() {
                 self.advance();
@@ -307,7 +279,7 @@ impl Parser {
             };
             self.advance();
             let right = self.multiplicative()?;
-            left = Expr::Arith(op, Box::new(left), Box::new(right));
+            left = self.arith(op, left, right)?;
         }
     }
 
@@ -323,7 +295,7 @@ impl Parser {
             };
             self.advance();
             let right = self.exponent()?;
-            left = Expr::Arith(op, Box::new(left), Box::new(right));
+            left = self.arith(op, left, right)?;
         }
     }
 
@@ -332,9 +304,17 @@ impl Parser {
         while self.is_sym("**") {
             self.advance();
             let right = self.unary()?;
-            left = Expr::Arith(ArithOp::Pow, Box::new(left), Box::new(right));
+            left = self.arith(ArithOp::Pow, left, right)?;
         }
         Ok(left)
+    }
+
+    /// `left op right`; an interval is no operand (feel-scala does not parse `[1..5] + 1`).
+    fn arith(&self, op: ArithOp, left: Expr, right: Expr) -> PResult<Expr> {
+        if matches!(left, Expr::Range(..)) || matches!(right, Expr::Range(..)) {
+            return Err(self.error("Expected end of input"));
+        }
+        Ok(Expr::Arith(op, Box::new(left), Box::new(right)))
     }
 
     fn unary(&mut self) -> PResult<Expr> {
@@ -345,6 +325,7 @@ impl Parser {
             self.depth -= 1;
             let e = e?;
             return Ok(match e {
+                Expr::Range(..) => return Err(self.error("Expected an expression")),
                 Expr::Number(n) => Expr::Number(n.neg()),
                 other => Expr::Neg(Box::new(other)),
             });
@@ -354,6 +335,9 @@ impl Parser {
 
     fn postfix(&mut self) -> PResult<Expr> {
         let mut e = self.primary()?;
+        if matches!(e, Expr::Range(..)) {
+            return Ok(e);
+        }
         let mut first = true;
         loop {
             let callable = std::mem::replace(&mut first, false) && matches!(e, Expr::Name(_));
@@ -394,21 +378,14 @@ impl Parser {
         if self.eat_sym(")") {
             return Ok(Args::Positional(Vec::new()));
         }
-        // named arguments: words followed by ':'
+        // named arguments: parameter names followed by ':'
         if self.named_arg_ahead() {
             let mut named = Vec::new();
             loop {
-                let mut words = Vec::new();
-                while let Tok::Name(n) | Tok::Quoted(n) = self.peek().clone() {
-                    words.push(n);
-                    self.advance();
-                }
-                if words.is_empty() {
-                    return Err(self.error("Expected a parameter name"));
-                }
+                let name = self.parameter_name()?;
                 self.expect_sym(":")?;
-                let value = self.expression()?;
-                named.push((words.join(" "), value));
+                let value = self.argument()?;
+                named.push((name, value));
                 if self.eat_sym(",") {
                     continue;
                 }
@@ -418,7 +395,7 @@ impl Parser {
         }
         let mut args = Vec::new();
         loop {
-            args.push(self.expression()?);
+            args.push(self.argument()?);
             if self.eat_sym(",") {
                 continue;
             }
@@ -427,12 +404,48 @@ impl Parser {
         }
     }
 
-    fn named_arg_ahead(&self) -> bool {
-        let mut k = 0;
-        while matches!(self.peek_at(k), Tok::Name(_) | Tok::Quoted(_)) {
-            k += 1;
+    /// One argument: an interval that is the whole argument is a range value (`before([1..5],
+    /// 10)`), anything else an expression (`before(([1..5]), 10)` tests the implicit input).
+    fn argument(&mut self) -> PResult<Expr> {
+        let start = self.i;
+        match self.expression()? {
+            Expr::InputInRange(range) if self.last_interval == start => Ok(*range),
+            e => Ok(e),
         }
-        k > 0 && matches!(self.peek_at(k), Tok::Sym(":"))
+    }
+
+    fn named_arg_ahead(&self) -> bool {
+        self.src.parameter_name(&self.toks[self.i..]).is_some_and(|(n, _)| matches!(self.peek_at(n), Tok::Sym(":")))
+    }
+
+    /// A parameter name (`a`, `first name`, `` `a b` ``), see [`Source::parameter_name`].
+    fn parameter_name(&mut self) -> PResult<String> {
+        let Some((count, name)) = self.src.parameter_name(&self.toks[self.i..]) else {
+            return Err(self.error("Expected a parameter name"));
+        };
+        for _ in 0..count {
+            self.advance();
+        }
+        Ok(name)
+    }
+
+    /// A context key: any text up to `:` (`{a-b: 1}`), a string (taken as written, escapes
+    /// included) or a backtick name.
+    fn context_key(&mut self) -> PResult<String> {
+        if let Some((key, colon)) = self.src.context_key(self.pos()) {
+            while self.pos() < colon && !matches!(self.peek(), Tok::Eof) {
+                self.advance();
+            }
+            return Ok(key);
+        }
+        let token = &self.toks[self.i];
+        let key = match &token.tok {
+            Tok::Str(_) => self.src.text(token.pos + 1, token.end - 1),
+            Tok::Quoted(n) => n.clone(),
+            _ => return Err(self.error("Expected a context key")),
+        };
+        self.advance();
+        Ok(key)
     }
 
     fn primary(&mut self) -> PResult<Expr> {
@@ -459,9 +472,7 @@ impl Parser {
             Tok::Sym("(") => {
                 let e = self.expression()?;
                 if self.eat_sym("..") {
-                    let end = self.range_end_expr()?;
-                    let closed = self.range_end()?;
-                    return Ok(Expr::Range(false, Box::new(e), Box::new(end), closed));
+                    return self.interval(start, false, e);
                 }
                 self.expect_sym(")")?;
                 Ok(e)
@@ -469,9 +480,7 @@ impl Parser {
             Tok::Sym("]") => {
                 let s = self.expression()?;
                 self.expect_sym("..")?;
-                let end = self.range_end_expr()?;
-                let closed = self.range_end()?;
-                Ok(Expr::Range(false, Box::new(s), Box::new(end), closed))
+                self.interval(start, false, s)
             }
             Tok::Sym("[") => {
                 if self.eat_sym("]") {
@@ -479,9 +488,7 @@ impl Parser {
                 }
                 let first = self.expression()?;
                 if self.eat_sym("..") {
-                    let end = self.range_end_expr()?;
-                    let closed = self.range_end()?;
-                    return Ok(Expr::Range(true, Box::new(first), Box::new(end), closed));
+                    return self.interval(start, true, first);
                 }
                 let mut items = vec![first];
                 while self.eat_sym(",") {
@@ -496,21 +503,7 @@ impl Parser {
                     return Ok(Expr::Context(entries));
                 }
                 loop {
-                    let key = match self.advance() {
-                        Tok::Str(s) | Tok::Quoted(s) => s,
-                        Tok::Name(n) => {
-                            let mut words = vec![n];
-                            while let Tok::Name(n) = self.peek().clone() {
-                                words.push(n);
-                                self.advance();
-                            }
-                            words.join(" ")
-                        }
-                        _ => {
-                            self.i -= 1;
-                            return Err(self.error("Expected a context key"));
-                        }
-                    };
+                    let key = self.context_key()?;
                     self.expect_sym(":")?;
                     let value = self.expression()?;
                     entries.push((key, value));
@@ -527,6 +520,40 @@ impl Parser {
                 Err(self.error("Expected an expression"))
             }
         }
+    }
+
+    /// The rest of an interval after `..`; `begin` is the token index of its first bracket.
+    /// Both ends are arithmetic expressions, as in feel-scala (`[1..x > 2]` does not parse).
+    fn interval(&mut self, begin: usize, start_closed: bool, low: Expr) -> PResult<Expr> {
+        let low_is_operand = is_math_operand(&low) || self.parenthesized(begin + 1, self.i - 1);
+        let high = self.range_end_expr()?;
+        if !low_is_operand || matches!(high, Expr::Range(..)) {
+            return Err(self.error("Expected ']', ')' or '['"));
+        }
+        let end_closed = self.range_end()?;
+        self.last_interval = begin;
+        Ok(Expr::Range(start_closed, Box::new(low), Box::new(high), end_closed))
+    }
+
+    /// Whether the tokens `from..to` are one parenthesized expression `( … )`.
+    fn parenthesized(&self, from: usize, to: usize) -> bool {
+        if to <= from || !matches!(self.toks[from].tok, Tok::Sym("(")) {
+            return false;
+        }
+        let mut depth = 0usize;
+        for (k, t) in self.toks[from..to].iter().enumerate() {
+            match t.tok {
+                Tok::Sym("(") => depth += 1,
+                Tok::Sym(")") => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        return from + k + 1 == to;
+                    }
+                }
+                _ => {}
+            }
+        }
+        false
     }
 
     fn range_end_expr(&mut self) -> PResult<Expr> {
@@ -553,7 +580,8 @@ impl Parser {
             "null" => return Ok(Expr::Null),
             "true" => return Ok(Expr::Bool(true)),
             "false" => return Ok(Expr::Bool(false)),
-            "if" => {
+            // `if`, `for`, `some`, `every` are names where their expression can not start
+            "if" if self.starts_operand() => {
                 let cond = self.expression()?;
                 self.expect_kw("then")?;
                 let then = self.expression()?;
@@ -561,7 +589,7 @@ impl Parser {
                 let otherwise = self.expression()?;
                 return Ok(Expr::If(Box::new(cond), Box::new(then), Box::new(otherwise)));
             }
-            "for" => {
+            "for" if matches!(self.peek(), Tok::Name(_) | Tok::Quoted(_)) && self.is_kw_at(1, "in") => {
                 let its = self.iterators()?;
                 self.expect_kw("return")?;
                 let body = self.expression()?;
@@ -578,18 +606,7 @@ impl Parser {
                 let mut params = Vec::new();
                 if !self.eat_sym(")") {
                     loop {
-                        let name = match self.advance() {
-                            Tok::Name(n) | Tok::Quoted(n) => n,
-                            _ => {
-                                self.i -= 1;
-                                return Err(self.error("Expected a parameter name"));
-                            }
-                        };
-                        // optional type annotation: `x: number`
-                        if self.eat_sym(":") {
-                            self.type_name()?;
-                        }
-                        params.push(name);
+                        params.push(self.parameter_name()?);
                         if self.eat_sym(",") {
                             continue;
                         }
@@ -601,27 +618,30 @@ impl Parser {
                 return Ok(Expr::Function(Arc::new(FunctionDef { params, body })));
             }
             "and" | "or" if self.is_sym("(") => {}
-            "then" | "else" | "return" | "satisfies" | "and" | "or" | "in" | "between" => {
+            "then" | "else" | "return" | "satisfies" | "and" | "or" | "in" | "function" => {
                 self.i = start;
                 return Err(self.error("Expected an expression"));
             }
             _ => {}
         }
-        // built-in function names made of several words: `string length(...)`
-        for candidate in MULTI_WORD_FUNCTIONS {
-            let mut words = candidate.split(' ');
-            if words.next() != Some(n.as_str()) {
-                continue;
+        // function names made of several words: `string length(…)`, `my func(…)`
+        if let Some((count, name)) = self.src.function_name(&self.toks[start..]) {
+            for _ in 1..count {
+                self.advance();
             }
-            let rest: Vec<&str> = words.collect();
-            if rest.iter().enumerate().all(|(k, w)| self.is_kw_at(k, w)) && matches!(self.peek_at(rest.len()), Tok::Sym("(")) {
-                for _ in 0..rest.len() {
-                    self.advance();
-                }
-                return Ok(Expr::Name(candidate.to_string()));
-            }
+            return Ok(Expr::Name(name));
         }
         Ok(Expr::Name(n))
+    }
+
+    /// Whether the next token can start an operand (an expression without a binary operator
+    /// in front).
+    fn starts_operand(&self) -> bool {
+        match self.peek() {
+            Tok::Num(_) | Tok::Str(_) | Tok::Name(_) | Tok::Quoted(_) | Tok::At(_) => true,
+            Tok::Sym(s) => matches!(*s, "(" | "[" | "]" | "{" | "-" | "?" | "<" | "<=" | ">" | ">="),
+            Tok::Other(_) | Tok::Eof => false,
+        }
     }
 
     fn iterators(&mut self) -> PResult<Vec<(String, Iteration)>> {
@@ -635,10 +655,14 @@ impl Parser {
                 }
             };
             self.expect_kw("in")?;
-            let e = self.expression()?;
+            // feel-scala: `a..b` of arithmetic expressions, or a value (no interval, no
+            // arithmetic outside parentheses)
+            let begin = self.i;
+            let e = self.additive()?;
             let it = if self.eat_sym("..") {
-                let end = self.expression()?;
-                Iteration::Range(e, end)
+                Iteration::Range(e, self.additive()?)
+            } else if matches!(e, Expr::Range(..) | Expr::Arith(..) | Expr::Neg(..)) && !self.parenthesized(begin, self.i) {
+                return Err(self.error("Expected 'return' or 'satisfies'"));
             } else {
                 Iteration::List(e)
             };
@@ -705,16 +729,48 @@ impl Parser {
     /// One positive unary test; `full` allows a whole expression (with `and`/`or`), otherwise
     /// the test ends before comparison operators (as after `in`).
     fn positive_unary_test(&mut self, full: bool) -> PResult<UnaryTest> {
+        // a boolean that is the whole rest is compared with the input (`true` with 5: null)
+        if let Tok::Name(b) = self.peek() {
+            if (b == "true" || b == "false") && matches!(self.peek_at(1), Tok::Eof) {
+                let b = b == "true";
+                self.advance();
+                return Ok(UnaryTest::Cmp(CmpOp::Eq, Expr::Bool(b)));
+            }
+        }
         // feel-scala 1.17 has no `= x` and `!= x` unary tests
         if let Some(op) = self.cmp_op().filter(|op| !matches!(op, CmpOp::Eq | CmpOp::Ne)) {
             self.advance();
             let e = self.additive()?;
+            if matches!(e, Expr::Range(..)) {
+                return Err(self.error("Expected end of input"));
+            }
             return Ok(UnaryTest::Cmp(op, e));
         }
-        let e = if full { self.expression()? } else { self.additive()? };
+        let start = self.i;
+        let e = match if full { self.expression()? } else { self.additive()? } {
+            Expr::InputInRange(range) if self.last_interval == start => *range,
+            e => e,
+        };
         let uses = e.uses_input();
         Ok(UnaryTest::Expr(e, uses))
     }
+}
+
+/// Whether an expression (outside parentheses) may be an operand of arithmetic in
+/// feel-scala's grammar: intervals, unary comparisons, comparisons and logic may not.
+fn is_math_operand(e: &Expr) -> bool {
+    !matches!(
+        e,
+        Expr::Range(..)
+            | Expr::InputCmp(..)
+            | Expr::InputInRange(..)
+            | Expr::Cmp(..)
+            | Expr::And(..)
+            | Expr::Or(..)
+            | Expr::Between(..)
+            | Expr::In(..)
+            | Expr::InstanceOf(..)
+    )
 }
 
 #[cfg(test)]

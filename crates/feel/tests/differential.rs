@@ -21,6 +21,9 @@ const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     ("literals: @\"10:30:00@Europe/Berlin\"", "as above: zoned time with a zone id."),
     ("builtins: substring(\"a😀b\", 2, 1)", "Java strings may hold half of a surrogate pair; Rust strings can not (waggle gives U+FFFD)."),
     ("functions: for f in [function(x) x + 1, function(x) x * 2] return f(3)", "feel-scala does not invoke a function held by an iteration variable (null); waggle does."),
+    ("names: x andy | {\"x\": true, \"y\": false, \"andy\": 1}", "feel-scala's parser matches `and` as a prefix of `andy` (`x and y`); waggle reads whole words (a parse error)."),
+    ("ranges: 5 in [cellInput] | {\"cellInput\": 9}", "inside `in` feel-scala binds the input to the variable `cellInput`; waggle binds it to `?` only."),
+    ("regex: matches(\"abc\", \"\\Gabc\")", "`\\G` (end of the previous match) has no counterpart in fancy-regex; the pattern is taken as invalid (null)."),
     ("unary: null ~ is defined(?)", "feel-scala treats the input variable `?` as defined even when the input is null; waggle's `is defined` looks at the value only."),
 ];
 

@@ -157,7 +157,13 @@ fn expr() -> impl Strategy<Value = String> {
             (prop::sample::select(FUNCTIONS.to_vec()), prop::collection::vec(inner.clone(), 0..4))
                 .prop_map(|(f, xs)| format!("{f}({})", xs.join(", "))),
             two.clone().prop_map(|(a, b)| format!("{{f: function(p, q) {a}, r: f({b}, 1)}}.r")),
-            two.prop_map(|(a, b)| format!("for i in {a}..{b} return i")),
+            two.clone().prop_map(|(a, b)| format!("for i in {a}..{b} return i")),
+            // unary comparisons and intervals as values, names with spaces and symbols
+            (prop::sample::select(vec!["<", "<=", ">", ">="]), inner.clone()).prop_map(|(op, a)| format!("{op} {a}")),
+            two.clone().prop_map(|(a, b)| format!("[< {a}, [{a}..{b}], ]{b}..{a}[]")),
+            two.clone().prop_map(|(a, b)| format!("before([{a}..{b}], {a})")),
+            two.clone().prop_map(|(a, b)| format!("{{a-b?: {a}, my func: function(first name) {b}, r: my func(first name: {a})}}.r")),
+            two.prop_map(|(a, b)| format!("{a} in ({b}, < {a}, [{a}..{b}])")),
         ]
     })
 }
@@ -178,6 +184,23 @@ proptest! {
     #[test]
     fn grammar_shaped_expressions_never_panic(src in expr()) {
         check(&src);
+    }
+
+    /// Java-like patterns, flags and replacements through the four regex functions.
+    #[test]
+    fn regular_expressions_never_panic(
+        s in "[a-c\n\r é]{0,12}",
+        p in r"([-a-c()\[\]{}*+?.^$|&~#<>=!:,0-9 ]|\\[-a-zA-Z0-9{}<>\\.$]){0,16}",
+        f in "[imsxq]{0,3}",
+        r in r"[a$\\{}0-9]{0,6}",
+    ) {
+        let start = Instant::now();
+        let vars = serde_json::json!({"s": s, "p": p, "f": f, "r": r});
+        for src in ["matches(s, p, f)", "replace(s, p, r, f)", "split(s, p)", "extract(s, p)"] {
+            let e = Expression::parse(src).expect("parses");
+            let _ = e.evaluate(&vars);
+        }
+        prop_assert!(start.elapsed() < LIMIT, "pattern {p:?} took {:?}", start.elapsed());
     }
 }
 
