@@ -474,7 +474,8 @@ impl Processor {
         if self.applied < self.snapshot_index + self.snapshot_every || self.snapshot.running.swap(true, Ordering::SeqCst) {
             return;
         }
-        let (index, store, dir, progress, id) = (self.applied, self.store.clone(), self.snapshots_dir.clone(), self.snapshot.clone(), self.id);
+        let (index, store, dir, progress, id) =
+            (self.applied, self.store.clone(), self.snapshots_dir.clone(), self.snapshot.clone(), self.id);
         let spawned = std::thread::Builder::new().name(format!("snapshot-{id}")).spawn(move || {
             match take_snapshot(&store, &dir, index) {
                 Ok(()) => progress.done.store(index, Ordering::SeqCst),
