@@ -333,8 +333,8 @@ impl Processor {
         let mut overlay = Overlay::new(&*self.store);
         let output = self.engine.process_batch(&mut overlay, &ctx, commands);
         let writes = overlay.into_writes();
-        if let Some(entry) = output.entry() {
-            self.raft.propose(entry.encode()).map_err(|e| e.to_string())?;
+        if let Some(entry) = output.encoded_entry() {
+            self.raft.propose(entry).map_err(|e| e.to_string())?;
             let expected = self.raft.last_index();
             self.commit_own(expected, writes)?;
             self.observe(&output.records);
@@ -350,8 +350,8 @@ impl Processor {
                     let _ = self.jobs_available.send(job_type);
                 }
                 SideEffect::PushJob { stream_id, job_key, job } => {
-                    if !self.streams.push(stream_id, PushedJob { key: job_key, record: (*job).clone() }) {
-                        self.yield_job(job_key, *job);
+                    if let Err(job) = self.streams.push(stream_id, PushedJob { key: job_key, record: *job }) {
+                        self.yield_job(job_key, job.record);
                     }
                 }
                 SideEffect::SendCommand { partition, command } => self.outbox.push((partition, *command)),

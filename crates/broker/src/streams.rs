@@ -70,18 +70,18 @@ impl JobStreamRegistry {
         self.len() == 0
     }
 
-    /// Delivers a job to its stream. False when the stream is gone or full: the caller yields
-    /// the job back to the pool.
-    pub fn push(&self, id: StreamId, job: PushedJob) -> bool {
+    /// Delivers a job to its stream. Hands the job back when the stream is gone or full: the
+    /// caller yields it back to the pool.
+    pub fn push(&self, id: StreamId, job: PushedJob) -> Result<(), PushedJob> {
         let mut inner = self.inner.lock().expect("streams lock");
-        let Some(stream) = inner.streams.iter_mut().find(|s| s.id == id) else { return false };
+        let Some(stream) = inner.streams.iter_mut().find(|s| s.id == id) else { return Err(job) };
         stream.reserved = stream.reserved.saturating_sub(1);
         match stream.sender.try_send(job) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => false,
-            Err(mpsc::error::TrySendError::Closed(_)) => {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(job)) => Err(job),
+            Err(mpsc::error::TrySendError::Closed(job)) => {
                 inner.streams.retain(|s| s.id != id);
-                false
+                Err(job)
             }
         }
     }

@@ -306,7 +306,7 @@ fn complete_process(p: P, model: &Process, key: i64, pi: ProcessInstanceRecord) 
     let result_vars = awaiting.as_ref().map(|(_, names)| variables::visible_variables(p.view(), key, names));
     let started_by = p.view().started_by_message(key);
     events::close(p, model, &pi.element_id, key);
-    let completed = p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
+    let completed = p.event_record(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
     if let Some((bpmn_process_id, correlation_key)) = started_by {
         crate::starts::start_with_buffered_message(p, &bpmn_process_id, &correlation_key);
     }

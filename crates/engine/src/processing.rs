@@ -85,6 +85,11 @@ impl BatchOutput {
     pub fn entry(&self) -> Option<Entry> {
         (!self.records.is_empty()).then(|| Entry { next_key_counter: self.next_key_counter, records: self.records.clone() })
     }
+
+    /// The encoded log entry of the batch (as `entry()?.encode()`, without copying the records).
+    pub fn encoded_entry(&self) -> Option<Vec<u8>> {
+        (!self.records.is_empty()).then(|| waggle_protocol::codec::encode_entry(self.next_key_counter, &self.records))
+    }
 }
 
 /// Requests waiting for a process instance's result, by process instance key. Runtime only:
@@ -175,13 +180,14 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
         key
     }
 
-    fn append(&mut self, mut record: Record) -> Record {
+    /// Gives `record` the next position and adds it to the batch's output.
+    fn append(&mut self, mut record: Record) -> &Record {
         self.last_position += 1;
         record.position = self.last_position;
         record.source_position = self.source_position;
         record.timestamp_ms = self.now_ms;
-        self.out.records.push(record.clone());
-        record
+        self.out.records.push(record);
+        self.out.records.last().expect("just pushed")
     }
 
     fn make(key: i64, record_type: RecordType, intent: Intent, value: RecordValue) -> Record {
@@ -199,15 +205,21 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
     }
 
     /// Writes an event and applies it to state.
-    pub fn event(&mut self, key: i64, intent: Intent, value: RecordValue) -> Record {
-        let record = self.append(Self::make(key, RecordType::Event, intent, value));
-        appliers::apply(self.state, self.processes, &record);
-        record
+    pub fn event(&mut self, key: i64, intent: Intent, value: RecordValue) {
+        self.append(Self::make(key, RecordType::Event, intent, value));
+        let record = self.out.records.last().expect("just appended");
+        appliers::apply(self.state, self.processes, record);
+    }
+
+    /// [`Self::event`], returning a copy of the record (to answer a request with it).
+    pub fn event_record(&mut self, key: i64, intent: Intent, value: RecordValue) -> Record {
+        self.event(key, intent, value);
+        self.out.records.last().expect("just appended").clone()
     }
 
     /// Writes a follow-up command, processed later in this batch.
     pub fn command(&mut self, key: i64, intent: Intent, value: RecordValue) {
-        let record = self.append(Self::make(key, RecordType::Command, intent, value));
+        let record = self.append(Self::make(key, RecordType::Command, intent, value)).clone();
         self.pending.push_back(record);
     }
 
@@ -227,7 +239,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
     pub fn reject(&mut self, command: &Record, request: Option<RequestId>, rejection_type: RejectionType, reason: String) {
         let mut record = Self::make(command.key, RecordType::CommandRejection, command.intent, command.value.clone());
         record.rejection = Some(Rejection { rejection_type, reason });
-        let record = self.append(record);
+        let record = self.append(record).clone();
         self.respond(request, record);
     }
 
@@ -252,7 +264,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             return;
         }
         self.source_position = 0;
-        let record = self.append(Self::make(command.key, RecordType::Command, command.intent, command.value));
+        let record = self.append(Self::make(command.key, RecordType::Command, command.intent, command.value)).clone();
         self.source_position = record.position;
         processors::process(self, &record, command.request_id);
         while let Some(next) = self.pending.pop_front() {

@@ -251,7 +251,7 @@ pub(crate) fn broadcast(p: P, command: &Record, request: Option<RequestId>) {
     };
     let original = command.key <= 0;
     let key = if original { p.new_key() } else { command.key };
-    let event = p.event(key, Intent::Broadcasted, RecordValue::Signal(signal.clone()));
+    let event = p.event_record(key, Intent::Broadcasted, RecordValue::Signal(signal.clone()));
     p.respond(request, event);
     if original {
         for partition in 1..=p.partition_count as u16 {

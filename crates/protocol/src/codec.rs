@@ -32,11 +32,7 @@ pub enum CodecError {
 
 impl Entry {
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![CODEC_VERSION];
-        // postcard into a Vec cannot fail for these types (no maps with non-string keys etc.)
-        let body = postcard::to_stdvec(self).expect("record encoding is infallible");
-        out.extend_from_slice(&body);
-        out
+        encode_entry(self.next_key_counter, &self.records)
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Entry, CodecError> {
@@ -46,6 +42,20 @@ impl Entry {
             Some(&v) => Err(CodecError::UnknownVersion(v)),
         }
     }
+}
+
+/// The layout of [`Entry`] over borrowed records (postcard writes a slice as it writes a `Vec`).
+#[derive(Serialize)]
+struct EntryRef<'a> {
+    next_key_counter: i64,
+    records: &'a [Record],
+}
+
+/// Encodes an entry from borrowed records, without copying them into an [`Entry`] first: the
+/// same bytes as `Entry { next_key_counter, records }.encode()`.
+pub fn encode_entry(next_key_counter: i64, records: &[Record]) -> Vec<u8> {
+    // postcard into a Vec cannot fail for these types (no maps with non-string keys etc.)
+    postcard::to_extend(&EntryRef { next_key_counter, records }, vec![CODEC_VERSION]).expect("record encoding is infallible")
 }
 
 #[cfg(test)]
@@ -72,6 +82,7 @@ mod tests {
         };
         let bytes = entry.encode();
         assert_eq!(bytes[0], CODEC_VERSION);
+        assert_eq!(bytes[1..], postcard::to_stdvec(&entry).unwrap()[..], "the entry's own layout");
         assert_eq!(Entry::decode(&bytes).unwrap(), entry);
     }
 

@@ -100,7 +100,7 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
         }
     }
     let record = DeploymentRecord { resources: deployment.resources.clone(), processes_metadata: metadata, tenant_id: "<default>".into() };
-    let created = p.event(deployment_key, Intent::Created, RecordValue::Deployment(record));
+    let created = p.event_record(deployment_key, Intent::Created, RecordValue::Deployment(record));
     p.respond(request, created);
 }
 
@@ -135,6 +135,6 @@ pub(crate) fn distribute(p: &mut Processing<'_, '_, '_>, command: &Record, reque
             crate::starts::open_start_events(p, &model, meta.process_definition_key, &record, previous, false);
         }
     }
-    let event = p.event(command.key, Intent::Distributed, RecordValue::Deployment(deployment.clone()));
+    let event = p.event_record(command.key, Intent::Distributed, RecordValue::Deployment(deployment.clone()));
     p.respond(request, event);
 }

@@ -82,7 +82,7 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
         start_instructions: creation.start_instructions.clone(),
         tenant_id: process.tenant_id,
     };
-    let event = p.event(pi_key, Intent::Created, RecordValue::ProcessInstanceCreation(created));
+    let event = p.event_record(pi_key, Intent::Created, RecordValue::ProcessInstanceCreation(created));
     match (await_result, request) {
         (true, Some(request)) => p.await_result(pi_key, request, creation.fetch_variables.clone()),
         _ => p.respond(request, event),
@@ -127,7 +127,7 @@ pub(crate) fn set_variables(p: P, command: &Record, request: Option<RequestId>) 
     }
     let key = p.new_key();
     let updated = VariableDocumentRecord { ..doc.clone() };
-    let event = p.event(key, Intent::Updated, RecordValue::VariableDocument(updated));
+    let event = p.event_record(key, Intent::Updated, RecordValue::VariableDocument(updated));
     p.respond(request, event);
 }
 
@@ -140,14 +140,14 @@ pub(crate) fn resolve_incident(p: P, command: &Record, request: Option<RequestId
     };
     if incident.job_key > 0 {
         let retries = p.view().job(incident.job_key).map(|j| j.record.retries).unwrap_or(0);
-        let event = p.event(command.key, Intent::Resolved, RecordValue::Incident(incident.clone()));
+        let event = p.event_record(command.key, Intent::Resolved, RecordValue::Incident(incident.clone()));
         p.respond(request, event);
         if retries > 0 {
             behaviors::job_became_activatable(p, incident.job_key);
         }
         return;
     }
-    let event = p.event(command.key, Intent::Resolved, RecordValue::Incident(incident.clone()));
+    let event = p.event_record(command.key, Intent::Resolved, RecordValue::Incident(incident.clone()));
     p.respond(request, event);
     let Some(element) = p.view().element(incident.element_instance_key) else { return };
     match element.state {

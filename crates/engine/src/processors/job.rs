@@ -65,7 +65,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         Intent::UpdateRetries => {
             let mut record = job.record;
             record.retries = given.retries;
-            let event = p.event(command.key, Intent::RetriesUpdated, RecordValue::Job(record));
+            let event = p.event_record(command.key, Intent::RetriesUpdated, RecordValue::Job(record));
             p.respond(request, event);
         }
         Intent::UpdateTimeout => {
@@ -76,7 +76,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
             let mut record = job.record;
             record.deadline_ms = p.now_ms + given.timeout_ms;
             record.timeout_ms = given.timeout_ms;
-            let event = p.event(command.key, Intent::TimeoutUpdated, RecordValue::Job(record));
+            let event = p.event_record(command.key, Intent::TimeoutUpdated, RecordValue::Job(record));
             p.respond(request, event);
         }
         _ => unreachable!("filtered above"),
@@ -101,7 +101,7 @@ fn complete(p: P, command: &Record, request: Option<RequestId>, job: StoredJob, 
     };
     let mut record = job.record;
     record.variables = if given.variables.trim().is_empty() { "{}".into() } else { given.variables.clone() };
-    let event = p.event(command.key, Intent::Completed, RecordValue::Job(record.clone()));
+    let event = p.event_record(command.key, Intent::Completed, RecordValue::Job(record.clone()));
     p.respond(request, event);
     let Some(element) = p.view().element(record.element_instance_key) else { return };
     let model = p.process_model(element.record.process_definition_key);
@@ -131,7 +131,7 @@ fn fail(p: P, command: &Record, request: Option<RequestId>, job: StoredJob, give
     record.retry_backoff_ms = given.retry_backoff_ms;
     record.recurring_time_ms = if given.retries > 0 && given.retry_backoff_ms > 0 { p.now_ms + given.retry_backoff_ms } else { 0 };
     record.variables = if given.variables.trim().is_empty() { "{}".into() } else { given.variables.clone() };
-    let event = p.event(command.key, Intent::Failed, RecordValue::Job(record.clone()));
+    let event = p.event_record(command.key, Intent::Failed, RecordValue::Job(record.clone()));
     p.respond(request, event);
     if !vars.is_empty() {
         variables::merge_local(p, record.element_instance_key, &vars);
@@ -154,7 +154,7 @@ fn throw_error(p: P, command: &Record, request: Option<RequestId>, job: StoredJo
     let mut record = job.record;
     record.error_code = given.error_code.clone();
     record.error_message = given.error_message.clone();
-    let event = p.event(command.key, Intent::ErrorThrown, RecordValue::Job(record.clone()));
+    let event = p.event_record(command.key, Intent::ErrorThrown, RecordValue::Job(record.clone()));
     p.respond(request, event);
     let Some(element) = p.view().element(record.element_instance_key) else { return };
     let vars = variables::parse_document(&given.variables).unwrap_or_default();

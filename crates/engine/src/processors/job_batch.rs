@@ -32,6 +32,6 @@ pub(crate) fn activate(p: &mut Processing<'_, '_, '_>, command: &Record, request
     }
     let activated = JobBatchRecord { job_keys: keys, jobs, ..batch.clone() };
     let key = p.new_key();
-    let event = p.event(key, Intent::Activated, RecordValue::JobBatch(activated));
+    let event = p.event_record(key, Intent::Activated, RecordValue::JobBatch(activated));
     p.respond(request, event);
 }

@@ -20,7 +20,7 @@ pub(crate) fn publish(p: &mut Processing<'_, '_, '_>, command: &Record, request:
     let mut record = message.clone();
     record.deadline_ms = p.now_ms + message.time_to_live_ms.max(0);
     let key = p.new_key();
-    let event = p.event(key, Intent::Published, RecordValue::Message(record.clone()));
+    let event = p.event_record(key, Intent::Published, RecordValue::Message(record.clone()));
     p.respond(request, event);
     events::correlate_published(p, key);
     crate::starts::correlate_message_starts(p, key, &record);
