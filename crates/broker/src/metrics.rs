@@ -7,7 +7,14 @@ pub struct BrokerMetrics {
     pub batches: IntCounterVec,
     pub process_instance_execution_time: HistogramVec,
     pub job_life_time: HistogramVec,
+    /// Per batch: processing (engine), and log append + fsync + state commit.
+    pub batch_processing: HistogramVec,
+    pub batch_commit: HistogramVec,
+    /// Commands per batch taken from the queue (client and scheduled ones).
+    pub batch_commands: HistogramVec,
 }
+
+const BATCH_BUCKETS_S: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
 
 const TIME_BUCKETS_S: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
 
@@ -32,10 +39,33 @@ impl BrokerMetrics {
             &["partition", "type"],
         )
         .expect("metric");
-        for m in [&processed_records as &dyn Collect, &batches, &process_instance_execution_time, &job_life_time] {
+        let batch_histogram = |name: &str, help: &str, buckets: &[f64]| {
+            HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets.to_vec()), &["partition"]).expect("metric")
+        };
+        let batch_processing =
+            batch_histogram("waggle_batch_processing_seconds", "Time the engine took to process a batch of commands", BATCH_BUCKETS_S);
+        let batch_commit = batch_histogram(
+            "waggle_batch_commit_seconds",
+            "Time from a processed batch to its records being durable in the log and its state committed",
+            BATCH_BUCKETS_S,
+        );
+        let batch_commands = batch_histogram(
+            "waggle_batch_commands",
+            "Commands taken from the queue into one batch",
+            &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0],
+        );
+        for m in [
+            &processed_records as &dyn Collect,
+            &batches,
+            &process_instance_execution_time,
+            &job_life_time,
+            &batch_processing,
+            &batch_commit,
+            &batch_commands,
+        ] {
             m.register(registry);
         }
-        Self { processed_records, batches, process_instance_execution_time, job_life_time }
+        Self { processed_records, batches, process_instance_execution_time, job_life_time, batch_processing, batch_commit, batch_commands }
     }
 }
 

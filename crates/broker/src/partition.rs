@@ -26,9 +26,9 @@ const META_APPLIED_INDEX: &[u8] = b"X/applied_index";
 const MAX_BATCH_COMMANDS: usize = 512;
 /// Scheduled commands (timers, time-outs) in a batch that also carries client commands: a
 /// client command waits for at most this much due work.
-const SCHEDULED_PER_BUSY_BATCH: usize = 16;
+const SCHEDULED_PER_BUSY_BATCH: usize = 8;
 /// Scheduled commands in a batch without client commands.
-const SCHEDULED_PER_IDLE_BATCH: usize = 64;
+const SCHEDULED_PER_IDLE_BATCH: usize = 16;
 
 /// What the management API shows of a partition.
 #[derive(Debug, Clone)]
@@ -329,14 +329,20 @@ impl Processor {
             }
             commands.push(command);
         }
+        let partition = self.id.to_string();
+        self.metrics.batch_commands.with_label_values(&[&partition]).observe(commands.len() as f64);
+        let started = Instant::now();
         let ctx = ProcessingContext { now_ms: now_ms(), job_streams: &*self.streams, partition_count: self.partition_count };
         let mut overlay = Overlay::new(&*self.store);
         let output = self.engine.process_batch(&mut overlay, &ctx, commands);
         let writes = overlay.into_writes();
         if let Some(entry) = output.encoded_entry() {
+            let processed = Instant::now();
+            self.metrics.batch_processing.with_label_values(&[&partition]).observe((processed - started).as_secs_f64());
             self.raft.propose(entry).map_err(|e| e.to_string())?;
             let expected = self.raft.last_index();
             self.commit_own(expected, writes)?;
+            self.metrics.batch_commit.with_label_values(&[&partition]).observe(processed.elapsed().as_secs_f64());
             self.observe(&output.records);
         }
         for (id, record) in output.responses {

@@ -250,42 +250,90 @@ fn message_side(s: &ProcessMessageSubscriptionRecord) -> MessageSubscriptionReco
 }
 
 /// Closes everything element instance `key` of `element_id` waits for (it completes or
-/// terminates). Elements that never wait (see [`may_wait`]) skip the lookups.
+/// terminates). Only the tables its element can have waits in (see [`wait_kinds`]) are read.
 pub(crate) fn close(p: P, model: &Process, element_id: &str, key: i64) {
-    let waits = element_id == model.id || model.element(element_id).is_none_or(|i| may_wait(model, i));
-    if waits {
-        close_where(p, key, |_| true);
+    let element = if element_id == model.id { None } else { model.element(element_id) };
+    let kinds = if element.is_none() && element_id != model.id { WaitKinds::ALL } else { wait_kinds(model, element) };
+    close_kinds(p, key, kinds, |_| true);
+}
+
+/// Which tables an element instance's waits can be in.
+#[derive(Clone, Copy, Default)]
+struct WaitKinds {
+    timers: bool,
+    messages: bool,
+    signals: bool,
+}
+
+impl WaitKinds {
+    const ALL: WaitKinds = WaitKinds { timers: true, messages: true, signals: true };
+
+    fn add(&mut self, trigger: &EventTrigger) {
+        match trigger {
+            EventTrigger::Timer(_) => self.timers = true,
+            EventTrigger::Message(_) => self.messages = true,
+            EventTrigger::Signal { .. } => self.signals = true,
+            EventTrigger::Error { .. } | EventTrigger::Escalation { .. } => {}
+        }
     }
 }
 
-/// Whether an instance of `element` can hold timers or subscriptions: the ones [`waits_of`]
-/// opens (catch events, receive tasks, event-based gateways, boundary events, scopes with
-/// event subprocesses).
-fn may_wait(model: &Process, element: usize) -> bool {
-    let e = &model.elements[element];
-    !e.boundary_events.is_empty()
-        || matches!(
-            e.kind,
-            ElementKind::IntermediateCatchEvent(_)
-                | ElementKind::ReceiveTask(_)
-                | ElementKind::EventBasedGateway
-                | ElementKind::SubProcess { .. }
-                | ElementKind::EventSubProcess { .. }
-        )
+/// The kinds of waits [`waits_of`] (or, for the process, [`event_subprocess_waits`]) can open
+/// for an instance of `element` (`None`: the process).
+fn wait_kinds(model: &Process, element: Option<usize>) -> WaitKinds {
+    let mut kinds = WaitKinds::default();
+    let starts_in = |kinds: &mut WaitKinds, scope: Option<usize>| {
+        for esp in model.event_subprocesses(scope) {
+            if let Some(ElementKind::EventStartEvent { trigger, .. }) = model.event_subprocess_start(esp).map(|s| &model.elements[s].kind) {
+                kinds.add(trigger);
+            }
+        }
+    };
+    let Some(i) = element else {
+        starts_in(&mut kinds, None);
+        return kinds;
+    };
+    let e = &model.elements[i];
+    match &e.kind {
+        ElementKind::IntermediateCatchEvent(trigger) => kinds.add(trigger),
+        ElementKind::ReceiveTask(_) => kinds.messages = true,
+        ElementKind::EventBasedGateway => {
+            for &f in &e.outgoing {
+                if let ElementKind::IntermediateCatchEvent(trigger) = &model.elements[model.flows[f].target].kind {
+                    kinds.add(trigger);
+                }
+            }
+        }
+        ElementKind::SubProcess { .. } | ElementKind::EventSubProcess { .. } => starts_in(&mut kinds, Some(i)),
+        _ => {}
+    }
+    for &b in &e.boundary_events {
+        if let ElementKind::BoundaryEvent { trigger, .. } = &model.elements[b].kind {
+            kinds.add(trigger);
+        }
+    }
+    kinds
 }
 
 /// Closes what element instance `key` waits for on behalf of the events `target` accepts.
 pub(crate) fn close_where(p: P, key: i64, target: impl Fn(&str) -> bool) {
-    for timer_key in p.view().timers_of(key) {
+    close_kinds(p, key, WaitKinds::ALL, target)
+}
+
+fn close_kinds(p: P, key: i64, kinds: WaitKinds, target: impl Fn(&str) -> bool) {
+    let timers = if kinds.timers { p.view().timers_of(key) } else { Vec::new() };
+    for timer_key in timers {
         if let Some(timer) = p.view().timer(timer_key).filter(|t| target(&t.target_element_id)) {
             p.event(timer_key, Intent::Canceled, RecordValue::Timer(timer));
         }
     }
-    for subscription in p.view().signal_subscriptions_of(key).into_iter().filter(|s| target(&s.catch_event_id)) {
+    let signals = if kinds.signals { p.view().signal_subscriptions_of(key) } else { Vec::new() };
+    for subscription in signals.into_iter().filter(|s| target(&s.catch_event_id)) {
         let subscription_key = p.new_key();
         p.event(subscription_key, Intent::Deleted, RecordValue::SignalSubscription(subscription));
     }
-    for subscription in p.view().process_subscriptions_of(key).into_iter().filter(|s| target(&s.element_id)) {
+    let messages = if kinds.messages { p.view().process_subscriptions_of(key) } else { Vec::new() };
+    for subscription in messages.into_iter().filter(|s| target(&s.element_id)) {
         let subscription_key = p.new_key();
         p.event(subscription_key, Intent::Deleted, RecordValue::ProcessMessageSubscription(subscription.clone()));
         p.send(subscription.subscription_partition_id, -1, Intent::Delete, RecordValue::MessageSubscription(message_side(&subscription)));

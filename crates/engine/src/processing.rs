@@ -111,6 +111,8 @@ pub(crate) struct Processing<'o, 's, 'c> {
     /// Elements a new process instance starts at instead of its none start event, until its
     /// activation (a follow-up command of the same batch) takes them.
     start_elements: HashMap<i64, Vec<usize>>,
+    /// Jobs found for the client's activation command before it was written.
+    prefetched_activation: Option<Vec<i64>>,
     out: BatchOutput,
 }
 
@@ -141,6 +143,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             source_position: 0,
             pending: VecDeque::new(),
             start_elements: HashMap::new(),
+            prefetched_activation: None,
             out: BatchOutput::default(),
         }
     }
@@ -258,19 +261,28 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
     /// Processes one command from outside, then all follow-up commands it caused.
     pub fn process_client_command(&mut self, command: Command) {
         // An activation that finds no job writes nothing: answer it without touching the log.
-        if command.intent == Intent::Activate && processors::job_batch::nothing_to_activate(self, &command) {
+        let jobs = processors::job_batch::jobs_to_activate(self, &command);
+        if jobs.as_ref().is_some_and(|j| j.is_empty()) {
             let record = Self::make(-1, RecordType::Event, Intent::Activated, command.value);
             self.respond(command.request_id, record);
             return;
         }
+        self.prefetched_activation = jobs;
         self.source_position = 0;
         let record = self.append(Self::make(command.key, RecordType::Command, command.intent, command.value)).clone();
         self.source_position = record.position;
         processors::process(self, &record, command.request_id);
+        self.prefetched_activation = None;
         while let Some(next) = self.pending.pop_front() {
             self.source_position = next.position;
             processors::process(self, &next, None);
         }
+    }
+
+    /// The jobs found for the activation command being processed (see
+    /// `job_batch::jobs_to_activate`), once.
+    pub(crate) fn take_prefetched_activation(&mut self) -> Option<Vec<i64>> {
+        self.prefetched_activation.take()
     }
 
     pub fn finish(mut self) -> BatchOutput {

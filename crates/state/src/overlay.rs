@@ -1,16 +1,30 @@
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::iter::Peekable;
 
 use crate::{KvIter, KvRead, WriteSet};
 
-/// A store seen through staged writes: reads see `writes` first, then `base`.
+/// A store seen through staged writes: reads see `writes` first, then `base`. Point reads of
+/// the base are remembered for the overlay's life (a batch reads the same element instance,
+/// job or process several times), so the base must not change underneath an overlay.
 pub struct Overlay<'a> {
     base: &'a dyn KvRead,
     writes: WriteSet,
+    base_reads: RefCell<HashMap<Vec<u8>, Option<Vec<u8>>>>,
 }
 
 impl<'a> Overlay<'a> {
     pub fn new(base: &'a dyn KvRead) -> Self {
-        Self { base, writes: WriteSet::default() }
+        Self { base, writes: WriteSet::default(), base_reads: RefCell::default() }
+    }
+
+    fn base_get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        if let Some(cached) = self.base_reads.borrow().get(key) {
+            return cached.clone();
+        }
+        let value = self.base.get(key);
+        self.base_reads.borrow_mut().insert(key.to_vec(), value.clone());
+        value
     }
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.writes.put(key, value);
@@ -18,7 +32,7 @@ impl<'a> Overlay<'a> {
     /// Deletes `key`. A key put in this overlay that the base does not have is simply
     /// unstaged: the base never sees it, and gets no tombstone (tombstones slow down scans).
     pub fn delete(&mut self, key: Vec<u8>) {
-        if matches!(self.writes.get(&key), Some(Some(_))) && self.base.get(&key).is_none() {
+        if matches!(self.writes.get(&key), Some(Some(_))) && self.base_get(&key).is_none() {
             self.writes.unstage(&key);
         } else {
             self.writes.delete(key);
@@ -36,7 +50,7 @@ impl KvRead for Overlay<'_> {
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         match self.writes.get(key) {
             Some(staged) => staged.clone(),
-            None => self.base.get(key),
+            None => self.base_get(key),
         }
     }
 

@@ -5,20 +5,26 @@ use waggle_protocol::{Intent, Record, RecordValue};
 use crate::processing::{Command, Processing, RequestId};
 use crate::variables;
 
-/// True when an activation command would find no job: it is then answered without a record.
-pub(crate) fn nothing_to_activate(p: &Processing<'_, '_, '_>, command: &Command) -> bool {
+/// The jobs an activation command would take (up to its maximum, oldest first); `None` for
+/// other commands. Read before the command is written: an activation that finds no job is
+/// answered without a record, and one that finds jobs takes exactly these.
+pub(crate) fn jobs_to_activate(p: &Processing<'_, '_, '_>, command: &Command) -> Option<Vec<i64>> {
     match &command.value {
-        RecordValue::JobBatch(batch) => p.view().activatable_jobs(&batch.job_type, 1).is_empty(),
-        _ => false,
+        RecordValue::JobBatch(batch) if command.intent == Intent::Activate => {
+            Some(p.view().activatable_jobs(&batch.job_type, batch.max_jobs_to_activate.max(0) as usize))
+        }
+        _ => None,
     }
 }
 
-/// JOB_BATCH ACTIVATE: activates up to `max_jobs_to_activate` jobs of the type, oldest first,
+/// JOB_BATCH ACTIVATE: activates (the prefetched jobs, or) up to `max_jobs_to_activate` jobs of the type, oldest first,
 /// each with the variables visible from its element (or only `fetch_variables`).
 pub(crate) fn activate(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
     let RecordValue::JobBatch(batch) = &command.value else { return };
-    let max = batch.max_jobs_to_activate.max(0) as usize;
-    let keys = p.view().activatable_jobs(&batch.job_type, max);
+    let keys = match p.take_prefetched_activation() {
+        Some(keys) => keys,
+        None => p.view().activatable_jobs(&batch.job_type, batch.max_jobs_to_activate.max(0) as usize),
+    };
     let mut jobs = Vec::with_capacity(keys.len());
     for key in &keys {
         let Some(job) = p.view().job(*key) else { continue };
