@@ -356,7 +356,7 @@ impl Processor {
                     let _ = self.jobs_available.send(job_type);
                 }
                 SideEffect::PushJob { stream_id, job_key, job } => {
-                    if let Err(job) = self.streams.push(stream_id, PushedJob { key: job_key, record: *job }) {
+                    if let Some(job) = self.streams.push(stream_id, PushedJob { key: job_key, record: *job }) {
                         self.yield_job(job_key, job.record);
                     }
                 }

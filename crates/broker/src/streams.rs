@@ -70,18 +70,19 @@ impl JobStreamRegistry {
         self.len() == 0
     }
 
-    /// Delivers a job to its stream. Hands the job back when the stream is gone or full: the
+    /// Delivers a job to its stream. Returns the job when the stream is gone or full: the
     /// caller yields it back to the pool.
-    pub fn push(&self, id: StreamId, job: PushedJob) -> Result<(), PushedJob> {
+    #[must_use]
+    pub fn push(&self, id: StreamId, job: PushedJob) -> Option<PushedJob> {
         let mut inner = self.inner.lock().expect("streams lock");
-        let Some(stream) = inner.streams.iter_mut().find(|s| s.id == id) else { return Err(job) };
+        let Some(stream) = inner.streams.iter_mut().find(|s| s.id == id) else { return Some(job) };
         stream.reserved = stream.reserved.saturating_sub(1);
         match stream.sender.try_send(job) {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(job)) => Err(job),
+            Ok(()) => None,
+            Err(mpsc::error::TrySendError::Full(job)) => Some(job),
             Err(mpsc::error::TrySendError::Closed(job)) => {
                 inner.streams.retain(|s| s.id != id);
-                Err(job)
+                Some(job)
             }
         }
     }
