@@ -218,8 +218,7 @@ pub(crate) fn job_became_activatable(p: P, job_key: i64) {
     match p.job_streams.stream_for(&job.record.job_type) {
         Some(stream) => {
             let mut record = job.record.clone();
-            let vars = variables::visible_variables(p.view(), record.element_instance_key, &stream.fetch_variables);
-            record.variables = Json::Object(vars).to_string();
+            record.variables = variables::visible_variables(p.view(), record.element_instance_key, &stream.fetch_variables);
             record.worker = stream.worker.clone();
             record.timeout_ms = stream.timeout_ms;
             record.deadline_ms = p.now_ms + stream.timeout_ms;
@@ -316,7 +315,7 @@ fn complete_process(p: P, model: &Process, key: i64, pi: ProcessInstanceRecord) 
             version: pi.version,
             process_definition_key: pi.process_definition_key,
             process_instance_key: key,
-            variables: Json::Object(vars).to_string(),
+            variables: vars,
             tenant_id: pi.tenant_id,
         };
         let record = Record {

@@ -57,27 +57,36 @@ pub(crate) fn evaluate(p: &Processing<'_, '_, '_>, scope: i64, expr: &waggle_fee
     expr.evaluate_with(&lookup, &waggle_feel::EvalContext { now_millis: Some(p.now_ms), seed: None })
 }
 
-/// All variables visible from `scope` (inner scopes shadow outer ones), optionally only `names`.
-pub(crate) fn visible_variables(view: StateView<'_>, scope: i64, names: &[String]) -> Map<String, Json> {
-    let mut out = Map::new();
+/// All variables visible from `scope` (inner scopes shadow outer ones), optionally only `names`
+/// (in that order), as a JSON object's text. Built from the stored JSON texts without parsing
+/// and printing them again: a job's 46 KB of variables used to be parsed and printed on every
+/// activation.
+pub(crate) fn visible_variables(view: StateView<'_>, scope: i64, names: &[String]) -> String {
+    let mut found: Vec<(String, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for s in scope_chain(view, scope) {
         for (name, value) in view.variables_of(s) {
-            if out.contains_key(&name) || (!names.is_empty() && !names.contains(&name)) {
+            if (!names.is_empty() && !names.contains(&name)) || !seen.insert(name.clone()) {
                 continue;
             }
-            out.insert(name, serde_json::from_str(&value).unwrap_or(Json::Null));
+            found.push((name, value));
         }
     }
     if !names.is_empty() {
         // keep the order the caller asked for
-        let mut ordered = Map::new();
-        for n in names {
-            if let Some(v) = out.remove(n) {
-                ordered.insert(n.clone(), v);
-            }
-        }
-        return ordered;
+        found.sort_by_key(|(n, _)| names.iter().position(|x| x == n));
     }
+    let mut out = String::with_capacity(2 + found.iter().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>());
+    out.push('{');
+    for (i, (name, value)) in found.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&Json::String(name.clone()).to_string());
+        out.push(':');
+        out.push_str(value);
+    }
+    out.push('}');
     out
 }
 

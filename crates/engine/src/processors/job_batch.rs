@@ -1,4 +1,3 @@
-use serde_json::Value as Json;
 use waggle_protocol::value::JobBatchRecord;
 use waggle_protocol::{Intent, Record, RecordValue};
 
@@ -29,8 +28,7 @@ pub(crate) fn activate(p: &mut Processing<'_, '_, '_>, command: &Record, request
     for key in &keys {
         let Some(job) = p.view().job(*key) else { continue };
         let mut record = job.record;
-        let vars = variables::visible_variables(p.view(), record.element_instance_key, &batch.fetch_variables);
-        record.variables = Json::Object(vars).to_string();
+        record.variables = variables::visible_variables(p.view(), record.element_instance_key, &batch.fetch_variables);
         record.worker = batch.worker.clone();
         record.timeout_ms = batch.timeout_ms;
         record.deadline_ms = p.now_ms + batch.timeout_ms;
