@@ -470,12 +470,14 @@ impl Processor {
     fn maybe_snapshot(&mut self) {
         let done = self.snapshot.done.load(Ordering::SeqCst);
         if done > self.snapshot_index {
+            let started = Instant::now();
             if let Err(e) = self.raft.compact(done) {
                 tracing::error!(partition = self.id, error = %e, "log compaction failed");
             }
             self.snapshot_index = done;
             self.status.lock().expect("status lock").snapshot_index = done;
-            tracing::info!(partition = self.id, index = done, "snapshot taken, log compacted");
+            let compact_ms = started.elapsed().as_millis() as u64;
+            tracing::info!(partition = self.id, index = done, compact_ms, "snapshot taken, log compacted");
         }
         if self.applied < self.snapshot_index + self.snapshot_every || self.snapshot.running.swap(true, Ordering::SeqCst) {
             return;
@@ -510,7 +512,9 @@ struct SnapshotProgress {
 fn take_snapshot(store: &RocksStore, dir: &Path, index: u64) -> Result<(), String> {
     let tmp = dir.join(format!("{index}.tmp"));
     let _ = fs::remove_dir_all(&tmp);
+    let started = Instant::now();
     store.checkpoint(&tmp).map_err(|e| e.to_string())?;
+    tracing::debug!(index, checkpoint_ms = started.elapsed().as_millis() as u64, "checkpoint written");
     let done = dir.join(index.to_string());
     fs::rename(&tmp, &done).map_err(|e| e.to_string())?;
     if let Ok(entries) = fs::read_dir(dir) {

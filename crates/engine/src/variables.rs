@@ -82,7 +82,7 @@ pub(crate) fn visible_variables(view: StateView<'_>, scope: i64, names: &[String
         if i > 0 {
             out.push(',');
         }
-        out.push_str(&Json::String(name.clone()).to_string());
+        out.push_str(&json_text(&Json::String(name.clone())));
         out.push(':');
         out.push_str(value);
     }
@@ -90,16 +90,22 @@ pub(crate) fn visible_variables(view: StateView<'_>, scope: i64, names: &[String
     out
 }
 
+/// A JSON value's compact text (as `Display`, but written straight into a byte buffer instead of
+/// through `fmt::Formatter`, which is about twice as slow for large values).
+pub(crate) fn json_text(value: &Json) -> String {
+    serde_json::to_string(value).expect("a JSON value always serialises")
+}
+
 /// Sets one variable in exactly `scope` (CREATED, or UPDATED when the value changed).
 pub(crate) fn set_local(p: &mut Processing<'_, '_, '_>, scope: i64, name: &str, value: &Json) {
-    let text = value.to_string();
+    let text = json_text(value);
     let view = p.view();
     let existing = view.variable(scope, name);
     let (pi_key, def_key, bpmn_id) = match view.element(scope) {
         Some(e) => (e.record.process_instance_key, e.record.process_definition_key, e.record.bpmn_process_id),
         None => (scope, -1, String::new()),
     };
-    let mut record = VariableRecord {
+    let record = VariableRecord {
         name: name.to_string(),
         value: text,
         scope_key: scope,
@@ -115,7 +121,6 @@ pub(crate) fn set_local(p: &mut Processing<'_, '_, '_>, scope: i64, name: &str, 
         }
         None => {
             let key = p.new_key();
-            record.value = value.to_string();
             p.event(key, Intent::Created, RecordValue::Variable(record));
         }
     }

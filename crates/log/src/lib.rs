@@ -120,6 +120,10 @@ impl Journal {
             hard_state,
             hard_state_dirty: false,
         };
+        // segments retired by a compaction just before a crash
+        let leftovers =
+            fs::read_dir(dir)?.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.to_string_lossy().ends_with(".seg.deleted")).collect();
+        remove_in_background(leftovers);
         let count = names.len();
         for (i, (_, path)) in names.into_iter().enumerate() {
             let last_segment = i + 1 == count;
@@ -292,9 +296,11 @@ impl Journal {
         self.compacted_index = index;
         self.compacted_term = term;
         if first_kept_segment > 0 {
+            let mut retired = Vec::new();
             for s in self.segments.drain(..first_kept_segment) {
-                s.delete()?;
+                retired.push(s.retire()?);
             }
+            remove_in_background(retired);
             for l in &mut self.locations {
                 l.segment -= first_kept_segment;
             }
@@ -340,6 +346,27 @@ fn read_pair(path: &Path) -> Result<Option<(u64, u64)>, JournalError> {
 
 fn read_pair3(path: &Path) -> Result<Option<(u64, u64, u64)>, JournalError> {
     Ok(decode(path, 3)?.map(|v| (v[0], v[1], v[2])))
+}
+
+/// Unlinks retired segment files on a thread of their own (freeing a large file's space can take
+/// long; the journal's caller must not wait for it). Files left by a crash are removed at the
+/// next `open`.
+fn remove_in_background(paths: Vec<PathBuf>) {
+    if paths.is_empty() {
+        return;
+    }
+    let remove = |paths: Vec<PathBuf>| {
+        for p in paths {
+            let _ = fs::remove_file(p);
+        }
+    };
+    let spawned = std::thread::Builder::new().name("journal-trash".into()).spawn({
+        let paths = paths.clone();
+        move || remove(paths)
+    });
+    if spawned.is_err() {
+        remove(paths);
+    }
 }
 
 /// tmp file + fsync + rename + directory fsync: readers see the old or the new content.

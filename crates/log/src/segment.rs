@@ -160,6 +160,16 @@ impl Segment {
         fs::remove_file(&self.path)?;
         Ok(())
     }
+
+    /// Takes the segment out of the journal's file set without freeing its space yet: renames
+    /// it to `<name>.deleted` (only a directory update) and returns the new path, for
+    /// [`crate::remove_in_background`]. Unlinking a large file can take hundreds of milliseconds.
+    pub fn retire(self) -> Result<PathBuf, SegmentError> {
+        drop(self.file);
+        let retired = self.path.with_extension("seg.deleted");
+        fs::rename(&self.path, &retired)?;
+        Ok(retired)
+    }
 }
 
 /// Parses one record at the start of `bytes`: (index, term, total size), or None if incomplete

@@ -122,6 +122,34 @@ fn compaction_deletes_old_segments_and_survives_reopen() {
     assert_eq!((j.first_index(), j.last_index()), (21, 21));
 }
 
+/// Waits (up to 10 s) until no retired segment file is left in `dir`.
+fn retired_files_disappear(dir: &Path) -> bool {
+    for _ in 0..1000 {
+        let left = fs::read_dir(dir).unwrap().filter(|e| e.as_ref().unwrap().path().to_string_lossy().ends_with(".seg.deleted")).count();
+        if left == 0 {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    false
+}
+
+#[test]
+fn compacted_segments_are_removed_off_the_caller_and_leftovers_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(dir.path(), small()).unwrap();
+    j.append(&entries(1..=20, 1)).unwrap();
+    j.flush().unwrap();
+    j.compact(15, 1).unwrap();
+    assert!(retired_files_disappear(dir.path()), "retired segments were not removed");
+    drop(j);
+    // a crash between retiring and removing leaves a renamed file behind
+    fs::write(dir.path().join("00000000000000000001.seg.deleted"), b"old entries").unwrap();
+    let j = Journal::open(dir.path(), small()).unwrap();
+    assert_eq!((j.first_index(), j.last_index()), (16, 20));
+    assert!(retired_files_disappear(dir.path()), "a leftover retired segment was not removed at open");
+}
+
 #[test]
 fn reset_to_snapshot_empties_the_log() {
     let dir = tempfile::tempdir().unwrap();
