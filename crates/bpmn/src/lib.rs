@@ -14,6 +14,7 @@ pub mod timer;
 
 pub use model::{
     Element, ElementKind, EventTrigger, ExprOrStatic, Mapping, MessageDefinition, Process, SequenceFlow, TaskDefinition, TimerDefinition,
+    WaitKinds,
 };
 pub use parse::parse_definitions;
 

@@ -26,6 +26,32 @@ struct ModelIndex {
     by_id: HashMap<String, usize>,
     /// Per scope (`None`: the process): its event subprocesses and its inclusive joins.
     scopes: HashMap<Option<usize>, ScopeContents>,
+    /// Per element, then for the process itself: what its instances can wait for.
+    waits: Vec<WaitKinds>,
+    process_waits: WaitKinds,
+}
+
+/// The kinds of waits an element instance can hold (timers, message subscriptions, signal
+/// subscriptions): those of its own catch event, receive task or event-based gateway, of its
+/// boundary events, and of the start events of the event subprocesses it contains.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WaitKinds {
+    pub timers: bool,
+    pub messages: bool,
+    pub signals: bool,
+}
+
+impl WaitKinds {
+    pub const ALL: WaitKinds = WaitKinds { timers: true, messages: true, signals: true };
+
+    fn add(&mut self, trigger: &EventTrigger) {
+        match trigger {
+            EventTrigger::Timer(_) => self.timers = true,
+            EventTrigger::Message(_) => self.messages = true,
+            EventTrigger::Signal { .. } => self.signals = true,
+            EventTrigger::Error { .. } | EventTrigger::Escalation { .. } => {}
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -53,7 +79,54 @@ impl Process {
                 _ => {}
             }
         }
-        Process { id, name, elements, flows, start, index }
+        let mut process = Process { id, name, elements, flows, start, index };
+        process.index.waits = (0..process.elements.len()).map(|i| process.compute_wait_kinds(Some(i))).collect();
+        process.index.process_waits = process.compute_wait_kinds(None);
+        process
+    }
+
+    fn compute_wait_kinds(&self, element: Option<usize>) -> WaitKinds {
+        let mut kinds = WaitKinds::default();
+        let starts_in = |kinds: &mut WaitKinds, scope: Option<usize>| {
+            for esp in self.event_subprocesses(scope) {
+                if let Some(ElementKind::EventStartEvent { trigger, .. }) = self.event_subprocess_start(esp).map(|s| &self.elements[s].kind)
+                {
+                    kinds.add(trigger);
+                }
+            }
+        };
+        let Some(i) = element else {
+            starts_in(&mut kinds, None);
+            return kinds;
+        };
+        let e = &self.elements[i];
+        match &e.kind {
+            ElementKind::IntermediateCatchEvent(trigger) => kinds.add(trigger),
+            ElementKind::ReceiveTask(_) => kinds.messages = true,
+            ElementKind::EventBasedGateway => {
+                for &f in &e.outgoing {
+                    if let ElementKind::IntermediateCatchEvent(trigger) = &self.elements[self.flows[f].target].kind {
+                        kinds.add(trigger);
+                    }
+                }
+            }
+            ElementKind::SubProcess { .. } | ElementKind::EventSubProcess { .. } => starts_in(&mut kinds, Some(i)),
+            _ => {}
+        }
+        for &b in &e.boundary_events {
+            if let ElementKind::BoundaryEvent { trigger, .. } = &self.elements[b].kind {
+                kinds.add(trigger);
+            }
+        }
+        kinds
+    }
+
+    /// What instances of `element` (`None`: the process) can wait for; see [`WaitKinds`].
+    pub fn wait_kinds(&self, element: Option<usize>) -> WaitKinds {
+        match element {
+            Some(i) => self.index.waits.get(i).copied().unwrap_or(WaitKinds::ALL),
+            None => self.index.process_waits,
+        }
     }
 
     /// Index of the element with this id.

@@ -1,6 +1,7 @@
 //! Partition metrics, named as Zeebe names them where Zeebe has one.
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
+use waggle_protocol::PartitionId;
 
 pub struct BrokerMetrics {
     pub processed_records: IntCounterVec,
@@ -66,6 +67,48 @@ impl BrokerMetrics {
             m.register(registry);
         }
         Self { processed_records, batches, process_instance_execution_time, job_life_time, batch_processing, batch_commit, batch_commands }
+    }
+}
+
+impl BrokerMetrics {
+    /// The handles of one partition, labelled once: the processing thread updates them per
+    /// batch and per record without looking labels up.
+    pub(crate) fn for_partition(&self, id: PartitionId) -> PartitionMetrics {
+        let p = id.to_string();
+        let records = |kind: &str| self.processed_records.with_label_values(&[&p, kind]);
+        PartitionMetrics {
+            batches: self.batches.with_label_values(&[&p]),
+            batch_processing: self.batch_processing.with_label_values(&[&p]),
+            batch_commit: self.batch_commit.with_label_values(&[&p]),
+            batch_commands: self.batch_commands.with_label_values(&[&p]),
+            commands: records("COMMAND"),
+            events: records("EVENT"),
+            rejections: records("COMMAND_REJECTION"),
+            process_instance_execution_time: self.process_instance_execution_time.with_label_values(&[&p]),
+            job_life_time: self.job_life_time.clone(),
+            partition: p,
+        }
+    }
+}
+
+/// One partition's metrics (see [`BrokerMetrics::for_partition`]).
+pub(crate) struct PartitionMetrics {
+    pub batches: IntCounter,
+    pub batch_processing: Histogram,
+    pub batch_commit: Histogram,
+    pub batch_commands: Histogram,
+    pub commands: IntCounter,
+    pub events: IntCounter,
+    pub rejections: IntCounter,
+    pub process_instance_execution_time: Histogram,
+    /// Labelled by job type too, so per observation.
+    job_life_time: HistogramVec,
+    partition: String,
+}
+
+impl PartitionMetrics {
+    pub fn job_life_time(&self, job_type: &str, secs: f64) {
+        self.job_life_time.with_label_values(&[&self.partition, job_type]).observe(secs);
     }
 }
 

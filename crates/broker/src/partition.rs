@@ -17,7 +17,7 @@ use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue};
 use waggle_replication::RaftGroup;
 use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
 
-use crate::metrics::BrokerMetrics;
+use crate::metrics::{BrokerMetrics, PartitionMetrics};
 use crate::streams::{JobStreamRegistry, PushedJob};
 use crate::{scheduler, BrokerConfig, BrokerError, Peers, Submission};
 
@@ -176,7 +176,7 @@ pub(crate) fn start(
         next_request: 1,
         streams,
         jobs_available,
-        metrics,
+        metrics: metrics.for_partition(id),
         status: status.clone(),
         loopback: tx.clone(),
         started: HashMap::new(),
@@ -212,7 +212,7 @@ struct Processor {
     next_request: RequestId,
     streams: Arc<JobStreamRegistry>,
     jobs_available: broadcast::Sender<String>,
-    metrics: Arc<BrokerMetrics>,
+    metrics: PartitionMetrics,
     status: Arc<Mutex<PartitionStatus>>,
     loopback: SyncSender<Submission>,
     /// Start times of process instances and jobs, for the lifetime histograms (runtime only).
@@ -329,8 +329,7 @@ impl Processor {
             }
             commands.push(command);
         }
-        let partition = self.id.to_string();
-        self.metrics.batch_commands.with_label_values(&[&partition]).observe(commands.len() as f64);
+        self.metrics.batch_commands.observe(commands.len() as f64);
         let started = Instant::now();
         let ctx = ProcessingContext { now_ms: now_ms(), job_streams: &*self.streams, partition_count: self.partition_count };
         let mut overlay = Overlay::new(&*self.store);
@@ -338,11 +337,11 @@ impl Processor {
         let writes = overlay.into_writes();
         if let Some(entry) = output.encoded_entry() {
             let processed = Instant::now();
-            self.metrics.batch_processing.with_label_values(&[&partition]).observe((processed - started).as_secs_f64());
+            self.metrics.batch_processing.observe((processed - started).as_secs_f64());
             self.raft.propose(entry).map_err(|e| e.to_string())?;
             let expected = self.raft.last_index();
             self.commit_own(expected, writes)?;
-            self.metrics.batch_commit.with_label_values(&[&partition]).observe(processed.elapsed().as_secs_f64());
+            self.metrics.batch_commit.observe(processed.elapsed().as_secs_f64());
             self.observe(&output.records);
         }
         for (id, record) in output.responses {
@@ -399,7 +398,7 @@ impl Processor {
                 writes.put(META_APPLIED_INDEX.to_vec(), c.index.to_be_bytes().to_vec());
                 self.store.commit(&writes).map_err(|e| e.to_string())?;
                 self.set_applied(c.index);
-                self.metrics.batches.with_label_values(&[&self.id.to_string()]).inc();
+                self.metrics.batches.inc();
                 return Ok(());
             }
             std::thread::sleep(Duration::from_micros(100));
@@ -413,14 +412,12 @@ impl Processor {
     }
 
     fn observe(&mut self, records: &[Record]) {
-        let partition = self.id.to_string();
         for r in records {
-            let kind = match r.record_type {
-                RecordType::Command => "COMMAND",
-                RecordType::Event => "EVENT",
-                RecordType::CommandRejection => "COMMAND_REJECTION",
-            };
-            self.metrics.processed_records.with_label_values(&[&partition, kind]).inc();
+            match r.record_type {
+                RecordType::Command => self.metrics.commands.inc(),
+                RecordType::Event => self.metrics.events.inc(),
+                RecordType::CommandRejection => self.metrics.rejections.inc(),
+            }
             if r.record_type != RecordType::Event {
                 continue;
             }
@@ -431,7 +428,7 @@ impl Processor {
                 (RecordValue::ProcessInstance(pi), Intent::ElementCompleted) if pi.bpmn_element_type == "PROCESS" => {
                     if let Some(start) = self.started.remove(&r.key) {
                         let secs = (r.timestamp_ms - start).max(0) as f64 / 1000.0;
-                        self.metrics.process_instance_execution_time.with_label_values(&[&partition]).observe(secs);
+                        self.metrics.process_instance_execution_time.observe(secs);
                     }
                 }
                 (RecordValue::ProcessInstance(pi), Intent::ElementTerminated) if pi.bpmn_element_type == "PROCESS" => {
@@ -443,7 +440,7 @@ impl Processor {
                 (RecordValue::Job(job), Intent::Completed) => {
                     if let Some(start) = self.started.remove(&r.key) {
                         let secs = (r.timestamp_ms - start).max(0) as f64 / 1000.0;
-                        self.metrics.job_life_time.with_label_values(&[&partition, &job.job_type]).observe(secs);
+                        self.metrics.job_life_time(&job.job_type, secs);
                     }
                 }
                 (RecordValue::Job(_), Intent::Canceled) => {

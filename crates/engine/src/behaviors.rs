@@ -107,7 +107,10 @@ pub(crate) fn continue_activation(p: P, key: i64) {
                         Value::String(s) => s,
                         Value::Null => continue,
                         // lists (candidate groups and users) and dates as Zeebe writes them
-                        other => other.to_json().as_str().map(str::to_string).unwrap_or_else(|| other.to_json().to_string()),
+                        other => match other.to_json() {
+                            Json::String(s) => s,
+                            json => json.to_string(),
+                        },
                     },
                 };
                 headers.insert(name.clone(), Json::String(text));

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value as Json};
 use waggle_bpmn::timer::{self, Interval};
-use waggle_bpmn::{ElementKind, EventTrigger, ExprOrStatic, MessageDefinition, Process, TimerDefinition};
+use waggle_bpmn::{ElementKind, EventTrigger, ExprOrStatic, MessageDefinition, Process, TimerDefinition, WaitKinds};
 use waggle_feel::Value;
 use waggle_protocol::keys::partition_of_correlation_key;
 use waggle_protocol::value::{
@@ -250,69 +250,15 @@ fn message_side(s: &ProcessMessageSubscriptionRecord) -> MessageSubscriptionReco
 }
 
 /// Closes everything element instance `key` of `element_id` waits for (it completes or
-/// terminates). Only the tables its element can have waits in (see [`wait_kinds`]) are read.
+/// terminates). Only the tables its element can have waits in are read (the model's
+/// [`Process::wait_kinds`], derived at deployment).
 pub(crate) fn close(p: P, model: &Process, element_id: &str, key: i64) {
-    let element = if element_id == model.id { None } else { model.element(element_id) };
-    let kinds = if element.is_none() && element_id != model.id { WaitKinds::ALL } else { wait_kinds(model, element) };
+    let kinds = if element_id == model.id {
+        model.wait_kinds(None)
+    } else {
+        model.element(element_id).map_or(WaitKinds::ALL, |i| model.wait_kinds(Some(i)))
+    };
     close_kinds(p, key, kinds, |_| true);
-}
-
-/// Which tables an element instance's waits can be in.
-#[derive(Clone, Copy, Default)]
-struct WaitKinds {
-    timers: bool,
-    messages: bool,
-    signals: bool,
-}
-
-impl WaitKinds {
-    const ALL: WaitKinds = WaitKinds { timers: true, messages: true, signals: true };
-
-    fn add(&mut self, trigger: &EventTrigger) {
-        match trigger {
-            EventTrigger::Timer(_) => self.timers = true,
-            EventTrigger::Message(_) => self.messages = true,
-            EventTrigger::Signal { .. } => self.signals = true,
-            EventTrigger::Error { .. } | EventTrigger::Escalation { .. } => {}
-        }
-    }
-}
-
-/// The kinds of waits [`waits_of`] (or, for the process, [`event_subprocess_waits`]) can open
-/// for an instance of `element` (`None`: the process).
-fn wait_kinds(model: &Process, element: Option<usize>) -> WaitKinds {
-    let mut kinds = WaitKinds::default();
-    let starts_in = |kinds: &mut WaitKinds, scope: Option<usize>| {
-        for esp in model.event_subprocesses(scope) {
-            if let Some(ElementKind::EventStartEvent { trigger, .. }) = model.event_subprocess_start(esp).map(|s| &model.elements[s].kind) {
-                kinds.add(trigger);
-            }
-        }
-    };
-    let Some(i) = element else {
-        starts_in(&mut kinds, None);
-        return kinds;
-    };
-    let e = &model.elements[i];
-    match &e.kind {
-        ElementKind::IntermediateCatchEvent(trigger) => kinds.add(trigger),
-        ElementKind::ReceiveTask(_) => kinds.messages = true,
-        ElementKind::EventBasedGateway => {
-            for &f in &e.outgoing {
-                if let ElementKind::IntermediateCatchEvent(trigger) = &model.elements[model.flows[f].target].kind {
-                    kinds.add(trigger);
-                }
-            }
-        }
-        ElementKind::SubProcess { .. } | ElementKind::EventSubProcess { .. } => starts_in(&mut kinds, Some(i)),
-        _ => {}
-    }
-    for &b in &e.boundary_events {
-        if let ElementKind::BoundaryEvent { trigger, .. } = &model.elements[b].kind {
-            kinds.add(trigger);
-        }
-    }
-    kinds
 }
 
 /// Closes what element instance `key` waits for on behalf of the events `target` accepts.

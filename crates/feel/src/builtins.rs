@@ -217,11 +217,11 @@ static BUILTINS: &[Builtin] = &[
         _ => Value::Null,
     }),
     b!("split", ["string", "delimiter"], |_, a| match (&a[0], &a[1]) {
-        (Value::String(s), Value::String(d)) => strings(JavaRegex::new(d, "").and_then(|r| r.split(s))),
+        (Value::String(s), Value::String(d)) => strings(JavaRegex::cached(d, "").and_then(|r| r.split(s))),
         _ => Value::Null,
     }),
     b!("extract", ["input", "pattern"], |_, a| match (&a[0], &a[1]) {
-        (Value::String(s), Value::String(p)) => strings(JavaRegex::new(p, "").and_then(|r| r.extract(s))),
+        (Value::String(s), Value::String(p)) => strings(JavaRegex::cached(p, "").and_then(|r| r.extract(s))),
         _ => Value::Null,
     }),
     // ---- list ----
@@ -610,11 +610,11 @@ fn substring(env: &mut Env, s: &str, start: &Number, len: Option<&Number>) -> Va
 }
 
 fn regex_matches(s: &str, pattern: &str, flags: &str) -> Value {
-    JavaRegex::new(pattern, flags).and_then(|r| r.find(s)).map(Value::Bool).unwrap_or(Value::Null)
+    JavaRegex::cached(pattern, flags).and_then(|r| r.find(s)).map(Value::Bool).unwrap_or(Value::Null)
 }
 
 fn replace(s: &str, pattern: &str, replacement: &str, flags: &str) -> Value {
-    JavaRegex::new(pattern, flags).and_then(|r| r.replace_all(s, replacement)).map(Value::String).unwrap_or(Value::Null)
+    JavaRegex::cached(pattern, flags).and_then(|r| r.replace_all(s, replacement)).map(Value::String).unwrap_or(Value::Null)
 }
 
 fn strings(list: Option<Vec<String>>) -> Value {

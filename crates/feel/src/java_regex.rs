@@ -527,7 +527,34 @@ impl Translator {
     }
 }
 
+/// Compiled patterns (and rejected ones) per thread, by (pattern, flags): a condition like
+/// `matches(x, "…")` is evaluated many times with the same pattern. Cleared when full.
+const CACHED_PATTERNS: usize = 128;
+
+/// (pattern, flags) → the compiled pattern, `None` when rejected.
+type PatternCache = std::collections::HashMap<(String, String), Option<std::rc::Rc<JavaRegex>>>;
+
+thread_local! {
+    static COMPILED: std::cell::RefCell<PatternCache> = std::cell::RefCell::default();
+}
+
 impl JavaRegex {
+    /// [`JavaRegex::new`], compiled once per thread for the same pattern and flags.
+    pub(crate) fn cached(pattern: &str, flags: &str) -> Option<std::rc::Rc<JavaRegex>> {
+        COMPILED.with(|cache| {
+            if let Some(found) = cache.borrow().get(&(pattern.to_string(), flags.to_string())) {
+                return found.clone();
+            }
+            let compiled = JavaRegex::new(pattern, flags).map(std::rc::Rc::new);
+            let mut cache = cache.borrow_mut();
+            if cache.len() >= CACHED_PATTERNS {
+                cache.clear();
+            }
+            cache.insert((pattern.to_string(), flags.to_string()), compiled.clone());
+            compiled
+        })
+    }
+
     /// Compiles a Java pattern with feel-scala's flags (`s`, `m`, `i`, `x`; other characters
     /// are ignored); `None` when Java (or this translation) rejects it.
     pub(crate) fn new(pattern: &str, flags: &str) -> Option<JavaRegex> {
