@@ -36,6 +36,9 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
         }
         RecordValue::Variable(v) => {
             state.put(variable_key(v.scope_key, &v.name), encode(&StoredVariable { key: record.key, value: v.value.clone() }));
+            if record.intent == Intent::Created {
+                mark_has_variables(state, v.scope_key);
+            }
         }
         RecordValue::Incident(incident) => match record.intent {
             Intent::Created => {
@@ -160,6 +163,16 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
     }
 }
 
+/// Notes on the scope's element instance that it holds variables (read before written: most
+/// variables go to a scope that already has some).
+fn mark_has_variables(state: &mut Overlay<'_>, scope: i64) {
+    let Some(mut instance) = StateView::new(state).element(scope) else { return };
+    if !instance.has_variables {
+        instance.has_variables = true;
+        state.put(element_key(scope), encode(&instance));
+    }
+}
+
 fn update_element(state: &mut Overlay<'_>, key: i64, f: impl FnOnce(&mut ElementInstance)) {
     let Some(mut instance) = StateView::new(state).element(key) else { return };
     f(&mut instance);
@@ -177,6 +190,8 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
                 active_children: 0,
                 active_flows: 0,
                 job_key: -1,
+                // a process instance's variables are created before it activates
+                has_variables: scope <= 0,
             };
             state.put(element_key(key), encode(&instance));
             if scope > 0 {
@@ -229,14 +244,22 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
         Intent::ElementCompleting => update_element(state, key, |e| e.state = ElementState::Completing),
         Intent::ElementTerminating => update_element(state, key, |e| e.state = ElementState::Terminating),
         Intent::ElementCompleted | Intent::ElementTerminated => {
+            // only scopes that hold variables or tokens on their flows have rows to remove
+            // (tokens on flows and taken counts move together: see SequenceFlowTaken)
+            let (has_variables, has_flows) =
+                StateView::new(state).element(key).map_or((true, true), |e| (e.has_variables, e.active_flows > 0));
             state.delete(element_key(key));
-            let vars: Vec<Vec<u8>> = state.scan_prefix(&variable_prefix(key)).map(|(k, _)| k).collect();
-            for v in vars {
-                state.delete(v);
+            if has_variables {
+                let vars: Vec<Vec<u8>> = state.scan_prefix(&variable_prefix(key)).map(|(k, _)| k).collect();
+                for v in vars {
+                    state.delete(v);
+                }
             }
-            let flows: Vec<Vec<u8>> = state.scan_prefix(&k(&[b"F/", &be(key), b"/"])).map(|(k, _)| k).collect();
-            for f in flows {
-                state.delete(f);
+            if has_flows {
+                let flows: Vec<Vec<u8>> = state.scan_prefix(&k(&[b"F/", &be(key), b"/"])).map(|(k, _)| k).collect();
+                for f in flows {
+                    state.delete(f);
+                }
             }
             if scope > 0 {
                 state.delete(child_key(scope, key));

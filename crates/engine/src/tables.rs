@@ -215,6 +215,9 @@ pub struct ElementInstance {
     pub active_flows: u32,
     /// The job of a service task (-1 when none).
     pub job_key: i64,
+    /// Whether a variable was ever created in this scope. Scopes without one (most of them)
+    /// are passed over by lookups and by the clean-up at completion without a prefix scan.
+    pub has_variables: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,27 +9,42 @@ use waggle_protocol::{Intent, RecordValue};
 use crate::processing::Processing;
 use crate::tables::StateView;
 
+/// A scope of the chain from an element instance up to its process instance.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scope {
+    pub key: i64,
+    /// False only when the scope is known never to have held a variable.
+    pub may_hold_variables: bool,
+}
+
 /// The chain of scopes from `scope` up to the process instance.
-pub(crate) fn scope_chain(view: StateView<'_>, scope: i64) -> Vec<i64> {
+pub(crate) fn scope_chain(view: StateView<'_>, scope: i64) -> Vec<Scope> {
     let mut chain = Vec::new();
     let mut current = scope;
     while current > 0 {
-        chain.push(current);
-        current = view.element(current).map(|e| e.record.flow_scope_key).unwrap_or(-1);
+        let element = view.element(current);
+        chain.push(Scope { key: current, may_hold_variables: element.as_ref().is_none_or(|e| e.has_variables) });
+        current = element.map(|e| e.record.flow_scope_key).unwrap_or(-1);
         assert!(chain.len() < 10_000, "scope chain does not end");
     }
     chain
 }
 
+/// The scopes of the chain from `scope` up that may hold variables: where lookups look.
+fn variable_scopes(view: StateView<'_>, scope: i64) -> Vec<i64> {
+    scope_chain(view, scope).into_iter().filter(|s| s.may_hold_variables).map(|s| s.key).collect()
+}
+
 /// FEEL variable lookup through the scope chain, reading state lazily.
 pub(crate) struct ScopeLookup<'a> {
     pub view: StateView<'a>,
+    /// The scopes that may hold variables, innermost first.
     pub chain: Vec<i64>,
 }
 
 impl<'a> ScopeLookup<'a> {
     pub fn new(view: StateView<'a>, scope: i64) -> Self {
-        Self { view, chain: scope_chain(view, scope) }
+        Self { view, chain: variable_scopes(view, scope) }
     }
 }
 
@@ -64,7 +79,7 @@ pub(crate) fn evaluate(p: &Processing<'_, '_, '_>, scope: i64, expr: &waggle_fee
 pub(crate) fn visible_variables(view: StateView<'_>, scope: i64, names: &[String]) -> String {
     let mut found: Vec<(String, String)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for s in scope_chain(view, scope) {
+    for s in variable_scopes(view, scope) {
         for (name, value) in view.variables_of(s) {
             if (!names.is_empty() && !names.contains(&name)) || !seen.insert(name.clone()) {
                 continue;
@@ -137,9 +152,10 @@ pub(crate) fn merge_local(p: &mut Processing<'_, '_, '_>, scope: i64, doc: &Map<
 /// already has it, otherwise in the root scope (the process instance).
 pub(crate) fn merge_propagate(p: &mut Processing<'_, '_, '_>, scope: i64, doc: &Map<String, Json>) {
     let chain = scope_chain(p.view(), scope);
-    let Some(&root) = chain.last() else { return };
+    let Some(root) = chain.last().map(|s| s.key) else { return };
+    let holders: Vec<i64> = chain.iter().filter(|s| s.may_hold_variables).map(|s| s.key).collect();
     for (name, value) in doc {
-        let target = chain.iter().copied().find(|s| p.view().variable(*s, name).is_some()).unwrap_or(root);
+        let target = holders.iter().copied().find(|s| p.view().variable(*s, name).is_some()).unwrap_or(root);
         set_local(p, target, name, value);
     }
 }

@@ -266,6 +266,24 @@ impl Scenario {
         }
         Ok(())
     }
+
+    /// Variables and taken-flow counts live only as long as their scope: none may outlive the
+    /// element instance they belong to.
+    fn check_no_orphans(&self) -> Result<(), String> {
+        let dump = self.store.dump();
+        let keys: std::collections::HashSet<&[u8]> = dump.iter().map(|(k, _)| k.as_slice()).collect();
+        let orphans: Vec<String> = dump
+            .iter()
+            .filter(|(k, _)| (k.starts_with(b"V/") || k.starts_with(b"F/")) && k.len() >= 10)
+            .filter(|(k, _)| !keys.contains([b"E/".as_slice(), &k[2..10]].concat().as_slice()))
+            .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+            .collect();
+        if orphans.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("rows outlive their scope: {orphans:?}"))
+        }
+    }
 }
 
 fn short(key: i64) -> String {
@@ -390,7 +408,7 @@ fn golden_scenarios() {
             eprintln!("{}: {line}", path.display());
             s.line(line);
         }
-        if let Err(e) = s.check_replay() {
+        if let Err(e) = s.check_replay().and_then(|()| s.check_no_orphans()) {
             failures.push(format!("{}: {e}", path.display()));
         }
         let golden = path.with_extension("golden");

@@ -3,8 +3,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rocksdb::{
-    checkpoint::Checkpoint, BottommostLevelCompaction, CompactOptions, Direction, IteratorMode, Options, ReadOptions, WriteBatch,
-    WriteOptions, DB,
+    checkpoint::Checkpoint, BlockBasedOptions, BottommostLevelCompaction, CompactOptions, Direction, IteratorMode, Options, ReadOptions,
+    WriteBatch, WriteOptions, DB,
 };
 
 use crate::{KvIter, KvRead, KvStore, StateError, WriteSet};
@@ -50,6 +50,15 @@ impl RocksStore {
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
         opts.increase_parallelism(2);
+        // most point reads ask for keys a table file does not hold (state is short-lived):
+        // bloom filters answer those without searching the file's index and data blocks
+        let mut table = BlockBasedOptions::default();
+        table.set_bloom_filter(10.0, false);
+        table.set_cache_index_and_filter_blocks(true);
+        table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+        opts.set_block_based_table_factory(&table);
+        opts.set_memtable_whole_key_filtering(true);
+        opts.set_memtable_prefix_bloom_ratio(0.05);
         // compactions (the queue tables' included) run at a lower CPU and IO priority than the
         // partition's processing thread: on a small machine they otherwise take its core
         if let Ok(mut env) = rocksdb::Env::new() {
