@@ -2,6 +2,7 @@
 //! follow-up commands. Events are applied to state the moment they are written, so the logic
 //! that follows sees them (as Zeebe's state writer does).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 
 use waggle_protocol::codec::Entry;
@@ -81,15 +82,71 @@ pub struct BatchOutput {
 }
 
 impl BatchOutput {
-    /// The log entry for this batch (None when the batch wrote nothing).
+    /// The log entry for this batch (None when the batch wrote nothing): its records in their
+    /// [`log_form`].
     pub fn entry(&self) -> Option<Entry> {
-        (!self.records.is_empty()).then(|| Entry { next_key_counter: self.next_key_counter, records: self.records.clone() })
+        (!self.records.is_empty()).then(|| Entry {
+            next_key_counter: self.next_key_counter,
+            records: self.records.iter().map(|r| log_form(r).into_owned()).collect(),
+        })
     }
 
-    /// The encoded log entry of the batch (as `entry()?.encode()`, without copying the records).
+    /// The encoded log entry of the batch (as `entry()?.encode()`, without copying the records
+    /// that the log keeps whole).
     pub fn encoded_entry(&self) -> Option<Vec<u8>> {
-        (!self.records.is_empty()).then(|| waggle_protocol::codec::encode_entry(self.next_key_counter, &self.records))
+        if self.records.is_empty() {
+            return None;
+        }
+        let logged: Vec<Cow<'_, Record>> = self.records.iter().map(log_form).collect();
+        Some(waggle_protocol::codec::encode_entry(self.next_key_counter, &logged))
     }
+}
+
+/// A record as the log keeps it. Replay applies events only, and no applier reads the variables
+/// of a command (or its rejection), of a process instance creation or of jobs handed to a
+/// worker: those are left out, so a payload is logged once, as VARIABLE events, instead of up to
+/// four times (W1's 46 KB payload made ~190 KB log entries). Answers and pushed jobs keep them.
+pub fn log_form(record: &Record) -> Cow<'_, Record> {
+    let command = record.record_type != RecordType::Event;
+    let value = match &record.value {
+        RecordValue::ProcessInstanceCreation(c) if !c.variables.is_empty() => {
+            let mut c = c.clone();
+            c.variables.clear();
+            RecordValue::ProcessInstanceCreation(c)
+        }
+        RecordValue::JobBatch(b) if b.jobs.iter().any(|j| !j.variables.is_empty()) => {
+            let mut b = b.clone();
+            b.jobs.iter_mut().for_each(|j| j.variables.clear());
+            RecordValue::JobBatch(b)
+        }
+        RecordValue::Job(j) if command && !j.variables.is_empty() => {
+            let mut j = j.clone();
+            j.variables.clear();
+            RecordValue::Job(j)
+        }
+        RecordValue::Message(m) if command && !m.variables.is_empty() => {
+            let mut m = m.clone();
+            m.variables.clear();
+            RecordValue::Message(m)
+        }
+        RecordValue::VariableDocument(d) if command && !d.variables.is_empty() => {
+            let mut d = d.clone();
+            d.variables.clear();
+            RecordValue::VariableDocument(d)
+        }
+        _ => return Cow::Borrowed(record),
+    };
+    Cow::Owned(Record {
+        position: record.position,
+        source_position: record.source_position,
+        key: record.key,
+        timestamp_ms: record.timestamp_ms,
+        record_type: record.record_type,
+        value_type: record.value_type,
+        intent: record.intent,
+        rejection: record.rejection.clone(),
+        value,
+    })
 }
 
 /// Requests waiting for a process instance's result, by process instance key. Runtime only:

@@ -44,16 +44,17 @@ impl Entry {
     }
 }
 
-/// The layout of [`Entry`] over borrowed records (postcard writes a slice as it writes a `Vec`).
+/// The layout of [`Entry`] over borrowed records (postcard writes a slice as it writes a `Vec`,
+/// and a `Cow<Record>` as a `Record`).
 #[derive(Serialize)]
-struct EntryRef<'a> {
+struct EntryRef<'a, R> {
     next_key_counter: i64,
-    records: &'a [Record],
+    records: &'a [R],
 }
 
-/// Encodes an entry from borrowed records, without copying them into an [`Entry`] first: the
-/// same bytes as `Entry { next_key_counter, records }.encode()`.
-pub fn encode_entry(next_key_counter: i64, records: &[Record]) -> Vec<u8> {
+/// Encodes an entry from borrowed records (`Record`s or `Cow<Record>`s), without copying them
+/// into an [`Entry`] first: the same bytes as `Entry { next_key_counter, records }.encode()`.
+pub fn encode_entry<R: Serialize>(next_key_counter: i64, records: &[R]) -> Vec<u8> {
     // postcard into a Vec cannot fail for these types (no maps with non-string keys etc.)
     postcard::to_extend(&EntryRef { next_key_counter, records }, vec![CODEC_VERSION]).expect("record encoding is infallible")
 }
