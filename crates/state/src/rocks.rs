@@ -59,6 +59,9 @@ impl RocksStore {
         opts.set_block_based_table_factory(&table);
         opts.set_memtable_whole_key_filtering(true);
         opts.set_memtable_prefix_bloom_ratio(0.05);
+        // table files are synced a megabyte at a time while written, not all at once at the end
+        // (a burst the partition's journal fdatasyncs would queue behind)
+        opts.set_bytes_per_sync(1 << 20);
         // compactions (the queue tables' included) run at a lower CPU and IO priority than the
         // partition's processing thread: on a small machine they otherwise take its core
         if let Ok(mut env) = rocksdb::Env::new() {
