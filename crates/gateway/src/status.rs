@@ -40,21 +40,40 @@ pub fn invalid(message: impl Into<String>) -> Status {
 
 /// Checks that a variables document is empty or a JSON object (Zeebe's gateway wording).
 pub fn check_variables(field: &str, text: &str) -> Result<(), Status> {
-    if text.trim().is_empty() {
+    let text = text.trim();
+    if text.is_empty() {
         return Ok(());
     }
-    match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(serde_json::Value::Object(_)) => Ok(()),
-        Ok(other) => Err(invalid(format!(
-            "Property '{field}' is invalid: Expected document to be a root level object, but was '{}'",
-            match other {
-                serde_json::Value::Array(_) => "ARRAY",
-                serde_json::Value::String(_) => "STRING",
-                serde_json::Value::Number(_) => "INTEGER",
-                serde_json::Value::Bool(_) => "BOOLEAN",
-                _ => "NIL",
-            }
-        ))),
-        Err(e) => Err(invalid(format!("Property '{field}' is invalid: Expected document to be valid JSON, but it was not: {e}"))),
+    // syntax only, without building the document (the engine parses it once more anyway)
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        return Err(invalid(format!("Property '{field}' is invalid: Expected document to be valid JSON, but it was not: {e}")));
+    }
+    let kind = match text.as_bytes()[0] {
+        b'{' => return Ok(()),
+        b'[' => "ARRAY",
+        b'"' => "STRING",
+        b't' | b'f' => "BOOLEAN",
+        b'n' => "NIL",
+        _ => "INTEGER",
+    };
+    Err(invalid(format!("Property '{field}' is invalid: Expected document to be a root level object, but was '{kind}'")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variables_must_be_a_json_object() {
+        assert!(check_variables("variables", "").is_ok());
+        assert!(check_variables("variables", r#" {"a": [1, {"b": null}]} "#).is_ok());
+        let kind = |text: &str| check_variables("variables", text).unwrap_err().message().to_string();
+        assert!(kind("[1]").ends_with("but was 'ARRAY'"), "{}", kind("[1]"));
+        assert!(kind("\"x\"").ends_with("but was 'STRING'"));
+        assert!(kind("-1.5").ends_with("but was 'INTEGER'"));
+        assert!(kind("true").ends_with("but was 'BOOLEAN'"));
+        assert!(kind("null").ends_with("but was 'NIL'"));
+        assert!(kind(r#"{"a": }"#).contains("Expected document to be valid JSON, but it was not: expected value at line 1 column 7"));
+        assert_eq!(check_variables("variables", "{").unwrap_err().code(), tonic::Code::InvalidArgument);
     }
 }

@@ -14,11 +14,6 @@ use waggle_gateway::{GatewayConfig, GatewayService};
 
 use config::NodeArgs;
 
-/// mimalloc instead of glibc's malloc: allocation was a quarter of the partition thread's time
-/// under W2 (glibc's free lists and consolidation), see docs/performance.md.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "waggle",
