@@ -109,31 +109,11 @@ impl BatchOutput {
 pub fn log_form(record: &Record) -> Cow<'_, Record> {
     let command = record.record_type != RecordType::Event;
     let value = match &record.value {
-        RecordValue::ProcessInstanceCreation(c) if !c.variables.is_empty() => {
-            let mut c = c.clone();
-            c.variables.clear();
-            RecordValue::ProcessInstanceCreation(c)
-        }
-        RecordValue::JobBatch(b) if b.jobs.iter().any(|j| !j.variables.is_empty()) => {
-            let mut b = b.clone();
-            b.jobs.iter_mut().for_each(|j| j.variables.clear());
-            RecordValue::JobBatch(b)
-        }
-        RecordValue::Job(j) if command && !j.variables.is_empty() => {
-            let mut j = j.clone();
-            j.variables.clear();
-            RecordValue::Job(j)
-        }
-        RecordValue::Message(m) if command && !m.variables.is_empty() => {
-            let mut m = m.clone();
-            m.variables.clear();
-            RecordValue::Message(m)
-        }
-        RecordValue::VariableDocument(d) if command && !d.variables.is_empty() => {
-            let mut d = d.clone();
-            d.variables.clear();
-            RecordValue::VariableDocument(d)
-        }
+        RecordValue::ProcessInstanceCreation(c) if !c.variables.is_empty() => RecordValue::ProcessInstanceCreation(c.without_variables()),
+        RecordValue::JobBatch(b) if b.jobs.iter().any(|j| !j.variables.is_empty()) => RecordValue::JobBatch(b.without_variables()),
+        RecordValue::Job(j) if command && !j.variables.is_empty() => RecordValue::Job(j.without_variables()),
+        RecordValue::Message(m) if command && !m.variables.is_empty() => RecordValue::Message(m.without_variables()),
+        RecordValue::VariableDocument(d) if command && !d.variables.is_empty() => RecordValue::VariableDocument(d.without_variables()),
         _ => return Cow::Borrowed(record),
     };
     Cow::Owned(Record {

@@ -276,3 +276,120 @@ pub struct SignalSubscriptionRecord {
     pub signal_name: String,
     pub tenant_id: String,
 }
+
+// Copies without the variables document, built field by field so that the document (possibly
+// large) is never copied only to be dropped: the log's form of a record (see the engine's
+// `log_form`).
+
+impl ProcessInstanceCreationRecord {
+    pub fn without_variables(&self) -> Self {
+        Self {
+            bpmn_process_id: self.bpmn_process_id.clone(),
+            version: self.version,
+            process_definition_key: self.process_definition_key,
+            process_instance_key: self.process_instance_key,
+            variables: String::new(),
+            fetch_variables: self.fetch_variables.clone(),
+            start_instructions: self.start_instructions.clone(),
+            tenant_id: self.tenant_id.clone(),
+        }
+    }
+}
+
+impl JobRecord {
+    pub fn without_variables(&self) -> Self {
+        Self {
+            job_type: self.job_type.clone(),
+            worker: self.worker.clone(),
+            retries: self.retries,
+            retry_backoff_ms: self.retry_backoff_ms,
+            recurring_time_ms: self.recurring_time_ms,
+            deadline_ms: self.deadline_ms,
+            timeout_ms: self.timeout_ms,
+            error_message: self.error_message.clone(),
+            error_code: self.error_code.clone(),
+            custom_headers: self.custom_headers.clone(),
+            variables: String::new(),
+            bpmn_process_id: self.bpmn_process_id.clone(),
+            process_definition_key: self.process_definition_key,
+            process_definition_version: self.process_definition_version,
+            process_instance_key: self.process_instance_key,
+            element_id: self.element_id.clone(),
+            element_instance_key: self.element_instance_key,
+            tenant_id: self.tenant_id.clone(),
+        }
+    }
+}
+
+impl JobBatchRecord {
+    /// The batch with every job's variables left out.
+    pub fn without_variables(&self) -> Self {
+        Self {
+            job_type: self.job_type.clone(),
+            worker: self.worker.clone(),
+            timeout_ms: self.timeout_ms,
+            max_jobs_to_activate: self.max_jobs_to_activate,
+            fetch_variables: self.fetch_variables.clone(),
+            job_keys: self.job_keys.clone(),
+            jobs: self.jobs.iter().map(JobRecord::without_variables).collect(),
+            truncated: self.truncated,
+        }
+    }
+}
+
+impl MessageRecord {
+    pub fn without_variables(&self) -> Self {
+        Self {
+            name: self.name.clone(),
+            correlation_key: self.correlation_key.clone(),
+            time_to_live_ms: self.time_to_live_ms,
+            message_id: self.message_id.clone(),
+            variables: String::new(),
+            deadline_ms: self.deadline_ms,
+            tenant_id: self.tenant_id.clone(),
+        }
+    }
+}
+
+impl VariableDocumentRecord {
+    pub fn without_variables(&self) -> Self {
+        Self { scope_key: self.scope_key, update_semantics: self.update_semantics, variables: String::new() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_variables_keeps_everything_else() {
+        let job = JobRecord {
+            job_type: "t".into(),
+            worker: "w".into(),
+            retries: 3,
+            deadline_ms: 9,
+            custom_headers: "{\"h\":1}".into(),
+            variables: "{\"a\":1}".into(),
+            element_id: "task".into(),
+            element_instance_key: 7,
+            ..Default::default()
+        };
+        assert_eq!(job.without_variables(), JobRecord { variables: String::new(), ..job.clone() });
+        let batch =
+            JobBatchRecord { job_type: "t".into(), job_keys: vec![1, 2], jobs: vec![job.clone(), job.clone()], ..Default::default() };
+        let stripped = batch.without_variables();
+        assert_eq!(stripped.job_keys, vec![1, 2]);
+        assert!(stripped.jobs.iter().all(|j| *j == job.without_variables()));
+        let creation = ProcessInstanceCreationRecord {
+            bpmn_process_id: "p".into(),
+            variables: "{\"a\":1}".into(),
+            start_instructions: vec!["s".into()],
+            ..Default::default()
+        };
+        assert_eq!(creation.without_variables(), ProcessInstanceCreationRecord { variables: String::new(), ..creation.clone() });
+        let message = MessageRecord { name: "m".into(), correlation_key: "k".into(), variables: "{}".into(), ..Default::default() };
+        assert_eq!(message.without_variables(), MessageRecord { variables: String::new(), ..message.clone() });
+        let doc = VariableDocumentRecord { scope_key: 5, update_semantics: UpdateSemantics::Local, variables: "{}".into() };
+        assert_eq!(doc.without_variables(), VariableDocumentRecord { variables: String::new(), ..doc.clone() });
+    }
+}
