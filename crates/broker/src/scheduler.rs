@@ -3,9 +3,9 @@
 //! It sleeps until the earliest due date (at most [`TICK`]), so a timer fires within a few
 //! milliseconds of its due date, never before it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::SyncSender;
+use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -37,54 +37,81 @@ pub(crate) fn start(
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name(format!("scheduler-{id}")).spawn(move || {
         let mut submitted: HashMap<(Intent, i64, i64), Instant> = HashMap::new();
+        // due work found by the last scan and not submitted yet: fed to the partition as it
+        // takes work, so a storm of due timers costs one scan per MAX_DUE_PER_TICK, not one
+        // per batch the partition processes
+        let mut pending: VecDeque<Due> = VecDeque::new();
+        let mut last_scan: Option<Instant> = None;
         let mut sleep = TICK;
         while !stop.load(Ordering::SeqCst) {
             std::thread::sleep(sleep);
             if in_flight.load(Ordering::SeqCst) >= MAX_IN_FLIGHT {
-                // the partition has plenty to do: no scan until it took some
+                // the partition has plenty to do: nothing to submit until it took some
                 sleep = IN_FLIGHT_RECHECK;
                 continue;
             }
-            let now = now_ms();
             let view = StateView::new(&*store);
-            let mut due: Vec<(Intent, (i64, i64), RecordValue)> = Vec::new();
-            for at_key in view.due_timers(now, MAX_DUE_PER_TICK) {
-                due.push((Intent::Trigger, at_key, RecordValue::Timer(TimerRecord::default())));
+            if pending.is_empty() || last_scan.is_none_or(|at| at.elapsed() >= TICK) {
+                submitted.retain(|_, at| at.elapsed() < RESUBMIT_AFTER);
+                pending = scan_due(&view, now_ms()).into_iter().filter(|d| !submitted.contains_key(&d.id())).collect();
+                last_scan = Some(Instant::now());
             }
-            for at_key in view.timed_out_jobs(now, MAX_DUE_PER_TICK) {
-                due.push((Intent::TimeOut, at_key, RecordValue::Job(JobRecord::default())));
-            }
-            for at_key in view.jobs_due_after_backoff(now, MAX_DUE_PER_TICK) {
-                due.push((Intent::RecurAfterBackoff, at_key, RecordValue::Job(JobRecord::default())));
-            }
-            for at_key in view.expired_messages(now, MAX_DUE_PER_TICK) {
-                due.push((Intent::Expire, at_key, RecordValue::Message(MessageRecord::default())));
-            }
-            submitted.retain(|_, at| at.elapsed() < RESUBMIT_AFTER);
-            for (intent, (at, key), value) in due {
-                if submitted.contains_key(&(intent, key, at)) {
-                    continue;
-                }
+            while let Some(due) = pending.pop_front() {
                 if in_flight.load(Ordering::SeqCst) >= MAX_IN_FLIGHT {
+                    pending.push_front(due);
                     break; // the partition has enough: the rest in a moment
                 }
-                let command = Command { request_id: None, key, intent, value };
+                let id = due.id();
+                let command = Command { request_id: None, key: due.key, intent: due.intent, value: due.value };
                 // counted before it is sent: the partition may take it at once
                 in_flight.fetch_add(1, Ordering::SeqCst);
-                if tx.try_send(Submission { command, reply: None, scheduled: true }).is_err() {
+                if let Err(e) = tx.try_send(Submission { command, reply: None, scheduled: true }) {
                     in_flight.fetch_sub(1, Ordering::SeqCst);
-                    break; // partition busy: try again next tick
+                    let (TrySendError::Full(Submission { command, .. }) | TrySendError::Disconnected(Submission { command, .. })) = e;
+                    pending.push_front(Due { intent: command.intent, at: id.2, key: command.key, value: command.value });
+                    break; // partition busy: try again in a moment
                 }
-                submitted.insert((intent, key, at), Instant::now());
+                submitted.insert(id, Instant::now());
             }
-            // wake for the next due date; while due work is in flight, look again soon
-            sleep = match view.next_due() {
-                Some(next) if next > now_ms() => Duration::from_millis((next - now_ms()) as u64).min(TICK),
-                Some(_) => IN_FLIGHT_RECHECK,
-                None => TICK,
+            // wake for the next due date; while due work waits or is in flight, look again soon
+            sleep = if !pending.is_empty() {
+                IN_FLIGHT_RECHECK
+            } else {
+                match view.next_due() {
+                    Some(next) if next > now_ms() => Duration::from_millis((next - now_ms()) as u64).min(TICK),
+                    Some(_) => IN_FLIGHT_RECHECK,
+                    None => TICK,
+                }
             };
         }
     })
+}
+
+/// One piece of due work: the command to submit for a key and its due time.
+struct Due {
+    intent: Intent,
+    at: i64,
+    key: i64,
+    value: RecordValue,
+}
+
+impl Due {
+    fn id(&self) -> (Intent, i64, i64) {
+        (self.intent, self.key, self.at)
+    }
+}
+
+/// Everything due at `now` in the four queues, at most [`MAX_DUE_PER_TICK`] of each.
+fn scan_due(view: &StateView<'_>, now: i64) -> Vec<Due> {
+    let mut due = Vec::new();
+    let mut add = |found: Vec<(i64, i64)>, intent: Intent, value: fn() -> RecordValue| {
+        due.extend(found.into_iter().map(|(at, key)| Due { intent, at, key, value: value() }));
+    };
+    add(view.due_timers(now, MAX_DUE_PER_TICK), Intent::Trigger, || RecordValue::Timer(TimerRecord::default()));
+    add(view.timed_out_jobs(now, MAX_DUE_PER_TICK), Intent::TimeOut, || RecordValue::Job(JobRecord::default()));
+    add(view.jobs_due_after_backoff(now, MAX_DUE_PER_TICK), Intent::RecurAfterBackoff, || RecordValue::Job(JobRecord::default()));
+    add(view.expired_messages(now, MAX_DUE_PER_TICK), Intent::Expire, || RecordValue::Message(MessageRecord::default()));
+    due
 }
 
 fn now_ms() -> i64 {

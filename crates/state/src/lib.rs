@@ -11,6 +11,7 @@
 mod memory;
 mod overlay;
 mod rocks;
+mod scan_hints;
 
 use std::collections::BTreeMap;
 

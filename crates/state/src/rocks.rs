@@ -3,10 +3,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rocksdb::{
-    checkpoint::Checkpoint, BlockBasedOptions, BottommostLevelCompaction, CompactOptions, Direction, IteratorMode, Options, ReadOptions,
-    WriteBatch, WriteOptions, DB,
+    checkpoint::Checkpoint, BlockBasedOptions, CompactOptions, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions, DB,
 };
 
+use crate::scan_hints::{is_hinted, ScanHints};
 use crate::{KvIter, KvRead, KvStore, StateError, WriteSet};
 
 /// RocksDB-backed state in a single column family (keys carry their table prefix), so a flush
@@ -18,15 +18,22 @@ use crate::{KvIter, KvRead, KvStore, StateError, WriteSet};
 ///
 /// The engine's indexes are queues (activatable jobs, deadlines, due timers): entries are put
 /// and soon deleted, and a scan from the front would step over every tombstone left behind.
-/// After [`COMPACT_AFTER_DELETES`] deletes, a background thread flushes the memtable and
-/// compacts the index tables down to the last level, where the tombstones disappear.
+/// Scans of those tables start where an earlier scan found the first live key (see
+/// `scan_hints`). After enough deletes (at least [`COMPACT_AFTER_DELETES`]), a background
+/// thread flushes the memtable and compacts the index tables down to the last level, where the
+/// tombstones disappear.
 pub struct RocksStore {
     db: Arc<DB>,
     deletes: AtomicU64,
     compacting: Arc<AtomicBool>,
+    /// Keys in the store after the last compaction (RocksDB's estimate).
+    live_keys: Arc<AtomicU64>,
+    hints: ScanHints,
 }
 
-/// Deletes between two compactions of the index tables.
+/// Deletes between two compactions of the index tables, at least; with more state, a
+/// compaction waits for as many deletes as half the keys it holds (a compaction rewrites every
+/// key, so each costs at most two rewrites per delete).
 pub const COMPACT_AFTER_DELETES: u64 = 20_000;
 
 /// Key prefixes of the tables that behave as queues (see the engine's `tables.rs`).
@@ -70,7 +77,13 @@ impl RocksStore {
             opts.set_env(&env);
         }
         let db = DB::open(&opts, dir)?;
-        Ok(Self { db: Arc::new(db), deletes: AtomicU64::new(0), compacting: Arc::new(AtomicBool::new(false)) })
+        Ok(Self {
+            db: Arc::new(db),
+            deletes: AtomicU64::new(0),
+            compacting: Arc::new(AtomicBool::new(false)),
+            live_keys: Arc::new(AtomicU64::new(0)),
+            hints: ScanHints::default(),
+        })
     }
 
     /// Starts a background compaction of the queue tables unless one is running.
@@ -78,15 +91,19 @@ impl RocksStore {
         if self.compacting.swap(true, Ordering::SeqCst) {
             return;
         }
-        let (db, compacting) = (self.db.clone(), self.compacting.clone());
+        let (db, compacting, live_keys) = (self.db.clone(), self.compacting.clone(), self.live_keys.clone());
         let spawned = std::thread::Builder::new().name("state-compaction".into()).spawn(move || {
             if let Err(e) = db.flush() {
                 tracing::warn!(error = %e, "state flush before compaction failed");
             }
-            let mut opts = CompactOptions::default();
-            opts.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
-            for prefix in QUEUE_PREFIXES {
-                db.compact_range_opt(Some(prefix), prefix_end(prefix), &opts);
+            // one range over every queue table: the tables interleave in one key space, so
+            // the files overlapping one queue overlap them all, and a compaction per table
+            // rewrote the same files once per table. The level-0 files merge into the last
+            // level, where their tombstones disappear; files already there have none left.
+            let (first, last) = (QUEUE_PREFIXES.iter().min(), QUEUE_PREFIXES.iter().max());
+            db.compact_range_opt(first, last.and_then(|p| prefix_end(p)), &CompactOptions::default());
+            if let Ok(Some(keys)) = db.property_int_value("rocksdb.estimate-num-keys") {
+                live_keys.store(keys, Ordering::Relaxed);
             }
             compacting.store(false, Ordering::SeqCst);
         });
@@ -113,20 +130,35 @@ impl KvRead for RocksStore {
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> KvIter<'_> {
-        let prefix = prefix.to_vec();
+        let end = prefix_end(prefix);
         // bounded: past the prefix, the iterator must not walk on through tombstones
         let mut opts = ReadOptions::default();
-        if let Some(end) = prefix_end(&prefix) {
-            opts.set_iterate_upper_bound(end);
+        if let Some(end) = &end {
+            opts.set_iterate_upper_bound(end.clone());
         }
-        let iter = self.db.iterator_opt(IteratorMode::From(&prefix, Direction::Forward), opts);
-        Box::new(
-            iter.map(|item| match item {
+        let hinted = is_hinted(prefix) && end.is_some();
+        let within = prefix.to_vec();
+        let (generation, iter) = if hinted {
+            // no commit between reading the hint and opening the iterator (see `scan_hints`)
+            let hints = self.hints.lock();
+            let (generation, seek) = hints.start(prefix);
+            let from = seek.unwrap_or_else(|| prefix.to_vec());
+            (generation, self.db.iterator_opt(IteratorMode::From(&from, Direction::Forward), opts))
+        } else {
+            (0, self.db.iterator_opt(IteratorMode::From(prefix, Direction::Forward), opts))
+        };
+        let mut iter = iter
+            .map(|item| match item {
                 Ok((k, v)) => (k.into_vec(), v.into_vec()),
                 Err(e) => panic!("state scan failed (partition must restart): {e}"),
             })
-            .take_while(move |(k, _)| k.starts_with(&prefix)),
-        )
+            .take_while(move |(k, _)| k.starts_with(&within));
+        let first = iter.next();
+        if let (true, Some(end)) = (hinted, end) {
+            let learned = first.as_ref().map_or(end, |(k, _)| k.clone());
+            self.hints.learn(prefix, generation, learned);
+        }
+        Box::new(first.into_iter().chain(iter))
     }
 }
 
@@ -141,9 +173,15 @@ impl KvStore for RocksStore {
         }
         let mut opts = WriteOptions::default();
         opts.disable_wal(true);
-        self.db.write_opt(batch, &opts)?;
+        {
+            // readers of hints wait for the write and its hint updates (see `scan_hints`)
+            let mut hints = self.hints.lock();
+            self.db.write_opt(batch, &opts)?;
+            hints.committed(writes.iter().filter(|(_, v)| v.is_some()).map(|(k, _)| k.as_slice()));
+        }
         let deletes = writes.iter().filter(|(_, v)| v.is_none()).count() as u64;
-        if self.deletes.fetch_add(deletes, Ordering::Relaxed) + deletes >= COMPACT_AFTER_DELETES {
+        let threshold = COMPACT_AFTER_DELETES.max(self.live_keys.load(Ordering::Relaxed) / 2);
+        if self.deletes.fetch_add(deletes, Ordering::Relaxed) + deletes >= threshold {
             self.deletes.store(0, Ordering::Relaxed);
             self.compact_queues();
         }
