@@ -17,6 +17,7 @@
 mod appliers;
 mod behaviors;
 mod events;
+mod json_doc;
 mod processes;
 mod processing;
 mod processors;

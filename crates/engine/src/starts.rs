@@ -2,7 +2,6 @@
 //! elements (start instructions), or by a timer, message or signal start event. Also the
 //! start-event subscriptions a deployment opens, and signal broadcasts.
 
-use serde_json::{Map, Value as Json};
 use waggle_bpmn::{ElementKind, EventTrigger, Process};
 use waggle_protocol::value::{
     MessageRecord, MessageStartEventSubscriptionRecord, ProcessInstanceRecord, ProcessRecord, SignalRecord, SignalSubscriptionRecord,
@@ -11,6 +10,7 @@ use waggle_protocol::value::{
 use waggle_protocol::{Intent, Record, RecordValue};
 
 use crate::events;
+use crate::json_doc::document_texts;
 use crate::processing::{Processing, RequestId};
 use crate::tables::ElementState;
 use crate::variables;
@@ -26,7 +26,7 @@ pub(crate) fn start_instance(
     definition_key: i64,
     pi_key: i64,
     starts: Option<Vec<usize>>,
-    variables: &Map<String, Json>,
+    variables: &[(String, String)],
 ) {
     let model = p.process_model(definition_key);
     let pi = ProcessInstanceRecord {
@@ -44,14 +44,14 @@ pub(crate) fn start_instance(
         p.set_start_elements(pi_key, starts);
     }
     p.command(pi_key, Intent::ActivateElement, RecordValue::ProcessInstance(pi));
-    for (name, value) in variables {
-        variables::set_local(p, pi_key, name, value);
+    for (name, text) in variables {
+        variables::set_local_text(p, pi_key, name, text.clone());
     }
 }
 
 /// Starts an instance at the start event `target` of the definition a start subscription
 /// belongs to, if that definition is still deployed. Returns the new instance's key.
-fn start_at_event(p: P, definition_key: i64, target: &str, variables: &Map<String, Json>) -> Option<i64> {
+fn start_at_event(p: P, definition_key: i64, target: &str, variables: &[(String, String)]) -> Option<i64> {
     let definition = p.view().process(definition_key)?;
     let model = p.process_model(definition_key);
     let start = model.element(target)?;
@@ -166,7 +166,7 @@ pub(crate) fn trigger_start_timer(p: P, timer_key: i64, timer: TimerRecord) {
             events::schedule_next_cycle(p, &timer, &v, -1);
         }
     }
-    start_at_event(p, timer.process_definition_key, &timer.target_element_id, &Map::new());
+    start_at_event(p, timer.process_definition_key, &timer.target_element_id, &[]);
 }
 
 /// After MESSAGE PUBLISHED: starts an instance of every process whose latest version has a
@@ -191,7 +191,7 @@ fn start_by_message(p: P, subscription: &MessageStartEventSubscriptionRecord, me
     let Some(definition) = p.view().process(subscription.process_definition_key) else { return };
     let model = p.process_model(subscription.process_definition_key);
     let Some(start) = model.element(&subscription.start_event_id) else { return };
-    let variables = variables::parse_document(&message.variables).unwrap_or_default();
+    let variables = document_texts(&message.variables).unwrap_or_default();
     let pi_key = p.new_key();
     let correlated = MessageStartEventSubscriptionRecord {
         message_key,
@@ -260,9 +260,10 @@ pub(crate) fn broadcast(p: P, command: &Record, request: Option<RequestId>) {
             }
         }
     }
+    let texts: Vec<(String, String)> = variables.iter().map(|(name, value)| (name.clone(), variables::json_text(value))).collect();
     for subscription in p.view().signal_subscriptions(&signal.signal_name) {
         if subscription.catch_event_instance_key < 0 {
-            start_at_event(p, subscription.process_definition_key, &subscription.catch_event_id, &variables);
+            start_at_event(p, subscription.process_definition_key, &subscription.catch_event_id, &texts);
             continue;
         }
         // an earlier trigger of this broadcast may have ended the element meanwhile

@@ -113,7 +113,11 @@ pub(crate) fn json_text(value: &Json) -> String {
 
 /// Sets one variable in exactly `scope` (CREATED, or UPDATED when the value changed).
 pub(crate) fn set_local(p: &mut Processing<'_, '_, '_>, scope: i64, name: &str, value: &Json) {
-    let text = json_text(value);
+    set_local_text(p, scope, name, json_text(value));
+}
+
+/// [`set_local`] with the value as compact JSON text (as [`json_text`] prints it).
+pub(crate) fn set_local_text(p: &mut Processing<'_, '_, '_>, scope: i64, name: &str, text: String) {
     let view = p.view();
     let existing = view.variable(scope, name);
     let (pi_key, def_key, bpmn_id) = match view.element(scope) {

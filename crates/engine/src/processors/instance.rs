@@ -33,7 +33,7 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
         };
         return p.reject(command, request, RejectionType::NotFound, reason);
     };
-    let doc = match variables::parse_document(&creation.variables) {
+    let doc = match crate::json_doc::document_texts(&creation.variables) {
         Ok(doc) => doc,
         Err(e) => {
             let reason = format!("Expected to set variables from document, but the document is invalid: {e}");
