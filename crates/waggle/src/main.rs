@@ -115,10 +115,18 @@ async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(Duration::from_secs(10), grpc).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), mgmt).await;
     let b = broker.clone();
-    tokio::task::spawn_blocking(move || b.shutdown()).await?;
+    // a partition stops after its batch in progress; one stuck (a bug, a hung disk) must not
+    // keep the process from exiting: what it acknowledged is in its fsynced log already
+    match tokio::time::timeout(SHUTDOWN_LIMIT, tokio::task::spawn_blocking(move || b.shutdown())).await {
+        Ok(joined) => joined?,
+        Err(_) => tracing::error!(limit_s = SHUTDOWN_LIMIT.as_secs(), "partitions did not stop in time; exiting without them"),
+    }
     tracing::info!("stopped");
     Ok(())
 }
+
+/// How long the partitions may take to stop on shutdown.
+const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
 
 /// Accepted gRPC connections, with Nagle's algorithm off: pushed jobs and answers are small
 /// writes that must not wait for the client's delayed ACK (up to 40 ms per message otherwise).
