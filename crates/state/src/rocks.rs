@@ -138,19 +138,27 @@ impl KvRead for RocksStore {
         }
         let hinted = is_hinted(prefix) && end.is_some();
         let within = prefix.to_vec();
-        let (generation, iter) = if hinted {
-            // no commit between reading the hint and opening the iterator (see `scan_hints`)
+        let (generation, snapshot, from) = if hinted {
+            // the hint and the state the scan reads are taken together: no commit between them
+            // (see `scan_hints`); the seek past the tombstones happens after the lock
             let hints = self.hints.lock();
             let (generation, seek) = hints.start(prefix);
-            let from = seek.unwrap_or_else(|| prefix.to_vec());
-            (generation, self.db.iterator_opt(IteratorMode::From(&from, Direction::Forward), opts))
+            (generation, Some(self.db.snapshot()), seek.unwrap_or_else(|| prefix.to_vec()))
         } else {
-            (0, self.db.iterator_opt(IteratorMode::From(prefix, Direction::Forward), opts))
+            (0, None, prefix.to_vec())
+        };
+        let mode = IteratorMode::From(&from, Direction::Forward);
+        let iter = match &snapshot {
+            Some(snapshot) => snapshot.iterator_opt(mode, opts),
+            None => self.db.iterator_opt(mode, opts),
         };
         let mut iter = iter
-            .map(|item| match item {
-                Ok((k, v)) => (k.into_vec(), v.into_vec()),
-                Err(e) => panic!("state scan failed (partition must restart): {e}"),
+            .map(move |item| {
+                let _reads_at = &snapshot; // released with the iterator
+                match item {
+                    Ok((k, v)) => (k.into_vec(), v.into_vec()),
+                    Err(e) => panic!("state scan failed (partition must restart): {e}"),
+                }
             })
             .take_while(move |(k, _)| k.starts_with(&within));
         let first = iter.next();

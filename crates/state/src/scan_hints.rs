@@ -9,8 +9,8 @@
 //! Contract: a hint `h` for prefix `p` means no committed key in `[p, h)` exists. It is learned
 //! from a scan's first key, only if nothing was committed since that scan's iterator was opened
 //! (the generation), and every committed put lowers the hints it falls under. The store holds
-//! the lock while it commits and while it reads a hint and opens the iterator, so an iterator
-//! never sees a put whose hint update it missed.
+//! the lock while it commits and while it reads a hint and takes the RocksDB snapshot the scan
+//! reads, so a scan never sees a put whose hint update it missed.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -41,7 +41,7 @@ pub(crate) fn is_hinted(prefix: &[u8]) -> bool {
 }
 
 impl ScanHints {
-    /// Held while committing, and while reading a hint and opening the iterator it is for.
+    /// Held while committing, and while reading a hint and taking the snapshot it is for.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Hints> {
         self.inner.lock().expect("scan hints lock")
     }
