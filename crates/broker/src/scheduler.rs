@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -61,17 +61,16 @@ pub(crate) fn start(
                     pending.push_front(due);
                     break; // the partition has enough: the rest in a moment
                 }
-                let id = due.id();
-                let command = Command { request_id: None, key: due.key, intent: due.intent, value: due.value };
+                // (the value is an empty record of the command's type: cloning it is cheap)
+                let command = Command { request_id: None, key: due.key, intent: due.intent, value: due.value.clone() };
                 // counted before it is sent: the partition may take it at once
                 in_flight.fetch_add(1, Ordering::SeqCst);
-                if let Err(e) = tx.try_send(Submission { command, reply: None, scheduled: true }) {
+                if tx.try_send(Submission { command, reply: None, scheduled: true }).is_err() {
                     in_flight.fetch_sub(1, Ordering::SeqCst);
-                    let (TrySendError::Full(Submission { command, .. }) | TrySendError::Disconnected(Submission { command, .. })) = e;
-                    pending.push_front(Due { intent: command.intent, at: id.2, key: command.key, value: command.value });
+                    pending.push_front(due);
                     break; // partition busy: try again in a moment
                 }
-                submitted.insert(id, Instant::now());
+                submitted.insert(due.id(), Instant::now());
             }
             // wake for the next due date; while due work waits or is in flight, look again soon
             sleep = if !pending.is_empty() {
