@@ -61,11 +61,9 @@ pub(crate) fn start(
                     pending.push_front(due);
                     break; // the partition has enough: the rest in a moment
                 }
-                // (the value is an empty record of the command's type: cloning it is cheap)
-                let command = Command { request_id: None, key: due.key, intent: due.intent, value: due.value.clone() };
                 // counted before it is sent: the partition may take it at once
                 in_flight.fetch_add(1, Ordering::SeqCst);
-                if tx.try_send(Submission { command, reply: None, scheduled: true }).is_err() {
+                if tx.try_send(Submission { command: due.command(), reply: None, scheduled: true }).is_err() {
                     in_flight.fetch_sub(1, Ordering::SeqCst);
                     pending.push_front(due);
                     break; // partition busy: try again in a moment
@@ -86,30 +84,38 @@ pub(crate) fn start(
     })
 }
 
-/// One piece of due work: the command to submit for a key and its due time.
+/// One piece of due work: what to do to a key (TRIGGER a timer, TIME_OUT a job, ...) and when
+/// it fell due.
 struct Due {
     intent: Intent,
     at: i64,
     key: i64,
-    value: RecordValue,
 }
 
 impl Due {
     fn id(&self) -> (Intent, i64, i64) {
         (self.intent, self.key, self.at)
     }
+
+    /// The command: the engine reads the record itself, so its value is an empty one of its type.
+    fn command(&self) -> Command {
+        let value = match self.intent {
+            Intent::Trigger => RecordValue::Timer(TimerRecord::default()),
+            Intent::Expire => RecordValue::Message(MessageRecord::default()),
+            _ => RecordValue::Job(JobRecord::default()),
+        };
+        Command { request_id: None, key: self.key, intent: self.intent, value }
+    }
 }
 
 /// Everything due at `now` in the four queues, at most [`MAX_DUE_PER_TICK`] of each.
 fn scan_due(view: &StateView<'_>, now: i64) -> Vec<Due> {
     let mut due = Vec::new();
-    let mut add = |found: Vec<(i64, i64)>, intent: Intent, value: fn() -> RecordValue| {
-        due.extend(found.into_iter().map(|(at, key)| Due { intent, at, key, value: value() }));
-    };
-    add(view.due_timers(now, MAX_DUE_PER_TICK), Intent::Trigger, || RecordValue::Timer(TimerRecord::default()));
-    add(view.timed_out_jobs(now, MAX_DUE_PER_TICK), Intent::TimeOut, || RecordValue::Job(JobRecord::default()));
-    add(view.jobs_due_after_backoff(now, MAX_DUE_PER_TICK), Intent::RecurAfterBackoff, || RecordValue::Job(JobRecord::default()));
-    add(view.expired_messages(now, MAX_DUE_PER_TICK), Intent::Expire, || RecordValue::Message(MessageRecord::default()));
+    let mut add = |found: Vec<(i64, i64)>, intent: Intent| due.extend(found.into_iter().map(|(at, key)| Due { intent, at, key }));
+    add(view.due_timers(now, MAX_DUE_PER_TICK), Intent::Trigger);
+    add(view.timed_out_jobs(now, MAX_DUE_PER_TICK), Intent::TimeOut);
+    add(view.jobs_due_after_backoff(now, MAX_DUE_PER_TICK), Intent::RecurAfterBackoff);
+    add(view.expired_messages(now, MAX_DUE_PER_TICK), Intent::Expire);
     due
 }
 

@@ -80,7 +80,7 @@ pub(crate) fn continue_activation(p: P, key: i64) {
     let element = &model.elements[idx];
     if !element.inputs.is_empty() {
         match evaluate_mappings(p, key, &element.inputs) {
-            Ok(doc) => variables::merge_local(p, key, &doc),
+            Ok(doc) => variables::merge_local(p, key, &variables::texts_of(&doc)),
             Err(message) => return incident(p, &pi, key, -1, error_type::IO_MAPPING_ERROR, message),
         }
     }
@@ -148,7 +148,7 @@ pub(crate) fn continue_activation(p: P, key: i64) {
         ElementKind::EscalationThrowEvent { code, .. } => {
             p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
             if let Some(found) = events::find_catch(p, &model, key, events::escalation_matcher(code)) {
-                events::catch(p, &model, found, &Map::new());
+                events::catch(p, &model, found, &[]);
             }
             // an uncaught or non-interrupting escalation lets the throw event go on
             if events::is_active(p, key) {
@@ -176,7 +176,7 @@ pub(crate) fn continue_activation(p: P, key: i64) {
         }
         ElementKind::ErrorEndEvent { error_code } => {
             p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
-            let error = ThrownError { code: error_code, message: "", variables: &Map::new(), job_key: -1 };
+            let error = ThrownError { code: error_code, message: "", variables: &[], job_key: -1 };
             throw_error(p, &model, key, &pi, &error);
         }
         _ => {
@@ -191,7 +191,7 @@ pub(crate) fn continue_activation(p: P, key: i64) {
 pub(crate) struct ThrownError<'a> {
     pub code: &'a str,
     pub message: &'a str,
-    pub variables: &'a Map<String, Json>,
+    pub variables: &'a [(String, String)],
     pub job_key: i64,
 }
 
@@ -265,7 +265,7 @@ pub(crate) fn continue_completion(p: P, key: i64) {
     let element = &model.elements[idx];
     if !element.outputs.is_empty() {
         match evaluate_mappings(p, key, &element.outputs) {
-            Ok(doc) => variables::merge_propagate(p, pi.flow_scope_key, &doc),
+            Ok(doc) => variables::merge_propagate(p, pi.flow_scope_key, &variables::texts_of(&doc)),
             Err(message) => return incident(p, &pi, key, -1, error_type::IO_MAPPING_ERROR, message),
         }
     }

@@ -2,7 +2,6 @@
 //! events an error is thrown to. Opening happens when an element activates, closing when it
 //! completes or terminates; a trigger completes a catch event or activates a boundary event.
 
-use serde_json::{Map, Value as Json};
 use waggle_bpmn::timer::{self, Interval};
 use waggle_bpmn::{ElementKind, EventTrigger, ExprOrStatic, MessageDefinition, Process, TimerDefinition, WaitKinds};
 use waggle_feel::Value;
@@ -290,7 +289,7 @@ fn close_kinds(p: P, key: i64, kinds: WaitKinds, target: impl Fn(&str) -> bool) 
 /// a catch event, continues an event-based gateway at the event, activates the boundary event
 /// `target` (terminating the activity first when it interrupts), or starts the event
 /// subprocess whose start event is `target`. `variables` come with a message or signal.
-pub(crate) fn trigger(p: P, instance: &ElementInstance, target: &str, variables: &Map<String, Json>) {
+pub(crate) fn trigger(p: P, instance: &ElementInstance, target: &str, variables: &[(String, String)]) {
     let model = p.process_model(instance.record.process_definition_key);
     if instance.record.element_id == target {
         let outputs = model.element(target).is_some_and(|i| !model.elements[i].outputs.is_empty());
@@ -312,7 +311,7 @@ pub(crate) fn trigger(p: P, instance: &ElementInstance, target: &str, variables:
 
 /// An event-based gateway's event happened: the gateway completes, takes the flow to the
 /// event, and the event completes at once (with the variables it brought).
-fn continue_after_event_gateway(p: P, model: &Process, gateway: &ElementInstance, event: usize, variables: &Map<String, Json>) {
+fn continue_after_event_gateway(p: P, model: &Process, gateway: &ElementInstance, event: usize, variables: &[(String, String)]) {
     let Some(&flow) = model.elements[event].incoming.first() else { return };
     p.event(gateway.key, Intent::ElementCompleting, RecordValue::ProcessInstance(gateway.record.clone()));
     close(p, model, &gateway.record.element_id, gateway.key);
@@ -335,7 +334,7 @@ pub(crate) fn activate_event_subprocess(
     model: &Process,
     scope: &ElementInstance,
     esp: usize,
-    variables: &Map<String, Json>,
+    variables: &[(String, String)],
     local: bool,
 ) {
     let Some(start) = model.event_subprocess_start(esp) else { return };
@@ -371,7 +370,7 @@ pub(crate) fn activate_boundary(
     model: &Process,
     activity: &ElementInstance,
     boundary: usize,
-    variables: &Map<String, Json>,
+    variables: &[(String, String)],
     local: bool,
 ) {
     let element = &model.elements[boundary];
@@ -388,7 +387,7 @@ pub(crate) fn activate_boundary(
 
 /// The variables an event brings (message, thrown error): local to the event when it has
 /// output mappings (they read them), else propagated from its flow scope, as Zeebe does.
-fn set_event_variables(p: P, event: i64, flow_scope: i64, has_outputs: bool, variables: &Map<String, Json>) {
+fn set_event_variables(p: P, event: i64, flow_scope: i64, has_outputs: bool, variables: &[(String, String)]) {
     if variables.is_empty() {
         return;
     }
@@ -422,7 +421,7 @@ pub(crate) fn trigger_timer(p: P, command: &waggle_protocol::Record) {
     if let (true, Some(v)) = (repeats, cycle) {
         schedule_next_cycle(p, &timer, &v, instance.key);
     }
-    trigger(p, &instance, &timer.target_element_id, &Map::new());
+    trigger(p, &instance, &timer.target_element_id, &[]);
 }
 
 /// The next repetition of a cycle timer that just fired (`cycle` evaluated in `scope`).
@@ -519,7 +518,7 @@ pub(crate) fn correlate_process_subscription(p: P, command: &waggle_protocol::Re
     let key = p.new_key();
     p.event(key, Intent::Correlated, RecordValue::ProcessMessageSubscription(correlated.clone()));
     p.send(subscription.subscription_partition_id, -1, Intent::Correlate, RecordValue::MessageSubscription(message_side(&correlated)));
-    let vars = variables::parse_document(&given.variables).unwrap_or_default();
+    let vars = crate::json_doc::document_texts(&given.variables).unwrap_or_default();
     trigger(p, &instance, &subscription.element_id, &vars);
 }
 
@@ -613,7 +612,7 @@ pub(crate) fn escalation_matcher(code: &str) -> impl Fn(&EventTrigger) -> Option
 
 /// Activates the catch event found for a thrown error or escalation; the variables of the
 /// throw stay local to the catching event.
-pub(crate) fn catch(p: P, model: &Process, found: Catch, variables: &Map<String, Json>) {
+pub(crate) fn catch(p: P, model: &Process, found: Catch, variables: &[(String, String)]) {
     match found {
         Catch::Boundary(instance, boundary) => activate_boundary(p, model, &instance, boundary, variables, true),
         Catch::EventSubProcess(scope, esp) => activate_event_subprocess(p, model, &scope, esp, variables, true),

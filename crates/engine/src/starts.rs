@@ -242,7 +242,7 @@ pub(crate) fn broadcast_signal(p: P, name: &str, tenant_id: &str) {
 /// signal's name on this partition.
 pub(crate) fn broadcast(p: P, command: &Record, request: Option<RequestId>) {
     let RecordValue::Signal(signal) = &command.value else { return };
-    let variables = match variables::parse_document(&signal.variables) {
+    let variables = match crate::json_doc::document_texts(&signal.variables) {
         Ok(v) => v,
         Err(e) => {
             let reason = format!("Expected to broadcast signal with valid variables, but the document is invalid: {e}");
@@ -260,10 +260,9 @@ pub(crate) fn broadcast(p: P, command: &Record, request: Option<RequestId>) {
             }
         }
     }
-    let texts: Vec<(String, String)> = variables.iter().map(|(name, value)| (name.clone(), variables::json_text(value))).collect();
     for subscription in p.view().signal_subscriptions(&signal.signal_name) {
         if subscription.catch_event_instance_key < 0 {
-            start_at_event(p, subscription.process_definition_key, &subscription.catch_event_id, &texts);
+            start_at_event(p, subscription.process_definition_key, &subscription.catch_event_id, &variables);
             continue;
         }
         // an earlier trigger of this broadcast may have ended the element meanwhile

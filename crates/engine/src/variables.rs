@@ -6,6 +6,7 @@ use waggle_feel::{Value, VariableLookup};
 use waggle_protocol::value::VariableRecord;
 use waggle_protocol::{Intent, RecordValue};
 
+use crate::json_doc::VariableTexts;
 use crate::processing::Processing;
 use crate::tables::StateView;
 
@@ -111,12 +112,14 @@ pub(crate) fn json_text(value: &Json) -> String {
     serde_json::to_string(value).expect("a JSON value always serialises")
 }
 
-/// Sets one variable in exactly `scope` (CREATED, or UPDATED when the value changed).
-pub(crate) fn set_local(p: &mut Processing<'_, '_, '_>, scope: i64, name: &str, value: &Json) {
-    set_local_text(p, scope, name, json_text(value));
+/// The variables of a document built in the engine (output mappings), as
+/// [`document_texts`](crate::json_doc::document_texts) gives those of a client's document.
+pub(crate) fn texts_of(doc: &Map<String, Json>) -> VariableTexts {
+    doc.iter().map(|(name, value)| (name.clone(), json_text(value))).collect()
 }
 
-/// [`set_local`] with the value as compact JSON text (as [`json_text`] prints it).
+/// Sets one variable, its value as compact JSON text (as [`json_text`] prints it), in exactly
+/// `scope` (CREATED, or UPDATED when the value changed).
 pub(crate) fn set_local_text(p: &mut Processing<'_, '_, '_>, scope: i64, name: &str, text: String) {
     let view = p.view();
     let existing = view.variable(scope, name);
@@ -146,21 +149,21 @@ pub(crate) fn set_local_text(p: &mut Processing<'_, '_, '_>, scope: i64, name: &
 }
 
 /// Sets every variable of `doc` in `scope` itself.
-pub(crate) fn merge_local(p: &mut Processing<'_, '_, '_>, scope: i64, doc: &Map<String, Json>) {
-    for (name, value) in doc {
-        set_local(p, scope, name, value);
+pub(crate) fn merge_local(p: &mut Processing<'_, '_, '_>, scope: i64, doc: &[(String, String)]) {
+    for (name, text) in doc {
+        set_local_text(p, scope, name, text.clone());
     }
 }
 
 /// Zeebe's propagation: each variable is set in the nearest scope (from `scope` up) that
 /// already has it, otherwise in the root scope (the process instance).
-pub(crate) fn merge_propagate(p: &mut Processing<'_, '_, '_>, scope: i64, doc: &Map<String, Json>) {
+pub(crate) fn merge_propagate(p: &mut Processing<'_, '_, '_>, scope: i64, doc: &[(String, String)]) {
     let chain = scope_chain(p.view(), scope);
     let Some(root) = chain.last().map(|s| s.key) else { return };
     let holders: Vec<i64> = chain.iter().filter(|s| s.may_hold_variables).map(|s| s.key).collect();
-    for (name, value) in doc {
+    for (name, text) in doc {
         let target = holders.iter().copied().find(|s| p.view().variable(*s, name).is_some()).unwrap_or(root);
-        set_local(p, target, name, value);
+        set_local_text(p, target, name, text.clone());
     }
 }
 

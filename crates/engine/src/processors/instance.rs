@@ -114,7 +114,7 @@ pub(crate) fn set_variables(p: P, command: &Record, request: Option<RequestId>) 
         let reason = format!("Expected to update variables for element with key '{}', but no such element was found", doc.scope_key);
         return p.reject(command, request, RejectionType::NotFound, reason);
     }
-    let vars = match variables::parse_document(&doc.variables) {
+    let vars = match crate::json_doc::document_texts(&doc.variables) {
         Ok(v) => v,
         Err(e) => {
             let reason = format!("Expected to merge variables for element with key '{}', but the document is invalid: {e}", doc.scope_key);
@@ -162,8 +162,7 @@ pub(crate) fn resolve_incident(p: P, command: &Record, request: Option<RequestId
                 _ => None,
             });
             if let Some(code) = error_end {
-                let variables = serde_json::Map::new();
-                let error = behaviors::ThrownError { code: &code, message: "", variables: &variables, job_key: -1 };
+                let error = behaviors::ThrownError { code: &code, message: "", variables: &[], job_key: -1 };
                 behaviors::throw_error(p, &model, element.key, &element.record, &error);
             }
         }

@@ -92,7 +92,7 @@ fn complete(p: P, command: &Record, request: Option<RequestId>, job: StoredJob, 
     if !matches!(job.state, JobState::Activatable | JobState::Activated) {
         return reject_state(p, command, request, "complete", &job);
     }
-    let vars = match variables::parse_document(&given.variables) {
+    let vars = match crate::json_doc::document_texts(&given.variables) {
         Ok(v) => v,
         Err(e) => {
             let reason = format!("Expected to complete job with key '{}', but the variables are invalid: {e}", command.key);
@@ -118,7 +118,7 @@ fn fail(p: P, command: &Record, request: Option<RequestId>, job: StoredJob, give
     if job.state != JobState::Activated {
         return reject_state(p, command, request, "fail", &job);
     }
-    let vars = match variables::parse_document(&given.variables) {
+    let vars = match crate::json_doc::document_texts(&given.variables) {
         Ok(v) => v,
         Err(e) => {
             let reason = format!("Expected to fail job with key '{}', but the variables are invalid: {e}", command.key);
@@ -157,7 +157,7 @@ fn throw_error(p: P, command: &Record, request: Option<RequestId>, job: StoredJo
     let event = p.event_record(command.key, Intent::ErrorThrown, RecordValue::Job(record.clone()));
     p.respond(request, event);
     let Some(element) = p.view().element(record.element_instance_key) else { return };
-    let vars = variables::parse_document(&given.variables).unwrap_or_default();
+    let vars = crate::json_doc::document_texts(&given.variables).unwrap_or_default();
     let model = p.process_model(element.record.process_definition_key);
     let error = behaviors::ThrownError { code: &record.error_code, message: &record.error_message, variables: &vars, job_key: command.key };
     behaviors::throw_error(p, &model, element.key, &element.record, &error);

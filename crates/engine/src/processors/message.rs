@@ -2,13 +2,12 @@ use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
 use crate::events;
 use crate::processing::{Processing, RequestId};
-use crate::variables;
 
 /// MESSAGE PUBLISH: stores the message until its time to live ends; a message id may be used
 /// once per name and correlation key while the first message lives.
 pub(crate) fn publish(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
     let RecordValue::Message(message) = &command.value else { return };
-    if let Err(e) = variables::parse_document(&message.variables) {
+    if let Err(e) = crate::json_doc::document_texts(&message.variables) {
         let reason = format!("Expected to publish message with valid variables, but the document is invalid: {e}");
         return p.reject(command, request, RejectionType::InvalidArgument, reason);
     }
