@@ -21,11 +21,14 @@ use std::sync::Arc;
 use tokio::sync::{broadcast, oneshot};
 use waggle_engine::Command;
 use waggle_protocol::value::IncidentRecord;
-use waggle_protocol::{partition_of, Intent, PartitionId, Record, RecordValue};
+use waggle_protocol::{partition_of, PartitionId, Record, ValueType};
 
 pub use metrics::BrokerMetrics;
 pub use partition::PartitionStatus;
 pub use streams::{JobStreamRegistry, PushedJob, StreamId};
+
+/// How long a deployment's answer waits for the other partitions to acknowledge it.
+const DISTRIBUTION_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How to run the broker.
 #[derive(Debug, Clone)]
@@ -122,23 +125,18 @@ impl Broker {
         rx.await.map_err(|_| BrokerError::Unavailable(partition))
     }
 
-    /// Deploys on partition 1, then distributes the deployment (same keys and versions) to every
-    /// other partition before answering, so any partition can start the new processes at once.
+    /// Deploys on partition 1, which distributes the deployment (same keys and versions) to
+    /// every other partition; answers once every partition has it (at most
+    /// [`DISTRIBUTION_WAIT`]: the distribution goes on after that, until acknowledged), so any
+    /// partition can start the new processes at once.
     pub async fn deploy(&self, command: Command) -> Result<Record, BrokerError> {
         let answer = self.submit(1, command).await?;
         if answer.rejection.is_some() || self.partitions.len() == 1 {
             return Ok(answer);
         }
-        if let RecordValue::Deployment(deployment) = &answer.value {
-            for partition in 2..=self.partition_count() {
-                let distribute = Command {
-                    request_id: None,
-                    key: answer.key,
-                    intent: Intent::Distribute,
-                    value: RecordValue::Deployment(deployment.clone()),
-                };
-                self.submit(partition, distribute).await?;
-            }
+        let deadline = std::time::Instant::now() + DISTRIBUTION_WAIT;
+        while self.partitions[0].distributing(ValueType::Deployment, answer.key) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
         Ok(answer)
     }

@@ -13,7 +13,7 @@ use tokio::sync::{broadcast, oneshot};
 use waggle_engine::{Command, Engine, ProcessingContext, RequestId, SideEffect, StateView};
 use waggle_protocol::codec::Entry;
 use waggle_protocol::value::{IncidentRecord, JobRecord};
-use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue};
+use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue, ValueType};
 use waggle_replication::RaftGroup;
 use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
 
@@ -29,6 +29,9 @@ const MAX_BATCH_COMMANDS: usize = 512;
 const SCHEDULED_PER_BUSY_BATCH: usize = 8;
 /// Scheduled commands in a batch without client commands.
 const SCHEDULED_PER_IDLE_BATCH: usize = 16;
+/// A command sent to another partition and not acknowledged after this long is sent again (the
+/// receiver processes it once however often it arrives).
+const RESEND_UNACKNOWLEDGED_AFTER: Duration = Duration::from_secs(10);
 
 /// What the management API shows of a partition.
 #[derive(Debug, Clone)]
@@ -68,6 +71,12 @@ impl PartitionHandle {
 
     pub fn incidents(&self) -> Vec<(i64, IncidentRecord)> {
         StateView::new(&*self.store).incidents()
+    }
+
+    /// Whether a command of this type and key sent to another partition still waits for its
+    /// acknowledgement (committed state).
+    pub fn distributing(&self, value_type: ValueType, command_key: i64) -> bool {
+        StateView::new(&*self.store).pending_distributions().iter().any(|(_, d)| d.value_type == value_type && d.command_key == command_key)
     }
 
     pub fn stop(&self) {
@@ -182,13 +191,16 @@ pub(crate) fn start(
         started: HashMap::new(),
         last_tick: Instant::now(),
         peers,
-        outbox: Vec::new(),
+        outbox: VecDeque::new(),
+        unacknowledged: Unacknowledged::default(),
         partition_count: u32::from(config.partitions.max(1)),
         deferred: VecDeque::new(),
         scheduled_in_flight: scheduled_in_flight.clone(),
     };
     // Bring state up to the log's commit point before accepting commands.
     processor.drive_raft().map_err(|e| start_err(id, e))?;
+    // what other partitions were sent and had not acknowledged before the restart goes first
+    processor.outbox = waggle_engine::pending_commands(StateView::new(&*processor.store), id).into();
     let stop_flag = stop.clone();
     let processing = std::thread::Builder::new()
         .name(format!("partition-{id}"))
@@ -219,8 +231,10 @@ struct Processor {
     started: HashMap<i64, i64>,
     last_tick: Instant,
     peers: Peers,
-    /// Commands for other partitions that did not fit their queue yet (retried every loop).
-    outbox: Vec<(PartitionId, Command)>,
+    /// Commands for other partitions not handed to their queue yet, in the order they were
+    /// sent (retried every loop while a queue is full).
+    outbox: VecDeque<(PartitionId, Command)>,
+    unacknowledged: Unacknowledged,
     partition_count: u32,
     /// Scheduled commands taken off the queue, waiting for a batch with room for them.
     deferred: VecDeque<Submission>,
@@ -245,6 +259,7 @@ impl Processor {
             if let Err(e) = self.drive_raft() {
                 return self.fail(e);
             }
+            self.resend_unacknowledged();
             self.flush_outbox();
             let mut batch = Vec::new();
             let mut next = first;
@@ -359,32 +374,56 @@ impl Processor {
                         self.yield_job(job_key, job.record);
                     }
                 }
-                SideEffect::SendCommand { partition, command } => self.outbox.push((partition, *command)),
+                SideEffect::SendCommand { partition, command } => self.outbox.push_back((partition, *command)),
             }
         }
         self.flush_outbox();
         Ok(())
     }
 
-    /// Delivers commands for other partitions; what does not fit a full queue waits for the
-    /// next round.
+    /// Delivers commands for other partitions in the order they were sent; once a partition's
+    /// queue is full, the rest for that partition waits for the next round.
     fn flush_outbox(&mut self) {
         if self.outbox.is_empty() {
             return;
         }
         let Some(peers) = self.peers.get() else { return };
-        let pending = std::mem::take(&mut self.outbox);
-        for (partition, command) in pending {
+        let mut full: Vec<PartitionId> = Vec::new();
+        for (partition, command) in std::mem::take(&mut self.outbox) {
+            if full.contains(&partition) {
+                self.outbox.push_back((partition, command));
+                continue;
+            }
             let Some(peer) = peers.get(usize::from(partition).wrapping_sub(1)) else {
                 tracing::error!(partition = self.id, target = partition, "command for an unknown partition dropped");
                 continue;
             };
             match peer.try_send(Submission { command, reply: None, scheduled: false }) {
                 Ok(()) => {}
-                Err(TrySendError::Full(s)) => self.outbox.push((partition, s.command)),
+                Err(TrySendError::Full(s)) => {
+                    full.push(partition);
+                    self.outbox.push_back((partition, s.command));
+                }
                 Err(TrySendError::Disconnected(_)) => {}
             }
         }
+    }
+
+    /// Every [`RESEND_UNACKNOWLEDGED_AFTER`], sends again the distributed commands that were
+    /// already unacknowledged at the previous check (lost with a receiver's queue, say).
+    fn resend_unacknowledged(&mut self) {
+        if self.unacknowledged.checked.elapsed() < RESEND_UNACKNOWLEDGED_AFTER || !self.outbox.is_empty() {
+            return;
+        }
+        let pending = waggle_engine::pending_commands(StateView::new(&*self.store), self.id);
+        let keys: std::collections::HashSet<i64> = pending.iter().filter_map(|(_, c)| c.distribution.map(|d| d.key)).collect();
+        for (partition, command) in pending {
+            if command.distribution.is_some_and(|d| self.unacknowledged.keys.contains(&d.key)) {
+                tracing::debug!(partition = self.id, target = partition, "re-sending an unacknowledged command");
+                self.outbox.push_back((partition, command));
+            }
+        }
+        self.unacknowledged = Unacknowledged { checked: Instant::now(), keys };
     }
 
     /// Drives Raft until our proposal is committed, then commits its state writes with the
@@ -407,7 +446,7 @@ impl Processor {
     }
 
     fn yield_job(&mut self, job_key: i64, job: JobRecord) {
-        let command = Command { request_id: None, key: job_key, intent: Intent::Yield, value: RecordValue::Job(job) };
+        let command = Command::new(job_key, Intent::Yield, RecordValue::Job(job));
         let _ = self.loopback.try_send(Submission { command, reply: None, scheduled: false });
     }
 
@@ -492,6 +531,18 @@ impl Processor {
             tracing::error!(partition = self.id, error = %e, "snapshot thread did not start");
             self.snapshot.running.store(false, Ordering::SeqCst);
         }
+    }
+}
+
+/// Distribution keys found unacknowledged at the last check, and when it was.
+struct Unacknowledged {
+    checked: Instant,
+    keys: std::collections::HashSet<i64>,
+}
+
+impl Default for Unacknowledged {
+    fn default() -> Self {
+        Self { checked: Instant::now(), keys: Default::default() }
     }
 }
 

@@ -104,7 +104,7 @@ impl Due {
             Intent::Expire => RecordValue::Message(MessageRecord::default()),
             _ => RecordValue::Job(JobRecord::default()),
         };
-        Command { request_id: None, key: self.key, intent: self.intent, value }
+        Command::new(self.key, self.intent, value)
     }
 }
 

@@ -157,6 +157,26 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             }
             _ => {}
         },
+        RecordValue::CommandDistribution(d) => match record.intent {
+            Intent::Distributing => state.put(outbox_key(d.partition_id, record.key), encode(d)),
+            Intent::Acknowledged => state.delete(outbox_key(d.partition_id, record.key)),
+            Intent::Received => {
+                state.put(received_key(d.partition_id, record.key), vec![]);
+                if d.acknowledged_below > StateView::new(state).distributions_acknowledged_below(d.partition_id) {
+                    let prefix = received_prefix(d.partition_id);
+                    let forgotten: Vec<Vec<u8>> = state
+                        .scan_prefix(&prefix)
+                        .map(|(k, _)| k)
+                        .take_while(|k| i64::from_be_bytes(k[prefix.len()..].try_into().expect("received key")) < d.acknowledged_below)
+                        .collect();
+                    for key in forgotten {
+                        state.delete(key);
+                    }
+                    state.put(received_below_key(d.partition_id), encode(&d.acknowledged_below));
+                }
+            }
+            _ => {}
+        },
         // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED and
         // JOB_BATCH records carry no state of their own.
         _ => {}

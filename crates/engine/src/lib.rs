@@ -16,6 +16,7 @@
 
 mod appliers;
 mod behaviors;
+mod distribution;
 mod events;
 mod json_doc;
 mod processes;
@@ -25,6 +26,7 @@ mod starts;
 mod tables;
 mod variables;
 
+pub use distribution::{pending_commands, Distribution};
 pub use processing::{BatchOutput, Command, JobStreamTarget, JobStreams, NoJobStreams, ProcessingContext, RequestId, SideEffect};
 pub use tables::{ElementInstance, ElementState, JobState, StateView, StoredJob};
 

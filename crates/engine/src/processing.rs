@@ -11,6 +11,7 @@ use waggle_protocol::value::JobRecord;
 use waggle_protocol::{encode_key, Intent, PartitionId, Record, RecordType, RecordValue, RejectionType, ValueType};
 use waggle_state::{KvRead, Overlay};
 
+use crate::distribution::{self, Distribution};
 use crate::processes::ProcessCache;
 use crate::tables::StateView;
 use crate::{appliers, processors, META_LAST_POSITION, META_NEXT_KEY};
@@ -27,6 +28,15 @@ pub struct Command {
     pub key: i64,
     pub intent: Intent,
     pub value: RecordValue,
+    /// Set on a command another partition sent (processed once, however often it arrives).
+    pub distribution: Option<Distribution>,
+}
+
+impl Command {
+    /// A command nobody waits on, from within this partition or from a client.
+    pub fn new(key: i64, intent: Intent, value: RecordValue) -> Self {
+        Self { request_id: None, key, intent, value, distribution: None }
+    }
 }
 
 /// A worker's job stream that can take a job right now.
@@ -66,7 +76,8 @@ pub enum SideEffect {
     JobsAvailable { job_type: String },
     /// Push an activated job to a worker's stream.
     PushJob { stream_id: u64, job_key: i64, job: Box<JobRecord> },
-    /// Deliver a command to another partition (message subscriptions).
+    /// Deliver a command to another partition (message subscriptions, signal broadcasts,
+    /// deployments, and the acknowledgements of such commands).
     SendCommand { partition: PartitionId, command: Box<Command> },
 }
 
@@ -264,14 +275,13 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
     }
 
     /// Sends a command to a partition: a follow-up command of this batch when it is this
-    /// partition, else a side effect the broker delivers after the batch is committed.
+    /// partition, else a distributed command (outbox, delivered after the batch is committed
+    /// until acknowledged: see `distribution`).
     pub fn send(&mut self, partition: PartitionId, key: i64, intent: Intent, value: RecordValue) {
         if partition == self.partition {
             self.command(key, intent, value);
         } else {
-            self.out
-                .side_effects
-                .push(SideEffect::SendCommand { partition, command: Box::new(Command { request_id: None, key, intent, value }) });
+            distribution::send(self, partition, key, intent, value);
         }
     }
 
@@ -297,6 +307,11 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
 
     /// Processes one command from outside, then all follow-up commands it caused.
     pub fn process_client_command(&mut self, command: Command) {
+        if let Some(d) = &command.distribution {
+            if distribution::is_duplicate(self, d) {
+                return;
+            }
+        }
         // An activation that finds no job writes nothing: answer it without touching the log.
         let jobs = processors::job_batch::jobs_to_activate(self, &command);
         if jobs.as_ref().is_some_and(|j| j.is_empty()) {
@@ -308,6 +323,9 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
         self.source_position = 0;
         let record = self.append(Self::make(command.key, RecordType::Command, command.intent, command.value)).clone();
         self.source_position = record.position;
+        if let Some(d) = &command.distribution {
+            distribution::received(self, d, &record);
+        }
         processors::process(self, &record, command.request_id);
         self.prefetched_activation = None;
         while let Some(next) = self.pending.pop_front() {
@@ -349,5 +367,6 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::MessageStartEventSubscription(_) => ValueType::MessageStartEventSubscription,
         RecordValue::Signal(_) => ValueType::Signal,
         RecordValue::SignalSubscription(_) => ValueType::SignalSubscription,
+        RecordValue::CommandDistribution(_) => ValueType::CommandDistribution,
     }
 }

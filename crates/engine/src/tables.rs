@@ -32,12 +32,17 @@
 //! - `SS/<signal name>\0<instance key>/<definition key>/<event id>` → SignalSubscriptionRecord
 //! - `SE/<instance key>/<definition key>/<event id>` → SignalSubscriptionRecord (by element
 //!   instance; instance key -1: start events of a process definition)
+//! - `O/<partition u16>/<distribution key>` → CommandDistributionRecord: commands sent to
+//!   another partition and not acknowledged yet (the outbox, re-sent until acknowledged)
+//! - `DR/<partition u16>/<distribution key>` → () commands received from a partition and processed
+//! - `DL/<partition u16>`                 → i64: that partition had every command below this key
+//!   acknowledged (`DR/` rows below it are gone; a copy below it is a duplicate)
 //! - `X/...`                             → broker metadata (applied index, counters)
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use waggle_protocol::value::{
-    IncidentRecord, JobRecord, MessageRecord, MessageStartEventSubscriptionRecord, MessageSubscriptionRecord, ProcessInstanceRecord,
-    ProcessMessageSubscriptionRecord, ProcessRecord, SignalSubscriptionRecord, TimerRecord,
+    CommandDistributionRecord, IncidentRecord, JobRecord, MessageRecord, MessageStartEventSubscriptionRecord, MessageSubscriptionRecord,
+    ProcessInstanceRecord, ProcessMessageSubscriptionRecord, ProcessRecord, SignalSubscriptionRecord, TimerRecord,
 };
 use waggle_state::KvRead;
 
@@ -190,6 +195,21 @@ pub(crate) fn element_signal_prefix(element: i64) -> Vec<u8> {
 }
 pub(crate) fn element_signal_key(s: &SignalSubscriptionRecord) -> Vec<u8> {
     k(&[b"SE/", &be(s.catch_event_instance_key), b"/", &be(s.process_definition_key), b"/", s.catch_event_id.as_bytes()])
+}
+pub(crate) fn outbox_prefix(partition: u16) -> Vec<u8> {
+    k(&[b"O/", &partition.to_be_bytes(), b"/"])
+}
+pub(crate) fn outbox_key(partition: u16, key: i64) -> Vec<u8> {
+    k(&[b"O/", &partition.to_be_bytes(), b"/", &be(key)])
+}
+pub(crate) fn received_prefix(source: u16) -> Vec<u8> {
+    k(&[b"DR/", &source.to_be_bytes(), b"/"])
+}
+pub(crate) fn received_key(source: u16, key: i64) -> Vec<u8> {
+    k(&[b"DR/", &source.to_be_bytes(), b"/", &be(key)])
+}
+pub(crate) fn received_below_key(source: u16) -> Vec<u8> {
+    k(&[b"DL/", &source.to_be_bytes()])
 }
 
 /// Lifecycle state of an element instance (Zeebe's ProcessInstanceIntent states).
@@ -397,6 +417,30 @@ impl<'a> StateView<'a> {
     pub fn signal_subscriptions_of(&self, element: i64) -> Vec<SignalSubscriptionRecord> {
         self.kv.scan_prefix(&element_signal_prefix(element)).map(|(_, v)| decode(&v)).collect()
     }
+    /// Commands sent to other partitions and not acknowledged yet, by receiver and then key:
+    /// (distribution key, record).
+    pub fn pending_distributions(&self) -> Vec<(i64, CommandDistributionRecord)> {
+        self.kv
+            .scan_prefix(b"O/")
+            .map(|(key, v)| (i64::from_be_bytes(key[key.len() - 8..].try_into().expect("outbox key")), decode(&v)))
+            .collect()
+    }
+    pub fn pending_distribution(&self, partition: u16, key: i64) -> Option<CommandDistributionRecord> {
+        self.get(&outbox_key(partition, key))
+    }
+    /// The oldest unacknowledged distribution key for a partition, if any.
+    pub fn oldest_pending_distribution(&self, partition: u16) -> Option<i64> {
+        let prefix = outbox_prefix(partition);
+        self.kv.scan_prefix(&prefix).next().map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("outbox key")))
+    }
+    /// Whether the command `key` from partition `source` was processed here already.
+    pub fn distribution_received(&self, source: u16, key: i64) -> bool {
+        key < self.distributions_acknowledged_below(source) || self.kv.get(&received_key(source, key)).is_some()
+    }
+    pub fn distributions_acknowledged_below(&self, source: u16) -> i64 {
+        self.get(&received_below_key(source)).unwrap_or(i64::MIN)
+    }
+
     /// Tokens on a sequence flow of a scope: taken, target not yet activated (or waiting at a join).
     pub fn taken_flows(&self, scope: i64, flow_id: &str) -> u32 {
         self.get(&taken_flow_key(scope, flow_id)).unwrap_or(0)

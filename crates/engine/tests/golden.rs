@@ -64,7 +64,8 @@ impl Scenario {
     fn run(&mut self, intent: Intent, key: i64, value: RecordValue) {
         let ctx = ProcessingContext { now_ms: self.now_ms, job_streams: &NoJobStreams, partition_count: 1 };
         let mut overlay = Overlay::new(&self.store);
-        let output = self.engine.process_batch(&mut overlay, &ctx, vec![Command { request_id: Some(1), key, intent, value }]);
+        let output =
+            self.engine.process_batch(&mut overlay, &ctx, vec![Command { request_id: Some(1), ..Command::new(key, intent, value) }]);
         let writes = overlay.into_writes();
         self.store.commit(&writes).unwrap();
         if let Some(entry) = output.entry() {
@@ -381,6 +382,9 @@ fn render(r: &Record) -> String {
                 sub.catch_event_id,
                 short(sub.catch_event_instance_key)
             )
+        }
+        RecordValue::CommandDistribution(d) => {
+            format!("partition={} {} {} command={}", d.partition_id, d.value_type, d.intent, short(d.command_key))
         }
     };
     let rejection = r.rejection.as_ref().map(|x| format!(" !{} \"{}\"", x.rejection_type.as_str(), x.reason)).unwrap_or_default();

@@ -74,7 +74,7 @@ async fn activate_once(broker: &Broker, req: &pb::ActivateJobsRequest) -> Result
             fetch_variables: req.fetch_variable.clone(),
             ..Default::default()
         };
-        let command = Command { request_id: None, key: -1, intent: Intent::Activate, value: RecordValue::JobBatch(batch) };
+        let command = Command::new(-1, Intent::Activate, RecordValue::JobBatch(batch));
         let record = broker.submit(partition, command).await.map_err(status::broker)?;
         if record.rejection.is_some() {
             return Err(status::rejection(&record));

@@ -82,7 +82,7 @@ impl GatewayService {
     }
 
     async fn submit(&self, partition: PartitionId, key: i64, intent: Intent, value: RecordValue) -> Result<Record, Status> {
-        let record = self.broker.submit(partition, Command { request_id: None, key, intent, value }).await.map_err(status::broker)?;
+        let record = self.broker.submit(partition, Command::new(key, intent, value)).await.map_err(status::broker)?;
         if record.rejection.is_some() {
             return Err(status::rejection(&record));
         }
@@ -128,12 +128,8 @@ impl GatewayService {
         if resources.is_empty() {
             return Err(status::invalid("Expected to deploy at least one resource, but none given"));
         }
-        let command = Command {
-            request_id: None,
-            key: -1,
-            intent: Intent::Create,
-            value: RecordValue::Deployment(DeploymentRecord { resources, processes_metadata: vec![], tenant_id: "<default>".into() }),
-        };
+        let value = RecordValue::Deployment(DeploymentRecord { resources, processes_metadata: vec![], tenant_id: "<default>".into() });
+        let command = Command::new(-1, Intent::Create, value);
         let record = self.broker.deploy(command).await.map_err(status::broker)?;
         if record.rejection.is_some() {
             return Err(status::rejection(&record));

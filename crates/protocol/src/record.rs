@@ -75,6 +75,7 @@ names! {
         MessageStartEventSubscription => "MESSAGE_START_EVENT_SUBSCRIPTION",
         Signal => "SIGNAL",
         SignalSubscription => "SIGNAL_SUBSCRIPTION",
+        CommandDistribution => "COMMAND_DISTRIBUTION",
     }
 }
 
@@ -148,6 +149,12 @@ names! {
         // SIGNAL
         Broadcast => "BROADCAST",
         Broadcasted => "BROADCASTED",
+        // COMMAND_DISTRIBUTION (commands between partitions; RECEIVED is Waggle's own: the
+        // receiving partition notes a command it processed, so a re-sent copy is not run twice)
+        Distributing => "DISTRIBUTING",
+        Acknowledge => "ACKNOWLEDGE",
+        Acknowledged => "ACKNOWLEDGED",
+        Received => "RECEIVED",
     }
 }
 

@@ -24,6 +24,7 @@ pub enum RecordValue {
     MessageStartEventSubscription(MessageStartEventSubscriptionRecord),
     Signal(SignalRecord),
     SignalSubscription(SignalSubscriptionRecord),
+    CommandDistribution(CommandDistributionRecord),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -262,6 +263,25 @@ pub struct SignalRecord {
     pub signal_name: String,
     pub variables: String,
     pub tenant_id: String,
+}
+
+/// A command one partition sends another, as Zeebe's COMMAND_DISTRIBUTION: DISTRIBUTING
+/// (sender: the command waits in its outbox until acknowledged), ACKNOWLEDGE / ACKNOWLEDGED
+/// (sender: the receiver processed it), RECEIVED (receiver: processed once, re-sent copies are
+/// only acknowledged).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandDistributionRecord {
+    /// The other partition: the receiver on the sender's records, the sender on RECEIVED.
+    pub partition_id: u16,
+    pub value_type: crate::record::ValueType,
+    pub intent: crate::record::Intent,
+    /// The key of the distributed command.
+    pub command_key: i64,
+    /// The distributed command's value (DISTRIBUTING only).
+    pub command_value: Option<Box<RecordValue>>,
+    /// RECEIVED only: every command of the sender below this distribution key was
+    /// acknowledged to it (so the receiver can forget having processed them).
+    pub acknowledged_below: i64,
 }
 
 /// A signal catch event, boundary event, event subprocess start or process start event that

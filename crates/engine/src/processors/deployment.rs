@@ -100,8 +100,15 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
         }
     }
     let record = DeploymentRecord { resources: deployment.resources.clone(), processes_metadata: metadata, tenant_id: "<default>".into() };
-    let created = p.event_record(deployment_key, Intent::Created, RecordValue::Deployment(record));
+    let created = p.event_record(deployment_key, Intent::Created, RecordValue::Deployment(record.clone()));
     p.respond(request, created);
+    // every other partition gets the new versions with the same keys (durably: see `distribution`)
+    if record.processes_metadata.iter().any(|m| !m.duplicate) {
+        let this = p.partition;
+        for partition in (1..=p.partition_count as u16).filter(|q| *q != this) {
+            p.send(partition, deployment_key, Intent::Distribute, RecordValue::Deployment(record.clone()));
+        }
+    }
 }
 
 /// DEPLOYMENT DISTRIBUTE: another partition's deployment, with its keys and versions, written

@@ -35,6 +35,7 @@ pub(crate) fn process(p: &mut Processing<'_, '_, '_>, command: &Record, request:
         }
         (RecordValue::ProcessMessageSubscription(_), Intent::Correlate) => events::correlate_process_subscription(p, command),
         (RecordValue::Signal(_), Intent::Broadcast) => starts::broadcast(p, command, request),
+        (RecordValue::CommandDistribution(_), Intent::Acknowledge) => crate::distribution::acknowledged(p, command),
         _ => p.reject(
             command,
             request,

@@ -1,0 +1,123 @@
+//! Commands between partitions, delivered exactly once across crashes (Zeebe's command
+//! distribution, with receiver-side de-duplication).
+//!
+//! - The sender writes COMMAND_DISTRIBUTION DISTRIBUTING in the batch that decides to send: the
+//!   command waits in the sender's outbox (`O/`) from then on, and the broker delivers it after
+//!   the batch commits, again after a restart, and again when no acknowledgement came in time.
+//! - The receiver processes a distributed command once: it writes COMMAND_DISTRIBUTION RECEIVED
+//!   (marker `DR/`) in the batch that processes it, and a copy it already processed is only
+//!   acknowledged. Either way it answers with COMMAND_DISTRIBUTION ACKNOWLEDGE, which takes the
+//!   command out of the sender's outbox (ACKNOWLEDGED).
+//! - Each copy carries the sender's oldest unacknowledged key for the receiver; markers below
+//!   it are dropped (`DL/` remembers the bound), so the receiver's markers stay bounded by what
+//!   is in flight.
+
+use waggle_protocol::value::CommandDistributionRecord;
+use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
+
+use crate::processing::{value_type_of, Command, Processing, SideEffect};
+use crate::tables::StateView;
+
+/// Where a command from another partition comes from. Re-sent copies carry the same key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Distribution {
+    /// The sending partition.
+    pub source: PartitionId,
+    /// The distribution key on the sender (its DISTRIBUTING record's key).
+    pub key: i64,
+    /// The sender's oldest unacknowledged distribution key for this receiver when it sent.
+    pub acknowledged_below: i64,
+}
+
+/// Sends a command to another partition through the outbox (see the module doc).
+pub(crate) fn send(p: &mut Processing<'_, '_, '_>, partition: PartitionId, key: i64, intent: Intent, value: RecordValue) {
+    let distribution_key = p.new_key();
+    let record = CommandDistributionRecord {
+        partition_id: partition,
+        value_type: value_type_of(&value),
+        intent,
+        command_key: key,
+        command_value: Some(Box::new(value.clone())),
+        acknowledged_below: 0,
+    };
+    p.event(distribution_key, Intent::Distributing, RecordValue::CommandDistribution(record));
+    let acknowledged_below = p.view().oldest_pending_distribution(partition).unwrap_or(distribution_key);
+    let distribution = Distribution { source: p.partition, key: distribution_key, acknowledged_below };
+    let command = Command { request_id: None, key, intent, value, distribution: Some(distribution) };
+    p.side_effect(SideEffect::SendCommand { partition, command: Box::new(command) });
+}
+
+/// Whether a distributed command was processed here already; if so, acknowledges it again.
+pub(crate) fn is_duplicate(p: &mut Processing<'_, '_, '_>, d: &Distribution) -> bool {
+    let duplicate = p.view().distribution_received(d.source, d.key);
+    if duplicate {
+        acknowledge(p, d);
+    }
+    duplicate
+}
+
+/// Notes a distributed command as processed (before its processing, in the same batch) and
+/// acknowledges it to the sender once the batch is committed.
+pub(crate) fn received(p: &mut Processing<'_, '_, '_>, d: &Distribution, command: &Record) {
+    let record = CommandDistributionRecord {
+        partition_id: d.source,
+        value_type: command.value_type,
+        intent: command.intent,
+        command_key: command.key,
+        command_value: None,
+        acknowledged_below: d.acknowledged_below,
+    };
+    p.event(d.key, Intent::Received, RecordValue::CommandDistribution(record));
+    acknowledge(p, d);
+}
+
+fn acknowledge(p: &mut Processing<'_, '_, '_>, d: &Distribution) {
+    let record = CommandDistributionRecord {
+        partition_id: p.partition,
+        value_type: waggle_protocol::ValueType::CommandDistribution,
+        intent: Intent::Acknowledge,
+        command_key: d.key,
+        command_value: None,
+        acknowledged_below: 0,
+    };
+    let command = Command {
+        request_id: None,
+        key: d.key,
+        intent: Intent::Acknowledge,
+        value: RecordValue::CommandDistribution(record),
+        distribution: None,
+    };
+    p.side_effect(SideEffect::SendCommand { partition: d.source, command: Box::new(command) });
+}
+
+/// COMMAND_DISTRIBUTION ACKNOWLEDGE (from the receiver): the command leaves the outbox. An
+/// acknowledgement of a command no longer there (a re-sent copy's) changes nothing.
+pub(crate) fn acknowledged(p: &mut Processing<'_, '_, '_>, command: &Record) {
+    let RecordValue::CommandDistribution(ack) = &command.value else { return };
+    if let Some(pending) = p.view().pending_distribution(ack.partition_id, command.key) {
+        p.event(command.key, Intent::Acknowledged, RecordValue::CommandDistribution(pending));
+    }
+}
+
+/// Every command in the outbox, as the broker delivers it again (after a restart, or when no
+/// acknowledgement came): (receiver, command), oldest first per receiver.
+pub fn pending_commands(state: StateView<'_>, source: PartitionId) -> Vec<(PartitionId, Command)> {
+    let mut oldest: Option<(PartitionId, i64)> = None;
+    let mut out = Vec::new();
+    for (key, record) in state.pending_distributions() {
+        let Some(value) = record.command_value else { continue };
+        let receiver = record.partition_id;
+        let acknowledged_below = match oldest {
+            Some((partition, first)) if partition == receiver => first,
+            _ => {
+                oldest = Some((receiver, key));
+                key
+            }
+        };
+        let distribution = Distribution { source, key, acknowledged_below };
+        let command =
+            Command { request_id: None, key: record.command_key, intent: record.intent, value: *value, distribution: Some(distribution) };
+        out.push((receiver, command));
+    }
+    out
+}
