@@ -68,17 +68,14 @@ pub(crate) fn continue_activation(p: P, key: i64) {
         events::open(p, &pi, key, waits);
         p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
         let starts = p.take_start_elements(key).unwrap_or_else(|| model.start.into_iter().collect());
-        for start in starts {
-            let start = &model.elements[start];
-            let child = child_record(&pi, key, &start.id, start.kind.bpmn_element_type());
-            let child_key = p.new_key();
-            p.command(child_key, Intent::ActivateElement, RecordValue::ProcessInstance(child));
-        }
+        start_inside(p, &model, &pi, key, None, starts);
         return;
     }
     let Some(idx) = element_idx(&model, &pi.element_id) else { return };
     let element = &model.elements[idx];
-    if !element.inputs.is_empty() {
+    // a (sub)process activated only as the flow scope of start instructions' targets
+    let instructed = p.take_start_elements(key);
+    if !element.inputs.is_empty() && instructed.is_none() {
         match evaluate_mappings(p, key, &element.inputs) {
             Ok(doc) => variables::merge_local(p, key, &variables::texts_of(&doc)),
             Err(message) => return incident(p, &pi, key, -1, error_type::IO_MAPPING_ERROR, message),
@@ -169,10 +166,8 @@ pub(crate) fn continue_activation(p: P, key: i64) {
         ElementKind::SubProcess { start } | ElementKind::EventSubProcess { start } => {
             events::open(p, &pi, key, waits);
             p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
-            let start = &model.elements[*start];
-            let child = child_record(&pi, key, &start.id, start.kind.bpmn_element_type());
-            let child_key = p.new_key();
-            p.command(child_key, Intent::ActivateElement, RecordValue::ProcessInstance(child));
+            let starts = instructed.unwrap_or_else(|| vec![*start]);
+            start_inside(p, &model, &pi, key, Some(idx), starts);
         }
         ElementKind::ErrorEndEvent { error_code } => {
             p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
@@ -183,6 +178,38 @@ pub(crate) fn continue_activation(p: P, key: i64) {
             p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
             p.command(key, Intent::CompleteElement, RecordValue::ProcessInstance(pi));
         }
+    }
+}
+
+/// Activates elements inside scope instance `key` (of element `scope`; `None`: the process):
+/// its start event, or what start instructions target. A target directly in the scope is
+/// activated; for a target deeper down, the element of this scope that contains it is activated
+/// once for all its targets, as their flow scope: as on Zeebe 8.5.8, without its input mappings
+/// and without entering its start event.
+fn start_inside(p: P, model: &Process, pi: &ProcessInstanceRecord, key: i64, scope: Option<usize>, targets: Vec<usize>) {
+    // in the order of the instructions: an element to activate, and the targets inside it
+    let mut children: Vec<(usize, Vec<usize>)> = Vec::new();
+    for target in targets {
+        let mut child = target;
+        while model.elements[child].scope != scope {
+            child = model.elements[child].scope.expect("a target lies inside the scope");
+        }
+        if child == target {
+            children.push((child, Vec::new()));
+        } else if let Some((_, inside)) = children.iter_mut().find(|(c, inside)| *c == child && !inside.is_empty()) {
+            inside.push(target);
+        } else {
+            children.push((child, vec![target]));
+        }
+    }
+    for (child, inside) in children {
+        let element = &model.elements[child];
+        let record = child_record(pi, key, &element.id, element.kind.bpmn_element_type());
+        let child_key = p.new_key();
+        if !inside.is_empty() {
+            p.set_start_elements(child_key, inside);
+        }
+        p.command(child_key, Intent::ActivateElement, RecordValue::ProcessInstance(record));
     }
 }
 

@@ -156,8 +156,8 @@ pub(crate) struct Processing<'o, 's, 'c> {
     last_position: u64,
     source_position: u64,
     pending: VecDeque<Record>,
-    /// Elements a new process instance starts at instead of its none start event, until its
-    /// activation (a follow-up command of the same batch) takes them.
+    /// Elements a new process instance (or a flow scope inside it) starts at instead of its
+    /// start event, until its activation (a follow-up command of the same batch) takes them.
     start_elements: HashMap<i64, Vec<usize>>,
     /// Jobs found for the client's activation command before it was written.
     prefetched_activation: Option<Vec<i64>>,
@@ -221,8 +221,11 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
         self.start_elements.insert(pi, elements);
     }
 
-    pub fn take_start_elements(&mut self, pi: i64) -> Option<Vec<usize>> {
-        self.start_elements.remove(&pi)
+    pub fn take_start_elements(&mut self, key: i64) -> Option<Vec<usize>> {
+        if self.start_elements.is_empty() {
+            return None; // nearly always: looked up for every element activated
+        }
+        self.start_elements.remove(&key)
     }
 
     pub fn new_key(&mut self) -> i64 {

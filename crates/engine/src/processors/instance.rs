@@ -48,25 +48,38 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
         }
         None
     } else {
+        // as Zeebe 8.5.8 validates them: every element exists, then every one has a type that
+        // can be started at, then none waits behind an event-based gateway
         let mut starts = Vec::new();
         for id in &creation.start_instructions {
             let Some(idx) = model.element(id) else {
+                if model.flows.iter().any(|f| f.id == *id) {
+                    starts.push(None);
+                    continue;
+                }
                 let reason = format!("Expected to create instance of process with start instructions but no element found with id '{id}'.");
                 return p.reject(command, request, RejectionType::InvalidArgument, reason);
             };
-            let element = &model.elements[idx];
-            let startable = element.scope.is_none()
-                && !matches!(
-                    element.kind,
-                    ElementKind::BoundaryEvent { .. } | ElementKind::EventSubProcess { .. } | ElementKind::EventStartEvent { .. }
-                );
-            if !startable {
+            starts.push(Some(idx));
+        }
+        for (id, idx) in creation.start_instructions.iter().zip(&starts) {
+            let element_type = idx.map_or("SEQUENCE_FLOW", |i| model.elements[i].kind.bpmn_element_type());
+            if matches!(element_type, "START_EVENT" | "BOUNDARY_EVENT" | "SEQUENCE_FLOW") {
                 let reason = format!(
-                    "Expected to create instance of process with start instructions but the element with id '{id}' is not supported as a start element: only elements directly in the process (not boundary events, event subprocesses or elements inside subprocesses) can be started at."
+                    "Expected to create instance of process with start instructions but the element with id '{id}' targets unsupported element type '{element_type}'. Supported element types are: {START_INSTRUCTION_TYPES}"
                 );
                 return p.reject(command, request, RejectionType::InvalidArgument, reason);
             }
-            starts.push(idx);
+        }
+        let starts: Vec<usize> = starts.into_iter().flatten().collect();
+        for &idx in &starts {
+            if crate::events::after_event_gateway(&model, idx) {
+                let reason = format!(
+                    "Expected to create instance of process with start instructions but the element with id '{}' belongs to an event-based gateway. The creation of elements belonging to an event-based gateway is not supported.",
+                    model.elements[idx].id
+                );
+                return p.reject(command, request, RejectionType::InvalidArgument, reason);
+            }
         }
         Some(starts)
     };
@@ -88,6 +101,9 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
         _ => p.respond(request, event),
     }
 }
+
+/// The element types a start instruction may target, as Zeebe 8.5.8 lists them.
+const START_INSTRUCTION_TYPES: &str = "[PARALLEL_GATEWAY, USER_TASK, PROCESS, EVENT_BASED_GATEWAY, EXCLUSIVE_GATEWAY, BUSINESS_RULE_TASK, SCRIPT_TASK, SEND_TASK, CALL_ACTIVITY, EVENT_SUB_PROCESS, RECEIVE_TASK, SUB_PROCESS, INCLUSIVE_GATEWAY, END_EVENT, INTERMEDIATE_THROW_EVENT, TASK, MULTI_INSTANCE_BODY, INTERMEDIATE_CATCH_EVENT, MANUAL_TASK, SERVICE_TASK]";
 
 /// PROCESS_INSTANCE CANCEL: terminates the instance and everything in it.
 pub(crate) fn cancel(p: P, command: &Record, request: Option<RequestId>) {
