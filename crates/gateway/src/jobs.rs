@@ -55,32 +55,41 @@ pub fn to_activated(key: i64, job: JobRecord) -> pb::ActivatedJob {
     }
 }
 
+/// Jobs one activation command takes at most: a larger request is split into several commands,
+/// so that the partition processes other commands between them (an activation of 1,000 jobs in
+/// one batch held every command behind it for its whole processing and commit).
+const ACTIVATION_CHUNK_JOBS: usize = 64;
+
 /// One pass over every partition, taking at most `max_jobs_to_activate` jobs in all.
 async fn activate_once(broker: &Broker, req: &pb::ActivateJobsRequest) -> Result<Vec<pb::ActivatedJob>, Status> {
     let mut jobs = Vec::new();
     let first = broker.next_partition();
     let n = broker.partition_count();
+    let wanted = req.max_jobs_to_activate.max(0) as usize;
     for i in 0..n {
-        let remaining = req.max_jobs_to_activate as usize - jobs.len();
-        if remaining == 0 {
-            break;
-        }
         let partition = (first - 1 + i) % n + 1;
-        let batch = JobBatchRecord {
-            job_type: req.r#type.clone(),
-            worker: req.worker.clone(),
-            timeout_ms: req.timeout,
-            max_jobs_to_activate: remaining as i32,
-            fetch_variables: req.fetch_variable.clone(),
-            ..Default::default()
-        };
-        let command = Command::new(-1, Intent::Activate, RecordValue::JobBatch(batch));
-        let record = broker.submit(partition, command).await.map_err(status::broker)?;
-        if record.rejection.is_some() {
-            return Err(status::rejection(&record));
-        }
-        if let RecordValue::JobBatch(b) = record.value {
+        // chunk after chunk while the partition has jobs and the request wants more
+        while jobs.len() < wanted {
+            let chunk = (wanted - jobs.len()).min(ACTIVATION_CHUNK_JOBS);
+            let batch = JobBatchRecord {
+                job_type: req.r#type.clone(),
+                worker: req.worker.clone(),
+                timeout_ms: req.timeout,
+                max_jobs_to_activate: chunk as i32,
+                fetch_variables: req.fetch_variable.clone(),
+                ..Default::default()
+            };
+            let command = Command::new(-1, Intent::Activate, RecordValue::JobBatch(batch));
+            let record = broker.submit(partition, command).await.map_err(status::broker)?;
+            if record.rejection.is_some() {
+                return Err(status::rejection(&record));
+            }
+            let RecordValue::JobBatch(b) = record.value else { break };
+            let taken = b.job_keys.len();
             jobs.extend(b.job_keys.into_iter().zip(b.jobs).map(|(k, j)| to_activated(k, j)));
+            if taken < chunk {
+                break; // the partition has no more
+            }
         }
     }
     Ok(jobs)
