@@ -27,20 +27,6 @@ struct Acked {
     extra: HashMap<i64, i64>,
 }
 
-async fn client(node: &Node) -> GatewayClient<Channel> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match GatewayClient::connect(node.endpoint()).await {
-            Ok(c) => return c,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(50)).await
-            }
-            Err(e) => panic!("connect: {e}"),
-        }
-    }
-}
-
 async fn deploy(c: &mut GatewayClient<Channel>) {
     let content = std::fs::read(client_models().join("one_task.bpmn")).unwrap();
     c.deploy_resource(DeployResourceRequest {
@@ -115,7 +101,7 @@ async fn kill_9_under_load_loses_no_acknowledged_command() {
     // frequent snapshots: the kill lands between snapshots taken (and the log compacted behind
     // them) during the load, so recovery starts from a snapshot plus the log after it
     let mut node = Node::start(&["--partitions", "2", "--snapshot-every-entries", "100"]);
-    let mut c = client(&node).await;
+    let mut c = common::grpc_client(&node).await;
     deploy(&mut c).await;
     let acked = Arc::new(Mutex::new(Acked::default()));
     let stop = Instant::now() + Duration::from_secs(30);
@@ -127,15 +113,8 @@ async fn kill_9_under_load_loses_no_acknowledged_command() {
         tasks.push(tokio::spawn(worker(c.clone(), acked.clone(), stop)));
     }
     // let load build up, then kill while requests are in flight
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while acked.lock().unwrap().created.len() < 300 || acked.lock().unwrap().completed.len() < 50 {
-        assert!(Instant::now() < deadline, "load did not build up: {} created", acked.lock().unwrap().created.len());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    node.kill9();
-    for t in tasks {
-        t.abort();
-    }
+    let built_up = || acked.lock().unwrap().created.len() >= 300 && acked.lock().unwrap().completed.len() >= 50;
+    common::kill9_under_load(&mut node, tasks, built_up, || format!("{} created", acked.lock().unwrap().created.len())).await;
     let acked = std::mem::take(&mut *acked.lock().unwrap());
     assert!(!acked.extra.is_empty());
 
@@ -145,7 +124,7 @@ async fn kill_9_under_load_loses_no_acknowledged_command() {
     for partition in cluster["brokers"][0]["partitions"].as_array().expect("partitions") {
         assert!(partition["snapshotIndex"].as_u64() > Some(0), "no snapshot was taken under load: {partition}");
     }
-    let mut c = client(&node).await;
+    let mut c = common::grpc_client(&node).await;
     // every acknowledged instance that was not (possibly) completed still waits at its task,
     // with its variables; acknowledged completions stay completed
     let mut waiting: HashMap<i64, Value> = HashMap::new();

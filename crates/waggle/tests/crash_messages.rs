@@ -24,17 +24,6 @@ struct Acked {
     published: HashSet<String>,
 }
 
-async fn client(node: &Node) -> GatewayClient<Channel> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match GatewayClient::connect(node.endpoint()).await {
-            Ok(c) => return c,
-            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(e) => panic!("connect: {e}"),
-        }
-    }
-}
-
 fn publish_request(correlation_key: &str) -> PublishMessageRequest {
     PublishMessageRequest {
         name: "benchmark-message".into(),
@@ -87,7 +76,7 @@ fn activate_request() -> ActivateJobsRequest {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_message_handshakes_loses_and_repeats_nothing() {
     let mut node = Node::start(&["--partitions", "3", "--snapshot-every-entries", "200"]);
-    let mut c = client(&node).await;
+    let mut c = common::grpc_client(&node).await;
     let content = std::fs::read(repo_root().join("workloads/message_one_task.bpmn")).unwrap();
     c.deploy_resource(DeployResourceRequest {
         resources: vec![Resource { name: "message_one_task.bpmn".into(), content }],
@@ -98,21 +87,14 @@ async fn kill_9_during_message_handshakes_loses_and_repeats_nothing() {
     let acked = Arc::new(Mutex::new(Acked::default()));
     let stop = Instant::now() + Duration::from_secs(30);
     let tasks: Vec<_> = (0..32).map(|n| tokio::spawn(load(c.clone(), acked.clone(), n * 1_000_000, stop))).collect();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while acked.lock().unwrap().created.len() < 600 {
-        assert!(Instant::now() < deadline, "load did not build up: {} created", acked.lock().unwrap().created.len());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    node.kill9();
-    for t in tasks {
-        t.abort();
-    }
+    let built_up = || acked.lock().unwrap().created.len() >= 600;
+    common::kill9_under_load(&mut node, tasks, built_up, || format!("{} created", acked.lock().unwrap().created.len())).await;
     let acked = std::mem::take(&mut *acked.lock().unwrap());
 
     let killed = Instant::now();
     node.restart();
     eprintln!("restarted in {:?}", killed.elapsed());
-    let mut c = client(&node).await;
+    let mut c = common::grpc_client(&node).await;
     // every instance whose creation and message were acknowledged reaches its task
     let must_reach: HashSet<i64> = acked.created.iter().filter(|(_, k)| acked.published.contains(*k)).map(|(i, _)| *i).collect();
     assert!(must_reach.len() >= 300, "only {} instances had both acknowledged", must_reach.len());

@@ -144,6 +144,37 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
+/// A gRPC client of the node's gateway (the connection retried for up to 20 s).
+pub async fn grpc_client(node: &Node) -> waggle_protocol::gateway::gateway_client::GatewayClient<tonic::transport::Channel> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match waggle_protocol::gateway::gateway_client::GatewayClient::connect(node.endpoint()).await {
+            Ok(c) => return c,
+            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => panic!("connect: {e}"),
+        }
+    }
+}
+
+/// Lets load build up until `built_up` holds (at most 20 s; `progress` says how far it got),
+/// then kills the node with `kill -9` while requests are in flight and stops the load's tasks.
+pub async fn kill9_under_load(
+    node: &mut Node,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    built_up: impl Fn() -> bool,
+    progress: impl Fn() -> String,
+) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !built_up() {
+        assert!(Instant::now() < deadline, "load did not build up: {}", progress());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    node.kill9();
+    for t in tasks {
+        t.abort();
+    }
+}
+
 /// Where `scripts/install-clients.sh` put the real clients.
 pub fn peers() -> PathBuf {
     match std::env::var_os("WAGGLE_PEERS") {
