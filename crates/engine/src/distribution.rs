@@ -15,7 +15,7 @@
 use waggle_protocol::value::CommandDistributionRecord;
 use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
 
-use crate::processing::{value_type_of, Command, Processing, SideEffect};
+use crate::processing::{value_type_of, Command, Processing};
 use crate::tables::StateView;
 
 /// Where a command from another partition comes from. Re-sent copies carry the same key.
@@ -43,8 +43,7 @@ pub(crate) fn send(p: &mut Processing<'_, '_, '_>, partition: PartitionId, key: 
     p.event(distribution_key, Intent::Distributing, RecordValue::CommandDistribution(record));
     let acknowledged_below = p.view().oldest_pending_distribution(partition).unwrap_or(distribution_key);
     let distribution = Distribution { source: p.partition, key: distribution_key, acknowledged_below };
-    let command = Command { request_id: None, key, intent, value, distribution: Some(distribution) };
-    p.side_effect(SideEffect::SendCommand { partition, command: Box::new(command) });
+    p.deliver(partition, Command { distribution: Some(distribution), ..Command::new(key, intent, value) });
 }
 
 /// Whether a distributed command was processed here already; if so, acknowledges it again.
@@ -80,14 +79,7 @@ fn acknowledge(p: &mut Processing<'_, '_, '_>, d: &Distribution) {
         command_value: None,
         acknowledged_below: 0,
     };
-    let command = Command {
-        request_id: None,
-        key: d.key,
-        intent: Intent::Acknowledge,
-        value: RecordValue::CommandDistribution(record),
-        distribution: None,
-    };
-    p.side_effect(SideEffect::SendCommand { partition: d.source, command: Box::new(command) });
+    p.deliver(d.source, Command::new(d.key, Intent::Acknowledge, RecordValue::CommandDistribution(record)));
 }
 
 /// COMMAND_DISTRIBUTION ACKNOWLEDGE (from the receiver): the command leaves the outbox. An
@@ -115,9 +107,7 @@ pub fn pending_commands(state: StateView<'_>, source: PartitionId) -> Vec<(Parti
             }
         };
         let distribution = Distribution { source, key, acknowledged_below };
-        let command =
-            Command { request_id: None, key: record.command_key, intent: record.intent, value: *value, distribution: Some(distribution) };
-        out.push((receiver, command));
+        out.push((receiver, Command { distribution: Some(distribution), ..Command::new(record.command_key, record.intent, *value) }));
     }
     out
 }

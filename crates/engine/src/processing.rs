@@ -302,6 +302,12 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
         }
     }
 
+    /// Hands a command to the broker for another partition (no de-duplication: each carries
+    /// its own distribution key).
+    pub(crate) fn deliver(&mut self, partition: PartitionId, command: Command) {
+        self.out.side_effects.push(SideEffect::SendCommand { partition, command: Box::new(command) });
+    }
+
     pub fn side_effect(&mut self, effect: SideEffect) {
         if !self.out.side_effects.contains(&effect) {
             self.out.side_effects.push(effect);

@@ -37,7 +37,7 @@ pub struct RocksStore {
 pub const COMPACT_AFTER_DELETES: u64 = 20_000;
 
 /// Key prefixes of the tables that behave as queues (see the engine's `tables.rs`).
-const QUEUE_PREFIXES: &[&[u8]] = &[b"A/", b"B/", b"C/", b"D/", b"F/", b"MD/", b"TD/", b"TE/"];
+const QUEUE_PREFIXES: &[&[u8]] = &[b"A/", b"B/", b"C/", b"D/", b"DR/", b"F/", b"MD/", b"O/", b"TD/", b"TE/"];
 
 /// The smallest key greater than every key that starts with `prefix` (None: no such key).
 fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {

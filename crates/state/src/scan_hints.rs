@@ -16,8 +16,9 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 /// Tables consumed from the front (see the engine's `tables.rs`): activatable jobs, job
-/// deadlines, retry back-offs, message expiries, due timers.
-const HINTED_TABLES: &[&[u8]] = &[b"A/", b"B/", b"D/", b"MD/", b"TD/"];
+/// deadlines, retry back-offs, message expiries, due timers, the outbox of commands for other
+/// partitions and the markers of commands received from them.
+const HINTED_TABLES: &[&[u8]] = &[b"A/", b"B/", b"D/", b"DR/", b"MD/", b"O/", b"TD/"];
 
 /// Hints beyond this many are dropped all at once (job types are few; this only bounds memory).
 const MAX_HINTS: usize = 1024;
