@@ -24,14 +24,15 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
         RecordValue::Job(job) => apply_job(state, record.key, record.intent, job),
         RecordValue::JobBatch(batch) if record.intent == Intent::Activated => {
             for (key, job) in batch.job_keys.iter().zip(&batch.jobs) {
-                let Some(mut stored) = StateView::new(state).job(*key) else { continue };
-                unindex_job(state, *key, &stored);
-                stored.state = JobState::Activated;
-                stored.record.deadline_ms = job.deadline_ms;
-                stored.record.worker = job.worker.clone();
-                stored.record.timeout_ms = job.timeout_ms;
+                let Some(before) = StateView::new(state).job_with(*key, JobIndex::of) else { continue };
+                unindex_job(state, *key, &before);
+                update_job(state, *key, |stored| {
+                    stored.state = JobState::Activated;
+                    stored.record.deadline_ms = job.deadline_ms;
+                    stored.record.worker = job.worker.clone();
+                    stored.record.timeout_ms = job.timeout_ms;
+                });
                 state.put(deadline_key(job.deadline_ms, *key), vec![]);
-                state.put(job_key(*key), encode(&stored));
             }
         }
         RecordValue::Variable(v) => {
@@ -53,12 +54,11 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
                 state.delete(incident_key(record.key));
                 if incident.job_key > 0 {
                     state.delete(job_incident_key(incident.job_key));
-                    if let Some(mut job) = StateView::new(state).job(incident.job_key) {
-                        if job.state == JobState::Failed && job.record.retries > 0 {
+                    if let Some(job) = StateView::new(state).job_with(incident.job_key, JobIndex::of) {
+                        if job.state == JobState::Failed && job.retries > 0 {
                             unindex_job(state, incident.job_key, &job);
-                            job.state = JobState::Activatable;
-                            state.put(activatable_key(&job.record.job_type, incident.job_key), vec![]);
-                            state.put(job_key(incident.job_key), encode(&job));
+                            update_job(state, incident.job_key, |j| j.state = JobState::Activatable);
+                            state.put(activatable_key(&job.job_type, incident.job_key), vec![]);
                         }
                     }
                 } else {
@@ -186,17 +186,19 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
 /// Notes on the scope's element instance that it holds variables (read before written: most
 /// variables go to a scope that already has some).
 fn mark_has_variables(state: &mut Overlay<'_>, scope: i64) {
-    let Some(mut instance) = StateView::new(state).element(scope) else { return };
-    if !instance.has_variables {
-        instance.has_variables = true;
-        state.put(element_key(scope), encode(&instance));
+    if StateView::new(state).element_with(scope, |e| !e.has_variables) == Some(true) {
+        update_element(state, scope, |e| e.has_variables = true);
     }
 }
 
+/// Changes an element instance in place (kept decoded by the overlay); nothing when it is gone.
 fn update_element(state: &mut Overlay<'_>, key: i64, f: impl FnOnce(&mut ElementInstance)) {
-    let Some(mut instance) = StateView::new(state).element(key) else { return };
-    f(&mut instance);
-    state.put(element_key(key), encode(&instance));
+    let mut f = Some(f);
+    state.update_decoded(&element_key(key), &decode_element, &mut |value| {
+        if let Some(f) = f.take() {
+            f(value.as_any_mut().downcast_mut::<ElementInstance>().expect("an element instance"));
+        }
+    });
 }
 
 fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64, intent: Intent, pi: &ProcessInstanceRecord) {
@@ -213,7 +215,7 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
                 // a process instance's variables are created before it activates
                 has_variables: scope <= 0,
             };
-            state.put(element_key(key), encode(&instance));
+            state.put_decoded(element_key(key), Box::new(instance));
             if scope > 0 {
                 state.put(child_key(scope, key), vec![]);
                 // the tokens that led here are consumed: one per incoming flow at a parallel
@@ -267,7 +269,7 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
             // only scopes that hold variables or tokens on their flows have rows to remove
             // (tokens on flows and taken counts move together: see SequenceFlowTaken)
             let (has_variables, has_flows) =
-                StateView::new(state).element(key).map_or((true, true), |e| (e.has_variables, e.active_flows > 0));
+                StateView::new(state).element_with(key, |e| (e.has_variables, e.active_flows > 0)).unwrap_or((true, true));
             state.delete(element_key(key));
             if has_variables {
                 let vars: Vec<Vec<u8>> = state.scan_prefix(&variable_prefix(key)).map(|(k, _)| k).collect();
@@ -293,76 +295,111 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
             }
         }
         Intent::SequenceFlowTaken => {
-            update_element(state, scope, |s| s.active_flows += 1);
             let taken = StateView::new(state).taken_flows(scope, &pi.element_id) + 1;
+            update_element(state, scope, |s| s.active_flows += 1);
             state.put(taken_flow_key(scope, &pi.element_id), encode(&taken));
         }
         _ => {}
     }
 }
 
-/// Removes a job from the activatable, deadline and back-off indexes.
-fn unindex_job(state: &mut Overlay<'_>, key: i64, job: &StoredJob) {
-    state.delete(activatable_key(&job.record.job_type, key));
-    if job.record.deadline_ms >= 0 {
-        state.delete(deadline_key(job.record.deadline_ms, key));
+/// What a job's index rows are made of.
+struct JobIndex {
+    job_type: String,
+    state: JobState,
+    deadline_ms: i64,
+    recurring_time_ms: i64,
+    retries: i32,
+}
+
+impl JobIndex {
+    fn of(job: &StoredJob) -> Self {
+        JobIndex {
+            job_type: job.record.job_type.clone(),
+            state: job.state,
+            deadline_ms: job.record.deadline_ms,
+            recurring_time_ms: job.record.recurring_time_ms,
+            retries: job.record.retries,
+        }
     }
-    if job.record.recurring_time_ms > 0 {
-        state.delete(backoff_key(job.record.recurring_time_ms, key));
+}
+
+/// Changes a job in place (kept decoded by the overlay); nothing when it is gone.
+fn update_job(state: &mut Overlay<'_>, key: i64, f: impl FnOnce(&mut StoredJob)) {
+    let mut f = Some(f);
+    state.update_decoded(&job_key(key), &decode_job, &mut |value| {
+        if let Some(f) = f.take() {
+            f(value.as_any_mut().downcast_mut::<StoredJob>().expect("a job"));
+        }
+    });
+}
+
+/// Removes a job from the activatable, deadline and back-off indexes.
+fn unindex_job(state: &mut Overlay<'_>, key: i64, job: &JobIndex) {
+    state.delete(activatable_key(&job.job_type, key));
+    if job.deadline_ms >= 0 {
+        state.delete(deadline_key(job.deadline_ms, key));
+    }
+    if job.recurring_time_ms > 0 {
+        state.delete(backoff_key(job.recurring_time_ms, key));
     }
 }
 
 fn apply_job(state: &mut Overlay<'_>, key: i64, intent: Intent, job: &JobRecord) {
     if intent == Intent::Created {
         let stored = StoredJob { state: JobState::Activatable, record: job.clone() };
-        state.put(job_key(key), encode(&stored));
+        state.put_decoded(job_key(key), Box::new(stored));
         state.put(activatable_key(&job.job_type, key), vec![]);
         update_element(state, job.element_instance_key, |e| e.job_key = key);
         return;
     }
-    let Some(mut stored) = StateView::new(state).job(key) else { return };
-    unindex_job(state, key, &stored);
-    match intent {
-        Intent::Completed | Intent::Canceled => {
-            state.delete(job_key(key));
-            return;
-        }
-        Intent::Failed => {
-            stored.record.retries = job.retries;
-            stored.record.error_message = job.error_message.clone();
-            stored.record.retry_backoff_ms = job.retry_backoff_ms;
-            stored.record.recurring_time_ms = job.recurring_time_ms;
-            stored.record.deadline_ms = -1;
-            if job.retries > 0 && job.retry_backoff_ms > 0 {
-                stored.state = JobState::Failed;
-            } else if job.retries > 0 {
+    let Some(before) = StateView::new(state).job_with(key, JobIndex::of) else { return };
+    unindex_job(state, key, &before);
+    if matches!(intent, Intent::Completed | Intent::Canceled) {
+        state.delete(job_key(key));
+        return;
+    }
+    let mut after = None;
+    update_job(state, key, |stored| {
+        match intent {
+            Intent::Failed => {
+                stored.record.retries = job.retries;
+                stored.record.error_message = job.error_message.clone();
+                stored.record.retry_backoff_ms = job.retry_backoff_ms;
+                stored.record.recurring_time_ms = job.recurring_time_ms;
+                stored.record.deadline_ms = -1;
+                if job.retries > 0 && job.retry_backoff_ms > 0 {
+                    stored.state = JobState::Failed;
+                } else if job.retries > 0 {
+                    stored.state = JobState::Activatable;
+                    stored.record.recurring_time_ms = 0;
+                } else {
+                    stored.state = JobState::Failed;
+                    stored.record.recurring_time_ms = 0;
+                }
+            }
+            Intent::TimedOut | Intent::RecurredAfterBackoff | Intent::Yielded => {
                 stored.state = JobState::Activatable;
-                stored.record.recurring_time_ms = 0;
-            } else {
-                stored.state = JobState::Failed;
+                stored.record.deadline_ms = -1;
                 stored.record.recurring_time_ms = 0;
             }
+            Intent::RetriesUpdated => stored.record.retries = job.retries,
+            Intent::TimeoutUpdated => stored.record.deadline_ms = job.deadline_ms,
+            Intent::ErrorThrown => {
+                stored.state = JobState::ErrorThrown;
+                stored.record.error_code = job.error_code.clone();
+                stored.record.error_message = job.error_message.clone();
+                stored.record.deadline_ms = -1;
+            }
+            _ => {}
         }
-        Intent::TimedOut | Intent::RecurredAfterBackoff | Intent::Yielded => {
-            stored.state = JobState::Activatable;
-            stored.record.deadline_ms = -1;
-            stored.record.recurring_time_ms = 0;
-        }
-        Intent::RetriesUpdated => stored.record.retries = job.retries,
-        Intent::TimeoutUpdated => stored.record.deadline_ms = job.deadline_ms,
-        Intent::ErrorThrown => {
-            stored.state = JobState::ErrorThrown;
-            stored.record.error_code = job.error_code.clone();
-            stored.record.error_message = job.error_message.clone();
-            stored.record.deadline_ms = -1;
-        }
+        after = Some(JobIndex::of(stored));
+    });
+    let Some(after) = after else { return };
+    match after.state {
+        JobState::Activatable => state.put(activatable_key(&after.job_type, key), vec![]),
+        JobState::Activated => state.put(deadline_key(after.deadline_ms, key), vec![]),
+        JobState::Failed if after.recurring_time_ms > 0 => state.put(backoff_key(after.recurring_time_ms, key), vec![]),
         _ => {}
     }
-    match stored.state {
-        JobState::Activatable => state.put(activatable_key(&stored.record.job_type, key), vec![]),
-        JobState::Activated => state.put(deadline_key(stored.record.deadline_ms, key), vec![]),
-        JobState::Failed if stored.record.recurring_time_ms > 0 => state.put(backoff_key(stored.record.recurring_time_ms, key), vec![]),
-        _ => {}
-    }
-    state.put(job_key(key), encode(&stored));
 }

@@ -8,7 +8,7 @@ use serde_json::{Map, Value as Json};
 use waggle_bpmn::{ElementKind, ExprOrStatic, Process};
 use waggle_feel::{Expression, Value};
 use waggle_protocol::value::{IncidentRecord, JobBatchRecord, JobRecord, ProcessInstanceRecord, ProcessInstanceResultRecord};
-use waggle_protocol::{Intent, Record, RecordType, RecordValue, ValueType};
+use waggle_protocol::{Intent, Record, RecordType, RecordValue, SharedStr, ValueType};
 
 use crate::events;
 use crate::processing::{Processing, SideEffect};
@@ -118,13 +118,13 @@ pub(crate) fn continue_activation(p: P, key: i64) {
                 deadline_ms: -1,
                 custom_headers: Json::Object(headers).to_string(),
                 variables: "{}".into(),
-                bpmn_process_id: pi.bpmn_process_id.clone(),
+                bpmn_process_id: pi.bpmn_process_id.to_string(),
                 process_definition_key: pi.process_definition_key,
                 process_definition_version: pi.version,
                 process_instance_key: pi.process_instance_key,
-                element_id: pi.element_id.clone(),
+                element_id: pi.element_id.to_string(),
                 element_instance_key: key,
-                tenant_id: pi.tenant_id.clone(),
+                tenant_id: pi.tenant_id.to_string(),
                 ..Default::default()
             };
             let job_key = p.new_key();
@@ -341,12 +341,12 @@ fn complete_process(p: P, model: &Process, key: i64, pi: ProcessInstanceRecord) 
     }
     if let (Some((request, _)), Some(vars)) = (awaiting, result_vars) {
         let result = ProcessInstanceResultRecord {
-            bpmn_process_id: pi.bpmn_process_id,
+            bpmn_process_id: pi.bpmn_process_id.to_string(),
             version: pi.version,
             process_definition_key: pi.process_definition_key,
             process_instance_key: key,
             variables: vars,
-            tenant_id: pi.tenant_id,
+            tenant_id: pi.tenant_id.to_string(),
         };
         let record = Record {
             value_type: ValueType::ProcessInstanceResult,
@@ -362,8 +362,8 @@ fn complete_process(p: P, model: &Process, key: i64, pi: ProcessInstanceRecord) 
 /// SEQUENCE_FLOW_TAKEN for `flow`, leaving the element `from`: a token on the flow.
 pub(crate) fn flow_taken(p: P, model: &Process, from: &ProcessInstanceRecord, flow: usize) {
     let mut taken = from.clone();
-    taken.element_id = model.flows[flow].id.clone();
-    taken.bpmn_element_type = "SEQUENCE_FLOW".into();
+    taken.element_id = model.flows[flow].id.as_str().into();
+    taken.bpmn_element_type = SharedStr::from_static("SEQUENCE_FLOW");
     let flow_key = p.new_key();
     p.event(flow_key, Intent::SequenceFlowTaken, RecordValue::ProcessInstance(taken));
 }
@@ -512,14 +512,14 @@ pub(crate) fn incident(p: P, pi: &ProcessInstanceRecord, element_key: i64, job_k
     let record = IncidentRecord {
         error_type: error_type.to_string(),
         error_message: message,
-        bpmn_process_id: pi.bpmn_process_id.clone(),
+        bpmn_process_id: pi.bpmn_process_id.to_string(),
         process_definition_key: pi.process_definition_key,
         process_instance_key: pi.process_instance_key,
-        element_id: pi.element_id.clone(),
+        element_id: pi.element_id.to_string(),
         element_instance_key: element_key,
         job_key,
         variable_scope_key: element_key,
-        tenant_id: pi.tenant_id.clone(),
+        tenant_id: pi.tenant_id.to_string(),
     };
     let key = p.new_key();
     p.event(key, Intent::Created, RecordValue::Incident(record));
@@ -529,12 +529,12 @@ pub(crate) fn child_record(
     parent: &ProcessInstanceRecord,
     flow_scope_key: i64,
     element_id: &str,
-    element_type: &str,
+    element_type: &'static str,
 ) -> ProcessInstanceRecord {
     ProcessInstanceRecord {
-        element_id: element_id.to_string(),
+        element_id: element_id.into(),
         flow_scope_key,
-        bpmn_element_type: element_type.to_string(),
+        bpmn_element_type: SharedStr::from_static(element_type),
         ..parent.clone()
     }
 }

@@ -194,7 +194,7 @@ pub(crate) fn open(p: P, pi: &ProcessInstanceRecord, key: i64, waits: Vec<Wait>)
                     target_element_id: target,
                     due_date_ms: due_ms,
                     repetitions,
-                    tenant_id: pi.tenant_id.clone(),
+                    tenant_id: pi.tenant_id.to_string(),
                 };
                 let timer_key = p.new_key();
                 p.event(timer_key, Intent::Created, RecordValue::Timer(record));
@@ -204,7 +204,7 @@ pub(crate) fn open(p: P, pi: &ProcessInstanceRecord, key: i64, waits: Vec<Wait>)
                 let record = ProcessMessageSubscriptionRecord {
                     process_instance_key: pi.process_instance_key,
                     element_instance_key: key,
-                    bpmn_process_id: pi.bpmn_process_id.clone(),
+                    bpmn_process_id: pi.bpmn_process_id.to_string(),
                     element_id: target,
                     message_name: name.clone(),
                     correlation_key: correlation_key.clone(),
@@ -212,7 +212,7 @@ pub(crate) fn open(p: P, pi: &ProcessInstanceRecord, key: i64, waits: Vec<Wait>)
                     variables: String::new(),
                     interrupting,
                     subscription_partition_id: partition,
-                    tenant_id: pi.tenant_id.clone(),
+                    tenant_id: pi.tenant_id.to_string(),
                 };
                 let subscription_key = p.new_key();
                 p.event(subscription_key, Intent::Created, RecordValue::ProcessMessageSubscription(record.clone()));
@@ -221,11 +221,11 @@ pub(crate) fn open(p: P, pi: &ProcessInstanceRecord, key: i64, waits: Vec<Wait>)
             Wait::Signal { target, name } => {
                 let record = SignalSubscriptionRecord {
                     process_definition_key: pi.process_definition_key,
-                    bpmn_process_id: pi.bpmn_process_id.clone(),
+                    bpmn_process_id: pi.bpmn_process_id.to_string(),
                     catch_event_id: target,
                     catch_event_instance_key: key,
                     signal_name: name,
-                    tenant_id: pi.tenant_id.clone(),
+                    tenant_id: pi.tenant_id.to_string(),
                 };
                 let subscription_key = p.new_key();
                 p.event(subscription_key, Intent::Created, RecordValue::SignalSubscription(record));

@@ -68,6 +68,9 @@ impl Engine {
 
     /// Applies the events of an entry that is already in the log (recovery, followers).
     pub fn replay(&mut self, state: &mut Overlay<'_>, entry: &Entry) {
+        // the counter staged so far is at or past the base's, which is all the rule needs
+        let next_counter = state.get(META_NEXT_KEY).map(|b| i64::from_be_bytes(b.try_into().expect("next key"))).unwrap_or(1);
+        state.set_absent_from_base(tables::absent_from_state(self.partition, next_counter));
         for record in &entry.records {
             if record.is_event() {
                 appliers::apply(state, &mut self.processes, record);

@@ -5,15 +5,28 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use waggle_bpmn::Process;
+use waggle_protocol::value::ProcessRecord;
 
 use crate::tables::StateView;
 
 #[derive(Default)]
 pub(crate) struct ProcessCache {
     by_key: HashMap<i64, Arc<Process>>,
+    /// Stored process records, decoded once (they never change once deployed).
+    records: HashMap<i64, Arc<ProcessRecord>>,
 }
 
 impl ProcessCache {
+    /// The stored record of a deployed process (None when the key is not deployed).
+    pub fn record(&mut self, key: i64, view: StateView<'_>) -> Option<Arc<ProcessRecord>> {
+        if let Some(r) = self.records.get(&key) {
+            return Some(r.clone());
+        }
+        let record = Arc::new(view.process(key)?);
+        self.records.insert(key, record.clone());
+        Some(record)
+    }
+
     /// The model of a deployed process. Panics if the key is not deployed or its stored XML no
     /// longer parses: both are broken invariants (only valid models are ever stored).
     pub fn get(&mut self, key: i64, view: StateView<'_>) -> Arc<Process> {

@@ -178,6 +178,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
     ) -> Self {
         let next_key = read_i64(state, META_NEXT_KEY, 1);
         let last_position = read_i64(state, META_LAST_POSITION, 0) as u64;
+        state.set_absent_from_base(crate::tables::absent_from_state(partition, next_key));
         Self {
             partition,
             state,
@@ -202,6 +203,11 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
 
     pub fn process_model(&mut self, key: i64) -> std::sync::Arc<waggle_bpmn::Process> {
         self.processes.get(key, StateView::new(&*self.state))
+    }
+
+    /// The stored record of a deployed process, decoded once per run.
+    pub fn process_record(&mut self, key: i64) -> Option<std::sync::Arc<waggle_protocol::value::ProcessRecord>> {
+        self.processes.record(key, StateView::new(&*self.state))
     }
 
     pub fn processes_mut(&mut self) -> &mut ProcessCache {

@@ -30,15 +30,15 @@ pub(crate) fn start_instance(
 ) {
     let model = p.process_model(definition_key);
     let pi = ProcessInstanceRecord {
-        bpmn_process_id: definition.bpmn_process_id.clone(),
+        bpmn_process_id: definition.bpmn_process_id.as_str().into(),
         version: definition.version,
         process_definition_key: definition_key,
         process_instance_key: pi_key,
-        element_id: model.id.clone(),
+        element_id: model.id.as_str().into(),
         flow_scope_key: -1,
-        bpmn_element_type: "PROCESS".into(),
+        bpmn_element_type: waggle_protocol::SharedStr::from_static("PROCESS"),
         parent_process_instance_key: -1,
-        tenant_id: definition.tenant_id.clone(),
+        tenant_id: definition.tenant_id.as_str().into(),
     };
     if let Some(starts) = starts {
         p.set_start_elements(pi_key, starts);

@@ -44,7 +44,34 @@ use waggle_protocol::value::{
     CommandDistributionRecord, IncidentRecord, JobRecord, MessageRecord, MessageStartEventSubscriptionRecord, MessageSubscriptionRecord,
     ProcessInstanceRecord, ProcessMessageSubscriptionRecord, ProcessRecord, SignalSubscriptionRecord, TimerRecord,
 };
-use waggle_state::KvRead;
+use waggle_protocol::{key_counter, partition_of, PartitionId};
+use waggle_state::{AbsentFromBase, DecodedValue, KvRead};
+
+/// Tables whose key starts, after the table prefix, with the key of what owns the row (element
+/// instance, scope, job, timer, incident, message, process instance): rows that can only be
+/// written once their owner's key was generated.
+const OWNED_BY_KEY: [&[u8]; 14] = [b"E/", b"C/", b"V/", b"F/", b"J/", b"TE/", b"PS/", b"MAR/", b"IE/", b"IJ/", b"T/", b"I/", b"M/", b"MC/"];
+/// Tables whose whole keys end with the key of what owns the row (a child, a job, a timer, a
+/// message): indexes by type or due date.
+const ENDS_WITH_OWNER_KEY: [&[u8]; 7] = [b"C/", b"TE/", b"A/", b"D/", b"B/", b"TD/", b"MD/"];
+
+/// For an overlay over state whose key counter stands at `next_counter`: rows (and prefixes)
+/// owned by a key this partition generated at or after that counter cannot be in that state,
+/// so reading them skips the store (most rows a batch touches belong to instances it created).
+pub(crate) fn absent_from_state(partition: PartitionId, next_counter: i64) -> AbsentFromBase {
+    let generated_since = move |owner: &[u8]| {
+        let owner = i64::from_be_bytes(owner.try_into().expect("eight bytes"));
+        partition_of(owner) == partition && key_counter(owner) >= next_counter
+    };
+    Box::new(move |key: &[u8], whole_key: bool| {
+        let first = OWNED_BY_KEY.iter().any(|table| key.strip_prefix(*table).and_then(|rest| rest.get(..8)).is_some_and(generated_since));
+        first
+            || whole_key
+                && ENDS_WITH_OWNER_KEY
+                    .iter()
+                    .any(|table| key.len() >= table.len() + 8 && key.starts_with(table) && generated_since(&key[key.len() - 8..]))
+    })
+}
 
 pub(crate) fn be(key: i64) -> [u8; 8] {
     (key as u64).to_be_bytes()
@@ -240,6 +267,41 @@ pub struct ElementInstance {
     pub has_variables: bool,
 }
 
+/// Element instances change at every step of their lifecycle: an overlay keeps them decoded
+/// for the batch instead of decoding and encoding them at each step.
+impl DecodedValue for ElementInstance {
+    fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
+/// Jobs change at creation, activation and completion, mostly within a batch or two.
+impl DecodedValue for StoredJob {
+    fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
+pub(crate) fn decode_job(bytes: &[u8]) -> Box<dyn DecodedValue> {
+    Box::new(decode::<StoredJob>(bytes))
+}
+
+pub(crate) fn decode_element(bytes: &[u8]) -> Box<dyn DecodedValue> {
+    Box::new(decode::<ElementInstance>(bytes))
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredVariable {
     pub key: i64,
@@ -302,7 +364,19 @@ impl<'a> StateView<'a> {
         self.get(&process_version_key(bpmn_id, version))
     }
     pub fn element(&self, key: i64) -> Option<ElementInstance> {
-        self.get(&element_key(key))
+        self.element_with(key, ElementInstance::clone)
+    }
+    /// What `f` takes from an element instance, without copying the instance. `f` must not
+    /// read state itself.
+    pub fn element_with<R>(&self, key: i64, f: impl FnOnce(&ElementInstance) -> R) -> Option<R> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.kv.read_decoded(&element_key(key), &decode_element, &mut |value| {
+            if let (Some(value), Some(f)) = (value, f.take()) {
+                out = Some(f(value.as_any().downcast_ref::<ElementInstance>().expect("an element instance")));
+            }
+        });
+        out
     }
     pub fn children(&self, scope: i64) -> Vec<i64> {
         let prefix = child_prefix(scope);
@@ -323,7 +397,18 @@ impl<'a> StateView<'a> {
             .collect()
     }
     pub fn job(&self, key: i64) -> Option<StoredJob> {
-        self.get(&job_key(key))
+        self.job_with(key, StoredJob::clone)
+    }
+    /// What `f` takes from a job, without copying the job. `f` must not read state itself.
+    pub fn job_with<R>(&self, key: i64, f: impl FnOnce(&StoredJob) -> R) -> Option<R> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.kv.read_decoded(&job_key(key), &decode_job, &mut |value| {
+            if let (Some(value), Some(f)) = (value, f.take()) {
+                out = Some(f(value.as_any().downcast_ref::<StoredJob>().expect("a job")));
+            }
+        });
+        out
     }
     /// Up to `limit` activatable job keys of a type, oldest first.
     pub fn activatable_jobs(&self, job_type: &str, limit: usize) -> Vec<i64> {
@@ -443,6 +528,10 @@ impl<'a> StateView<'a> {
 
     /// Tokens on a sequence flow of a scope: taken, target not yet activated (or waiting at a join).
     pub fn taken_flows(&self, scope: i64, flow_id: &str) -> u32 {
+        // a scope counts the tokens on its flows: without any, there is no row to read
+        if self.element_with(scope, |e| e.active_flows == 0) == Some(true) {
+            return 0;
+        }
         self.get(&taken_flow_key(scope, flow_id)).unwrap_or(0)
     }
 
@@ -470,5 +559,34 @@ impl<'a> StateView<'a> {
     /// Messages whose time to live has elapsed: (expiry, message key).
     pub fn expired_messages(&self, now_ms: i64, limit: usize) -> Vec<(i64, i64)> {
         self.due(b"MD/", now_ms, limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use waggle_protocol::encode_key;
+
+    #[test]
+    fn rows_of_keys_generated_after_the_state_are_absent_from_it() {
+        let rule = absent_from_state(1, 100);
+        let absent = |key: &[u8]| rule(key, true);
+        let new = encode_key(1, 100);
+        let old = encode_key(1, 99);
+        assert!(absent(&element_key(new)));
+        assert!(rule(&variable_prefix(new), false));
+        assert!(absent(&child_key(new, old)));
+        assert!(absent(&child_key(old, new)), "a new child of an old scope");
+        assert!(!rule(&child_prefix(old), false));
+        assert!(absent(&element_incident_key(new)));
+        assert!(absent(&activatable_key("t", new)));
+        assert!(absent(&deadline_key(5, new)));
+        assert!(!absent(&deadline_key(5, old)));
+        assert!(!rule(&activatable_key("t", new), false), "the end of a prefix is not an owner's key");
+        assert!(!absent(&element_key(old)));
+        assert!(!absent(&element_key(encode_key(2, 500))), "keys of other partitions");
+        assert!(!absent(&element_key(-1)));
+        assert!(!rule(b"E/", false), "a prefix shorter than the owner's key");
+        assert!(!absent(&taken_flow_key(old, "f")), "tables not owned by a key");
     }
 }

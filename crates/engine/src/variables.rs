@@ -23,9 +23,9 @@ pub(crate) fn scope_chain(view: StateView<'_>, scope: i64) -> Vec<Scope> {
     let mut chain = Vec::new();
     let mut current = scope;
     while current > 0 {
-        let element = view.element(current);
-        chain.push(Scope { key: current, may_hold_variables: element.as_ref().is_none_or(|e| e.has_variables) });
-        current = element.map(|e| e.record.flow_scope_key).unwrap_or(-1);
+        let element = view.element_with(current, |e| (e.has_variables, e.record.flow_scope_key));
+        chain.push(Scope { key: current, may_hold_variables: element.is_none_or(|(has_variables, _)| has_variables) });
+        current = element.map_or(-1, |(_, flow_scope)| flow_scope);
         assert!(chain.len() < 10_000, "scope chain does not end");
     }
     chain
@@ -125,7 +125,7 @@ pub(crate) fn set_local_text(p: &mut Processing<'_, '_, '_>, scope: i64, name: &
     let existing = view.variable(scope, name);
     let (pi_key, def_key, bpmn_id) = match view.element(scope) {
         Some(e) => (e.record.process_instance_key, e.record.process_definition_key, e.record.bpmn_process_id),
-        None => (scope, -1, String::new()),
+        None => (scope, -1, Default::default()),
     };
     let record = VariableRecord {
         name: name.to_string(),
@@ -133,7 +133,7 @@ pub(crate) fn set_local_text(p: &mut Processing<'_, '_, '_>, scope: i64, name: &
         scope_key: scope,
         process_instance_key: pi_key,
         process_definition_key: def_key,
-        bpmn_process_id: bpmn_id,
+        bpmn_process_id: bpmn_id.to_string(),
         tenant_id: "<default>".into(),
     };
     match existing {

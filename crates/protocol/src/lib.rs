@@ -10,10 +10,12 @@
 pub mod codec;
 pub mod keys;
 pub mod record;
+mod shared_str;
 pub mod value;
 
 pub use keys::{encode_key, key_counter, partition_of, PartitionId};
 pub use record::{Intent, Record, RecordType, RejectionType, ValueType};
+pub use shared_str::SharedStr;
 pub use value::RecordValue;
 
 /// Types generated from Zeebe's `gateway_protocol` package (gateway.proto, Zeebe 8.5).

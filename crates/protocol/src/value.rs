@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::SharedStr;
+
 /// The value of a record. The variant matches the record's value type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum RecordValue {
@@ -64,17 +66,17 @@ pub struct ProcessRecord {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct ProcessInstanceRecord {
-    pub bpmn_process_id: String,
+    pub bpmn_process_id: SharedStr,
     pub version: i32,
     pub process_definition_key: i64,
     pub process_instance_key: i64,
-    pub element_id: String,
+    pub element_id: SharedStr,
     /// Key of the element instance that contains this one (-1 for the process itself).
     pub flow_scope_key: i64,
     /// Zeebe's BpmnElementType name, e.g. "SERVICE_TASK".
-    pub bpmn_element_type: String,
+    pub bpmn_element_type: SharedStr,
     pub parent_process_instance_key: i64,
-    pub tenant_id: String,
+    pub tenant_id: SharedStr,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]

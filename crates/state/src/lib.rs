@@ -16,7 +16,7 @@ mod scan_hints;
 use std::collections::BTreeMap;
 
 pub use memory::MemoryStore;
-pub use overlay::Overlay;
+pub use overlay::{AbsentFromBase, Overlay};
 pub use rocks::{RocksStore, COMPACT_AFTER_DELETES};
 
 #[derive(Debug, thiserror::Error)]
@@ -30,11 +30,27 @@ pub enum StateError {
 /// Key-value pairs in key order.
 pub type KvIter<'a> = Box<dyn Iterator<Item = (Vec<u8>, Vec<u8>)> + 'a>;
 
+/// A value held in decoded form by an [`Overlay`] (see there), able to encode itself again.
+pub trait DecodedValue: std::any::Any {
+    fn encode(&self) -> Vec<u8>;
+    fn as_any(&self) -> &dyn std::any::Any;
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+}
+
+/// Turns stored bytes into their decoded value.
+pub type DecodeFn<'f> = &'f dyn Fn(&[u8]) -> Box<dyn DecodedValue>;
+
 /// Read access to ordered key-value state.
 pub trait KvRead {
     fn get(&self, key: &[u8]) -> Option<Vec<u8>>;
     /// All pairs whose key starts with `prefix`, in key order.
     fn scan_prefix(&self, prefix: &[u8]) -> KvIter<'_>;
+    /// Shows `read` the value of `key` decoded by `decode` (None when there is no such key).
+    /// An [`Overlay`] keeps it decoded for its life; other stores decode at every call.
+    fn read_decoded(&self, key: &[u8], decode: DecodeFn, read: &mut dyn FnMut(Option<&dyn DecodedValue>)) {
+        let value = self.get(key).map(|bytes| decode(&bytes));
+        read(value.as_deref());
+    }
 }
 
 /// A store that can apply write sets atomically.

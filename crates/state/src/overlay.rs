@@ -1,24 +1,90 @@
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::iter::Peekable;
 
-use crate::{KvIter, KvRead, WriteSet};
+use crate::{DecodeFn, DecodedValue, KvIter, KvRead, WriteSet};
+
+/// Tells keys (or prefixes) that the base certainly does not hold, so reads of them skip the
+/// base. Called with a whole key (`true`) or a scan's prefix (`false`); answering `true` is a
+/// promise that the base holds no such key, or no key starting with the prefix.
+pub type AbsentFromBase = Box<dyn Fn(&[u8], bool) -> bool>;
+
+/// A value an overlay holds decoded: `staged` when it is newer than what `writes` holds for
+/// its key (it is encoded into `writes` when the overlay's writes are taken).
+struct Decoded {
+    value: Box<dyn DecodedValue>,
+    staged: bool,
+}
 
 /// A store seen through staged writes: reads see `writes` first, then `base`. Point reads of
 /// the base are remembered for the overlay's life (a batch reads the same element instance,
 /// job or process several times), so the base must not change underneath an overlay.
+///
+/// Values read or written through the decoded interface ([`KvRead::read_decoded`],
+/// [`Overlay::put_decoded`], [`Overlay::update_decoded`]) are kept decoded for the overlay's
+/// life and encoded once, when the writes are taken: a row changed at every step of a batch is
+/// neither decoded nor encoded at each step. Byte reads, scans and writes of the same keys stay
+/// consistent with them.
 pub struct Overlay<'a> {
     base: &'a dyn KvRead,
     writes: WriteSet,
     base_reads: RefCell<HashMap<Vec<u8>, Option<Vec<u8>>>>,
+    absent_from_base: Option<AbsentFromBase>,
+    decoded: RefCell<BTreeMap<Vec<u8>, Decoded>>,
 }
 
 impl<'a> Overlay<'a> {
     pub fn new(base: &'a dyn KvRead) -> Self {
-        Self { base, writes: WriteSet::default(), base_reads: RefCell::default() }
+        Self { base, writes: WriteSet::default(), base_reads: RefCell::default(), absent_from_base: None, decoded: RefCell::default() }
+    }
+
+    /// Stages `value` for `key`, kept decoded (see the type's documentation).
+    pub fn put_decoded(&mut self, key: Vec<u8>, value: Box<dyn DecodedValue>) {
+        self.decoded.get_mut().insert(key, Decoded { value, staged: true });
+    }
+
+    /// Changes the value of `key` in place (decoding it first if this overlay has not yet);
+    /// false, and nothing changed, when there is no such key.
+    pub fn update_decoded(&mut self, key: &[u8], decode: DecodeFn, update: &mut dyn FnMut(&mut dyn DecodedValue)) -> bool {
+        if !self.decoded.get_mut().contains_key(key) {
+            let Some(bytes) = self.get(key) else { return false };
+            self.decoded.get_mut().insert(key.to_vec(), Decoded { value: decode(&bytes), staged: false });
+        }
+        let entry = self.decoded.get_mut().get_mut(key).expect("just ensured");
+        update(&mut *entry.value);
+        entry.staged = true;
+        true
+    }
+
+    /// Encodes the staged decoded values into `writes`.
+    fn flush_decoded(&mut self) {
+        for (key, d) in std::mem::take(self.decoded.get_mut()) {
+            if d.staged {
+                self.writes.put(key, d.value.encode());
+            }
+        }
+    }
+
+    /// The staged decoded value of `key`, encoded.
+    fn staged_decoded(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let decoded = self.decoded.borrow();
+        decoded.get(key).filter(|d| d.staged).map(|d| d.value.encode())
+    }
+
+    /// Sets the rule by which reads (point reads, prefix scans, the existence check of a
+    /// delete) skip the base; see [`AbsentFromBase`].
+    pub fn set_absent_from_base(&mut self, rule: AbsentFromBase) {
+        self.absent_from_base = Some(rule);
+    }
+
+    fn absent_from_base(&self, key: &[u8], whole_key: bool) -> bool {
+        self.absent_from_base.as_ref().is_some_and(|rule| rule(key, whole_key))
     }
 
     fn base_get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        if self.absent_from_base(key, true) {
+            return None;
+        }
         if let Some(cached) = self.base_reads.borrow().get(key) {
             return cached.clone();
         }
@@ -27,36 +93,71 @@ impl<'a> Overlay<'a> {
         value
     }
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        let decoded = self.decoded.get_mut();
+        if !decoded.is_empty() {
+            decoded.remove(&key);
+        }
         self.writes.put(key, value);
     }
     /// Deletes `key`. A key put in this overlay that the base does not have is simply
     /// unstaged: the base never sees it, and gets no tombstone (tombstones slow down scans).
     pub fn delete(&mut self, key: Vec<u8>) {
-        if matches!(self.writes.get(&key), Some(Some(_))) && self.base_get(&key).is_none() {
+        let decoded = self.decoded.get_mut();
+        let staged_decoded = !decoded.is_empty() && decoded.remove(&key).is_some_and(|d| d.staged);
+        if (staged_decoded || matches!(self.writes.get(&key), Some(Some(_)))) && self.base_get(&key).is_none() {
             self.writes.unstage(&key);
         } else {
             self.writes.delete(key);
         }
     }
-    pub fn writes(&self) -> &WriteSet {
+    pub fn writes(&mut self) -> &WriteSet {
+        self.flush_decoded();
         &self.writes
     }
-    pub fn into_writes(self) -> WriteSet {
+    pub fn into_writes(mut self) -> WriteSet {
+        self.flush_decoded();
         self.writes
     }
 }
 
 impl KvRead for Overlay<'_> {
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        if let Some(bytes) = self.staged_decoded(key) {
+            return Some(bytes);
+        }
         match self.writes.get(key) {
             Some(staged) => staged.clone(),
             None => self.base_get(key),
         }
     }
 
+    fn read_decoded(&self, key: &[u8], decode: DecodeFn, read: &mut dyn FnMut(Option<&dyn DecodedValue>)) {
+        if !self.decoded.borrow().contains_key(key) {
+            let Some(bytes) = self.get(key) else { return read(None) };
+            self.decoded.borrow_mut().insert(key.to_vec(), Decoded { value: decode(&bytes), staged: false });
+        }
+        let decoded = self.decoded.borrow();
+        read(decoded.get(key).map(|d| &*d.value));
+    }
+
     fn scan_prefix(&self, prefix: &[u8]) -> KvIter<'_> {
-        let staged: Vec<(Vec<u8>, Option<Vec<u8>>)> = self.writes.range_prefix(prefix).map(|(k, v)| (k.clone(), v.clone())).collect();
-        Box::new(Merge { base: self.base.scan_prefix(prefix).peekable(), staged: staged.into_iter().peekable() })
+        let mut staged: Vec<(Vec<u8>, Option<Vec<u8>>)> = self.writes.range_prefix(prefix).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let decoded = self.decoded.borrow();
+        let newer: Vec<(Vec<u8>, Option<Vec<u8>>)> = decoded
+            .range(prefix.to_vec()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .filter(|(_, d)| d.staged)
+            .map(|(k, d)| (k.clone(), Some(d.value.encode())))
+            .collect();
+        if !newer.is_empty() {
+            // decoded values are newer than what `writes` holds for the same key
+            staged.retain(|(k, _)| newer.binary_search_by(|(n, _)| n.cmp(k)).is_err());
+            staged.extend(newer);
+            staged.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        let base: KvIter<'_> =
+            if self.absent_from_base(prefix, false) { Box::new(std::iter::empty()) } else { self.base.scan_prefix(prefix) };
+        Box::new(Merge { base: base.peekable(), staged: staged.into_iter().peekable() })
     }
 }
 

@@ -52,7 +52,7 @@ fn main() -> anyhow::Result<()> {
         Some(Cmd::Broker) => anyhow::bail!("`waggle broker` is not available yet: run `waggle` (standalone)"),
         Some(Cmd::Gateway) => anyhow::bail!("`waggle gateway` is not available yet: run `waggle` (standalone)"),
         Some(Cmd::Bench(args)) => {
-            return tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(waggle_bench::run(*args));
+            return waggle_bench::runtime()?.block_on(waggle_bench::run(*args));
         }
     };
     let config = node.resolve()?;

@@ -11,11 +11,7 @@ struct Cli {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let result = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(anyhow::Error::from)
-        .and_then(|rt| rt.block_on(waggle_bench::run(cli.bench)));
+    let result = waggle_bench::runtime().map_err(anyhow::Error::from).and_then(|rt| rt.block_on(waggle_bench::run(cli.bench)));
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

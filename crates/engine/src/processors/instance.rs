@@ -13,13 +13,14 @@ type P<'a, 'b, 'c, 'd> = &'a mut Processing<'b, 'c, 'd>;
 /// instance and activates it. With `await_result`, the answer waits for the instance to end.
 pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_result: bool) {
     let RecordValue::ProcessInstanceCreation(creation) = &command.value else { return };
-    let found = if creation.process_definition_key > 0 {
-        p.view().process(creation.process_definition_key).map(|r| (creation.process_definition_key, r))
+    let definition_key = if creation.process_definition_key > 0 {
+        Some(creation.process_definition_key)
     } else if creation.version > 0 {
-        p.view().process_by_version(&creation.bpmn_process_id, creation.version).and_then(|k| p.view().process(k).map(|r| (k, r)))
+        p.view().process_by_version(&creation.bpmn_process_id, creation.version)
     } else {
-        p.view().latest_process(&creation.bpmn_process_id).and_then(|(_, k)| p.view().process(k).map(|r| (k, r)))
+        p.view().latest_process(&creation.bpmn_process_id).map(|(_, k)| k)
     };
+    let found = definition_key.and_then(|k| p.process_record(k).map(|r| (k, r)));
     let Some((definition_key, process)) = found else {
         let reason = if creation.process_definition_key > 0 {
             format!("Expected to find process definition with key '{}', but none found", creation.process_definition_key)
@@ -86,14 +87,14 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
     let pi_key = p.new_key();
     crate::starts::start_instance(p, &process, definition_key, pi_key, starts, &doc);
     let created = ProcessInstanceCreationRecord {
-        bpmn_process_id: process.bpmn_process_id,
+        bpmn_process_id: process.bpmn_process_id.clone(),
         version: process.version,
         process_definition_key: definition_key,
         process_instance_key: pi_key,
         variables: creation.variables.clone(),
         fetch_variables: creation.fetch_variables.clone(),
         start_instructions: creation.start_instructions.clone(),
-        tenant_id: process.tenant_id,
+        tenant_id: process.tenant_id.clone(),
     };
     let event = p.event_record(pi_key, Intent::Created, RecordValue::ProcessInstanceCreation(created));
     match (await_result, request) {

@@ -1,0 +1,190 @@
+//! [`SharedStr`]: an immutable string that is cheap to clone.
+//!
+//! A process instance's records repeat their element's process id, element id, element type
+//! and tenant at every step of its lifecycle; with `String` each step copied all four. Encoded
+//! exactly as a `String` (postcard, JSON), so stored state and log entries do not change.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// An immutable string; clones share the text (or point at a static one).
+#[derive(Clone)]
+pub struct SharedStr(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Static(&'static str),
+    Shared(Arc<str>),
+}
+
+impl SharedStr {
+    /// A string for a static text, without allocating.
+    pub const fn from_static(s: &'static str) -> Self {
+        SharedStr(Repr::Static(s))
+    }
+
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Repr::Static(s) => s,
+            Repr::Shared(s) => s,
+        }
+    }
+}
+
+impl Default for SharedStr {
+    fn default() -> Self {
+        SharedStr::from_static("")
+    }
+}
+
+impl Deref for SharedStr {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for SharedStr {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Borrow<str> for SharedStr {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<String> for SharedStr {
+    fn from(s: String) -> Self {
+        SharedStr(Repr::Shared(s.into()))
+    }
+}
+
+impl From<&str> for SharedStr {
+    fn from(s: &str) -> Self {
+        SharedStr(Repr::Shared(s.into()))
+    }
+}
+
+impl From<&String> for SharedStr {
+    fn from(s: &String) -> Self {
+        SharedStr::from(s.as_str())
+    }
+}
+
+impl From<SharedStr> for String {
+    fn from(s: SharedStr) -> Self {
+        s.as_str().to_string()
+    }
+}
+
+impl fmt::Display for SharedStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Debug for SharedStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq for SharedStr {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for SharedStr {}
+
+impl PartialOrd for SharedStr {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for SharedStr {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl std::hash::Hash for SharedStr {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+impl PartialEq<str> for SharedStr {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for SharedStr {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for SharedStr {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl PartialEq<SharedStr> for String {
+    fn eq(&self, other: &SharedStr) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl PartialEq<SharedStr> for str {
+    fn eq(&self, other: &SharedStr) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<SharedStr> for &str {
+    fn eq(&self, other: &SharedStr) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl Serialize for SharedStr {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for SharedStr {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(SharedStr::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_as_a_string_and_compares_by_text() {
+        let shared = SharedStr::from("task");
+        let fixed = SharedStr::from_static("task");
+        assert_eq!(shared, fixed);
+        assert_eq!(shared, "task");
+        assert_eq!("task".to_string(), shared);
+        assert_eq!(postcard::to_stdvec(&shared).unwrap(), postcard::to_stdvec("task").unwrap());
+        let back: SharedStr = postcard::from_bytes(&postcard::to_stdvec(&"task".to_string()).unwrap()).unwrap();
+        assert_eq!(back, shared);
+        assert_eq!(serde_json::to_string(&fixed).unwrap(), "\"task\"");
+        assert_eq!(SharedStr::default(), "");
+    }
+}
