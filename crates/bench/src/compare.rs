@@ -47,6 +47,15 @@ pub async fn compare(args: CompareArgs) -> anyhow::Result<()> {
 }
 
 async fn run_on(kind: Kind, args: &CompareArgs, w: &Workload, phases: Phases) -> anyhow::Result<RunReport> {
+    // what the previous server left in the page cache is written out now, not while this one
+    // runs: the writeback of Zeebe's data behind W3 once held Waggle's fsyncs in the W4 after
+    // it (timer lateness p99 39.5 ms in that run, 6.3-6.8 ms in runs of W4 alone)
+    tokio::task::spawn_blocking(|| {
+        // SAFETY: sync(2) takes no arguments and cannot fail.
+        unsafe { libc::sync() }
+    })
+    .await
+    .context("flushing the page cache")?;
     let server = match kind {
         Kind::Waggle => match (&args.waggle_address, &args.waggle_bin) {
             (Some(a), _) => Server::attach(kind, a, args.waggle_pid),

@@ -193,10 +193,19 @@ fn mark_has_variables(state: &mut Overlay<'_>, scope: i64) {
 
 /// Changes an element instance in place (kept decoded by the overlay); nothing when it is gone.
 fn update_element(state: &mut Overlay<'_>, key: i64, f: impl FnOnce(&mut ElementInstance)) {
+    update_decoded(state, &element_key(key), f);
+}
+
+/// Changes the row of `key`, decoded as a `T`, in place; nothing when there is no such row.
+fn update_decoded<T: serde::de::DeserializeOwned + waggle_state::DecodedValue>(
+    state: &mut Overlay<'_>,
+    key: &[u8],
+    f: impl FnOnce(&mut T),
+) {
     let mut f = Some(f);
-    state.update_decoded(&element_key(key), &decode_element, &mut |value| {
+    state.update_decoded(key, &decode_boxed::<T>, &mut |value| {
         if let Some(f) = f.take() {
-            f(value.as_any_mut().downcast_mut::<ElementInstance>().expect("an element instance"));
+            f(value.as_any_mut().downcast_mut::<T>().expect("the table's type"));
         }
     });
 }
@@ -326,12 +335,7 @@ impl JobIndex {
 
 /// Changes a job in place (kept decoded by the overlay); nothing when it is gone.
 fn update_job(state: &mut Overlay<'_>, key: i64, f: impl FnOnce(&mut StoredJob)) {
-    let mut f = Some(f);
-    state.update_decoded(&job_key(key), &decode_job, &mut |value| {
-        if let Some(f) = f.take() {
-            f(value.as_any_mut().downcast_mut::<StoredJob>().expect("a job"));
-        }
-    });
+    update_decoded(state, &job_key(key), f);
 }
 
 /// Removes a job from the activatable, deadline and back-off indexes.

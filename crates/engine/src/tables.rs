@@ -267,39 +267,29 @@ pub struct ElementInstance {
     pub has_variables: bool,
 }
 
-/// Element instances change at every step of their lifecycle: an overlay keeps them decoded
-/// for the batch instead of decoding and encoding them at each step.
-impl DecodedValue for ElementInstance {
-    fn encode(&self) -> Vec<u8> {
-        encode(self)
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
-    }
+/// Tables whose rows an overlay keeps decoded for a batch (see `Overlay::put_decoded`): element
+/// instances change at every step of their lifecycle, jobs at creation, activation and
+/// completion, mostly within a batch or two.
+macro_rules! kept_decoded {
+    ($($t:ty),*) => {$(
+        impl DecodedValue for $t {
+            fn encode(&self) -> Vec<u8> {
+                encode(self)
+            }
+            fn as_any(&self) -> &dyn std::any::Any {
+                self
+            }
+            fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+                self
+            }
+        }
+    )*};
 }
+kept_decoded!(ElementInstance, StoredJob);
 
-/// Jobs change at creation, activation and completion, mostly within a batch or two.
-impl DecodedValue for StoredJob {
-    fn encode(&self) -> Vec<u8> {
-        encode(self)
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
-    }
-}
-
-pub(crate) fn decode_job(bytes: &[u8]) -> Box<dyn DecodedValue> {
-    Box::new(decode::<StoredJob>(bytes))
-}
-
-pub(crate) fn decode_element(bytes: &[u8]) -> Box<dyn DecodedValue> {
-    Box::new(decode::<ElementInstance>(bytes))
+/// Decodes a stored row into the value an overlay keeps.
+pub(crate) fn decode_boxed<T: DeserializeOwned + DecodedValue>(bytes: &[u8]) -> Box<dyn DecodedValue> {
+    Box::new(decode::<T>(bytes))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -369,11 +359,15 @@ impl<'a> StateView<'a> {
     /// What `f` takes from an element instance, without copying the instance. `f` must not
     /// read state itself.
     pub fn element_with<R>(&self, key: i64, f: impl FnOnce(&ElementInstance) -> R) -> Option<R> {
+        self.decoded_with(&element_key(key), f)
+    }
+    /// What `f` takes from the row of `key` decoded as a `T`, without copying it.
+    fn decoded_with<T: DeserializeOwned + DecodedValue, R>(&self, key: &[u8], f: impl FnOnce(&T) -> R) -> Option<R> {
         let mut f = Some(f);
         let mut out = None;
-        self.kv.read_decoded(&element_key(key), &decode_element, &mut |value| {
+        self.kv.read_decoded(key, &decode_boxed::<T>, &mut |value| {
             if let (Some(value), Some(f)) = (value, f.take()) {
-                out = Some(f(value.as_any().downcast_ref::<ElementInstance>().expect("an element instance")));
+                out = Some(f(value.as_any().downcast_ref::<T>().expect("the table's type")));
             }
         });
         out
@@ -401,14 +395,7 @@ impl<'a> StateView<'a> {
     }
     /// What `f` takes from a job, without copying the job. `f` must not read state itself.
     pub fn job_with<R>(&self, key: i64, f: impl FnOnce(&StoredJob) -> R) -> Option<R> {
-        let mut f = Some(f);
-        let mut out = None;
-        self.kv.read_decoded(&job_key(key), &decode_job, &mut |value| {
-            if let (Some(value), Some(f)) = (value, f.take()) {
-                out = Some(f(value.as_any().downcast_ref::<StoredJob>().expect("a job")));
-            }
-        });
-        out
+        self.decoded_with(&job_key(key), f)
     }
     /// Up to `limit` activatable job keys of a type, oldest first.
     pub fn activatable_jobs(&self, job_type: &str, limit: usize) -> Vec<i64> {
