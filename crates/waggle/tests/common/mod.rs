@@ -20,8 +20,22 @@ pub struct Node {
     _temp: Option<tempfile::TempDir>,
 }
 
+/// A loopback port nothing listens on, below Linux's ephemeral range (32768 and up): a port the
+/// kernel hands out for `bind(0)` can be taken, before the node binds it, as the local port of
+/// any outgoing connection on the machine (a test once failed with "Address already in use").
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const PORTS: u32 = 12_000;
+    // test binaries run side by side: each starts at its own place in the range
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(u32::MAX, std::process::id() % PORTS, Ordering::SeqCst, Ordering::SeqCst);
+    loop {
+        let port = (FIRST + NEXT.fetch_add(1, Ordering::SeqCst) % PORTS) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 impl Node {
