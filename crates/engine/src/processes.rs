@@ -33,7 +33,7 @@ impl ProcessCache {
         if let Some(p) = self.by_key.get(&key) {
             return p.clone();
         }
-        let record = view.process(key).unwrap_or_else(|| panic!("process {key} is not deployed"));
+        let record = self.record(key, view).unwrap_or_else(|| panic!("process {key} is not deployed"));
         let process = parse_one(&record.resource, &record.bpmn_process_id).unwrap_or_else(|| panic!("stored process {key} does not parse"));
         let process = Arc::new(process);
         self.by_key.insert(key, process.clone());

@@ -52,7 +52,7 @@ pub(crate) fn start_instance(
 /// Starts an instance at the start event `target` of the definition a start subscription
 /// belongs to, if that definition is still deployed. Returns the new instance's key.
 fn start_at_event(p: P, definition_key: i64, target: &str, variables: &[(String, String)]) -> Option<i64> {
-    let definition = p.view().process(definition_key)?;
+    let definition = p.process_record(definition_key)?;
     let model = p.process_model(definition_key);
     let start = model.element(target)?;
     let pi_key = p.new_key();
@@ -188,7 +188,7 @@ pub(crate) fn correlate_message_starts(p: P, message_key: i64, message: &Message
 
 /// Starts an instance at the message start event of `subscription` with `message`.
 fn start_by_message(p: P, subscription: &MessageStartEventSubscriptionRecord, message_key: i64, message: &MessageRecord) {
-    let Some(definition) = p.view().process(subscription.process_definition_key) else { return };
+    let Some(definition) = p.process_record(subscription.process_definition_key) else { return };
     let model = p.process_model(subscription.process_definition_key);
     let Some(start) = model.element(&subscription.start_event_id) else { return };
     let variables = document_texts(&message.variables).unwrap_or_default();

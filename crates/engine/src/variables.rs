@@ -123,10 +123,9 @@ pub(crate) fn texts_of(doc: &Map<String, Json>) -> VariableTexts {
 pub(crate) fn set_local_text(p: &mut Processing<'_, '_, '_>, scope: i64, name: &str, text: String) {
     let view = p.view();
     let existing = view.variable(scope, name);
-    let (pi_key, def_key, bpmn_id) = match view.element(scope) {
-        Some(e) => (e.record.process_instance_key, e.record.process_definition_key, e.record.bpmn_process_id),
-        None => (scope, -1, Default::default()),
-    };
+    let (pi_key, def_key, bpmn_id) = view
+        .element_with(scope, |e| (e.record.process_instance_key, e.record.process_definition_key, e.record.bpmn_process_id.clone()))
+        .unwrap_or((scope, -1, Default::default()));
     let record = VariableRecord {
         name: name.to_string(),
         value: text,

@@ -46,13 +46,23 @@ impl<'a> Overlay<'a> {
     /// Changes the value of `key` in place (decoding it first if this overlay has not yet);
     /// false, and nothing changed, when there is no such key.
     pub fn update_decoded(&mut self, key: &[u8], decode: DecodeFn, update: &mut dyn FnMut(&mut dyn DecodedValue)) -> bool {
-        if !self.decoded.get_mut().contains_key(key) {
-            let Some(bytes) = self.get(key) else { return false };
-            self.decoded.get_mut().insert(key.to_vec(), Decoded { value: decode(&bytes), staged: false });
+        if !self.hold_decoded(key, decode) {
+            return false;
         }
         let entry = self.decoded.get_mut().get_mut(key).expect("just ensured");
         update(&mut *entry.value);
         entry.staged = true;
+        true
+    }
+
+    /// Makes sure the value of `key` is held decoded, decoding what the writes or the base hold
+    /// if it is not yet; false when there is no such key.
+    fn hold_decoded(&self, key: &[u8], decode: DecodeFn) -> bool {
+        if self.decoded.borrow().contains_key(key) {
+            return true;
+        }
+        let Some(bytes) = self.get(key) else { return false };
+        self.decoded.borrow_mut().insert(key.to_vec(), Decoded { value: decode(&bytes), staged: false });
         true
     }
 
@@ -132,9 +142,8 @@ impl KvRead for Overlay<'_> {
     }
 
     fn read_decoded(&self, key: &[u8], decode: DecodeFn, read: &mut dyn FnMut(Option<&dyn DecodedValue>)) {
-        if !self.decoded.borrow().contains_key(key) {
-            let Some(bytes) = self.get(key) else { return read(None) };
-            self.decoded.borrow_mut().insert(key.to_vec(), Decoded { value: decode(&bytes), staged: false });
+        if !self.hold_decoded(key, decode) {
+            return read(None);
         }
         let decoded = self.decoded.borrow();
         read(decoded.get(key).map(|d| &*d.value));
