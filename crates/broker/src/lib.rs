@@ -9,6 +9,7 @@
 //! committed in the partition's log and applied to its state. A full partition queue answers
 //! [`BrokerError::Overloaded`] at once (back pressure) instead of queueing without bound.
 
+mod delivery;
 mod metrics;
 mod partition;
 mod scheduler;

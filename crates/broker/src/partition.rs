@@ -12,11 +12,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{broadcast, oneshot};
 use waggle_engine::{Command, Engine, ProcessingContext, RequestId, SideEffect, StateView};
 use waggle_protocol::codec::Entry;
-use waggle_protocol::value::{IncidentRecord, JobRecord};
+use waggle_protocol::value::IncidentRecord;
 use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue, ValueType};
 use waggle_replication::RaftGroup;
 use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
 
+use crate::delivery::{Deliverer, Delivery, Targets};
 use crate::metrics::{BrokerMetrics, PartitionMetrics};
 use crate::streams::{JobStreamRegistry, PushedJob};
 use crate::{scheduler, BrokerConfig, BrokerError, Peers, Submission};
@@ -183,11 +184,10 @@ pub(crate) fn start(
         snapshot: SnapshotProgress::default(),
         replies: HashMap::new(),
         next_request: 1,
-        streams,
-        jobs_available,
+        streams: streams.clone(),
+        deliverer: Deliverer::new(Targets { streams, jobs_available, loopback: tx.clone() }),
         metrics: metrics.for_partition(id),
         status: status.clone(),
-        loopback: tx.clone(),
         started: HashMap::new(),
         last_tick: Instant::now(),
         peers,
@@ -223,10 +223,10 @@ struct Processor {
     replies: HashMap<RequestId, oneshot::Sender<Record>>,
     next_request: RequestId,
     streams: Arc<JobStreamRegistry>,
-    jobs_available: broadcast::Sender<String>,
+    /// Answers, pushed jobs and job notifications of committed batches go out through it.
+    deliverer: Deliverer,
     metrics: PartitionMetrics,
     status: Arc<Mutex<PartitionStatus>>,
-    loopback: SyncSender<Submission>,
     /// Start times of process instances and jobs, for the lifetime histograms (runtime only).
     started: HashMap<i64, i64>,
     last_tick: Instant,
@@ -359,24 +359,22 @@ impl Processor {
             self.metrics.batch_commit.observe(processed.elapsed().as_secs_f64());
             self.observe(&output.records);
         }
+        let mut delivery = Delivery::default();
         for (id, record) in output.responses {
             if let Some(reply) = self.replies.remove(&id) {
-                let _ = reply.send(record);
+                delivery.replies.push((reply, record));
             }
         }
         for effect in output.side_effects {
             match effect {
-                SideEffect::JobsAvailable { job_type } => {
-                    let _ = self.jobs_available.send(job_type);
-                }
+                SideEffect::JobsAvailable { job_type } => delivery.jobs_available.push(job_type),
                 SideEffect::PushJob { stream_id, job_key, job } => {
-                    if let Some(job) = self.streams.push(stream_id, PushedJob { key: job_key, record: *job }) {
-                        self.yield_job(job_key, job.record);
-                    }
+                    delivery.pushes.push((stream_id, PushedJob { key: job_key, record: *job }))
                 }
                 SideEffect::SendCommand { partition, command } => self.outbox.push_back((partition, *command)),
             }
         }
+        self.deliverer.send(delivery);
         self.flush_outbox();
         Ok(())
     }
@@ -443,11 +441,6 @@ impl Processor {
             std::thread::sleep(Duration::from_micros(100));
         }
         Err("proposal was not committed".into())
-    }
-
-    fn yield_job(&mut self, job_key: i64, job: JobRecord) {
-        let command = Command::new(job_key, Intent::Yield, RecordValue::Job(job));
-        let _ = self.loopback.try_send(Submission { command, reply: None, scheduled: false });
     }
 
     fn observe(&mut self, records: &[Record]) {

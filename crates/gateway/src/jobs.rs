@@ -2,13 +2,14 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::Stream;
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 use tonic::Status;
-use waggle_broker::{Broker, PushedJob};
+use waggle_broker::{Broker, JobStreamRegistry, PushedJob, StreamId};
 use waggle_engine::Command;
 use waggle_protocol::gateway as pb;
 use waggle_protocol::value::{JobBatchRecord, JobRecord};
@@ -16,8 +17,10 @@ use waggle_protocol::{Intent, RecordValue};
 
 use crate::status;
 
-/// Jobs buffered per stream between the partition and the gRPC stream (flow control window).
-const STREAM_BUFFER_JOBS: usize = 32;
+/// Jobs buffered per stream between the partition and the gRPC stream (flow control window). A
+/// batch can activate many jobs at once: with 32, a W2 run with 128 concurrent creations pushed
+/// 96 % of its jobs and the rest waited for the worker's next poll.
+const STREAM_BUFFER_JOBS: usize = 256;
 
 pub fn validate_activation(req: &pb::ActivateJobsRequest) -> Result<(), Status> {
     // Zeebe 8.5.8's wording; a maxJobsToActivate below 1 is not an error there (see
@@ -139,8 +142,8 @@ pub async fn activate_with_long_polling(
 
 type JobStream = Pin<Box<dyn Stream<Item = Result<pb::ActivatedJob, Status>> + Send + 'static>>;
 
-/// Registers a job stream with the broker and forwards pushed jobs to the client. The stream is
-/// removed when the client goes away.
+/// Registers a job stream with the broker; the client reads the jobs the partitions push. The
+/// stream is removed when the client goes away (tonic drops the response stream).
 pub fn open_job_stream(broker: &Arc<Broker>, req: pb::StreamActivatedJobsRequest) -> Result<JobStream, Status> {
     if req.r#type.trim().is_empty() {
         return Err(status::invalid("Expected to stream jobs with a non-empty type, but it was empty"));
@@ -148,26 +151,30 @@ pub fn open_job_stream(broker: &Arc<Broker>, req: pb::StreamActivatedJobsRequest
     if req.timeout < 1 {
         return Err(status::invalid(format!("Expected to stream jobs with a timeout greater than zero, but it was {}", req.timeout)));
     }
-    let (tx, mut rx) = mpsc::channel::<PushedJob>(STREAM_BUFFER_JOBS);
+    let (tx, jobs) = mpsc::channel::<PushedJob>(STREAM_BUFFER_JOBS);
     let registry = broker.job_streams().clone();
     let id = registry.register(req.r#type, req.worker, req.timeout, req.fetch_variable, tx);
-    let (out_tx, out_rx) = mpsc::channel::<Result<pb::ActivatedJob, Status>>(1);
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                job = rx.recv() => match job {
-                    Some(job) => {
-                        // a job that cannot be delivered times out and returns to the pool
-                        if out_tx.send(Ok(to_activated(job.key, job.record))).await.is_err() {
-                            break;
-                        }
-                    }
-                    None => break,
-                },
-                _ = out_tx.closed() => break,
-            }
-        }
-        registry.remove(id);
-    });
-    Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(out_rx)))
+    Ok(Box::pin(PushedJobs { jobs, registry, id }))
+}
+
+/// The response stream of `StreamActivatedJobs`: the jobs pushed to one registered stream. A job
+/// still buffered when the client goes away times out and returns to the pool.
+struct PushedJobs {
+    jobs: mpsc::Receiver<PushedJob>,
+    registry: Arc<JobStreamRegistry>,
+    id: StreamId,
+}
+
+impl Stream for PushedJobs {
+    type Item = Result<pb::ActivatedJob, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.jobs.poll_recv(cx).map(|job| job.map(|job| Ok(to_activated(job.key, job.record))))
+    }
+}
+
+impl Drop for PushedJobs {
+    fn drop(&mut self) {
+        self.registry.remove(self.id);
+    }
 }

@@ -8,6 +8,7 @@
 // would only add an allocation on the error path.
 #![allow(clippy::result_large_err)]
 
+mod coalescing_io;
 mod jobs;
 mod metrics;
 mod status;
@@ -26,6 +27,7 @@ use waggle_protocol::gateway::gateway_server::Gateway;
 use waggle_protocol::value::*;
 use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
 
+pub use coalescing_io::CoalescingIo;
 pub use metrics::GatewayMetrics;
 pub use pb::gateway_server::GatewayServer;
 

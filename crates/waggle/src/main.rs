@@ -14,6 +14,9 @@ use waggle_gateway::{GatewayConfig, GatewayService};
 
 use config::NodeArgs;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "waggle",
@@ -144,12 +147,14 @@ const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
 
 /// Accepted gRPC connections, with Nagle's algorithm off: pushed jobs and answers are small
 /// writes that must not wait for the client's delayed ACK (up to 40 ms per message otherwise).
-fn tokio_stream_listener(listener: tokio::net::TcpListener) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+fn tokio_stream_listener(
+    listener: tokio::net::TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<waggle_gateway::CoalescingIo>> {
     use tokio_stream::StreamExt;
     tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
         let conn = conn?;
         conn.set_nodelay(true)?;
-        Ok(conn)
+        Ok(waggle_gateway::CoalescingIo::new(conn))
     })
 }
 
