@@ -12,9 +12,6 @@ use waggle_protocol::value::{DeploymentRecord, DeploymentResource, JobRecord, Pr
 use waggle_protocol::{Intent, RecordValue};
 use waggle_state::{KvStore, Overlay, RocksStore};
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 const MODEL: &str = include_str!("../../../workloads/one_task.bpmn");
 const PAYLOAD: &str = include_str!("../../../workloads/payload_typical.json");
 

@@ -14,9 +14,6 @@ use waggle_gateway::{GatewayConfig, GatewayService};
 
 use config::NodeArgs;
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "waggle",
