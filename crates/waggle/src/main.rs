@@ -144,6 +144,7 @@ const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
 
 /// Accepted gRPC connections, with Nagle's algorithm off: pushed jobs and answers are small
 /// writes that must not wait for the client's delayed ACK (up to 40 ms per message otherwise).
+/// Each is a [`waggle_gateway::CoalescingIo`], which writes the answers ready together at once.
 fn tokio_stream_listener(
     listener: tokio::net::TcpListener,
 ) -> impl tokio_stream::Stream<Item = std::io::Result<waggle_gateway::CoalescingIo>> {
