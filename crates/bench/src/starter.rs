@@ -15,8 +15,6 @@ use crate::workload::Pace;
 
 /// Most creation requests in flight at a fixed rate; beyond, creations are counted as skipped.
 const MAX_IN_FLIGHT: usize = 4096;
-/// Concurrent creators in the closed loop.
-const CREATORS: usize = 32;
 /// Pause of a creator after back pressure.
 const BACKOFF: Duration = Duration::from_millis(10);
 
@@ -48,7 +46,7 @@ impl Starter {
     pub async fn run(self, pace: Pace, until: Instant) {
         match pace {
             Pace::Rate(rate) => self.fixed_rate(rate, until).await,
-            Pace::Max { .. } => self.closed_loop(until).await,
+            Pace::Max { outstanding } => self.closed_loop(outstanding, until).await,
         }
     }
 
@@ -77,10 +75,15 @@ impl Starter {
         while tasks.join_next().await.is_some() {}
     }
 
-    async fn closed_loop(self, until: Instant) {
+    /// One creator per instance allowed outstanding: each waits for a free slot, then creates.
+    /// So every slot freed by a finished instance is refilled at once, however long a
+    /// creation's answer takes (with fewer creators than slots, the round trip of a creation
+    /// bounded the rate).
+    async fn closed_loop(self, creators: usize, until: Instant) {
         let outstanding = self.outstanding.clone().expect("closed loop without an outstanding limit");
+        let creators = creators as u64;
         let mut tasks = JoinSet::new();
-        for creator in 0..CREATORS as u64 {
+        for creator in 0..creators {
             let me = self.clone();
             let outstanding = outstanding.clone();
             tasks.spawn(async move {
@@ -100,7 +103,7 @@ impl Starter {
                             tokio::time::sleep(BACKOFF * 10).await;
                         }
                     }
-                    seq += CREATORS as u64;
+                    seq += creators;
                 }
             });
         }
