@@ -11,10 +11,13 @@ use waggle_protocol::gateway::{CreateProcessInstanceRequest, CreateProcessInstan
 
 use crate::client::Client;
 use crate::recorder::{Event, Recorder};
+use crate::window::CreationWindow;
 use crate::workload::Pace;
 
 /// Most creation requests in flight at a fixed rate; beyond, creations are counted as skipped.
 const MAX_IN_FLIGHT: usize = 4096;
+/// Creations in flight when the closed loop starts (see [`CreationWindow`]).
+const INITIAL_WINDOW: usize = 32;
 /// Pause of a creator after back pressure.
 const BACKOFF: Duration = Duration::from_millis(10);
 
@@ -75,23 +78,30 @@ impl Starter {
         while tasks.join_next().await.is_some() {}
     }
 
-    /// One creator per instance allowed outstanding: each waits for a free slot, then creates.
-    /// So every slot freed by a finished instance is refilled at once, however long a
-    /// creation's answer takes (with fewer creators than slots, the round trip of a creation
-    /// bounded the rate).
+    /// One creator per instance allowed outstanding: each waits for a free slot and for room in
+    /// the creation window (see [`CreationWindow`]), then creates. Every slot freed by a
+    /// finished instance is refilled as soon as the window allows, however long a creation's
+    /// answer takes.
     async fn closed_loop(self, creators: usize, until: Instant) {
         let outstanding = self.outstanding.clone().expect("closed loop without an outstanding limit");
+        let window = Arc::new(CreationWindow::new(INITIAL_WINDOW, creators));
         let creators = creators as u64;
         let mut tasks = JoinSet::new();
         for creator in 0..creators {
             let me = self.clone();
-            let outstanding = outstanding.clone();
+            let (outstanding, window) = (outstanding.clone(), window.clone());
             tasks.spawn(async move {
                 let mut seq = creator;
                 while Instant::now() < until {
                     let Ok(permit) = tokio::time::timeout_at(until.into(), outstanding.clone().acquire_owned()).await else { break };
                     let permit = permit.expect("semaphore closed");
-                    match me.create(seq).await {
+                    if tokio::time::timeout_at(until.into(), window.acquire()).await.is_err() {
+                        break;
+                    }
+                    let sent = Instant::now();
+                    let outcome = me.create(seq).await;
+                    window.release(!matches!(outcome, Outcome::Done), sent.elapsed(), Instant::now());
+                    match outcome {
                         // released by whoever sees the instance finish
                         Outcome::Done => permit.forget(),
                         Outcome::Rejected => {
