@@ -15,6 +15,9 @@ use crate::recorder::{Event, Recorder};
 const JOB_TIMEOUT_MS: i64 = 60_000;
 const POLL_TIMEOUT_MS: i64 = 10_000;
 const BACKUP_POLL_JOBS: usize = 32;
+/// Pause after a poll that got no job (or failed); after one that got jobs, the next poll
+/// follows at once, as in Zeebe's Java client.
+const POLL_PAUSE: Duration = Duration::from_millis(100);
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -49,8 +52,9 @@ impl Worker {
             let backup_slots = slots.clone();
             let backup = tokio::spawn(async move {
                 loop {
-                    me.poll(&backup_slots, false).await;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    if me.poll(&backup_slots, false).await == 0 {
+                        tokio::time::sleep(POLL_PAUSE).await;
+                    }
                 }
             });
             let _abort_backup = AbortOnDrop(backup);
@@ -60,8 +64,9 @@ impl Worker {
             }
         } else {
             loop {
-                self.poll(&slots, true).await;
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                if self.poll(&slots, true).await == 0 {
+                    tokio::time::sleep(POLL_PAUSE).await;
+                }
             }
         }
     }
@@ -90,9 +95,10 @@ impl Worker {
         }
     }
 
-    /// One long poll. The main poller asks for as many jobs as it has free slots and holds them;
-    /// the backup poller beside a stream asks for a few and holds none, so the stream keeps room.
-    async fn poll(&self, slots: &Arc<Semaphore>, main: bool) {
+    /// One long poll; returns how many jobs it got. The main poller asks for as many jobs as it
+    /// has free slots and holds them; the backup poller beside a stream asks for a few and holds
+    /// none, so the stream keeps room.
+    async fn poll(&self, slots: &Arc<Semaphore>, main: bool) -> usize {
         let mut held = vec![];
         if main {
             held.push(slots.clone().acquire_owned().await.expect("semaphore closed"));
@@ -112,13 +118,18 @@ impl Worker {
         let mut responses = match self.client.clone().activate_jobs(request).await {
             Ok(r) => r.into_inner(),
             // back pressure on activation: poll again after the pause in `run`
-            Err(s) if s.code() == tonic::Code::ResourceExhausted => return,
-            Err(s) => return self.recorder.error("activate jobs", &s),
+            Err(s) if s.code() == tonic::Code::ResourceExhausted => return 0,
+            Err(s) => {
+                self.recorder.error("activate jobs", &s);
+                return 0;
+            }
         };
+        let mut got = 0;
         while let Some(response) = responses.next().await {
             let activated = Instant::now();
             match response {
                 Ok(r) => {
+                    got += r.jobs.len();
                     self.recorder.polled.fetch_add(r.jobs.len() as u64, Ordering::Relaxed);
                     for job in r.jobs {
                         match held.pop() {
@@ -127,10 +138,14 @@ impl Worker {
                         }
                     }
                 }
-                Err(s) if s.code() == tonic::Code::ResourceExhausted => return,
-                Err(s) => return self.recorder.error("activate jobs", &s),
+                Err(s) if s.code() == tonic::Code::ResourceExhausted => break,
+                Err(s) => {
+                    self.recorder.error("activate jobs", &s);
+                    break;
+                }
             }
         }
+        got
     }
 
     fn spawn(&self, job: ActivatedJob, activated: Instant, slot: OwnedSemaphorePermit) {
