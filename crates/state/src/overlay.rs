@@ -46,24 +46,25 @@ impl<'a> Overlay<'a> {
     /// Changes the value of `key` in place (decoding it first if this overlay has not yet);
     /// false, and nothing changed, when there is no such key.
     pub fn update_decoded(&mut self, key: &[u8], decode: DecodeFn, update: &mut dyn FnMut(&mut dyn DecodedValue)) -> bool {
-        if !self.hold_decoded(key, decode) {
-            return false;
+        if let Some(entry) = self.decoded.get_mut().get_mut(key) {
+            update(&mut *entry.value);
+            entry.staged = true;
+            return true;
         }
-        let entry = self.decoded.get_mut().get_mut(key).expect("just ensured");
-        update(&mut *entry.value);
-        entry.staged = true;
+        let Some(bytes) = self.get_not_decoded(key) else { return false };
+        let mut value = decode(&bytes);
+        update(&mut *value);
+        self.decoded.get_mut().insert(key.to_vec(), Decoded { value, staged: true });
         true
     }
 
-    /// Makes sure the value of `key` is held decoded, decoding what the writes or the base hold
-    /// if it is not yet; false when there is no such key.
-    fn hold_decoded(&self, key: &[u8], decode: DecodeFn) -> bool {
-        if self.decoded.borrow().contains_key(key) {
-            return true;
+    /// The value of `key` in the writes or the base: current unless a newer value is staged
+    /// decoded.
+    fn get_not_decoded(&self, key: &[u8]) -> Option<Vec<u8>> {
+        match self.writes.get(key) {
+            Some(staged) => staged.clone(),
+            None => self.base_get(key),
         }
-        let Some(bytes) = self.get(key) else { return false };
-        self.decoded.borrow_mut().insert(key.to_vec(), Decoded { value: decode(&bytes), staged: false });
-        true
     }
 
     /// Encodes the staged decoded values into `writes`.
@@ -135,18 +136,18 @@ impl KvRead for Overlay<'_> {
         if let Some(bytes) = self.staged_decoded(key) {
             return Some(bytes);
         }
-        match self.writes.get(key) {
-            Some(staged) => staged.clone(),
-            None => self.base_get(key),
-        }
+        self.get_not_decoded(key)
     }
 
     fn read_decoded(&self, key: &[u8], decode: DecodeFn, read: &mut dyn FnMut(Option<&dyn DecodedValue>)) {
-        if !self.hold_decoded(key, decode) {
-            return read(None);
+        if let Some(d) = self.decoded.borrow().get(key) {
+            return read(Some(&*d.value));
         }
-        let decoded = self.decoded.borrow();
-        read(decoded.get(key).map(|d| &*d.value));
+        // not held decoded: so nothing newer is staged decoded than what `get` finds
+        let Some(bytes) = self.get_not_decoded(key) else { return read(None) };
+        let value = decode(&bytes);
+        read(Some(&*value));
+        self.decoded.borrow_mut().insert(key.to_vec(), Decoded { value, staged: false });
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> KvIter<'_> {
