@@ -145,6 +145,12 @@ fn rocks_store_scans_stay_within_their_prefix_after_many_deletes() {
 
 #[test]
 fn rocks_store_queue_scans_see_every_live_key_whatever_their_hints() {
+    // with every commit in RocksDB itself (where the hints apply), and in the write-back layer
+    queue_scans_see_every_live_key(true);
+    queue_scans_see_every_live_key(false);
+}
+
+fn queue_scans_see_every_live_key(flush_every_commit: bool) {
     // scans of queue tables start past the keys earlier scans found deleted; a key put below
     // that point later must still be seen, and a scan must not start past a live key
     let dir = tempfile::tempdir().unwrap();
@@ -156,6 +162,9 @@ fn rocks_store_queue_scans_see_every_live_key_whatever_their_hints() {
         puts.iter().for_each(|k| ws.put(k.as_bytes().to_vec(), vec![]));
         deletes.iter().for_each(|k| ws.delete(k.as_bytes().to_vec()));
         store.commit(&ws).unwrap();
+        if flush_every_commit {
+            store.flush_write_back().unwrap();
+        }
     };
     commit(&["A/t|1", "A/t|2", "A/t|3", "TD/5", "TD/6"], &[]);
     assert_eq!(keys(&store, b"A/t|"), ["A/t|1", "A/t|2", "A/t|3"]);
@@ -176,6 +185,9 @@ fn rocks_store_queue_scans_see_every_live_key_whatever_their_hints() {
                 let mut ws = WriteSet::default();
                 ws.put(format!("TD/{:04}", 4_000 - i).into_bytes(), vec![]);
                 store.commit(&ws).unwrap();
+                if flush_every_commit || i % 100 == 0 {
+                    store.flush_write_back().unwrap();
+                }
             }
         });
         let mut seen = 0;
@@ -203,4 +215,53 @@ fn rocks_store_meets_the_contract_and_checkpoints() {
     let restored = RocksStore::open(&cp).unwrap();
     assert_eq!(restored.get(b"b/1"), Some(b"z".to_vec()));
     assert_eq!(restored.dump().len(), 5, "a/2, b/1, n/0, n/1, n/2");
+}
+
+#[test]
+fn rocks_store_rows_deleted_before_a_flush_never_reach_rocksdb() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RocksStore::open(&dir.path().join("db")).unwrap();
+    let commit = |puts: &[(&str, &str)], deletes: &[&str]| {
+        let mut ws = WriteSet::default();
+        puts.iter().for_each(|(k, v)| ws.put(k.as_bytes().to_vec(), v.as_bytes().to_vec()));
+        deletes.iter().for_each(|k| ws.delete(k.as_bytes().to_vec()));
+        store.commit(&ws).unwrap();
+    };
+    commit(&[("E/old", "1")], &[]);
+    store.flush_write_back().unwrap();
+    assert_eq!(store.stored_keys(b"E/"), ["E/old"]);
+    // a short-lived row, and an update and delete of a row RocksDB has
+    commit(&[("E/new", "2"), ("E/old", "3")], &[]);
+    assert_eq!(store.get(b"E/new"), Some(b"2".to_vec()));
+    assert_eq!(store.get(b"E/old"), Some(b"3".to_vec()));
+    commit(&[], &["E/new", "E/old"]);
+    assert_eq!(store.get(b"E/new"), None);
+    assert_eq!(store.get(b"E/old"), None, "the layer's delete hides what RocksDB has");
+    assert_eq!(store.scan_prefix(b"E/").count(), 0);
+    assert_eq!(store.stored_keys(b"E/"), ["E/old"], "nothing reached RocksDB before the flush");
+    store.flush_write_back().unwrap();
+    assert!(store.stored_keys(b"E/").is_empty());
+    assert_eq!(store.scan_prefix(b"E/").count(), 0);
+}
+
+#[test]
+fn rocks_store_flushes_its_write_back_layer_when_it_grows_and_when_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = crate::FLUSH_AT_ROWS + 10;
+    {
+        let store = RocksStore::open(&dir.path().join("db")).unwrap();
+        let mut ws = WriteSet::default();
+        for i in 0..rows {
+            ws.put(format!("V/{i:08}").into_bytes(), vec![1]);
+        }
+        store.commit(&ws).unwrap();
+        assert_eq!(store.stored_keys(b"V/").len(), rows, "flushed once the layer held FLUSH_AT_ROWS rows");
+        let mut ws = WriteSet::default();
+        ws.put(b"V/last".to_vec(), vec![2]);
+        store.commit(&ws).unwrap();
+        assert_eq!(store.stored_keys(b"V/").len(), rows);
+    }
+    let reopened = RocksStore::open(&dir.path().join("db")).unwrap();
+    assert_eq!(reopened.get(b"V/last"), Some(vec![2]), "a store dropped cleanly keeps its layer");
+    assert_eq!(reopened.scan_prefix(b"V/").count(), rows + 1);
 }

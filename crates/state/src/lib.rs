@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 pub use memory::MemoryStore;
 pub use overlay::{AbsentFromBase, Overlay};
-pub use rocks::{RocksStore, COMPACT_AFTER_DELETES};
+pub use rocks::{RocksStore, COMPACT_AFTER_DELETES, FLUSH_AT_ROWS};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {

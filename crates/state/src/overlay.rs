@@ -167,17 +167,24 @@ impl KvRead for Overlay<'_> {
         }
         let base: KvIter<'_> =
             if self.absent_from_base(prefix, false) { Box::new(std::iter::empty()) } else { self.base.scan_prefix(prefix) };
-        Box::new(Merge { base: base.peekable(), staged: staged.into_iter().peekable() })
+        Box::new(Merge::new(base, staged))
     }
 }
 
 /// A staged write: `None` deletes the key.
-type StagedWrite = (Vec<u8>, Option<Vec<u8>>);
+pub(crate) type StagedWrite = (Vec<u8>, Option<Vec<u8>>);
 
 /// Merge-join of base pairs and staged writes, both in key order; staged entries win.
-struct Merge<'a> {
+pub(crate) struct Merge<'a> {
     base: Peekable<KvIter<'a>>,
     staged: Peekable<std::vec::IntoIter<StagedWrite>>,
+}
+
+impl<'a> Merge<'a> {
+    /// `base` seen through `staged` (in key order, one entry per key).
+    pub(crate) fn new(base: KvIter<'a>, staged: Vec<StagedWrite>) -> Self {
+        Self { base: base.peekable(), staged: staged.into_iter().peekable() }
+    }
 }
 
 impl Iterator for Merge<'_> {

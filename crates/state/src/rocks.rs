@@ -1,11 +1,13 @@
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
 use rocksdb::{
     checkpoint::Checkpoint, BlockBasedOptions, CompactOptions, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions, DB,
 };
 
+use crate::overlay::Merge;
 use crate::scan_hints::{is_hinted, ScanHints};
 use crate::{KvIter, KvRead, KvStore, StateError, WriteSet};
 
@@ -22,6 +24,14 @@ use crate::{KvIter, KvRead, KvStore, StateError, WriteSet};
 /// `scan_hints`). After enough deletes (at least [`COMPACT_AFTER_DELETES`]), a background
 /// thread flushes the memtable and compacts the index tables down to the last level, where the
 /// tombstones disappear.
+///
+/// Committed writes reach RocksDB through a write-back layer ([`Recent`]): most rows live for
+/// a few milliseconds (an instance's element instances, variables and job), and a row put and
+/// deleted again before the layer is flushed never costs RocksDB an insert and a tombstone.
+/// Readers see the layer over RocksDB. It is flushed, with the applied index it holds, in one
+/// batch when it grows past [`FLUSH_AT_ROWS`] and before every checkpoint; losing it in a crash
+/// loses no more than losing RocksDB's memtable did (the log is replayed from the applied
+/// index RocksDB has).
 pub struct RocksStore {
     db: Arc<DB>,
     deletes: AtomicU64,
@@ -29,7 +39,20 @@ pub struct RocksStore {
     /// Keys in the store after the last compaction (RocksDB's estimate).
     live_keys: Arc<AtomicU64>,
     hints: ScanHints,
+    recent: RwLock<Recent>,
 }
+
+/// Committed writes not yet in RocksDB: the newest value of each key written since the last
+/// flush (`None`: delete it from RocksDB).
+#[derive(Default)]
+struct Recent {
+    rows: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+}
+
+/// Rows the write-back layer holds before it is flushed to RocksDB. Well above the rows of the
+/// instances in flight under load (W2: ~256 instances of ~15 rows), so that most rows are
+/// deleted before a flush; a flush of this many rows takes a few milliseconds.
+pub const FLUSH_AT_ROWS: usize = 16_384;
 
 /// Deletes between two compactions of the index tables, at least; with more state, a
 /// compaction waits for as many deletes as half the keys it holds (a compaction rewrites every
@@ -83,7 +106,56 @@ impl RocksStore {
             compacting: Arc::new(AtomicBool::new(false)),
             live_keys: Arc::new(AtomicU64::new(0)),
             hints: ScanHints::default(),
+            recent: RwLock::default(),
         })
+    }
+
+    /// Writes the write-back layer to RocksDB now (tests; checkpoints do it themselves).
+    pub fn flush_write_back(&self) -> Result<(), StateError> {
+        self.flush_recent(&mut self.recent_mut())
+    }
+
+    /// Keys under `prefix` that RocksDB itself holds, without the write-back layer (tests).
+    #[cfg(test)]
+    pub(crate) fn stored_keys(&self, prefix: &[u8]) -> Vec<String> {
+        self.scan_stored(prefix).map(|(k, _)| String::from_utf8_lossy(&k).into_owned()).collect()
+    }
+
+    fn recent_mut(&self) -> RwLockWriteGuard<'_, Recent> {
+        self.recent.write().expect("state write-back lock")
+    }
+
+    /// Writes the write-back layer to RocksDB in one batch and empties it.
+    fn flush_recent(&self, recent: &mut Recent) -> Result<(), StateError> {
+        if recent.rows.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        let mut deletes = 0u64;
+        for (k, v) in &recent.rows {
+            match v {
+                Some(v) => batch.put(k, v),
+                None => {
+                    batch.delete(k);
+                    deletes += 1;
+                }
+            }
+        }
+        let mut opts = WriteOptions::default();
+        opts.disable_wal(true);
+        {
+            // readers of hints wait for the write and its hint updates (see `scan_hints`)
+            let mut hints = self.hints.lock();
+            self.db.write_opt(batch, &opts)?;
+            hints.committed(recent.rows.iter().filter(|(_, v)| v.is_some()).map(|(k, _)| k.as_slice()));
+        }
+        recent.rows.clear();
+        let threshold = COMPACT_AFTER_DELETES.max(self.live_keys.load(Ordering::Relaxed) / 2);
+        if self.deletes.fetch_add(deletes, Ordering::Relaxed) + deletes >= threshold {
+            self.deletes.store(0, Ordering::Relaxed);
+            self.compact_queues();
+        }
+        Ok(())
     }
 
     /// Starts a background compaction of the queue tables unless one is running.
@@ -113,8 +185,10 @@ impl RocksStore {
     }
 
     /// Writes a consistent checkpoint (hard links where possible) into `dir`, which must not
-    /// exist. Flushes the memtable first, so the checkpoint holds every committed write.
+    /// exist. Flushes the write-back layer and the memtable first, so the checkpoint holds every
+    /// committed write.
     pub fn checkpoint(&self, dir: &Path) -> Result<(), StateError> {
+        self.flush_recent(&mut self.recent_mut())?;
         self.db.flush()?;
         Checkpoint::new(&self.db)?.create_checkpoint(dir)?;
         Ok(())
@@ -123,6 +197,11 @@ impl RocksStore {
 
 impl KvRead for RocksStore {
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        // held while RocksDB is read: no flush moves the key from the layer to RocksDB meanwhile
+        let recent = self.recent.read().expect("state write-back lock");
+        if let Some(row) = recent.rows.get(key) {
+            return row.clone();
+        }
         match self.db.get(key) {
             Ok(v) => v,
             Err(e) => panic!("state read failed (partition must restart): {e}"),
@@ -130,6 +209,23 @@ impl KvRead for RocksStore {
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> KvIter<'_> {
+        // the layer's rows and RocksDB's iterator are taken together: no flush in between
+        let recent = self.recent.read().expect("state write-back lock");
+        let staged: Vec<(Vec<u8>, Option<Vec<u8>>)> =
+            recent.rows.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let stored = self.scan_stored(prefix);
+        drop(recent);
+        if staged.is_empty() {
+            stored
+        } else {
+            Box::new(Merge::new(stored, staged))
+        }
+    }
+}
+
+impl RocksStore {
+    /// The pairs RocksDB itself holds under `prefix` (without the write-back layer).
+    fn scan_stored(&self, prefix: &[u8]) -> KvIter<'_> {
         let end = prefix_end(prefix);
         // bounded: past the prefix, the iterator must not walk on through tombstones
         let mut opts = ReadOptions::default();
@@ -170,28 +266,41 @@ impl KvRead for RocksStore {
     }
 }
 
+impl Drop for RocksStore {
+    /// A store closed cleanly keeps its write-back layer (a crash loses it; see the type).
+    fn drop(&mut self) {
+        if let Err(e) = self.flush_write_back() {
+            tracing::warn!(error = %e, "state write-back flush at close failed; the log replays it");
+        }
+    }
+}
+
 impl KvStore for RocksStore {
     fn commit(&self, writes: &WriteSet) -> Result<(), StateError> {
-        let mut batch = WriteBatch::default();
+        let mut recent = self.recent_mut();
         for (k, v) in writes.iter() {
             match v {
-                Some(v) => batch.put(k, v),
-                None => batch.delete(k),
+                Some(v) => {
+                    recent.rows.insert(k.clone(), Some(v.clone()));
+                }
+                // a row put since the last flush that RocksDB does not have is simply dropped
+                None => match recent.rows.get_mut(k) {
+                    Some(row @ Some(_)) => {
+                        if self.db.key_may_exist(k) {
+                            *row = None;
+                        } else {
+                            recent.rows.remove(k);
+                        }
+                    }
+                    Some(None) => {}
+                    None => {
+                        recent.rows.insert(k.clone(), None);
+                    }
+                },
             }
         }
-        let mut opts = WriteOptions::default();
-        opts.disable_wal(true);
-        {
-            // readers of hints wait for the write and its hint updates (see `scan_hints`)
-            let mut hints = self.hints.lock();
-            self.db.write_opt(batch, &opts)?;
-            hints.committed(writes.iter().filter(|(_, v)| v.is_some()).map(|(k, _)| k.as_slice()));
-        }
-        let deletes = writes.iter().filter(|(_, v)| v.is_none()).count() as u64;
-        let threshold = COMPACT_AFTER_DELETES.max(self.live_keys.load(Ordering::Relaxed) / 2);
-        if self.deletes.fetch_add(deletes, Ordering::Relaxed) + deletes >= threshold {
-            self.deletes.store(0, Ordering::Relaxed);
-            self.compact_queues();
+        if recent.rows.len() >= FLUSH_AT_ROWS {
+            self.flush_recent(&mut recent)?;
         }
         Ok(())
     }
