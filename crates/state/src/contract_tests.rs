@@ -255,11 +255,18 @@ fn rocks_store_flushes_its_write_back_layer_when_it_grows_and_when_dropped() {
             ws.put(format!("V/{i:08}").into_bytes(), vec![1]);
         }
         store.commit(&ws).unwrap();
-        assert_eq!(store.stored_keys(b"V/").len(), rows, "flushed once the layer held FLUSH_AT_ROWS rows");
+        // a thread of its own writes them; meanwhile and after, readers see every row
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while store.stored_keys(b"V/").len() < rows {
+            assert_eq!(store.scan_prefix(b"V/").count(), rows);
+            assert!(std::time::Instant::now() < deadline, "the layer was not flushed once it held FLUSH_AT_ROWS rows");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(store.get(b"V/00000007"), Some(vec![1]));
         let mut ws = WriteSet::default();
         ws.put(b"V/last".to_vec(), vec![2]);
         store.commit(&ws).unwrap();
-        assert_eq!(store.stored_keys(b"V/").len(), rows);
+        assert_eq!(store.stored_keys(b"V/").len(), rows, "one row stays in the layer");
     }
     let reopened = RocksStore::open(&dir.path().join("db")).unwrap();
     assert_eq!(reopened.get(b"V/last"), Some(vec![2]), "a store dropped cleanly keeps its layer");

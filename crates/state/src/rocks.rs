@@ -25,33 +25,69 @@ use crate::{KvIter, KvRead, KvStore, StateError, WriteSet};
 /// thread flushes the memtable and compacts the index tables down to the last level, where the
 /// tombstones disappear.
 ///
-/// Committed writes reach RocksDB through a write-back layer ([`Recent`]): most rows live for
-/// a few milliseconds (an instance's element instances, variables and job), and a row put and
+/// Committed writes reach RocksDB through a write-back layer (`Recent`): most rows live for a
+/// few milliseconds (an instance's element instances, variables and job), and a row put and
 /// deleted again before the layer is flushed never costs RocksDB an insert and a tombstone.
 /// Readers see the layer over RocksDB. It is flushed, with the applied index it holds, in one
-/// batch when it grows past [`FLUSH_AT_ROWS`] and before every checkpoint; losing it in a crash
-/// loses no more than losing RocksDB's memtable did (the log is replayed from the applied
-/// index RocksDB has).
+/// batch: by a thread of its own when it grows past [`FLUSH_AT_ROWS`] (the committing thread
+/// goes on, and readers see the rows being written until RocksDB has them), and before every
+/// checkpoint and when the store is dropped. Losing it in a crash loses no more than losing RocksDB's memtable did (the log is
+/// replayed from the applied index RocksDB has).
 pub struct RocksStore {
+    backing: Backing,
+    recent: Arc<RwLock<Recent>>,
+}
+
+/// What writing rows to RocksDB needs: shared with the threads that flush the write-back layer
+/// and compact the queue tables.
+#[derive(Clone)]
+struct Backing {
     db: Arc<DB>,
-    deletes: AtomicU64,
+    deletes: Arc<AtomicU64>,
     compacting: Arc<AtomicBool>,
     /// Keys in the store after the last compaction (RocksDB's estimate).
     live_keys: Arc<AtomicU64>,
-    hints: ScanHints,
-    recent: RwLock<Recent>,
+    hints: Arc<ScanHints>,
 }
 
-/// Committed writes not yet in RocksDB: the newest value of each key written since the last
-/// flush (`None`: delete it from RocksDB).
+type Rows = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// Committed writes not yet in RocksDB (`None`: delete the key from RocksDB), newest first:
+/// `rows` since the last flush began, then `flushing`, the rows a flush is writing to RocksDB
+/// (readers see them until RocksDB has them).
 #[derive(Default)]
 struct Recent {
-    rows: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    rows: Rows,
+    flushing: Option<Arc<Rows>>,
+}
+
+impl Recent {
+    /// The newest value the layer holds for `key`: `Some(None)` when it deletes the key.
+    fn get(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
+        self.rows.get(key).or_else(|| self.flushing.as_ref().and_then(|f| f.get(key)))
+    }
+
+    /// The layer's rows under `prefix`, newest value per key, in key order.
+    fn range_prefix(&self, prefix: &[u8]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let in_prefix = |rows: &Rows| -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+            rows.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)).map(|(k, v)| (k.clone(), v.clone())).collect()
+        };
+        let newest = in_prefix(&self.rows);
+        let Some(flushing) = &self.flushing else { return newest };
+        let older = in_prefix(flushing);
+        if older.is_empty() {
+            return newest;
+        }
+        let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = older.into_iter().collect();
+        merged.extend(newest);
+        merged.into_iter().collect()
+    }
 }
 
 /// Rows the write-back layer holds before it is flushed to RocksDB. Well above the rows of the
 /// instances in flight under load (W2: ~256 instances of ~15 rows), so that most rows are
-/// deleted before a flush; a flush of this many rows takes a few milliseconds.
+/// deleted before a flush. (Written on the committing thread, a flush of this many rows held
+/// it ~10 ms: the timer storm's CompleteJob p99 went from 3.4-4.5 to 7.2-11.4 ms.)
 pub const FLUSH_AT_ROWS: usize = 16_384;
 
 /// Deletes between two compactions of the index tables, at least; with more state, a
@@ -100,19 +136,35 @@ impl RocksStore {
             opts.set_env(&env);
         }
         let db = DB::open(&opts, dir)?;
-        Ok(Self {
+        let backing = Backing {
             db: Arc::new(db),
-            deletes: AtomicU64::new(0),
-            compacting: Arc::new(AtomicBool::new(false)),
-            live_keys: Arc::new(AtomicU64::new(0)),
-            hints: ScanHints::default(),
-            recent: RwLock::default(),
-        })
+            deletes: Arc::default(),
+            compacting: Arc::default(),
+            live_keys: Arc::default(),
+            hints: Arc::default(),
+        };
+        Ok(Self { backing, recent: Arc::default() })
     }
 
-    /// Writes the write-back layer to RocksDB now (tests; checkpoints do it themselves).
+    /// Writes the whole write-back layer to RocksDB now, after any flush under way (checkpoints,
+    /// a store being dropped, tests).
     pub fn flush_write_back(&self) -> Result<(), StateError> {
-        self.flush_recent(&mut self.recent_mut())
+        loop {
+            let frozen = {
+                let mut recent = self.recent_mut();
+                if recent.flushing.is_some() {
+                    None
+                } else if recent.rows.is_empty() {
+                    return Ok(());
+                } else {
+                    Some(freeze(&mut recent))
+                }
+            };
+            match frozen {
+                Some(frozen) => return write_frozen(&self.backing, &self.recent, frozen),
+                None => std::thread::sleep(std::time::Duration::from_millis(1)),
+            }
+        }
     }
 
     /// Keys under `prefix` that RocksDB itself holds, without the write-back layer (tests).
@@ -125,39 +177,91 @@ impl RocksStore {
         self.recent.write().expect("state write-back lock")
     }
 
-    /// Writes the write-back layer to RocksDB in one batch and empties it.
-    fn flush_recent(&self, recent: &mut Recent) -> Result<(), StateError> {
-        if recent.rows.is_empty() {
-            return Ok(());
+    /// Starts writing the layer's rows to RocksDB on a thread of their own, unless a flush is
+    /// under way (the rows then wait for the next commit after it).
+    fn start_flush(&self, recent: &mut Recent) {
+        if recent.flushing.is_some() {
+            return;
         }
-        let mut batch = WriteBatch::default();
-        let mut deletes = 0u64;
-        for (k, v) in &recent.rows {
-            match v {
-                Some(v) => batch.put(k, v),
-                None => {
-                    batch.delete(k);
-                    deletes += 1;
-                }
+        let frozen = freeze(recent);
+        let (backing, layer) = (self.backing.clone(), self.recent.clone());
+        let spawned = std::thread::Builder::new().name("state-flush".into()).spawn(move || {
+            if let Err(e) = write_frozen(&backing, &layer, frozen) {
+                // the rows stay readable in the layer; the next flush or checkpoint tries again
+                tracing::error!(error = %e, "state write-back flush failed");
             }
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "state flush thread did not start; rows stay in the write-back layer");
+            let frozen = recent.flushing.take().expect("just frozen");
+            let newer = std::mem::take(&mut recent.rows);
+            recent.rows = Arc::try_unwrap(frozen).unwrap_or_else(|f| (*f).clone());
+            recent.rows.extend(newer);
         }
-        let mut opts = WriteOptions::default();
-        opts.disable_wal(true);
-        {
-            // readers of hints wait for the write and its hint updates (see `scan_hints`)
-            let mut hints = self.hints.lock();
-            self.db.write_opt(batch, &opts)?;
-            hints.committed(recent.rows.iter().filter(|(_, v)| v.is_some()).map(|(k, _)| k.as_slice()));
-        }
-        recent.rows.clear();
-        let threshold = COMPACT_AFTER_DELETES.max(self.live_keys.load(Ordering::Relaxed) / 2);
-        if self.deletes.fetch_add(deletes, Ordering::Relaxed) + deletes >= threshold {
-            self.deletes.store(0, Ordering::Relaxed);
-            self.compact_queues();
-        }
-        Ok(())
     }
 
+    /// Writes a consistent checkpoint (hard links where possible) into `dir`, which must not
+    /// exist. Flushes the write-back layer and the memtable first, so the checkpoint holds every
+    /// committed write.
+    pub fn checkpoint(&self, dir: &Path) -> Result<(), StateError> {
+        self.flush_write_back()?;
+        self.backing.db.flush()?;
+        Checkpoint::new(&self.backing.db)?.create_checkpoint(dir)?;
+        Ok(())
+    }
+}
+
+/// Moves the layer's rows to `flushing` and returns them for writing.
+fn freeze(recent: &mut Recent) -> Arc<Rows> {
+    let frozen = Arc::new(std::mem::take(&mut recent.rows));
+    recent.flushing = Some(frozen.clone());
+    frozen
+}
+
+/// Writes `frozen` (the layer's rows up to a commit, with its applied index) to RocksDB in one
+/// batch, then drops it from the layer.
+fn write_frozen(backing: &Backing, layer: &RwLock<Recent>, frozen: Arc<Rows>) -> Result<(), StateError> {
+    let mut batch = WriteBatch::default();
+    let mut deletes = 0u64;
+    for (k, v) in frozen.iter() {
+        match v {
+            Some(v) => batch.put(k, v),
+            None => {
+                batch.delete(k);
+                deletes += 1;
+            }
+        }
+    }
+    let mut opts = WriteOptions::default();
+    opts.disable_wal(true);
+    // Scans need not wait for the write (see `scan_hints`): until `flushing` is dropped below,
+    // they see these rows in the layer whatever hint and snapshot RocksDB gives them, and the
+    // hints are lowered before that. (Holding the hints' lock through a write of 16,384 rows
+    // stalled the processing thread's queue scans for ~10 ms.)
+    let written = backing.db.write_opt(batch, &opts);
+    if written.is_ok() {
+        backing.hints.lock().committed(frozen.iter().filter(|(_, v)| v.is_some()).map(|(k, _)| k.as_slice()));
+    }
+    let mut recent = layer.write().expect("state write-back lock");
+    if let Err(e) = written {
+        // back into the layer, under the rows committed since
+        let newer = std::mem::take(&mut recent.rows);
+        recent.rows = (*frozen).clone();
+        recent.rows.extend(newer);
+        recent.flushing = None;
+        return Err(e.into());
+    }
+    recent.flushing = None;
+    drop(recent);
+    let threshold = COMPACT_AFTER_DELETES.max(backing.live_keys.load(Ordering::Relaxed) / 2);
+    if backing.deletes.fetch_add(deletes, Ordering::Relaxed) + deletes >= threshold {
+        backing.deletes.store(0, Ordering::Relaxed);
+        backing.compact_queues();
+    }
+    Ok(())
+}
+
+impl Backing {
     /// Starts a background compaction of the queue tables unless one is running.
     fn compact_queues(&self) {
         if self.compacting.swap(true, Ordering::SeqCst) {
@@ -183,26 +287,17 @@ impl RocksStore {
             self.compacting.store(false, Ordering::SeqCst);
         }
     }
-
-    /// Writes a consistent checkpoint (hard links where possible) into `dir`, which must not
-    /// exist. Flushes the write-back layer and the memtable first, so the checkpoint holds every
-    /// committed write.
-    pub fn checkpoint(&self, dir: &Path) -> Result<(), StateError> {
-        self.flush_recent(&mut self.recent_mut())?;
-        self.db.flush()?;
-        Checkpoint::new(&self.db)?.create_checkpoint(dir)?;
-        Ok(())
-    }
 }
 
 impl KvRead for RocksStore {
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
-        // held while RocksDB is read: no flush moves the key from the layer to RocksDB meanwhile
+        // held while RocksDB is read: a flush drops rows from the layer only under the write lock,
+        // once RocksDB has them
         let recent = self.recent.read().expect("state write-back lock");
-        if let Some(row) = recent.rows.get(key) {
+        if let Some(row) = recent.get(key) {
             return row.clone();
         }
-        match self.db.get(key) {
+        match self.backing.db.get(key) {
             Ok(v) => v,
             Err(e) => panic!("state read failed (partition must restart): {e}"),
         }
@@ -211,8 +306,7 @@ impl KvRead for RocksStore {
     fn scan_prefix(&self, prefix: &[u8]) -> KvIter<'_> {
         // the layer's rows and RocksDB's iterator are taken together: no flush in between
         let recent = self.recent.read().expect("state write-back lock");
-        let staged: Vec<(Vec<u8>, Option<Vec<u8>>)> =
-            recent.rows.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let staged = recent.range_prefix(prefix);
         let stored = self.scan_stored(prefix);
         drop(recent);
         if staged.is_empty() {
@@ -237,16 +331,16 @@ impl RocksStore {
         let (generation, snapshot, from) = if hinted {
             // the hint and the state the scan reads are taken together: no commit between them
             // (see `scan_hints`); the seek past the tombstones happens after the lock
-            let hints = self.hints.lock();
+            let hints = self.backing.hints.lock();
             let (generation, seek) = hints.start(prefix);
-            (generation, Some(self.db.snapshot()), seek.unwrap_or_else(|| prefix.to_vec()))
+            (generation, Some(self.backing.db.snapshot()), seek.unwrap_or_else(|| prefix.to_vec()))
         } else {
             (0, None, prefix.to_vec())
         };
         let mode = IteratorMode::From(&from, Direction::Forward);
         let iter = match &snapshot {
             Some(snapshot) => snapshot.iterator_opt(mode, opts),
-            None => self.db.iterator_opt(mode, opts),
+            None => self.backing.db.iterator_opt(mode, opts),
         };
         let mut iter = iter
             .map(move |item| {
@@ -260,7 +354,7 @@ impl RocksStore {
         let first = iter.next();
         if let (true, Some(end)) = (hinted, end) {
             let learned = first.as_ref().map_or(end, |(k, _)| k.clone());
-            self.hints.learn(prefix, generation, learned);
+            self.backing.hints.learn(prefix, generation, learned);
         }
         Box::new(first.into_iter().chain(iter))
     }
@@ -283,11 +377,15 @@ impl KvStore for RocksStore {
                 Some(v) => {
                     recent.rows.insert(k.clone(), Some(v.clone()));
                 }
-                // a row put since the last flush that RocksDB does not have is simply dropped
-                None => match recent.rows.get_mut(k) {
-                    Some(row @ Some(_)) => {
-                        if self.db.key_may_exist(k) {
-                            *row = None;
+                // a row put since the last flush began that nothing below holds is just dropped
+                None => match recent.rows.get(k) {
+                    Some(Some(_)) => {
+                        let below = match recent.flushing.as_ref().and_then(|f| f.get(k)) {
+                            Some(row) => row.is_some(),
+                            None => self.backing.db.key_may_exist(k),
+                        };
+                        if below {
+                            recent.rows.insert(k.clone(), None);
                         } else {
                             recent.rows.remove(k);
                         }
@@ -300,7 +398,7 @@ impl KvStore for RocksStore {
             }
         }
         if recent.rows.len() >= FLUSH_AT_ROWS {
-            self.flush_recent(&mut recent)?;
+            self.start_flush(&mut recent);
         }
         Ok(())
     }

@@ -9,8 +9,10 @@
 //! Contract: a hint `h` for prefix `p` means no committed key in `[p, h)` exists. It is learned
 //! from a scan's first key, only if nothing was committed since that scan's iterator was opened
 //! (the generation), and every committed put lowers the hints it falls under. The store holds
-//! the lock while it commits and while it reads a hint and takes the RocksDB snapshot the scan
-//! reads, so a scan never sees a put whose hint update it missed.
+//! the lock while it reads a hint and takes the RocksDB snapshot the scan reads. A flush of the
+//! store's write-back layer writes to RocksDB without it and lowers the hints after the write:
+//! until then the rows it writes are still in the layer, which every scan merges in, so a scan
+//! never misses a put whose hint update it has not seen.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -42,7 +44,7 @@ pub(crate) fn is_hinted(prefix: &[u8]) -> bool {
 }
 
 impl ScanHints {
-    /// Held while committing, and while reading a hint and taking the snapshot it is for.
+    /// Held while reading a hint and taking the snapshot it is for, and while lowering hints.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Hints> {
         self.inner.lock().expect("scan hints lock")
     }
