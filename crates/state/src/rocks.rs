@@ -90,6 +90,9 @@ impl Recent {
 /// it ~10 ms: the timer storm's CompleteJob p99 went from 3.4-4.5 to 7.2-11.4 ms.)
 pub const FLUSH_AT_ROWS: usize = 16_384;
 
+/// How long a full flush waits for a flush under way (it takes milliseconds).
+const FLUSH_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Deletes between two compactions of the index tables, at least; with more state, a
 /// compaction waits for as many deletes as half the keys it holds (a compaction rewrites every
 /// key, so each costs at most two rewrites per delete).
@@ -149,6 +152,7 @@ impl RocksStore {
     /// Writes the whole write-back layer to RocksDB now, after any flush under way (checkpoints,
     /// a store being dropped, tests).
     pub fn flush_write_back(&self) -> Result<(), StateError> {
+        let deadline = std::time::Instant::now() + FLUSH_WAIT;
         loop {
             let frozen = {
                 let mut recent = self.recent_mut();
@@ -162,6 +166,9 @@ impl RocksStore {
             };
             match frozen {
                 Some(frozen) => return write_frozen(&self.backing, &self.recent, frozen),
+                None if std::time::Instant::now() > deadline => {
+                    return Err(StateError::Io(std::io::Error::other("a write-back flush under way did not finish")))
+                }
                 None => std::thread::sleep(std::time::Duration::from_millis(1)),
             }
         }
