@@ -320,7 +320,7 @@ impl Processor {
             writes.absorb(overlay.into_writes());
         }
         writes.put(META_APPLIED_INDEX.to_vec(), last.to_be_bytes().to_vec());
-        self.store.commit(&writes).map_err(|e| e.to_string())?;
+        self.store.commit_owned(writes).map_err(|e| e.to_string())?;
         self.set_applied(last);
         Ok(())
     }
@@ -433,7 +433,7 @@ impl Processor {
             self.replay(before)?;
             if let Some(c) = ours.iter().find(|c| !c.data.is_empty()) {
                 writes.put(META_APPLIED_INDEX.to_vec(), c.index.to_be_bytes().to_vec());
-                self.store.commit(&writes).map_err(|e| e.to_string())?;
+                self.store.commit_owned(writes).map_err(|e| e.to_string())?;
                 self.set_applied(c.index);
                 self.metrics.batches.inc();
                 return Ok(());

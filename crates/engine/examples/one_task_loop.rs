@@ -29,7 +29,7 @@ fn run_batch(engine: &mut Engine, store: &RocksStore, now_ms: i64, commands: Vec
     let output = engine.process_batch(&mut overlay, &ctx, commands);
     let writes = overlay.into_writes();
     std::hint::black_box(output.encoded_entry());
-    store.commit(&writes).expect("commit");
+    store.commit_owned(writes).expect("commit");
     output
         .side_effects
         .into_iter()

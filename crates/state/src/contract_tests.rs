@@ -225,7 +225,7 @@ fn rocks_store_rows_deleted_before_a_flush_never_reach_rocksdb() {
         let mut ws = WriteSet::default();
         puts.iter().for_each(|(k, v)| ws.put(k.as_bytes().to_vec(), v.as_bytes().to_vec()));
         deletes.iter().for_each(|k| ws.delete(k.as_bytes().to_vec()));
-        store.commit(&ws).unwrap();
+        store.commit_owned(ws).unwrap();
     };
     commit(&[("E/old", "1")], &[]);
     store.flush_write_back().unwrap();

@@ -56,6 +56,10 @@ pub trait KvRead {
 /// A store that can apply write sets atomically.
 pub trait KvStore: KvRead + Send + Sync {
     fn commit(&self, writes: &WriteSet) -> Result<(), StateError>;
+    /// As [`Self::commit`], taking the write set (a store that keeps rows can move them).
+    fn commit_owned(&self, writes: WriteSet) -> Result<(), StateError> {
+        self.commit(&writes)
+    }
     /// Every pair in the store, in key order (tests and consistency checks).
     fn dump(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.scan_prefix(&[]).collect()
@@ -94,6 +98,10 @@ impl WriteSet {
     /// Staged entries whose key starts with `prefix`, in key order.
     pub fn range_prefix<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = (&'a Vec<u8>, &'a Option<Vec<u8>>)> + 'a {
         self.entries.range(prefix.to_vec()..).take_while(move |(k, _)| k.starts_with(prefix))
+    }
+    /// The entries, in key order.
+    pub fn into_entries(self) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> {
+        self.entries.into_iter()
     }
     /// Moves all of `other`'s entries into this set (later writes win).
     pub fn absorb(&mut self, other: WriteSet) {

@@ -378,30 +378,40 @@ impl Drop for RocksStore {
 
 impl KvStore for RocksStore {
     fn commit(&self, writes: &WriteSet) -> Result<(), StateError> {
+        self.commit_rows(writes.iter().map(|(k, v)| (k.clone(), v.clone())))
+    }
+
+    fn commit_owned(&self, writes: WriteSet) -> Result<(), StateError> {
+        self.commit_rows(writes.into_entries())
+    }
+}
+
+impl RocksStore {
+    /// Puts committed rows (`None`: deleted) into the write-back layer.
+    fn commit_rows(&self, rows: impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)>) -> Result<(), StateError> {
         let mut recent = self.recent_mut();
-        for (k, v) in writes.iter() {
-            match v {
-                Some(v) => {
-                    recent.rows.insert(k.clone(), Some(v.clone()));
+        for (k, v) in rows {
+            if v.is_some() {
+                recent.rows.insert(k, v);
+                continue;
+            }
+            // a row put since the last flush began that nothing below holds is just dropped
+            match recent.rows.get(&k) {
+                Some(Some(_)) => {
+                    let below = match recent.flushing.as_ref().and_then(|f| f.get(&k)) {
+                        Some(row) => row.is_some(),
+                        None => self.backing.db.key_may_exist(&k),
+                    };
+                    if below {
+                        recent.rows.insert(k, None);
+                    } else {
+                        recent.rows.remove(&k);
+                    }
                 }
-                // a row put since the last flush began that nothing below holds is just dropped
-                None => match recent.rows.get(k) {
-                    Some(Some(_)) => {
-                        let below = match recent.flushing.as_ref().and_then(|f| f.get(k)) {
-                            Some(row) => row.is_some(),
-                            None => self.backing.db.key_may_exist(k),
-                        };
-                        if below {
-                            recent.rows.insert(k.clone(), None);
-                        } else {
-                            recent.rows.remove(k);
-                        }
-                    }
-                    Some(None) => {}
-                    None => {
-                        recent.rows.insert(k.clone(), None);
-                    }
-                },
+                Some(None) => {}
+                None => {
+                    recent.rows.insert(k, None);
+                }
             }
         }
         if recent.rows.len() >= FLUSH_AT_ROWS {
