@@ -247,7 +247,7 @@ fn rocks_store_rows_deleted_before_a_flush_never_reach_rocksdb() {
 #[test]
 fn rocks_store_flushes_its_write_back_layer_when_it_grows_and_when_dropped() {
     let dir = tempfile::tempdir().unwrap();
-    let rows = crate::FLUSH_AT_ROWS + 10;
+    let rows = crate::rocks::FLUSH_AT_ROWS + 10;
     {
         let store = RocksStore::open(&dir.path().join("db")).unwrap();
         let mut ws = WriteSet::default();
@@ -271,4 +271,17 @@ fn rocks_store_flushes_its_write_back_layer_when_it_grows_and_when_dropped() {
     let reopened = RocksStore::open(&dir.path().join("db")).unwrap();
     assert_eq!(reopened.get(b"V/last"), Some(vec![2]), "a store dropped cleanly keeps its layer");
     assert_eq!(reopened.scan_prefix(b"V/").count(), rows + 1);
+}
+
+#[test]
+fn newer_staged_writes_win_over_older_ones_in_key_order() {
+    let w = |pairs: &[(&str, Option<&str>)]| -> Vec<crate::overlay::StagedWrite> {
+        pairs.iter().map(|(k, v)| (k.as_bytes().to_vec(), v.map(|v| v.as_bytes().to_vec()))).collect()
+    };
+    let older = w(&[("a", Some("1")), ("c", Some("1")), ("d", None), ("f", Some("1"))]);
+    let newer = w(&[("b", Some("2")), ("c", None), ("d", Some("2")), ("g", Some("2"))]);
+    let merged = crate::overlay::newer_wins(older.clone(), newer.clone());
+    assert_eq!(merged, w(&[("a", Some("1")), ("b", Some("2")), ("c", None), ("d", Some("2")), ("f", Some("1")), ("g", Some("2"))]));
+    assert_eq!(crate::overlay::newer_wins(older.clone(), vec![]), older);
+    assert_eq!(crate::overlay::newer_wins(vec![], newer.clone()), newer);
 }

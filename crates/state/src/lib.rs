@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 pub use memory::MemoryStore;
 pub use overlay::{AbsentFromBase, Overlay};
-pub use rocks::{RocksStore, COMPACT_AFTER_DELETES, FLUSH_AT_ROWS};
+pub use rocks::{RocksStore, COMPACT_AFTER_DELETES};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {

@@ -151,20 +151,16 @@ impl KvRead for Overlay<'_> {
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> KvIter<'_> {
-        let mut staged: Vec<(Vec<u8>, Option<Vec<u8>>)> = self.writes.range_prefix(prefix).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let written: Vec<StagedWrite> = self.writes.range_prefix(prefix).map(|(k, v)| (k.clone(), v.clone())).collect();
         let decoded = self.decoded.borrow();
-        let newer: Vec<(Vec<u8>, Option<Vec<u8>>)> = decoded
+        // decoded values are newer than what `writes` holds for the same key
+        let newer: Vec<StagedWrite> = decoded
             .range(prefix.to_vec()..)
             .take_while(|(k, _)| k.starts_with(prefix))
             .filter(|(_, d)| d.staged)
             .map(|(k, d)| (k.clone(), Some(d.value.encode())))
             .collect();
-        if !newer.is_empty() {
-            // decoded values are newer than what `writes` holds for the same key
-            staged.retain(|(k, _)| newer.binary_search_by(|(n, _)| n.cmp(k)).is_err());
-            staged.extend(newer);
-            staged.sort_by(|a, b| a.0.cmp(&b.0));
-        }
+        let staged = newer_wins(written, newer);
         let base: KvIter<'_> =
             if self.absent_from_base(prefix, false) { Box::new(std::iter::empty()) } else { self.base.scan_prefix(prefix) };
         Box::new(Merge::new(base, staged))
@@ -173,6 +169,32 @@ impl KvRead for Overlay<'_> {
 
 /// A staged write: `None` deletes the key.
 pub(crate) type StagedWrite = (Vec<u8>, Option<Vec<u8>>);
+
+/// `older` and `newer` staged writes (each in key order, one entry per key) as one list in key
+/// order; for a key both hold, `newer`'s entry.
+pub(crate) fn newer_wins(older: Vec<StagedWrite>, newer: Vec<StagedWrite>) -> Vec<StagedWrite> {
+    if newer.is_empty() {
+        return older;
+    }
+    if older.is_empty() {
+        return newer;
+    }
+    let mut merged = Vec::with_capacity(older.len() + newer.len());
+    let (mut older, mut newer) = (older.into_iter().peekable(), newer.into_iter().peekable());
+    while let (Some((o, _)), Some((n, _))) = (older.peek(), newer.peek()) {
+        match o.cmp(n) {
+            std::cmp::Ordering::Less => merged.extend(older.next()),
+            std::cmp::Ordering::Greater => merged.extend(newer.next()),
+            std::cmp::Ordering::Equal => {
+                older.next();
+                merged.extend(newer.next());
+            }
+        }
+    }
+    merged.extend(older);
+    merged.extend(newer);
+    merged
+}
 
 /// Merge-join of base pairs and staged writes, both in key order; staged entries win.
 pub(crate) struct Merge<'a> {

@@ -1,3 +1,4 @@
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -7,7 +8,7 @@ use rocksdb::{
     checkpoint::Checkpoint, BlockBasedOptions, CompactOptions, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions, DB,
 };
 
-use crate::overlay::Merge;
+use crate::overlay::{newer_wins, Merge, StagedWrite};
 use crate::scan_hints::{is_hinted, ScanHints};
 use crate::{KvIter, KvRead, KvStore, StateError, WriteSet};
 
@@ -68,19 +69,20 @@ impl Recent {
     }
 
     /// The layer's rows under `prefix`, newest value per key, in key order.
-    fn range_prefix(&self, prefix: &[u8]) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        let in_prefix = |rows: &Rows| -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    fn range_prefix(&self, prefix: &[u8]) -> Vec<StagedWrite> {
+        let in_prefix = |rows: &Rows| -> Vec<StagedWrite> {
             rows.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)).map(|(k, v)| (k.clone(), v.clone())).collect()
         };
-        let newest = in_prefix(&self.rows);
-        let Some(flushing) = &self.flushing else { return newest };
-        let older = in_prefix(flushing);
-        if older.is_empty() {
-            return newest;
-        }
-        let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = older.into_iter().collect();
-        merged.extend(newest);
-        merged.into_iter().collect()
+        let older = self.flushing.as_deref().map(in_prefix).unwrap_or_default();
+        newer_wins(older, in_prefix(&self.rows))
+    }
+
+    /// Takes back rows a flush did not write, under the rows committed since it began.
+    fn unfreeze(&mut self, frozen: Arc<Rows>) {
+        self.flushing = None;
+        let newer = std::mem::take(&mut self.rows);
+        self.rows = Arc::try_unwrap(frozen).unwrap_or_else(|shared| (*shared).clone());
+        self.rows.extend(newer);
     }
 }
 
@@ -201,9 +203,7 @@ impl RocksStore {
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "state flush thread did not start; rows stay in the write-back layer");
             let frozen = recent.flushing.take().expect("just frozen");
-            let newer = std::mem::take(&mut recent.rows);
-            recent.rows = Arc::try_unwrap(frozen).unwrap_or_else(|f| (*f).clone());
-            recent.rows.extend(newer);
+            recent.unfreeze(frozen);
         }
     }
 
@@ -251,11 +251,7 @@ fn write_frozen(backing: &Backing, layer: &RwLock<Recent>, frozen: Arc<Rows>) ->
     }
     let mut recent = layer.write().expect("state write-back lock");
     if let Err(e) = written {
-        // back into the layer, under the rows committed since
-        let newer = std::mem::take(&mut recent.rows);
-        recent.rows = (*frozen).clone();
-        recent.rows.extend(newer);
-        recent.flushing = None;
+        recent.unfreeze(frozen);
         return Err(e.into());
     }
     recent.flushing = None;
@@ -390,28 +386,29 @@ impl RocksStore {
     /// Puts committed rows (`None`: deleted) into the write-back layer.
     fn commit_rows(&self, rows: impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)>) -> Result<(), StateError> {
         let mut recent = self.recent_mut();
+        let Recent { rows: layer, flushing } = &mut *recent;
         for (k, v) in rows {
             if v.is_some() {
-                recent.rows.insert(k, v);
+                layer.insert(k, v);
                 continue;
             }
-            // a row put since the last flush began that nothing below holds is just dropped
-            match recent.rows.get(&k) {
-                Some(Some(_)) => {
-                    let below = match recent.flushing.as_ref().and_then(|f| f.get(&k)) {
-                        Some(row) => row.is_some(),
-                        None => self.backing.db.key_may_exist(&k),
+            match layer.entry(k) {
+                Entry::Vacant(row) => {
+                    row.insert(None);
+                }
+                Entry::Occupied(mut row) if row.get().is_some() => {
+                    // a row put since the last flush began that nothing below holds is dropped
+                    let below = match flushing.as_ref().and_then(|f| f.get(row.key())) {
+                        Some(older) => older.is_some(),
+                        None => self.backing.db.key_may_exist(row.key()),
                     };
                     if below {
-                        recent.rows.insert(k, None);
+                        *row.get_mut() = None;
                     } else {
-                        recent.rows.remove(&k);
+                        row.remove();
                     }
                 }
-                Some(None) => {}
-                None => {
-                    recent.rows.insert(k, None);
-                }
+                Entry::Occupied(_) => {}
             }
         }
         if recent.rows.len() >= FLUSH_AT_ROWS {
