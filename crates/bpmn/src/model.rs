@@ -23,9 +23,9 @@ pub struct Process {
 /// What the engine looks up per command, computed once per model.
 #[derive(Debug, Clone, Default)]
 struct ModelIndex {
-    by_id: HashMap<String, usize>,
+    by_id: HashMap<String, usize, foldhash::fast::RandomState>,
     /// Per scope (`None`: the process): its event subprocesses and its inclusive joins.
-    scopes: HashMap<Option<usize>, ScopeContents>,
+    scopes: HashMap<Option<usize>, ScopeContents, foldhash::fast::RandomState>,
     /// Per element, then for the process itself: what its instances can wait for.
     waits: Vec<WaitKinds>,
     process_waits: WaitKinds,

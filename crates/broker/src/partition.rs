@@ -182,13 +182,14 @@ pub(crate) fn start(
         snapshot_every: config.snapshot_every_entries.max(1),
         snapshots_dir: dirs.snapshots,
         snapshot: SnapshotProgress::default(),
-        replies: HashMap::new(),
+        replies: HashMap::default(),
         next_request: 1,
         streams: streams.clone(),
         deliverer: Deliverer::new(Targets { streams, jobs_available, loopback: tx.clone() }),
         metrics: metrics.for_partition(id),
         status: status.clone(),
-        started: HashMap::new(),
+        started: HashMap::default(),
+        batch_buffer: Vec::new(),
         last_tick: Instant::now(),
         peers,
         outbox: VecDeque::new(),
@@ -220,7 +221,7 @@ struct Processor {
     snapshot_every: u64,
     snapshots_dir: PathBuf,
     snapshot: SnapshotProgress,
-    replies: HashMap<RequestId, oneshot::Sender<Record>>,
+    replies: HashMap<RequestId, oneshot::Sender<Record>, foldhash::fast::RandomState>,
     next_request: RequestId,
     streams: Arc<JobStreamRegistry>,
     /// Answers, pushed jobs and job notifications of committed batches go out through it.
@@ -228,7 +229,7 @@ struct Processor {
     metrics: PartitionMetrics,
     status: Arc<Mutex<PartitionStatus>>,
     /// Start times of process instances and jobs, for the lifetime histograms (runtime only).
-    started: HashMap<i64, i64>,
+    started: HashMap<i64, i64, foldhash::fast::RandomState>,
     last_tick: Instant,
     peers: Peers,
     /// Commands for other partitions not handed to their queue yet, in the order they were
@@ -240,6 +241,8 @@ struct Processor {
     deferred: VecDeque<Submission>,
     /// Scheduled commands submitted and not yet processed (the scheduler keeps it bounded).
     scheduled_in_flight: Arc<AtomicUsize>,
+    /// The batch being gathered, kept between batches so that its room is allocated once.
+    batch_buffer: Vec<Submission>,
 }
 
 impl Processor {
@@ -261,7 +264,7 @@ impl Processor {
             }
             self.resend_unacknowledged();
             self.flush_outbox();
-            let mut batch = Vec::new();
+            let mut batch = std::mem::take(&mut self.batch_buffer);
             let mut next = first;
             while let Some(s) = next {
                 if s.scheduled {
@@ -276,11 +279,14 @@ impl Processor {
             batch.extend(self.deferred.drain(..scheduled));
             self.scheduled_in_flight.fetch_sub(scheduled, Ordering::SeqCst);
             if batch.is_empty() {
+                self.batch_buffer = batch;
                 self.prune_replies();
                 self.maybe_snapshot();
                 continue;
             }
-            if let Err(e) = self.process(batch) {
+            let processed = self.process(&mut batch);
+            self.batch_buffer = batch;
+            if let Err(e) = processed {
                 return self.fail(e);
             }
             self.maybe_snapshot();
@@ -330,12 +336,14 @@ impl Processor {
         self.status.lock().expect("status lock").applied_index = index;
     }
 
-    fn process(&mut self, batch: Vec<Submission>) -> Result<(), String> {
+    /// Processes and empties `batch`.
+    fn process(&mut self, batch: &mut Vec<Submission>) -> Result<(), String> {
         if !self.raft.is_leader() {
+            batch.clear();
             return Ok(()); // dropping the replies answers UNAVAILABLE
         }
         let mut commands = Vec::with_capacity(batch.len());
-        for Submission { mut command, reply, .. } in batch {
+        for Submission { mut command, reply, .. } in batch.drain(..) {
             if let Some(reply) = reply {
                 let id = self.next_request;
                 self.next_request += 1;

@@ -11,9 +11,9 @@ use crate::tables::StateView;
 
 #[derive(Default)]
 pub(crate) struct ProcessCache {
-    by_key: HashMap<i64, Arc<Process>>,
+    by_key: HashMap<i64, Arc<Process>, foldhash::fast::RandomState>,
     /// Stored process records, decoded once (they never change once deployed).
-    records: HashMap<i64, Arc<ProcessRecord>>,
+    records: HashMap<i64, Arc<ProcessRecord>, foldhash::fast::RandomState>,
 }
 
 impl ProcessCache {

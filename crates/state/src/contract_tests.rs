@@ -245,6 +245,37 @@ fn rocks_store_rows_deleted_before_a_flush_never_reach_rocksdb() {
 }
 
 #[test]
+fn rocks_store_fresh_rows_are_dropped_on_delete_and_deleted_once_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RocksStore::open(&dir.path().join("db")).unwrap();
+    let commit = |fresh: &[&str], puts: &[&str], deletes: &[&str]| {
+        let mut ws = WriteSet::default();
+        fresh.iter().for_each(|k| ws.put_fresh(k.as_bytes().to_vec(), b"f".to_vec()));
+        puts.iter().for_each(|k| ws.put(k.as_bytes().to_vec(), b"p".to_vec()));
+        deletes.iter().for_each(|k| ws.delete(k.as_bytes().to_vec()));
+        store.commit_owned(ws).unwrap();
+    };
+    // fresh, updated, then deleted before a flush: nothing ever reaches RocksDB
+    commit(&["J/1", "J/2"], &[], &[]);
+    commit(&[], &["J/1"], &[]);
+    assert_eq!(store.get(b"J/1"), Some(b"p".to_vec()));
+    commit(&[], &[], &["J/1", "J/2"]);
+    assert_eq!(store.scan_prefix(b"J/").count(), 0);
+    store.flush_write_back().unwrap();
+    assert!(store.stored_keys(b"J/").is_empty());
+    // fresh, flushed, then updated and deleted: the delete reaches RocksDB
+    commit(&["J/3"], &[], &[]);
+    store.flush_write_back().unwrap();
+    assert_eq!(store.stored_keys(b"J/"), ["J/3"]);
+    commit(&[], &["J/3"], &[]);
+    commit(&[], &[], &["J/3"]);
+    assert_eq!(store.get(b"J/3"), None);
+    store.flush_write_back().unwrap();
+    assert!(store.stored_keys(b"J/").is_empty());
+    assert_eq!(store.get(b"J/3"), None);
+}
+
+#[test]
 fn rocks_store_flushes_its_write_back_layer_when_it_grows_and_when_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let rows = crate::rocks::FLUSH_AT_ROWS + 10;

@@ -8,12 +8,15 @@
 //! the staged writes over the store. A storage *read* failure is not recoverable by the engine:
 //! implementations panic with the cause, and the partition is restarted from its snapshot + log.
 
+mod key;
 mod memory;
 mod overlay;
 mod rocks;
 mod scan_hints;
 
 use std::collections::BTreeMap;
+
+use key::{Key, KeyRef};
 
 pub use memory::MemoryStore;
 pub use overlay::{AbsentFromBase, Overlay};
@@ -69,22 +72,37 @@ pub trait KvStore: KvRead + Send + Sync {
 /// Staged writes: `Some(value)` puts, `None` deletes.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct WriteSet {
-    entries: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    entries: BTreeMap<Key, Row>,
+}
+
+/// One key's write. `fresh` (puts only) promises that no store below held the key when it was
+/// put, so a later delete of it needs no tombstone and no look-up below (see
+/// [`WriteSet::put_fresh`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Row {
+    pub value: Option<Vec<u8>>,
+    pub fresh: bool,
 }
 
 impl WriteSet {
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.entries.insert(key, Some(value));
+        self.entries.insert(Key(key), Row { value: Some(value), fresh: false });
+    }
+    /// As [`Self::put`], for a key that the store committed to does not hold (a row of an
+    /// entity created by this batch). Wrongly marked, a later delete of the key could leave
+    /// an older value in place.
+    pub fn put_fresh(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.entries.insert(Key(key), Row { value: Some(value), fresh: true });
     }
     pub fn delete(&mut self, key: Vec<u8>) {
-        self.entries.insert(key, None);
+        self.entries.insert(Key(key), Row { value: None, fresh: false });
     }
     /// Forgets whatever is staged for `key`.
     pub fn unstage(&mut self, key: &[u8]) {
-        self.entries.remove(key);
+        self.entries.remove(KeyRef::new(key));
     }
     pub fn get(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
-        self.entries.get(key)
+        self.entries.get(KeyRef::new(key)).map(|r| &r.value)
     }
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
@@ -93,14 +111,18 @@ impl WriteSet {
         self.entries.len()
     }
     pub fn iter(&self) -> impl Iterator<Item = (&Vec<u8>, &Option<Vec<u8>>)> {
-        self.entries.iter()
+        self.entries.iter().map(|(k, r)| (&k.0, &r.value))
     }
     /// Staged entries whose key starts with `prefix`, in key order.
     pub fn range_prefix<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = (&'a Vec<u8>, &'a Option<Vec<u8>>)> + 'a {
-        self.entries.range(prefix.to_vec()..).take_while(move |(k, _)| k.starts_with(prefix))
+        key::prefix_range(&self.entries, prefix).map(|(k, r)| (k, &r.value))
     }
     /// The entries, in key order.
     pub fn into_entries(self) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> {
+        self.entries.into_iter().map(|(k, r)| (k.0, r.value))
+    }
+    /// The entries with their freshness, in key order.
+    pub(crate) fn into_rows(self) -> impl Iterator<Item = (Key, Row)> {
         self.entries.into_iter()
     }
     /// Moves all of `other`'s entries into this set (later writes win).

@@ -2,6 +2,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::iter::Peekable;
 
+use crate::key::{self, Key, KeyRef};
 use crate::{DecodeFn, DecodedValue, KvIter, KvRead, WriteSet};
 
 /// Tells keys (or prefixes) that the base certainly does not hold, so reads of them skip the
@@ -28,9 +29,9 @@ struct Decoded {
 pub struct Overlay<'a> {
     base: &'a dyn KvRead,
     writes: WriteSet,
-    base_reads: RefCell<HashMap<Vec<u8>, Option<Vec<u8>>>>,
+    base_reads: RefCell<HashMap<Vec<u8>, Option<Vec<u8>>, foldhash::fast::RandomState>>,
     absent_from_base: Option<AbsentFromBase>,
-    decoded: RefCell<BTreeMap<Vec<u8>, Decoded>>,
+    decoded: RefCell<BTreeMap<Key, Decoded>>,
 }
 
 impl<'a> Overlay<'a> {
@@ -40,13 +41,13 @@ impl<'a> Overlay<'a> {
 
     /// Stages `value` for `key`, kept decoded (see the type's documentation).
     pub fn put_decoded(&mut self, key: Vec<u8>, value: Box<dyn DecodedValue>) {
-        self.decoded.get_mut().insert(key, Decoded { value, staged: true });
+        self.decoded.get_mut().insert(Key(key), Decoded { value, staged: true });
     }
 
     /// Changes the value of `key` in place (decoding it first if this overlay has not yet);
     /// false, and nothing changed, when there is no such key.
     pub fn update_decoded(&mut self, key: &[u8], decode: DecodeFn, update: &mut dyn FnMut(&mut dyn DecodedValue)) -> bool {
-        if let Some(entry) = self.decoded.get_mut().get_mut(key) {
+        if let Some(entry) = self.decoded.get_mut().get_mut(KeyRef::new(key)) {
             update(&mut *entry.value);
             entry.staged = true;
             return true;
@@ -54,7 +55,7 @@ impl<'a> Overlay<'a> {
         let Some(bytes) = self.get_not_decoded(key) else { return false };
         let mut value = decode(&bytes);
         update(&mut *value);
-        self.decoded.get_mut().insert(key.to_vec(), Decoded { value, staged: true });
+        self.decoded.get_mut().insert(Key(key.to_vec()), Decoded { value, staged: true });
         true
     }
 
@@ -71,7 +72,7 @@ impl<'a> Overlay<'a> {
     fn flush_decoded(&mut self) {
         for (key, d) in std::mem::take(self.decoded.get_mut()) {
             if d.staged {
-                self.writes.put(key, d.value.encode());
+                self.stage_put(key.0, d.value.encode());
             }
         }
     }
@@ -79,7 +80,7 @@ impl<'a> Overlay<'a> {
     /// The staged decoded value of `key`, encoded.
     fn staged_decoded(&self, key: &[u8]) -> Option<Vec<u8>> {
         let decoded = self.decoded.borrow();
-        decoded.get(key).filter(|d| d.staged).map(|d| d.value.encode())
+        decoded.get(KeyRef::new(key)).filter(|d| d.staged).map(|d| d.value.encode())
     }
 
     /// Sets the rule by which reads (point reads, prefix scans, the existence check of a
@@ -106,15 +107,24 @@ impl<'a> Overlay<'a> {
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         let decoded = self.decoded.get_mut();
         if !decoded.is_empty() {
-            decoded.remove(&key);
+            decoded.remove(KeyRef::new(&key));
         }
-        self.writes.put(key, value);
+        self.stage_put(key, value);
+    }
+
+    /// Stages a put, marked fresh when the base certainly does not hold the key.
+    fn stage_put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        if self.absent_from_base(&key, true) {
+            self.writes.put_fresh(key, value);
+        } else {
+            self.writes.put(key, value);
+        }
     }
     /// Deletes `key`. A key put in this overlay that the base does not have is simply
     /// unstaged: the base never sees it, and gets no tombstone (tombstones slow down scans).
     pub fn delete(&mut self, key: Vec<u8>) {
         let decoded = self.decoded.get_mut();
-        let staged_decoded = !decoded.is_empty() && decoded.remove(&key).is_some_and(|d| d.staged);
+        let staged_decoded = !decoded.is_empty() && decoded.remove(KeyRef::new(&key)).is_some_and(|d| d.staged);
         if (staged_decoded || matches!(self.writes.get(&key), Some(Some(_)))) && self.base_get(&key).is_none() {
             self.writes.unstage(&key);
         } else {
@@ -140,26 +150,22 @@ impl KvRead for Overlay<'_> {
     }
 
     fn read_decoded(&self, key: &[u8], decode: DecodeFn, read: &mut dyn FnMut(Option<&dyn DecodedValue>)) {
-        if let Some(d) = self.decoded.borrow().get(key) {
+        if let Some(d) = self.decoded.borrow().get(KeyRef::new(key)) {
             return read(Some(&*d.value));
         }
         // not held decoded: so nothing newer is staged decoded than what `get` finds
         let Some(bytes) = self.get_not_decoded(key) else { return read(None) };
         let value = decode(&bytes);
         read(Some(&*value));
-        self.decoded.borrow_mut().insert(key.to_vec(), Decoded { value, staged: false });
+        self.decoded.borrow_mut().insert(Key(key.to_vec()), Decoded { value, staged: false });
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> KvIter<'_> {
         let written: Vec<StagedWrite> = self.writes.range_prefix(prefix).map(|(k, v)| (k.clone(), v.clone())).collect();
         let decoded = self.decoded.borrow();
         // decoded values are newer than what `writes` holds for the same key
-        let newer: Vec<StagedWrite> = decoded
-            .range(prefix.to_vec()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .filter(|(_, d)| d.staged)
-            .map(|(k, d)| (k.clone(), Some(d.value.encode())))
-            .collect();
+        let newer: Vec<StagedWrite> =
+            key::prefix_range(&decoded, prefix).filter(|(_, d)| d.staged).map(|(k, d)| (k.clone(), Some(d.value.encode()))).collect();
         let staged = newer_wins(written, newer);
         let base: KvIter<'_> =
             if self.absent_from_base(prefix, false) { Box::new(std::iter::empty()) } else { self.base.scan_prefix(prefix) };

@@ -8,9 +8,10 @@ use rocksdb::{
     checkpoint::Checkpoint, BlockBasedOptions, CompactOptions, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions, DB,
 };
 
+use crate::key::{self, Key, KeyRef};
 use crate::overlay::{newer_wins, Merge, StagedWrite};
 use crate::scan_hints::{is_hinted, ScanHints};
-use crate::{KvIter, KvRead, KvStore, StateError, WriteSet};
+use crate::{KvIter, KvRead, KvStore, Row, StateError, WriteSet};
 
 /// RocksDB-backed state in a single column family (keys carry their table prefix), so a flush
 /// is always atomic across tables.
@@ -51,7 +52,7 @@ struct Backing {
     hints: Arc<ScanHints>,
 }
 
-type Rows = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+type Rows = BTreeMap<Key, Row>;
 
 /// Committed writes not yet in RocksDB (`None`: delete the key from RocksDB), newest first:
 /// `rows` since the last flush began, then `flushing`, the rows a flush is writing to RocksDB
@@ -65,14 +66,14 @@ struct Recent {
 impl Recent {
     /// The newest value the layer holds for `key`: `Some(None)` when it deletes the key.
     fn get(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
-        self.rows.get(key).or_else(|| self.flushing.as_ref().and_then(|f| f.get(key)))
+        let key = KeyRef::new(key);
+        self.rows.get(key).or_else(|| self.flushing.as_ref().and_then(|f| f.get(key))).map(|r| &r.value)
     }
 
     /// The layer's rows under `prefix`, newest value per key, in key order.
     fn range_prefix(&self, prefix: &[u8]) -> Vec<StagedWrite> {
-        let in_prefix = |rows: &Rows| -> Vec<StagedWrite> {
-            rows.range(prefix.to_vec()..).take_while(|(k, _)| k.starts_with(prefix)).map(|(k, v)| (k.clone(), v.clone())).collect()
-        };
+        let in_prefix =
+            |rows: &Rows| -> Vec<StagedWrite> { key::prefix_range(rows, prefix).map(|(k, r)| (k.clone(), r.value.clone())).collect() };
         let older = self.flushing.as_deref().map(in_prefix).unwrap_or_default();
         newer_wins(older, in_prefix(&self.rows))
     }
@@ -230,11 +231,11 @@ fn freeze(recent: &mut Recent) -> Arc<Rows> {
 fn write_frozen(backing: &Backing, layer: &RwLock<Recent>, frozen: Arc<Rows>) -> Result<(), StateError> {
     let mut batch = WriteBatch::default();
     let mut deletes = 0u64;
-    for (k, v) in frozen.iter() {
-        match v {
-            Some(v) => batch.put(k, v),
+    for (k, row) in frozen.iter() {
+        match &row.value {
+            Some(v) => batch.put(&k.0, v),
             None => {
-                batch.delete(k);
+                batch.delete(&k.0);
                 deletes += 1;
             }
         }
@@ -247,7 +248,7 @@ fn write_frozen(backing: &Backing, layer: &RwLock<Recent>, frozen: Arc<Rows>) ->
     // stalled the processing thread's queue scans for ~10 ms.)
     let written = backing.db.write_opt(batch, &opts);
     if written.is_ok() {
-        backing.hints.lock().committed(frozen.iter().filter(|(_, v)| v.is_some()).map(|(k, _)| k.as_slice()));
+        backing.hints.lock().committed(frozen.iter().filter(|(_, r)| r.value.is_some()).map(|(k, _)| k.0.as_slice()));
     }
     let mut recent = layer.write().expect("state write-back lock");
     if let Err(e) = written {
@@ -374,41 +375,42 @@ impl Drop for RocksStore {
 
 impl KvStore for RocksStore {
     fn commit(&self, writes: &WriteSet) -> Result<(), StateError> {
-        self.commit_rows(writes.iter().map(|(k, v)| (k.clone(), v.clone())))
+        self.commit_rows(writes.clone().into_rows())
     }
 
     fn commit_owned(&self, writes: WriteSet) -> Result<(), StateError> {
-        self.commit_rows(writes.into_entries())
+        self.commit_rows(writes.into_rows())
     }
 }
 
 impl RocksStore {
     /// Puts committed rows (`None`: deleted) into the write-back layer.
-    fn commit_rows(&self, rows: impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)>) -> Result<(), StateError> {
+    fn commit_rows(&self, rows: impl Iterator<Item = (Key, Row)>) -> Result<(), StateError> {
         let mut recent = self.recent_mut();
         let Recent { rows: layer, flushing } = &mut *recent;
-        for (k, v) in rows {
-            if v.is_some() {
-                layer.insert(k, v);
-                continue;
-            }
-            match layer.entry(k) {
-                Entry::Vacant(row) => {
-                    row.insert(None);
+        for (k, row) in rows {
+            match (layer.entry(k), row.value) {
+                (Entry::Vacant(vacant), value) => {
+                    vacant.insert(Row { value, fresh: row.fresh });
                 }
-                Entry::Occupied(mut row) if row.get().is_some() => {
+                // a row put again keeps its freshness: nothing below has it yet either
+                (Entry::Occupied(mut held), Some(value)) => held.get_mut().value = Some(value),
+                (Entry::Occupied(held), None) if held.get().fresh => {
+                    held.remove();
+                }
+                (Entry::Occupied(mut held), None) if held.get().value.is_some() => {
                     // a row put since the last flush began that nothing below holds is dropped
-                    let below = match flushing.as_ref().and_then(|f| f.get(row.key())) {
-                        Some(older) => older.is_some(),
-                        None => self.backing.db.key_may_exist(row.key()),
+                    let below = match flushing.as_ref().and_then(|f| f.get(held.key())) {
+                        Some(older) => older.value.is_some(),
+                        None => self.backing.db.key_may_exist(&held.key().0),
                     };
                     if below {
-                        *row.get_mut() = None;
+                        held.get_mut().value = None;
                     } else {
-                        row.remove();
+                        held.remove();
                     }
                 }
-                Entry::Occupied(_) => {}
+                (Entry::Occupied(_), None) => {}
             }
         }
         if recent.rows.len() >= FLUSH_AT_ROWS {
