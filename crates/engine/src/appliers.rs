@@ -193,7 +193,7 @@ fn mark_has_variables(state: &mut Overlay<'_>, scope: i64) {
 
 /// Changes an element instance in place (kept decoded by the overlay); nothing when it is gone.
 fn update_element(state: &mut Overlay<'_>, key: i64, f: impl FnOnce(&mut ElementInstance)) {
-    update_decoded(state, &element_key(key), f);
+    update_decoded(state, &element_key_bytes(key), f);
 }
 
 /// Changes the row of `key`, decoded as a `T`, in place; nothing when there is no such row.
@@ -324,7 +324,7 @@ struct JobIndex {
 impl JobIndex {
     fn of(job: &StoredJob) -> Self {
         JobIndex {
-            job_type: job.record.job_type.clone(),
+            job_type: job.record.job_type.to_string(),
             state: job.state,
             deadline_ms: job.record.deadline_ms,
             recurring_time_ms: job.record.recurring_time_ms,
@@ -335,7 +335,7 @@ impl JobIndex {
 
 /// Changes a job in place (kept decoded by the overlay); nothing when it is gone.
 fn update_job(state: &mut Overlay<'_>, key: i64, f: impl FnOnce(&mut StoredJob)) {
-    update_decoded(state, &job_key(key), f);
+    update_decoded(state, &job_key_bytes(key), f);
 }
 
 /// Removes a job from the activatable, deadline and back-off indexes.

@@ -113,18 +113,18 @@ pub(crate) fn continue_activation(p: P, key: i64) {
                 headers.insert(name.clone(), Json::String(text));
             }
             let job = JobRecord {
-                job_type: job_type.clone(),
+                job_type: job_type.as_str().into(),
                 retries,
                 deadline_ms: -1,
-                custom_headers: Json::Object(headers).to_string(),
+                custom_headers: Json::Object(headers).to_string().into(),
                 variables: "{}".into(),
-                bpmn_process_id: pi.bpmn_process_id.to_string(),
+                bpmn_process_id: pi.bpmn_process_id.clone(),
                 process_definition_key: pi.process_definition_key,
                 process_definition_version: pi.version,
                 process_instance_key: pi.process_instance_key,
-                element_id: pi.element_id.to_string(),
+                element_id: pi.element_id.clone(),
                 element_instance_key: key,
-                tenant_id: pi.tenant_id.to_string(),
+                tenant_id: pi.tenant_id.clone(),
                 ..Default::default()
             };
             let job_key = p.new_key();
@@ -248,12 +248,12 @@ pub(crate) fn job_became_activatable(p: P, job_key: i64) {
     match p.job_streams.stream_for(&job.record.job_type) {
         Some(stream) => {
             let mut record = job.record.clone();
-            record.variables = variables::visible_variables(p.view(), record.element_instance_key, &stream.fetch_variables);
-            record.worker = stream.worker.clone();
+            record.variables = variables::visible_variables(p.view(), record.element_instance_key, &stream.fetch_variables).into();
+            record.worker = (&stream.worker).into();
             record.timeout_ms = stream.timeout_ms;
             record.deadline_ms = p.now_ms + stream.timeout_ms;
             let batch = JobBatchRecord {
-                job_type: record.job_type.clone(),
+                job_type: record.job_type.to_string(),
                 worker: stream.worker.clone(),
                 timeout_ms: stream.timeout_ms,
                 max_jobs_to_activate: 1,
@@ -266,7 +266,7 @@ pub(crate) fn job_became_activatable(p: P, job_key: i64) {
             p.event(batch_key, Intent::Activated, RecordValue::JobBatch(batch));
             p.side_effect(SideEffect::PushJob { stream_id: stream.stream_id, job_key, job: Box::new(record) });
         }
-        None => p.side_effect(SideEffect::JobsAvailable { job_type: job.record.job_type }),
+        None => p.side_effect(SideEffect::JobsAvailable { job_type: job.record.job_type.into() }),
     }
 }
 

@@ -120,7 +120,11 @@ pub(crate) fn process_latest_key(id: &str) -> Vec<u8> {
     k(&[b"P/l/", id.as_bytes()])
 }
 pub(crate) fn element_key(key: i64) -> Vec<u8> {
-    k(&[b"E/", &be(key)])
+    element_key_bytes(key).to_vec()
+}
+/// [`element_key`] on the stack, for reads (they need no owned key).
+pub(crate) fn element_key_bytes(key: i64) -> [u8; 10] {
+    table_key(*b"E/", key)
 }
 pub(crate) fn child_prefix(scope: i64) -> Vec<u8> {
     k(&[b"C/", &be(scope), b"/"])
@@ -135,7 +139,18 @@ pub(crate) fn variable_key(scope: i64, name: &str) -> Vec<u8> {
     k(&[b"V/", &be(scope), b"/", name.as_bytes()])
 }
 pub(crate) fn job_key(key: i64) -> Vec<u8> {
-    k(&[b"J/", &be(key)])
+    job_key_bytes(key).to_vec()
+}
+/// [`job_key`] on the stack, for reads.
+pub(crate) fn job_key_bytes(key: i64) -> [u8; 10] {
+    table_key(*b"J/", key)
+}
+/// A two-byte table prefix and a key.
+fn table_key(table: [u8; 2], key: i64) -> [u8; 10] {
+    let mut out = [0u8; 10];
+    out[..2].copy_from_slice(&table);
+    out[2..].copy_from_slice(&be(key));
+    out
 }
 pub(crate) fn activatable_prefix(job_type: &str) -> Vec<u8> {
     k(&[b"A/", job_type.as_bytes(), b"\0"])
@@ -376,7 +391,7 @@ impl<'a> StateView<'a> {
     /// What `f` takes from an element instance, without copying the instance. `f` must not
     /// read state itself.
     pub fn element_with<R>(&self, key: i64, f: impl FnOnce(&ElementInstance) -> R) -> Option<R> {
-        self.decoded_with(&element_key(key), f)
+        self.decoded_with(&element_key_bytes(key), f)
     }
     /// What `f` takes from the row of `key` decoded as a `T`, without copying it.
     fn decoded_with<T: DeserializeOwned + DecodedValue, R>(&self, key: &[u8], f: impl FnOnce(&T) -> R) -> Option<R> {
@@ -412,7 +427,7 @@ impl<'a> StateView<'a> {
     }
     /// What `f` takes from a job, without copying the job. `f` must not read state itself.
     pub fn job_with<R>(&self, key: i64, f: impl FnOnce(&StoredJob) -> R) -> Option<R> {
-        self.decoded_with(&job_key(key), f)
+        self.decoded_with(&job_key_bytes(key), f)
     }
     /// Up to `limit` activatable job keys of a type, oldest first.
     pub fn activatable_jobs(&self, job_type: &str, limit: usize) -> Vec<i64> {
@@ -570,6 +585,14 @@ impl<'a> StateView<'a> {
 mod tests {
     use super::*;
     use waggle_protocol::encode_key;
+
+    #[test]
+    fn stack_keys_are_the_stored_layout() {
+        let key = encode_key(1, 0x0102_0304_0506);
+        assert_eq!(element_key(key), [b"E/".as_slice(), &be(key)].concat());
+        assert_eq!(job_key(key), [b"J/".as_slice(), &be(key)].concat());
+        assert_eq!(element_key_bytes(-1).to_vec(), element_key(-1));
+    }
 
     #[test]
     fn rows_of_keys_generated_after_the_state_are_absent_from_it() {

@@ -153,7 +153,7 @@ impl Scenario {
             }
             "complete" => {
                 let key = self.reference(arg(1));
-                self.run(Intent::Complete, key, RecordValue::Job(JobRecord { variables: rest(2), ..Default::default() }));
+                self.run(Intent::Complete, key, RecordValue::Job(JobRecord { variables: rest(2).into(), ..Default::default() }));
             }
             "fail" => {
                 let key = self.reference(arg(1));

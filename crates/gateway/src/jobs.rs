@@ -42,19 +42,19 @@ pub fn validate_activation(req: &pb::ActivateJobsRequest) -> Result<(), Status> 
 pub fn to_activated(key: i64, job: JobRecord) -> pb::ActivatedJob {
     pb::ActivatedJob {
         key,
-        r#type: job.job_type,
+        r#type: job.job_type.into(),
         process_instance_key: job.process_instance_key,
-        bpmn_process_id: job.bpmn_process_id,
+        bpmn_process_id: job.bpmn_process_id.into(),
         process_definition_version: job.process_definition_version,
         process_definition_key: job.process_definition_key,
-        element_id: job.element_id,
+        element_id: job.element_id.into(),
         element_instance_key: job.element_instance_key,
-        custom_headers: if job.custom_headers.is_empty() { "{}".into() } else { job.custom_headers },
-        worker: job.worker,
+        custom_headers: if job.custom_headers.is_empty() { "{}".into() } else { job.custom_headers.into() },
+        worker: job.worker.into(),
         retries: job.retries,
         deadline: job.deadline_ms,
-        variables: if job.variables.is_empty() { "{}".into() } else { job.variables },
-        tenant_id: if job.tenant_id.is_empty() { "<default>".into() } else { job.tenant_id },
+        variables: if job.variables.is_empty() { "{}".into() } else { job.variables.into() },
+        tenant_id: if job.tenant_id.is_empty() { "<default>".into() } else { job.tenant_id.into() },
     }
 }
 

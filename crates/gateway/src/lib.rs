@@ -198,7 +198,7 @@ impl Gateway for GatewayService {
             self.check_size(&req)?;
             status::check_variables("variables", &req.variables)?;
             let partition = self.partition_of(req.job_key, "COMPLETE")?;
-            let value = RecordValue::Job(JobRecord { variables: req.variables.clone(), ..job_value(req.job_key) });
+            let value = RecordValue::Job(JobRecord { variables: (&req.variables).into(), ..job_value(req.job_key) });
             self.submit(partition, req.job_key, Intent::Complete, value).await?;
             Ok(Response::new(pb::CompleteJobResponse {}))
         })
@@ -325,7 +325,7 @@ impl Gateway for GatewayService {
                 retries: req.retries,
                 error_message: req.error_message.clone(),
                 retry_backoff_ms: req.retry_back_off,
-                variables: req.variables.clone(),
+                variables: (&req.variables).into(),
                 ..job_value(req.job_key)
             });
             self.submit(partition, req.job_key, Intent::Fail, value).await?;
@@ -344,7 +344,7 @@ impl Gateway for GatewayService {
             let value = RecordValue::Job(JobRecord {
                 error_code: req.error_code.clone(),
                 error_message: req.error_message.clone(),
-                variables: req.variables.clone(),
+                variables: (&req.variables).into(),
                 ..job_value(req.job_key)
             });
             self.submit(partition, req.job_key, Intent::ThrowError, value).await?;

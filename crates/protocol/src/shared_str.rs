@@ -62,12 +62,16 @@ impl Borrow<str> for SharedStr {
 
 impl From<String> for SharedStr {
     fn from(s: String) -> Self {
-        SharedStr(Repr::Shared(s.into()))
+        SharedStr::from(s.as_str())
     }
 }
 
 impl From<&str> for SharedStr {
+    /// Shares a copy of `s`; the empty string allocates nothing.
     fn from(s: &str) -> Self {
+        if s.is_empty() {
+            return SharedStr::default();
+        }
         SharedStr(Repr::Shared(s.into()))
     }
 }
@@ -165,8 +169,19 @@ impl Serialize for SharedStr {
 }
 
 impl<'de> Deserialize<'de> for SharedStr {
+    /// Copies the text once, into the shared allocation (no `String` in between).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        String::deserialize(deserializer).map(SharedStr::from)
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = SharedStr;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<SharedStr, E> {
+                Ok(SharedStr::from(v))
+            }
+        }
+        deserializer.deserialize_str(Text)
     }
 }
 
@@ -186,5 +201,9 @@ mod tests {
         assert_eq!(back, shared);
         assert_eq!(serde_json::to_string(&fixed).unwrap(), "\"task\"");
         assert_eq!(SharedStr::default(), "");
+        let empty: SharedStr = postcard::from_bytes(&postcard::to_stdvec("").unwrap()).unwrap();
+        assert!(matches!(empty.0, Repr::Static("")), "an empty text is not allocated");
+        let escaped: SharedStr = serde_json::from_str("\"a\\\"b\"").unwrap();
+        assert_eq!(escaped, "a\"b", "a JSON text with escapes (not borrowed from the input)");
     }
 }

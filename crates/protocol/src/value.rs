@@ -106,8 +106,8 @@ pub struct ProcessInstanceResultRecord {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct JobRecord {
-    pub job_type: String,
-    pub worker: String,
+    pub job_type: SharedStr,
+    pub worker: SharedStr,
     pub retries: i32,
     pub retry_backoff_ms: i64,
     /// When a job failed with a back-off becomes activatable again (ms since the epoch).
@@ -118,16 +118,16 @@ pub struct JobRecord {
     pub error_message: String,
     pub error_code: String,
     /// Custom headers as a JSON object text.
-    pub custom_headers: String,
+    pub custom_headers: SharedStr,
     /// Variables as a JSON object text.
-    pub variables: String,
-    pub bpmn_process_id: String,
+    pub variables: SharedStr,
+    pub bpmn_process_id: SharedStr,
     pub process_definition_key: i64,
     pub process_definition_version: i32,
     pub process_instance_key: i64,
-    pub element_id: String,
+    pub element_id: SharedStr,
     pub element_instance_key: i64,
-    pub tenant_id: String,
+    pub tenant_id: SharedStr,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -331,7 +331,7 @@ impl JobRecord {
             error_message: self.error_message.clone(),
             error_code: self.error_code.clone(),
             custom_headers: self.custom_headers.clone(),
-            variables: String::new(),
+            variables: SharedStr::default(),
             bpmn_process_id: self.bpmn_process_id.clone(),
             process_definition_key: self.process_definition_key,
             process_definition_version: self.process_definition_version,
@@ -396,7 +396,7 @@ mod tests {
             element_instance_key: 7,
             ..Default::default()
         };
-        assert_eq!(job.without_variables(), JobRecord { variables: String::new(), ..job.clone() });
+        assert_eq!(job.without_variables(), JobRecord { variables: SharedStr::default(), ..job.clone() });
         let batch =
             JobBatchRecord { job_type: "t".into(), job_keys: vec![1, 2], jobs: vec![job.clone(), job.clone()], ..Default::default() };
         let stripped = batch.without_variables();

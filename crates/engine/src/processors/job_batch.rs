@@ -28,8 +28,8 @@ pub(crate) fn activate(p: &mut Processing<'_, '_, '_>, command: &Record, request
     for key in &keys {
         let Some(job) = p.view().job(*key) else { continue };
         let mut record = job.record;
-        record.variables = variables::visible_variables(p.view(), record.element_instance_key, &batch.fetch_variables);
-        record.worker = batch.worker.clone();
+        record.variables = variables::visible_variables(p.view(), record.element_instance_key, &batch.fetch_variables).into();
+        record.worker = (&batch.worker).into();
         record.timeout_ms = batch.timeout_ms;
         record.deadline_ms = p.now_ms + batch.timeout_ms;
         jobs.push(record);
