@@ -33,29 +33,22 @@ impl Borrow<KeyRef> for Key {
     }
 }
 
-impl Ord for KeyRef {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare(&self.0, &other.0)
-    }
+/// `Ord` and `PartialOrd` by [`compare`] on the key's bytes.
+macro_rules! ordered_by_bytes {
+    ($($t:ty),*) => {$(
+        impl Ord for $t {
+            fn cmp(&self, other: &Self) -> Ordering {
+                compare(&self.0, &other.0)
+            }
+        }
+        impl PartialOrd for $t {
+            fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+    )*};
 }
-
-impl PartialOrd for KeyRef {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Key {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare(&self.0, &other.0)
-    }
-}
-
-impl PartialOrd for Key {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
+ordered_by_bytes!(Key, KeyRef);
 
 impl std::fmt::Debug for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
