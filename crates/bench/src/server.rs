@@ -88,9 +88,23 @@ pub struct Server {
     _data_dir: Option<tempfile::TempDir>,
 }
 
-/// A free loopback port, by asking the kernel.
+/// A loopback port free now, below Linux's ephemeral range (32768-60999). A port the kernel
+/// hands out for `bind(0)` is in that range, so any outgoing connection could take it as its
+/// local port between this check and the server's own bind; these cannot be taken that way.
 fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const PORTS: u32 = 12_000;
+    // benches run side by side start at their own place in the range
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let _ = NEXT.compare_exchange(u32::MAX, std::process::id() % PORTS, Ordering::SeqCst, Ordering::SeqCst);
+    for _ in 0..PORTS {
+        let port = (FIRST + NEXT.fetch_add(1, Ordering::SeqCst) % PORTS) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    anyhow::bail!("no free loopback port in {FIRST}-{}", FIRST + PORTS - 1)
 }
 
 async fn refuse_if_taken(address: &str) -> anyhow::Result<()> {
