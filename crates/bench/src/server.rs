@@ -91,11 +91,11 @@ pub struct Server {
 /// A loopback port free now, below Linux's ephemeral range (32768-60999). A port the kernel
 /// hands out for `bind(0)` is in that range, so any outgoing connection could take it as its
 /// local port between this check and the server's own bind; these cannot be taken that way.
-fn free_port() -> anyhow::Result<u16> {
+pub fn free_port() -> anyhow::Result<u16> {
     use std::sync::atomic::{AtomicU32, Ordering};
     const FIRST: u32 = 20_000;
     const PORTS: u32 = 12_000;
-    // benches run side by side start at their own place in the range
+    // processes run side by side (benches, test binaries) start at their own place in the range
     static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
     let _ = NEXT.compare_exchange(u32::MAX, std::process::id() % PORTS, Ordering::SeqCst, Ordering::SeqCst);
     for _ in 0..PORTS {

@@ -113,7 +113,7 @@ pub(crate) fn continue_activation(p: P, key: i64) {
                 headers.insert(name.clone(), Json::String(text));
             }
             let job = JobRecord {
-                job_type: job_type.as_str().into(),
+                job_type: job_type.into(),
                 retries,
                 deadline_ms: -1,
                 custom_headers: Json::Object(headers).to_string().into(),

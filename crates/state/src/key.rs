@@ -12,11 +12,11 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 /// An owned key; ordered exactly as its bytes are lexicographically.
-#[derive(Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Key(pub Vec<u8>);
 
 /// A borrowed key, for looking up maps of [`Key`] by a byte slice.
-#[derive(PartialEq, Eq, Hash)]
+#[derive(PartialEq, Eq)]
 #[repr(transparent)]
 pub struct KeyRef(pub [u8]);
 

@@ -117,10 +117,6 @@ impl WriteSet {
     pub fn range_prefix<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = (&'a Vec<u8>, &'a Option<Vec<u8>>)> + 'a {
         key::prefix_range(&self.entries, prefix).map(|(k, r)| (k, &r.value))
     }
-    /// The entries, in key order.
-    pub fn into_entries(self) -> impl Iterator<Item = (Vec<u8>, Option<Vec<u8>>)> {
-        self.entries.into_iter().map(|(k, r)| (k.0, r.value))
-    }
     /// The entries with their freshness, in key order.
     pub(crate) fn into_rows(self) -> impl Iterator<Item = (Key, Row)> {
         self.entries.into_iter()

@@ -33,8 +33,8 @@ use crate::{KvIter, KvRead, KvStore, Row, StateError, WriteSet};
 /// Readers see the layer over RocksDB. It is flushed, with the applied index it holds, in one
 /// batch: by a thread of its own when it grows past [`FLUSH_AT_ROWS`] (the committing thread
 /// goes on, and readers see the rows being written until RocksDB has them), and before every
-/// checkpoint and when the store is dropped. Losing it in a crash loses no more than losing RocksDB's memtable did (the log is
-/// replayed from the applied index RocksDB has).
+/// checkpoint and when the store is dropped. Losing it in a crash loses no more than losing
+/// RocksDB's memtable did (the log is replayed from the applied index RocksDB has).
 pub struct RocksStore {
     backing: Backing,
     recent: Arc<RwLock<Recent>>,

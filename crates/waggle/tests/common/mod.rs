@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -20,22 +20,11 @@ pub struct Node {
     _temp: Option<tempfile::TempDir>,
 }
 
-/// A loopback port nothing listens on, below Linux's ephemeral range (32768 and up): a port the
-/// kernel hands out for `bind(0)` can be taken, before the node binds it, as the local port of
-/// any outgoing connection on the machine (a test once failed with "Address already in use").
+/// A loopback port nothing listens on, below Linux's ephemeral range (the bench's picker: a
+/// port from `bind(0)` could be taken by an outgoing connection before the node binds it; a test
+/// once failed with "Address already in use").
 pub fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    const FIRST: u32 = 20_000;
-    const PORTS: u32 = 12_000;
-    // test binaries run side by side: each starts at its own place in the range
-    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
-    let _ = NEXT.compare_exchange(u32::MAX, std::process::id() % PORTS, Ordering::SeqCst, Ordering::SeqCst);
-    loop {
-        let port = (FIRST + NEXT.fetch_add(1, Ordering::SeqCst) % PORTS) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
+    waggle_bench::server::free_port().expect("a free loopback port")
 }
 
 impl Node {
