@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{broadcast, oneshot};
-use waggle_engine::{Command, Engine, ProcessingContext, RequestId, SideEffect, StateView};
+use waggle_engine::{BatchOutput, Command, Engine, ProcessingContext, RequestId, SideEffect, StateView};
 use waggle_protocol::codec::Entry;
 use waggle_protocol::value::IncidentRecord;
 use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue, ValueType};
@@ -367,13 +367,15 @@ impl Processor {
             self.metrics.batch_commit.observe(processed.elapsed().as_secs_f64());
             self.observe(&output.records);
         }
+        let BatchOutput { records, responses, side_effects, .. } = output;
+        self.engine.recycle(records);
         let mut delivery = Delivery::default();
-        for (id, record) in output.responses {
+        for (id, record) in responses {
             if let Some(reply) = self.replies.remove(&id) {
                 delivery.replies.push((reply, record));
             }
         }
-        for effect in output.side_effects {
+        for effect in side_effects {
             match effect {
                 SideEffect::JobsAvailable { job_type } => delivery.jobs_available.push(job_type),
                 SideEffect::PushJob { stream_id, job_key, job } => {

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use tokio::sync::mpsc;
 use waggle_engine::{JobStreamTarget, JobStreams};
 use waggle_protocol::value::JobRecord;
+use waggle_protocol::SharedStr;
 
 pub type StreamId = u64;
 
@@ -21,7 +22,7 @@ pub struct PushedJob {
 struct Stream {
     id: StreamId,
     job_type: String,
-    worker: String,
+    worker: SharedStr,
     timeout_ms: i64,
     fetch_variables: Vec<String>,
     sender: mpsc::Sender<PushedJob>,
@@ -54,7 +55,7 @@ impl JobStreamRegistry {
         let mut inner = self.inner.lock().expect("streams lock");
         inner.next_id += 1;
         let id = inner.next_id;
-        inner.streams.push(Stream { id, job_type, worker, timeout_ms, fetch_variables, sender, reserved: 0 });
+        inner.streams.push(Stream { id, job_type, worker: worker.into(), timeout_ms, fetch_variables, sender, reserved: 0 });
         id
     }
 

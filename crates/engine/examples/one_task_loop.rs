@@ -30,6 +30,7 @@ fn run_batch(engine: &mut Engine, store: &RocksStore, now_ms: i64, commands: Vec
     let writes = overlay.into_writes();
     std::hint::black_box(output.encoded_entry());
     store.commit_owned(writes).expect("commit");
+    engine.recycle(output.records);
     output
         .side_effects
         .into_iter()

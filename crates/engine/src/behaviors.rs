@@ -249,12 +249,12 @@ pub(crate) fn job_became_activatable(p: P, job_key: i64) {
         Some(stream) => {
             let mut record = job.record.clone();
             record.variables = variables::visible_variables(p.view(), record.element_instance_key, &stream.fetch_variables).into();
-            record.worker = (&stream.worker).into();
+            record.worker = stream.worker.clone();
             record.timeout_ms = stream.timeout_ms;
             record.deadline_ms = p.now_ms + stream.timeout_ms;
             let batch = JobBatchRecord {
                 job_type: record.job_type.to_string(),
-                worker: stream.worker.clone(),
+                worker: stream.worker.to_string(),
                 timeout_ms: stream.timeout_ms,
                 max_jobs_to_activate: 1,
                 fetch_variables: stream.fetch_variables.clone(),

@@ -45,11 +45,16 @@ pub struct Engine {
     partition: PartitionId,
     processes: ProcessCache,
     awaiting: processing::AwaitingResults,
+    /// An emptied record vector of an earlier batch, for the next batch to write into.
+    spare_records: Vec<waggle_protocol::Record>,
 }
+
+/// Records a recycled vector may have room for (~1.4 MB): a larger one is freed instead of kept.
+const MAX_SPARE_RECORDS: usize = 4_096;
 
 impl Engine {
     pub fn new(partition: PartitionId) -> Self {
-        Self { partition, processes: ProcessCache::default(), awaiting: Default::default() }
+        Self { partition, processes: ProcessCache::default(), awaiting: Default::default(), spare_records: Vec::new() }
     }
 
     pub fn partition(&self) -> PartitionId {
@@ -59,11 +64,22 @@ impl Engine {
     /// Processes client or scheduler commands, and every follow-up command they cause, until
     /// nothing is left to do (a wait state). All state changes are staged in `state`.
     pub fn process_batch(&mut self, state: &mut Overlay<'_>, ctx: &ProcessingContext<'_>, commands: Vec<Command>) -> BatchOutput {
-        let mut p = processing::Processing::new(self.partition, state, &mut self.processes, &mut self.awaiting, ctx);
+        let records = std::mem::take(&mut self.spare_records);
+        let mut p = processing::Processing::new(self.partition, state, &mut self.processes, &mut self.awaiting, ctx, records);
         for command in commands {
             p.process_client_command(command);
         }
         p.finish()
+    }
+
+    /// Takes back a batch's records once the caller is done with them: they are dropped, and
+    /// the next batch writes into their vector instead of growing a new one (a W2 batch writes
+    /// ~1,000 records of ~350 bytes).
+    pub fn recycle(&mut self, mut records: Vec<waggle_protocol::Record>) {
+        records.clear();
+        if records.capacity() <= MAX_SPARE_RECORDS && records.capacity() > self.spare_records.capacity() {
+            self.spare_records = records;
+        }
     }
 
     /// Applies the events of an entry that is already in the log (recovery, followers).

@@ -8,7 +8,7 @@ use std::collections::{HashMap, VecDeque};
 use waggle_protocol::codec::Entry;
 use waggle_protocol::record::Rejection;
 use waggle_protocol::value::JobRecord;
-use waggle_protocol::{encode_key, Intent, PartitionId, Record, RecordType, RecordValue, RejectionType, ValueType};
+use waggle_protocol::{encode_key, Intent, PartitionId, Record, RecordType, RecordValue, RejectionType, SharedStr, ValueType};
 use waggle_state::{KvRead, Overlay};
 
 use crate::distribution::{self, Distribution};
@@ -43,7 +43,7 @@ impl Command {
 #[derive(Debug, Clone)]
 pub struct JobStreamTarget {
     pub stream_id: u64,
-    pub worker: String,
+    pub worker: SharedStr,
     pub timeout_ms: i64,
     pub fetch_variables: Vec<String>,
 }
@@ -108,8 +108,29 @@ impl BatchOutput {
         if self.records.is_empty() {
             return None;
         }
-        let logged: Vec<Cow<'_, Record>> = self.records.iter().map(log_form).collect();
-        Some(waggle_protocol::codec::encode_entry(self.next_key_counter, &logged))
+        // a guess at the encoded size (W2's records take ~100 bytes): one allocation, no growing
+        let capacity = self.records.len() * ENCODED_BYTES_PER_RECORD;
+        Some(waggle_protocol::codec::encode_entry(self.next_key_counter, &LogForms(&self.records), capacity))
+    }
+}
+
+/// Bytes per record an entry's buffer starts with (see [`BatchOutput::encoded_entry`]).
+const ENCODED_BYTES_PER_RECORD: usize = 128;
+
+/// Records serialized in their [`log_form`], one at a time (no vector of copies).
+struct LogForms<'a>(&'a [Record]);
+
+impl serde::Serialize for LogForms<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(LogForm))
+    }
+}
+
+struct LogForm<'a>(&'a Record);
+
+impl serde::Serialize for LogForm<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        log_form(self.0).serialize(serializer)
     }
 }
 
@@ -175,6 +196,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
         processes: &'o mut ProcessCache,
         awaiting: &'o mut AwaitingResults,
         ctx: &ProcessingContext<'c>,
+        records: Vec<Record>,
     ) -> Self {
         let next_key = read_i64(state, META_NEXT_KEY, 1);
         let last_position = read_i64(state, META_LAST_POSITION, 0) as u64;
@@ -193,7 +215,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             pending: VecDeque::new(),
             start_elements: HashMap::new(),
             prefetched_activation: None,
-            out: BatchOutput::default(),
+            out: BatchOutput { records, ..Default::default() },
         }
     }
 

@@ -32,7 +32,7 @@ pub enum CodecError {
 
 impl Entry {
     pub fn encode(&self) -> Vec<u8> {
-        encode_entry(self.next_key_counter, &self.records)
+        encode_entry(self.next_key_counter, self.records.as_slice(), 0)
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Entry, CodecError> {
@@ -44,19 +44,23 @@ impl Entry {
     }
 }
 
-/// The layout of [`Entry`] over borrowed records (postcard writes a slice as it writes a `Vec`,
-/// and a `Cow<Record>` as a `Record`).
+/// The layout of [`Entry`] over borrowed records: `records` serializes as a sequence of
+/// records (postcard writes a slice or any sequence of known length as it writes a `Vec`).
 #[derive(Serialize)]
-struct EntryRef<'a, R> {
+struct EntryRef<'a, S: ?Sized> {
     next_key_counter: i64,
-    records: &'a [R],
+    records: &'a S,
 }
 
-/// Encodes an entry from borrowed records (`Record`s or `Cow<Record>`s), without copying them
-/// into an [`Entry`] first: the same bytes as `Entry { next_key_counter, records }.encode()`.
-pub fn encode_entry<R: Serialize>(next_key_counter: i64, records: &[R]) -> Vec<u8> {
+/// Encodes an entry from borrowed records (a slice of `Record`s, or any value that serializes
+/// as a sequence of records), without copying them into an [`Entry`] first: the same bytes as
+/// `Entry { next_key_counter, records }.encode()`. `capacity` sizes the buffer up front (an
+/// estimate: a larger entry still fits).
+pub fn encode_entry<S: Serialize + ?Sized>(next_key_counter: i64, records: &S, capacity: usize) -> Vec<u8> {
+    let mut buffer = Vec::with_capacity(capacity.max(1));
+    buffer.push(CODEC_VERSION);
     // postcard into a Vec cannot fail for these types (no maps with non-string keys etc.)
-    postcard::to_extend(&EntryRef { next_key_counter, records }, vec![CODEC_VERSION]).expect("record encoding is infallible")
+    postcard::to_extend(&EntryRef { next_key_counter, records }, buffer).expect("record encoding is infallible")
 }
 
 #[cfg(test)]
