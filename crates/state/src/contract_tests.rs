@@ -102,6 +102,18 @@ fn suite(store: &dyn KvStore) {
         ov.scan_prefix(b"n/").collect::<Vec<_>>(),
         vec![(b"n/0".to_vec(), vec![5]), (b"n/1".to_vec(), vec![3]), (b"n/2".to_vec(), vec![7])]
     );
+    ov.put_decoded(b"n/5".to_vec(), Box::new(Count(5)));
+    ov.put_decoded(b"n/4".to_vec(), Box::new(Count(4)));
+    ov.put_decoded(b"nb/1".to_vec(), Box::new(Count(9)));
+    let under = |ov: &Overlay, prefix: &[u8]| ov.scan_prefix(prefix).map(|(k, _)| String::from_utf8(k).unwrap()).collect::<Vec<_>>();
+    assert_eq!(under(&ov, b"n/"), ["n/0", "n/1", "n/2", "n/4", "n/5"], "decoded values in key order, within the prefix");
+    assert_eq!(under(&ov, b"nb/"), ["nb/1"]);
+    let base_a: Vec<String> = store.scan_prefix(b"a/").map(|(k, _)| String::from_utf8(k).unwrap()).collect();
+    assert!(!base_a.is_empty());
+    assert_eq!(under(&ov, b"a/"), base_a, "other tables as before");
+    ov.delete(b"n/4".to_vec());
+    ov.delete(b"n/5".to_vec());
+    ov.delete(b"nb/1".to_vec());
     ov.put(b"n/2".to_vec(), vec![8]);
     assert_eq!(count(&ov, b"n/2"), Some(8), "bytes written after a decoded value replace it");
     ov.put_decoded(b"n/3".to_vec(), Box::new(Count(1)));

@@ -1,8 +1,7 @@
-use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::iter::Peekable;
 
-use crate::key::{self, Key, KeyRef};
 use crate::{DecodeFn, DecodedValue, KvIter, KvRead, WriteSet};
 
 /// Tells keys (or prefixes) that the base certainly does not hold, so reads of them skip the
@@ -31,23 +30,52 @@ pub struct Overlay<'a> {
     writes: WriteSet,
     base_reads: RefCell<HashMap<Vec<u8>, Option<Vec<u8>>, foldhash::fast::RandomState>>,
     absent_from_base: Option<AbsentFromBase>,
-    decoded: RefCell<BTreeMap<Key, Decoded>>,
+    /// Values held decoded. A hash map: point reads are most of an overlay's work, and a scan
+    /// looks at these values only when `decoded_first_bytes` says one might be under its prefix.
+    decoded: RefCell<HashMap<Vec<u8>, Decoded, foldhash::fast::RandomState>>,
+    /// The first bytes of the keys ever held in `decoded` (a bit per byte value).
+    decoded_first_bytes: Cell<[u64; 4]>,
 }
 
 impl<'a> Overlay<'a> {
     pub fn new(base: &'a dyn KvRead) -> Self {
-        Self { base, writes: WriteSet::default(), base_reads: RefCell::default(), absent_from_base: None, decoded: RefCell::default() }
+        Self {
+            base,
+            writes: WriteSet::default(),
+            base_reads: RefCell::default(),
+            absent_from_base: None,
+            decoded: RefCell::default(),
+            decoded_first_bytes: Cell::new([0; 4]),
+        }
+    }
+
+    /// Holds `value` decoded for `key`.
+    fn hold_decoded(&self, key: Vec<u8>, decoded: Decoded) {
+        if let Some(&first) = key.first() {
+            let mut bits = self.decoded_first_bytes.get();
+            bits[usize::from(first >> 6)] |= 1 << (first & 63);
+            self.decoded_first_bytes.set(bits);
+        }
+        self.decoded.borrow_mut().insert(key, decoded);
+    }
+
+    /// Whether a key under `prefix` might be held decoded.
+    fn may_hold_decoded_under(&self, prefix: &[u8]) -> bool {
+        match prefix.first() {
+            None => !self.decoded.borrow().is_empty(),
+            Some(&first) => self.decoded_first_bytes.get()[usize::from(first >> 6)] & (1 << (first & 63)) != 0,
+        }
     }
 
     /// Stages `value` for `key`, kept decoded (see the type's documentation).
     pub fn put_decoded(&mut self, key: Vec<u8>, value: Box<dyn DecodedValue>) {
-        self.decoded.get_mut().insert(Key(key), Decoded { value, staged: true });
+        self.hold_decoded(key, Decoded { value, staged: true });
     }
 
     /// Changes the value of `key` in place (decoding it first if this overlay has not yet);
     /// false, and nothing changed, when there is no such key.
     pub fn update_decoded(&mut self, key: &[u8], decode: DecodeFn, update: &mut dyn FnMut(&mut dyn DecodedValue)) -> bool {
-        if let Some(entry) = self.decoded.get_mut().get_mut(KeyRef::new(key)) {
+        if let Some(entry) = self.decoded.get_mut().get_mut(key) {
             update(&mut *entry.value);
             entry.staged = true;
             return true;
@@ -55,7 +83,7 @@ impl<'a> Overlay<'a> {
         let Some(bytes) = self.get_not_decoded(key) else { return false };
         let mut value = decode(&bytes);
         update(&mut *value);
-        self.decoded.get_mut().insert(Key(key.to_vec()), Decoded { value, staged: true });
+        self.hold_decoded(key.to_vec(), Decoded { value, staged: true });
         true
     }
 
@@ -72,7 +100,7 @@ impl<'a> Overlay<'a> {
     fn flush_decoded(&mut self) {
         for (key, d) in std::mem::take(self.decoded.get_mut()) {
             if d.staged {
-                self.stage_put(key.0, d.value.encode());
+                self.stage_put(key, d.value.encode());
             }
         }
     }
@@ -80,7 +108,7 @@ impl<'a> Overlay<'a> {
     /// The staged decoded value of `key`, encoded.
     fn staged_decoded(&self, key: &[u8]) -> Option<Vec<u8>> {
         let decoded = self.decoded.borrow();
-        decoded.get(KeyRef::new(key)).filter(|d| d.staged).map(|d| d.value.encode())
+        decoded.get(key).filter(|d| d.staged).map(|d| d.value.encode())
     }
 
     /// Sets the rule by which reads (point reads, prefix scans, the existence check of a
@@ -107,7 +135,7 @@ impl<'a> Overlay<'a> {
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         let decoded = self.decoded.get_mut();
         if !decoded.is_empty() {
-            decoded.remove(KeyRef::new(&key));
+            decoded.remove(&key);
         }
         self.stage_put(key, value);
     }
@@ -124,7 +152,7 @@ impl<'a> Overlay<'a> {
     /// unstaged: the base never sees it, and gets no tombstone (tombstones slow down scans).
     pub fn delete(&mut self, key: Vec<u8>) {
         let decoded = self.decoded.get_mut();
-        let staged_decoded = !decoded.is_empty() && decoded.remove(KeyRef::new(&key)).is_some_and(|d| d.staged);
+        let staged_decoded = !decoded.is_empty() && decoded.remove(&key).is_some_and(|d| d.staged);
         if (staged_decoded || matches!(self.writes.get(&key), Some(Some(_)))) && self.base_get(&key).is_none() {
             self.writes.unstage(&key);
         } else {
@@ -150,23 +178,32 @@ impl KvRead for Overlay<'_> {
     }
 
     fn read_decoded(&self, key: &[u8], decode: DecodeFn, read: &mut dyn FnMut(Option<&dyn DecodedValue>)) {
-        if let Some(d) = self.decoded.borrow().get(KeyRef::new(key)) {
+        if let Some(d) = self.decoded.borrow().get(key) {
             return read(Some(&*d.value));
         }
         // not held decoded: so nothing newer is staged decoded than what `get` finds
         let Some(bytes) = self.get_not_decoded(key) else { return read(None) };
         let value = decode(&bytes);
         read(Some(&*value));
-        self.decoded.borrow_mut().insert(Key(key.to_vec()), Decoded { value, staged: false });
+        self.hold_decoded(key.to_vec(), Decoded { value, staged: false });
     }
 
     fn scan_prefix(&self, prefix: &[u8]) -> KvIter<'_> {
         let written: Vec<StagedWrite> = self.writes.range_prefix(prefix).map(|(k, v)| (k.clone(), v.clone())).collect();
-        let decoded = self.decoded.borrow();
         // decoded values are newer than what `writes` holds for the same key
-        let newer: Vec<StagedWrite> =
-            key::prefix_range(&decoded, prefix).filter(|(_, d)| d.staged).map(|(k, d)| (k.clone(), Some(d.value.encode()))).collect();
-        let staged = newer_wins(written, newer);
+        let staged = if self.may_hold_decoded_under(prefix) {
+            let mut newer: Vec<StagedWrite> = self
+                .decoded
+                .borrow()
+                .iter()
+                .filter(|(k, d)| d.staged && k.starts_with(prefix))
+                .map(|(k, d)| (k.clone(), Some(d.value.encode())))
+                .collect();
+            newer.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+            newer_wins(written, newer)
+        } else {
+            written
+        };
         let base: KvIter<'_> =
             if self.absent_from_base(prefix, false) { Box::new(std::iter::empty()) } else { self.base.scan_prefix(prefix) };
         Box::new(Merge::new(base, staged))
