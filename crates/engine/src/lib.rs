@@ -8,7 +8,8 @@
 //! Contract for callers (the broker):
 //! - [`Engine::process_batch`] stages every state change in the given [`Overlay`]; the caller
 //!   appends `BatchOutput::entry()` to the log and commits the overlay's writes only once that
-//!   entry is durable, then delivers responses and side effects.
+//!   entry is durable, then delivers responses and side effects. It may hand the batch's record
+//!   vector back with [`Engine::recycle`], for the next batch to write into.
 //! - [`Engine::replay`] applies the events of a logged entry and nothing else (C1: replay never
 //!   re-runs command logic); replaying every entry from empty state gives byte-identical state.
 //! - Business failures (unknown keys, bad variables, FEEL errors) become rejections or incidents,
