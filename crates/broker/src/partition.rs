@@ -124,11 +124,16 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The partition's state store, told which engine tables are never scanned.
+fn open_state(id: PartitionId, dirs: &Dirs) -> Result<RocksStore, BrokerError> {
+    Ok(RocksStore::open(&dirs.runtime).map_err(|e| start_err(id, e))?.with_point_tables(waggle_engine::POINT_TABLES))
+}
+
 /// Opens state and log so that state + the log's committed entries after it are complete:
 /// if the log was compacted past what the runtime state holds, state restarts from the newest
 /// snapshot.
 fn recover(id: PartitionId, dirs: &Dirs) -> Result<(RocksStore, RaftGroup, u64), BrokerError> {
-    let store = RocksStore::open(&dirs.runtime).map_err(|e| start_err(id, e))?;
+    let store = open_state(id, dirs)?;
     let applied = applied_index(&store);
     let raft = RaftGroup::open(&dirs.log, applied).map_err(|e| start_err(id, e))?;
     if raft.first_index() <= applied + 1 {
@@ -142,7 +147,7 @@ fn recover(id: PartitionId, dirs: &Dirs) -> Result<(RocksStore, RaftGroup, u64),
     tracing::warn!(partition = id, snapshot = index, "state is behind the log: restoring from snapshot");
     fs::remove_dir_all(&dirs.runtime).map_err(|e| start_err(id, e))?;
     copy_dir(&snapshot, &dirs.runtime).map_err(|e| start_err(id, e))?;
-    let store = RocksStore::open(&dirs.runtime).map_err(|e| start_err(id, e))?;
+    let store = open_state(id, dirs)?;
     let applied = applied_index(&store);
     let raft = RaftGroup::open(&dirs.log, applied).map_err(|e| start_err(id, e))?;
     if raft.first_index() > applied + 1 {

@@ -8,6 +8,7 @@
 //! the staged writes over the store. A storage *read* failure is not recoverable by the engine:
 //! implementations panic with the cause, and the partition is restarted from its snapshot + log.
 
+mod generation;
 mod key;
 mod memory;
 mod overlay;

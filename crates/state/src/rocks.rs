@@ -1,5 +1,3 @@
-use std::collections::btree_map::Entry;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
@@ -8,8 +6,9 @@ use rocksdb::{
     checkpoint::Checkpoint, BlockBasedOptions, CompactOptions, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions, DB,
 };
 
-use crate::key::{self, Key, KeyRef};
-use crate::overlay::{newer_wins, Merge, StagedWrite};
+use crate::generation::{Generation, PointTables};
+use crate::key::Key;
+use crate::overlay::{newer_wins, Merge};
 use crate::scan_hints::{is_hinted, ScanHints};
 use crate::{KvIter, KvRead, KvStore, Row, StateError, WriteSet};
 
@@ -52,36 +51,35 @@ struct Backing {
     hints: Arc<ScanHints>,
 }
 
-type Rows = BTreeMap<Key, Row>;
-
 /// Committed writes not yet in RocksDB (`None`: delete the key from RocksDB), newest first:
 /// `rows` since the last flush began, then `flushing`, the rows a flush is writing to RocksDB
 /// (readers see them until RocksDB has them).
-#[derive(Default)]
 struct Recent {
-    rows: Rows,
-    flushing: Option<Arc<Rows>>,
+    rows: Generation,
+    flushing: Option<Arc<Generation>>,
 }
 
 impl Recent {
+    fn new(point_tables: PointTables) -> Self {
+        Self { rows: Generation::new(point_tables), flushing: None }
+    }
+
     /// The newest value the layer holds for `key`: `Some(None)` when it deletes the key.
     fn get(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
-        let key = KeyRef::new(key);
         self.rows.get(key).or_else(|| self.flushing.as_ref().and_then(|f| f.get(key))).map(|r| &r.value)
     }
 
     /// The layer's rows under `prefix`, newest value per key, in key order.
-    fn range_prefix(&self, prefix: &[u8]) -> Vec<StagedWrite> {
-        let in_prefix =
-            |rows: &Rows| -> Vec<StagedWrite> { key::prefix_range(rows, prefix).map(|(k, r)| (k.clone(), r.value.clone())).collect() };
-        let older = self.flushing.as_deref().map(in_prefix).unwrap_or_default();
-        newer_wins(older, in_prefix(&self.rows))
+    fn range_prefix(&self, prefix: &[u8]) -> Vec<crate::overlay::StagedWrite> {
+        let older = self.flushing.as_deref().map(|f| f.range_prefix(prefix)).unwrap_or_default();
+        newer_wins(older, self.rows.range_prefix(prefix))
     }
 
     /// Takes back rows a flush did not write, under the rows committed since it began.
-    fn unfreeze(&mut self, frozen: Arc<Rows>) {
+    fn unfreeze(&mut self, frozen: Arc<Generation>) {
         self.flushing = None;
-        let newer = std::mem::take(&mut self.rows);
+        let empty = Generation::new(self.rows.point_tables());
+        let newer = std::mem::replace(&mut self.rows, empty);
         self.rows = Arc::try_unwrap(frozen).unwrap_or_else(|shared| (*shared).clone());
         self.rows.extend(newer);
     }
@@ -149,7 +147,20 @@ impl RocksStore {
             live_keys: Arc::default(),
             hints: Arc::default(),
         };
-        Ok(Self { backing, recent: Arc::default() })
+        Ok(Self { backing, recent: Arc::new(RwLock::new(Recent::new(Arc::from([])))) })
+    }
+
+    /// Declares the tables (by key prefix) that are only ever read by key, never scanned: the
+    /// write-back layer keeps their rows in a hash map (see `generation`). A hint for speed;
+    /// scans of them stay correct. Takes effect while the layer is empty (right after opening).
+    pub fn with_point_tables(self, prefixes: &[&[u8]]) -> Self {
+        {
+            let mut recent = self.recent_mut();
+            if recent.rows.is_empty() && recent.flushing.is_none() {
+                *recent = Recent::new(prefixes.iter().map(|p| p.to_vec()).collect());
+            }
+        }
+        self
     }
 
     /// Writes the whole write-back layer to RocksDB now, after any flush under way (checkpoints,
@@ -220,22 +231,23 @@ impl RocksStore {
 }
 
 /// Moves the layer's rows to `flushing` and returns them for writing.
-fn freeze(recent: &mut Recent) -> Arc<Rows> {
-    let frozen = Arc::new(std::mem::take(&mut recent.rows));
+fn freeze(recent: &mut Recent) -> Arc<Generation> {
+    let empty = Generation::new(recent.rows.point_tables());
+    let frozen = Arc::new(std::mem::replace(&mut recent.rows, empty));
     recent.flushing = Some(frozen.clone());
     frozen
 }
 
 /// Writes `frozen` (the layer's rows up to a commit, with its applied index) to RocksDB in one
 /// batch, then drops it from the layer.
-fn write_frozen(backing: &Backing, layer: &RwLock<Recent>, frozen: Arc<Rows>) -> Result<(), StateError> {
+fn write_frozen(backing: &Backing, layer: &RwLock<Recent>, frozen: Arc<Generation>) -> Result<(), StateError> {
     let mut batch = WriteBatch::default();
     let mut deletes = 0u64;
     for (k, row) in frozen.iter() {
         match &row.value {
-            Some(v) => batch.put(&k.0, v),
+            Some(v) => batch.put(k, v),
             None => {
-                batch.delete(&k.0);
+                batch.delete(k);
                 deletes += 1;
             }
         }
@@ -248,7 +260,7 @@ fn write_frozen(backing: &Backing, layer: &RwLock<Recent>, frozen: Arc<Rows>) ->
     // stalled the processing thread's queue scans for ~10 ms.)
     let written = backing.db.write_opt(batch, &opts);
     if written.is_ok() {
-        backing.hints.lock().committed(frozen.iter().filter(|(_, r)| r.value.is_some()).map(|(k, _)| k.0.as_slice()));
+        backing.hints.lock().committed(frozen.iter().filter(|(_, r)| r.value.is_some()).map(|(k, _)| k));
     }
     let mut recent = layer.write().expect("state write-back lock");
     if let Err(e) = written {
@@ -389,29 +401,10 @@ impl RocksStore {
         let mut recent = self.recent_mut();
         let Recent { rows: layer, flushing } = &mut *recent;
         for (k, row) in rows {
-            match (layer.entry(k), row.value) {
-                (Entry::Vacant(vacant), value) => {
-                    vacant.insert(Row { value, fresh: row.fresh });
-                }
-                // a row put again keeps its freshness: nothing below has it yet either
-                (Entry::Occupied(mut held), Some(value)) => held.get_mut().value = Some(value),
-                (Entry::Occupied(held), None) if held.get().fresh => {
-                    held.remove();
-                }
-                (Entry::Occupied(mut held), None) if held.get().value.is_some() => {
-                    // a row put since the last flush began that nothing below holds is dropped
-                    let below = match flushing.as_ref().and_then(|f| f.get(held.key())) {
-                        Some(older) => older.value.is_some(),
-                        None => self.backing.db.key_may_exist(&held.key().0),
-                    };
-                    if below {
-                        held.get_mut().value = None;
-                    } else {
-                        held.remove();
-                    }
-                }
-                (Entry::Occupied(_), None) => {}
-            }
+            layer.commit(k, row, |key| match flushing.as_ref().and_then(|f| f.get(key)) {
+                Some(older) => older.value.is_some(),
+                None => self.backing.db.key_may_exist(key),
+            });
         }
         if recent.rows.len() >= FLUSH_AT_ROWS {
             self.start_flush(&mut recent);
