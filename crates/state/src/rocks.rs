@@ -26,9 +26,10 @@ use crate::{KvIter, KvRead, KvStore, Row, StateError, WriteSet};
 /// thread flushes the memtable and compacts the index tables down to the last level, where the
 /// tombstones disappear.
 ///
-/// Committed writes reach RocksDB through a write-back layer (`Recent`): most rows live for a
-/// few milliseconds (an instance's element instances, variables and job), and a row put and
-/// deleted again before the layer is flushed never costs RocksDB an insert and a tombstone.
+/// Committed writes reach RocksDB through a write-back layer (`Recent`, two `Generation`s; the
+/// rows of point tables, see [`RocksStore::with_point_tables`], in a hash map): most rows live
+/// for a few milliseconds (an instance's element instances, variables and job), and a row put
+/// and deleted again before the layer is flushed never costs RocksDB an insert and a tombstone.
 /// Readers see the layer over RocksDB. It is flushed, with the applied index it holds, in one
 /// batch: by a thread of its own when it grows past [`FLUSH_AT_ROWS`] (the committing thread
 /// goes on, and readers see the rows being written until RocksDB has them), and before every
