@@ -8,7 +8,7 @@ use rocksdb::{
 
 use crate::generation::{Generation, PointTables};
 use crate::key::Key;
-use crate::overlay::{newer_wins, Merge};
+use crate::overlay::{newer_wins, Merge, StagedWrite};
 use crate::scan_hints::{is_hinted, ScanHints};
 use crate::{KvIter, KvRead, KvStore, Row, StateError, WriteSet};
 
@@ -71,7 +71,7 @@ impl Recent {
     }
 
     /// The layer's rows under `prefix`, newest value per key, in key order.
-    fn range_prefix(&self, prefix: &[u8]) -> Vec<crate::overlay::StagedWrite> {
+    fn range_prefix(&self, prefix: &[u8]) -> Vec<StagedWrite> {
         let older = self.flushing.as_deref().map(|f| f.range_prefix(prefix)).unwrap_or_default();
         newer_wins(older, self.rows.range_prefix(prefix))
     }
