@@ -189,3 +189,27 @@ fn corruption_before_the_last_segment_is_an_error() {
     fs::write(&first, bytes).unwrap();
     assert!(matches!(Journal::open(dir.path(), small()), Err(JournalError::Corrupt(_))));
 }
+
+#[test]
+fn entries_read_back_alike_from_the_buffer_the_last_flush_and_the_file() {
+    // one large segment: entries 1-3 reach the file, 4-6 are the last flush (kept in memory),
+    // 7-8 are still buffered
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(dir.path(), JournalConfig { segment_bytes: 1 << 20 }).unwrap();
+    j.append(&entries(1..=3, 1)).unwrap();
+    j.flush().unwrap();
+    j.append(&entries(4..=6, 1)).unwrap();
+    j.flush().unwrap();
+    j.append(&entries(7..=8, 1)).unwrap();
+    assert_eq!(j.entries(1, 9, None).unwrap(), entries(1..=8, 1));
+    // a conflicting append cutting into the last flush: what is read back is the new suffix
+    j.append(&entries(5..=6, 2)).unwrap();
+    let mut want = entries(1..=4, 1);
+    want.extend(entries(5..=6, 2));
+    assert_eq!(j.entries(1, 7, None).unwrap(), want);
+    j.flush().unwrap();
+    assert_eq!(j.entries(1, 7, None).unwrap(), want);
+    drop(j);
+    let j = Journal::open(dir.path(), small()).unwrap();
+    assert_eq!(j.entries(1, 7, None).unwrap(), want);
+}
