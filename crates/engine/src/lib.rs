@@ -78,7 +78,7 @@ impl Engine {
     /// ~1,000 records of ~350 bytes).
     pub fn recycle(&mut self, mut records: Vec<waggle_protocol::Record>) {
         records.clear();
-        if records.capacity() <= MAX_SPARE_RECORDS && records.capacity() > self.spare_records.capacity() {
+        if records.capacity() <= MAX_SPARE_RECORDS {
             self.spare_records = records;
         }
     }

@@ -120,7 +120,7 @@ pub(crate) fn process_latest_key(id: &str) -> Vec<u8> {
     k(&[b"P/l/", id.as_bytes()])
 }
 /// Tables only ever read by key, never scanned (element instances, jobs): a store may keep
-/// their rows unordered (`RocksStore::with_point_tables`).
+/// their rows unordered (`RocksStore::open_with_point_tables`).
 pub const POINT_TABLES: &[&[u8]] = &[b"E/", b"J/"];
 
 pub(crate) fn element_key(key: i64) -> Vec<u8> {

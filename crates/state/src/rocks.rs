@@ -27,7 +27,7 @@ use crate::{KvIter, KvRead, KvStore, Row, StateError, WriteSet};
 /// tombstones disappear.
 ///
 /// Committed writes reach RocksDB through a write-back layer (`Recent`, two `Generation`s; the
-/// rows of point tables, see [`RocksStore::with_point_tables`], in a hash map): most rows live
+/// rows of point tables, see [`RocksStore::open_with_point_tables`], in a hash map): most rows live
 /// for a few milliseconds (an instance's element instances, variables and job), and a row put
 /// and deleted again before the layer is flushed never costs RocksDB an insert and a tombstone.
 /// Readers see the layer over RocksDB. It is flushed, with the applied index it holds, in one
@@ -117,6 +117,13 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 
 impl RocksStore {
     pub fn open(dir: &Path) -> Result<Self, StateError> {
+        Self::open_with_point_tables(dir, &[])
+    }
+
+    /// As [`Self::open`], declaring the tables (by key prefix) that are only ever read by key,
+    /// never scanned: the write-back layer keeps their rows in a hash map (see `generation`). A
+    /// hint for speed; scans of them stay correct.
+    pub fn open_with_point_tables(dir: &Path, point_tables: &[&[u8]]) -> Result<Self, StateError> {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
@@ -148,20 +155,8 @@ impl RocksStore {
             live_keys: Arc::default(),
             hints: Arc::default(),
         };
-        Ok(Self { backing, recent: Arc::new(RwLock::new(Recent::new(Arc::from([])))) })
-    }
-
-    /// Declares the tables (by key prefix) that are only ever read by key, never scanned: the
-    /// write-back layer keeps their rows in a hash map (see `generation`). A hint for speed;
-    /// scans of them stay correct. Takes effect while the layer is empty (right after opening).
-    pub fn with_point_tables(self, prefixes: &[&[u8]]) -> Self {
-        {
-            let mut recent = self.recent_mut();
-            if recent.rows.is_empty() && recent.flushing.is_none() {
-                *recent = Recent::new(prefixes.iter().map(|p| p.to_vec()).collect());
-            }
-        }
-        self
+        let point_tables = point_tables.iter().map(|p| p.to_vec()).collect();
+        Ok(Self { backing, recent: Arc::new(RwLock::new(Recent::new(point_tables))) })
     }
 
     /// Writes the whole write-back layer to RocksDB now, after any flush under way (checkpoints,
