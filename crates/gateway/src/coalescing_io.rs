@@ -13,7 +13,6 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tonic::transport::server::{Connected, TcpConnectInfo};
 
 /// A TCP connection whose first write after each flush yields to the other ready tasks once.
 #[derive(Debug)]
@@ -75,14 +74,6 @@ impl AsyncWrite for CoalescingIo {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-impl Connected for CoalescingIo {
-    type ConnectInfo = TcpConnectInfo;
-
-    fn connect_info(&self) -> Self::ConnectInfo {
-        self.inner.connect_info()
     }
 }
 

@@ -12,6 +12,7 @@ mod coalescing_io;
 mod jobs;
 mod metrics;
 mod status;
+mod transport;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
 pub use coalescing_io::CoalescingIo;
 pub use metrics::GatewayMetrics;
 pub use pb::gateway_server::GatewayServer;
+pub use transport::GrpcServer;
 
 /// Gateway settings.
 #[derive(Debug, Clone)]
@@ -62,17 +64,20 @@ impl GatewayService {
     }
 
     /// The tonic server for this service, with the message size limit applied.
-    pub fn into_server(self) -> GatewayServer<GatewayService> {
-        // tonic's own limit sits above ours so that an oversized request gets Zeebe's
-        // RESOURCE_EXHAUSTED from `check_size` rather than tonic's OUT_OF_RANGE
-        let limit = self.config.max_message_bytes.saturating_mul(2).max(1024);
+    fn tonic_server(self: &Arc<Self>) -> GatewayServer<GatewayService> {
         // Zeebe's gateway takes gzip-compressed requests (the Node SDK sends them) and answers
         // compressed to clients that ask for it
-        GatewayServer::new(self)
-            .max_decoding_message_size(limit)
+        GatewayServer::from_arc(self.clone())
+            .max_decoding_message_size(self.decode_limit())
             .max_encoding_message_size(usize::MAX)
             .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
             .send_compressed(tonic::codec::CompressionEncoding::Gzip)
+    }
+
+    /// tonic's limit for a request message: above ours, so that an oversized request gets
+    /// Zeebe's RESOURCE_EXHAUSTED from `check_size` rather than tonic's OUT_OF_RANGE.
+    fn decode_limit(&self) -> usize {
+        self.config.max_message_bytes.saturating_mul(2).max(1024)
     }
 
     fn check_size<M: Message>(&self, message: &M) -> Result<(), Status> {

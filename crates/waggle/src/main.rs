@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use waggle_broker::{Broker, BrokerConfig};
-use waggle_gateway::{GatewayConfig, GatewayService};
+use waggle_gateway::{GatewayConfig, GatewayService, GrpcServer};
 
 use config::NodeArgs;
 
@@ -110,13 +110,7 @@ async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
     let grpc_listener = tokio::net::TcpListener::bind(grpc_addr).await.with_context(|| format!("binding gRPC on {grpc_addr}"))?;
     let mgmt_listener = tokio::net::TcpListener::bind(mgmt_addr).await.with_context(|| format!("binding management on {mgmt_addr}"))?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let mut grpc_stop = stop_rx.clone();
-    let grpc = tokio::spawn(tonic::transport::Server::builder().add_service(gateway.into_server()).serve_with_incoming_shutdown(
-        tokio_stream_listener(grpc_listener),
-        async move {
-            let _ = grpc_stop.changed().await;
-        },
-    ));
+    let grpc = tokio::spawn(serve_grpc(grpc_listener, GrpcServer::new(gateway), stop_rx.clone()));
     let mut mgmt_stop = stop_rx.clone();
     let mgmt = tokio::spawn(
         axum::serve(
@@ -151,18 +145,46 @@ async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
 /// How long the partitions may take to stop on shutdown.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
 
-/// Accepted gRPC connections, with Nagle's algorithm off: pushed jobs and answers are small
-/// writes that must not wait for the client's delayed ACK (up to 40 ms per message otherwise).
-/// Each is a [`waggle_gateway::CoalescingIo`], which writes the answers ready together at once.
-fn tokio_stream_listener(
-    listener: tokio::net::TcpListener,
-) -> impl tokio_stream::Stream<Item = std::io::Result<waggle_gateway::CoalescingIo>> {
-    use tokio_stream::StreamExt;
-    tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
-        let conn = conn?;
-        conn.set_nodelay(true)?;
-        Ok(waggle_gateway::CoalescingIo::new(conn))
-    })
+/// Accepts gRPC connections until `stop` turns true, each served on a task of its own until its
+/// client closes it or, once stopping, until its calls in progress end. Nagle's algorithm is off:
+/// pushed jobs and answers are small writes that must not wait for the client's delayed ACK (up
+/// to 40 ms per message otherwise). Each connection is a [`waggle_gateway::CoalescingIo`], which
+/// writes the answers ready together at once.
+async fn serve_grpc(listener: tokio::net::TcpListener, server: GrpcServer, stop: tokio::sync::watch::Receiver<bool>) {
+    let mut connections = tokio::task::JoinSet::new();
+    let mut stopping = std::pin::pin!(stopped(stop.clone()));
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (conn, _) = match accepted {
+                    Ok(c) => c,
+                    Err(e) => {
+                        // out of file descriptors, say: wait for some to close instead of spinning
+                        tracing::warn!(error = %e, "accepting a gRPC connection failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                if let Err(e) = conn.set_nodelay(true) {
+                    tracing::warn!(error = %e, "TCP_NODELAY on a gRPC connection failed");
+                }
+                let stopped = stopped(stop.clone());
+                connections.spawn(server.clone().serve_connection(waggle_gateway::CoalescingIo::new(conn), stopped));
+            }
+            () = &mut stopping => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    while connections.join_next().await.is_some() {}
+}
+
+/// Resolves once `stop` is true (or its sender is gone).
+async fn stopped(mut stop: tokio::sync::watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -1,0 +1,480 @@
+//! The gRPC server's HTTP/2 connections, on the `h2` crate, with the hot unary calls answered
+//! directly.
+//!
+//! tonic's own server runs every call through hyper's per-stream task, an axum router, tower
+//! layers and a streaming codec: under W2 that glue took most of the gateway thread, and the
+//! gateway's own code ~10 % of it. Here each connection is an `h2` server connection whose
+//! streams are handled by one task each:
+//! - a call in [`FastCall`] whose request is one uncompressed message (no `grpc-encoding`, and no
+//!   gzip in `grpc-accept-encoding`, since tonic answers those compressed) is decoded here,
+//!   answered by the same [`Gateway`] method, and its answer written as tonic writes it: headers
+//!   with `content-type: application/grpc`, one message, `grpc-status: 0` trailers; an error is a
+//!   trailers-only response (`Status::into_http`);
+//! - anything else (streams, other methods, compressed or malformed requests) goes to the tonic
+//!   service ([`GatewayServer`]), its body fed from the stream (or from the bytes already read)
+//!   and its answer piped back as hyper pipes it.
+//!
+//! As with hyper, a call whose client resets its stream is dropped (a long poll gives up), and
+//! `grpc-timeout` bounds every call's answer as tonic's timeout layer did (CANCELLED, "Timeout
+//! expired").
+
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use h2::server::SendResponse;
+use h2::{Reason, RecvStream, SendStream};
+use http::{HeaderMap, HeaderValue};
+use http_body::{Body, Frame};
+use prost::Message;
+use tonic::codegen::Service;
+use tonic::{Request, Status};
+use waggle_protocol::gateway as pb;
+use waggle_protocol::gateway::gateway_server::{Gateway, GatewayServer};
+
+use crate::GatewayService;
+
+/// HTTP/2 settings as tonic's server (hyper's defaults) had them.
+const WINDOW: u32 = 1024 * 1024;
+const MAX_FRAME: u32 = 16 * 1024;
+const MAX_HEADER_LIST: u32 = 16 * 1024;
+const MAX_SEND_BUFFER: usize = 400 * 1024;
+const MAX_LOCAL_ERROR_RESETS: usize = 1024;
+
+/// The unary calls answered without tonic: the ones a running workload makes per instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FastCall {
+    CreateProcessInstance,
+    CompleteJob,
+    FailJob,
+    PublishMessage,
+}
+
+impl FastCall {
+    fn from_path(path: &str) -> Option<Self> {
+        match path.strip_prefix("/gateway_protocol.Gateway/")? {
+            "CreateProcessInstance" => Some(Self::CreateProcessInstance),
+            "CompleteJob" => Some(Self::CompleteJob),
+            "FailJob" => Some(Self::FailJob),
+            "PublishMessage" => Some(Self::PublishMessage),
+            _ => None,
+        }
+    }
+}
+
+/// Serves the gateway's gRPC connections.
+#[derive(Clone)]
+pub struct GrpcServer {
+    gateway: Arc<GatewayService>,
+    tonic: GatewayServer<GatewayService>,
+    /// The largest request message tonic decodes (larger ones go to it for its error).
+    decode_limit: usize,
+}
+
+impl GrpcServer {
+    pub fn new(gateway: GatewayService) -> Self {
+        let gateway = Arc::new(gateway);
+        let decode_limit = gateway.decode_limit();
+        let tonic = gateway.tonic_server();
+        Self { gateway, tonic, decode_limit }
+    }
+
+    /// Serves one accepted connection until the client closes it or, after `stop` resolves, until
+    /// its calls in progress end (the client is told to open no more: GOAWAY).
+    pub async fn serve_connection<T>(self, io: T, stop: impl Future<Output = ()>)
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        let handshake = h2::server::Builder::new()
+            .initial_window_size(WINDOW)
+            .initial_connection_window_size(WINDOW)
+            .max_frame_size(MAX_FRAME)
+            .max_header_list_size(MAX_HEADER_LIST)
+            .max_send_buffer_size(MAX_SEND_BUFFER)
+            .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
+            .handshake::<T, Bytes>(io);
+        let mut connection = match handshake.await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(error = %e, "HTTP/2 handshake failed");
+                return;
+            }
+        };
+        let mut stop = pin!(stop);
+        let mut stopping = false;
+        loop {
+            tokio::select! {
+                accepted = connection.accept() => match accepted {
+                    Some(Ok((request, respond))) => {
+                        let server = self.clone();
+                        tokio::spawn(async move { server.handle(request, respond).await });
+                    }
+                    Some(Err(e)) => {
+                        tracing::debug!(error = %e, "HTTP/2 connection ended");
+                        return;
+                    }
+                    None => return,
+                },
+                () = &mut stop, if !stopping => {
+                    stopping = true;
+                    connection.graceful_shutdown();
+                }
+            }
+        }
+    }
+
+    async fn handle(self, request: http::Request<RecvStream>, mut respond: SendResponse<Bytes>) {
+        let (parts, body) = request.into_parts();
+        let limit = grpc_timeout(&parts.headers);
+        let fast = FastCall::from_path(parts.uri.path()).filter(|_| uncompressed(&parts.headers));
+        let Some(call) = fast else {
+            let body = RequestBody { read: None, rest: Some(body) };
+            return self.via_tonic(http::Request::from_parts(parts, body), limit, respond).await;
+        };
+        let Some((bytes, rest)) = read_unary(body, self.decode_limit).await else { return };
+        let message = if rest.is_none() { single_message(&bytes, self.decode_limit) } else { None };
+        let Some(message) = message else {
+            let body = RequestBody { read: Some(bytes), rest };
+            return self.via_tonic(http::Request::from_parts(parts, body), limit, respond).await;
+        };
+        let answer = self.answer(call, message);
+        match until_reset(&mut respond, within(limit, answer, || Some(Err(timeout_expired())))).await {
+            // the client reset the stream: nothing to answer
+            None => {}
+            // not a request of this call's type: tonic answers it (and says why)
+            Some(None) => {
+                let body = RequestBody { read: Some(bytes), rest: None };
+                self.via_tonic(http::Request::from_parts(parts, body), limit, respond).await
+            }
+            Some(Some(Ok(encoded))) => send_message(respond, encoded),
+            Some(Some(Err(status))) => send_status(respond, status),
+        }
+    }
+
+    /// The call's answer as a gRPC message (length-prefixed), or `None` if `message` does not
+    /// decode as its request.
+    async fn answer(&self, call: FastCall, message: Bytes) -> Option<Result<Bytes, Status>> {
+        let gateway = &*self.gateway;
+        Some(match call {
+            FastCall::CreateProcessInstance => {
+                let request = pb::CreateProcessInstanceRequest::decode(message).ok()?;
+                gateway.create_process_instance(Request::new(request)).await.map(|r| encode(&r.into_inner()))
+            }
+            FastCall::CompleteJob => {
+                let request = pb::CompleteJobRequest::decode(message).ok()?;
+                gateway.complete_job(Request::new(request)).await.map(|r| encode(&r.into_inner()))
+            }
+            FastCall::FailJob => {
+                let request = pb::FailJobRequest::decode(message).ok()?;
+                gateway.fail_job(Request::new(request)).await.map(|r| encode(&r.into_inner()))
+            }
+            FastCall::PublishMessage => {
+                let request = pb::PublishMessageRequest::decode(message).ok()?;
+                gateway.publish_message(Request::new(request)).await.map(|r| encode(&r.into_inner()))
+            }
+        })
+    }
+
+    /// Hands the call to tonic and pipes its answer back.
+    async fn via_tonic(mut self, request: http::Request<RequestBody>, limit: Option<Duration>, mut respond: SendResponse<Bytes>) {
+        let call = Service::call(&mut self.tonic, request);
+        let response = match until_reset(&mut respond, within(limit, call, || Ok(timeout_expired().into_http()))).await {
+            None => return,
+            Some(Ok(response)) => response,
+            Some(Err(never)) => match never {},
+        };
+        let (parts, body) = response.into_parts();
+        let head = http::Response::from_parts(parts, ());
+        if body.is_end_stream() {
+            let _ = respond.send_response(head, true);
+            return;
+        }
+        let Ok(stream) = respond.send_response(head, false) else { return };
+        pipe(body, stream).await;
+    }
+}
+
+/// Whether neither the request nor its answer would be compressed (no `grpc-encoding` other than
+/// identity; no gzip accepted in return, which tonic would answer compressed).
+fn uncompressed(headers: &HeaderMap) -> bool {
+    let identity = headers.get("grpc-encoding").is_none_or(|v| v.as_bytes() == b"identity");
+    let accepts_gzip = headers.get_all("grpc-accept-encoding").iter().any(|v| v.as_bytes().windows(4).any(|w| w == b"gzip"));
+    identity && !accepts_gzip
+}
+
+/// A unary request's body, read up to one message of at most `limit` bytes, or `None` if the
+/// client reset the stream. The stream comes back with what was read if the body is longer.
+async fn read_unary(mut body: RecvStream, limit: usize) -> Option<(Bytes, Option<RecvStream>)> {
+    let mut first: Option<Bytes> = None;
+    let mut more: Option<BytesMut> = None;
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.ok()?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+        match (&mut more, &first) {
+            (Some(all), _) => all.extend_from_slice(&chunk),
+            (None, None) => first = Some(chunk),
+            (None, Some(head)) => {
+                let mut all = BytesMut::with_capacity(head.len() + chunk.len());
+                all.extend_from_slice(head);
+                all.extend_from_slice(&chunk);
+                more = Some(all);
+            }
+        }
+        let read = more.as_ref().map_or_else(|| first.as_ref().map_or(0, Bytes::len), BytesMut::len);
+        if read > 5 + limit {
+            return Some((more.map(BytesMut::freeze).or(first).unwrap_or_default(), Some(body)));
+        }
+    }
+    Some((more.map(BytesMut::freeze).or(first).unwrap_or_default(), None))
+}
+
+/// The one uncompressed message a unary request body holds, if it holds exactly that and it is
+/// within `limit`.
+fn single_message(body: &Bytes, limit: usize) -> Option<Bytes> {
+    let (&flag, rest) = body.split_first()?;
+    let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+    (flag == 0 && len <= limit && body.len() == 5 + len).then(|| body.slice(5..))
+}
+
+/// A message in gRPC's framing: uncompressed flag, length, bytes.
+fn encode<M: Message>(message: &M) -> Bytes {
+    let len = message.encoded_len();
+    let mut out = BytesMut::with_capacity(5 + len);
+    out.put_u8(0);
+    out.put_u32(len as u32);
+    message.encode_raw(&mut out);
+    out.freeze()
+}
+
+/// `grpc-timeout` (gRPC's over-the-wire form: up to 8 digits and a unit), if given and valid.
+fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// `work`, bounded by the call's `grpc-timeout` as tonic's timeout layer bounds it (`expired`
+/// gives the answer then).
+async fn within<T>(limit: Option<Duration>, work: impl Future<Output = T>, expired: impl FnOnce() -> T) -> T {
+    match limit {
+        None => work.await,
+        Some(limit) => tokio::time::timeout(limit, work).await.unwrap_or_else(|_| expired()),
+    }
+}
+
+/// tonic's answer to a call past its `grpc-timeout`.
+fn timeout_expired() -> Status {
+    Status::cancelled("Timeout expired")
+}
+
+/// Runs `work` until it ends (`Some`) or the client resets the stream (`None`, `work` dropped).
+async fn until_reset<F: Future>(respond: &mut SendResponse<Bytes>, work: F) -> Option<F::Output> {
+    let mut work = pin!(work);
+    poll_fn(|cx| {
+        if let Poll::Ready(out) = work.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        match respond.poll_reset(cx) {
+            Poll::Ready(_) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
+fn grpc_headers() -> http::Response<()> {
+    let mut head = http::Response::new(());
+    head.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    head
+}
+
+/// Answers with one message and `grpc-status: 0`.
+fn send_message(mut respond: SendResponse<Bytes>, message: Bytes) {
+    let Ok(mut stream) = respond.send_response(grpc_headers(), false) else { return };
+    if stream.send_data(message, false).is_err() {
+        return;
+    }
+    let mut trailers = HeaderMap::with_capacity(1);
+    trailers.insert(Status::GRPC_STATUS, HeaderValue::from_static("0"));
+    let _ = stream.send_trailers(trailers);
+}
+
+/// Answers with a trailers-only response carrying `status`.
+fn send_status(mut respond: SendResponse<Bytes>, status: Status) {
+    let (parts, _) = status.into_http().into_parts();
+    let _ = respond.send_response(http::Response::from_parts(parts, ()), true);
+}
+
+/// Writes a response body to the stream as hyper does: each data frame once the stream has
+/// capacity, then the trailers (or an empty end-of-stream frame); a reset by the client or an
+/// error of the body ends it.
+async fn pipe(body: tonic::body::BoxBody, mut stream: SendStream<Bytes>) {
+    let mut body = pin!(body);
+    loop {
+        let frame = poll_fn(|cx| {
+            if stream.poll_reset(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            body.as_mut().poll_frame(cx).map(Some)
+        })
+        .await;
+        let Some(frame) = frame else { return };
+        match frame {
+            None => {
+                let _ = stream.send_data(Bytes::new(), true);
+                return;
+            }
+            Some(Err(status)) => {
+                tracing::debug!(%status, "response body failed");
+                stream.send_reset(Reason::INTERNAL_ERROR);
+                return;
+            }
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => {
+                    if !data.has_remaining() {
+                        continue;
+                    }
+                    let end = body.is_end_stream();
+                    if !wait_for_capacity(&mut stream).await || stream.send_data(data, end).is_err() || end {
+                        return;
+                    }
+                }
+                Err(frame) => {
+                    if let Ok(trailers) = frame.into_trailers() {
+                        stream.reserve_capacity(0);
+                        let _ = stream.send_trailers(trailers);
+                        return;
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// Waits until the stream may send data (some window assigned); false if it cannot any more.
+async fn wait_for_capacity(stream: &mut SendStream<Bytes>) -> bool {
+    stream.reserve_capacity(1);
+    poll_fn(|cx| loop {
+        if stream.capacity() > 0 {
+            return Poll::Ready(true);
+        }
+        if stream.poll_reset(cx).is_ready() {
+            return Poll::Ready(false);
+        }
+        match stream.poll_capacity(cx) {
+            Poll::Ready(Some(Ok(_))) => {}
+            Poll::Ready(_) => return Poll::Ready(false),
+            Poll::Pending => return Poll::Pending,
+        }
+    })
+    .await
+}
+
+/// A request body for tonic: the bytes already read from the stream, if any, then the rest of
+/// the stream, if any.
+struct RequestBody {
+    read: Option<Bytes>,
+    rest: Option<RecvStream>,
+}
+
+impl Body for RequestBody {
+    type Data = Bytes;
+    type Error = h2::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, h2::Error>>> {
+        let me = self.get_mut();
+        if let Some(read) = me.read.take() {
+            return Poll::Ready(Some(Ok(Frame::data(read))));
+        }
+        let Some(stream) = me.rest.as_mut() else { return Poll::Ready(None) };
+        match stream.poll_data(cx) {
+            Poll::Ready(Some(Ok(data))) => {
+                let _ = stream.flow_control().release_capacity(data.len());
+                Poll::Ready(Some(Ok(Frame::data(data))))
+            }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
+            Poll::Ready(None) => match stream.poll_trailers(cx) {
+                Poll::Ready(Ok(Some(trailers))) => Poll::Ready(Some(Ok(Frame::trailers(trailers)))),
+                Poll::Ready(Ok(None)) => Poll::Ready(None),
+                Poll::Ready(Err(e)) => Poll::Ready(Some(Err(e))),
+                Poll::Pending => Poll::Pending,
+            },
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.read.is_none() && self.rest.as_ref().is_none_or(RecvStream::is_end_stream)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fast_calls_by_path() {
+        assert_eq!(FastCall::from_path("/gateway_protocol.Gateway/CompleteJob"), Some(FastCall::CompleteJob));
+        assert_eq!(FastCall::from_path("/gateway_protocol.Gateway/StreamActivatedJobs"), None);
+        assert_eq!(FastCall::from_path("/other.Service/CompleteJob"), None);
+    }
+
+    #[test]
+    fn single_uncompressed_message_only() {
+        let framed = encode(&pb::CompleteJobRequest { job_key: 7, variables: "{}".into() });
+        let message = single_message(&framed, 1024).expect("one message");
+        assert_eq!(pb::CompleteJobRequest::decode(message).unwrap().job_key, 7);
+        let mut two = framed.to_vec();
+        two.extend_from_slice(&framed);
+        assert!(single_message(&Bytes::from(two), 1024).is_none(), "two messages");
+        let mut compressed = framed.to_vec();
+        compressed[0] = 1;
+        assert!(single_message(&Bytes::from(compressed), 1024).is_none(), "compressed flag");
+        assert!(single_message(&framed, 3).is_none(), "over the limit");
+        assert!(single_message(&framed.slice(..framed.len() - 1), 1024).is_none(), "truncated");
+        assert!(single_message(&Bytes::new(), 1024).is_none(), "empty");
+    }
+
+    #[test]
+    fn grpc_timeout_units() {
+        let with = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert("grpc-timeout", HeaderValue::from_static(v));
+            grpc_timeout(&h)
+        };
+        assert_eq!(with("5S"), Some(Duration::from_secs(5)));
+        assert_eq!(with("250m"), Some(Duration::from_millis(250)));
+        assert_eq!(with("2H"), Some(Duration::from_secs(7200)));
+        assert_eq!(with("123456789S"), None, "more than 8 digits");
+        assert_eq!(with("S"), None);
+        assert_eq!(with("10x"), None);
+    }
+
+    #[test]
+    fn compression_sends_a_call_to_tonic() {
+        let mut h = HeaderMap::new();
+        assert!(uncompressed(&h));
+        h.insert("grpc-accept-encoding", HeaderValue::from_static("identity,deflate,gzip"));
+        assert!(!uncompressed(&h));
+        let mut h = HeaderMap::new();
+        h.insert("grpc-encoding", HeaderValue::from_static("gzip"));
+        assert!(!uncompressed(&h));
+        h.insert("grpc-encoding", HeaderValue::from_static("identity"));
+        assert!(uncompressed(&h));
+    }
+}

@@ -1,0 +1,136 @@
+//! The gateway's HTTP/2 transport (`waggle_gateway::GrpcServer`): calls it answers itself and
+//! calls it hands to tonic (compressed, malformed, streaming) get the same answers, and a long
+//! poll its client gives up on takes no job.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{client_models, grpc_client, Node};
+use tonic::codec::CompressionEncoding;
+use tonic::Code;
+use waggle_protocol::gateway::*;
+
+async fn deploy_one_task(client: &mut gateway_client::GatewayClient<tonic::transport::Channel>) {
+    let content = std::fs::read(client_models().join("one_task.bpmn")).unwrap();
+    client
+        .deploy_resource(DeployResourceRequest {
+            resources: vec![Resource { name: "one_task.bpmn".into(), content }],
+            tenant_id: String::new(),
+        })
+        .await
+        .expect("deploy");
+}
+
+/// Sends `body` as the whole request body of `method` over a raw HTTP/2 stream; returns the
+/// answer's `grpc-status` and `grpc-message` (from headers or trailers).
+async fn raw_call(address: &str, method: &str, body: Bytes) -> (String, String) {
+    let tcp = tokio::net::TcpStream::connect(address).await.expect("connect");
+    let (send, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    let mut send = send.ready().await.expect("ready");
+    let request = http::Request::post(format!("http://{address}/gateway_protocol.Gateway/{method}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let (answer, mut stream) = send.send_request(request, false).expect("send request");
+    stream.send_data(body, true).expect("send body");
+    let (parts, mut body) = answer.await.expect("answer").into_parts();
+    let headers = if parts.headers.contains_key("grpc-status") {
+        parts.headers
+    } else {
+        while let Some(chunk) = body.data().await {
+            chunk.expect("data");
+        }
+        body.trailers().await.expect("trailers").expect("trailers present")
+    };
+    let text = |name: &str| headers.get(name).map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+    (text("grpc-status"), text("grpc-message"))
+}
+
+fn framed(message: &[u8]) -> Bytes {
+    let mut out = vec![0];
+    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    out.extend_from_slice(message);
+    out.into()
+}
+
+#[test]
+fn direct_and_tonic_answers_agree() {
+    let node = Node::start(&[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut plain = grpc_client(&node).await;
+        deploy_one_task(&mut plain).await;
+
+        // an error answered directly (no compression) and by tonic (gzip both ways)
+        let mut gzip = plain.clone().send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
+        let unknown = || CompleteJobRequest { job_key: 2251799813685249, variables: String::new() };
+        let direct = plain.complete_job(unknown()).await.expect_err("unknown job");
+        let via_tonic = gzip.complete_job(unknown()).await.expect_err("unknown job");
+        assert_eq!(direct.code(), Code::NotFound, "{direct:?}");
+        assert_eq!((direct.code(), direct.message()), (via_tonic.code(), via_tonic.message()));
+
+        // a success answered directly and by tonic
+        let request = || CreateProcessInstanceRequest { bpmn_process_id: "benchmark".into(), version: -1, ..Default::default() };
+        let a = plain.create_process_instance(request()).await.expect("create").into_inner();
+        let b = gzip.create_process_instance(request()).await.expect("create, gzip").into_inner();
+        assert_eq!((a.bpmn_process_id.as_str(), a.version), ("benchmark", 1));
+        assert_eq!((b.bpmn_process_id.as_str(), b.version, b.process_definition_key), ("benchmark", 1, a.process_definition_key));
+        assert_ne!(a.process_instance_key, b.process_instance_key);
+
+        // a body that is not one request message goes to tonic, which says what is wrong
+        let address = node.address();
+        let (status, message) = raw_call(&address, "CompleteJob", framed(&[0xff, 0xff, 0xff])).await;
+        assert_eq!(status, (Code::Internal as i32).to_string(), "{message}");
+        assert!(!message.is_empty());
+        let mut two = framed(b"").to_vec();
+        two.extend_from_slice(&framed(b""));
+        let (status, _) = raw_call(&address, "CompleteJob", two.into()).await;
+        assert_ne!(status, "0", "two messages in a unary request");
+        let (status, message) = raw_call(&address, "CompleteJob", Bytes::from_static(&[0, 0, 0])).await;
+        assert_ne!(status, "0", "a truncated frame: {message}");
+
+        // an unknown method is UNIMPLEMENTED, as tonic answers it
+        let (status, _) = raw_call(&address, "NoSuchCall", framed(b"")).await;
+        assert_eq!(status, (Code::Unimplemented as i32).to_string());
+    });
+}
+
+#[test]
+fn a_long_poll_given_up_takes_no_job() {
+    let node = Node::start(&[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = grpc_client(&node).await;
+        deploy_one_task(&mut client).await;
+        let poll = |request_timeout: i64| ActivateJobsRequest {
+            r#type: "benchmark-task".into(),
+            worker: "transport-test".into(),
+            timeout: 60_000,
+            max_jobs_to_activate: 1,
+            request_timeout,
+            ..Default::default()
+        };
+        // the client gives up on a 30 s long poll after 300 ms (its stream is reset)
+        let mut quitter = client.clone();
+        let given_up = tokio::time::timeout(Duration::from_millis(300), async move { quitter.activate_jobs(poll(30_000)).await }).await;
+        assert!(given_up.is_err(), "the long poll answered early");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+
+        let created = client
+            .create_process_instance(CreateProcessInstanceRequest {
+                bpmn_process_id: "benchmark".into(),
+                version: -1,
+                ..Default::default()
+            })
+            .await
+            .expect("create")
+            .into_inner();
+        let mut answers = client.activate_jobs(poll(5_000)).await.expect("activate").into_inner();
+        let jobs = answers.message().await.expect("stream").expect("an answer with the job");
+        assert_eq!(jobs.jobs.iter().map(|j| j.process_instance_key).collect::<Vec<_>>(), vec![created.process_instance_key]);
+    });
+}
