@@ -18,6 +18,7 @@ pub mod server;
 pub mod starter;
 pub mod stats;
 pub mod timer_storm;
+pub mod unary;
 pub mod window;
 pub mod worker;
 pub mod workload;

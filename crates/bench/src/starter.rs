@@ -11,6 +11,7 @@ use waggle_protocol::gateway::{CreateProcessInstanceRequest, CreateProcessInstan
 
 use crate::client::Client;
 use crate::recorder::{Event, Recorder};
+use crate::unary::UnaryClient;
 use crate::window::CreationWindow;
 use crate::workload::Pace;
 
@@ -25,6 +26,8 @@ const BACKOFF: Duration = Duration::from_millis(10);
 #[derive(Clone)]
 pub struct Starter {
     pub client: Client,
+    /// The per-instance calls (creation, publication).
+    pub unary: UnaryClient,
     pub process_id: String,
     /// The payload, a JSON object.
     pub payload: Arc<str>,
@@ -154,9 +157,9 @@ impl Starter {
                 Err(s) => return self.failed("create with result", &s),
             }
         } else {
-            match client.create_process_instance(request).await {
+            match self.unary.create_process_instance(&request).await {
                 Ok(r) => {
-                    let pi = r.into_inner().process_instance_key;
+                    let pi = r.process_instance_key;
                     self.recorder.record(Event::Created { pi, sent });
                     pi
                 }
@@ -166,7 +169,7 @@ impl Starter {
         if let (Some(name), Some(key)) = (&self.message, correlation_key) {
             let request = PublishMessageRequest { name: name.clone(), correlation_key: key, time_to_live: 60_000, ..Default::default() };
             let sent = Instant::now();
-            match client.publish_message(request).await {
+            match self.unary.publish_message(&request).await {
                 Ok(_) => self.recorder.record(Event::Published { pi, sent }),
                 Err(s) => {
                     self.failed("publish", &s);

@@ -11,6 +11,7 @@ use waggle_protocol::gateway::{ActivateJobsRequest, ActivatedJob, CompleteJobReq
 
 use crate::client::Client;
 use crate::recorder::{Event, Recorder};
+use crate::unary::UnaryClient;
 
 const JOB_TIMEOUT_MS: i64 = 60_000;
 const POLL_TIMEOUT_MS: i64 = 10_000;
@@ -31,6 +32,8 @@ impl Drop for AbortOnDrop {
 #[derive(Clone)]
 pub struct Worker {
     pub client: Client,
+    /// The per-job call (completion).
+    pub unary: UnaryClient,
     pub job_type: String,
     pub delay: Duration,
     pub capacity: usize,
@@ -162,7 +165,7 @@ impl Worker {
         }
         let complete_sent = Instant::now();
         let request = CompleteJobRequest { job_key: job.key, variables: String::new() };
-        if let Err(s) = self.client.clone().complete_job(request).await {
+        if let Err(s) = self.unary.complete_job(&request).await {
             return self.recorder.error("complete job", &s);
         }
         let acked = Instant::now();
