@@ -16,7 +16,7 @@
 //!   `applied` index given to [`RaftGroup::open`] (so a restart re-delivers what state lacks).
 
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use raft::prelude::{ConfState, Entry as RaftEntry, EntryType, HardState, Snapshot};
 use raft::storage::{RaftState, Storage};
@@ -50,6 +50,32 @@ pub struct Committed {
 struct JournalStorage {
     journal: Arc<RwLock<Journal>>,
     voters: Vec<u64>,
+    /// The entries of the last append, as Raft gave them: the leader asks for them again as soon
+    /// as they are committed, and they are served from here instead of read back from the file.
+    recent: Arc<Mutex<Vec<RaftEntry>>>,
+}
+
+impl JournalStorage {
+    /// Entries `low..high` from the last append, if it holds all of them (at most `max_size`
+    /// bytes, and at least one entry, as Raft's storage contract limits them).
+    fn recent_entries(&self, low: u64, high: u64, max_size: Option<u64>) -> Option<Vec<RaftEntry>> {
+        let recent = self.recent.lock().expect("recent entries lock");
+        let first = recent.first()?.index;
+        if low < first || high > first + recent.len() as u64 {
+            return None;
+        }
+        let wanted = &recent[(low - first) as usize..(high - first) as usize];
+        let mut size = 0u64;
+        let mut out = Vec::with_capacity(wanted.len());
+        for e in wanted {
+            size += e.data.len() as u64;
+            if !out.is_empty() && max_size.is_some_and(|max| size > max) {
+                break;
+            }
+            out.push(e.clone());
+        }
+        Some(out)
+    }
 }
 
 fn store_err(e: JournalError) -> raft::Error {
@@ -66,6 +92,7 @@ impl Storage for JournalStorage {
     }
 
     fn entries(&self, low: u64, high: u64, max_size: impl Into<Option<u64>>, _ctx: GetEntriesContext) -> raft::Result<Vec<RaftEntry>> {
+        let max_size = max_size.into();
         let j = self.journal.read().expect("journal lock");
         if low < j.first_index() {
             return Err(raft::Error::Store(StorageError::Compacted));
@@ -73,7 +100,10 @@ impl Storage for JournalStorage {
         if high > j.last_index() + 1 {
             return Err(raft::Error::Store(StorageError::Unavailable));
         }
-        let entries = j.entries(low, high, max_size.into()).map_err(store_err)?;
+        if let Some(recent) = self.recent_entries(low, high, max_size) {
+            return Ok(recent);
+        }
+        let entries = j.entries(low, high, max_size).map_err(store_err)?;
         Ok(entries.into_iter().map(to_raft).collect())
     }
 
@@ -125,6 +155,8 @@ fn from_raft(e: &RaftEntry) -> waggle_log::Entry {
 pub struct RaftGroup {
     node: RawNode<JournalStorage>,
     journal: Arc<RwLock<Journal>>,
+    /// The storage's entries of the last append (see [`JournalStorage::recent`]).
+    recent: Arc<Mutex<Vec<RaftEntry>>>,
 }
 
 impl RaftGroup {
@@ -139,7 +171,8 @@ impl RaftGroup {
         journal.set_hard_state(hs)?;
         let applied = applied.min(hs.commit).max(journal.first_index().saturating_sub(1));
         let journal = Arc::new(RwLock::new(journal));
-        let storage = JournalStorage { journal: journal.clone(), voters: vec![LOCAL_NODE_ID] };
+        let recent = Arc::new(Mutex::new(Vec::new()));
+        let storage = JournalStorage { journal: journal.clone(), voters: vec![LOCAL_NODE_ID], recent: recent.clone() };
         let config = Config {
             id: LOCAL_NODE_ID,
             election_tick: 10,
@@ -156,7 +189,7 @@ impl RaftGroup {
         let mut node = RawNode::new(&config, storage, &logger)?;
         // A single voter elects itself at once.
         node.campaign()?;
-        Ok(Self { node, journal })
+        Ok(Self { node, journal, recent })
     }
 
     pub fn is_leader(&self) -> bool {
@@ -188,15 +221,20 @@ impl RaftGroup {
             collect(&mut committed, ready.take_committed_entries());
             {
                 let mut j = self.journal.write().expect("journal lock");
-                if !ready.entries().is_empty() {
-                    let entries: Vec<_> = ready.entries().iter().map(from_raft).collect();
+                let appended = ready.take_entries();
+                if !appended.is_empty() {
+                    let entries: Vec<_> = appended.iter().map(from_raft).collect();
                     j.append(&entries)?;
                 }
                 if let Some(hs) = ready.hs() {
                     j.set_hard_state(waggle_log::HardState { term: hs.term, vote: hs.vote, commit: hs.commit })?;
                 }
-                if ready.must_sync() || !ready.entries().is_empty() || ready.hs().is_some() {
+                if ready.must_sync() || !appended.is_empty() || ready.hs().is_some() {
                     j.flush()?;
+                }
+                // kept once durable; an append without entries leaves the last ones
+                if !appended.is_empty() {
+                    *self.recent.lock().expect("recent entries lock") = appended;
                 }
             }
             let _ = ready.take_persisted_messages();
@@ -281,6 +319,40 @@ mod tests {
         let data: Vec<_> = again.iter().filter(|c| !c.data.is_empty()).map(|c| c.data.clone()).collect();
         assert_eq!(data, vec![b"\x01two".to_vec()]);
         assert!(group.is_leader());
+    }
+
+    #[test]
+    fn entries_of_the_last_append_are_served_as_the_journal_holds_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut group = RaftGroup::open(dir.path(), 0).unwrap();
+        group.drive().unwrap();
+        for p in [&b"\x01first"[..], b"\x01second entry", b"\x01third"] {
+            group.propose(p.to_vec()).unwrap();
+        }
+        drive_until(&mut group, 3);
+        let storage = group.node.store().clone();
+        let (first, last) = {
+            let recent = storage.recent.lock().unwrap();
+            (recent.first().unwrap().index, recent.last().unwrap().index)
+        };
+        assert!(last > first, "one append held several entries");
+        let from_journal = |low: u64, high: u64, max: Option<u64>| -> Vec<RaftEntry> {
+            storage.journal.read().unwrap().entries(low, high, max).unwrap().into_iter().map(to_raft).collect()
+        };
+        for (low, high) in [(first, last + 1), (first + 1, last + 1), (first, first + 1)] {
+            for max in [None, Some(0), Some(12), Some(1 << 20)] {
+                let served = storage.recent_entries(low, high, max).expect("held");
+                assert_eq!(served, from_journal(low, high, max), "{low}..{high} max {max:?}");
+                let via_raft = Storage::entries(&storage, low, high, max, GetEntriesContext::empty(false)).unwrap();
+                assert_eq!(via_raft, served);
+            }
+        }
+        // what the last append does not hold comes from the journal
+        assert!(storage.recent_entries(first - 1, last + 1, None).is_none());
+        assert_eq!(
+            Storage::entries(&storage, 1, last + 1, None, GetEntriesContext::empty(false)).unwrap(),
+            from_journal(1, last + 1, None)
+        );
     }
 
     fn payloads(committed: &[Committed]) -> Vec<Vec<u8>> {
