@@ -12,6 +12,9 @@ use crate::overlay::{newer_wins, Merge, StagedWrite};
 use crate::scan_hints::{is_hinted, ScanHints};
 use crate::{KvIter, KvRead, KvStore, Row, StateError, WriteSet};
 
+/// Size of one RocksDB memtable.
+const WRITE_BUFFER_BYTES: usize = 8 << 20;
+
 /// RocksDB-backed state in a single column family (keys carry their table prefix), so a flush
 /// is always atomic across tables.
 ///
@@ -140,6 +143,10 @@ impl RocksStore {
         // table files are synced a megabyte at a time while written, not all at once at the end
         // (a burst the partition's journal fdatasyncs would queue behind)
         opts.set_bytes_per_sync(1 << 20);
+        // memtables of 8 MB instead of RocksDB's 64: what reaches RocksDB is the write-back
+        // layer's survivors and tombstones, and a memtable's arena is memory held until it is
+        // flushed (W2's peak RSS rose with the run's length: 82.5 MB after 60 s, 64.3 with 8 MB)
+        opts.set_write_buffer_size(WRITE_BUFFER_BYTES);
         // compactions (the queue tables' included) run at a lower CPU and IO priority than the
         // partition's processing thread: on a small machine they otherwise take its core
         if let Ok(mut env) = rocksdb::Env::new() {
