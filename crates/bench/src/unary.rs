@@ -13,7 +13,7 @@
 #![allow(clippy::result_large_err)]
 
 use anyhow::Context;
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use h2::client::SendRequest;
 use http::{HeaderValue, Method, Uri};
 use prost::Message;
@@ -22,6 +22,7 @@ use waggle_protocol::gateway::{
     CompleteJobRequest, CompleteJobResponse, CreateProcessInstanceRequest, CreateProcessInstanceResponse, PublishMessageRequest,
     PublishMessageResponse,
 };
+use waggle_protocol::grpc_frame;
 
 /// Flow-control windows as tonic's client (hyper's defaults) opens them.
 const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
@@ -79,7 +80,7 @@ impl UnaryClient {
         headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
         headers.insert(http::header::TE, HeaderValue::from_static("trailers"));
         let (answer, mut body) = send.send_request(head, false).map_err(transport)?;
-        body.send_data(frame(request), true).map_err(transport)?;
+        body.send_data(grpc_frame::frame(request), true).map_err(transport)?;
 
         let (parts, mut answer) = answer.await.map_err(transport)?.into_parts();
         if parts.status != http::StatusCode::OK {
@@ -96,7 +97,7 @@ impl UnaryClient {
             let chunk = chunk.map_err(transport)?;
             let _ = answer.flow_control().release_capacity(chunk.len());
             message.extend_from_slice(&chunk);
-            if message.len() > MAX_ANSWER + 5 {
+            if message.len() > MAX_ANSWER + grpc_frame::PREFIX_BYTES {
                 return Err(Status::new(Code::OutOfRange, "answer larger than the bench accepts"));
             }
         }
@@ -115,29 +116,14 @@ fn transport(e: h2::Error) -> Status {
     Status::new(Code::Unavailable, format!("HTTP/2: {e}"))
 }
 
-/// A message in gRPC's framing: uncompressed flag, length, bytes.
-fn frame<M: Message>(message: &M) -> Bytes {
-    let len = message.encoded_len();
-    let mut out = BytesMut::with_capacity(5 + len);
-    out.put_u8(0);
-    out.put_u32(len as u32);
-    message.encode_raw(&mut out);
-    out.freeze()
-}
-
-/// The one uncompressed message of an answer (an empty answer is the message's default).
+/// The one uncompressed message of an answer.
 fn unframe<M: Message + Default>(body: &[u8]) -> Result<M, Status> {
-    if body.is_empty() {
-        return Err(Status::new(Code::Internal, "answer without a message"));
+    match grpc_frame::single(body) {
+        Some((false, message)) => M::decode(message).map_err(|e| Status::new(Code::Internal, format!("answer does not decode: {e}"))),
+        Some((true, _)) => Err(Status::new(Code::Internal, "compressed answer (the bench asks for none)")),
+        None if body.is_empty() => Err(Status::new(Code::Internal, "answer without a message")),
+        None => Err(Status::new(Code::Internal, "malformed gRPC answer")),
     }
-    let malformed = || Status::new(Code::Internal, "malformed gRPC answer");
-    let (&flag, rest) = body.split_first().ok_or_else(malformed)?;
-    let len = u32::from_be_bytes(rest.get(..4).ok_or_else(malformed)?.try_into().map_err(|_| malformed())?) as usize;
-    if flag != 0 {
-        return Err(Status::new(Code::Internal, "compressed answer (the bench asks for none)"));
-    }
-    let message = rest.get(4..4 + len).filter(|_| rest.len() == 4 + len).ok_or_else(malformed)?;
-    M::decode(message).map_err(|e| Status::new(Code::Internal, format!("answer does not decode: {e}")))
 }
 
 #[cfg(test)]
@@ -147,15 +133,15 @@ mod tests {
     #[test]
     fn framing_round_trip() {
         let request = CompleteJobRequest { job_key: 42, variables: "{\"a\":1}".into() };
-        let back: CompleteJobRequest = unframe(&frame(&request)).unwrap();
+        let back: CompleteJobRequest = unframe(&grpc_frame::frame(&request)).unwrap();
         assert_eq!(back, request);
-        let empty: CompleteJobResponse = unframe(&frame(&CompleteJobResponse {})).unwrap();
+        let empty: CompleteJobResponse = unframe(&grpc_frame::frame(&CompleteJobResponse {})).unwrap();
         assert_eq!(empty, CompleteJobResponse {});
     }
 
     #[test]
     fn malformed_answers_are_errors() {
-        let framed = frame(&CompleteJobRequest { job_key: 42, variables: String::new() });
+        let framed = grpc_frame::frame(&CompleteJobRequest { job_key: 42, variables: String::new() });
         assert!(unframe::<CompleteJobRequest>(&[]).is_err());
         assert!(unframe::<CompleteJobRequest>(&framed[..framed.len() - 1]).is_err(), "truncated");
         let mut longer = framed.to_vec();

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, HeaderValue};
@@ -34,6 +34,7 @@ use tonic::codegen::Service;
 use tonic::{Request, Status};
 use waggle_protocol::gateway as pb;
 use waggle_protocol::gateway::gateway_server::{Gateway, GatewayServer};
+use waggle_protocol::grpc_frame;
 
 use crate::GatewayService;
 
@@ -161,19 +162,19 @@ impl GrpcServer {
         Some(match call {
             FastCall::CreateProcessInstance => {
                 let request = pb::CreateProcessInstanceRequest::decode(message).ok()?;
-                gateway.create_process_instance(Request::new(request)).await.map(|r| encode(&r.into_inner()))
+                gateway.create_process_instance(Request::new(request)).await.map(|r| grpc_frame::frame(&r.into_inner()))
             }
             FastCall::CompleteJob => {
                 let request = pb::CompleteJobRequest::decode(message).ok()?;
-                gateway.complete_job(Request::new(request)).await.map(|r| encode(&r.into_inner()))
+                gateway.complete_job(Request::new(request)).await.map(|r| grpc_frame::frame(&r.into_inner()))
             }
             FastCall::FailJob => {
                 let request = pb::FailJobRequest::decode(message).ok()?;
-                gateway.fail_job(Request::new(request)).await.map(|r| encode(&r.into_inner()))
+                gateway.fail_job(Request::new(request)).await.map(|r| grpc_frame::frame(&r.into_inner()))
             }
             FastCall::PublishMessage => {
                 let request = pb::PublishMessageRequest::decode(message).ok()?;
-                gateway.publish_message(Request::new(request)).await.map(|r| encode(&r.into_inner()))
+                gateway.publish_message(Request::new(request)).await.map(|r| grpc_frame::frame(&r.into_inner()))
             }
         })
     }
@@ -224,7 +225,7 @@ async fn read_unary(mut body: RecvStream, limit: usize) -> Option<(Bytes, Option
             }
         }
         let read = more.as_ref().map_or_else(|| first.as_ref().map_or(0, Bytes::len), BytesMut::len);
-        if read > 5 + limit {
+        if read > grpc_frame::PREFIX_BYTES + limit {
             return Some((more.map(BytesMut::freeze).or(first).unwrap_or_default(), Some(body)));
         }
     }
@@ -234,19 +235,10 @@ async fn read_unary(mut body: RecvStream, limit: usize) -> Option<(Bytes, Option
 /// The one uncompressed message a unary request body holds, if it holds exactly that and it is
 /// within `limit`.
 fn single_message(body: &Bytes, limit: usize) -> Option<Bytes> {
-    let (&flag, rest) = body.split_first()?;
-    let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
-    (flag == 0 && len <= limit && body.len() == 5 + len).then(|| body.slice(5..))
-}
-
-/// A message in gRPC's framing: uncompressed flag, length, bytes.
-fn encode<M: Message>(message: &M) -> Bytes {
-    let len = message.encoded_len();
-    let mut out = BytesMut::with_capacity(5 + len);
-    out.put_u8(0);
-    out.put_u32(len as u32);
-    message.encode_raw(&mut out);
-    out.freeze()
+    match grpc_frame::single(body)? {
+        (false, message) if message.len() <= limit => Some(body.slice_ref(message)),
+        _ => None,
+    }
 }
 
 /// `grpc-timeout` (gRPC's over-the-wire form: up to 8 digits and a unit), if given and valid.
@@ -436,7 +428,7 @@ mod tests {
 
     #[test]
     fn single_uncompressed_message_only() {
-        let framed = encode(&pb::CompleteJobRequest { job_key: 7, variables: "{}".into() });
+        let framed = grpc_frame::frame(&pb::CompleteJobRequest { job_key: 7, variables: "{}".into() });
         let message = single_message(&framed, 1024).expect("one message");
         assert_eq!(pb::CompleteJobRequest::decode(message).unwrap().job_key, 7);
         let mut two = framed.to_vec();

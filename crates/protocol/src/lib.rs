@@ -8,6 +8,7 @@
 //! the codec version it was written with (see [`codec`]).
 
 pub mod codec;
+pub mod grpc_frame;
 pub mod keys;
 pub mod record;
 mod shared_str;

@@ -6,7 +6,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{client_models, run_with_timeout, Node};
+use common::{deploy_one_task, run_with_timeout, Node};
 use tonic::Code;
 use waggle_protocol::gateway::gateway_client::GatewayClient;
 use waggle_protocol::gateway::*;
@@ -78,14 +78,7 @@ fn sigterm_shuts_down_gracefully_and_keeps_the_data() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let key = runtime.block_on(async {
         let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
-        let content = std::fs::read(client_models().join("one_task.bpmn")).unwrap();
-        client
-            .deploy_resource(DeployResourceRequest {
-                resources: vec![Resource { name: "one_task.bpmn".into(), content }],
-                tenant_id: String::new(),
-            })
-            .await
-            .expect("deploy");
+        deploy_one_task(&mut client).await;
         let created = client
             .create_process_instance(CreateProcessInstanceRequest {
                 bpmn_process_id: "benchmark".into(),
@@ -129,14 +122,7 @@ fn requests_over_the_size_limit_are_resource_exhausted() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
-        let content = std::fs::read(client_models().join("one_task.bpmn")).unwrap();
-        client
-            .deploy_resource(DeployResourceRequest {
-                resources: vec![Resource { name: "one_task.bpmn".into(), content }],
-                tenant_id: String::new(),
-            })
-            .await
-            .expect("deploy");
+        deploy_one_task(&mut client).await;
         let big = format!(r#"{{"blob": "{}"}}"#, "x".repeat(100_000));
         let err = client
             .create_process_instance(CreateProcessInstanceRequest {
@@ -169,14 +155,7 @@ fn metrics_count_requests_records_and_lifetimes() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
-        let content = std::fs::read(client_models().join("one_task.bpmn")).unwrap();
-        client
-            .deploy_resource(DeployResourceRequest {
-                resources: vec![Resource { name: "one_task.bpmn".into(), content }],
-                tenant_id: String::new(),
-            })
-            .await
-            .expect("deploy");
+        deploy_one_task(&mut client).await;
         client
             .create_process_instance(CreateProcessInstanceRequest {
                 bpmn_process_id: "benchmark".into(),

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{client_models, Node};
+use common::{deploy_one_task, Node};
 use serde_json::Value;
 use tonic::transport::Channel;
 use waggle_protocol::gateway::gateway_client::GatewayClient;
@@ -25,16 +25,6 @@ struct Acked {
     completion_sent: HashSet<i64>,
     /// instance key → value of `extra` acknowledged by SetVariables
     extra: HashMap<i64, i64>,
-}
-
-async fn deploy(c: &mut GatewayClient<Channel>) {
-    let content = std::fs::read(client_models().join("one_task.bpmn")).unwrap();
-    c.deploy_resource(DeployResourceRequest {
-        resources: vec![Resource { name: "one_task.bpmn".into(), content }],
-        tenant_id: String::new(),
-    })
-    .await
-    .expect("deploy");
 }
 
 fn create_request(i: i64) -> CreateProcessInstanceRequest {
@@ -102,7 +92,7 @@ async fn kill_9_under_load_loses_no_acknowledged_command() {
     // them) during the load, so recovery starts from a snapshot plus the log after it
     let mut node = Node::start(&["--partitions", "2", "--snapshot-every-entries", "100"]);
     let mut c = common::grpc_client(&node).await;
-    deploy(&mut c).await;
+    deploy_one_task(&mut c).await;
     let acked = Arc::new(Mutex::new(Acked::default()));
     let stop = Instant::now() + Duration::from_secs(30);
     let mut tasks = Vec::new();

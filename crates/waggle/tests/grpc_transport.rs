@@ -7,21 +7,10 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{client_models, grpc_client, Node};
+use common::{deploy_one_task, grpc_client, Node};
 use tonic::codec::CompressionEncoding;
 use tonic::Code;
 use waggle_protocol::gateway::*;
-
-async fn deploy_one_task(client: &mut gateway_client::GatewayClient<tonic::transport::Channel>) {
-    let content = std::fs::read(client_models().join("one_task.bpmn")).unwrap();
-    client
-        .deploy_resource(DeployResourceRequest {
-            resources: vec![Resource { name: "one_task.bpmn".into(), content }],
-            tenant_id: String::new(),
-        })
-        .await
-        .expect("deploy");
-}
 
 /// Sends `body` as the whole request body of `method` over a raw HTTP/2 stream; returns the
 /// answer's `grpc-status` and `grpc-message` (from headers or trailers).

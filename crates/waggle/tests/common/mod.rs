@@ -148,6 +148,19 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
 }
 
 /// A gRPC client of the node's gateway (the connection retried for up to 20 s).
+/// Deploys the workloads' `one_task.bpmn` (process `benchmark`, job type `benchmark-task`).
+pub async fn deploy_one_task(client: &mut waggle_protocol::gateway::gateway_client::GatewayClient<tonic::transport::Channel>) {
+    use waggle_protocol::gateway::{DeployResourceRequest, Resource};
+    let content = std::fs::read(client_models().join("one_task.bpmn")).expect("one_task.bpmn");
+    client
+        .deploy_resource(DeployResourceRequest {
+            resources: vec![Resource { name: "one_task.bpmn".into(), content }],
+            tenant_id: String::new(),
+        })
+        .await
+        .expect("deploy");
+}
+
 pub async fn grpc_client(node: &Node) -> waggle_protocol::gateway::gateway_client::GatewayClient<tonic::transport::Channel> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
