@@ -126,7 +126,8 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 
 /// The partition's state store, told which engine tables are never scanned.
 fn open_state(id: PartitionId, dirs: &Dirs) -> Result<RocksStore, BrokerError> {
-    RocksStore::open_with_point_tables(&dirs.runtime, waggle_engine::POINT_TABLES).map_err(|e| start_err(id, e))
+    RocksStore::open_with_point_tables(&dirs.runtime, waggle_engine::POINT_TABLES, Some(waggle_engine::stored_absence(id)))
+        .map_err(|e| start_err(id, e))
 }
 
 /// Opens state and log so that state + the log's committed entries after it are complete:

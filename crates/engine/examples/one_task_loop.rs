@@ -46,7 +46,8 @@ fn main() {
     let instances: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(50_000);
     let batch: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(16);
     let dir = std::env::temp_dir().join(format!("waggle-one-task-loop-{}", std::process::id()));
-    let store = RocksStore::open_with_point_tables(&dir, waggle_engine::POINT_TABLES).expect("open store");
+    let store =
+        RocksStore::open_with_point_tables(&dir, waggle_engine::POINT_TABLES, Some(waggle_engine::stored_absence(1))).expect("open store");
     let mut engine = Engine::new(1);
     let deploy = DeploymentRecord {
         resources: vec![DeploymentResource { resource_name: "one_task.bpmn".into(), resource: MODEL.as_bytes().to_vec() }],

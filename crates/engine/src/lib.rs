@@ -29,7 +29,7 @@ mod variables;
 
 pub use distribution::{pending_commands, Distribution};
 pub use processing::{BatchOutput, Command, JobStreamTarget, JobStreams, NoJobStreams, ProcessingContext, RequestId, SideEffect};
-pub use tables::{ElementInstance, ElementState, JobState, StateView, StoredJob, POINT_TABLES};
+pub use tables::{stored_absence, ElementInstance, ElementState, JobState, StateView, StoredJob, POINT_TABLES};
 
 use waggle_protocol::codec::Entry;
 use waggle_protocol::PartitionId;

@@ -79,15 +79,28 @@ fn table_of(key: &[u8]) -> Option<&[u8]> {
 /// owned by a key this partition generated at or after that counter cannot be in that state,
 /// so reading them skips the store (most rows a batch touches belong to instances it created).
 pub(crate) fn absent_from_state(partition: PartitionId, next_counter: i64) -> AbsentFromBase {
-    let generated_since = move |owner: &[u8]| {
+    Box::new(move |key: &[u8], whole_key: bool| owned_since(partition, key, whole_key, next_counter))
+}
+
+/// For a store: which rows its RocksDB cannot hold, by the key counter of the state RocksDB has
+/// (the rule of [`absent_from_state`]; every commit writes the counter's row).
+pub fn stored_absence(partition: PartitionId) -> waggle_state::StoredAbsence {
+    waggle_state::StoredAbsence {
+        counter_key: crate::META_NEXT_KEY,
+        absent: Box::new(move |key: &[u8], whole_key: bool, counter: i64| owned_since(partition, key, whole_key, counter)),
+    }
+}
+
+/// Whether `key` (a whole key, or a prefix) is owned by a key this partition generated at or
+/// after `counter`.
+fn owned_since(partition: PartitionId, key: &[u8], whole_key: bool, counter: i64) -> bool {
+    let generated_since = |owner: &[u8]| {
         let owner = i64::from_be_bytes(owner.try_into().expect("eight bytes"));
-        partition_of(owner) == partition && key_counter(owner) >= next_counter
+        partition_of(owner) == partition && key_counter(owner) >= counter
     };
-    Box::new(move |key: &[u8], whole_key: bool| {
-        let Some(table) = table_of(key) else { return false };
-        let first = owned_by_key(table) && key.get(table.len()..table.len() + 8).is_some_and(generated_since);
-        first || whole_key && ends_with_owner_key(table) && key.len() >= table.len() + 8 && generated_since(&key[key.len() - 8..])
-    })
+    let Some(table) = table_of(key) else { return false };
+    let first = owned_by_key(table) && key.get(table.len()..table.len() + 8).is_some_and(generated_since);
+    first || whole_key && ends_with_owner_key(table) && key.len() >= table.len() + 8 && generated_since(&key[key.len() - 8..])
 }
 
 pub(crate) fn be(key: i64) -> [u8; 8] {

@@ -220,7 +220,7 @@ fn memory_store_meets_the_contract() {
 fn rocks_store_with_point_tables_meets_the_contract() {
     // the suite's tables kept in the write-back layer's hash map: scans still see them, in order
     let dir = tempfile::tempdir().unwrap();
-    let store = RocksStore::open_with_point_tables(&dir.path().join("db"), &[b"a/", b"n/", b"nb/"]).unwrap();
+    let store = RocksStore::open_with_point_tables(&dir.path().join("db"), &[b"a/", b"n/", b"nb/"], None).unwrap();
     suite(&store);
     store.flush_write_back().unwrap();
     assert_eq!(store.stored_keys(b"n/"), ["n/0", "n/1", "n/2"]);
@@ -274,7 +274,7 @@ fn rocks_store_fresh_rows_are_dropped_on_delete_and_deleted_once_flushed() {
 
 fn fresh_rows_are_dropped_on_delete_and_deleted_once_flushed(point_tables: &[&[u8]]) {
     let dir = tempfile::tempdir().unwrap();
-    let store = RocksStore::open_with_point_tables(&dir.path().join("db"), point_tables).unwrap();
+    let store = RocksStore::open_with_point_tables(&dir.path().join("db"), point_tables, None).unwrap();
     let commit = |fresh: &[&str], puts: &[&str], deletes: &[&str]| {
         let mut ws = WriteSet::default();
         fresh.iter().for_each(|k| ws.put_fresh(k.as_bytes().to_vec(), b"f".to_vec()));

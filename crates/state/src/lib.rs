@@ -21,7 +21,7 @@ use key::{Key, KeyRef};
 
 pub use memory::MemoryStore;
 pub use overlay::{AbsentFromBase, Overlay};
-pub use rocks::{RocksStore, COMPACT_AFTER_DELETES};
+pub use rocks::{RocksStore, StoredAbsence, COMPACT_AFTER_DELETES};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {

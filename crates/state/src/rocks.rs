@@ -12,6 +12,25 @@ use crate::overlay::{newer_wins, Merge, StagedWrite};
 use crate::scan_hints::{is_hinted, ScanHints};
 use crate::{KvIter, KvRead, KvStore, Row, StateError, WriteSet};
 
+/// Which rows RocksDB cannot hold, by the key counter of the state it has: a row owned by an
+/// entity created after the last write-back flush is in the layer or nowhere, so a read that
+/// misses the layer need not ask RocksDB (a point read, and above all a scan's iterator).
+pub struct StoredAbsence {
+    /// The row every commit of the engine writes with its next key counter (an `i64`, big
+    /// endian). A commit without it makes the state RocksDB will hold unknown again (nothing is
+    /// then taken as absent until a flush of commits that carry it).
+    pub counter_key: &'static [u8],
+    /// Whether a row under `key` (a whole key, or with `false` a scan's prefix) can only belong to
+    /// entities whose key counter is at or above `counter`.
+    pub absent: OwnedSince,
+}
+
+/// See [`StoredAbsence::absent`]: (key or prefix, whole key, key counter) → absent.
+pub type OwnedSince = Box<dyn Fn(&[u8], bool, i64) -> bool + Send + Sync>;
+
+/// The key counter of state no RocksDB row can be newer than, when it is not known.
+const COUNTER_UNKNOWN: i64 = i64::MAX;
+
 /// Size of one RocksDB memtable.
 const WRITE_BUFFER_BYTES: usize = 8 << 20;
 
@@ -41,6 +60,7 @@ const WRITE_BUFFER_BYTES: usize = 8 << 20;
 pub struct RocksStore {
     backing: Backing,
     recent: Arc<RwLock<Recent>>,
+    absence: Option<StoredAbsence>,
 }
 
 /// What writing rows to RocksDB needs: shared with the threads that flush the write-back layer
@@ -61,11 +81,24 @@ struct Backing {
 struct Recent {
     rows: Generation,
     flushing: Option<Arc<Generation>>,
+    /// The key counter written by the last commit into `rows` ([`COUNTER_UNKNOWN`] if it wrote
+    /// none), and by the last one into `flushing`.
+    rows_counter: i64,
+    flushing_counter: i64,
+    /// No row RocksDB holds belongs to an entity with this key counter or above (see
+    /// [`StoredAbsence`]); [`COUNTER_UNKNOWN`] until a flush tells.
+    stored_counter: i64,
 }
 
 impl Recent {
     fn new(point_tables: PointTables) -> Self {
-        Self { rows: Generation::new(point_tables), flushing: None }
+        Self {
+            rows: Generation::new(point_tables),
+            flushing: None,
+            rows_counter: COUNTER_UNKNOWN,
+            flushing_counter: COUNTER_UNKNOWN,
+            stored_counter: COUNTER_UNKNOWN,
+        }
     }
 
     /// The newest value the layer holds for `key`: `Some(None)` when it deletes the key.
@@ -82,6 +115,8 @@ impl Recent {
     /// Takes back rows a flush did not write, under the rows committed since it began.
     fn unfreeze(&mut self, frozen: Arc<Generation>) {
         self.flushing = None;
+        // which commit came last is not worth tracking on this error path
+        self.rows_counter = COUNTER_UNKNOWN;
         let empty = Generation::new(self.rows.point_tables());
         let newer = std::mem::replace(&mut self.rows, empty);
         self.rows = Arc::try_unwrap(frozen).unwrap_or_else(|shared| (*shared).clone());
@@ -120,13 +155,14 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
 
 impl RocksStore {
     pub fn open(dir: &Path) -> Result<Self, StateError> {
-        Self::open_with_point_tables(dir, &[])
+        Self::open_with_point_tables(dir, &[], None)
     }
 
     /// As [`Self::open`], declaring the tables (by key prefix) that are only ever read by key,
     /// never scanned: the write-back layer keeps their rows in a hash map (see `generation`). A
     /// hint for speed; scans of them stay correct.
-    pub fn open_with_point_tables(dir: &Path, point_tables: &[&[u8]]) -> Result<Self, StateError> {
+    /// `absence`, if given, lets reads skip RocksDB for rows it cannot hold (see [`StoredAbsence`]).
+    pub fn open_with_point_tables(dir: &Path, point_tables: &[&[u8]], absence: Option<StoredAbsence>) -> Result<Self, StateError> {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
@@ -163,7 +199,7 @@ impl RocksStore {
             hints: Arc::default(),
         };
         let point_tables = point_tables.iter().map(|p| p.to_vec()).collect();
-        Ok(Self { backing, recent: Arc::new(RwLock::new(Recent::new(point_tables))) })
+        Ok(Self { backing, recent: Arc::new(RwLock::new(Recent::new(point_tables))), absence })
     }
 
     /// Writes the whole write-back layer to RocksDB now, after any flush under way (checkpoints,
@@ -238,6 +274,7 @@ fn freeze(recent: &mut Recent) -> Arc<Generation> {
     let empty = Generation::new(recent.rows.point_tables());
     let frozen = Arc::new(std::mem::replace(&mut recent.rows, empty));
     recent.flushing = Some(frozen.clone());
+    recent.flushing_counter = std::mem::replace(&mut recent.rows_counter, COUNTER_UNKNOWN);
     frozen
 }
 
@@ -271,6 +308,7 @@ fn write_frozen(backing: &Backing, layer: &RwLock<Recent>, frozen: Arc<Generatio
         return Err(e.into());
     }
     recent.flushing = None;
+    recent.stored_counter = recent.flushing_counter;
     drop(recent);
     let threshold = COMPACT_AFTER_DELETES.max(backing.live_keys.load(Ordering::Relaxed) / 2);
     if backing.deletes.fetch_add(deletes, Ordering::Relaxed) + deletes >= threshold {
@@ -316,6 +354,9 @@ impl KvRead for RocksStore {
         if let Some(row) = recent.get(key) {
             return row.clone();
         }
+        if self.cannot_hold(key, true, &recent) {
+            return None;
+        }
         match self.backing.db.get(key) {
             Ok(v) => v,
             Err(e) => panic!("state read failed (partition must restart): {e}"),
@@ -326,6 +367,9 @@ impl KvRead for RocksStore {
         // the layer's rows and RocksDB's iterator are taken together: no flush in between
         let recent = self.recent.read().expect("state write-back lock");
         let staged = recent.range_prefix(prefix);
+        if self.cannot_hold(prefix, false, &recent) {
+            return Box::new(staged.into_iter().filter_map(|(k, v)| Some((k, v?))));
+        }
         let stored = self.scan_stored(prefix);
         drop(recent);
         if staged.is_empty() {
@@ -337,6 +381,11 @@ impl KvRead for RocksStore {
 }
 
 impl RocksStore {
+    /// Whether RocksDB cannot hold a row under `key` (a whole key, or a scan's prefix).
+    fn cannot_hold(&self, key: &[u8], whole_key: bool, recent: &Recent) -> bool {
+        self.absence.as_ref().is_some_and(|a| recent.stored_counter != COUNTER_UNKNOWN && (a.absent)(key, whole_key, recent.stored_counter))
+    }
+
     /// The pairs RocksDB itself holds under `prefix` (without the write-back layer).
     fn scan_stored(&self, prefix: &[u8]) -> KvIter<'_> {
         let end = prefix_end(prefix);
@@ -402,16 +451,92 @@ impl RocksStore {
     /// Puts committed rows (`None`: deleted) into the write-back layer.
     fn commit_rows(&self, rows: impl Iterator<Item = (Key, Row)>) -> Result<(), StateError> {
         let mut recent = self.recent_mut();
-        let Recent { rows: layer, flushing } = &mut *recent;
+        let Recent { rows: layer, flushing, rows_counter, .. } = &mut *recent;
+        let counter_key = self.absence.as_ref().map(|a| a.counter_key);
+        let mut counter = COUNTER_UNKNOWN;
         for (k, row) in rows {
+            if counter_key.is_some_and(|c| k.0 == c) {
+                counter = row.value.as_deref().and_then(|v| v.try_into().ok()).map_or(COUNTER_UNKNOWN, i64::from_be_bytes);
+            }
             layer.commit(k, row, |key| match flushing.as_ref().and_then(|f| f.get(key)) {
                 Some(older) => older.value.is_some(),
                 None => self.backing.db.key_may_exist(key),
             });
         }
+        *rows_counter = counter;
         if recent.rows.len() >= FLUSH_AT_ROWS {
             self.start_flush(&mut recent);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows `o/<owner: i64 BE>/...` are owned by their owner key; the counter is in `X/c`.
+    fn owned_rule() -> StoredAbsence {
+        StoredAbsence {
+            counter_key: b"X/c",
+            absent: Box::new(|key: &[u8], _whole: bool, counter: i64| {
+                key.strip_prefix(b"o/")
+                    .and_then(|rest| rest.get(..8))
+                    .is_some_and(|owner| i64::from_be_bytes(owner.try_into().unwrap()) >= counter)
+            }),
+        }
+    }
+
+    fn owned(owner: i64, name: &str) -> Vec<u8> {
+        [&b"o/"[..], &owner.to_be_bytes(), b"/", name.as_bytes()].concat()
+    }
+
+    fn commit(store: &RocksStore, rows: &[(Vec<u8>, &str)], counter: Option<i64>) {
+        let mut writes = WriteSet::default();
+        for (k, v) in rows {
+            writes.put(k.clone(), v.as_bytes().to_vec());
+        }
+        if let Some(c) = counter {
+            writes.put(b"X/c".to_vec(), c.to_be_bytes().to_vec());
+        }
+        store.commit_owned(writes).unwrap();
+    }
+
+    fn scan(store: &RocksStore, owner: i64) -> Vec<Vec<u8>> {
+        store.scan_prefix(&owned(owner, "")).map(|(k, _)| k).collect()
+    }
+
+    #[test]
+    fn rows_of_entities_newer_than_what_rocksdb_has_are_not_read_from_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RocksStore::open_with_point_tables(dir.path(), &[], Some(owned_rule())).unwrap();
+        // before any flush nothing is known absent: a row RocksDB holds is found
+        store.backing.db.put(owned(9, "early"), b"x").unwrap();
+        assert_eq!(store.get(&owned(9, "early")), Some(b"x".to_vec()));
+        assert_eq!(scan(&store, 9), vec![owned(9, "early")]);
+
+        // entity 1 created, next counter 2; flushed: RocksDB has it, and reads find it there
+        commit(&store, &[(owned(1, "a"), "v")], Some(2));
+        store.flush_write_back().unwrap();
+        assert_eq!(store.stored_keys(b"o/"), [owned(1, "a"), owned(9, "early")].map(|k| String::from_utf8_lossy(&k).into_owned()));
+        assert_eq!(store.get(&owned(1, "a")), Some(b"v".to_vec()));
+        assert_eq!(scan(&store, 1), vec![owned(1, "a")]);
+        // entity 9 is at or above the counter RocksDB's state has: RocksDB is not asked
+        assert_eq!(store.get(&owned(9, "early")), None, "a row RocksDB cannot hold by the rule is not read from it");
+        assert!(scan(&store, 9).is_empty());
+
+        // entity 5 lives in the layer: found there, before and after its flush
+        commit(&store, &[(owned(5, "b"), "w")], Some(6));
+        assert_eq!(store.get(&owned(5, "b")), Some(b"w".to_vec()));
+        store.flush_write_back().unwrap();
+        assert_eq!(store.get(&owned(5, "b")), Some(b"w".to_vec()));
+        assert_eq!(scan(&store, 5), vec![owned(5, "b")]);
+
+        // a commit without the counter makes RocksDB's state unknown again once flushed
+        commit(&store, &[(owned(7, "c"), "z")], None);
+        store.flush_write_back().unwrap();
+        assert_eq!(store.get(&owned(7, "c")), Some(b"z".to_vec()));
+        assert_eq!(scan(&store, 7), vec![owned(7, "c")]);
+        assert_eq!(store.get(&owned(9, "early")), Some(b"x".to_vec()), "nothing taken as absent while unknown");
     }
 }
