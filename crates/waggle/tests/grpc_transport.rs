@@ -123,3 +123,46 @@ fn a_long_poll_given_up_takes_no_job() {
         assert_eq!(jobs.jobs.iter().map(|j| j.process_instance_key).collect::<Vec<_>>(), vec![created.process_instance_key]);
     });
 }
+
+#[test]
+fn a_job_stream_whose_client_went_away_takes_no_job() {
+    let node = Node::start(&[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = grpc_client(&node).await;
+        deploy_one_task(&mut client).await;
+        let create = CreateProcessInstanceRequest { bpmn_process_id: "benchmark".into(), version: -1, ..Default::default() };
+        let stream_request = StreamActivatedJobsRequest {
+            r#type: "benchmark-task".into(),
+            worker: "transport-test".into(),
+            timeout: 60_000,
+            ..Default::default()
+        };
+
+        // a worker on its own connection streams jobs and gets one pushed
+        let mut gone = grpc_client(&node).await;
+        let mut jobs = gone.stream_activated_jobs(stream_request.clone()).await.expect("stream").into_inner();
+        let first = client.create_process_instance(create.clone()).await.expect("create").into_inner();
+        let pushed =
+            tokio::time::timeout(Duration::from_secs(5), jobs.message()).await.expect("a pushed job").expect("stream").expect("job");
+        assert_eq!(pushed.process_instance_key, first.process_instance_key);
+
+        // its connection closes: the server's side of the stream ends with it
+        drop(jobs);
+        drop(gone);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        let second = client.create_process_instance(create).await.expect("create").into_inner();
+        let request = ActivateJobsRequest {
+            r#type: "benchmark-task".into(),
+            worker: "transport-test".into(),
+            timeout: 60_000,
+            max_jobs_to_activate: 10,
+            request_timeout: 5_000,
+            ..Default::default()
+        };
+        let mut answers = client.activate_jobs(request).await.expect("activate").into_inner();
+        let jobs = answers.message().await.expect("stream").expect("an answer with the job");
+        assert_eq!(jobs.jobs.iter().map(|j| j.process_instance_key).collect::<Vec<_>>(), vec![second.process_instance_key]);
+    });
+}
