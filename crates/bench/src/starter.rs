@@ -138,12 +138,11 @@ impl Starter {
             variables: self.variables(correlation_key.as_deref()),
             ..Default::default()
         };
-        let mut client = self.client.clone();
         let sent = Instant::now();
         let pi = if self.with_result {
             let request =
                 CreateProcessInstanceWithResultRequest { request: Some(request), request_timeout: 120_000, fetch_variables: vec![] };
-            match client.create_process_instance_with_result(request).await {
+            match self.client.clone().create_process_instance_with_result(request).await {
                 Ok(r) => {
                     let at = Instant::now();
                     let pi = r.into_inner().process_instance_key;

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, HeaderValue};
@@ -32,7 +32,6 @@ use http_body::{Body, Frame};
 use prost::Message;
 use tonic::codegen::Service;
 use tonic::{Request, Status};
-use waggle_protocol::gateway as pb;
 use waggle_protocol::gateway::gateway_server::{Gateway, GatewayServer};
 use waggle_protocol::grpc_frame;
 
@@ -71,16 +70,13 @@ impl FastCall {
 pub struct GrpcServer {
     gateway: Arc<GatewayService>,
     tonic: GatewayServer<GatewayService>,
-    /// The largest request message tonic decodes (larger ones go to it for its error).
-    decode_limit: usize,
 }
 
 impl GrpcServer {
     pub fn new(gateway: GatewayService) -> Self {
         let gateway = Arc::new(gateway);
-        let decode_limit = gateway.decode_limit();
         let tonic = gateway.tonic_server();
-        Self { gateway, tonic, decode_limit }
+        Self { gateway, tonic }
     }
 
     /// Serves one accepted connection until the client closes it or, after `stop` resolves, until
@@ -135,8 +131,10 @@ impl GrpcServer {
             let body = RequestBody { read: None, rest: Some(body) };
             return self.via_tonic(http::Request::from_parts(parts, body), limit, respond).await;
         };
-        let Some((bytes, rest)) = read_unary(body, self.decode_limit).await else { return };
-        let message = if rest.is_none() { single_message(&bytes, self.decode_limit) } else { None };
+        // the largest request message tonic decodes: larger ones go to it for its error
+        let limit_bytes = self.gateway.decode_limit();
+        let Some((bytes, rest)) = read_unary(body, limit_bytes).await else { return };
+        let message = if rest.is_none() { single_message(&bytes, limit_bytes) } else { None };
         let Some(message) = message else {
             let body = RequestBody { read: Some(bytes), rest };
             return self.via_tonic(http::Request::from_parts(parts, body), limit, respond).await;
@@ -159,24 +157,12 @@ impl GrpcServer {
     /// decode as its request.
     async fn answer(&self, call: FastCall, message: Bytes) -> Option<Result<Bytes, Status>> {
         let gateway = &*self.gateway;
-        Some(match call {
-            FastCall::CreateProcessInstance => {
-                let request = pb::CreateProcessInstanceRequest::decode(message).ok()?;
-                gateway.create_process_instance(Request::new(request)).await.map(|r| grpc_frame::frame(&r.into_inner()))
-            }
-            FastCall::CompleteJob => {
-                let request = pb::CompleteJobRequest::decode(message).ok()?;
-                gateway.complete_job(Request::new(request)).await.map(|r| grpc_frame::frame(&r.into_inner()))
-            }
-            FastCall::FailJob => {
-                let request = pb::FailJobRequest::decode(message).ok()?;
-                gateway.fail_job(Request::new(request)).await.map(|r| grpc_frame::frame(&r.into_inner()))
-            }
-            FastCall::PublishMessage => {
-                let request = pb::PublishMessageRequest::decode(message).ok()?;
-                gateway.publish_message(Request::new(request)).await.map(|r| grpc_frame::frame(&r.into_inner()))
-            }
-        })
+        match call {
+            FastCall::CreateProcessInstance => unary(message, |r| gateway.create_process_instance(r)).await,
+            FastCall::CompleteJob => unary(message, |r| gateway.complete_job(r)).await,
+            FastCall::FailJob => unary(message, |r| gateway.fail_job(r)).await,
+            FastCall::PublishMessage => unary(message, |r| gateway.publish_message(r)).await,
+        }
     }
 
     /// Hands the call to tonic and pipes its answer back.
@@ -198,6 +184,19 @@ impl GrpcServer {
     }
 }
 
+/// Decodes `message` as `Req` (`None` if it does not decode), calls `method` with it and frames
+/// its answer.
+async fn unary<Req, Resp, F, Fut>(message: Bytes, method: F) -> Option<Result<Bytes, Status>>
+where
+    Req: Message + Default,
+    Resp: Message,
+    F: FnOnce(Request<Req>) -> Fut,
+    Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
+{
+    let request = Req::decode(message).ok()?;
+    Some(method(Request::new(request)).await.map(|r| grpc_frame::frame(r.get_ref())))
+}
+
 /// Whether neither the request nor its answer would be compressed (no `grpc-encoding` other than
 /// identity; no gzip accepted in return, which tonic would answer compressed).
 fn uncompressed(headers: &HeaderMap) -> bool {
@@ -209,27 +208,25 @@ fn uncompressed(headers: &HeaderMap) -> bool {
 /// A unary request's body, read up to one message of at most `limit` bytes, or `None` if the
 /// client reset the stream. The stream comes back with what was read if the body is longer.
 async fn read_unary(mut body: RecvStream, limit: usize) -> Option<(Bytes, Option<RecvStream>)> {
-    let mut first: Option<Bytes> = None;
-    let mut more: Option<BytesMut> = None;
+    // one chunk is the usual case: kept as it came; more are joined
+    let mut chunks: Vec<Bytes> = Vec::with_capacity(1);
+    let mut read = 0;
+    let mut rest = None;
     while let Some(chunk) = body.data().await {
         let chunk = chunk.ok()?;
         let _ = body.flow_control().release_capacity(chunk.len());
-        match (&mut more, &first) {
-            (Some(all), _) => all.extend_from_slice(&chunk),
-            (None, None) => first = Some(chunk),
-            (None, Some(head)) => {
-                let mut all = BytesMut::with_capacity(head.len() + chunk.len());
-                all.extend_from_slice(head);
-                all.extend_from_slice(&chunk);
-                more = Some(all);
-            }
-        }
-        let read = more.as_ref().map_or_else(|| first.as_ref().map_or(0, Bytes::len), BytesMut::len);
+        read += chunk.len();
+        chunks.push(chunk);
         if read > grpc_frame::PREFIX_BYTES + limit {
-            return Some((more.map(BytesMut::freeze).or(first).unwrap_or_default(), Some(body)));
+            rest = Some(body);
+            break;
         }
     }
-    Some((more.map(BytesMut::freeze).or(first).unwrap_or_default(), None))
+    let bytes = match chunks.len() {
+        1 => chunks.pop().unwrap_or_default(),
+        _ => chunks.concat().into(),
+    };
+    Some((bytes, rest))
 }
 
 /// The one uncompressed message a unary request body holds, if it holds exactly that and it is
@@ -418,6 +415,7 @@ impl Body for RequestBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use waggle_protocol::gateway as pb;
 
     #[test]
     fn fast_calls_by_path() {

@@ -155,8 +155,6 @@ fn from_raft(e: &RaftEntry) -> waggle_log::Entry {
 pub struct RaftGroup {
     node: RawNode<JournalStorage>,
     journal: Arc<RwLock<Journal>>,
-    /// The storage's entries of the last append (see [`JournalStorage::recent`]).
-    recent: Arc<Mutex<Vec<RaftEntry>>>,
 }
 
 impl RaftGroup {
@@ -171,8 +169,7 @@ impl RaftGroup {
         journal.set_hard_state(hs)?;
         let applied = applied.min(hs.commit).max(journal.first_index().saturating_sub(1));
         let journal = Arc::new(RwLock::new(journal));
-        let recent = Arc::new(Mutex::new(Vec::new()));
-        let storage = JournalStorage { journal: journal.clone(), voters: vec![LOCAL_NODE_ID], recent: recent.clone() };
+        let storage = JournalStorage { journal: journal.clone(), voters: vec![LOCAL_NODE_ID], recent: Arc::default() };
         let config = Config {
             id: LOCAL_NODE_ID,
             election_tick: 10,
@@ -189,7 +186,7 @@ impl RaftGroup {
         let mut node = RawNode::new(&config, storage, &logger)?;
         // A single voter elects itself at once.
         node.campaign()?;
-        Ok(Self { node, journal, recent })
+        Ok(Self { node, journal })
     }
 
     pub fn is_leader(&self) -> bool {
@@ -234,7 +231,7 @@ impl RaftGroup {
                 }
                 // kept once durable; an append without entries leaves the last ones
                 if !appended.is_empty() {
-                    *self.recent.lock().expect("recent entries lock") = appended;
+                    *self.node.store().recent.lock().expect("recent entries lock") = appended;
                 }
             }
             let _ = ready.take_persisted_messages();
