@@ -375,7 +375,11 @@ impl Processor {
         }
         let BatchOutput { records, responses, side_effects, .. } = output;
         self.engine.recycle(records);
-        let mut delivery = Delivery::default();
+        let mut delivery = Delivery {
+            replies: Vec::with_capacity(responses.len()),
+            pushes: Vec::with_capacity(side_effects.len()),
+            jobs_available: Vec::new(),
+        };
         for (id, record) in responses {
             if let Some(reply) = self.replies.remove(&id) {
                 delivery.replies.push((reply, record));

@@ -52,29 +52,35 @@ struct JournalStorage {
     voters: Vec<u64>,
     /// The entries of the last append, as Raft gave them: the leader asks for them again as soon
     /// as they are committed, and they are served from here instead of read back from the file.
+    /// A request for all of them takes them (a single voter asks once; later requests read the
+    /// file).
     recent: Arc<Mutex<Vec<RaftEntry>>>,
 }
 
 impl JournalStorage {
     /// Entries `low..high` from the last append, if it holds all of them (at most `max_size`
-    /// bytes, and at least one entry, as Raft's storage contract limits them).
+    /// bytes, and at least one entry, as Raft's storage contract limits them). Served entries
+    /// that are all it holds are taken, not copied.
     fn recent_entries(&self, low: u64, high: u64, max_size: Option<u64>) -> Option<Vec<RaftEntry>> {
-        let recent = self.recent.lock().expect("recent entries lock");
+        let mut recent = self.recent.lock().expect("recent entries lock");
         let first = recent.first()?.index;
         if low < first || high > first + recent.len() as u64 {
             return None;
         }
         let wanted = &recent[(low - first) as usize..(high - first) as usize];
         let mut size = 0u64;
-        let mut out = Vec::with_capacity(wanted.len());
+        let mut count = 0;
         for e in wanted {
             size += e.data.len() as u64;
-            if !out.is_empty() && max_size.is_some_and(|max| size > max) {
+            if count > 0 && max_size.is_some_and(|max| size > max) {
                 break;
             }
-            out.push(e.clone());
+            count += 1;
         }
-        Some(out)
+        if count == recent.len() {
+            return Some(std::mem::take(&mut *recent));
+        }
+        Some(wanted[..count].to_vec())
     }
 }
 
@@ -140,13 +146,13 @@ fn to_raft(e: waggle_log::Entry) -> RaftEntry {
 /// version, and version 0xFF is reserved).
 const CONF_MARKER: u8 = 0xFF;
 
-fn from_raft(e: &RaftEntry) -> waggle_log::Entry {
+fn from_raft(e: RaftEntry) -> waggle_log::Entry {
     let data = if e.entry_type == EntryType::EntryConfChange as i32 {
         let mut d = vec![CONF_MARKER];
         d.extend_from_slice(&e.data);
         d
     } else {
-        e.data.clone()
+        e.data
     };
     waggle_log::Entry { index: e.index, term: e.term, data }
 }
@@ -218,11 +224,11 @@ impl RaftGroup {
             collect(&mut committed, ready.take_committed_entries());
             {
                 let mut j = self.journal.write().expect("journal lock");
-                let appended = ready.take_entries();
-                if !appended.is_empty() {
-                    let entries: Vec<_> = appended.iter().map(from_raft).collect();
-                    j.append(&entries)?;
-                }
+                // the entries' data is moved into the journal's form and back (an entry can be
+                // ~150 KB: no copy kept only for the append)
+                let entries: Vec<_> = ready.take_entries().into_iter().map(from_raft).collect();
+                j.append(&entries)?;
+                let appended: Vec<_> = entries.into_iter().map(to_raft).collect();
                 if let Some(hs) = ready.hs() {
                     j.set_hard_state(waggle_log::HardState { term: hs.term, vote: hs.vote, commit: hs.commit })?;
                 }
@@ -328,24 +334,33 @@ mod tests {
         }
         drive_until(&mut group, 3);
         let storage = group.node.store().clone();
-        let (first, last) = {
-            let recent = storage.recent.lock().unwrap();
-            (recent.first().unwrap().index, recent.last().unwrap().index)
-        };
-        assert!(last > first, "one append held several entries");
+        // Raft asked for the committed entries of the last append once, all of them: taken
+        assert!(storage.recent.lock().unwrap().is_empty());
         let from_journal = |low: u64, high: u64, max: Option<u64>| -> Vec<RaftEntry> {
             storage.journal.read().unwrap().entries(low, high, max).unwrap().into_iter().map(to_raft).collect()
         };
+        // held again: the three proposals, as one append would hold them
+        let last = storage.journal.read().unwrap().last_index();
+        let first = last - 2;
+        let held = from_journal(first, last + 1, None);
+        let hold = || *storage.recent.lock().unwrap() = held.clone();
         for (low, high) in [(first, last + 1), (first + 1, last + 1), (first, first + 1)] {
             for max in [None, Some(0), Some(12), Some(1 << 20)] {
+                hold();
                 let served = storage.recent_entries(low, high, max).expect("held");
                 assert_eq!(served, from_journal(low, high, max), "{low}..{high} max {max:?}");
+                hold();
                 let via_raft = Storage::entries(&storage, low, high, max, GetEntriesContext::empty(false)).unwrap();
                 assert_eq!(via_raft, served);
             }
         }
+        hold();
         // what the last append does not hold comes from the journal
         assert!(storage.recent_entries(first - 1, last + 1, None).is_none());
+        // a request for all of them takes them: the next one reads the journal
+        assert_eq!(storage.recent_entries(first, last + 1, None).expect("held"), from_journal(first, last + 1, None));
+        assert!(storage.recent.lock().unwrap().is_empty());
+        assert!(storage.recent_entries(first, last + 1, None).is_none());
         assert_eq!(
             Storage::entries(&storage, 1, last + 1, None, GetEntriesContext::empty(false)).unwrap(),
             from_journal(1, last + 1, None)
