@@ -343,3 +343,44 @@ fn newer_staged_writes_win_over_older_ones_in_key_order() {
     assert_eq!(crate::overlay::newer_wins(older.clone(), vec![]), older);
     assert_eq!(crate::overlay::newer_wins(vec![], newer.clone()), newer);
 }
+
+#[test]
+fn a_write_set_keeps_point_table_rows_apart_and_scans_them_in_order() {
+    let mut ws = WriteSet::with_point_tables(vec![b"p/".to_vec()].into());
+    ws.put(b"p/2".to_vec(), b"two".to_vec());
+    ws.put(b"pa/1".to_vec(), b"ordered".to_vec());
+    ws.put_fresh(b"p/1".to_vec(), b"one".to_vec());
+    ws.delete(b"p/3".to_vec());
+    ws.put(b"p/4".to_vec(), b"four".to_vec());
+    ws.unstage(b"p/4");
+    assert_eq!((ws.len(), ws.points.len()), (4, 3), "p/ rows in the hash map");
+    assert_eq!(ws.get(b"p/2"), Some(&Some(b"two".to_vec())));
+    assert_eq!(ws.get(b"p/3"), Some(&None));
+    assert_eq!(ws.get(b"p/4"), None);
+    let scanned = |ws: &WriteSet, prefix: &[u8]| -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        ws.range_prefix(prefix).map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
+    let all = vec![
+        (b"p/1".to_vec(), Some(b"one".to_vec())),
+        (b"p/2".to_vec(), Some(b"two".to_vec())),
+        (b"p/3".to_vec(), None),
+        (b"pa/1".to_vec(), Some(b"ordered".to_vec())),
+    ];
+    assert_eq!(scanned(&ws, b"p"), all, "both maps, in key order");
+    assert_eq!(scanned(&ws, b"p/"), all[..3]);
+    assert_eq!(scanned(&ws, b"pa"), all[3..]);
+
+    // absorbed by a set without point tables (later writes win): the same rows, ordered
+    let mut older = WriteSet::default();
+    older.put(b"p/1".to_vec(), b"older".to_vec());
+    older.put(b"q/1".to_vec(), b"kept".to_vec());
+    older.absorb(ws.clone());
+    assert!(older.points.is_empty());
+    assert_eq!(scanned(&older, b"p"), all);
+    assert_eq!(older.get(b"q/1"), Some(&Some(b"kept".to_vec())));
+    // and the other way round: rows of a point table move to the hash map
+    let mut newer = WriteSet::with_point_tables(vec![b"p/".to_vec()].into());
+    newer.absorb(older);
+    assert_eq!((newer.len(), newer.points.len()), (5, 3));
+    assert_eq!(scanned(&newer, b"p"), all);
+}

@@ -8,14 +8,10 @@
 //! sorts what it finds there. Which tables are point tables is a performance hint only.
 
 use std::collections::{btree_map, hash_map, BTreeMap, HashMap};
-use std::sync::Arc;
 
 use crate::key::{self, Key, KeyRef};
 use crate::overlay::StagedWrite;
-use crate::Row;
-
-/// Key prefixes of the point tables (shared by a store's generations).
-pub(crate) type PointTables = Arc<[Vec<u8>]>;
+use crate::{PointTables, Row};
 
 #[derive(Clone)]
 pub(crate) struct Generation {

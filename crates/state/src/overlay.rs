@@ -2,7 +2,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::iter::Peekable;
 
-use crate::{DecodeFn, DecodedValue, KvIter, KvRead, WriteSet};
+use crate::{DecodeFn, DecodedValue, KvIter, KvRead, PointTables, WriteSet};
 
 /// Tells keys (or prefixes) that the base certainly does not hold, so reads of them skip the
 /// base. Called with a whole key (`true`) or a scan's prefix (`false`); answering `true` is a
@@ -41,7 +41,7 @@ impl<'a> Overlay<'a> {
     pub fn new(base: &'a dyn KvRead) -> Self {
         Self {
             base,
-            writes: WriteSet::default(),
+            writes: WriteSet::with_point_tables(base.point_tables()),
             base_reads: RefCell::default(),
             absent_from_base: None,
             decoded: RefCell::default(),
@@ -121,6 +121,17 @@ impl<'a> Overlay<'a> {
         self.absent_from_base.as_ref().is_some_and(|rule| rule(key, whole_key))
     }
 
+    /// Whether the base holds `key` (as [`Self::base_get`], without copying a value read before).
+    fn base_has(&self, key: &[u8]) -> bool {
+        if self.absent_from_base(key, true) {
+            return false;
+        }
+        if let Some(cached) = self.base_reads.borrow().get(key) {
+            return cached.is_some();
+        }
+        self.base_get(key).is_some()
+    }
+
     fn base_get(&self, key: &[u8]) -> Option<Vec<u8>> {
         if self.absent_from_base(key, true) {
             return None;
@@ -153,7 +164,7 @@ impl<'a> Overlay<'a> {
     pub fn delete(&mut self, key: Vec<u8>) {
         let decoded = self.decoded.get_mut();
         let staged_decoded = !decoded.is_empty() && decoded.remove(&key).is_some_and(|d| d.staged);
-        if (staged_decoded || matches!(self.writes.get(&key), Some(Some(_)))) && self.base_get(&key).is_none() {
+        if (staged_decoded || matches!(self.writes.get(&key), Some(Some(_)))) && !self.base_has(&key) {
             self.writes.unstage(&key);
         } else {
             self.writes.delete(key);
@@ -170,6 +181,10 @@ impl<'a> Overlay<'a> {
 }
 
 impl KvRead for Overlay<'_> {
+    fn point_tables(&self) -> PointTables {
+        self.base.point_tables()
+    }
+
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         if let Some(bytes) = self.staged_decoded(key) {
             return Some(bytes);

@@ -6,11 +6,11 @@ use rocksdb::{
     checkpoint::Checkpoint, BlockBasedOptions, CompactOptions, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions, DB,
 };
 
-use crate::generation::{Generation, PointTables};
+use crate::generation::Generation;
 use crate::key::Key;
 use crate::overlay::{newer_wins, Merge, StagedWrite};
 use crate::scan_hints::{is_hinted, ScanHints};
-use crate::{KvIter, KvRead, KvStore, Row, StateError, WriteSet};
+use crate::{KvIter, KvRead, KvStore, PointTables, Row, StateError, WriteSet};
 
 /// Which rows RocksDB cannot hold, by the key counter of the state it has: a row owned by an
 /// entity created after the last write-back flush is in the layer or nowhere, so a read that
@@ -61,6 +61,7 @@ pub struct RocksStore {
     backing: Backing,
     recent: Arc<RwLock<Recent>>,
     absence: Option<StoredAbsence>,
+    point_tables: PointTables,
 }
 
 /// What writing rows to RocksDB needs: shared with the threads that flush the write-back layer
@@ -198,8 +199,9 @@ impl RocksStore {
             live_keys: Arc::default(),
             hints: Arc::default(),
         };
-        let point_tables = point_tables.iter().map(|p| p.to_vec()).collect();
-        Ok(Self { backing, recent: Arc::new(RwLock::new(Recent::new(point_tables))), absence })
+        let point_tables: PointTables = point_tables.iter().map(|p| p.to_vec()).collect();
+        let recent = Arc::new(RwLock::new(Recent::new(point_tables.clone())));
+        Ok(Self { backing, recent, absence, point_tables })
     }
 
     /// Writes the whole write-back layer to RocksDB now, after any flush under way (checkpoints,
@@ -347,6 +349,10 @@ impl Backing {
 }
 
 impl KvRead for RocksStore {
+    fn point_tables(&self) -> PointTables {
+        self.point_tables.clone()
+    }
+
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         // held while RocksDB is read: a flush drops rows from the layer only under the write lock,
         // once RocksDB has them
