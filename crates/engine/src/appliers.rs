@@ -340,7 +340,11 @@ fn update_job(state: &mut Overlay<'_>, key: i64, f: impl FnOnce(&mut StoredJob))
 
 /// Removes a job from the activatable, deadline and back-off indexes.
 fn unindex_job(state: &mut Overlay<'_>, key: i64, job: &JobIndex) {
-    state.delete(activatable_key(&job.job_type, key));
+    // only an activatable job has an activatable row (every state change keeps it so): a delete
+    // of a row that is not there would still be staged, committed and flushed as a tombstone
+    if job.state == JobState::Activatable {
+        state.delete(activatable_key(&job.job_type, key));
+    }
     if job.deadline_ms >= 0 {
         state.delete(deadline_key(job.deadline_ms, key));
     }
