@@ -102,15 +102,15 @@ impl BatchOutput {
         })
     }
 
-    /// The encoded log entry of the batch (as `entry()?.encode()`, without copying the records
-    /// that the log keeps whole).
+    /// The encoded log entry of the batch: it decodes as `entry()`, encoded without copying the
+    /// records that the log keeps whole.
     pub fn encoded_entry(&self) -> Option<Vec<u8>> {
         if self.records.is_empty() {
             return None;
         }
         // a guess at the encoded size (W2's records take ~60 bytes): one allocation, no growing
         let capacity = self.records.len() * ENCODED_BYTES_PER_RECORD;
-        Some(waggle_protocol::codec::encode_entry(self.next_key_counter, self.records.iter().map(log_form), capacity))
+        Some(waggle_protocol::codec::encode_entry(self.next_key_counter, &self.records, capacity, log_value))
     }
 }
 
@@ -122,25 +122,32 @@ const ENCODED_BYTES_PER_RECORD: usize = 96;
 /// worker: those are left out, so a payload is logged once, as VARIABLE events, instead of up to
 /// four times (W1's 46 KB payload made ~190 KB log entries). Answers and pushed jobs keep them.
 pub fn log_form(record: &Record) -> Cow<'_, Record> {
+    match log_value(record) {
+        Cow::Borrowed(_) => Cow::Borrowed(record),
+        Cow::Owned(value) => Cow::Owned(Record {
+            position: record.position,
+            source_position: record.source_position,
+            key: record.key,
+            timestamp_ms: record.timestamp_ms,
+            record_type: record.record_type,
+            value_type: record.value_type,
+            intent: record.intent,
+            rejection: record.rejection.clone(),
+            value,
+        }),
+    }
+}
+
+/// The value of a record's [`log_form`].
+pub fn log_value(record: &Record) -> Cow<'_, RecordValue> {
     let command = record.record_type != RecordType::Event;
-    let value = match &record.value {
+    Cow::Owned(match &record.value {
         RecordValue::ProcessInstanceCreation(c) if !c.variables.is_empty() => RecordValue::ProcessInstanceCreation(c.without_variables()),
         RecordValue::JobBatch(b) if b.jobs.iter().any(|j| !j.variables.is_empty()) => RecordValue::JobBatch(b.without_variables()),
         RecordValue::Job(j) if command && !j.variables.is_empty() => RecordValue::Job(j.without_variables()),
         RecordValue::Message(m) if command && !m.variables.is_empty() => RecordValue::Message(m.without_variables()),
         RecordValue::VariableDocument(d) if command && !d.variables.is_empty() => RecordValue::VariableDocument(d.without_variables()),
-        _ => return Cow::Borrowed(record),
-    };
-    Cow::Owned(Record {
-        position: record.position,
-        source_position: record.source_position,
-        key: record.key,
-        timestamp_ms: record.timestamp_ms,
-        record_type: record.record_type,
-        value_type: record.value_type,
-        intent: record.intent,
-        rejection: record.rejection.clone(),
-        value,
+        value => return Cow::Borrowed(value),
     })
 }
 

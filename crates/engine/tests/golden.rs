@@ -69,6 +69,9 @@ impl Scenario {
         let writes = overlay.into_writes();
         self.store.commit(&writes).unwrap();
         if let Some(entry) = output.entry() {
+            // the bytes the broker logs decode as the entry replayed below
+            let encoded = output.encoded_entry().expect("an entry's bytes");
+            assert_eq!(Entry::decode(&encoded).expect("a decodable entry"), entry);
             self.entries.push(entry);
         }
         for r in &output.records {

@@ -12,8 +12,7 @@
 //! entries are ~40 % smaller than in version 1 (every record whole, an [`Entry`] as postcard lays
 //! it out), which stays readable.
 
-use std::borrow::Borrow;
-use std::cell::Cell;
+use std::borrow::Cow;
 
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Serialize, Serializer};
@@ -49,7 +48,7 @@ pub enum CodecError {
 
 impl Entry {
     pub fn encode(&self) -> Vec<u8> {
-        encode_entry(self.next_key_counter, self.records.iter(), 0)
+        encode_entry(self.next_key_counter, &self.records, 0, |r| Cow::Borrowed(&r.value))
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Entry, CodecError> {
@@ -62,18 +61,18 @@ impl Entry {
     }
 }
 
-/// Encodes an entry from borrowed records (any iterator of records or of references to them),
-/// without copying them into an [`Entry`] first: the same bytes as
-/// `Entry { next_key_counter, records }.encode()`. `capacity` sizes the buffer up front (an
-/// estimate: a larger entry still fits).
-pub fn encode_entry<I, R>(next_key_counter: i64, records: I, capacity: usize) -> Vec<u8>
+/// Encodes an entry from borrowed records, each value in the form `log_value` gives it (a record
+/// whose value it changes is never written as "the previous record's value"), without copying
+/// the records into an [`Entry`] first: the same bytes as `Entry { next_key_counter, records }
+/// .encode()` with the values replaced. `capacity` sizes the buffer up front (an estimate: a
+/// larger entry still fits).
+pub fn encode_entry<'r, F>(next_key_counter: i64, records: &'r [Record], capacity: usize, log_value: F) -> Vec<u8>
 where
-    I: ExactSizeIterator<Item = R>,
-    R: Borrow<Record>,
+    F: Fn(&'r Record) -> Cow<'r, RecordValue>,
 {
     let mut buffer = Vec::with_capacity(capacity.max(1));
     buffer.push(CODEC_VERSION);
-    let entry = CompactEntryRef { next_key_counter, records: CompactRecords(Cell::new(Some(records))) };
+    let entry = CompactEntryRef { next_key_counter, records: CompactRecords { records, log_value } };
     // postcard into a Vec cannot fail for these types (no maps with non-string keys etc.)
     postcard::to_extend(&entry, buffer).expect("record encoding is infallible")
 }
@@ -99,29 +98,31 @@ struct CompactRecord<Rej, Val> {
 }
 
 #[derive(Serialize)]
-#[serde(bound(serialize = "CompactRecords<I>: Serialize"))]
-struct CompactEntryRef<I> {
+#[serde(bound(serialize = "CompactRecords<'r, F>: Serialize"))]
+struct CompactEntryRef<'r, F> {
     next_key_counter: i64,
-    records: CompactRecords<I>,
+    records: CompactRecords<'r, F>,
 }
 
 /// Records serialized as a sequence of [`CompactRecord`]s, each against the one before it.
-/// Serializes once (it consumes the iterator).
-struct CompactRecords<I>(Cell<Option<I>>);
+struct CompactRecords<'r, F> {
+    records: &'r [Record],
+    log_value: F,
+}
 
-impl<I, R> Serialize for CompactRecords<I>
+impl<'r, F> Serialize for CompactRecords<'r, F>
 where
-    I: ExactSizeIterator<Item = R>,
-    R: Borrow<Record>,
+    F: Fn(&'r Record) -> Cow<'r, RecordValue>,
 {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let records = self.0.take().expect("an entry's records are serialized once");
-        let mut seq = serializer.serialize_seq(Some(records.len()))?;
-        let mut previous: Option<R> = None;
-        for item in records {
-            let record = item.borrow();
-            let (position, key, timestamp, same_value) = match previous.as_ref().map(Borrow::borrow) {
-                Some(p) => (p.position, p.key, p.timestamp_ms, p.value == record.value),
+        let mut seq = serializer.serialize_seq(Some(self.records.len()))?;
+        // the previous record, and whether its value was written as it is
+        let mut previous: Option<(&Record, bool)> = None;
+        for record in self.records {
+            let value = (self.log_value)(record);
+            let as_is = matches!(value, Cow::Borrowed(_));
+            let (position, key, timestamp, same_value) = match previous {
+                Some((p, p_as_is)) => (p.position, p.key, p.timestamp_ms, as_is && p_as_is && p.value == record.value),
                 None => (0, 0, 0, false),
             };
             seq.serialize_element(&CompactRecord {
@@ -133,9 +134,9 @@ where
                 value_type: record.value_type,
                 intent: record.intent,
                 rejection: record.rejection.as_ref(),
-                value: (!same_value).then_some(&record.value),
+                value: (!same_value).then_some(&*value),
             })?;
-            previous = Some(item);
+            previous = Some((record, as_is));
         }
         seq.end()
     }
@@ -226,8 +227,18 @@ mod tests {
         let bytes = entry.encode();
         assert_eq!(bytes[0], CODEC_VERSION);
         assert_eq!(Entry::decode(&bytes).unwrap(), entry);
-        let borrowed = encode_entry(entry.next_key_counter, entry.records.iter(), 16);
+        let borrowed = encode_entry(entry.next_key_counter, &entry.records, 16, |r| Cow::Borrowed(&r.value));
         assert_eq!(borrowed, bytes, "records encoded from references as from the entry");
+        // values given in another form are written whole, and decode as given
+        fn job_without_variables(r: &Record) -> Cow<'_, RecordValue> {
+            match &r.value {
+                RecordValue::Job(j) => Cow::Owned(RecordValue::Job(JobRecord { variables: "".into(), ..j.clone() })),
+                v => Cow::Borrowed(v),
+            }
+        }
+        let changed = Entry::decode(&encode_entry(entry.next_key_counter, &entry.records, 0, job_without_variables)).unwrap();
+        let expected: Vec<RecordValue> = entry.records.iter().map(|r| job_without_variables(r).into_owned()).collect();
+        assert_eq!(changed.records.iter().map(|r| r.value.clone()).collect::<Vec<_>>(), expected);
     }
 
     #[test]
