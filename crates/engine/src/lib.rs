@@ -67,6 +67,7 @@ impl Engine {
     pub fn process_batch(&mut self, state: &mut Overlay<'_>, ctx: &ProcessingContext<'_>, commands: Vec<Command>) -> BatchOutput {
         let records = std::mem::take(&mut self.spare_records);
         let mut p = processing::Processing::new(self.partition, state, &mut self.processes, &mut self.awaiting, ctx, records);
+        p.expect_commands(commands.len());
         for command in commands {
             p.process_client_command(command);
         }

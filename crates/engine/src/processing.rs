@@ -209,6 +209,11 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
         }
     }
 
+    /// Sizes the batch's answers for `count` client commands (at most one answer each).
+    pub(crate) fn expect_commands(&mut self, count: usize) {
+        self.out.responses.reserve(count);
+    }
+
     pub fn view(&self) -> StateView<'_> {
         StateView::new(&*self.state)
     }
