@@ -230,23 +230,25 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
                 // the tokens that led here are consumed: one per incoming flow at a parallel
                 // join, one per waiting incoming flow at an inclusive join, else one
                 let model = processes.get(pi.process_definition_key, StateView::new(state));
-                let consumed: Vec<String> = match model.element(&pi.element_id) {
+                // (flow, tokens on it) for each flow a token is taken from, each count read once
+                let consumed: Vec<(usize, u32)> = match model.element(&pi.element_id) {
                     Some(idx) => {
                         let element = &model.elements[idx];
-                        let waiting = |f: &usize| StateView::new(state).taken_flows(scope, &model.flows[*f].id) > 0;
-                        let flows: Vec<usize> = match element.kind {
-                            waggle_bpmn::ElementKind::ParallelGateway if element.incoming.len() > 1 => element.incoming.clone(),
+                        let view = StateView::new(state);
+                        let mut tokens = element.incoming.iter().map(|&f| (f, view.taken_flows(scope, &model.flows[f].id)));
+                        match element.kind {
+                            waggle_bpmn::ElementKind::ParallelGateway if element.incoming.len() > 1 => tokens.collect(),
                             waggle_bpmn::ElementKind::InclusiveGateway { .. } if element.incoming.len() > 1 => {
-                                element.incoming.iter().copied().filter(waiting).collect()
+                                tokens.filter(|&(_, taken)| taken > 0).collect()
                             }
-                            _ => element.incoming.iter().copied().find(waiting).into_iter().collect(),
-                        };
-                        flows.into_iter().map(|f| model.flows[f].id.clone()).collect()
+                            _ => tokens.find(|&(_, taken)| taken > 0).into_iter().collect(),
+                        }
                     }
                     None => vec![],
                 };
-                for flow_id in &consumed {
-                    let left = StateView::new(state).taken_flows(scope, flow_id).saturating_sub(1);
+                for &(flow, taken) in &consumed {
+                    let flow_id = &model.flows[flow].id;
+                    let left = taken.saturating_sub(1);
                     if left == 0 {
                         state.delete(taken_flow_key(scope, flow_id));
                     } else {

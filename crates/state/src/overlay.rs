@@ -80,8 +80,7 @@ impl<'a> Overlay<'a> {
             entry.staged = true;
             return true;
         }
-        let Some(bytes) = self.get_not_decoded(key) else { return false };
-        let mut value = decode(&bytes);
+        let Some(mut value) = self.decode_not_decoded(key, decode) else { return false };
         update(&mut *value);
         self.hold_decoded(key.to_vec(), Decoded { value, staged: true });
         true
@@ -94,6 +93,24 @@ impl<'a> Overlay<'a> {
             Some(staged) => staged.clone(),
             None => self.base_get(key),
         }
+    }
+
+    /// [`Self::get_not_decoded`]'s value decoded, without copying its bytes first (a base read
+    /// is remembered as `base_get` remembers it).
+    fn decode_not_decoded(&self, key: &[u8], decode: DecodeFn) -> Option<Box<dyn DecodedValue>> {
+        if let Some(staged) = self.writes.get(key) {
+            return staged.as_deref().map(decode);
+        }
+        if self.absent_from_base(key, true) {
+            return None;
+        }
+        if let Some(cached) = self.base_reads.borrow().get(key) {
+            return cached.as_deref().map(decode);
+        }
+        let value = self.base.get(key);
+        let decoded = value.as_deref().map(decode);
+        self.base_reads.borrow_mut().insert(key.to_vec(), value);
+        decoded
     }
 
     /// Encodes the staged decoded values into `writes`.
@@ -197,8 +214,7 @@ impl KvRead for Overlay<'_> {
             return read(Some(&*d.value));
         }
         // not held decoded: so nothing newer is staged decoded than what `get` finds
-        let Some(bytes) = self.get_not_decoded(key) else { return read(None) };
-        let value = decode(&bytes);
+        let Some(value) = self.decode_not_decoded(key, decode) else { return read(None) };
         read(Some(&*value));
         self.hold_decoded(key.to_vec(), Decoded { value, staged: false });
     }
