@@ -371,6 +371,9 @@ fn a_write_set_keeps_point_table_rows_apart_and_scans_them_in_order() {
     assert_eq!(scanned(&ws, b"pa"), all[3..]);
 
     // absorbed by a set without point tables (later writes win): the same rows, ordered
+    let mut empty = WriteSet::default();
+    empty.absorb(ws.clone());
+    assert_eq!(scanned(&empty, b"p"), all, "an empty set takes the other's rows as they are");
     let mut older = WriteSet::default();
     older.put(b"p/1".to_vec(), b"older".to_vec());
     older.put(b"q/1".to_vec(), b"kept".to_vec());
@@ -380,7 +383,8 @@ fn a_write_set_keeps_point_table_rows_apart_and_scans_them_in_order() {
     assert_eq!(older.get(b"q/1"), Some(&Some(b"kept".to_vec())));
     // and the other way round: rows of a point table move to the hash map
     let mut newer = WriteSet::with_point_tables(vec![b"p/".to_vec()].into());
+    newer.put(b"z/1".to_vec(), b"z".to_vec());
     newer.absorb(older);
-    assert_eq!((newer.len(), newer.points.len()), (5, 3));
+    assert_eq!((newer.len(), newer.points.len()), (6, 3));
     assert_eq!(scanned(&newer, b"p"), all);
 }

@@ -176,7 +176,8 @@ impl WriteSet {
     }
     /// Moves all of `other`'s entries into this set (later writes win).
     pub fn absorb(&mut self, other: WriteSet) {
-        if self.is_empty() && self.point_tables == other.point_tables {
+        if self.is_empty() {
+            // other's rows, kept as other keeps them (which tables are point tables is a hint)
             *self = other;
             return;
         }
