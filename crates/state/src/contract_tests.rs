@@ -346,7 +346,7 @@ fn newer_staged_writes_win_over_older_ones_in_key_order() {
 
 #[test]
 fn a_write_set_keeps_point_table_rows_apart_and_scans_them_in_order() {
-    let mut ws = WriteSet::with_point_tables(vec![b"p/".to_vec()].into());
+    let mut ws = WriteSet::with_point_tables([b"p/".to_vec()].into_iter().collect());
     ws.put(b"p/2".to_vec(), b"two".to_vec());
     ws.put(b"pa/1".to_vec(), b"ordered".to_vec());
     ws.put_fresh(b"p/1".to_vec(), b"one".to_vec());
@@ -382,7 +382,7 @@ fn a_write_set_keeps_point_table_rows_apart_and_scans_them_in_order() {
     assert_eq!(scanned(&older, b"p"), all);
     assert_eq!(older.get(b"q/1"), Some(&Some(b"kept".to_vec())));
     // and the other way round: rows of a point table move to the hash map
-    let mut newer = WriteSet::with_point_tables(vec![b"p/".to_vec()].into());
+    let mut newer = WriteSet::with_point_tables([b"p/".to_vec()].into_iter().collect());
     newer.put(b"z/1".to_vec(), b"z".to_vec());
     newer.absorb(older);
     assert_eq!((newer.len(), newer.points.len()), (6, 3));

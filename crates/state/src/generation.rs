@@ -38,10 +38,6 @@ impl Generation {
         self.point_tables.clone()
     }
 
-    fn is_point(&self, key: &[u8]) -> bool {
-        self.point_tables.iter().any(|table| key.starts_with(table))
-    }
-
     pub(crate) fn len(&self) -> usize {
         self.ordered.len() + self.points.len()
     }
@@ -51,7 +47,7 @@ impl Generation {
     }
 
     pub(crate) fn get(&self, key: &[u8]) -> Option<&Row> {
-        if self.is_point(key) {
+        if self.point_tables.holds(key) {
             self.points.get(key)
         } else {
             self.ordered.get(KeyRef::new(key))
@@ -66,8 +62,7 @@ impl Generation {
     /// The rows under `prefix`, in key order.
     pub(crate) fn range_prefix(&self, prefix: &[u8]) -> Vec<StagedWrite> {
         let mut rows: Vec<StagedWrite> = key::prefix_range(&self.ordered, prefix).map(|(k, r)| (k.clone(), r.value.clone())).collect();
-        let points_under = self.point_tables.iter().any(|table| table.starts_with(prefix) || prefix.starts_with(table));
-        if points_under && !self.points.is_empty() {
+        if self.point_tables.may_hold_under(prefix) && !self.points.is_empty() {
             let before = rows.len();
             rows.extend(self.points.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(k, r)| (k.clone(), r.value.clone())));
             if rows.len() > before {
@@ -86,7 +81,7 @@ impl Generation {
     /// Commits `row` for `key` (see `RocksStore::commit_rows`). `below` tells whether a store
     /// below this generation may hold the key; it is asked only when a held put is deleted.
     pub(crate) fn commit(&mut self, key: Key, row: Row, below: impl FnOnce(&[u8]) -> bool) {
-        if self.is_point(&key.0) {
+        if self.point_tables.holds(&key.0) {
             match self.points.entry(key.0) {
                 hash_map::Entry::Vacant(vacant) => {
                     vacant.insert(row);

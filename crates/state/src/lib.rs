@@ -89,8 +89,27 @@ pub struct WriteSet {
 }
 
 /// Key prefixes of the tables that are only ever read by key (a speed hint: scans see their
-/// rows too, more slowly).
-pub type PointTables = Arc<[Vec<u8>]>;
+/// rows too, more slowly). Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct PointTables(Arc<[Vec<u8>]>);
+
+impl PointTables {
+    /// Whether `key` is a row of a point table.
+    pub(crate) fn holds(&self, key: &[u8]) -> bool {
+        self.0.iter().any(|table| key.starts_with(table))
+    }
+
+    /// Whether a point table's row may have a key starting with `prefix`.
+    pub(crate) fn may_hold_under(&self, prefix: &[u8]) -> bool {
+        self.0.iter().any(|table| table.starts_with(prefix) || prefix.starts_with(table))
+    }
+}
+
+impl FromIterator<Vec<u8>> for PointTables {
+    fn from_iter<I: IntoIterator<Item = Vec<u8>>>(tables: I) -> Self {
+        PointTables(tables.into_iter().collect())
+    }
+}
 
 /// One key's write. `fresh` (puts only) promises that no store below held the key when it was
 /// put, so a later delete of it needs no tombstone and no look-up below (see
@@ -107,12 +126,8 @@ impl WriteSet {
         Self { point_tables, ..Self::default() }
     }
 
-    fn is_point(&self, key: &[u8]) -> bool {
-        self.point_tables.iter().any(|table| key.starts_with(table))
-    }
-
     fn insert(&mut self, key: Vec<u8>, row: Row) {
-        if self.is_point(&key) {
+        if self.point_tables.holds(&key) {
             self.points.insert(key, row);
         } else {
             self.ordered.insert(Key(key), row);
@@ -133,14 +148,14 @@ impl WriteSet {
     }
     /// Forgets whatever is staged for `key`.
     pub fn unstage(&mut self, key: &[u8]) {
-        if self.is_point(key) {
+        if self.point_tables.holds(key) {
             self.points.remove(key);
         } else {
             self.ordered.remove(KeyRef::new(key));
         }
     }
     pub fn get(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
-        let row = if self.is_point(key) { self.points.get(key) } else { self.ordered.get(KeyRef::new(key)) };
+        let row = if self.point_tables.holds(key) { self.points.get(key) } else { self.ordered.get(KeyRef::new(key)) };
         row.map(|r| &r.value)
     }
     pub fn is_empty(&self) -> bool {
@@ -156,8 +171,7 @@ impl WriteSet {
     /// Staged entries whose key starts with `prefix`, in key order.
     pub fn range_prefix<'a>(&'a self, prefix: &'a [u8]) -> impl Iterator<Item = (&'a Vec<u8>, &'a Option<Vec<u8>>)> + 'a {
         let ordered = key::prefix_range(&self.ordered, prefix).map(|(k, r)| (k, &r.value));
-        let points_under = self.point_tables.iter().any(|table| table.starts_with(prefix) || prefix.starts_with(table));
-        let mut points: Vec<_> = if points_under {
+        let mut points: Vec<_> = if self.point_tables.may_hold_under(prefix) {
             self.points.iter().filter(|(k, _)| k.starts_with(prefix)).map(|(k, r)| (k, &r.value)).collect()
         } else {
             Vec::new()

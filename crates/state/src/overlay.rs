@@ -95,22 +95,12 @@ impl<'a> Overlay<'a> {
         }
     }
 
-    /// [`Self::get_not_decoded`]'s value decoded, without copying its bytes first (a base read
-    /// is remembered as `base_get` remembers it).
+    /// [`Self::get_not_decoded`]'s value decoded, without copying its bytes first.
     fn decode_not_decoded(&self, key: &[u8], decode: DecodeFn) -> Option<Box<dyn DecodedValue>> {
-        if let Some(staged) = self.writes.get(key) {
-            return staged.as_deref().map(decode);
+        match self.writes.get(key) {
+            Some(staged) => staged.as_deref().map(decode),
+            None => self.with_base_value(key, |value| value.map(decode)),
         }
-        if self.absent_from_base(key, true) {
-            return None;
-        }
-        if let Some(cached) = self.base_reads.borrow().get(key) {
-            return cached.as_deref().map(decode);
-        }
-        let value = self.base.get(key);
-        let decoded = value.as_deref().map(decode);
-        self.base_reads.borrow_mut().insert(key.to_vec(), value);
-        decoded
     }
 
     /// Encodes the staged decoded values into `writes`.
@@ -138,28 +128,31 @@ impl<'a> Overlay<'a> {
         self.absent_from_base.as_ref().is_some_and(|rule| rule(key, whole_key))
     }
 
-    /// Whether the base holds `key` (as [`Self::base_get`], without copying a value read before).
+    /// Whether the base holds `key`.
     fn base_has(&self, key: &[u8]) -> bool {
-        if self.absent_from_base(key, true) {
-            return false;
-        }
-        if let Some(cached) = self.base_reads.borrow().get(key) {
-            return cached.is_some();
-        }
-        self.base_get(key).is_some()
+        self.with_base_value(key, |value| value.is_some())
     }
 
     fn base_get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.with_base_value(key, |value| value.map(<[u8]>::to_vec))
+    }
+
+    /// What `f` takes from the base's value of `key`: none when the absent-from-base rule says
+    /// so, else the value remembered from an earlier read or read now (and remembered; the value
+    /// is lent to `f`, never copied here).
+    fn with_base_value<R>(&self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> R {
         if self.absent_from_base(key, true) {
-            return None;
+            return f(None);
         }
         if let Some(cached) = self.base_reads.borrow().get(key) {
-            return cached.clone();
+            return f(cached.as_deref());
         }
         let value = self.base.get(key);
-        self.base_reads.borrow_mut().insert(key.to_vec(), value.clone());
-        value
+        let taken = f(value.as_deref());
+        self.base_reads.borrow_mut().insert(key.to_vec(), value);
+        taken
     }
+
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         let decoded = self.decoded.get_mut();
         if !decoded.is_empty() {

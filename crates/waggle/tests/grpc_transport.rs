@@ -39,6 +39,23 @@ async fn raw_call(address: &str, method: &str, body: Bytes) -> (String, String) 
     (text("grpc-status"), text("grpc-message"))
 }
 
+/// An instance of the deployed one-task model.
+fn one_task_instance() -> CreateProcessInstanceRequest {
+    CreateProcessInstanceRequest { bpmn_process_id: "benchmark".into(), version: -1, ..Default::default() }
+}
+
+/// A long poll for the one-task model's jobs.
+fn activation(max_jobs_to_activate: i32, request_timeout: i64) -> ActivateJobsRequest {
+    ActivateJobsRequest {
+        r#type: "benchmark-task".into(),
+        worker: "transport-test".into(),
+        timeout: 60_000,
+        max_jobs_to_activate,
+        request_timeout,
+        ..Default::default()
+    }
+}
+
 fn framed(message: &[u8]) -> Bytes {
     let mut out = vec![0];
     out.extend_from_slice(&(message.len() as u32).to_be_bytes());
@@ -95,29 +112,14 @@ fn a_long_poll_given_up_takes_no_job() {
     runtime.block_on(async {
         let mut client = grpc_client(&node).await;
         deploy_one_task(&mut client).await;
-        let poll = |request_timeout: i64| ActivateJobsRequest {
-            r#type: "benchmark-task".into(),
-            worker: "transport-test".into(),
-            timeout: 60_000,
-            max_jobs_to_activate: 1,
-            request_timeout,
-            ..Default::default()
-        };
+        let poll = |request_timeout: i64| activation(1, request_timeout);
         // the client gives up on a 30 s long poll after 300 ms (its stream is reset)
         let mut quitter = client.clone();
         let given_up = tokio::time::timeout(Duration::from_millis(300), async move { quitter.activate_jobs(poll(30_000)).await }).await;
         assert!(given_up.is_err(), "the long poll answered early");
         tokio::time::sleep(Duration::from_millis(200)).await;
 
-        let created = client
-            .create_process_instance(CreateProcessInstanceRequest {
-                bpmn_process_id: "benchmark".into(),
-                version: -1,
-                ..Default::default()
-            })
-            .await
-            .expect("create")
-            .into_inner();
+        let created = client.create_process_instance(one_task_instance()).await.expect("create").into_inner();
         let mut answers = client.activate_jobs(poll(5_000)).await.expect("activate").into_inner();
         let jobs = answers.message().await.expect("stream").expect("an answer with the job");
         assert_eq!(jobs.jobs.iter().map(|j| j.process_instance_key).collect::<Vec<_>>(), vec![created.process_instance_key]);
@@ -131,7 +133,7 @@ fn a_job_stream_whose_client_went_away_takes_no_job() {
     runtime.block_on(async {
         let mut client = grpc_client(&node).await;
         deploy_one_task(&mut client).await;
-        let create = CreateProcessInstanceRequest { bpmn_process_id: "benchmark".into(), version: -1, ..Default::default() };
+        let create = one_task_instance();
         let stream_request = StreamActivatedJobsRequest {
             r#type: "benchmark-task".into(),
             worker: "transport-test".into(),
@@ -153,15 +155,7 @@ fn a_job_stream_whose_client_went_away_takes_no_job() {
         tokio::time::sleep(Duration::from_millis(300)).await;
 
         let second = client.create_process_instance(create).await.expect("create").into_inner();
-        let request = ActivateJobsRequest {
-            r#type: "benchmark-task".into(),
-            worker: "transport-test".into(),
-            timeout: 60_000,
-            max_jobs_to_activate: 10,
-            request_timeout: 5_000,
-            ..Default::default()
-        };
-        let mut answers = client.activate_jobs(request).await.expect("activate").into_inner();
+        let mut answers = client.activate_jobs(activation(10, 5_000)).await.expect("activate").into_inner();
         let jobs = answers.message().await.expect("stream").expect("an answer with the job");
         assert_eq!(jobs.jobs.iter().map(|j| j.process_instance_key).collect::<Vec<_>>(), vec![second.process_instance_key]);
     });
