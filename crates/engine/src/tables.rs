@@ -115,8 +115,14 @@ pub(crate) fn k(parts: &[&[u8]]) -> Vec<u8> {
     out
 }
 
+thread_local! {
+    /// Where [`encode`] writes a value before copying it out: its capacity outlives the call.
+    static ENCODE_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A state value in postcard, allocated once at its exact size (not grown while written).
 pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
-    postcard::to_stdvec(v).expect("state encoding is infallible")
+    ENCODE_SCRATCH.with_borrow_mut(|scratch| waggle_protocol::postcard_vec::to_exact_vec(v, scratch))
 }
 
 pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> T {

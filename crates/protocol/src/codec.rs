@@ -70,11 +70,11 @@ pub fn encode_entry<'r, F>(next_key_counter: i64, records: &'r [Record], capacit
 where
     F: Fn(&'r Record) -> Cow<'r, RecordValue>,
 {
-    let mut buffer = Vec::with_capacity(capacity.max(1));
+    let mut buffer: Vec<u8> = Vec::with_capacity(capacity.max(1));
     buffer.push(CODEC_VERSION);
     let entry = CompactEntryRef { next_key_counter, records: CompactRecords { records, log_value } };
-    // postcard into a Vec cannot fail for these types (no maps with non-string keys etc.)
-    postcard::to_extend(&entry, buffer).expect("record encoding is infallible")
+    crate::postcard_vec::append(&entry, &mut buffer);
+    buffer
 }
 
 /// A record of a version 2 entry, against the record before it (for the first record: against

@@ -10,6 +10,7 @@
 pub mod codec;
 pub mod grpc_frame;
 pub mod keys;
+pub mod postcard_vec;
 pub mod record;
 mod shared_str;
 pub mod value;

@@ -388,3 +388,42 @@ fn a_write_set_keeps_point_table_rows_apart_and_scans_them_in_order() {
     assert_eq!((newer.len(), newer.points.len()), (6, 3));
     assert_eq!(scanned(&newer, b"p"), all);
 }
+
+#[test]
+fn an_overlay_delete_leaves_a_tombstone_only_for_keys_the_base_may_hold() {
+    overlay_delete_outcomes(&[]);
+    overlay_delete_outcomes(&[b"p/"]);
+}
+
+/// What an overlay's delete stages, for keys in an ordered table (`o/`) and, when given as a
+/// point table, a hashed one (`p/`): a tombstone where the base holds the key or was not asked,
+/// nothing for a put (bytes or decoded) of a key the base does not hold.
+fn overlay_delete_outcomes(point_tables: &[&[u8]]) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RocksStore::open_with_point_tables(&dir.path().join("db"), point_tables, None).unwrap();
+    let mut ws = WriteSet::default();
+    for table in ["o", "p"] {
+        ws.put(format!("{table}/base").into_bytes(), vec![1]);
+        ws.put(format!("{table}/base-decoded").into_bytes(), vec![1]);
+    }
+    store.commit(&ws).unwrap();
+    for table in ["o", "p"] {
+        let key = |name: &str| format!("{table}/{name}").into_bytes();
+        let mut ov = Overlay::new(&store);
+        ov.put(key("base"), vec![2]);
+        ov.put(key("new"), vec![2]);
+        ov.put_decoded(key("base-decoded"), Box::new(Count(2)));
+        ov.put_decoded(key("new-decoded"), Box::new(Count(2)));
+        for name in ["base", "new", "base-decoded", "new-decoded", "never-put"] {
+            ov.delete(key(name));
+            assert_eq!(ov.get(&key(name)), None, "{table}/{name} reads as deleted");
+        }
+        let staged: Vec<(String, Option<Vec<u8>>)> = {
+            let mut rows: Vec<_> = ov.writes().iter().map(|(k, v)| (String::from_utf8(k.clone()).unwrap(), v.clone())).collect();
+            rows.sort();
+            rows
+        };
+        let tombstone = |name: &str| (format!("{table}/{name}"), None);
+        assert_eq!(staged, [tombstone("base"), tombstone("base-decoded"), tombstone("never-put")], "point tables {point_tables:?}");
+    }
+}

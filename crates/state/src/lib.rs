@@ -15,7 +15,7 @@ mod overlay;
 mod rocks;
 mod scan_hints;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{btree_map, hash_map, BTreeMap, HashMap};
 use std::sync::Arc;
 
 use key::{Key, KeyRef};
@@ -145,6 +145,49 @@ impl WriteSet {
     }
     pub fn delete(&mut self, key: Vec<u8>) {
         self.insert(key, Row { value: None, fresh: false });
+    }
+    /// Deletes `key` with one look-up of what is staged: a put staged here, or one staged
+    /// elsewhere (`put_elsewhere`, such as an overlay's decoded values), of a key that no store
+    /// below holds is forgotten (`below_has` answers; it is not asked for a fresh put); anything
+    /// else becomes a tombstone.
+    pub(crate) fn delete_over(&mut self, key: Vec<u8>, put_elsewhere: bool, below_has: impl FnOnce(&[u8]) -> bool) {
+        let forget = |row: Option<&Row>, key: &[u8]| match row {
+            Some(Row { value: Some(_), fresh: true }) => true,
+            Some(Row { value: Some(_), fresh: false }) => !below_has(key),
+            _ => put_elsewhere && !below_has(key),
+        };
+        let tombstone = Row { value: None, fresh: false };
+        if self.point_tables.holds(&key) {
+            match self.points.entry(key) {
+                hash_map::Entry::Occupied(mut row) => {
+                    if forget(Some(row.get()), row.key()) {
+                        row.remove();
+                    } else {
+                        *row.get_mut() = tombstone;
+                    }
+                }
+                hash_map::Entry::Vacant(row) => {
+                    if !forget(None, row.key()) {
+                        row.insert(tombstone);
+                    }
+                }
+            }
+        } else {
+            match self.ordered.entry(Key(key)) {
+                btree_map::Entry::Occupied(mut row) => {
+                    if forget(Some(row.get()), &row.key().0) {
+                        row.remove();
+                    } else {
+                        *row.get_mut() = tombstone;
+                    }
+                }
+                btree_map::Entry::Vacant(row) => {
+                    if !forget(None, &row.key().0) {
+                        row.insert(tombstone);
+                    }
+                }
+            }
+        }
     }
     /// Forgets whatever is staged for `key`.
     pub fn unstage(&mut self, key: &[u8]) {

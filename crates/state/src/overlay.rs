@@ -9,6 +9,9 @@ use crate::{DecodeFn, DecodedValue, KvIter, KvRead, PointTables, WriteSet};
 /// promise that the base holds no such key, or no key starting with the prefix.
 pub type AbsentFromBase = Box<dyn Fn(&[u8], bool) -> bool>;
 
+/// The base's values an overlay has read, by key (`None`: the base has no such key).
+type BaseReads = RefCell<HashMap<Vec<u8>, Option<Vec<u8>>, foldhash::fast::RandomState>>;
+
 /// A value an overlay holds decoded: `staged` when it is newer than what `writes` holds for
 /// its key (it is encoded into `writes` when the overlay's writes are taken).
 struct Decoded {
@@ -28,7 +31,7 @@ struct Decoded {
 pub struct Overlay<'a> {
     base: &'a dyn KvRead,
     writes: WriteSet,
-    base_reads: RefCell<HashMap<Vec<u8>, Option<Vec<u8>>, foldhash::fast::RandomState>>,
+    base_reads: BaseReads,
     absent_from_base: Option<AbsentFromBase>,
     /// Values held decoded. A hash map: point reads are most of an overlay's work, and a scan
     /// looks at these values only when `decoded_first_bytes` says one might be under its prefix.
@@ -128,29 +131,13 @@ impl<'a> Overlay<'a> {
         self.absent_from_base.as_ref().is_some_and(|rule| rule(key, whole_key))
     }
 
-    /// Whether the base holds `key`.
-    fn base_has(&self, key: &[u8]) -> bool {
-        self.with_base_value(key, |value| value.is_some())
-    }
-
     fn base_get(&self, key: &[u8]) -> Option<Vec<u8>> {
         self.with_base_value(key, |value| value.map(<[u8]>::to_vec))
     }
 
-    /// What `f` takes from the base's value of `key`: none when the absent-from-base rule says
-    /// so, else the value remembered from an earlier read or read now (and remembered; the value
-    /// is lent to `f`, never copied here).
+    /// What `f` takes from the base's value of `key` (see [`base_value`]).
     fn with_base_value<R>(&self, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> R {
-        if self.absent_from_base(key, true) {
-            return f(None);
-        }
-        if let Some(cached) = self.base_reads.borrow().get(key) {
-            return f(cached.as_deref());
-        }
-        let value = self.base.get(key);
-        let taken = f(value.as_deref());
-        self.base_reads.borrow_mut().insert(key.to_vec(), value);
-        taken
+        base_value(self.base, &self.base_reads, &self.absent_from_base, key, f)
     }
 
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
@@ -174,11 +161,8 @@ impl<'a> Overlay<'a> {
     pub fn delete(&mut self, key: Vec<u8>) {
         let decoded = self.decoded.get_mut();
         let staged_decoded = !decoded.is_empty() && decoded.remove(&key).is_some_and(|d| d.staged);
-        if (staged_decoded || matches!(self.writes.get(&key), Some(Some(_)))) && !self.base_has(&key) {
-            self.writes.unstage(&key);
-        } else {
-            self.writes.delete(key);
-        }
+        let Self { base, writes, base_reads, absent_from_base, .. } = self;
+        writes.delete_over(key, staged_decoded, |key| base_value(*base, base_reads, absent_from_base, key, |v| v.is_some()));
     }
     pub fn writes(&mut self) -> &WriteSet {
         self.flush_decoded();
@@ -188,6 +172,28 @@ impl<'a> Overlay<'a> {
         self.flush_decoded();
         self.writes
     }
+}
+
+/// What `f` takes from `base`'s value of `key`: none when the absent-from-base `rule` says so,
+/// else the value remembered in `reads` from an earlier read or read now (and remembered; the
+/// value is lent to `f`, never copied here).
+fn base_value<R>(
+    base: &dyn KvRead,
+    reads: &BaseReads,
+    rule: &Option<AbsentFromBase>,
+    key: &[u8],
+    f: impl FnOnce(Option<&[u8]>) -> R,
+) -> R {
+    if rule.as_ref().is_some_and(|rule| rule(key, true)) {
+        return f(None);
+    }
+    if let Some(cached) = reads.borrow().get(key) {
+        return f(cached.as_deref());
+    }
+    let value = base.get(key);
+    let taken = f(value.as_deref());
+    reads.borrow_mut().insert(key.to_vec(), value);
+    taken
 }
 
 impl KvRead for Overlay<'_> {
