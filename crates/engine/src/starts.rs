@@ -43,10 +43,8 @@ pub(crate) fn start_instance(
     if let Some(starts) = starts {
         p.set_start_elements(pi_key, starts);
     }
+    variables::create_in_new_instance(p, &pi, variables);
     p.command(pi_key, Intent::ActivateElement, RecordValue::ProcessInstance(pi));
-    for (name, text) in variables {
-        variables::set_local_text(p, pi_key, name, text.clone());
-    }
 }
 
 /// Starts an instance at the start event `target` of the definition a start subscription

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value as Json};
 use waggle_feel::{Value, VariableLookup};
-use waggle_protocol::value::VariableRecord;
+use waggle_protocol::value::{ProcessInstanceRecord, VariableRecord};
 use waggle_protocol::{Intent, RecordValue};
 
 use crate::json_doc::VariableTexts;
@@ -144,6 +144,26 @@ pub(crate) fn set_local_text(p: &mut Processing<'_, '_, '_>, scope: i64, name: &
             let key = p.new_key();
             p.event(key, Intent::Created, RecordValue::Variable(record));
         }
+    }
+}
+
+/// Creates the variables of a process instance being started (its scope is new, so none of them
+/// can exist yet; `doc`'s names are distinct, as [`crate::json_doc::document_texts`] gives them):
+/// CREATED for each, carrying the instance's keys, BPMN process id and tenant as Zeebe's creation
+/// writes them.
+pub(crate) fn create_in_new_instance(p: &mut Processing<'_, '_, '_>, instance: &ProcessInstanceRecord, doc: &[(String, String)]) {
+    for (name, text) in doc {
+        let record = VariableRecord {
+            name: name.clone(),
+            value: text.clone(),
+            scope_key: instance.process_instance_key,
+            process_instance_key: instance.process_instance_key,
+            process_definition_key: instance.process_definition_key,
+            bpmn_process_id: instance.bpmn_process_id.to_string(),
+            tenant_id: instance.tenant_id.to_string(),
+        };
+        let key = p.new_key();
+        p.event(key, Intent::Created, RecordValue::Variable(record));
     }
 }
 

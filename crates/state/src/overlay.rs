@@ -177,13 +177,7 @@ impl<'a> Overlay<'a> {
 /// What `f` takes from `base`'s value of `key`: none when the absent-from-base `rule` says so,
 /// else the value remembered in `reads` from an earlier read or read now (and remembered; the
 /// value is lent to `f`, never copied here).
-fn base_value<R>(
-    base: &dyn KvRead,
-    reads: &BaseReads,
-    rule: &Option<AbsentFromBase>,
-    key: &[u8],
-    f: impl FnOnce(Option<&[u8]>) -> R,
-) -> R {
+fn base_value<R>(base: &dyn KvRead, reads: &BaseReads, rule: &Option<AbsentFromBase>, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> R {
     if rule.as_ref().is_some_and(|rule| rule(key, true)) {
         return f(None);
     }
