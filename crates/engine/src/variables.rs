@@ -177,6 +177,9 @@ pub(crate) fn merge_local(p: &mut Processing<'_, '_, '_>, scope: i64, doc: &[(St
 /// Zeebe's propagation: each variable is set in the nearest scope (from `scope` up) that
 /// already has it, otherwise in the root scope (the process instance).
 pub(crate) fn merge_propagate(p: &mut Processing<'_, '_, '_>, scope: i64, doc: &[(String, String)]) {
+    if doc.is_empty() {
+        return; // nothing to place: the scope chain need not be read
+    }
     let chain = scope_chain(p.view(), scope);
     let Some(root) = chain.last().map(|s| s.key) else { return };
     let holders: Vec<i64> = chain.iter().filter(|s| s.may_hold_variables).map(|s| s.key).collect();

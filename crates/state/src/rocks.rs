@@ -470,7 +470,12 @@ impl RocksStore {
             });
         }
         *rows_counter = counter;
-        if recent.rows.len() >= FLUSH_AT_ROWS {
+        // Until a flush of commits that carry the key counter, nothing is known absent from
+        // RocksDB and every read that misses the layer asks it (a W2 instance's completion
+        // opened an iterator for its variables): such a flush starts at once, however small the
+        // layer, which may otherwise not fill for a whole run (its rows are put and deleted).
+        let learns_counter = recent.stored_counter == COUNTER_UNKNOWN && counter != COUNTER_UNKNOWN;
+        if recent.rows.len() >= FLUSH_AT_ROWS || learns_counter {
             self.start_flush(&mut recent);
         }
         Ok(())
@@ -544,5 +549,26 @@ mod tests {
         assert_eq!(store.get(&owned(7, "c")), Some(b"z".to_vec()));
         assert_eq!(scan(&store, 7), vec![owned(7, "c")]);
         assert_eq!(store.get(&owned(9, "early")), Some(b"x".to_vec()), "nothing taken as absent while unknown");
+    }
+
+    #[test]
+    fn the_first_commit_with_a_counter_is_flushed_at_once_so_that_absence_is_known() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RocksStore::open_with_point_tables(dir.path(), &[], Some(owned_rule())).unwrap();
+        store.backing.db.put(owned(9, "early"), b"x").unwrap();
+        assert_eq!(store.get(&owned(9, "early")), Some(b"x".to_vec()), "unknown before any commit");
+        // a commit without the counter teaches nothing: no flush
+        commit(&store, &[(owned(1, "a"), "v")], None);
+        assert!(store.recent.read().unwrap().flushing.is_none() && store.stored_keys(b"o/1").is_empty());
+        commit(&store, &[(owned(1, "b"), "w")], Some(2));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while store.recent.read().unwrap().stored_counter == COUNTER_UNKNOWN {
+            assert!(std::time::Instant::now() < deadline, "no flush of the first commit with a counter");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(store.recent.read().unwrap().stored_counter, 2);
+        assert_eq!(scan(&store, 1), vec![owned(1, "a"), owned(1, "b")]);
+        assert_eq!(store.get(&owned(9, "early")), None, "entity 9 is newer than RocksDB's state: RocksDB is not asked");
+        assert!(scan(&store, 9).is_empty());
     }
 }
