@@ -54,6 +54,10 @@ fn main() {
         ..Default::default()
     };
     run_batch(&mut engine, &store, 0, vec![Command::new(-1, Intent::Create, RecordValue::Deployment(deploy))]);
+    // the deployment's commit is flushed at once by a thread of the store's (so that the key
+    // counter of RocksDB's state is known); waiting for it keeps the count of instructions
+    // independent of when that thread runs
+    store.flush_write_back().expect("flush");
     let create = || {
         let value = ProcessInstanceCreationRecord {
             bpmn_process_id: "benchmark".into(),

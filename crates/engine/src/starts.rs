@@ -10,7 +10,7 @@ use waggle_protocol::value::{
 use waggle_protocol::{Intent, Record, RecordValue};
 
 use crate::events;
-use crate::json_doc::document_texts;
+use crate::json_doc::{document_texts, VariableTexts};
 use crate::processing::{Processing, RequestId};
 use crate::tables::ElementState;
 use crate::variables;
@@ -26,7 +26,7 @@ pub(crate) fn start_instance(
     definition_key: i64,
     pi_key: i64,
     starts: Option<Vec<usize>>,
-    variables: &[(String, String)],
+    variables: VariableTexts,
 ) {
     let model = p.process_model(definition_key);
     let pi = ProcessInstanceRecord {
@@ -49,7 +49,7 @@ pub(crate) fn start_instance(
 
 /// Starts an instance at the start event `target` of the definition a start subscription
 /// belongs to, if that definition is still deployed. Returns the new instance's key.
-fn start_at_event(p: P, definition_key: i64, target: &str, variables: &[(String, String)]) -> Option<i64> {
+fn start_at_event(p: P, definition_key: i64, target: &str, variables: VariableTexts) -> Option<i64> {
     let definition = p.process_record(definition_key)?;
     let model = p.process_model(definition_key);
     let start = model.element(target)?;
@@ -164,7 +164,7 @@ pub(crate) fn trigger_start_timer(p: P, timer_key: i64, timer: TimerRecord) {
             events::schedule_next_cycle(p, &timer, &v, -1);
         }
     }
-    start_at_event(p, timer.process_definition_key, &timer.target_element_id, &[]);
+    start_at_event(p, timer.process_definition_key, &timer.target_element_id, Vec::new());
 }
 
 /// After MESSAGE PUBLISHED: starts an instance of every process whose latest version has a
@@ -200,7 +200,7 @@ fn start_by_message(p: P, subscription: &MessageStartEventSubscriptionRecord, me
     };
     let key = p.new_key();
     p.event(key, Intent::Correlated, RecordValue::MessageStartEventSubscription(correlated));
-    start_instance(p, &definition, subscription.process_definition_key, pi_key, Some(vec![start]), &variables);
+    start_instance(p, &definition, subscription.process_definition_key, pi_key, Some(vec![start]), variables);
 }
 
 /// An instance a message with `correlation_key` started has ended: the oldest buffered
@@ -260,7 +260,7 @@ pub(crate) fn broadcast(p: P, command: &Record, request: Option<RequestId>) {
     }
     for subscription in p.view().signal_subscriptions(&signal.signal_name) {
         if subscription.catch_event_instance_key < 0 {
-            start_at_event(p, subscription.process_definition_key, &subscription.catch_event_id, &variables);
+            start_at_event(p, subscription.process_definition_key, &subscription.catch_event_id, variables.clone());
             continue;
         }
         // an earlier trigger of this broadcast may have ended the element meanwhile

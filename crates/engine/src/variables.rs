@@ -151,11 +151,11 @@ pub(crate) fn set_local_text(p: &mut Processing<'_, '_, '_>, scope: i64, name: &
 /// can exist yet; `doc`'s names are distinct, as [`crate::json_doc::document_texts`] gives them):
 /// CREATED for each, carrying the instance's keys, BPMN process id and tenant as Zeebe's creation
 /// writes them.
-pub(crate) fn create_in_new_instance(p: &mut Processing<'_, '_, '_>, instance: &ProcessInstanceRecord, doc: &[(String, String)]) {
-    for (name, text) in doc {
+pub(crate) fn create_in_new_instance(p: &mut Processing<'_, '_, '_>, instance: &ProcessInstanceRecord, doc: VariableTexts) {
+    for (name, value) in doc {
         let record = VariableRecord {
-            name: name.clone(),
-            value: text.clone(),
+            name,
+            value,
             scope_key: instance.process_instance_key,
             process_instance_key: instance.process_instance_key,
             process_definition_key: instance.process_definition_key,

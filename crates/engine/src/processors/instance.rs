@@ -85,13 +85,15 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
         Some(starts)
     };
     let pi_key = p.new_key();
-    crate::starts::start_instance(p, &process, definition_key, pi_key, starts, &doc);
+    crate::starts::start_instance(p, &process, definition_key, pi_key, starts, doc);
     let created = ProcessInstanceCreationRecord {
         bpmn_process_id: process.bpmn_process_id.clone(),
         version: process.version,
         process_definition_key: definition_key,
         process_instance_key: pi_key,
-        variables: creation.variables.clone(),
+        // the variables are the VARIABLE CREATED events before it: the log never kept them in
+        // the creation's records (see `log_value`), and its answer has none
+        variables: String::new(),
         fetch_variables: creation.fetch_variables.clone(),
         start_instructions: creation.start_instructions.clone(),
         tenant_id: process.tenant_id.clone(),
