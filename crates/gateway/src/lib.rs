@@ -111,20 +111,20 @@ impl GatewayService {
         result
     }
 
-    async fn create_instance(&self, req: &pb::CreateProcessInstanceRequest, awaiting: bool, fetch: Vec<String>) -> Result<Record, Status> {
+    async fn create_instance(&self, req: pb::CreateProcessInstanceRequest, awaiting: bool, fetch: Vec<String>) -> Result<Record, Status> {
         status::check_variables("variables", &req.variables)?;
         if req.process_definition_key <= 0 && req.bpmn_process_id.is_empty() {
             return Err(status::invalid("Expected either a process definition key or a bpmn process id, but none given"));
         }
         let partition = self.broker.next_partition();
         let value = RecordValue::ProcessInstanceCreation(ProcessInstanceCreationRecord {
-            bpmn_process_id: req.bpmn_process_id.clone(),
+            bpmn_process_id: req.bpmn_process_id,
             version: req.version,
             process_definition_key: req.process_definition_key,
             process_instance_key: -1,
-            variables: req.variables.clone(),
+            variables: req.variables,
             fetch_variables: fetch,
-            start_instructions: req.start_instructions.iter().map(|i| i.element_id.clone()).collect(),
+            start_instructions: req.start_instructions.into_iter().map(|i| i.element_id).collect(),
             tenant_id: "<default>".into(),
         });
         let intent = if awaiting { Intent::CreateWithAwaitingResult } else { Intent::Create };
@@ -217,7 +217,7 @@ impl Gateway for GatewayService {
         let req = request.into_inner();
         self.measured("CreateProcessInstance", async {
             self.check_size(&req)?;
-            let record = self.create_instance(&req, false, vec![]).await?;
+            let record = self.create_instance(req, false, vec![]).await?;
             let RecordValue::ProcessInstanceCreation(c) = record.value else {
                 return Err(Status::internal("unexpected answer to a process instance creation"));
             };
@@ -236,15 +236,15 @@ impl Gateway for GatewayService {
         &self,
         request: Request<pb::CreateProcessInstanceWithResultRequest>,
     ) -> Result<Response<pb::CreateProcessInstanceWithResultResponse>, Status> {
-        let req = request.into_inner();
+        let mut req = request.into_inner();
         self.measured("CreateProcessInstanceWithResult", async {
             self.check_size(&req)?;
-            let Some(inner) = &req.request else {
+            let Some(inner) = req.request.take() else {
                 return Err(status::invalid("Expected a process instance creation request, but none given"));
             };
             // Zeebe: the request timeout, or the gateway's default (10 s) when 0
             let timeout = if req.request_timeout > 0 { Duration::from_millis(req.request_timeout as u64) } else { Duration::from_secs(10) };
-            let result = tokio::time::timeout(timeout, self.create_instance(inner, true, req.fetch_variables.clone())).await;
+            let result = tokio::time::timeout(timeout, self.create_instance(inner, true, req.fetch_variables)).await;
             let record = match result {
                 Ok(r) => r?,
                 Err(_) => {
