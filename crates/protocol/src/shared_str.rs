@@ -66,11 +66,18 @@ impl From<String> for SharedStr {
     }
 }
 
+/// Texts that most records carry (the default tenant, an empty JSON object): kept static, so
+/// that they allocate nothing and their clones and drops touch no reference count.
+const WELL_KNOWN: [&str; 2] = ["<default>", "{}"];
+
 impl From<&str> for SharedStr {
-    /// Shares a copy of `s`; the empty string allocates nothing.
+    /// Shares a copy of `s`; the empty string and the [`WELL_KNOWN`] texts allocate nothing.
     fn from(s: &str) -> Self {
         if s.is_empty() {
             return SharedStr::default();
+        }
+        if let Some(known) = WELL_KNOWN.iter().find(|known| **known == s) {
+            return SharedStr::from_static(known);
         }
         SharedStr(Repr::Shared(s.into()))
     }
@@ -189,6 +196,22 @@ impl<'de> Deserialize<'de> for SharedStr {
 
 #[cfg(test)]
 mod tests {
+    fn is_static(s: &SharedStr) -> bool {
+        matches!(s.0, Repr::Static(_))
+    }
+
+    #[test]
+    fn well_known_texts_are_static_whichever_way_they_come() {
+        for text in WELL_KNOWN {
+            assert!(is_static(&SharedStr::from(text)), "{text}");
+            assert!(is_static(&SharedStr::from(text.to_string())), "{text}");
+            let decoded: SharedStr = postcard::from_bytes(&postcard::to_stdvec(text).unwrap()).unwrap();
+            assert!(is_static(&decoded) && decoded == *text, "{text}");
+        }
+        assert!(!is_static(&SharedStr::from("<default>x")));
+        assert!(!is_static(&SharedStr::from("tenant-a")));
+    }
+
     use super::*;
 
     #[test]
