@@ -70,7 +70,7 @@ pub fn encode_entry<'r, F>(next_key_counter: i64, records: &'r [Record], capacit
 where
     F: Fn(&'r Record) -> Cow<'r, RecordValue>,
 {
-    let mut buffer: Vec<u8> = Vec::with_capacity(capacity.max(1));
+    let mut buffer = Vec::with_capacity(capacity.max(1));
     buffer.push(CODEC_VERSION);
     let entry = CompactEntryRef { next_key_counter, records: CompactRecords { records, log_value } };
     crate::postcard_vec::append(&entry, &mut buffer);
