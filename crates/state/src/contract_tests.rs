@@ -352,7 +352,7 @@ fn a_write_set_keeps_point_table_rows_apart_and_scans_them_in_order() {
     ws.put_fresh(b"p/1".to_vec(), b"one".to_vec());
     ws.delete(b"p/3".to_vec());
     ws.put(b"p/4".to_vec(), b"four".to_vec());
-    ws.unstage(b"p/4");
+    ws.delete_over(b"p/4".to_vec(), false, |_| false);
     assert_eq!((ws.len(), ws.points.len()), (4, 3), "p/ rows in the hash map");
     assert_eq!(ws.get(b"p/2"), Some(&Some(b"two".to_vec())));
     assert_eq!(ws.get(b"p/3"), Some(&None));

@@ -189,14 +189,6 @@ impl WriteSet {
             }
         }
     }
-    /// Forgets whatever is staged for `key`.
-    pub fn unstage(&mut self, key: &[u8]) {
-        if self.point_tables.holds(key) {
-            self.points.remove(key);
-        } else {
-            self.ordered.remove(KeyRef::new(key));
-        }
-    }
     pub fn get(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
         let row = if self.point_tables.holds(key) { self.points.get(key) } else { self.ordered.get(KeyRef::new(key)) };
         row.map(|r| &r.value)

@@ -128,7 +128,7 @@ impl<'a> Overlay<'a> {
     }
 
     fn absent_from_base(&self, key: &[u8], whole_key: bool) -> bool {
-        self.absent_from_base.as_ref().is_some_and(|rule| rule(key, whole_key))
+        absent(&self.absent_from_base, key, whole_key)
     }
 
     fn base_get(&self, key: &[u8]) -> Option<Vec<u8>> {
@@ -174,11 +174,17 @@ impl<'a> Overlay<'a> {
     }
 }
 
+/// Whether the absent-from-base `rule`, if any, says the base holds no `key` (a whole key, or a
+/// prefix with `whole_key` false).
+fn absent(rule: &Option<AbsentFromBase>, key: &[u8], whole_key: bool) -> bool {
+    rule.as_ref().is_some_and(|rule| rule(key, whole_key))
+}
+
 /// What `f` takes from `base`'s value of `key`: none when the absent-from-base `rule` says so,
 /// else the value remembered in `reads` from an earlier read or read now (and remembered; the
 /// value is lent to `f`, never copied here).
 fn base_value<R>(base: &dyn KvRead, reads: &BaseReads, rule: &Option<AbsentFromBase>, key: &[u8], f: impl FnOnce(Option<&[u8]>) -> R) -> R {
-    if rule.as_ref().is_some_and(|rule| rule(key, true)) {
+    if absent(rule, key, true) {
         return f(None);
     }
     if let Some(cached) = reads.borrow().get(key) {
