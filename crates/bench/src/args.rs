@@ -167,7 +167,7 @@ impl Overrides {
             w
         };
         if let Some(rate) = &self.rate {
-            w.pace = parse_rate(rate, self.outstanding.unwrap_or(256))?;
+            w.pace = parse_rate(rate, self.outstanding.unwrap_or(workload::DEFAULT_OUTSTANDING))?;
         } else if let (Pace::Max { .. }, Some(o)) = (w.pace, self.outstanding) {
             w.pace = Pace::Max { outstanding: o };
         }

@@ -19,8 +19,11 @@ use crate::status;
 
 /// Jobs buffered per stream between the partition and the gRPC stream (flow control window). A
 /// batch can activate many jobs at once: with 32, a W2 run with 128 concurrent creations pushed
-/// 96 % of its jobs and the rest waited for the worker's next poll.
-const STREAM_BUFFER_JOBS: usize = 256;
+/// 96 % of its jobs and the rest waited for the worker's next poll; with 256, W2 with 512
+/// instances in flight pushed 95.9 %, with 512 and 1,024 in flight 99.4 %. The channel allocates
+/// as it fills, not up front; a client that stops reading leaves at most this many jobs (and
+/// their variables) here, the rest stay activatable.
+const STREAM_BUFFER_JOBS: usize = 512;
 
 pub fn validate_activation(req: &pb::ActivateJobsRequest) -> Result<(), Status> {
     // Zeebe 8.5.8's wording; a maxJobsToActivate below 1 is not an error there (see
