@@ -51,6 +51,9 @@ pub struct RunArgs {
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also plot throughput and latency over the run as `<workload>.png` in this folder.
+    #[arg(long)]
+    pub plots: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -95,6 +98,10 @@ pub struct CompareArgs {
     /// Write the comparison table as Markdown to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+    /// Plot each workload's throughput and latency over the run, Waggle beside Zeebe, as
+    /// `<workload>.png` in this folder.
+    #[arg(long)]
+    pub plots: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -11,6 +11,7 @@ pub mod args;
 pub mod client;
 pub mod compare;
 pub mod delay;
+pub mod plot;
 pub mod recorder;
 pub mod report;
 pub mod runner;
@@ -67,6 +68,9 @@ async fn run_one(args: RunArgs) -> anyhow::Result<()> {
     let report = runner::run(&w, &args.target, &info, phases).await?;
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(dir) = &args.plots {
+        eprintln!("plot: {}", plot::write_workload(dir, &[&report])?.display());
     }
     if let Some(u) = report.unsupported {
         anyhow::bail!("{} on {}: {u}", w.name, args.target);

@@ -102,6 +102,8 @@ pub struct Latencies {
     pub unfinished: usize,
     /// Creation request sent → instance finished.
     pub execution: Samples,
+    /// The same, by the second of the window the creation was sent in.
+    pub execution_by_second: Vec<Samples>,
     /// Job reached the worker → its completion acknowledged (includes the worker delay).
     pub job_lifetime: Samples,
     /// What made the job (creation sent, message published, previous job's completion sent) →
@@ -135,7 +137,15 @@ pub fn latencies(events: &[Event], from: Instant, to: Instant) -> Latencies {
         let Some(created) = t.created.filter(|c| *c >= from && *c < to) else { continue };
         out.measured += 1;
         match t.finished {
-            Some(f) => out.execution.push(f.saturating_duration_since(created)),
+            Some(f) => {
+                let took = f.saturating_duration_since(created);
+                out.execution.push(took);
+                let second = created.saturating_duration_since(from).as_secs() as usize;
+                if out.execution_by_second.len() <= second {
+                    out.execution_by_second.resize_with(second + 1, Samples::new);
+                }
+                out.execution_by_second[second].push(took);
+            }
             None => out.unfinished += 1,
         }
         t.jobs.sort_by_key(|j| j.0);

@@ -15,6 +15,9 @@ pub struct Second {
     pub created: u64,
     pub completed: u64,
     pub rejected: u64,
+    /// Execution time of the instances created in this second that finished.
+    pub execution_p50_ms: Option<f64>,
+    pub execution_p99_ms: Option<f64>,
 }
 
 /// The server process's cost, from /proc (only with a known local pid).

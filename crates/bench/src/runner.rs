@@ -184,11 +184,16 @@ fn fill(
     report.series = series
         .windows(2)
         .enumerate()
-        .map(|(i, p)| Second {
-            second: i + 1,
-            created: p[1].created - p[0].created,
-            completed: p[1].finished - p[0].finished,
-            rejected: p[1].rejected - p[0].rejected,
+        .map(|(i, p)| {
+            let execution = lat.execution_by_second.get(i).and_then(|s| s.summary());
+            Second {
+                second: i + 1,
+                created: p[1].created - p[0].created,
+                completed: p[1].finished - p[0].finished,
+                rejected: p[1].rejected - p[0].rejected,
+                execution_p50_ms: execution.as_ref().map(|e| e.p50_ms),
+                execution_p99_ms: execution.as_ref().map(|e| e.p99_ms),
+            }
         })
         .collect();
     report.first_errors = rec.first_errors();
