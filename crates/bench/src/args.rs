@@ -153,6 +153,10 @@ pub struct Overrides {
     /// Publish a message (the model's first) after each creation, correlated by `correlationKey`.
     #[arg(long)]
     pub publish_message: bool,
+    /// Start each instance by publishing the model's message to its message start event
+    /// (instead of CreateProcessInstance).
+    #[arg(long, conflicts_with_all = ["publish_message", "with_result"])]
+    pub start_by_message: bool,
 }
 
 impl Overrides {
@@ -193,6 +197,7 @@ impl Overrides {
         }
         w.with_result |= self.with_result;
         w.publish_message |= self.publish_message;
+        w.start_by_message |= self.start_by_message;
         serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&w.payload)
             .map_err(|e| anyhow::anyhow!("the payload is not a JSON object: {e}"))?;
         Ok(w)

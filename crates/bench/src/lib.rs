@@ -91,6 +91,24 @@ pub async fn smoke_workload(bin: &Path, workload_id: &str) -> anyhow::Result<Run
     let mut w = workload::named(workload_id)?;
     w.name = format!("smoke {workload_id}");
     w.description = format!("{workload_id}'s model, 54 B payload, 20 PI/s, worker delay 10 ms");
+    smoke_with(bin, w).await
+}
+
+/// The smoke run with instances started by a message (`--start-by-message`, on
+/// `workloads/message_start_one_task.bpmn`).
+pub async fn smoke_message_start(bin: &Path) -> anyhow::Result<RunReport> {
+    let mut w = workload::named("W1")?;
+    w.name = "smoke message start".into();
+    w.description = "one task after a message start event, 54 B payload, 20 PI/s, worker delay 10 ms".into();
+    w.model = workload::MESSAGE_START_ONE_TASK.into();
+    w.model_name = "message_start_one_task.bpmn".into();
+    w.start_by_message = true;
+    smoke_with(bin, w).await
+}
+
+/// Runs `w` with a small payload at 20 PI/s and a 10 ms worker delay on a fresh Waggle; an error
+/// unless instances were measured and every one finished without errors.
+async fn smoke_with(bin: &Path, mut w: workload::Workload) -> anyhow::Result<RunReport> {
     w.payload = workload::PAYLOAD_SMALL.trim().into();
     w.payload_bytes = w.payload.len();
     w.pace = workload::Pace::Rate(20.0);

@@ -16,6 +16,11 @@ pub enum Event {
     Created { pi: i64, sent: Instant },
     /// A message for this instance was published (request sent at `sent`) and accepted.
     Published { pi: i64, sent: Instant },
+    /// The message that is to start instance number `seq` at a message start event was published
+    /// (request sent at `sent`) and accepted; its instance's key is not known yet.
+    StartPublished { seq: u64, sent: Instant },
+    /// Instance `pi` is the one message number `seq` started (seen in its job's variables).
+    Started { pi: i64, seq: u64 },
     /// A job reached the worker at `activated`; its completion was sent at `complete_sent` and
     /// acknowledged at `acked`.
     Job { pi: i64, activated: Instant, complete_sent: Instant, acked: Instant },
@@ -54,7 +59,7 @@ pub struct Counts {
 impl Recorder {
     pub fn record(&self, e: Event) {
         match e {
-            Event::Created { .. } => self.created.fetch_add(1, Ordering::Relaxed),
+            Event::Created { .. } | Event::StartPublished { .. } => self.created.fetch_add(1, Ordering::Relaxed),
             Event::Finished { .. } => self.finished.fetch_add(1, Ordering::Relaxed),
             _ => 0,
         };
@@ -123,10 +128,19 @@ struct Track {
 
 /// Joins the events per instance; only instances whose creation was sent in `[from, to)` count.
 pub fn latencies(events: &[Event], from: Instant, to: Instant) -> Latencies {
+    let start_sent: HashMap<u64, Instant> =
+        events.iter().filter_map(|e| if let Event::StartPublished { seq, sent } = *e { Some((seq, sent)) } else { None }).collect();
     let mut by_pi: HashMap<i64, Track> = HashMap::new();
     for e in events {
         match *e {
             Event::Created { pi, sent } => by_pi.entry(pi).or_default().created = Some(sent),
+            // an instance started by a message was "created" when that message was sent
+            Event::Started { pi, seq } => {
+                if let Some(&sent) = start_sent.get(&seq) {
+                    by_pi.entry(pi).or_default().created = Some(sent);
+                }
+            }
+            Event::StartPublished { .. } => {}
             Event::Published { pi, sent } => by_pi.entry(pi).or_default().published = Some(sent),
             Event::Job { pi, activated, complete_sent, acked } => by_pi.entry(pi).or_default().jobs.push((activated, complete_sent, acked)),
             Event::Finished { pi, at } => by_pi.entry(pi).or_default().finished = Some(at),
@@ -200,6 +214,27 @@ mod tests {
         assert_eq!((act.count, act.max_ms), (3, 10.0));
         assert_eq!(l.job_lifetime.summary().unwrap().max_ms, 55.0);
         assert!(l.correlation.is_empty());
+    }
+
+    #[test]
+    fn an_instance_started_by_a_message_counts_from_that_message() {
+        let t0 = Instant::now();
+        let at = |n| t0 + ms(n);
+        let events = [
+            Event::StartPublished { seq: 4, sent: at(10) },
+            Event::Job { pi: 9, activated: at(14), complete_sent: at(14), acked: at(16) },
+            Event::Started { pi: 9, seq: 4 },
+            Event::Finished { pi: 9, at: at(16) },
+            // a message whose instance was never seen: measured, unfinished
+            Event::StartPublished { seq: 5, sent: at(20) },
+        ];
+        let l = latencies(&events, at(0), at(100));
+        assert_eq!(l.measured, 1, "the instance's creation is its message's");
+        assert_eq!(l.execution.summary().unwrap().p50_ms, 6.0);
+        assert_eq!(l.activation.summary().unwrap().p50_ms, 4.0);
+        let r = Recorder::default();
+        r.record(events[0]);
+        assert_eq!(r.counts().created, 1);
     }
 
     #[test]

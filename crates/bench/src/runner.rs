@@ -60,6 +60,16 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
     } else {
         None
     };
+    let start_message = if w.start_by_message {
+        anyhow::ensure!(!w.with_result && !w.publish_message, "--start-by-message goes with neither --with-result nor --publish-message");
+        anyhow::ensure!(
+            info.message_start && info.has_tasks,
+            "--start-by-message needs a model whose process has a message start event and a service task"
+        );
+        Some(info.message_name.clone().context("the model declares no message to start it with")?)
+    } else {
+        None
+    };
     if info.has_tasks && info.last_tasks.is_empty() && !w.with_result {
         bail!("no service task of the model leads to an end event: use --with-result to measure completion");
     }
@@ -83,6 +93,7 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
             last_tasks: if w.with_result { Arc::from([]) } else { info.last_tasks.clone().into() },
             recorder: recorder.clone(),
             outstanding: if w.with_result { None } else { outstanding.clone() },
+            started_by_message: w.start_by_message,
         };
         Some(tokio::spawn(worker.run(w.stream)))
     } else {
@@ -98,6 +109,7 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
         payload: w.payload.as_str().into(),
         with_result: w.with_result,
         message,
+        start_message,
         recorder: recorder.clone(),
         outstanding: outstanding.clone(),
         run_id: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),

@@ -19,6 +19,8 @@ use crate::workload::Pace;
 const MAX_IN_FLIGHT: usize = 4096;
 /// Creations in flight when the closed loop starts (see [`CreationWindow`]).
 const INITIAL_WINDOW: usize = 32;
+/// The variable that tells which start message an instance came from (see [`Starter::start_message`]).
+pub const START_VARIABLE: &str = "benchStart";
 /// Pause of a creator after back pressure.
 const BACKOFF: Duration = Duration::from_millis(10);
 
@@ -34,6 +36,9 @@ pub struct Starter {
     pub with_result: bool,
     /// The message name to publish after creation, correlated by the variable `correlationKey`.
     pub message: Option<String>,
+    /// The message name to start instances with (a message start event) instead of creating
+    /// them; each message carries its number as the variable [`START_VARIABLE`].
+    pub start_message: Option<String>,
     pub recorder: Arc<Recorder>,
     /// Released by one when an instance finishes, in the closed loop.
     pub outstanding: Option<Arc<Semaphore>>,
@@ -130,7 +135,29 @@ impl Starter {
         }
     }
 
+    /// Publishes start message number `seq` (its key unique in the run, as Zeebe starts one
+    /// instance per correlation key at a time).
+    async fn start_by_message(&self, name: &str, seq: u64) -> Outcome {
+        let request = PublishMessageRequest {
+            name: name.to_string(),
+            correlation_key: format!("bench-start-{}-{seq}", self.run_id),
+            variables: with_variable(&self.payload, START_VARIABLE, seq),
+            ..Default::default()
+        };
+        let sent = Instant::now();
+        match self.unary.publish_message(&request).await {
+            Ok(_) => {
+                self.recorder.record(Event::StartPublished { seq, sent });
+                Outcome::Done
+            }
+            Err(s) => self.failed("publish start message", &s),
+        }
+    }
+
     async fn create(&self, seq: u64) -> Outcome {
+        if let Some(name) = &self.start_message {
+            return self.start_by_message(name, seq).await;
+        }
         let correlation_key = self.message.as_ref().map(|_| format!("bench-{}-{seq}", self.run_id));
         let request = CreateProcessInstanceRequest {
             bpmn_process_id: self.process_id.clone(),
@@ -189,10 +216,10 @@ impl Starter {
     }
 }
 
-/// `object` (a JSON object's text) with one more string variable, without re-serialising it.
-pub fn with_variable(object: &str, name: &str, value: &str) -> String {
+/// `object` (a JSON object's text) with one more variable, without re-serialising it.
+pub fn with_variable(object: &str, name: &str, value: impl Into<serde_json::Value>) -> String {
     let body = object.trim().strip_prefix('{').unwrap_or("}").trim_start();
-    let field = format!("{}:{}", serde_json::Value::from(name), serde_json::Value::from(value));
+    let field = format!("{}:{}", serde_json::Value::from(name), value.into());
     if body.starts_with('}') {
         format!("{{{field}}}")
     } else {
@@ -210,5 +237,7 @@ mod tests {
         assert_eq!(v, serde_json::json!({"correlationKey": "k-1", "a": 1}));
         let v: serde_json::Value = serde_json::from_str(&with_variable(" { } ", "k", "x\"y")).unwrap();
         assert_eq!(v, serde_json::json!({"k": "x\"y"}));
+        let v: serde_json::Value = serde_json::from_str(&with_variable("{}", START_VARIABLE, 7u64)).unwrap();
+        assert_eq!(v, serde_json::json!({"benchStart": 7}));
     }
 }

@@ -42,6 +42,9 @@ pub struct Worker {
     pub recorder: Arc<Recorder>,
     /// Released by one for every finished instance (closed-loop starter).
     pub outstanding: Option<Arc<Semaphore>>,
+    /// Instances are started by messages: each job's variables tell which one (see
+    /// [`crate::starter::START_VARIABLE`]).
+    pub started_by_message: bool,
 }
 
 impl Worker {
@@ -170,6 +173,11 @@ impl Worker {
         }
         let acked = Instant::now();
         let pi = job.process_instance_key;
+        if self.started_by_message {
+            if let Some(seq) = start_number(&job.variables) {
+                self.recorder.record(Event::Started { pi, seq });
+            }
+        }
         self.recorder.record(Event::Job { pi, activated, complete_sent, acked });
         if self.last_tasks.contains(&job.element_id) {
             self.recorder.record(Event::Finished { pi, at: acked });
@@ -177,5 +185,27 @@ impl Worker {
                 s.add_permits(1);
             }
         }
+    }
+}
+
+/// The start message's number in a job's variables (see [`crate::starter::START_VARIABLE`]).
+fn start_number(variables: &str) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Start {
+        #[serde(rename = "benchStart")]
+        seq: Option<u64>,
+    }
+    serde_json::from_str::<Start>(variables).ok()?.seq
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_start_number_from_the_variables() {
+        assert_eq!(start_number(r#"{"a": [1, {"benchStart": 3}], "benchStart": 12, "z": "x"}"#), Some(12));
+        assert_eq!(start_number(r#"{"a": 1}"#), None);
+        assert_eq!(start_number("not json"), None);
     }
 }

@@ -11,6 +11,7 @@ pub const ONE_TASK: &str = include_str!("../../../workloads/one_task.bpmn");
 pub const TEN_TASKS: &str = include_str!("../../../workloads/ten_tasks.bpmn");
 pub const TIMER: &str = include_str!("../../../workloads/timer.bpmn");
 pub const MESSAGE_ONE_TASK: &str = include_str!("../../../workloads/message_one_task.bpmn");
+pub const MESSAGE_START_ONE_TASK: &str = include_str!("../../../workloads/message_start_one_task.bpmn");
 pub const PAYLOAD_BIG: &str = include_str!("../../../workloads/payload_big.json");
 pub const PAYLOAD_TYPICAL: &str = include_str!("../../../workloads/payload_typical.json");
 pub const PAYLOAD_SMALL: &str = include_str!("../../../workloads/payload_small.json");
@@ -53,6 +54,9 @@ pub struct Workload {
     pub with_result: bool,
     /// Publish a message correlated to each instance right after its creation.
     pub publish_message: bool,
+    /// Start each instance by publishing the model's message to its message start event instead
+    /// of CreateProcessInstance.
+    pub start_by_message: bool,
     /// Expected timer duration inside the model, to report timer lateness.
     #[serde(with = "opt_ms")]
     pub timer: Option<Duration>,
@@ -93,6 +97,7 @@ pub fn named(name: &str) -> anyhow::Result<Workload> {
         stream: true,
         with_result: false,
         publish_message: false,
+        start_by_message: false,
         timer: None,
     };
     let w = match name.to_uppercase().as_str() {
@@ -169,6 +174,8 @@ pub struct ModelInfo {
     pub has_tasks: bool,
     /// The name of the first message the model declares.
     pub message_name: Option<String>,
+    /// Whether the process starts with a message start event.
+    pub message_start: bool,
 }
 
 /// Reads the process id, the last service tasks and the message name of a BPMN model.
@@ -192,7 +199,11 @@ pub fn inspect(model: &str) -> anyhow::Result<ModelInfo> {
         .map(String::from)
         .collect();
     let message_name = elems().find(|n| n.tag_name().name() == "message").and_then(|n| n.attribute("name")).map(String::from);
-    Ok(ModelInfo { process_id, last_tasks, has_tasks: !tasks.is_empty(), message_name })
+    let message_start = process
+        .children()
+        .filter(|n| n.tag_name().name() == "startEvent")
+        .any(|s| s.children().any(|d| d.tag_name().name() == "messageEventDefinition"));
+    Ok(ModelInfo { process_id, last_tasks, has_tasks: !tasks.is_empty(), message_name, message_start })
 }
 
 /// Parses `150ms`, `30s`, `2m` or a bare number of seconds.
@@ -230,6 +241,11 @@ mod tests {
         let msg = inspect(MESSAGE_ONE_TASK).unwrap();
         assert_eq!(msg.message_name.as_deref(), Some("benchmark-message"));
         assert_eq!(msg.last_tasks, vec!["task1"]);
+        assert!(!msg.message_start && !one.message_start, "a catch event is no message start");
+        let start = inspect(MESSAGE_START_ONE_TASK).unwrap();
+        assert!(start.message_start);
+        assert_eq!(start.message_name.as_deref(), Some("benchmark-start"));
+        assert_eq!(start.last_tasks, vec!["task"]);
     }
 
     #[test]

@@ -41,3 +41,10 @@ async fn timer_storm_smoke_run_fires_every_timer() {
     assert_eq!(report.fired, 500, "every timer fires once");
     assert!(report.complete_before.is_some() || report.complete_during.is_some(), "the probe completed jobs");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_smoke_run_started_by_messages_completes_every_instance() {
+    let report = waggle_bench::smoke_message_start(Path::new(env!("CARGO_BIN_EXE_waggle"))).await.expect("smoke run started by messages");
+    println!("{report:?}");
+    assert!(report.created_per_s > 0.0, "the start messages count as creations");
+}
