@@ -109,9 +109,10 @@ pub struct PhaseArgs {
     /// Measurement window (e.g. 30s, 2m).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub duration: Duration,
-    /// Load before the window, not measured.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    pub warmup: Duration,
+    /// Load before the window, not measured [default: 30s for an as-fast-as-it-holds workload
+    /// (W2, W6), whose rate on a JVM rises for its first ~30 s; 5s for the others].
+    #[arg(long, value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
     /// Longest wait after the window for measured instances to finish.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub drain: Duration,
@@ -215,6 +216,23 @@ pub fn parse_rate(text: &str, outstanding: usize) -> anyhow::Result<Pace> {
     Ok(Pace::Rate(r))
 }
 
+impl PhaseArgs {
+    /// The phases of a run of `w`: the warm-up given, else `w`'s default (see [`default_warmup`]).
+    pub fn for_workload(&self, w: &Workload) -> crate::runner::Phases {
+        crate::runner::Phases { warmup: self.warmup.unwrap_or_else(|| default_warmup(w)), duration: self.duration, drain: self.drain }
+    }
+}
+
+/// Warm-up before a run's window unless one is given: 30 s when the workload runs as fast as the
+/// server holds (Zeebe 8.5.8's W2 rate rose from ~200 to ~400 PI/s over its first 30 s here, its
+/// JVM warming up, and a sustained rate is measured at steady state), 5 s at a fixed rate.
+pub fn default_warmup(w: &Workload) -> Duration {
+    match w.pace {
+        Pace::Max { .. } => Duration::from_secs(30),
+        Pace::Rate(_) => Duration::from_secs(5),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +245,11 @@ mod tests {
         assert!(!w.stream);
         assert!(w.worker_delay.is_zero());
         assert_eq!(Overrides { outstanding: Some(8), ..Default::default() }.apply("W2").unwrap().pace, Pace::Max { outstanding: 8 });
+        let phases = PhaseArgs { duration: Duration::from_secs(20), warmup: None, drain: Duration::from_secs(10) };
+        assert_eq!(phases.for_workload(&workload::named("W2").unwrap()).warmup, Duration::from_secs(30));
+        assert_eq!(phases.for_workload(&workload::named("W1").unwrap()).warmup, Duration::from_secs(5));
+        let given = PhaseArgs { warmup: Some(Duration::from_secs(2)), ..phases };
+        assert_eq!(given.for_workload(&workload::named("W6").unwrap()).warmup, Duration::from_secs(2));
         assert!(parse_rate("fast", 1).is_err());
         assert!(parse_rate("0", 1).is_err());
     }

@@ -63,7 +63,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 
 async fn run_one(args: RunArgs) -> anyhow::Result<()> {
     let w = args.overrides.apply(&args.workload)?;
-    let phases = runner::Phases { warmup: args.phases.warmup, duration: args.phases.duration, drain: args.phases.drain };
+    let phases = args.phases.for_workload(&w);
     let info = runner::ServerInfo { label: "server".into(), pid: args.pid, startup: None };
     let report = runner::run(&w, &args.target, &info, phases).await?;
     if let Some(path) = &args.json {
