@@ -44,7 +44,6 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
     }
     let mut report = RunReport::new(w, &server_info.label, address);
     let idle = server_info.pid.map(server::sample).transpose().context("reading the server's /proc")?;
-    let client_before = server::sample(std::process::id())?;
     match client::deploy(&mut control, &w.model_name, &w.model).await {
         Ok(_) => {}
         Err(e) => match e.downcast::<Unsupported>() {
@@ -123,6 +122,8 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
     let c0 = recorder.counts();
     let load0 = server::load_average();
     let s0 = server_info.pid.and_then(|p| server::sample(p).ok());
+    // the bench's own CPU over the window, as the server's (not its deployment, warm-up or drain)
+    let client0 = server::sample(std::process::id())?;
     let mut series = vec![c0];
     let mut max_rss = s0.map(|s| s.rss_bytes);
     let mut tick = tokio::time::interval_at((t0 + Duration::from_secs(1)).into(), Duration::from_secs(1));
@@ -137,6 +138,7 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
     let c1 = recorder.counts();
     let load1 = server::load_average();
     let s1 = server_info.pid.and_then(|p| server::sample(p).ok());
+    let client1 = server::sample(std::process::id())?;
     if series.last() != Some(&c1) {
         series.push(c1);
     }
@@ -155,12 +157,11 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
     if let Some(worker) = worker {
         worker.abort();
     }
-    let client_after = server::sample(std::process::id())?;
 
     let window = t1 - t0;
     let lat = recorder::latencies(&recorder.events(), t0, t1);
     fill(&mut report, w, window, c0, c1, &series, &lat, &recorder);
-    report.client_cpu_s = client_after.cpu_s - client_before.cpu_s;
+    report.client_cpu_s = client1.cpu_s - client0.cpu_s;
     report.load_average = load0.zip(load1);
     report.server = server_stats(server_info, idle, s0, s1, max_rss, window);
     Ok(report)
