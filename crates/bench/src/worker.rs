@@ -188,14 +188,11 @@ impl Worker {
     }
 }
 
-/// The start message's number in a job's variables (see [`crate::starter::START_VARIABLE`]).
+/// The start message's number in a job's variables (see [`crate::starter::START_VARIABLE`]); read
+/// only in a run started by messages.
 fn start_number(variables: &str) -> Option<u64> {
-    #[derive(serde::Deserialize)]
-    struct Start {
-        #[serde(rename = "benchStart")]
-        seq: Option<u64>,
-    }
-    serde_json::from_str::<Start>(variables).ok()?.seq
+    let variables: serde_json::Map<String, serde_json::Value> = serde_json::from_str(variables).ok()?;
+    variables.get(crate::starter::START_VARIABLE)?.as_u64()
 }
 
 #[cfg(test)]
