@@ -213,3 +213,48 @@ fn entries_read_back_alike_from_the_buffer_the_last_flush_and_the_file() {
     let j = Journal::open(dir.path(), small()).unwrap();
     assert_eq!(j.entries(1, 7, None).unwrap(), want);
 }
+
+/// Which of a file's pages are in the page cache (`mincore` over a read-only mapping).
+#[cfg(target_os = "linux")]
+fn cached_pages(path: &Path) -> Vec<bool> {
+    use std::os::fd::AsRawFd;
+    let file = fs::File::open(path).unwrap();
+    let len = file.metadata().unwrap().len() as usize;
+    let pages = len.div_ceil(4096);
+    let mut resident = vec![0u8; pages];
+    // SAFETY: a private read-only mapping of `len` bytes of an open file, unmapped before return;
+    // mincore writes one byte per page into `resident`, which holds that many.
+    unsafe {
+        let map = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0);
+        assert_ne!(map, libc::MAP_FAILED);
+        assert_eq!(libc::mincore(map, len, resident.as_mut_ptr()), 0);
+        libc::munmap(map, len);
+    }
+    resident.iter().map(|r| r & 1 == 1).collect()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn synced_pages_leave_the_page_cache_and_read_back_from_disk() {
+    // on the work tree's disk, not a tmpfs /tmp, whose pages are the storage and cannot be dropped
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let mut j = Journal::open(dir.path(), JournalConfig { segment_bytes: 1 << 20 }).unwrap();
+    let big = |range: std::ops::RangeInclusive<u64>| -> Vec<Entry> {
+        range.map(|i| Entry { index: i, term: 1, data: vec![i as u8; 10_000] }).collect()
+    };
+    j.append(&big(1..=3)).unwrap();
+    j.flush().unwrap();
+    let segment = &segment_files(dir.path())[0];
+    let cached = cached_pages(segment);
+    let (last, whole) = cached.split_last().unwrap();
+    assert!(whole.len() >= 7, "30 KB written: {} whole pages", whole.len());
+    assert!(whole.iter().all(|c| !c), "synced whole pages dropped: {cached:?}");
+    assert!(*last, "the page the file ends in stays cached for the next append");
+    // appends after the drop continue the file, and everything reads back from disk
+    j.append(&big(4..=5)).unwrap();
+    j.flush().unwrap();
+    assert_eq!(j.entries(1, 6, None).unwrap(), big(1..=5));
+    drop(j);
+    let j = Journal::open(dir.path(), JournalConfig { segment_bytes: 1 << 20 }).unwrap();
+    assert_eq!(j.entries(1, 6, None).unwrap(), big(1..=5));
+}
