@@ -23,7 +23,7 @@ pgo="$CARGO_TARGET_DIR/pgo"
 mkdir -p "$pgo"
 # `--target` keeps RUSTFLAGS off build scripts and proc macros; each stage has its own target
 # directory, so that both stay incremental
-build() { cargo build --target "$host" --target-dir "$pgo/$1" -p waggle --bin waggle >&2; }
+build() { cargo build --profile pgo --target "$host" --target-dir "$pgo/$1" -p waggle --bin waggle >&2; }
 
 sources=$( (git ls-files -s crates Cargo.toml Cargo.lock workloads; git diff HEAD -- crates Cargo.toml Cargo.lock workloads) | sha1sum | cut -c1-16)
 profile="$pgo/waggle-$sources.profdata"
@@ -31,11 +31,11 @@ if [ ! -f "$profile" ]; then
   echo "build-pgo.sh: training on the bench's workloads" >&2
   RUSTFLAGS="-Cprofile-generate=$pgo/raw" build generate
   rm -rf "$pgo/raw"
-  instrumented="$pgo/generate/$host/debug/waggle"
+  instrumented="$pgo/generate/$host/pgo/waggle"
   LLVM_PROFILE_FILE="$pgo/raw/waggle-%p-%m.profraw" "$instrumented" bench compare --no-zeebe \
     --waggle-bin "$instrumented" --workloads W2,W1,W3,W4,W5 --duration 10s --warmup 2s --drain 5s >&2
   rm -f "$pgo"/waggle-*.profdata
   "$profdata" merge -o "$profile" "$pgo/raw"
 fi
 RUSTFLAGS="-Cprofile-use=$profile" build use
-echo "$pgo/use/$host/debug/waggle"
+echo "$pgo/use/$host/pgo/waggle"
