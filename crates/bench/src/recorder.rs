@@ -1,6 +1,6 @@
 //! What the starter and the worker observed, timestamped at the source, and what it adds up to.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 #[cfg(test)]
@@ -130,12 +130,14 @@ struct Track {
 pub fn latencies(events: &[Event], from: Instant, to: Instant) -> Latencies {
     let start_sent: HashMap<u64, Instant> =
         events.iter().filter_map(|e| if let Event::StartPublished { seq, sent } = *e { Some((seq, sent)) } else { None }).collect();
+    let mut started: HashSet<u64> = HashSet::new();
     let mut by_pi: HashMap<i64, Track> = HashMap::new();
     for e in events {
         match *e {
             Event::Created { pi, sent } => by_pi.entry(pi).or_default().created = Some(sent),
             // an instance started by a message was "created" when that message was sent
             Event::Started { pi, seq } => {
+                started.insert(seq);
                 if let Some(&sent) = start_sent.get(&seq) {
                     by_pi.entry(pi).or_default().created = Some(sent);
                 }
@@ -147,6 +149,10 @@ pub fn latencies(events: &[Event], from: Instant, to: Instant) -> Latencies {
         }
     }
     let mut out = Latencies::default();
+    // a start message sent in the window whose instance never showed a job: measured, unfinished
+    let never_started = start_sent.iter().filter(|(seq, sent)| **sent >= from && **sent < to && !started.contains(seq)).count();
+    out.measured += never_started;
+    out.unfinished += never_started;
     for t in by_pi.values_mut() {
         let Some(created) = t.created.filter(|c| *c >= from && *c < to) else { continue };
         out.measured += 1;
@@ -229,7 +235,7 @@ mod tests {
             Event::StartPublished { seq: 5, sent: at(20) },
         ];
         let l = latencies(&events, at(0), at(100));
-        assert_eq!(l.measured, 1, "the instance's creation is its message's");
+        assert_eq!((l.measured, l.unfinished), (2, 1), "the instance's creation is its message's");
         assert_eq!(l.execution.summary().unwrap().p50_ms, 6.0);
         assert_eq!(l.activation.summary().unwrap().p50_ms, 4.0);
         let r = Recorder::default();
