@@ -8,9 +8,12 @@
 //! docs/bench.md.
 
 pub mod args;
+pub mod calls;
 pub mod client;
 pub mod compare;
 pub mod delay;
+pub mod hpack;
+pub mod http2;
 pub mod plot;
 pub mod recorder;
 pub mod report;
@@ -19,7 +22,6 @@ pub mod server;
 pub mod starter;
 pub mod stats;
 pub mod timer_storm;
-pub mod unary;
 pub mod window;
 pub mod worker;
 pub mod workload;

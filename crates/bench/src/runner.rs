@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use tokio::sync::Semaphore;
 
+use crate::calls;
 use crate::client::{self, Unsupported};
 use crate::recorder::{self, Counts, Recorder};
 use crate::report::{RunReport, Second, ServerStats};
 use crate::server::{self, ProcSample};
 use crate::starter::Starter;
-use crate::unary;
 use crate::worker::Worker;
 use crate::workload::{self, Pace, Workload};
 
@@ -84,7 +84,7 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
     let worker = if info.has_tasks {
         let worker = Worker {
             client: client::connect(address).await?,
-            unary: unary::connect(address).await?,
+            calls: calls::connect(address).await?,
             job_type: w.job_type.clone(),
             delay: w.worker_delay,
             capacity: w.worker_capacity,
@@ -103,7 +103,7 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
 
     let starter = Starter {
         client: client::connect(address).await?,
-        unary: unary::connect(address).await?,
+        calls: calls::connect(address).await?,
         process_id: info.process_id.clone(),
         payload: w.payload.as_str().into(),
         with_result: w.with_result,

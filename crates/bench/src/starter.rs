@@ -9,9 +9,9 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use waggle_protocol::gateway::{CreateProcessInstanceRequest, CreateProcessInstanceWithResultRequest, PublishMessageRequest};
 
+use crate::calls::CallClient;
 use crate::client::Client;
 use crate::recorder::{Event, Recorder};
-use crate::unary::UnaryClient;
 use crate::window::CreationWindow;
 use crate::workload::Pace;
 
@@ -29,7 +29,7 @@ const BACKOFF: Duration = Duration::from_millis(10);
 pub struct Starter {
     pub client: Client,
     /// The per-instance calls (creation, publication).
-    pub unary: UnaryClient,
+    pub calls: CallClient,
     pub process_id: String,
     /// The payload, a JSON object.
     pub payload: Arc<str>,
@@ -145,7 +145,7 @@ impl Starter {
             ..Default::default()
         };
         let sent = Instant::now();
-        match self.unary.publish_message(&request).await {
+        match self.calls.publish_message(&request).await {
             Ok(_) => {
                 self.recorder.record(Event::StartPublished { seq, sent });
                 Outcome::Done
@@ -183,7 +183,7 @@ impl Starter {
                 Err(s) => return self.failed("create with result", &s),
             }
         } else {
-            match self.unary.create_process_instance(&request).await {
+            match self.calls.create_process_instance(&request).await {
                 Ok(r) => {
                     let pi = r.process_instance_key;
                     self.recorder.record(Event::Created { pi, sent });
@@ -195,7 +195,7 @@ impl Starter {
         if let (Some(name), Some(key)) = (&self.message, correlation_key) {
             let request = PublishMessageRequest { name: name.clone(), correlation_key: key, time_to_live: 60_000, ..Default::default() };
             let sent = Instant::now();
-            match self.unary.publish_message(&request).await {
+            match self.calls.publish_message(&request).await {
                 Ok(_) => self.recorder.record(Event::Published { pi, sent }),
                 Err(s) => {
                     self.failed("publish", &s);

@@ -9,9 +9,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_stream::StreamExt;
 use waggle_protocol::gateway::{ActivateJobsRequest, ActivatedJob, CompleteJobRequest, StreamActivatedJobsRequest};
 
+use crate::calls::CallClient;
 use crate::client::Client;
 use crate::recorder::{Event, Recorder};
-use crate::unary::UnaryClient;
 
 const JOB_TIMEOUT_MS: i64 = 60_000;
 const POLL_TIMEOUT_MS: i64 = 10_000;
@@ -32,8 +32,8 @@ impl Drop for AbortOnDrop {
 #[derive(Clone)]
 pub struct Worker {
     pub client: Client,
-    /// The per-job call (completion).
-    pub unary: UnaryClient,
+    /// The job stream and the per-job call (completion).
+    pub calls: CallClient,
     pub job_type: String,
     pub delay: Duration,
     pub capacity: usize,
@@ -84,10 +84,7 @@ impl Worker {
             timeout: JOB_TIMEOUT_MS,
             ..Default::default()
         };
-        let mut jobs = match self.client.clone().stream_activated_jobs(request).await {
-            Ok(r) => r.into_inner(),
-            Err(s) => return self.recorder.error("stream jobs", &s),
-        };
+        let mut jobs = self.calls.stream_activated_jobs(&request);
         while let Some(job) = jobs.next().await {
             let activated = Instant::now();
             match job {
@@ -168,7 +165,7 @@ impl Worker {
         }
         let complete_sent = Instant::now();
         let request = CompleteJobRequest { job_key: job.key, variables: String::new() };
-        if let Err(s) = self.unary.complete_job(&request).await {
+        if let Err(s) = self.calls.complete_job(&request).await {
             return self.recorder.error("complete job", &s);
         }
         let acked = Instant::now();

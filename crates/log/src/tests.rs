@@ -236,8 +236,12 @@ fn cached_pages(path: &Path) -> Vec<bool> {
 #[cfg(target_os = "linux")]
 #[test]
 fn synced_pages_leave_the_page_cache_and_read_back_from_disk() {
-    // on the work tree's disk, not a tmpfs /tmp, whose pages are the storage and cannot be dropped
-    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    // on the work tree's disk, not a tmpfs /tmp, whose pages are the storage and cannot be dropped;
+    // the crate's directory is read at run time, as a build cached from another checkout of the
+    // same target directory carries that checkout's path
+    let crate_dir =
+        std::env::var_os("CARGO_MANIFEST_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+    let dir = tempfile::tempdir_in(crate_dir).unwrap();
     let mut j = Journal::open(dir.path(), JournalConfig { segment_bytes: 1 << 20 }).unwrap();
     let big = |range: std::ops::RangeInclusive<u64>| -> Vec<Entry> {
         range.map(|i| Entry { index: i, term: 1, data: vec![i as u8; 10_000] }).collect()
