@@ -14,6 +14,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use waggle_engine::Command;
 use waggle_protocol::{Intent, Record, RecordValue};
 
+use crate::backpressure::{Limiter, Permit};
 use crate::streams::{JobStreamRegistry, PushedJob, StreamId};
 use crate::Submission;
 
@@ -23,11 +24,14 @@ pub(crate) struct Delivery {
     pub replies: Vec<(oneshot::Sender<Record>, Record)>,
     pub pushes: Vec<(StreamId, PushedJob)>,
     pub jobs_available: Vec<String>,
+    /// The back-pressure slots of the batch's client commands: given back once the answers are
+    /// handed over, so that a command's time in flight includes the way to the gateway.
+    pub permits: Vec<Permit>,
 }
 
 impl Delivery {
     pub fn is_empty(&self) -> bool {
-        self.replies.is_empty() && self.pushes.is_empty() && self.jobs_available.is_empty()
+        self.replies.is_empty() && self.pushes.is_empty() && self.jobs_available.is_empty() && self.permits.is_empty()
     }
 }
 
@@ -43,6 +47,7 @@ pub(crate) struct Targets {
     pub jobs_available: broadcast::Sender<String>,
     /// The partition's own queue, for jobs a stream could not take (JOB YIELD).
     pub loopback: SyncSender<Submission>,
+    pub limiter: Arc<Limiter>,
 }
 
 impl Deliverer {
@@ -92,11 +97,14 @@ impl Targets {
                 self.yield_job(job);
             }
         }
+        for permit in delivery.permits {
+            self.limiter.processed(permit);
+        }
     }
 
     /// Sends a job its stream could not take back to the pool.
     fn yield_job(&self, job: PushedJob) {
         let command = Command::new(job.key, Intent::Yield, RecordValue::Job(job.record));
-        let _ = self.loopback.try_send(Submission { command, reply: None, scheduled: false });
+        let _ = self.loopback.try_send(Submission { command, reply: None, scheduled: false, permit: None });
     }
 }

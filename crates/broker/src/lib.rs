@@ -6,9 +6,11 @@
 //! (the gateway) or the meaning of records (the engine).
 //!
 //! Contract: [`Broker::submit`] answers only after the records that answer the command are
-//! committed in the partition's log and applied to its state. A full partition queue answers
+//! committed in the partition's log and applied to its state. A partition with as many client
+//! commands in flight as its adaptive limit ([`backpressure`]), or with a full queue, answers
 //! [`BrokerError::Overloaded`] at once (back pressure) instead of queueing without bound.
 
+mod backpressure;
 mod delivery;
 mod metrics;
 mod partition;
@@ -24,6 +26,7 @@ use waggle_engine::Command;
 use waggle_protocol::value::IncidentRecord;
 use waggle_protocol::{partition_of, PartitionId, Record, ValueType};
 
+pub use backpressure::BackpressureConfig;
 pub use metrics::BrokerMetrics;
 pub use partition::PartitionStatus;
 pub use streams::{JobStreamRegistry, PushedJob, StreamId};
@@ -38,13 +41,21 @@ pub struct BrokerConfig {
     pub partitions: u16,
     /// Commands waiting per partition before RESOURCE_EXHAUSTED.
     pub queue_capacity: usize,
+    /// The adaptive limit on each partition's client commands in flight.
+    pub backpressure: BackpressureConfig,
     /// Take a snapshot (and compact the log behind it) after this many applied entries.
     pub snapshot_every_entries: u64,
 }
 
 impl Default for BrokerConfig {
     fn default() -> Self {
-        Self { data_dir: PathBuf::from("data"), partitions: 1, queue_capacity: 4096, snapshot_every_entries: 10_000 }
+        Self {
+            data_dir: PathBuf::from("data"),
+            partitions: 1,
+            queue_capacity: 4096,
+            backpressure: BackpressureConfig::default(),
+            snapshot_every_entries: 10_000,
+        }
     }
 }
 
@@ -67,6 +78,9 @@ pub(crate) struct Submission {
     /// From the scheduler (timers, time-outs): processed a few per batch, so that a burst of
     /// due work does not hold back client commands.
     pub scheduled: bool,
+    /// A client command's slot of the partition's back-pressure limit, given back once its batch
+    /// is committed.
+    pub permit: Option<backpressure::Permit>,
 }
 
 /// Every partition's command queue, by partition id - 1 (set once all partitions started), for
@@ -121,8 +135,9 @@ impl Broker {
     /// Submits a command and waits for the record that answers it (an event or a rejection).
     pub async fn submit(&self, partition: PartitionId, command: Command) -> Result<Record, BrokerError> {
         let handle = self.partitions.get((partition as usize).wrapping_sub(1)).ok_or(BrokerError::NoSuchPartition(partition))?;
+        let permit = Some(handle.limiter.try_acquire(&command).ok_or(BrokerError::Overloaded)?);
         let (tx, rx) = oneshot::channel();
-        handle.send(Submission { command, reply: Some(tx), scheduled: false })?;
+        handle.send(Submission { command, reply: Some(tx), scheduled: false, permit })?;
         rx.await.map_err(|_| BrokerError::Unavailable(partition))
     }
 

@@ -1,7 +1,9 @@
 //! Partition metrics, named as Zeebe names them where Zeebe has one.
 
-use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, Opts, Registry};
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry};
 use waggle_protocol::PartitionId;
+
+use crate::backpressure::LimiterMetrics;
 
 pub struct BrokerMetrics {
     pub processed_records: IntCounterVec,
@@ -13,6 +15,10 @@ pub struct BrokerMetrics {
     pub batch_commit: HistogramVec,
     /// Commands per batch taken from the queue (client and scheduled ones).
     pub batch_commands: HistogramVec,
+    /// Back pressure: client commands in flight, the limit, and commands refused.
+    pub backpressure_in_flight: IntGaugeVec,
+    pub backpressure_limit: IntGaugeVec,
+    pub dropped_requests: IntCounterVec,
 }
 
 const BATCH_BUCKETS_S: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
@@ -55,6 +61,16 @@ impl BrokerMetrics {
             "Commands taken from the queue into one batch",
             &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0],
         );
+        let partition_gauge = |name: &str, help: &str| IntGaugeVec::new(Opts::new(name, help), &["partition"]).expect("metric");
+        let backpressure_in_flight =
+            partition_gauge("zeebe_backpressure_inflight_requests_count", "Client commands the partition has taken and not answered yet");
+        let backpressure_limit =
+            partition_gauge("zeebe_backpressure_requests_limit", "Client commands the partition takes in flight at most (adaptive)");
+        let dropped_requests = IntCounterVec::new(
+            Opts::new("zeebe_dropped_request_count_total", "Client commands refused by back pressure (RESOURCE_EXHAUSTED)"),
+            &["partition"],
+        )
+        .expect("metric");
         for m in [
             &processed_records as &dyn Collect,
             &batches,
@@ -63,14 +79,38 @@ impl BrokerMetrics {
             &batch_processing,
             &batch_commit,
             &batch_commands,
+            &backpressure_in_flight,
+            &backpressure_limit,
+            &dropped_requests,
         ] {
             m.register(registry);
         }
-        Self { processed_records, batches, process_instance_execution_time, job_life_time, batch_processing, batch_commit, batch_commands }
+        Self {
+            processed_records,
+            batches,
+            process_instance_execution_time,
+            job_life_time,
+            batch_processing,
+            batch_commit,
+            batch_commands,
+            backpressure_in_flight,
+            backpressure_limit,
+            dropped_requests,
+        }
     }
 }
 
 impl BrokerMetrics {
+    /// The back pressure handles of one partition.
+    pub(crate) fn limiter(&self, id: PartitionId) -> LimiterMetrics {
+        let p = id.to_string();
+        LimiterMetrics {
+            in_flight: self.backpressure_in_flight.with_label_values(&[&p]),
+            limit: self.backpressure_limit.with_label_values(&[&p]),
+            refused: self.dropped_requests.with_label_values(&[&p]),
+        }
+    }
+
     /// The handles of one partition, labelled once: the processing thread updates them per
     /// batch and per record without looking labels up.
     pub(crate) fn for_partition(&self, id: PartitionId) -> PartitionMetrics {

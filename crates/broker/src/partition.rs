@@ -17,6 +17,7 @@ use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue, Valu
 use waggle_replication::RaftGroup;
 use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
 
+use crate::backpressure::{Limiter, Permit, SaturationWindow};
 use crate::delivery::{Deliverer, Delivery, Targets};
 use crate::metrics::{BrokerMetrics, PartitionMetrics};
 use crate::streams::{JobStreamRegistry, PushedJob};
@@ -46,6 +47,8 @@ pub struct PartitionStatus {
 
 pub(crate) struct PartitionHandle {
     tx: SyncSender<Submission>,
+    /// Client commands in flight, and whether the partition takes another (back pressure).
+    pub limiter: Arc<Limiter>,
     status: Arc<Mutex<PartitionStatus>>,
     store: Arc<RocksStore>,
     stop: Arc<AtomicBool>,
@@ -59,11 +62,15 @@ impl PartitionHandle {
 
     pub fn send(&self, submission: Submission) -> Result<(), BrokerError> {
         let partition = self.status.lock().expect("status lock").partition_id;
-        match self.tx.try_send(submission) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => Err(BrokerError::Overloaded),
-            Err(TrySendError::Disconnected(_)) => Err(BrokerError::Unavailable(partition)),
+        let (error, submission) = match self.tx.try_send(submission) {
+            Ok(()) => return Ok(()),
+            Err(TrySendError::Full(s)) => (BrokerError::Overloaded, s),
+            Err(TrySendError::Disconnected(s)) => (BrokerError::Unavailable(partition), s),
+        };
+        if let Some(permit) = submission.permit {
+            self.limiter.dropped(permit);
         }
+        Err(error)
     }
 
     pub fn status(&self) -> PartitionStatus {
@@ -178,6 +185,7 @@ pub(crate) fn start(
     let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
     let stop = Arc::new(AtomicBool::new(false));
     let scheduled_in_flight = Arc::new(AtomicUsize::new(0));
+    let limiter = Arc::new(Limiter::new(config.backpressure, metrics.limiter(id)));
     let mut processor = Processor {
         id,
         engine: Engine::new(id),
@@ -190,8 +198,11 @@ pub(crate) fn start(
         snapshot: SnapshotProgress::default(),
         replies: HashMap::default(),
         next_request: 1,
+        saturation: SaturationWindow::new(streams.push_counts()),
+        limiter: limiter.clone(),
+        permits: Vec::new(),
         streams: streams.clone(),
-        deliverer: Deliverer::new(Targets { streams, jobs_available, loopback: tx.clone() }),
+        deliverer: Deliverer::new(Targets { streams, jobs_available, loopback: tx.clone(), limiter: limiter.clone() }),
         metrics: metrics.for_partition(id),
         status: status.clone(),
         started: HashMap::default(),
@@ -214,7 +225,7 @@ pub(crate) fn start(
         .spawn(move || processor.run(rx, stop_flag))
         .map_err(|e| start_err(id, e))?;
     let scheduler = scheduler::start(id, store.clone(), tx.clone(), scheduled_in_flight, stop.clone()).map_err(|e| start_err(id, e))?;
-    Ok(PartitionHandle { tx, status, store, stop, threads: Mutex::new(vec![processing, scheduler]) })
+    Ok(PartitionHandle { tx, limiter, status, store, stop, threads: Mutex::new(vec![processing, scheduler]) })
 }
 
 struct Processor {
@@ -230,6 +241,11 @@ struct Processor {
     replies: HashMap<RequestId, oneshot::Sender<Record>, foldhash::fast::RandomState>,
     next_request: RequestId,
     streams: Arc<JobStreamRegistry>,
+    /// How many new jobs found their streams full lately: many tell back pressure of congestion.
+    saturation: SaturationWindow,
+    limiter: Arc<Limiter>,
+    /// The back-pressure slots of the batch's client commands, handed over with its delivery.
+    permits: Vec<Permit>,
     /// Answers, pushed jobs and job notifications of committed batches go out through it.
     deliverer: Deliverer,
     metrics: PartitionMetrics,
@@ -345,11 +361,14 @@ impl Processor {
     /// Processes and empties `batch`.
     fn process(&mut self, batch: &mut Vec<Submission>) -> Result<(), String> {
         if !self.raft.is_leader() {
-            batch.clear();
+            for permit in batch.drain(..).filter_map(|s| s.permit) {
+                self.limiter.abandoned(permit);
+            }
             return Ok(()); // dropping the replies answers UNAVAILABLE
         }
         let mut commands = Vec::with_capacity(batch.len());
-        for Submission { mut command, reply, .. } in batch.drain(..) {
+        for Submission { mut command, reply, permit, .. } in batch.drain(..) {
+            self.permits.extend(permit);
             if let Some(reply) = reply {
                 let id = self.next_request;
                 self.next_request += 1;
@@ -363,6 +382,9 @@ impl Processor {
         let ctx = ProcessingContext { now_ms: now_ms(), job_streams: &*self.streams, partition_count: self.partition_count };
         let mut overlay = Overlay::new(&*self.store);
         let output = self.engine.process_batch(&mut overlay, &ctx, commands);
+        if self.saturation.congested(self.streams.push_counts(), started) {
+            self.limiter.congested();
+        }
         let writes = overlay.into_writes();
         if let Some(entry) = output.encoded_entry() {
             let processed = Instant::now();
@@ -379,6 +401,7 @@ impl Processor {
             replies: Vec::with_capacity(responses.len()),
             pushes: Vec::with_capacity(side_effects.len()),
             jobs_available: Vec::new(),
+            permits: std::mem::take(&mut self.permits),
         };
         for (id, record) in responses {
             if let Some(reply) = self.replies.remove(&id) {
@@ -416,7 +439,7 @@ impl Processor {
                 tracing::error!(partition = self.id, target = partition, "command for an unknown partition dropped");
                 continue;
             };
-            match peer.try_send(Submission { command, reply: None, scheduled: false }) {
+            match peer.try_send(Submission { command, reply: None, scheduled: false, permit: None }) {
                 Ok(()) => {}
                 Err(TrySendError::Full(s)) => {
                     full.push(partition);

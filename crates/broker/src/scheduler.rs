@@ -63,7 +63,7 @@ pub(crate) fn start(
                 }
                 // counted before it is sent: the partition may take it at once
                 in_flight.fetch_add(1, Ordering::SeqCst);
-                if tx.try_send(Submission { command: due.command(), reply: None, scheduled: true }).is_err() {
+                if tx.try_send(Submission { command: due.command(), reply: None, scheduled: true, permit: None }).is_err() {
                     in_flight.fetch_sub(1, Ordering::SeqCst);
                     pending.push_front(due);
                     break; // partition busy: try again in a moment

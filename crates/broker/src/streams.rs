@@ -3,6 +3,7 @@
 //! the flow control: a stream without room gets nothing, and a push that cannot be delivered
 //! sends the job back to the pool (JOB YIELD).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use tokio::sync::mpsc;
@@ -11,6 +12,13 @@ use waggle_protocol::value::JobRecord;
 use waggle_protocol::SharedStr;
 
 pub type StreamId = u64;
+
+/// See [`JobStreamRegistry::push_counts`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PushCounts {
+    pub offered: u64,
+    pub saturated: u64,
+}
 
 /// An activated job on its way to a worker.
 #[derive(Debug, Clone)]
@@ -41,6 +49,10 @@ struct Inner {
 #[derive(Default)]
 pub struct JobStreamRegistry {
     inner: Mutex<Inner>,
+    /// Jobs created for a type with an open stream, and those of them that found every such
+    /// stream full (see [`Self::push_counts`]).
+    offered: AtomicU64,
+    saturated: AtomicU64,
 }
 
 impl JobStreamRegistry {
@@ -88,6 +100,13 @@ impl JobStreamRegistry {
         }
     }
 
+    /// Jobs so far created for a type with an open stream, and those of them that found every
+    /// such stream full. Many full streams mean the workers, or the path to them, take jobs more
+    /// slowly than the partitions make them (back pressure reads it as congestion).
+    pub fn push_counts(&self) -> PushCounts {
+        PushCounts { offered: self.offered.load(Ordering::Relaxed), saturated: self.saturated.load(Ordering::Relaxed) }
+    }
+
     /// Forgets reservations of a batch that was not committed.
     pub fn release(&self, id: StreamId) {
         let mut inner = self.inner.lock().expect("streams lock");
@@ -102,11 +121,18 @@ impl JobStreams for JobStreamRegistry {
         let mut inner = self.inner.lock().expect("streams lock");
         let n = inner.streams.len();
         let start = inner.round_robin;
+        // whether a stream of the type is open: if so, and none has room, it is saturated
+        let mut open = false;
         for i in 0..n {
             let idx = (start + i) % n;
             let s = &mut inner.streams[idx];
-            if s.job_type == job_type && !s.sender.is_closed() && s.sender.capacity() > s.reserved {
+            if s.job_type != job_type || s.sender.is_closed() {
+                continue;
+            }
+            open = true;
+            if s.sender.capacity() > s.reserved {
                 s.reserved += 1;
+                self.offered.fetch_add(1, Ordering::Relaxed);
                 let target = JobStreamTarget {
                     stream_id: s.id,
                     worker: s.worker.clone(),
@@ -116,6 +142,10 @@ impl JobStreams for JobStreamRegistry {
                 inner.round_robin = idx + 1;
                 return Some(target);
             }
+        }
+        if open {
+            self.offered.fetch_add(1, Ordering::Relaxed);
+            self.saturated.fetch_add(1, Ordering::Relaxed);
         }
         None
     }

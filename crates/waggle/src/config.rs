@@ -2,10 +2,12 @@
 //! (each later source wins).
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
+use waggle_broker::BackpressureConfig;
 
 /// Settings of a standalone node. Every flag also reads `WAGGLE_<NAME>` from the environment.
 #[derive(Debug, Clone, Args, Default)]
@@ -40,6 +42,20 @@ pub struct NodeArgs {
     /// Applied log entries between two snapshots (the log is compacted behind each) [default: 10000].
     #[arg(long, env = "WAGGLE_SNAPSHOT_EVERY_ENTRIES")]
     pub snapshot_every_entries: Option<u64>,
+    /// Back pressure: refuse client commands (RESOURCE_EXHAUSTED) beyond an adaptive limit on those
+    /// a partition has in flight (AIMD, after Zeebe's; job completions, failures and activations,
+    /// cancellations and deployments are always taken) [default: true].
+    #[arg(long, env = "WAGGLE_BACKPRESSURE", action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub backpressure: Option<bool>,
+    /// Back pressure: the limit a partition starts with [default: 2048].
+    #[arg(long, env = "WAGGLE_BACKPRESSURE_INITIAL_LIMIT")]
+    pub backpressure_initial_limit: Option<usize>,
+    /// Back pressure: the highest limit [default: 4096].
+    #[arg(long, env = "WAGGLE_BACKPRESSURE_MAX_LIMIT")]
+    pub backpressure_max_limit: Option<usize>,
+    /// Back pressure: an answer slower than this many milliseconds lowers the limit [default: 200].
+    #[arg(long, env = "WAGGLE_BACKPRESSURE_REQUEST_TIMEOUT_MS")]
+    pub backpressure_request_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -54,6 +70,10 @@ struct FileConfig {
     long_polling_timeout_ms: Option<u64>,
     queue_capacity: Option<usize>,
     snapshot_every_entries: Option<u64>,
+    backpressure: Option<bool>,
+    backpressure_initial_limit: Option<usize>,
+    backpressure_max_limit: Option<usize>,
+    backpressure_request_timeout_ms: Option<u64>,
 }
 
 /// The resolved configuration of a node.
@@ -68,6 +88,7 @@ pub struct NodeConfig {
     pub long_polling_timeout_ms: u64,
     pub queue_capacity: usize,
     pub snapshot_every_entries: u64,
+    pub backpressure: BackpressureConfig,
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -91,9 +112,30 @@ impl NodeArgs {
             long_polling_timeout_ms: self.long_polling_timeout_ms.or(file.long_polling_timeout_ms).unwrap_or(10_000),
             queue_capacity: self.queue_capacity.or(file.queue_capacity).unwrap_or(4096),
             snapshot_every_entries: self.snapshot_every_entries.or(file.snapshot_every_entries).unwrap_or(10_000),
+            backpressure: {
+                let d = BackpressureConfig::default();
+                BackpressureConfig {
+                    enabled: self.backpressure.or(file.backpressure).unwrap_or(d.enabled),
+                    initial_limit: self.backpressure_initial_limit.or(file.backpressure_initial_limit).unwrap_or(d.initial_limit),
+                    max_limit: self.backpressure_max_limit.or(file.backpressure_max_limit).unwrap_or(d.max_limit),
+                    request_timeout: self
+                        .backpressure_request_timeout_ms
+                        .or(file.backpressure_request_timeout_ms)
+                        .map_or(d.request_timeout, Duration::from_millis),
+                    ..d
+                }
+            },
         };
         anyhow::ensure!(config.partitions >= 1, "--partitions must be at least 1");
         anyhow::ensure!(config.max_message_size >= 1024, "--max-message-size must be at least 1024 bytes");
+        let b = &config.backpressure;
+        anyhow::ensure!(b.max_limit >= 1, "--backpressure-max-limit must be at least 1");
+        anyhow::ensure!(
+            (1..=b.max_limit).contains(&b.initial_limit),
+            "--backpressure-initial-limit must be between 1 and --backpressure-max-limit ({})",
+            b.max_limit
+        );
+        anyhow::ensure!(!b.request_timeout.is_zero(), "--backpressure-request-timeout-ms must be at least 1");
         Ok(config)
     }
 }
@@ -121,5 +163,20 @@ mod tests {
         std::fs::write(&file, "partitons = 3\n").unwrap();
         let err = NodeArgs { config: Some(file), ..Default::default() }.resolve().unwrap_err();
         assert!(format!("{err:#}").contains("partitons"), "{err:#}");
+    }
+
+    #[test]
+    fn backpressure_settings_from_file_and_flags_and_their_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("waggle.toml");
+        std::fs::write(&file, "backpressure = false\nbackpressure_max_limit = 50\nbackpressure_request_timeout_ms = 80\n").unwrap();
+        let args = NodeArgs { config: Some(file.clone()), backpressure_initial_limit: Some(10), ..Default::default() };
+        let b = args.resolve().unwrap().backpressure;
+        assert_eq!((b.enabled, b.initial_limit, b.max_limit, b.request_timeout), (false, 10, 50, Duration::from_millis(80)));
+        assert_eq!(NodeArgs::default().resolve().unwrap().backpressure, BackpressureConfig::default());
+        let err = NodeArgs { config: Some(file), backpressure_initial_limit: Some(51), ..Default::default() }.resolve().unwrap_err();
+        assert!(err.to_string().contains("--backpressure-initial-limit must be between 1 and --backpressure-max-limit (50)"), "{err}");
+        let err = NodeArgs { backpressure_request_timeout_ms: Some(0), ..Default::default() }.resolve().unwrap_err();
+        assert!(err.to_string().contains("--backpressure-request-timeout-ms"), "{err}");
     }
 }

@@ -90,6 +90,7 @@ async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
             data_dir: config.data_dir.clone(),
             partitions: config.partitions,
             queue_capacity: config.queue_capacity,
+            backpressure: config.backpressure,
             snapshot_every_entries: config.snapshot_every_entries,
         },
         &registry,

@@ -38,6 +38,10 @@ fn help_explains_every_flag() {
         "--long-polling-timeout-ms",
         "--queue-capacity",
         "--snapshot-every-entries",
+        "--backpressure",
+        "--backpressure-initial-limit",
+        "--backpressure-max-limit",
+        "--backpressure-request-timeout-ms",
         "standalone",
     ] {
         assert!(help.contains(flag), "--help does not mention {flag}:\n{help}");
@@ -147,6 +151,101 @@ fn requests_over_the_size_limit_are_resource_exhausted() {
             .await
             .expect("a request under the limit");
     });
+}
+
+/// A metric's value on `/metrics` for partition 1.
+fn partition_metric(metrics: &str, name: &str) -> f64 {
+    let prefix = format!("{name}{{partition=\"1\"}} ");
+    let line = metrics.lines().find(|l| l.starts_with(&prefix)).unwrap_or_else(|| panic!("/metrics lacks {prefix}:\n{metrics}"));
+    line[prefix.len()..].parse().expect("a number")
+}
+
+#[test]
+fn overload_is_resource_exhausted_and_job_completions_are_always_taken() {
+    // a partition that takes one client command at a time: a burst is over its limit
+    let node = Node::start(&["--backpressure-initial-limit", "1", "--backpressure-max-limit", "1"]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (created, refused) = runtime.block_on(async {
+        let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
+        deploy_one_task(&mut client).await;
+        let create = |mut client: GatewayClient<tonic::transport::Channel>| async move {
+            client
+                .create_process_instance(CreateProcessInstanceRequest {
+                    bpmn_process_id: "benchmark".into(),
+                    version: -1,
+                    ..Default::default()
+                })
+                .await
+        };
+        // a creation awaiting its result holds no slot while its instance runs (as on Zeebe)
+        let mut awaiting_client = client.clone();
+        let awaiting = tokio::spawn(async move {
+            awaiting_client
+                .create_process_instance_with_result(CreateProcessInstanceWithResultRequest {
+                    request: Some(CreateProcessInstanceRequest { bpmn_process_id: "benchmark".into(), version: -1, ..Default::default() }),
+                    request_timeout: 60_000,
+                    fetch_variables: vec![],
+                })
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        // one at a time, every creation is taken
+        for _ in 0..30 {
+            create(client.clone()).await.expect("a creation alone is within the limit");
+        }
+        let mut jobs = vec![];
+        while jobs.len() < 31 {
+            let mut stream = client
+                .activate_jobs(ActivateJobsRequest {
+                    r#type: "benchmark-task".into(),
+                    worker: "cli-test".into(),
+                    timeout: 60_000,
+                    max_jobs_to_activate: 31,
+                    request_timeout: 5_000,
+                    ..Default::default()
+                })
+                .await
+                .expect("activate")
+                .into_inner();
+            while let Some(response) = stream.message().await.expect("stream") {
+                jobs.extend(response.jobs);
+            }
+        }
+        // a burst of creations beside the 31 completions: creations beyond the limit are refused,
+        // completions (which let work drain) never are
+        let mut calls = tokio::task::JoinSet::new();
+        for job in jobs {
+            let mut c = client.clone();
+            calls.spawn(async move {
+                (true, c.complete_job(CompleteJobRequest { job_key: job.key, variables: String::new() }).await.map(drop))
+            });
+        }
+        for _ in 0..200 {
+            let creation = create(client.clone());
+            calls.spawn(async move { (false, creation.await.map(drop)) });
+        }
+        let (mut created, mut refused) = (0, 0);
+        while let Some(joined) = calls.join_next().await {
+            match joined.expect("call task") {
+                (true, result) => result.expect("a job completion is always taken"),
+                (false, Ok(())) => created += 1,
+                (false, Err(e)) => {
+                    assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+                    assert!(e.message().contains("back pressure"), "{e:?}");
+                    refused += 1;
+                }
+            }
+        }
+        awaiting.await.expect("awaiting task").expect("the awaited instance completed");
+        (created, refused)
+    });
+    assert!(refused > 0, "200 creations at once against a limit of 1: none refused ({created} taken)");
+    assert!(created > 0, "every creation of the burst refused");
+    let (code, metrics) = node.get("/metrics");
+    assert_eq!(code, 200);
+    assert_eq!(partition_metric(&metrics, "zeebe_dropped_request_count_total"), refused as f64);
+    assert_eq!(partition_metric(&metrics, "zeebe_backpressure_requests_limit"), 1.0);
+    assert_eq!(partition_metric(&metrics, "zeebe_backpressure_inflight_requests_count"), 0.0, "every answered command left");
 }
 
 #[test]
