@@ -73,7 +73,9 @@ impl Default for BackpressureConfig {
 const SATURATION_WINDOW: Duration = Duration::from_millis(100);
 /// A window is congested when at least this share of its new jobs (for types with an open stream)
 /// found every stream full, and at least [`SATURATED_JOBS_MIN`] did: a batch of creations can fill
-/// a stream for a moment (W2: ~0.1 % of jobs) without the workers falling behind.
+/// a stream for a moment (W2: ~0.1 % of jobs) without the workers falling behind. Each such share
+/// is one cut of the limit (all of them full: eight cuts, ×0.43), so that a flood is met within a
+/// few windows.
 const SATURATED_SHARE_MIN: f64 = 0.125;
 const SATURATED_JOBS_MIN: u64 = 32;
 
@@ -88,16 +90,19 @@ impl SaturationWindow {
         Self { start: Instant::now(), counts }
     }
 
-    /// Whether the window that `now` closes was congested (a new window starts then); false while
-    /// the window is open.
-    pub fn congested(&mut self, counts: PushCounts, now: Instant) -> bool {
+    /// How many cuts of the limit the window that `now` closes calls for (a new window starts
+    /// then): 0 while the window is open or if it was not congested.
+    pub fn cuts(&mut self, counts: PushCounts, now: Instant) -> u32 {
         if now.duration_since(self.start) < SATURATION_WINDOW {
-            return false;
+            return 0;
         }
         let offered = counts.offered - self.counts.offered;
         let saturated = counts.saturated - self.counts.saturated;
         *self = Self { start: now, counts };
-        saturated >= SATURATED_JOBS_MIN && saturated as f64 >= offered as f64 * SATURATED_SHARE_MIN
+        if saturated < SATURATED_JOBS_MIN || offered == 0 {
+            return 0;
+        }
+        (saturated as f64 / offered as f64 / SATURATED_SHARE_MIN) as u32
     }
 }
 
@@ -180,10 +185,12 @@ impl Limiter {
         self.release(None);
     }
 
-    /// The workers or the path to them fall behind (job streams full): cuts the limit, as a slow
-    /// command does.
-    pub fn congested(&self) {
-        self.cut(self.epoch.elapsed());
+    /// The workers or the path to them fall behind (job streams full): cuts the limit `times`
+    /// over, as one slow command cuts it once.
+    pub fn congested(&self, times: u32) {
+        if times > 0 {
+            self.cut(self.epoch.elapsed(), self.config.backoff_ratio.powi(times as i32));
+        }
     }
 
     #[cfg(test)]
@@ -201,7 +208,7 @@ impl Limiter {
         self.metrics.in_flight.dec();
         let Some((rtt, in_flight)) = sample else { return };
         if rtt > self.config.request_timeout {
-            self.cut(self.epoch.elapsed());
+            self.cut(self.epoch.elapsed(), self.config.backoff_ratio);
             return;
         }
         let limit = self.limit.load(Ordering::Relaxed);
@@ -214,9 +221,9 @@ impl Limiter {
         }
     }
 
-    /// Multiplies the limit by the back-off ratio, unless it was cut less than
-    /// [`CUT_AT_MOST_EVERY`] before `now` (since `epoch`).
-    fn cut(&self, now: Duration) {
+    /// Multiplies the limit by `factor`, unless it was cut less than [`CUT_AT_MOST_EVERY`] before
+    /// `now` (since `epoch`).
+    fn cut(&self, now: Duration, factor: f64) {
         let now_ns = (now.as_nanos() as u64).max(1);
         let last = self.last_cut_ns.load(Ordering::Relaxed);
         if last != 0 && now_ns.saturating_sub(last) < CUT_AT_MOST_EVERY.as_nanos() as u64 {
@@ -226,8 +233,7 @@ impl Limiter {
             return; // another caller cut it just now
         }
         self.fast_commands.store(0, Ordering::Relaxed);
-        let ratio = self.config.backoff_ratio;
-        self.set_limit(|l| (l as f64 * ratio) as usize);
+        self.set_limit(|l| (l as f64 * factor) as usize);
     }
 
     fn set_limit(&self, step: impl Fn(usize) -> usize) {
@@ -335,14 +341,17 @@ mod tests {
         assert_eq!(l.metrics.limit.get(), 90);
         // the same episode: slow answers and full streams within 10 ms cut no further
         l.dropped(l.try_acquire(&creation()).unwrap());
-        l.congested();
+        l.congested(1);
         assert_eq!(l.limit(), 90);
         // later episodes each cut once more
         let later = l.epoch.elapsed() + CUT_AT_MOST_EVERY;
-        l.cut(later);
+        l.cut(later, 0.9);
         assert_eq!(l.limit(), 81);
+        // a severe one cuts as several
+        l.cut(later + CUT_AT_MOST_EVERY, 0.9f64.powi(2));
+        assert_eq!(l.limit(), 65);
         for i in 2..100 {
-            l.cut(later + CUT_AT_MOST_EVERY * i);
+            l.cut(later + CUT_AT_MOST_EVERY * i, 0.9);
         }
         assert_eq!(l.limit(), 5, "never below the minimum");
         // an abandoned command gives its slot back and leaves the limit alone
@@ -360,15 +369,16 @@ mod tests {
     }
 
     #[test]
-    fn a_window_is_congested_when_many_new_jobs_found_their_streams_full() {
+    fn a_window_calls_for_a_cut_per_eighth_of_new_jobs_that_found_their_streams_full() {
         let t0 = Instant::now();
         let counts = |offered, saturated| PushCounts { offered, saturated };
         let mut w = SaturationWindow { start: t0, counts: counts(1000, 10) };
         let later = |ms| t0 + Duration::from_millis(ms);
-        assert!(!w.congested(counts(2000, 500), later(50)), "the window is still open");
-        assert!(w.congested(counts(2000, 500), later(100)), "490 of 1,000 saturated");
-        assert!(!w.congested(counts(3000, 620), later(200)), "120 of 1,000 is under an eighth");
-        assert!(!w.congested(counts(3100, 650), later(300)), "30 of 100 is over an eighth, but too few jobs to tell");
+        assert_eq!(w.cuts(counts(2000, 500), later(50)), 0, "the window is still open");
+        assert_eq!(w.cuts(counts(2000, 500), later(100)), 3, "490 of 1,000 saturated: three eighths and more");
+        assert_eq!(w.cuts(counts(3000, 620), later(200)), 0, "120 of 1,000 is under an eighth");
+        assert_eq!(w.cuts(counts(3100, 650), later(300)), 0, "30 of 100 is over an eighth, but too few jobs to tell");
+        assert_eq!(w.cuts(counts(3200, 750), later(400)), 8, "all 100 saturated");
     }
 
     #[test]

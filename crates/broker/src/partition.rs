@@ -382,9 +382,7 @@ impl Processor {
         let ctx = ProcessingContext { now_ms: now_ms(), job_streams: &*self.streams, partition_count: self.partition_count };
         let mut overlay = Overlay::new(&*self.store);
         let output = self.engine.process_batch(&mut overlay, &ctx, commands);
-        if self.saturation.congested(self.streams.push_counts(), started) {
-            self.limiter.congested();
-        }
+        self.limiter.congested(self.saturation.cuts(self.streams.push_counts(), started));
         let writes = overlay.into_writes();
         if let Some(entry) = output.encoded_entry() {
             let processed = Instant::now();
