@@ -6,7 +6,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{deploy_one_task, run_with_timeout, Node};
+use common::{deploy_one_task, one_task_activation, run_with_timeout, Node};
 use tonic::Code;
 use waggle_protocol::gateway::gateway_client::GatewayClient;
 use waggle_protocol::gateway::*;
@@ -101,14 +101,7 @@ fn sigterm_shuts_down_gracefully_and_keeps_the_data() {
     runtime.block_on(async {
         let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
         let jobs = client
-            .activate_jobs(ActivateJobsRequest {
-                r#type: "benchmark-task".into(),
-                worker: "cli-test".into(),
-                timeout: 60_000,
-                max_jobs_to_activate: 10,
-                request_timeout: 5_000,
-                ..Default::default()
-            })
+            .activate_jobs(one_task_activation(10))
             .await
             .expect("activate")
             .into_inner()
@@ -195,18 +188,7 @@ fn overload_is_resource_exhausted_and_job_completions_are_always_taken() {
         }
         let mut jobs = vec![];
         while jobs.len() < 31 {
-            let mut stream = client
-                .activate_jobs(ActivateJobsRequest {
-                    r#type: "benchmark-task".into(),
-                    worker: "cli-test".into(),
-                    timeout: 60_000,
-                    max_jobs_to_activate: 31,
-                    request_timeout: 5_000,
-                    ..Default::default()
-                })
-                .await
-                .expect("activate")
-                .into_inner();
+            let mut stream = client.activate_jobs(one_task_activation(31)).await.expect("activate").into_inner();
             while let Some(response) = stream.message().await.expect("stream") {
                 jobs.extend(response.jobs);
             }
@@ -263,18 +245,7 @@ fn metrics_count_requests_records_and_lifetimes() {
             })
             .await
             .expect("create");
-        let mut stream = client
-            .activate_jobs(ActivateJobsRequest {
-                r#type: "benchmark-task".into(),
-                worker: "cli-test".into(),
-                timeout: 60_000,
-                max_jobs_to_activate: 1,
-                request_timeout: 5_000,
-                ..Default::default()
-            })
-            .await
-            .expect("activate")
-            .into_inner();
+        let mut stream = client.activate_jobs(one_task_activation(1)).await.expect("activate").into_inner();
         let job = stream.message().await.expect("stream").expect("response").jobs.remove(0);
         client.complete_job(CompleteJobRequest { job_key: job.key, variables: String::new() }).await.expect("complete");
     });

@@ -147,7 +147,6 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-/// A gRPC client of the node's gateway (the connection retried for up to 20 s).
 /// Deploys the workloads' `one_task.bpmn` (process `benchmark`, job type `benchmark-task`).
 pub async fn deploy_one_task(client: &mut waggle_protocol::gateway::gateway_client::GatewayClient<tonic::transport::Channel>) {
     use waggle_protocol::gateway::{DeployResourceRequest, Resource};
@@ -161,6 +160,19 @@ pub async fn deploy_one_task(client: &mut waggle_protocol::gateway::gateway_clie
         .expect("deploy");
 }
 
+/// Long-polls (5 s) for at most `max_jobs` jobs of `one_task.bpmn`'s type, locked for a minute.
+pub fn one_task_activation(max_jobs: i32) -> waggle_protocol::gateway::ActivateJobsRequest {
+    waggle_protocol::gateway::ActivateJobsRequest {
+        r#type: "benchmark-task".into(),
+        worker: "cli-test".into(),
+        timeout: 60_000,
+        max_jobs_to_activate: max_jobs,
+        request_timeout: 5_000,
+        ..Default::default()
+    }
+}
+
+/// A gRPC client of the node's gateway (the connection retried for up to 20 s).
 pub async fn grpc_client(node: &Node) -> waggle_protocol::gateway::gateway_client::GatewayClient<tonic::transport::Channel> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
