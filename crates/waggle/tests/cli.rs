@@ -6,7 +6,7 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{deploy_one_task, one_task_activation, run_with_timeout, Node};
+use common::{deploy_one_task, one_task_activation, one_task_creation, run_with_timeout, Node};
 use tonic::Code;
 use waggle_protocol::gateway::gateway_client::GatewayClient;
 use waggle_protocol::gateway::*;
@@ -83,14 +83,7 @@ fn sigterm_shuts_down_gracefully_and_keeps_the_data() {
     let key = runtime.block_on(async {
         let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
         deploy_one_task(&mut client).await;
-        let created = client
-            .create_process_instance(CreateProcessInstanceRequest {
-                bpmn_process_id: "benchmark".into(),
-                version: -1,
-                ..Default::default()
-            })
-            .await
-            .expect("create");
+        let created = client.create_process_instance(one_task_creation()).await.expect("create");
         created.into_inner().process_instance_key
     });
     let status = node.terminate();
@@ -161,21 +154,14 @@ fn overload_is_resource_exhausted_and_job_completions_are_always_taken() {
     let (created, refused) = runtime.block_on(async {
         let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
         deploy_one_task(&mut client).await;
-        let create = |mut client: GatewayClient<tonic::transport::Channel>| async move {
-            client
-                .create_process_instance(CreateProcessInstanceRequest {
-                    bpmn_process_id: "benchmark".into(),
-                    version: -1,
-                    ..Default::default()
-                })
-                .await
-        };
+        let create =
+            |mut client: GatewayClient<tonic::transport::Channel>| async move { client.create_process_instance(one_task_creation()).await };
         // a creation awaiting its result holds no slot while its instance runs (as on Zeebe)
         let mut awaiting_client = client.clone();
         let awaiting = tokio::spawn(async move {
             awaiting_client
                 .create_process_instance_with_result(CreateProcessInstanceWithResultRequest {
-                    request: Some(CreateProcessInstanceRequest { bpmn_process_id: "benchmark".into(), version: -1, ..Default::default() }),
+                    request: Some(one_task_creation()),
                     request_timeout: 60_000,
                     fetch_variables: vec![],
                 })
@@ -237,14 +223,7 @@ fn metrics_count_requests_records_and_lifetimes() {
     runtime.block_on(async {
         let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
         deploy_one_task(&mut client).await;
-        client
-            .create_process_instance(CreateProcessInstanceRequest {
-                bpmn_process_id: "benchmark".into(),
-                version: -1,
-                ..Default::default()
-            })
-            .await
-            .expect("create");
+        client.create_process_instance(one_task_creation()).await.expect("create");
         let mut stream = client.activate_jobs(one_task_activation(1)).await.expect("activate").into_inner();
         let job = stream.message().await.expect("stream").expect("response").jobs.remove(0);
         client.complete_job(CompleteJobRequest { job_key: job.key, variables: String::new() }).await.expect("complete");

@@ -160,6 +160,11 @@ pub async fn deploy_one_task(client: &mut waggle_protocol::gateway::gateway_clie
         .expect("deploy");
 }
 
+/// A creation of `one_task.bpmn`'s latest version, without variables.
+pub fn one_task_creation() -> waggle_protocol::gateway::CreateProcessInstanceRequest {
+    waggle_protocol::gateway::CreateProcessInstanceRequest { bpmn_process_id: "benchmark".into(), version: -1, ..Default::default() }
+}
+
 /// Long-polls (5 s) for at most `max_jobs` jobs of `one_task.bpmn`'s type, locked for a minute.
 pub fn one_task_activation(max_jobs: i32) -> waggle_protocol::gateway::ActivateJobsRequest {
     waggle_protocol::gateway::ActivateJobsRequest {
