@@ -17,7 +17,7 @@ use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue, Valu
 use waggle_replication::RaftGroup;
 use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
 
-use crate::backpressure::{Limiter, Permit, SaturationWindow};
+use crate::backpressure::{Limiter, SaturationWindow};
 use crate::delivery::{Deliverer, Delivery, Targets};
 use crate::metrics::{BrokerMetrics, PartitionMetrics};
 use crate::streams::{JobStreamRegistry, PushedJob};
@@ -61,11 +61,10 @@ impl PartitionHandle {
     }
 
     pub fn send(&self, submission: Submission) -> Result<(), BrokerError> {
-        let partition = self.status.lock().expect("status lock").partition_id;
         let (error, submission) = match self.tx.try_send(submission) {
             Ok(()) => return Ok(()),
             Err(TrySendError::Full(s)) => (BrokerError::Overloaded, s),
-            Err(TrySendError::Disconnected(s)) => (BrokerError::Unavailable(partition), s),
+            Err(TrySendError::Disconnected(s)) => (BrokerError::Unavailable(self.status().partition_id), s),
         };
         if let Some(permit) = submission.permit {
             self.limiter.dropped(permit);
@@ -200,7 +199,6 @@ pub(crate) fn start(
         next_request: 1,
         saturation: SaturationWindow::new(streams.push_counts()),
         limiter: limiter.clone(),
-        permits: Vec::new(),
         streams: streams.clone(),
         deliverer: Deliverer::new(Targets { streams, jobs_available, loopback: tx.clone(), limiter: limiter.clone() }),
         metrics: metrics.for_partition(id),
@@ -244,8 +242,6 @@ struct Processor {
     /// How many new jobs found their streams full lately: many tell back pressure of congestion.
     saturation: SaturationWindow,
     limiter: Arc<Limiter>,
-    /// The back-pressure slots of the batch's client commands, handed over with its delivery.
-    permits: Vec<Permit>,
     /// Answers, pushed jobs and job notifications of committed batches go out through it.
     deliverer: Deliverer,
     metrics: PartitionMetrics,
@@ -367,8 +363,10 @@ impl Processor {
             return Ok(()); // dropping the replies answers UNAVAILABLE
         }
         let mut commands = Vec::with_capacity(batch.len());
+        // the client commands' back-pressure slots, handed over with the batch's delivery
+        let mut permits = Vec::with_capacity(batch.len());
         for Submission { mut command, reply, permit, .. } in batch.drain(..) {
-            self.permits.extend(permit);
+            permits.extend(permit);
             if let Some(reply) = reply {
                 let id = self.next_request;
                 self.next_request += 1;
@@ -399,7 +397,7 @@ impl Processor {
             replies: Vec::with_capacity(responses.len()),
             pushes: Vec::with_capacity(side_effects.len()),
             jobs_available: Vec::new(),
-            permits: std::mem::take(&mut self.permits),
+            permits,
         };
         for (id, record) in responses {
             if let Some(reply) = self.replies.remove(&id) {
