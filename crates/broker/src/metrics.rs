@@ -62,8 +62,10 @@ impl BrokerMetrics {
             &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0],
         );
         let partition_gauge = |name: &str, help: &str| IntGaugeVec::new(Opts::new(name, help), &["partition"]).expect("metric");
-        let backpressure_in_flight =
-            partition_gauge("zeebe_backpressure_inflight_requests_count", "Client commands the partition has taken and not answered yet");
+        let backpressure_in_flight = partition_gauge(
+            "zeebe_backpressure_inflight_requests_count",
+            "Client commands the partition has taken whose batch has not handed over its answers yet",
+        );
         let backpressure_limit =
             partition_gauge("zeebe_backpressure_requests_limit", "Client commands the partition takes in flight at most (adaptive)");
         let dropped_requests = IntCounterVec::new(
