@@ -205,10 +205,12 @@ fn overload_is_resource_exhausted_and_job_completions_are_always_taken() {
             }
         }
         awaiting.await.expect("awaiting task").expect("the awaited instance completed");
+        // the burst may be refused whole (the completions hold the one slot while it arrives);
+        // once it has been answered, the slots are back and a creation alone is taken again
+        create(client.clone()).await.expect("a creation alone after the burst is within the limit");
         (created, refused)
     });
     assert!(refused > 0, "200 creations at once against a limit of 1: none refused ({created} taken)");
-    assert!(created > 0, "every creation of the burst refused");
     let (code, metrics) = node.get("/metrics");
     assert_eq!(code, 200);
     assert_eq!(partition_metric(&metrics, "zeebe_dropped_request_count_total"), refused as f64);
