@@ -2,9 +2,10 @@
 //! command rate limiter and its default algorithm (AIMD: additive increase, multiplicative
 //! decrease).
 //!
-//! A client command is *in flight* from the moment the partition takes it until the answers of
-//! the batch that processed it reach the gateway's runtime (queued, processed, written, handed
-//! over: a busy gateway makes commands slower too). As on Zeebe, an answer that waits for the
+//! A client command is *in flight* from the moment the partition takes it until the batch that
+//! processed it reaches the gateway's runtime (queued, processed, written, passed on: a busy
+//! gateway makes commands slower too), just before the batch's answers are handed over, so that
+//! a client that sends its next command on an answer finds the slot free. As on Zeebe, an answer that waits for the
 //! instance to complete (`CreateProcessInstanceWithResult`) is not counted while it waits. A command offered while the partition has `limit` or
 //! more in flight is refused ([`crate::BrokerError::Overloaded`], which the gateway answers with
 //! RESOURCE_EXHAUSTED), unless it lets work drain (completing or failing a job, activating jobs,
@@ -127,8 +128,8 @@ pub(crate) struct LimiterMetrics {
     pub refused: IntCounter,
 }
 
-/// A command taken: its slot is given back with [`Limiter::processed`] once the answers of the
-/// batch that processed it are handed over (an answer that waits for the instance to complete is
+/// A command taken: its slot is given back with [`Limiter::processed`] when the batch that
+/// processed it reaches the gateway's runtime, before its answers are handed over (an answer that waits for the instance to complete is
 /// not waited for), or with [`Limiter::dropped`] if it never got to the partition.
 #[must_use = "a permit holds a slot until given back"]
 #[derive(Debug)]
@@ -166,8 +167,8 @@ impl Limiter {
         Some(Permit { start: Instant::now(), in_flight })
     }
 
-    /// The permit's command was processed and its batch's answers handed over: its time in
-    /// flight adjusts the limit.
+    /// The permit's command was processed and its batch reached the gateway's runtime: its time
+    /// in flight adjusts the limit.
     pub fn processed(&self, permit: Permit) {
         self.release(Some((permit.start.elapsed(), permit.in_flight)));
     }

@@ -24,8 +24,9 @@ pub(crate) struct Delivery {
     pub replies: Vec<(oneshot::Sender<Record>, Record)>,
     pub pushes: Vec<(StreamId, PushedJob)>,
     pub jobs_available: Vec<String>,
-    /// The back-pressure slots of the batch's client commands: given back once the answers are
-    /// handed over, so that a command's time in flight includes the way to the gateway.
+    /// The back-pressure slots of the batch's client commands: given back by the delivery task
+    /// before the answers, so that a command's time in flight includes the way to the gateway's
+    /// runtime and an answered client's next command finds its slot free.
     pub permits: Vec<Permit>,
 }
 
@@ -86,6 +87,11 @@ impl Deliverer {
 
 impl Targets {
     fn deliver(&self, delivery: Delivery) {
+        // the slots first: a client answered below may send its next command at once, and must
+        // not find the slot of the one just answered still held
+        for permit in delivery.permits {
+            self.limiter.processed(permit);
+        }
         for job_type in delivery.jobs_available {
             let _ = self.jobs_available.send(job_type);
         }
@@ -96,9 +102,6 @@ impl Targets {
             if let Some(job) = self.streams.push(stream_id, job) {
                 self.yield_job(job);
             }
-        }
-        for permit in delivery.permits {
-            self.limiter.processed(permit);
         }
     }
 

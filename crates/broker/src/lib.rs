@@ -78,8 +78,8 @@ pub(crate) struct Submission {
     /// From the scheduler (timers, time-outs): processed a few per batch, so that a burst of
     /// due work does not hold back client commands.
     pub scheduled: bool,
-    /// A client command's slot of the partition's back-pressure limit, given back once the
-    /// answers of the batch that processed it are handed over.
+    /// A client command's slot of the partition's back-pressure limit, given back when the
+    /// batch that processed it reaches the gateway's runtime, before its answers are handed over.
     pub permit: Option<backpressure::Permit>,
 }
 

@@ -64,7 +64,7 @@ impl BrokerMetrics {
         let partition_gauge = |name: &str, help: &str| IntGaugeVec::new(Opts::new(name, help), &["partition"]).expect("metric");
         let backpressure_in_flight = partition_gauge(
             "zeebe_backpressure_inflight_requests_count",
-            "Client commands the partition has taken whose batch has not handed over its answers yet",
+            "Client commands the partition has taken whose batch has not reached the delivery task yet",
         );
         let backpressure_limit =
             partition_gauge("zeebe_backpressure_requests_limit", "Client commands the partition takes in flight at most (adaptive)");

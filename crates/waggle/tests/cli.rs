@@ -151,7 +151,7 @@ fn overload_is_resource_exhausted_and_job_completions_are_always_taken() {
     // a partition that takes one client command at a time: a burst is over its limit
     let node = Node::start(&["--backpressure-initial-limit", "1", "--backpressure-max-limit", "1"]);
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (created, refused) = runtime.block_on(async {
+    let (created, refused, refused_before_the_burst) = runtime.block_on(async {
         let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
         deploy_one_task(&mut client).await;
         let create =
@@ -167,9 +167,18 @@ fn overload_is_resource_exhausted_and_job_completions_are_always_taken() {
                 })
                 .await
         });
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // until the awaiting creation's batch is through, its slot is taken; after, it is free
+        // although the instance still runs
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let mut refused_before_the_burst = 0;
+        while let Err(e) = create(client.clone()).await {
+            refused_before_the_burst += 1;
+            assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+            assert!(tokio::time::Instant::now() < deadline, "a creation awaiting its result holds the one slot");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         // one at a time, every creation is taken
-        for _ in 0..30 {
+        for _ in 1..30 {
             create(client.clone()).await.expect("a creation alone is within the limit");
         }
         let mut jobs = vec![];
@@ -208,12 +217,12 @@ fn overload_is_resource_exhausted_and_job_completions_are_always_taken() {
         // the burst may be refused whole (the completions hold the one slot while it arrives);
         // once it has been answered, the slots are back and a creation alone is taken again
         create(client.clone()).await.expect("a creation alone after the burst is within the limit");
-        (created, refused)
+        (created, refused, refused_before_the_burst)
     });
     assert!(refused > 0, "200 creations at once against a limit of 1: none refused ({created} taken)");
     let (code, metrics) = node.get("/metrics");
     assert_eq!(code, 200);
-    assert_eq!(partition_metric(&metrics, "zeebe_dropped_request_count_total"), refused as f64);
+    assert_eq!(partition_metric(&metrics, "zeebe_dropped_request_count_total"), (refused + refused_before_the_burst) as f64);
     assert_eq!(partition_metric(&metrics, "zeebe_backpressure_requests_limit"), 1.0);
     assert_eq!(partition_metric(&metrics, "zeebe_backpressure_inflight_requests_count"), 0.0, "every answered command left");
 }
