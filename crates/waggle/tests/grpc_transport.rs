@@ -1,6 +1,6 @@
 //! The gateway's HTTP/2 transport (`waggle_gateway::GrpcServer`): calls it answers itself and
 //! calls it hands to tonic (compressed, malformed, streaming) get the same answers, and a long
-//! poll its client gives up on takes no job.
+//! poll its client gives up on, or that outlives its `grpc-timeout`, takes no job.
 
 mod common;
 
@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{deploy_one_task, grpc_client, Node};
+use prost::Message;
 use tonic::codec::CompressionEncoding;
 use tonic::Code;
 use waggle_protocol::gateway::*;
@@ -15,15 +16,22 @@ use waggle_protocol::gateway::*;
 /// Sends `body` as the whole request body of `method` over a raw HTTP/2 stream; returns the
 /// answer's `grpc-status` and `grpc-message` (from headers or trailers).
 async fn raw_call(address: &str, method: &str, body: Bytes) -> (String, String) {
+    raw_call_with(address, method, body, &[]).await
+}
+
+/// [`raw_call`] with more request headers.
+async fn raw_call_with(address: &str, method: &str, body: Bytes, headers: &[(&'static str, &'static str)]) -> (String, String) {
     let tcp = tokio::net::TcpStream::connect(address).await.expect("connect");
     let (send, connection) = h2::client::handshake(tcp).await.expect("handshake");
     tokio::spawn(connection);
     let mut send = send.ready().await.expect("ready");
-    let request = http::Request::post(format!("http://{address}/gateway_protocol.Gateway/{method}"))
+    let mut request = http::Request::post(format!("http://{address}/gateway_protocol.Gateway/{method}"))
         .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .unwrap();
+        .header("te", "trailers");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(()).unwrap();
     let (answer, mut stream) = send.send_request(request, false).expect("send request");
     stream.send_data(body, true).expect("send body");
     let (parts, mut body) = answer.await.expect("answer").into_parts();
@@ -121,6 +129,30 @@ fn a_long_poll_given_up_takes_no_job() {
 
         let created = client.create_process_instance(one_task_instance()).await.expect("create").into_inner();
         let mut answers = client.activate_jobs(poll(5_000)).await.expect("activate").into_inner();
+        let jobs = answers.message().await.expect("stream").expect("an answer with the job");
+        assert_eq!(jobs.jobs.iter().map(|j| j.process_instance_key).collect::<Vec<_>>(), vec![created.process_instance_key]);
+    });
+}
+
+#[test]
+fn a_long_poll_past_its_grpc_timeout_ends_and_takes_no_job() {
+    let node = Node::start(&[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = grpc_client(&node).await;
+        deploy_one_task(&mut client).await;
+        // a 30 s long poll whose client allows 300 ms (`grpc-timeout`) and keeps its stream
+        // open: the server ends the call itself, with tonic's answer
+        let request = activation(1, 30_000).encode_to_vec();
+        let address = node.address();
+        let call = raw_call_with(&address, "ActivateJobs", framed(&request), &[("grpc-timeout", "300m")]);
+        let (status, message) =
+            tokio::time::timeout(Duration::from_secs(20), call).await.expect("the call ended at its grpc-timeout, not its 30 s");
+        // CANCELLED, as tonic answers; the message as it goes on the wire (percent-encoded)
+        assert_eq!((status.as_str(), message.as_str()), ("1", "Timeout%20expired"));
+
+        let created = client.create_process_instance(one_task_instance()).await.expect("create").into_inner();
+        let mut answers = client.activate_jobs(activation(1, 5_000)).await.expect("activate").into_inner();
         let jobs = answers.message().await.expect("stream").expect("an answer with the job");
         assert_eq!(jobs.jobs.iter().map(|j| j.process_instance_key).collect::<Vec<_>>(), vec![created.process_instance_key]);
     });
