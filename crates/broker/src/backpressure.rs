@@ -72,7 +72,7 @@ impl Default for BackpressureConfig {
 
 /// Job push saturation is judged over windows this long.
 const SATURATION_WINDOW: Duration = Duration::from_millis(100);
-/// A window is congested when at least this share of its new jobs (for types with an open stream)
+/// A window is congested when at least this share of the partition's new jobs (for types with an open stream)
 /// found every stream full, and at least [`SATURATED_JOBS_MIN`] did: a batch of creations can fill
 /// a stream for a moment (W2: ~0.1 % of jobs) without the workers falling behind. Each such share
 /// is one cut of the limit (all of them full: eight cuts, ×0.43), so that a flood is met within a

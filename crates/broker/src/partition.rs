@@ -20,7 +20,7 @@ use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
 use crate::backpressure::{Limiter, SaturationWindow};
 use crate::delivery::{Deliverer, Delivery, Targets};
 use crate::metrics::{BrokerMetrics, PartitionMetrics};
-use crate::streams::{JobStreamRegistry, PushedJob};
+use crate::streams::{JobStreamRegistry, PartitionStreams, PushCounts, PushedJob};
 use crate::{scheduler, BrokerConfig, BrokerError, Peers, Submission};
 
 const META_APPLIED_INDEX: &[u8] = b"X/applied_index";
@@ -197,9 +197,9 @@ pub(crate) fn start(
         snapshot: SnapshotProgress::default(),
         replies: HashMap::default(),
         next_request: 1,
-        saturation: SaturationWindow::new(streams.push_counts()),
+        saturation: SaturationWindow::new(PushCounts::default()),
         limiter: limiter.clone(),
-        streams: streams.clone(),
+        streams: PartitionStreams::new(streams.clone()),
         deliverer: Deliverer::new(Targets { streams, jobs_available, loopback: tx.clone(), limiter: limiter.clone() }),
         metrics: metrics.for_partition(id),
         status: status.clone(),
@@ -238,7 +238,7 @@ struct Processor {
     snapshot: SnapshotProgress,
     replies: HashMap<RequestId, oneshot::Sender<Record>, foldhash::fast::RandomState>,
     next_request: RequestId,
-    streams: Arc<JobStreamRegistry>,
+    streams: PartitionStreams,
     /// How many new jobs found their streams full lately: many tell back pressure of congestion.
     saturation: SaturationWindow,
     limiter: Arc<Limiter>,
@@ -377,7 +377,7 @@ impl Processor {
         }
         self.metrics.batch_commands.observe(commands.len() as f64);
         let started = Instant::now();
-        let ctx = ProcessingContext { now_ms: now_ms(), job_streams: &*self.streams, partition_count: self.partition_count };
+        let ctx = ProcessingContext { now_ms: now_ms(), job_streams: &self.streams, partition_count: self.partition_count };
         let mut overlay = Overlay::new(&*self.store);
         let output = self.engine.process_batch(&mut overlay, &ctx, commands);
         self.limiter.congested(self.saturation.cuts(self.streams.push_counts(), started));

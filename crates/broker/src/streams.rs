@@ -3,8 +3,8 @@
 //! the flow control: a stream without room gets nothing, and a push that cannot be delivered
 //! sends the job back to the pool (JOB YIELD).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::cell::Cell;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 use waggle_engine::{JobStreamTarget, JobStreams};
@@ -13,7 +13,7 @@ use waggle_protocol::SharedStr;
 
 pub type StreamId = u64;
 
-/// See [`JobStreamRegistry::push_counts`].
+/// See [`PartitionStreams::push_counts`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PushCounts {
     pub offered: u64,
@@ -49,10 +49,16 @@ struct Inner {
 #[derive(Default)]
 pub struct JobStreamRegistry {
     inner: Mutex<Inner>,
-    /// Jobs created for a type with an open stream, and those of them that found every such
-    /// stream full (see [`Self::push_counts`]).
-    offered: AtomicU64,
-    saturated: AtomicU64,
+}
+
+/// What a new job found among the open streams of its type.
+enum StreamLookup {
+    /// A stream with room, which the job is reserved for.
+    Found(JobStreamTarget),
+    /// Streams of the type are open, and every one is full.
+    AllFull,
+    /// No stream of the type is open.
+    NoStream,
 }
 
 impl JobStreamRegistry {
@@ -100,13 +106,6 @@ impl JobStreamRegistry {
         }
     }
 
-    /// Jobs so far created for a type with an open stream, and those of them that found every
-    /// such stream full. Many full streams mean the workers, or the path to them, take jobs more
-    /// slowly than the partitions make them (back pressure reads it as congestion).
-    pub fn push_counts(&self) -> PushCounts {
-        PushCounts { offered: self.offered.load(Ordering::Relaxed), saturated: self.saturated.load(Ordering::Relaxed) }
-    }
-
     /// Forgets reservations of a batch that was not committed.
     pub fn release(&self, id: StreamId) {
         let mut inner = self.inner.lock().expect("streams lock");
@@ -114,10 +113,9 @@ impl JobStreamRegistry {
             s.reserved = s.reserved.saturating_sub(1);
         }
     }
-}
 
-impl JobStreams for JobStreamRegistry {
-    fn stream_for(&self, job_type: &str) -> Option<JobStreamTarget> {
+    /// A stream of `job_type` with room, round robin, reserving a place in it.
+    fn lookup(&self, job_type: &str) -> StreamLookup {
         let mut inner = self.inner.lock().expect("streams lock");
         let n = inner.streams.len();
         let start = inner.round_robin;
@@ -132,7 +130,6 @@ impl JobStreams for JobStreamRegistry {
             open = true;
             if s.sender.capacity() > s.reserved {
                 s.reserved += 1;
-                self.offered.fetch_add(1, Ordering::Relaxed);
                 let target = JobStreamTarget {
                     stream_id: s.id,
                     worker: s.worker.clone(),
@@ -140,13 +137,76 @@ impl JobStreams for JobStreamRegistry {
                     fetch_variables: s.fetch_variables.clone(),
                 };
                 inner.round_robin = idx + 1;
-                return Some(target);
+                return StreamLookup::Found(target);
             }
         }
         if open {
-            self.offered.fetch_add(1, Ordering::Relaxed);
-            self.saturated.fetch_add(1, Ordering::Relaxed);
+            StreamLookup::AllFull
+        } else {
+            StreamLookup::NoStream
         }
-        None
+    }
+}
+
+/// One partition's view of the node's job streams, on its processing thread: it counts what
+/// the partition's own new jobs found, so that one partition's back pressure is not cut by
+/// another's jobs (the streams are the node's, shared by every partition).
+pub(crate) struct PartitionStreams {
+    registry: Arc<JobStreamRegistry>,
+    offered: Cell<u64>,
+    saturated: Cell<u64>,
+}
+
+impl PartitionStreams {
+    pub fn new(registry: Arc<JobStreamRegistry>) -> Self {
+        Self { registry, offered: Cell::new(0), saturated: Cell::new(0) }
+    }
+
+    /// The partition's jobs so far created for a type with an open stream, and those of them
+    /// that found every such stream full. Many full streams mean the workers, or the path to
+    /// them, take jobs more slowly than the partition makes them (back pressure reads it as
+    /// congestion).
+    pub fn push_counts(&self) -> PushCounts {
+        PushCounts { offered: self.offered.get(), saturated: self.saturated.get() }
+    }
+}
+
+impl JobStreams for PartitionStreams {
+    fn stream_for(&self, job_type: &str) -> Option<JobStreamTarget> {
+        match self.registry.lookup(job_type) {
+            StreamLookup::Found(target) => {
+                self.offered.set(self.offered.get() + 1);
+                Some(target)
+            }
+            StreamLookup::AllFull => {
+                self.offered.set(self.offered.get() + 1);
+                self.saturated.set(self.saturated.get() + 1);
+                None
+            }
+            StreamLookup::NoStream => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_partition_counts_only_what_its_own_jobs_found() {
+        let registry = Arc::new(JobStreamRegistry::default());
+        let (tx, _jobs) = mpsc::channel(1);
+        registry.register("a".into(), "worker".into(), 1_000, vec![], tx);
+        let (one, two) = (PartitionStreams::new(registry.clone()), PartitionStreams::new(registry));
+
+        assert!(one.stream_for("a").is_some(), "the stream has room for one job");
+        assert!(one.stream_for("a").is_none(), "and is full then");
+        assert!(one.stream_for("b").is_none(), "no stream of the type");
+        assert_eq!(one.push_counts(), PushCounts { offered: 2, saturated: 1 }, "a job with no stream is not counted");
+        assert_eq!(two.push_counts(), PushCounts::default(), "another partition's jobs are not its own");
+
+        assert!(two.stream_for("a").is_none());
+        assert_eq!(two.push_counts(), PushCounts { offered: 1, saturated: 1 });
+        assert_eq!(one.push_counts(), PushCounts { offered: 2, saturated: 1 });
     }
 }
