@@ -385,9 +385,20 @@ impl Processor {
         if let Some(entry) = output.encoded_entry() {
             let processed = Instant::now();
             self.metrics.batch_processing.observe((processed - started).as_secs_f64());
-            self.raft.propose(entry).map_err(|e| e.to_string())?;
-            let expected = self.raft.last_index();
-            self.commit_own(expected, writes)?;
+            let committed = self.raft.propose(entry).map_err(|e| e.to_string()).and_then(|()| {
+                let expected = self.raft.last_index();
+                self.commit_own(expected, writes)
+            });
+            if let Err(e) = committed {
+                // the batch is lost with the partition: the streams it picked for its jobs (the
+                // node's, shared with the other partitions) must not keep their places for them
+                for effect in &output.side_effects {
+                    if let SideEffect::PushJob { stream_id, .. } = effect {
+                        self.streams.registry().release(*stream_id);
+                    }
+                }
+                return Err(e);
+            }
             self.metrics.batch_commit.observe(processed.elapsed().as_secs_f64());
             self.observe(&output.records);
         }

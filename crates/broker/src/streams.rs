@@ -162,6 +162,11 @@ impl PartitionStreams {
         Self { registry, offered: Cell::new(0), saturated: Cell::new(0) }
     }
 
+    /// The node's streams.
+    pub fn registry(&self) -> &JobStreamRegistry {
+        &self.registry
+    }
+
     /// The partition's jobs so far created for a type with an open stream, and those of them
     /// that found every such stream full. Many full streams mean the workers, or the path to
     /// them, take jobs more slowly than the partition makes them (back pressure reads it as
@@ -208,5 +213,17 @@ mod tests {
         assert!(two.stream_for("a").is_none());
         assert_eq!(two.push_counts(), PushCounts { offered: 1, saturated: 1 });
         assert_eq!(one.push_counts(), PushCounts { offered: 2, saturated: 1 });
+    }
+
+    #[test]
+    fn a_place_picked_for_a_lost_batch_is_given_back() {
+        let registry = Arc::new(JobStreamRegistry::default());
+        let (tx, _jobs) = mpsc::channel(1);
+        let id = registry.register("a".into(), "worker".into(), 1_000, vec![], tx);
+        let partition = PartitionStreams::new(registry.clone());
+        assert_eq!(partition.stream_for("a").map(|t| t.stream_id), Some(id));
+        assert!(partition.stream_for("a").is_none(), "its one place is picked");
+        registry.release(id);
+        assert_eq!(partition.stream_for("a").map(|t| t.stream_id), Some(id), "the place is free again");
     }
 }
