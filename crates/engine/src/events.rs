@@ -29,7 +29,8 @@ pub(crate) enum Wait {
 /// of its boundary events, the catch events after an event-based gateway, and the start events
 /// of the event subprocesses of a scope. An error message (for an incident) when an
 /// expression fails.
-pub(crate) fn waits_of(p: P, model: &Process, element: usize, key: i64) -> Result<Vec<Wait>, String> {
+pub(crate) fn waits_of<'v>(p: P, model: &Process, element: usize, key: impl Into<Vars<'v>>) -> Result<Vec<Wait>, String> {
+    let key = key.into();
     let e = &model.elements[element];
     let mut waits = Vec::new();
     match &e.kind {
@@ -61,7 +62,13 @@ pub(crate) fn waits_of(p: P, model: &Process, element: usize, key: i64) -> Resul
 
 /// The timer, message and signal start events of the event subprocesses in a scope (`None`:
 /// the process), waited on by the scope's instance `key`.
-pub(crate) fn event_subprocess_waits(p: P, model: &Process, scope: Option<usize>, key: i64) -> Result<Vec<Wait>, String> {
+pub(crate) fn event_subprocess_waits<'v>(
+    p: P,
+    model: &Process,
+    scope: Option<usize>,
+    key: impl Into<Vars<'v>>,
+) -> Result<Vec<Wait>, String> {
+    let key = key.into();
     let mut waits = Vec::new();
     for esp in model.event_subprocesses(scope) {
         let Some(start) = model.event_subprocess_start(esp) else { continue };
@@ -78,7 +85,7 @@ pub(crate) fn after_event_gateway(model: &Process, element: usize) -> bool {
     model.elements[element].incoming.iter().any(|&f| matches!(model.elements[model.flows[f].source].kind, ElementKind::EventBasedGateway))
 }
 
-fn wait_for(p: P, scope: i64, target: &str, trigger: &EventTrigger, interrupting: bool) -> Result<Option<Wait>, String> {
+fn wait_for(p: P, scope: Vars<'_>, target: &str, trigger: &EventTrigger, interrupting: bool) -> Result<Option<Wait>, String> {
     Ok(match trigger {
         EventTrigger::Timer(def) => {
             let (due_ms, repetitions) = timer_due(p, scope, def, p.now_ms)?;
@@ -91,7 +98,7 @@ fn wait_for(p: P, scope: i64, target: &str, trigger: &EventTrigger, interrupting
 }
 
 /// A static value, or a FEEL expression that must give a string.
-pub(crate) fn string_of(p: P, scope: i64, value: &ExprOrStatic) -> Result<String, String> {
+pub(crate) fn string_of<'v>(p: P, scope: impl Into<Vars<'v>>, value: &ExprOrStatic) -> Result<String, String> {
     match value {
         ExprOrStatic::Static(s) => Ok(s.clone()),
         ExprOrStatic::Expression(e) => match evaluate(p, scope, e) {
@@ -101,10 +108,10 @@ pub(crate) fn string_of(p: P, scope: i64, value: &ExprOrStatic) -> Result<String
     }
 }
 
-use variables::evaluate;
+use variables::{evaluate, Vars};
 
 /// The text of a timer definition: static, or a FEEL result (a string, or a temporal value).
-fn timer_text(p: P, scope: i64, value: &ExprOrStatic) -> Result<(String, Value), String> {
+fn timer_text(p: P, scope: Vars<'_>, value: &ExprOrStatic) -> Result<(String, Value), String> {
     match value {
         ExprOrStatic::Static(s) => Ok((s.clone(), Value::String(s.clone()))),
         ExprOrStatic::Expression(e) => {
@@ -122,7 +129,8 @@ fn timer_text(p: P, scope: i64, value: &ExprOrStatic) -> Result<(String, Value),
 }
 
 /// (due date, repetitions) of a timer definition, counted from `from_ms`.
-pub(crate) fn timer_due(p: P, scope: i64, def: &TimerDefinition, from_ms: i64) -> Result<(i64, i32), String> {
+pub(crate) fn timer_due<'v>(p: P, scope: impl Into<Vars<'v>>, def: &TimerDefinition, from_ms: i64) -> Result<(i64, i32), String> {
+    let scope = scope.into();
     match def {
         TimerDefinition::Duration(v) => {
             let (text, value) = timer_text(p, scope, v)?;
@@ -163,7 +171,7 @@ fn interval_of(value: &Value) -> Option<Interval> {
     }
 }
 
-fn message_wait(p: P, scope: i64, target: &str, message: &MessageDefinition, interrupting: bool) -> Result<Wait, String> {
+fn message_wait(p: P, scope: Vars<'_>, target: &str, message: &MessageDefinition, interrupting: bool) -> Result<Wait, String> {
     let name = string_of(p, scope, &message.name)?;
     let Some(correlation) = &message.correlation_key else {
         return Err(format!("Expected a correlation key for the message '{name}', but none is defined"));
@@ -426,7 +434,7 @@ pub(crate) fn trigger_timer(p: P, command: &waggle_protocol::Record) {
 
 /// The next repetition of a cycle timer that just fired (`cycle` evaluated in `scope`).
 pub(crate) fn schedule_next_cycle(p: P, fired: &TimerRecord, cycle: &ExprOrStatic, scope: i64) {
-    let Ok((text, _)) = timer_text(p, scope, cycle) else { return };
+    let Ok((text, _)) = timer_text(p, Vars::Scope(scope), cycle) else { return };
     let Some((_, interval)) = timer::parse_cycle(&text) else { return };
     let next = TimerRecord {
         due_date_ms: interval.after(fired.due_date_ms),

@@ -66,11 +66,41 @@ impl VariableLookup for ScopeLookup<'_> {
     }
 }
 
-/// Evaluates an expression in `scope` with the batch's clock (never the system's: processing
-/// stays deterministic and replayable).
-pub(crate) fn evaluate(p: &Processing<'_, '_, '_>, scope: i64, expr: &waggle_feel::Expression) -> Value {
-    let lookup = ScopeLookup::new(p.view(), scope);
-    expr.evaluate_with(&lookup, &waggle_feel::EvalContext { now_millis: Some(p.now_ms), seed: None })
+/// FEEL variable lookup in a variables document (name, JSON text) not stored yet.
+struct DocumentLookup<'a>(&'a [(String, String)]);
+
+impl VariableLookup for DocumentLookup<'_> {
+    fn lookup(&self, name: &str) -> Option<Value> {
+        let (_, text) = self.0.iter().rev().find(|(n, _)| n == name)?;
+        let json: Json = serde_json::from_str(text).ok()?;
+        Some(Value::from_json(&json))
+    }
+}
+
+/// Where an expression's variables come from.
+#[derive(Clone, Copy)]
+pub(crate) enum Vars<'a> {
+    /// An element instance's scope chain in state.
+    Scope(i64),
+    /// A new process instance's variables, before the instance exists (checks made before a
+    /// creation is accepted).
+    Document(&'a [(String, String)]),
+}
+
+impl From<i64> for Vars<'_> {
+    fn from(scope: i64) -> Self {
+        Vars::Scope(scope)
+    }
+}
+
+/// Evaluates an expression in `scope` (an element instance's key, or [`Vars`]) with the batch's
+/// clock (never the system's: processing stays deterministic and replayable).
+pub(crate) fn evaluate<'a>(p: &Processing<'_, '_, '_>, scope: impl Into<Vars<'a>>, expr: &waggle_feel::Expression) -> Value {
+    let context = waggle_feel::EvalContext { now_millis: Some(p.now_ms), seed: None };
+    match scope.into() {
+        Vars::Scope(scope) => expr.evaluate_with(&ScopeLookup::new(p.view(), scope), &context),
+        Vars::Document(doc) => expr.evaluate_with(&DocumentLookup(doc), &context),
+    }
 }
 
 /// All variables visible from `scope` (inner scopes shadow outer ones), optionally only `names`

@@ -1,11 +1,12 @@
-use waggle_bpmn::ElementKind;
+use waggle_bpmn::{ElementKind, Process};
 use waggle_protocol::value::{ProcessInstanceCreationRecord, UpdateSemantics, VariableDocumentRecord};
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
 use crate::behaviors;
+use crate::json_doc::VariableTexts;
 use crate::processing::{Processing, RequestId};
 use crate::tables::ElementState;
-use crate::variables;
+use crate::variables::{self, Vars};
 
 type P<'a, 'b, 'c, 'd> = &'a mut Processing<'b, 'c, 'd>;
 
@@ -82,6 +83,9 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
                 return p.reject(command, request, RejectionType::InvalidArgument, reason);
             }
         }
+        if let Err(reason) = check_flow_scope_subscriptions(p, &model, &starts, &doc) {
+            return p.reject(command, request, RejectionType::InvalidArgument, reason);
+        }
         Some(starts)
     };
     let pi_key = p.new_key();
@@ -103,6 +107,39 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
         (true, Some(request)) => p.await_result(pi_key, request, creation.fetch_variables.clone()),
         _ => p.respond(request, event),
     }
+}
+
+/// Zeebe 8.5.8 activates the flow scopes of start instructions' targets (the process, and each
+/// (sub)process that contains a target) within the creation, and rejects the creation when one
+/// of them cannot subscribe to its events (a boundary timer's expression fails, say), where an
+/// element activated by a command raises an incident. Checks them with the creation's
+/// variables (a flow scope activated so has no input mappings), outermost first, as Zeebe
+/// activates them.
+fn check_flow_scope_subscriptions(p: P, model: &Process, targets: &[usize], doc: &VariableTexts) -> Result<(), String> {
+    let mut checked: Vec<Option<usize>> = Vec::new();
+    for &target in targets {
+        let mut scopes = vec![None];
+        let mut scope = model.elements[target].scope;
+        while let Some(idx) = scope {
+            scopes.insert(1, Some(idx));
+            scope = model.elements[idx].scope;
+        }
+        for scope in scopes {
+            if checked.contains(&scope) {
+                continue;
+            }
+            checked.push(scope);
+            let subscribed = match scope {
+                None => crate::events::event_subprocess_waits(p, model, None, Vars::Document(doc)),
+                Some(idx) => crate::events::waits_of(p, model, idx, Vars::Document(doc)),
+            };
+            if let Err(message) = subscribed {
+                let id = scope.map_or(model.id.as_str(), |idx| model.elements[idx].id.as_str());
+                return Err(format!("Expected to subscribe to catch event(s) of '{id}' but {message}"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The element types a start instruction may target, as Zeebe 8.5.8 lists them.
