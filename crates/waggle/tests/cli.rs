@@ -139,6 +139,18 @@ fn requests_over_the_size_limit_are_resource_exhausted() {
     });
 }
 
+/// Activates one_task.bpmn's jobs into `jobs` (long polls, again while none come) until it
+/// holds `count`.
+async fn activate_until(client: &mut GatewayClient<tonic::transport::Channel>, jobs: &mut Vec<ActivatedJob>, count: usize) {
+    while jobs.len() < count {
+        let wanted = i32::try_from(count - jobs.len()).expect("a job count");
+        let mut stream = client.activate_jobs(one_task_activation(wanted)).await.expect("activate").into_inner();
+        while let Some(response) = stream.message().await.expect("stream") {
+            jobs.extend(response.jobs);
+        }
+    }
+}
+
 /// A metric's value on `/metrics` for partition 1.
 fn partition_metric(metrics: &str, name: &str) -> f64 {
     let prefix = format!("{name}{{partition=\"1\"}} ");
@@ -176,22 +188,12 @@ fn overload_is_resource_exhausted_and_job_completions_are_always_taken() {
         });
         // its job, once its instance runs
         let mut jobs = vec![];
-        while jobs.is_empty() {
-            let mut stream = client.activate_jobs(one_task_activation(1)).await.expect("activate").into_inner();
-            while let Some(response) = stream.message().await.expect("stream") {
-                jobs.extend(response.jobs);
-            }
-        }
+        activate_until(&mut client, &mut jobs, 1).await;
         // one at a time, every creation is taken: the awaiting one holds no slot
         for _ in 0..30 {
             create(client.clone()).await.expect("a creation alone is within the limit");
         }
-        while jobs.len() < 31 {
-            let mut stream = client.activate_jobs(one_task_activation(31)).await.expect("activate").into_inner();
-            while let Some(response) = stream.message().await.expect("stream") {
-                jobs.extend(response.jobs);
-            }
-        }
+        activate_until(&mut client, &mut jobs, 31).await;
         // a burst of creations beside the 31 completions: creations beyond the limit are refused,
         // completions (which let work drain) never are
         let mut calls = tokio::task::JoinSet::new();
