@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs (idempotently) the real Zeebe 8.5 clients that Waggle must serve unchanged, into
 # ${WAGGLE_PEERS:-$HOME/.cache/waggle-peers}, for the drivers under tests/clients/.
-#   install-clients.sh zbctl    zbctl 8.5.8 (from the camunda-zeebe 8.5.8 tarball)  -> $PEERS/bin/zbctl
+#   install-clients.sh zbctl    zbctl 8.5.8 (built from its Go module, Apache-2.0) -> $PEERS/bin/zbctl
 #   install-clients.sh java     io.camunda:zeebe-client-java:8.5.8 + slf4j-simple    -> $PEERS/java-client/lib/*.jar
 #   install-clients.sh python   pyzeebe 4.7.0 in a venv                              -> $PEERS/py/bin/python
 #   install-clients.sh node     @camunda8/sdk 8.8.13                                 -> $PEERS/node/node_modules
 #   install-clients.sh all      (default) all four
-# Needs: mvn + a JDK (17 is enough for the client), python3 with venv, node + npm.
+# Needs: go, mvn + a JDK (17 is enough for the client), python3 with venv, node + npm.
 # Each client is skipped when already present, so re-running is cheap.
 set -euo pipefail
 ZEEBE_VERSION=8.5.8
@@ -20,17 +20,13 @@ need() { command -v "$1" >/dev/null 2>&1 || { echo "install-clients: '$1' is req
 
 install_zbctl() {
   if [ -x "$PEERS/bin/zbctl" ]; then say "zbctl: $PEERS/bin/zbctl"; return; fi
-  local dist="$PEERS/camunda-zeebe-$ZEEBE_VERSION"
-  if [ ! -x "$dist/bin/zbctl" ]; then
-    need mvn zbctl
-    mvn -B -q dependency:get -Dartifact="io.camunda:camunda-zeebe:$ZEEBE_VERSION:tar.gz" -Dtransitive=false
-    local m2="${MAVEN_REPO:-$HOME/.m2/repository}"
-    local tgz="$m2/io/camunda/camunda-zeebe/$ZEEBE_VERSION/camunda-zeebe-$ZEEBE_VERSION.tar.gz"
-    [ -f "$tgz" ] || { echo "install-clients: $tgz not found after mvn dependency:get" >&2; exit 1; }
-    # only zbctl is needed here; the broker itself is not
-    tar xzf "$tgz" -C "$PEERS" "camunda-zeebe-$ZEEBE_VERSION/bin/zbctl"
-  fi
-  cp "$dist/bin/zbctl" "$PEERS/bin/zbctl.tmp" && chmod +x "$PEERS/bin/zbctl.tmp" && mv "$PEERS/bin/zbctl.tmp" "$PEERS/bin/zbctl"
+  # Built from zbctl's Go module, which is Apache-2.0. The Zeebe distribution (the broker
+  # tarball) is not open source and is never downloaded. The checksum database cannot be reached
+  # for this module here, hence GONOSUMDB for it alone.
+  need go "zbctl (built from its Go module; install Go 1.21 or newer)"
+  GONOSUMDB=github.com/camunda/zeebe GOBIN="$PEERS/bin" \
+    go install "github.com/camunda/zeebe/clients/go/v8/cmd/zbctl@v$ZEEBE_VERSION"
+  [ -x "$PEERS/bin/zbctl" ] || { echo "install-clients: go install did not produce $PEERS/bin/zbctl" >&2; exit 1; }
   say "zbctl: $PEERS/bin/zbctl --insecure --address 127.0.0.1:26500 status"
 }
 
