@@ -4,7 +4,7 @@
 #   1. the normal build (as scripts/run.sh), whose RocksDB library the builds below link instead
 #      of compiling RocksDB's C++ again;
 #   2. an instrumented build (`-Cprofile-generate`), which runs W1-W5 with `bench compare
-#      --no-zeebe`: its server and its bench client both write their profiles;
+#      --peers none` (Waggle only): its server and its bench client both write their profiles;
 #   3. the optimised build (`-Cprofile-use`) from the merged profile.
 # Training is skipped while the sources are those it was last done for. Needs rustup's
 # llvm-tools component (llvm-profdata), added here. Under W2 the optimised binary spends ~15 %
@@ -32,7 +32,7 @@ if [ ! -f "$profile" ]; then
   RUSTFLAGS="-Cprofile-generate=$pgo/raw" build generate
   rm -rf "$pgo/raw"
   instrumented="$pgo/generate/$host/pgo/waggle"
-  LLVM_PROFILE_FILE="$pgo/raw/waggle-%p-%m.profraw" "$instrumented" bench compare --no-zeebe \
+  LLVM_PROFILE_FILE="$pgo/raw/waggle-%p-%m.profraw" "$instrumented" bench compare --peers none \
     --waggle-bin "$instrumented" --workloads W2,W1,W3,W4,W5 --duration 10s --warmup 2s --drain 5s >&2
   rm -f "$pgo"/waggle-*.profdata
   "$profdata" merge -o "$profile" "$pgo/raw"

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 
 use crate::workload::{self, parse_duration, Pace, Workload};
 
-/// `waggle bench`: Zeebe's benchmark over the Zeebe gRPC protocol, against Waggle or the real Zeebe.
+/// `waggle bench`: Zeebe's benchmark over the Zeebe gRPC protocol, against Waggle.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     #[command(subcommand)]
@@ -18,7 +18,7 @@ pub struct BenchArgs {
 pub enum BenchCommand {
     /// Run one workload against a running server.
     Run(RunArgs),
-    /// Start (or attach to) Waggle and the real Zeebe in turn, run the same workloads on each, print both.
+    /// Start (or attach to) Waggle and run the workloads on it.
     Compare(CompareArgs),
     /// Many timers due at the same moment, and the latency of job completions beside them.
     TimerStorm(crate::timer_storm::TimerStormArgs),
@@ -70,24 +70,10 @@ pub struct CompareArgs {
     /// Pid of the attached Waggle, for CPU and memory.
     #[arg(long, requires = "waggle_address")]
     pub waggle_pid: Option<u32>,
-    /// Script that starts and stops the real Zeebe (`start DATA_DIR`, `stop`).
-    #[arg(long, default_value = "scripts/zeebe.sh", conflicts_with = "zeebe_address")]
-    pub zeebe_script: PathBuf,
-    /// Gateway port for the Zeebe the script starts.
-    #[arg(long, default_value_t = 26500)]
-    pub zeebe_port: u16,
-    /// Management port for the Zeebe the script starts.
-    #[arg(long, default_value_t = 9600)]
-    pub zeebe_management_port: u16,
-    /// Attach to a running Zeebe instead of starting one.
-    #[arg(long)]
-    pub zeebe_address: Option<String>,
-    /// Pid of the attached Zeebe (its JVM), for CPU and memory.
-    #[arg(long, requires = "zeebe_address")]
-    pub zeebe_pid: Option<u32>,
-    /// Skip Zeebe (Waggle only).
-    #[arg(long)]
-    pub no_zeebe: bool,
+    /// Open-source peers to run each workload on after Waggle, comma-separated: `flowable`
+    /// (Flowable 7.2), `camunda7` (Camunda 7.24 CE), or `none` (Waggle only).
+    #[arg(long, default_value = "none", value_delimiter = ',')]
+    pub peers: Vec<String>,
     #[command(flatten)]
     pub phases: PhaseArgs,
     #[command(flatten)]
@@ -98,8 +84,7 @@ pub struct CompareArgs {
     /// Write the comparison table as Markdown to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
-    /// Plot each workload's throughput and latency over the run, Waggle beside Zeebe, as
-    /// `<workload>.png` in this folder.
+    /// Plot each workload's throughput and latency over the run as `<workload>.png` in this folder.
     #[arg(long)]
     pub plots: Option<PathBuf>,
 }
@@ -224,8 +209,9 @@ impl PhaseArgs {
 }
 
 /// Warm-up before a run's window unless one is given: 30 s when the workload runs as fast as the
-/// server holds (Zeebe 8.5.8's W2 rate rose from ~200 to ~400 PI/s over its first 30 s here, its
-/// JVM warming up, and a sustained rate is measured at steady state), 5 s at a fixed rate.
+/// server holds (a JVM's rate rises while it warms up: Zeebe 8.5.8's W2 rate rose from ~200 to
+/// ~400 PI/s over its first 30 s, recorded 2026-11, and a sustained rate is measured at steady
+/// state), 5 s at a fixed rate.
 pub fn default_warmup(w: &Workload) -> Duration {
     match w.pace {
         Pace::Max { .. } => Duration::from_secs(30),

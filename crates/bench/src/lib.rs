@@ -1,11 +1,10 @@
-//! `waggle bench`: Zeebe's benchmark over the Zeebe gRPC protocol (`gateway_protocol.Gateway`), so
-//! it drives Waggle and the real Zeebe alike.
+//! `waggle bench`: Zeebe's benchmark over the Zeebe gRPC protocol (`gateway_protocol.Gateway`),
+//! driving Waggle.
 //!
 //! A starter creates process instances (fixed rate, or as fast as the server holds), a worker
 //! completes their jobs (job push or polling, with a delay), and both timestamp what they see;
 //! the run then reports rates, latency percentiles and the server's CPU and memory. Compare mode
-//! runs the same workloads on a fresh Waggle and a fresh Zeebe and prints both. Method:
-//! docs/bench.md.
+//! runs the workloads on a fresh Waggle for each. Method: docs/bench.md.
 
 pub mod args;
 pub mod calls;

@@ -282,7 +282,7 @@ pub fn ratio(waggle: Option<f64>, zeebe: Option<f64>) -> String {
 
 /// The rows as an aligned text table.
 pub fn render_table(rows: &[Row]) -> String {
-    let header = ["workload", "metric", "Waggle", "Zeebe", "Waggle/Zeebe"];
+    let header = ["workload", "metric", "Waggle", "peer", "Waggle/peer"];
     let cells: Vec<[&str; 5]> = rows.iter().map(|r| [r.workload.as_str(), &r.metric, &r.waggle, &r.zeebe, &r.ratio]).collect();
     let mut width = header.map(str::len);
     for c in &cells {
@@ -314,7 +314,7 @@ pub fn render_table(rows: &[Row]) -> String {
 
 /// The rows as a Markdown table.
 pub fn render_markdown(rows: &[Row]) -> String {
-    let mut s = String::from("| workload | metric | Waggle | Zeebe | Waggle/Zeebe |\n|---|---|---:|---:|---:|\n");
+    let mut s = String::from("| workload | metric | Waggle | peer | Waggle/peer |\n|---|---|---:|---:|---:|\n");
     for r in rows {
         let _ = writeln!(s, "| {} | {} | {} | {} | {} |", r.workload, r.metric.replace('|', "\\|"), r.waggle, r.zeebe, r.ratio);
     }

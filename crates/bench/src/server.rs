@@ -1,7 +1,7 @@
-//! The server under test: start Waggle or the real Zeebe fresh, or attach to a running one; wait
-//! until ready; read its CPU time and memory from /proc; stop it.
+//! The server under test: start Waggle fresh, or attach to a running one; wait until ready; read
+//! its CPU time and memory from /proc; stop it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -60,31 +60,13 @@ pub fn load_average() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
-/// Which server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Kind {
-    Waggle,
-    Zeebe,
-}
-
-impl std::fmt::Display for Kind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Kind::Waggle => "Waggle",
-            Kind::Zeebe => "Zeebe",
-        })
-    }
-}
-
 /// A running server the bench started or attached to.
 pub struct Server {
-    pub kind: Kind,
     pub address: String,
     pub pid: Option<u32>,
     /// Spawn → every partition has a healthy leader; only for servers the bench started.
     pub startup: Option<Duration>,
     child: Option<Child>,
-    zeebe_script: Option<PathBuf>,
     _data_dir: Option<tempfile::TempDir>,
 }
 
@@ -107,17 +89,10 @@ pub fn free_port() -> anyhow::Result<u16> {
     anyhow::bail!("no free loopback port in {FIRST}-{}", FIRST + PORTS - 1)
 }
 
-async fn refuse_if_taken(address: &str) -> anyhow::Result<()> {
-    if tokio::net::TcpStream::connect(address).await.is_ok() {
-        bail!("something already listens on {address}: stop it, or attach to it instead of starting a fresh server");
-    }
-    Ok(())
-}
-
 impl Server {
     /// A server someone else started.
-    pub fn attach(kind: Kind, address: &str, pid: Option<u32>) -> Self {
-        Server { kind, address: address.into(), pid, startup: None, child: None, zeebe_script: None, _data_dir: None }
+    pub fn attach(address: &str, pid: Option<u32>) -> Self {
+        Server { address: address.into(), pid, startup: None, child: None, _data_dir: None }
     }
 
     /// Starts `waggle` on free loopback ports with a fresh data directory and waits until ready.
@@ -143,57 +118,7 @@ impl Server {
             r = client::wait_ready(&address, READY_TIMEOUT) => r?,
             status = child.wait() => bail!("{} exited before it was ready: {}", bin.display(), status?),
         };
-        Ok(Server {
-            kind: Kind::Waggle,
-            address,
-            pid,
-            startup: Some(ready - spawned),
-            child: Some(child),
-            zeebe_script: None,
-            _data_dir: Some(data),
-        })
-    }
-
-    /// Starts the real Zeebe with `script start DATA_DIR` (scripts/zeebe.sh) and waits until ready.
-    /// The management server listens on `management_port`.
-    pub async fn start_zeebe(script: &Path, port: u16, management_port: u16) -> anyhow::Result<Self> {
-        let address = format!("127.0.0.1:{port}");
-        refuse_if_taken(&address).await?;
-        let data = tempfile::Builder::new().prefix("zeebe-bench-").tempdir()?;
-        // output to a file, not a pipe: the JVM inherits the script's descriptors and would hold
-        // a pipe open for as long as it runs
-        let out_path = data.path().join("zeebe-sh.out");
-        let out_file = std::fs::File::create(&out_path)?;
-        let spawned = Instant::now();
-        let mut child = Command::new("bash")
-            .arg(script)
-            .arg("start")
-            .arg(data.path().join("data"))
-            .env("ZEEBE_PORT", port.to_string())
-            .env("ZEEBE_MANAGEMENT_PORT", management_port.to_string())
-            .stdin(Stdio::null())
-            .stdout(out_file.try_clone()?)
-            .stderr(out_file)
-            .spawn()
-            .with_context(|| format!("running {} start", script.display()))?;
-        let ready = client::wait_ready(&address, READY_TIMEOUT).await;
-        // the script returns once zbctl sees the broker healthy, and prints the JVM's pid
-        let status = child.wait().await?;
-        let text = std::fs::read_to_string(&out_path).unwrap_or_default();
-        if !status.success() {
-            bail!("{} start failed: {}", script.display(), text.trim());
-        }
-        let ready = ready?;
-        let pid = text.split("pid ").nth(1).and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next()).and_then(|s| s.parse().ok());
-        Ok(Server {
-            kind: Kind::Zeebe,
-            address,
-            pid,
-            startup: Some(ready - spawned),
-            child: None,
-            zeebe_script: Some(script.into()),
-            _data_dir: Some(data),
-        })
+        Ok(Server { address, pid, startup: Some(ready - spawned), child: Some(child), _data_dir: Some(data) })
     }
 
     pub fn sample(&self) -> Option<ProcSample> {
@@ -202,13 +127,6 @@ impl Server {
 
     /// Stops a server the bench started (SIGTERM, then SIGKILL after 30 s); leaves attached ones.
     pub async fn stop(mut self) -> anyhow::Result<()> {
-        if let Some(script) = self.zeebe_script.take() {
-            let port = self.address.rsplit_once(':').map(|(_, p)| p.to_string()).unwrap_or_default();
-            let out = Command::new("bash").arg(&script).arg("stop").env("ZEEBE_PORT", port).output().await?;
-            if !out.status.success() {
-                bail!("{} stop failed: {}", script.display(), String::from_utf8_lossy(&out.stderr));
-            }
-        }
         if let Some(mut child) = self.child.take() {
             if let Some(pid) = child.id() {
                 // SAFETY: the pid is our own child's, which we have not reaped yet.

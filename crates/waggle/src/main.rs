@@ -35,7 +35,7 @@ enum Cmd {
     Broker,
     /// A standalone gateway in front of a cluster (not available yet).
     Gateway,
-    /// Zeebe's benchmark over the gateway protocol, against Waggle and the real Zeebe
+    /// Zeebe's benchmark over the gateway protocol, against Waggle
     /// (`waggle bench run|compare|smoke --help`).
     Bench(Box<waggle_bench::BenchArgs>),
 }

@@ -3,7 +3,7 @@
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(name = "waggle-bench", about = "Zeebe's benchmark against Waggle or the real Zeebe")]
+#[command(name = "waggle-bench", about = "Zeebe's benchmark against Waggle")]
 struct Cli {
     #[command(flatten)]
     bench: waggle_bench::BenchArgs,
