@@ -15,6 +15,14 @@
 // `time(..)`, `datetime(..)` with ISO text (seconds always, fraction only if not zero, offset
 // `Z`/`+01:00`, region zone id in brackets), `ym(<months>)`, `dt(<seconds>)`, lists `[a, b]`,
 // contexts `{"k": v}` with keys sorted, ranges `range([a..b))`, `function`.
+//
+// Each successful entry also gets `zeebe`: the JSON of the variable Zeebe 8.5 writes from the
+// result (its FeelToMessagePackTransformer, printed as JSON). Zeebe converts through Java's
+// types: a whole number is `BigDecimal.longValue()` (wrapping beyond 64 bits), another number
+// `doubleValue()`; temporal values are the `toString()` of their java.time objects (LocalTime
+// `10:30`, Duration `PT24H`, Period `P-4Y-4M`, ZonedDateTime `...+01:00[Europe/Berlin]`) and a
+// zoned time feel-scala's `ZonedTime.format`; a context is its variables (functions defined in
+// a context literal are not among them); functions, ranges and errors are null.
 import java.io.*;
 import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
@@ -91,6 +99,7 @@ public class FeelDiff {
         Map<String, Object> vars = ctxJson == null ? new HashMap<>() : asMap(new Json(ctxJson).value());
         boolean ok;
         String canon;
+        String zeebeJson = null;
         try {
           EvaluationResult r;
           if (input != null) {
@@ -102,6 +111,7 @@ public class FeelDiff {
           }
           ok = r.isSuccess();
           canon = ok ? canonical(r.result()) : null;
+          if (ok) zeebeJson = zeebe(r.result());
         } catch (Throwable t) {
           ok = false;
           canon = null;
@@ -114,6 +124,7 @@ public class FeelDiff {
         if (shape) sb.append(",\"shape\":true");
         sb.append(",\"ok\":").append(ok);
         sb.append(",\"value\":").append(canon == null ? "null" : quote(canon));
+        if (ok) sb.append(",\"zeebe\":").append(zeebeJson);
         sb.append("}");
         out.println(sb);
       }
@@ -193,6 +204,64 @@ public class FeelDiff {
     if (o instanceof String) return quote((String) o);
     if (o instanceof Boolean) return o.toString();
     return "raw(" + o.getClass().getSimpleName() + ":" + o + ")";
+  }
+
+  /** The JSON of the variable Zeebe 8.5 writes from a FEEL result (see the header). */
+  static String zeebe(Object o) {
+    if (o == null || o instanceof ValNull$) return "null";
+    if (o instanceof ValBoolean) return String.valueOf(((ValBoolean) o).value());
+    if (o instanceof ValNumber) {
+      scala.math.BigDecimal n = ((ValNumber) o).value();
+      if (n.isWhole()) return String.valueOf(n.longValue());
+      // BigDecimal.doubleValue() and Double.toString() are exact from JDK 19 on (Zeebe 8.5
+      // runs on 21), not before: take the double with parseDouble and print the shortest
+      // decimal that parses back to it, so that the harness gives the same double on any JDK
+      double d = Double.parseDouble(n.bigDecimal().toString());
+      return Double.isFinite(d) ? shortest(d) : "null";
+    }
+    if (o instanceof ValString) return quote(((ValString) o).value());
+    if (o instanceof ValDate) return quote(((ValDate) o).value().toString());
+    if (o instanceof ValLocalTime) return quote(((ValLocalTime) o).value().toString());
+    if (o instanceof ValTime) return quote(((ValTime) o).value().format());
+    if (o instanceof ValLocalDateTime) return quote(((ValLocalDateTime) o).value().toString());
+    if (o instanceof ValDateTime) return quote(((ValDateTime) o).value().toString());
+    if (o instanceof ValDayTimeDuration) return quote(((ValDayTimeDuration) o).value().toString());
+    if (o instanceof ValYearMonthDuration) return quote(((ValYearMonthDuration) o).value().toString());
+    if (o instanceof ValList) {
+      StringBuilder sb = new StringBuilder("[");
+      scala.collection.Iterator<Val> it = ((ValList) o).items().iterator();
+      while (it.hasNext()) {
+        sb.append(zeebe(it.next()));
+        if (it.hasNext()) sb.append(",");
+      }
+      return sb.append("]").toString();
+    }
+    if (o instanceof ValContext) {
+      scala.collection.Iterator<scala.Tuple2<String, Object>> it =
+          ((ValContext) o).context().variableProvider().getVariables().iterator();
+      StringBuilder sb = new StringBuilder("{");
+      while (it.hasNext()) {
+        scala.Tuple2<String, Object> e = it.next();
+        sb.append(quote(e._1())).append(":").append(e._2() instanceof Val ? zeebe(e._2()) : "null");
+        if (it.hasNext()) sb.append(",");
+      }
+      return sb.append("}").toString();
+    }
+    return "null";
+  }
+
+  /** The shortest decimal that parses back to {@code d}, always with a point or exponent. */
+  static String shortest(double d) {
+    BigDecimal exact = new BigDecimal(d);
+    String s = exact.toString();
+    for (int digits = 1; digits <= 17; digits++) {
+      String t = exact.round(new java.math.MathContext(digits)).toString();
+      if (Double.parseDouble(t) == d) {
+        s = t;
+        break;
+      }
+    }
+    return s.contains(".") || s.contains("E") ? s : s + ".0";
   }
 
   static String boundary(RangeBoundary b, boolean start) {

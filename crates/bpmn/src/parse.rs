@@ -897,8 +897,75 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                 into.push(Mapping { source, target });
             }
         }
+        for mappings in [&inputs, &outputs] {
+            if mappings.is_empty() {
+                continue;
+            }
+            if let Err(e) = Expression::parse(&mapping_context(mappings)) {
+                self.fail(node, format!("Failed to build variable mapping expression: {}", e.message));
+            }
+        }
         (inputs, outputs)
     }
+}
+
+/// The one FEEL context Zeebe builds from an element's input (or output) mappings and parses at
+/// deploy: `{target:source,...}`, a dotted target as nested contexts (`{a:{b:source}}`). A
+/// mapping that parses alone may break it, e.g. a source ending in a `//` comment swallows the
+/// closing brace (`1 + 2 // note`), so Zeebe rejects the deployment.
+fn mapping_context(mappings: &[Mapping]) -> String {
+    enum Entry<'m> {
+        Leaf(&'m str),
+        Nested(Vec<(&'m str, Entry<'m>)>),
+    }
+    fn insert<'m>(entries: &mut Vec<(&'m str, Entry<'m>)>, path: &[&'m str], source: &'m str) {
+        let (key, rest) = (path[0], &path[1..]);
+        let position = entries.iter().position(|(k, _)| *k == key);
+        if rest.is_empty() {
+            match position {
+                Some(i) => entries[i].1 = Entry::Leaf(source),
+                None => entries.push((key, Entry::Leaf(source))),
+            }
+            return;
+        }
+        let i = match position {
+            Some(i) if matches!(entries[i].1, Entry::Nested(_)) => i,
+            Some(i) => {
+                entries[i].1 = Entry::Nested(Vec::new());
+                i
+            }
+            None => {
+                entries.push((key, Entry::Nested(Vec::new())));
+                entries.len() - 1
+            }
+        };
+        if let Entry::Nested(inner) = &mut entries[i].1 {
+            insert(inner, rest, source);
+        }
+    }
+    fn write(entries: &[(&str, Entry<'_>)], out: &mut String) {
+        out.push('{');
+        for (n, (key, entry)) in entries.iter().enumerate() {
+            if n > 0 {
+                out.push(',');
+            }
+            out.push_str(key);
+            out.push(':');
+            match entry {
+                Entry::Leaf(source) => out.push_str(source),
+                Entry::Nested(inner) => write(inner, out),
+            }
+        }
+        out.push('}');
+    }
+    let mut entries = Vec::new();
+    for m in mappings {
+        let path: Vec<&str> = m.target.split('.').collect();
+        insert(&mut entries, &path, m.source.source());
+    }
+    let mut out = String::new();
+    write(&entries, &mut out);
+    out
 }
 
 #[cfg(test)]

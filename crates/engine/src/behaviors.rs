@@ -101,10 +101,11 @@ pub(crate) fn continue_activation(p: P, key: i64) {
                 let text = match value {
                     ExprOrStatic::Static(s) => s.clone(),
                     ExprOrStatic::Expression(e) => match evaluate(p, lookup_scope, e) {
-                        Value::String(s) => s,
-                        Value::Null => continue,
+                        Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
+                        Ok(Value::String(s)) => s,
+                        Ok(Value::Null) => continue,
                         // lists (candidate groups and users) and dates as Zeebe writes them
-                        other => match other.to_json() {
+                        Ok(other) => match other.to_json() {
                             Json::String(s) => s,
                             json => json.to_string(),
                         },
@@ -542,7 +543,7 @@ pub(crate) fn child_record(
 fn evaluate_mappings(p: P, scope: i64, mappings: &[waggle_bpmn::Mapping]) -> Result<Map<String, Json>, String> {
     let mut doc = Map::new();
     for m in mappings {
-        let value = evaluate(p, scope, &m.source);
+        let value = evaluate(p, scope, &m.source)?;
         set_path(&mut doc, &m.target, value.to_json(), p, scope);
     }
     Ok(doc)
@@ -559,7 +560,7 @@ fn set_path(doc: &mut Map<String, Json>, target: &str, value: Json, p: P, scope:
     }
     let mut root = doc.remove(&first).unwrap_or_else(|| {
         let lookup = ScopeLookup::new(p.view(), scope);
-        waggle_feel::VariableLookup::lookup(&lookup, &first).map(|v| v.to_json()).unwrap_or(Json::Null)
+        lookup.stored_json(&first).unwrap_or(Json::Null)
     });
     let mut cursor = &mut root;
     for part in rest {
@@ -583,7 +584,7 @@ fn eval_number(p: P, scope: i64, v: &ExprOrStatic) -> Result<i32, String> {
         ExprOrStatic::Static(s) => {
             s.trim().parse::<i32>().map_err(|_| format!("Expected result of the expression '{s}' to be 'NUMBER', but was 'STRING'."))
         }
-        ExprOrStatic::Expression(e) => match evaluate(p, scope, e) {
+        ExprOrStatic::Expression(e) => match evaluate(p, scope, e)? {
             Value::Number(n) => Ok(n.to_f64() as i32),
             other => Err(type_error(e, "NUMBER", &other)),
         },
@@ -602,7 +603,7 @@ fn choose_flow(p: P, scope: i64, model: &Process, outgoing: &[usize], default_fl
             continue;
         }
         let Some(condition) = &model.flows[f].condition else { continue };
-        match evaluate(p, scope, condition) {
+        match evaluate(p, scope, condition)? {
             Value::Bool(true) => return Ok(Some(f)),
             Value::Bool(false) => {}
             other => return Err(type_error(condition, "BOOLEAN", &other)),
@@ -630,7 +631,7 @@ fn choose_flows(p: P, scope: i64, model: &Process, outgoing: &[usize], default_f
             taken.push(f);
             continue;
         };
-        match evaluate(p, scope, condition) {
+        match evaluate(p, scope, condition)? {
             Value::Bool(true) => taken.push(f),
             Value::Bool(false) => {}
             other => return Err(type_error(condition, "BOOLEAN", &other)),

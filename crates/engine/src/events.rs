@@ -101,7 +101,7 @@ fn wait_for(p: P, scope: Vars<'_>, target: &str, trigger: &EventTrigger, interru
 pub(crate) fn string_of<'v>(p: P, scope: impl Into<Vars<'v>>, value: &ExprOrStatic) -> Result<String, String> {
     match value {
         ExprOrStatic::Static(s) => Ok(s.clone()),
-        ExprOrStatic::Expression(e) => match evaluate(p, scope, e) {
+        ExprOrStatic::Expression(e) => match evaluate(p, scope, e)? {
             Value::String(s) => Ok(s),
             other => Err(format!("Expected result of the expression '{}' to be 'STRING', but was '{}'.", e.source(), other.type_name())),
         },
@@ -115,7 +115,7 @@ fn timer_text(p: P, scope: Vars<'_>, value: &ExprOrStatic) -> Result<(String, Va
     match value {
         ExprOrStatic::Static(s) => Ok((s.clone(), Value::String(s.clone()))),
         ExprOrStatic::Expression(e) => {
-            let v = evaluate(p, scope, e);
+            let v = evaluate(p, scope, e)?;
             match &v {
                 Value::String(s) => Ok((s.clone(), v.clone())),
                 Value::Null => Err(format!(
@@ -176,7 +176,7 @@ fn message_wait(p: P, scope: Vars<'_>, target: &str, message: &MessageDefinition
     let Some(correlation) = &message.correlation_key else {
         return Err(format!("Expected a correlation key for the message '{name}', but none is defined"));
     };
-    let correlation_key = match evaluate(p, scope, correlation) {
+    let correlation_key = match evaluate(p, scope, correlation)? {
         Value::String(s) => s,
         Value::Number(n) => n.to_string(),
         other => {

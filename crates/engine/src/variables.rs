@@ -49,6 +49,15 @@ impl<'a> ScopeLookup<'a> {
     }
 }
 
+impl ScopeLookup<'_> {
+    /// The stored JSON of variable `name` as it is (not through a FEEL value, which would
+    /// rewrite it as a FEEL result: Zeebe keeps the stored parts of a variable unchanged).
+    pub fn stored_json(&self, name: &str) -> Option<Json> {
+        let v = self.chain.iter().find_map(|scope| self.view.variable(*scope, name))?;
+        serde_json::from_str(&v.value).ok()
+    }
+}
+
 impl VariableLookup for ScopeLookup<'_> {
     fn lookup(&self, name: &str) -> Option<Value> {
         self.chain.iter().find_map(|scope| {
@@ -95,11 +104,24 @@ impl From<i64> for Vars<'_> {
 
 /// Evaluates an expression in `scope` (an element instance's key, or [`Vars`]) with the batch's
 /// clock (never the system's: processing stays deterministic and replayable).
-pub(crate) fn evaluate<'a>(p: &Processing<'_, '_, '_>, scope: impl Into<Vars<'a>>, expr: &waggle_feel::Expression) -> Value {
+///
+/// `Err` when the evaluation fails as a whole, as feel-scala fails it (a failed `assert`,
+/// `modulo(x, 0)`, `log(0)`, `stddev` of one number, ordering lists with `<`, ...): Zeebe
+/// raises an incident for these, with the message given here. Most other failures (a missing
+/// variable, mismatched types) are a `null` value, as in Zeebe.
+pub(crate) fn evaluate<'a>(
+    p: &Processing<'_, '_, '_>,
+    scope: impl Into<Vars<'a>>,
+    expr: &waggle_feel::Expression,
+) -> Result<Value, String> {
     let context = waggle_feel::EvalContext { now_millis: Some(p.now_ms), seed: None };
-    match scope.into() {
-        Vars::Scope(scope) => expr.evaluate_with(&ScopeLookup::new(p.view(), scope), &context),
-        Vars::Document(doc) => expr.evaluate_with(&DocumentLookup(doc), &context),
+    let evaluation = match scope.into() {
+        Vars::Scope(scope) => expr.evaluate_detailed(&ScopeLookup::new(p.view(), scope), &context),
+        Vars::Document(doc) => expr.evaluate_detailed(&DocumentLookup(doc), &context),
+    };
+    match evaluation.failure {
+        None => Ok(evaluation.value),
+        Some(failure) => Err(format!("failed to evaluate expression '{}': {failure}", expr.source())),
     }
 }
 

@@ -125,6 +125,14 @@ static BUILTINS: &[Builtin] = &[
     b!("week of year", ["date"], |_, a| temporal::week_of_year(&a[0]).unwrap_or(Value::Null)),
     b!("month of year", ["date"], |_, a| temporal::month_of_year(&a[0]).unwrap_or(Value::Null)),
     b!("last day of month", ["date"], |_, a| { temporal::last_day_of_month(&a[0]).unwrap_or(Value::Null) }),
+    // Camunda's (Zeebe's) extension for timer cycles: "R/" or "R<n>/" and the interval as
+    // Java prints it (`cycle(duration("PT1H"))` → "R/PT1H", `cycle(3, @"PT10M")` → "R3/PT10M")
+    b!("cycle", ["repetitions"], |_, a| cycle(None, &a[0])),
+    b!("cycle", ["repetitions", "interval"], |_, a| match &a[0] {
+        Value::Null => cycle(None, &a[1]),
+        Value::Number(n) => cycle(Some(n), &a[1]),
+        _ => Value::Null,
+    }),
     // ---- range ----
     b!("before", ["point1", "point2"], |env, a| ranges::apply(env, "before", &a[0], &a[1])),
     b!("before", ["point", "range"], |env, a| ranges::apply(env, "before", &a[0], &a[1])),
@@ -712,16 +720,16 @@ fn list_index(len: usize, p: &Number) -> i64 {
     }
 }
 
+/// feel-scala's `list.slice(index, index + length)`: positions outside the list are cut off,
+/// so a start past the end gives `[]` (`sublist([1, 2, 3], 5)`), a start before it the head.
 fn sublist(l: &[Value], start: &Number, len: Option<&Number>) -> Value {
     let from = list_index(l.len(), start);
-    if from < 0 || from as usize > l.len() {
-        return Value::Null;
-    }
-    let to = match len {
-        None => l.len(),
-        Some(n) => (from.saturating_add(n.trunc_i64().max(0)) as usize).min(l.len()),
+    let until = match len {
+        None => l.len() as i64,
+        Some(n) => from.saturating_add(n.trunc_i64()),
     };
-    Value::List(l[from as usize..to].to_vec())
+    let (lo, hi) = (from.clamp(0, l.len() as i64) as usize, until.clamp(0, l.len() as i64) as usize);
+    Value::List(if lo < hi { l[lo..hi].to_vec() } else { Vec::new() })
 }
 
 fn distinct(items: Vec<Value>) -> Vec<Value> {
@@ -971,4 +979,20 @@ fn now_millis(env: &Env) -> i64 {
     env.ctx
         .now_millis
         .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0))
+}
+
+/// Zeebe's `cycle()`: the ISO 8601 repeating interval of a duration, `repetitions` cut to a
+/// Java `int` (`intValue`); null unless the interval is a duration.
+fn cycle(repetitions: Option<&Number>, interval: &Value) -> Value {
+    let text = match interval {
+        Value::DayTimeDuration(_) | Value::YearMonthDuration(_) => match interval.to_json() {
+            serde_json::Value::String(s) => s,
+            _ => return Value::Null,
+        },
+        _ => return Value::Null,
+    };
+    match repetitions {
+        None => Value::String(format!("R/{text}")),
+        Some(n) => Value::String(format!("R{}/{text}", n.trunc_i64() as i32)),
+    }
 }

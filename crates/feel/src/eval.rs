@@ -287,8 +287,13 @@ impl<'a> Env<'a> {
                 let mut ctx = Context::new();
                 for (k, e) in entries {
                     let v = self.eval(e);
-                    self.push(k, v.clone());
-                    ctx.insert(k.clone(), v);
+                    // as in feel-scala, a function defined in a context literal can be called
+                    // by the entries after it but is no variable of the context (`{f:
+                    // function(x) x}` is `{}`; Zeebe writes it so)
+                    if !matches!(v, Value::Function(_)) {
+                        ctx.insert(k.clone(), v.clone());
+                    }
+                    self.push(k, v);
                 }
                 self.frames.truncate(base);
                 Value::Context(ctx)

@@ -19,6 +19,7 @@ mod parser;
 mod ranges;
 mod temporal;
 mod value;
+mod zeebe_json;
 
 use std::fmt;
 

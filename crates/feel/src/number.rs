@@ -113,6 +113,35 @@ impl Number {
         }
     }
 
+    /// The low 64 bits of the whole number, as Java's `BigDecimal.longValue()` gives them for a
+    /// whole number out of `long`'s range (`2 ** 64` → 0, `10 ** 20` → 7766279631452241920).
+    /// `None` when the value has a fractional part.
+    pub fn wrapping_i64(&self) -> Option<i64> {
+        if !self.is_integer() {
+            return None;
+        }
+        if let Some(i) = self.0.to_i64() {
+            return Some(i);
+        }
+        let (int, scale) = self.0.as_bigint_and_exponent();
+        let whole = if scale >= 0 {
+            int / BigInt::from(10u8).pow(scale as u32)
+        } else if scale <= -64 {
+            // a multiple of 10^64 = 2^64 · 5^64: its low 64 bits are zero
+            return Some(0);
+        } else {
+            int * BigInt::from(10u8).pow((-scale) as u32)
+        };
+        // two's complement, little endian, sign-extended to at least 8 bytes
+        let bytes = whole.to_signed_bytes_le();
+        let fill = if whole.sign() == Sign::Minus { 0xff } else { 0 };
+        let mut low = [fill; 8];
+        for (i, b) in bytes.iter().take(8).enumerate() {
+            low[i] = *b;
+        }
+        Some(i64::from_le_bytes(low))
+    }
+
     /// The value truncated toward zero as an `i64` (saturating), like Java's `intValue` but wider.
     pub fn trunc_i64(&self) -> i64 {
         let t = self.0.with_scale_round(0, RoundingMode::Down);

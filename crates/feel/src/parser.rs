@@ -727,7 +727,7 @@ impl Parser {
     }
 
     /// One positive unary test; `full` allows a whole expression (with `and`/`or`), otherwise
-    /// the test ends before comparison operators (as after `in`).
+    /// the test is one comparison at most (as after `in`).
     fn positive_unary_test(&mut self, full: bool) -> PResult<UnaryTest> {
         // a boolean that is the whole rest is compared with the input (`true` with 5: null)
         if let Tok::Name(b) = self.peek() {
@@ -747,7 +747,9 @@ impl Parser {
             return Ok(UnaryTest::Cmp(op, e));
         }
         let start = self.i;
-        let e = match if full { self.expression()? } else { self.additive()? } {
+        // after `in` a test is one comparison (`5 in ? > 3`, `x in ? between 1 and 9`), as in
+        // feel-scala; a second one ends it (`5 in ? > 3 = true` does not parse)
+        let e = match if full { self.expression()? } else { self.comparison()? } {
             Expr::InputInRange(range) if self.last_interval == start => *range,
             e => e,
         };

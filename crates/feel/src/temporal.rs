@@ -43,7 +43,7 @@ impl Zone {
     }
 
     /// The offset this zone has at a local date-time.
-    fn offset_at_local(&self, local: &NaiveDateTime) -> FixedOffset {
+    pub(crate) fn offset_at_local(&self, local: &NaiveDateTime) -> FixedOffset {
         match self {
             Zone::Offset(o) => *o,
             Zone::Id(tz) => match tz.offset_from_local_datetime(local).earliest() {
@@ -84,7 +84,7 @@ fn parse_offset(s: &str) -> Option<FixedOffset> {
     FixedOffset::east_opt(sign * secs)
 }
 
-fn fmt_offset(o: &FixedOffset) -> String {
+pub(crate) fn fmt_offset(o: &FixedOffset) -> String {
     let secs = o.local_minus_utc();
     if secs == 0 {
         return "Z".into();

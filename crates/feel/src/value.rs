@@ -189,24 +189,12 @@ impl Value {
         }
     }
 
-    /// Converts the value into JSON as Zeebe stores FEEL results: whole numbers that fit become
-    /// integers, other numbers doubles; temporal values become their ISO strings.
+    /// The JSON of the variable Zeebe 8.5 writes from this value as a FEEL result: whole
+    /// numbers as Java's `long` (wrapping beyond 64 bits), other numbers as doubles, temporal
+    /// values as their `java.time` text (`10:30`, `PT24H`, `P-4Y-4M`), functions and ranges as
+    /// null. The rules are in `src/zeebe_json.rs`.
     pub fn to_json(&self) -> serde_json::Value {
-        match self {
-            Value::Null => serde_json::Value::Null,
-            Value::Bool(b) => serde_json::Value::Bool(*b),
-            Value::Number(n) => match n.to_i64() {
-                Some(i) => serde_json::Value::from(i),
-                None => serde_json::Number::from_f64(n.to_f64()).map(serde_json::Value::Number).unwrap_or(serde_json::Value::Null),
-            },
-            Value::String(s) => serde_json::Value::String(s.clone()),
-            Value::List(items) => serde_json::Value::Array(items.iter().map(Value::to_json).collect()),
-            Value::Context(ctx) => serde_json::Value::Object(ctx.iter().map(|(k, v)| (k.clone(), v.to_json())).collect()),
-            Value::Date(_) | Value::Time(_) | Value::DateTime(_) | Value::YearMonthDuration(_) | Value::DayTimeDuration(_) => {
-                serde_json::Value::String(self.to_string())
-            }
-            Value::Range(_) | Value::Function(_) => serde_json::Value::Null,
-        }
+        crate::zeebe_json::variable_json(self)
     }
 
     /// The type name as Zeebe prints it in incidents ("NULL", "BOOLEAN", "NUMBER", ...).

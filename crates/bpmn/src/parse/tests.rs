@@ -162,3 +162,19 @@ fn static_mapping_source_is_rejected_and_missing_source_maps_the_target() {
     let p = &parse_definitions(xml.as_bytes()).unwrap()[0];
     assert_eq!(p.elements[p.element("task").unwrap()].outputs[0].source.source(), "out.value");
 }
+
+#[test]
+fn mappings_are_one_context_as_zeebe_builds_it() {
+    let with_output =
+        |source: &str| TASK.replace(r#"source="=result" target="out.value""#, &format!(r#"source="{source}" target="out.value""#));
+    // a `//` comment at the end of a source swallows the context's closing brace
+    let errs = errors(&model(&with_output("=1 + 2 // comment")));
+    assert!(errs.iter().any(|e| e.message.contains("Failed to build variable mapping expression")), "{errs:?}");
+    // a closed comment, or one ended by a line break inside the source, deploys
+    assert!(parse_definitions(model(&with_output("=1 + 2 /* comment */")).as_bytes()).is_ok());
+    assert!(parse_definitions(model(&with_output("=1 + // comment&#10;2")).as_bytes()).is_ok());
+    let mappings = |pairs: &[(&str, &str)]| -> Vec<Mapping> {
+        pairs.iter().map(|(t, s)| Mapping { source: Expression::parse(s).unwrap(), target: t.to_string() }).collect()
+    };
+    assert_eq!(mapping_context(&mappings(&[("a", "x"), ("b.c", "y"), ("b.d", "z + 1")])), "{a:x,b:{c:y,d:z + 1}}");
+}
