@@ -1,6 +1,7 @@
 //! The gateway's HTTP/2 transport (`waggle_gateway::GrpcServer`): calls it answers itself and
 //! calls it hands to tonic (compressed, malformed, streaming) get the same answers, and a long
-//! poll its client gives up on, or that outlives its `grpc-timeout`, takes no job.
+//! poll its client gives up on, or that outlives its `grpc-timeout`, takes no job; a creation
+//! naming no process is NOT_FOUND on either path.
 
 mod common;
 
@@ -192,5 +193,40 @@ fn a_job_stream_whose_client_went_away_takes_no_job() {
         tokio::time::sleep(Duration::from_millis(1_000)).await;
 
         only_the_new_job_is_activated(&mut client).await;
+    });
+}
+
+#[test]
+fn a_creation_naming_no_process_is_not_found() {
+    let node = Node::start(&[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut plain = grpc_client(&node).await;
+        deploy_one_task(&mut plain).await;
+        let mut gzip = plain.clone().send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
+        // neither a process id nor a key: Zeebe 8.5.8 looks up the key 0 (gRPC's default)
+        let neither = CreateProcessInstanceRequest::default;
+        let not_found = "Command 'CREATE' rejected with code 'NOT_FOUND': Expected to find process definition with key '0', but none found";
+        for (path, status) in [
+            ("answered directly", plain.create_process_instance(neither()).await.expect_err("no process")),
+            ("answered by tonic", gzip.create_process_instance(neither()).await.expect_err("no process")),
+            (
+                "with result",
+                plain
+                    .create_process_instance_with_result(CreateProcessInstanceWithResultRequest {
+                        request: Some(neither()),
+                        ..Default::default()
+                    })
+                    .await
+                    .expect_err("no process"),
+            ),
+        ] {
+            assert_eq!((status.code(), status.message()), (Code::NotFound, not_found), "{path}");
+        }
+        // a negative key with no process id is the one request Zeebe's engine calls invalid
+        let negative = CreateProcessInstanceRequest { process_definition_key: -1, ..Default::default() };
+        let status = plain.create_process_instance(negative).await.expect_err("negative key");
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(status.message().ends_with("Expected at least a bpmnProcessId or a key greater than -1, but none given"), "{status:?}");
     });
 }
