@@ -169,8 +169,8 @@ impl Broker {
             let Some(partition) = self.partition_of_key(job.key) else { continue };
             let command = Command::new(job.key, waggle_protocol::Intent::Yield, waggle_protocol::RecordValue::Job(job.record));
             let submission = Submission { command, reply: None, scheduled: false, permit: None };
-            if self.partitions[partition as usize - 1].send(submission).is_err() {
-                tracing::warn!(job = job.key, "a pushed job could not be yielded (partition queue full): it returns at its time-out");
+            if let Err(e) = self.partitions[partition as usize - 1].send(submission) {
+                tracing::warn!(job = job.key, error = %e, "a pushed job could not be yielded: it returns to the pool at its time-out");
             }
         }
     }
