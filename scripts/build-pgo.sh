@@ -1,32 +1,36 @@
 #!/usr/bin/env bash
 # Builds the `waggle` binary the benchmark measures, optimised with the profile of a run of the
 # bench's own workloads (profile-guided optimisation, PGO), and prints its path:
-#   1. the normal build (as scripts/run.sh), whose RocksDB library the builds below link instead
-#      of compiling RocksDB's C++ again;
+#   1. when no build in the target directory has compiled RocksDB's C++ yet, the release build
+#      (as scripts/run.sh), which does; the builds below link that library (ROCKSDB_LIB_DIR)
+#      instead of compiling it again;
 #   2. an instrumented build (`-Cprofile-generate`), which runs W1-W5 with `bench compare
 #      --peers none` (Waggle only): its server and its bench client both write their profiles;
-#   3. the optimised build (`-Cprofile-use`) from the merged profile.
+#   3. the optimised build (`-Cprofile-use`) from the merged profile, which scripts/run.sh then
+#      starts too.
 # Training is skipped while the sources are those it was last done for. Needs rustup's
 # llvm-tools component (llvm-profdata), added here. Under W2 the optimised binary spends ~15 %
 # less CPU per instance, server and bench client alike (docs/performance.md, finding 34).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/waggle-target}"
+. scripts/lib/builds.sh
 ./scripts/setup.sh >&2
-cargo build -p waggle --bin waggle >&2
+if [ -z "$(compiled_rocksdb)" ]; then
+  cargo build --release -p waggle --bin waggle >&2
+fi
 rustup component add llvm-tools >&2
-host=$(rustc -vV | sed -n 's/^host: //p')
+host=$(host_triple)
 profdata="$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata"
-rocksdb=$(ls -t "$CARGO_TARGET_DIR"/debug/build/librocksdb-sys-*/out/librocksdb.a | head -1)
-export ROCKSDB_LIB_DIR="${rocksdb%/*}" ROCKSDB_STATIC=1
-pgo="$CARGO_TARGET_DIR/pgo"
+export ROCKSDB_LIB_DIR="$(compiled_rocksdb)" ROCKSDB_STATIC=1
+pgo="$pgo_dir"
 mkdir -p "$pgo"
 # `--target` keeps RUSTFLAGS off build scripts and proc macros; each stage has its own target
 # directory, so that both stay incremental
 build() { cargo build --profile pgo --target "$host" --target-dir "$pgo/$1" -p waggle --bin waggle >&2; }
 
-sources=$( (git ls-files -s crates Cargo.toml Cargo.lock workloads; git diff HEAD -- crates Cargo.toml Cargo.lock workloads) | sha1sum | cut -c1-16)
-profile="$pgo/waggle-$sources.profdata"
+profile=$(pgo_profile)
+[ -n "$profile" ] || { echo "build-pgo.sh: needs a git clone (the profile is named after the sources)" >&2; exit 1; }
 if [ ! -f "$profile" ]; then
   echo "build-pgo.sh: training on the bench's workloads" >&2
   RUSTFLAGS="-Cprofile-generate=$pgo/raw" build generate
@@ -38,4 +42,4 @@ if [ ! -f "$profile" ]; then
   "$profdata" merge -o "$profile" "$pgo/raw"
 fi
 RUSTFLAGS="-Cprofile-use=$profile" build use
-echo "$pgo/use/$host/pgo/waggle"
+pgo_binary

@@ -202,6 +202,8 @@ async def bad_input(client, stub):
         raise AssertionError("an unknown process was started")
     except ProcessDefinitionNotFoundError:
         pass
+    # neither a process id nor a key: the key 0 names no process, as on Zeebe 8.5.8
+    await expect_status(stub.CreateProcessInstance(pb.CreateProcessInstanceRequest()), grpc.StatusCode.NOT_FOUND, "no process id or key")
     await expect_status(
         stub.CreateProcessInstance(pb.CreateProcessInstanceRequest(bpmnProcessId="order", version=-1, variables="[1, 2]")),
         grpc.StatusCode.INVALID_ARGUMENT,

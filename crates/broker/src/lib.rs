@@ -161,6 +161,20 @@ impl Broker {
         &self.streams
     }
 
+    /// Sends jobs that were pushed to a job stream but never reached its client (the stream
+    /// closed with them buffered) back to the pool at once (JOB YIELD), instead of leaving them
+    /// activated until their time-out: a long poll or another stream takes them.
+    pub fn yield_jobs(&self, jobs: impl IntoIterator<Item = PushedJob>) {
+        for job in jobs {
+            let Some(partition) = self.partition_of_key(job.key) else { continue };
+            let command = Command::new(job.key, waggle_protocol::Intent::Yield, waggle_protocol::RecordValue::Job(job.record));
+            let submission = Submission { command, reply: None, scheduled: false, permit: None };
+            if let Err(e) = self.partitions[partition as usize - 1].send(submission) {
+                tracing::warn!(job = job.key, error = %e, "a pushed job could not be yielded: it returns to the pool at its time-out");
+            }
+        }
+    }
+
     /// Job types that became activatable (for long-polling activations).
     pub fn subscribe_jobs_available(&self) -> broadcast::Receiver<String> {
         self.jobs_available.subscribe()

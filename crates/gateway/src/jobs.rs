@@ -9,7 +9,7 @@ use futures::Stream;
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 use tonic::Status;
-use waggle_broker::{Broker, JobStreamRegistry, PushedJob, StreamId};
+use waggle_broker::{Broker, PushedJob, StreamId};
 use waggle_engine::Command;
 use waggle_protocol::gateway as pb;
 use waggle_protocol::value::{JobBatchRecord, JobRecord};
@@ -155,16 +155,15 @@ pub fn open_job_stream(broker: &Arc<Broker>, req: pb::StreamActivatedJobsRequest
         return Err(status::invalid(format!("Expected to stream jobs with a timeout greater than zero, but it was {}", req.timeout)));
     }
     let (tx, jobs) = mpsc::channel::<PushedJob>(STREAM_BUFFER_JOBS);
-    let registry = broker.job_streams().clone();
-    let id = registry.register(req.r#type, req.worker, req.timeout, req.fetch_variable, tx);
-    Ok(Box::pin(PushedJobs { jobs, registry, id }))
+    let id = broker.job_streams().register(req.r#type, req.worker, req.timeout, req.fetch_variable, tx);
+    Ok(Box::pin(PushedJobs { jobs, broker: broker.clone(), id }))
 }
 
-/// The response stream of `StreamActivatedJobs`: the jobs pushed to one registered stream. A job
-/// still buffered when the client goes away times out and returns to the pool.
+/// The response stream of `StreamActivatedJobs`: the jobs pushed to one registered stream. When
+/// the client goes away, the jobs still buffered for it return to the pool at once.
 struct PushedJobs {
     jobs: mpsc::Receiver<PushedJob>,
-    registry: Arc<JobStreamRegistry>,
+    broker: Arc<Broker>,
     id: StreamId,
 }
 
@@ -178,6 +177,15 @@ impl Stream for PushedJobs {
 
 impl Drop for PushedJobs {
     fn drop(&mut self) {
-        self.registry.remove(self.id);
+        // unregistered first: a push after this finds no stream and yields the job itself, so
+        // what is buffered now is all the stream will ever hold
+        self.broker.job_streams().remove(self.id);
+        self.jobs.close();
+        let mut buffered = Vec::new();
+        while let Ok(job) = self.jobs.try_recv() {
+            buffered.push(job);
+        }
+        tracing::debug!(stream = self.id, buffered = buffered.len(), "job stream closed: its buffered jobs return to the pool");
+        self.broker.yield_jobs(buffered);
     }
 }

@@ -113,8 +113,19 @@ impl GatewayService {
 
     async fn create_instance(&self, req: pb::CreateProcessInstanceRequest, awaiting: bool, fetch: Vec<String>) -> Result<Record, Status> {
         status::check_variables("variables", &req.variables)?;
-        if req.process_definition_key <= 0 && req.bpmn_process_id.is_empty() {
-            return Err(status::invalid("Expected either a process definition key or a bpmn process id, but none given"));
+        if req.bpmn_process_id.is_empty() {
+            // as Zeebe 8.5.8's engine: without a process id the key is looked up, and a key of 0
+            // (gRPC's default, so also a request with neither) is one that names no process
+            if req.process_definition_key == 0 {
+                return Err(Status::not_found(
+                    "Command 'CREATE' rejected with code 'NOT_FOUND': Expected to find process definition with key '0', but none found",
+                ));
+            }
+            if req.process_definition_key < 0 {
+                return Err(status::invalid(
+                    "Command 'CREATE' rejected with code 'INVALID_ARGUMENT': Expected at least a bpmnProcessId or a key greater than -1, but none given",
+                ));
+            }
         }
         let partition = self.broker.next_partition();
         let value = RecordValue::ProcessInstanceCreation(ProcessInstanceCreationRecord {

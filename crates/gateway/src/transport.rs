@@ -309,12 +309,17 @@ fn send_status(mut respond: SendResponse<Bytes>, status: Status) {
     let _ = respond.send_response(http::Response::from_parts(parts, ()), true);
 }
 
-/// Writes a response body to the stream as hyper does: each data frame once the stream has
-/// capacity, then the trailers (or an empty end-of-stream frame); a reset by the client or an
-/// error of the body ends it.
+/// Writes a response body to the stream: each data frame, then the trailers (or an empty
+/// end-of-stream frame); a reset by the client or an error of the body ends it. The body is
+/// polled for a frame only once the stream has capacity: while a client's window is full, a job
+/// stream's jobs stay in its channel, from which they return to the pool if the client goes away
+/// (a job taken out and encoded before would be lost with the frame until its time-out).
 async fn pipe(body: tonic::body::BoxBody, mut stream: SendStream<Bytes>) {
     let mut body = pin!(body);
     loop {
+        if !wait_for_capacity(&mut stream).await {
+            return;
+        }
         let frame = poll_fn(|cx| {
             if stream.poll_reset(cx).is_ready() {
                 return Poll::Ready(None);
@@ -339,7 +344,7 @@ async fn pipe(body: tonic::body::BoxBody, mut stream: SendStream<Bytes>) {
                         continue;
                     }
                     let end = body.is_end_stream();
-                    if !wait_for_capacity(&mut stream).await || stream.send_data(data, end).is_err() || end {
+                    if stream.send_data(data, end).is_err() || end {
                         return;
                     }
                 }

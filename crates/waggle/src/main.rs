@@ -17,7 +17,7 @@ use config::NodeArgs;
 #[derive(Parser)]
 #[command(
     name = "waggle",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("WAGGLE_BUILD"), ")"),
     about = "A Zeebe-compatible BPMN process engine.\n\nWith no subcommand, runs `standalone`: broker and gateway in one process, data in ./data, gRPC on 127.0.0.1:26500, management on 9600."
 )]
 struct Cli {
@@ -125,7 +125,8 @@ async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
     );
     tracing::info!(
         grpc = %grpc_addr, management = %mgmt_addr, partitions = config.partitions,
-        data = %config.data_dir.display(), ready_ms = started.elapsed().as_millis() as u64, "waggle is ready"
+        data = %config.data_dir.display(), ready_ms = started.elapsed().as_millis() as u64, build = env!("WAGGLE_BUILD"),
+        "waggle is ready"
     );
     shutdown_signal().await;
     tracing::info!("shutting down");

@@ -1,6 +1,8 @@
 //! The gateway's HTTP/2 transport (`waggle_gateway::GrpcServer`): calls it answers itself and
 //! calls it hands to tonic (compressed, malformed, streaming) get the same answers, and a long
-//! poll its client gives up on, or that outlives its `grpc-timeout`, takes no job.
+//! poll its client gives up on, or that outlives its `grpc-timeout`, takes no job; jobs pushed to
+//! a job stream whose client went away return to the pool at once; a creation naming no process
+//! is NOT_FOUND on either path.
 
 mod common;
 
@@ -192,5 +194,94 @@ fn a_job_stream_whose_client_went_away_takes_no_job() {
         tokio::time::sleep(Duration::from_millis(1_000)).await;
 
         only_the_new_job_is_activated(&mut client).await;
+    });
+}
+
+#[test]
+fn a_creation_naming_no_process_is_not_found() {
+    let node = Node::start(&[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut plain = grpc_client(&node).await;
+        deploy_one_task(&mut plain).await;
+        let mut gzip = plain.clone().send_compressed(CompressionEncoding::Gzip).accept_compressed(CompressionEncoding::Gzip);
+        // neither a process id nor a key: Zeebe 8.5.8 looks up the key 0 (gRPC's default)
+        let neither = CreateProcessInstanceRequest::default;
+        let not_found = "Command 'CREATE' rejected with code 'NOT_FOUND': Expected to find process definition with key '0', but none found";
+        for (path, status) in [
+            ("answered directly", plain.create_process_instance(neither()).await.expect_err("no process")),
+            ("answered by tonic", gzip.create_process_instance(neither()).await.expect_err("no process")),
+            (
+                "with result",
+                plain
+                    .create_process_instance_with_result(CreateProcessInstanceWithResultRequest {
+                        request: Some(neither()),
+                        ..Default::default()
+                    })
+                    .await
+                    .expect_err("no process"),
+            ),
+        ] {
+            assert_eq!((status.code(), status.message()), (Code::NotFound, not_found), "{path}");
+        }
+        // a negative key with no process id is the one request Zeebe's engine calls invalid
+        let negative = CreateProcessInstanceRequest { process_definition_key: -1, ..Default::default() };
+        let status = plain.create_process_instance(negative).await.expect_err("negative key");
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+        assert!(status.message().ends_with("Expected at least a bpmnProcessId or a key greater than -1, but none given"), "{status:?}");
+    });
+}
+
+#[test]
+fn jobs_pushed_to_a_stream_whose_client_went_away_return_at_once() {
+    let node = Node::start(&[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = grpc_client(&node).await;
+        deploy_one_task(&mut client).await;
+
+        // a worker streams jobs for a minute each but reads none: its window is 0, so every job
+        // pushed to it waits on the server's side
+        let address = node.address();
+        let tcp = tokio::net::TcpStream::connect(&address).await.expect("connect");
+        let (send, connection) = h2::client::Builder::new().initial_window_size(0).handshake(tcp).await.expect("handshake");
+        let connection = tokio::spawn(connection);
+        let mut send = send.ready().await.expect("ready");
+        let request = http::Request::post(format!("http://{address}/gateway_protocol.Gateway/StreamActivatedJobs"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (answer, mut body) = send.send_request(request, false).expect("send request");
+        let stream_request =
+            StreamActivatedJobsRequest { r#type: "benchmark-task".into(), worker: "stuck".into(), timeout: 60_000, ..Default::default() };
+        body.send_data(framed(&stream_request.encode_to_vec()), true).expect("send body");
+        let answer = answer.await.expect("answer headers");
+        assert_eq!(answer.status(), 200);
+
+        const JOBS: usize = 20;
+        let mut created = Vec::new();
+        for _ in 0..JOBS {
+            created.push(client.create_process_instance(one_task_instance()).await.expect("create").into_inner().process_instance_key);
+        }
+        // every job went to the stream: none is left to activate
+        let mut none = client.activate_jobs(activation(100, -1)).await.expect("activate").into_inner();
+        assert!(none.message().await.expect("stream").is_none(), "a job was not pushed to the stream");
+
+        // the worker goes away: its jobs are activatable again at once, not after their minute
+        drop(answer);
+        drop(send);
+        connection.abort();
+        let mut activated = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while activated.len() < JOBS && tokio::time::Instant::now() < deadline {
+            let mut answers = client.activate_jobs(activation(100, 1_000)).await.expect("activate").into_inner();
+            while let Some(jobs) = answers.message().await.expect("stream") {
+                activated.extend(jobs.jobs.iter().map(|j| j.process_instance_key));
+            }
+        }
+        activated.sort_unstable();
+        created.sort_unstable();
+        assert_eq!(activated, created, "the jobs pushed to the gone worker are activatable again");
     });
 }

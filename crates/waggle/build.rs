@@ -1,0 +1,27 @@
+//! Names the build the binary comes from, for `waggle --version` and the start-up log: the cargo
+//! profile (read from the output directory, `<target>/[<triple>/]<profile>/build/<crate>/out`),
+//! whether debug assertions are on, and whether it was optimised with a PGO profile.
+
+fn main() {
+    let out_dir = std::env::var("OUT_DIR").unwrap_or_default();
+    let profile = std::path::Path::new(&out_dir)
+        .ancestors()
+        .nth(3)
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str())
+        .map(|n| if n == "debug" { "dev" } else { n })
+        .unwrap_or("unknown")
+        .to_string();
+    let debug_assertions = std::env::var_os("CARGO_CFG_DEBUG_ASSERTIONS").is_some();
+    let pgo = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default().contains("profile-use");
+    let mut build = format!("{profile} build");
+    if pgo {
+        build.push_str(", profile-guided");
+    }
+    if debug_assertions {
+        build.push_str(", debug assertions");
+    }
+    println!("cargo:rustc-env=WAGGLE_BUILD={build}");
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
+}
