@@ -33,7 +33,7 @@ mod storage;
 
 pub use group::{RaftGroup, ReplicaConfig, Transport};
 /// Raft's message between the voters of a group (raft-proto, prost 0.11 encoding).
-pub use raft::prelude::Message;
+pub use raft::prelude::{Message, MessageType};
 
 /// This node's id in a single-voter group.
 pub const LOCAL_NODE_ID: u64 = 1;
