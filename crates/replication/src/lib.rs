@@ -4,7 +4,7 @@
 //! Owns: the Raft state machine driver (the `Ready` loop), durable Raft state (log, term, vote),
 //! the order of persisting and acknowledging, compaction of the log.
 //! Does not own: what entries mean (the caller decodes and applies them), the clock (the caller
-//! ticks), how messages travel (a [`Transport`]).
+//! ticks), how messages travel (a [`Transport`]; [`net`] carries them between nodes).
 //!
 //! Contract for the caller (the broker's partition thread, or the simulation in `tests/`):
 //! - Call [`RaftGroup::tick`] every ~100 ms ([`ReplicaConfig`]'s timing is in ticks), hand every
@@ -29,6 +29,7 @@
 //! sends nothing and costs what it did before replication (one fsync per `drive`).
 
 mod group;
+pub mod net;
 mod storage;
 
 pub use group::{RaftGroup, ReplicaConfig, Transport};

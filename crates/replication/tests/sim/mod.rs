@@ -1,11 +1,12 @@
-//! Deterministic simulation of a replicated group: N in-process [`RaftGroup`]s on real journals
-//! (in `/dev/shm` when it exists: tmpfs makes fsync free, and the seeds many), a seeded RNG that
+//! Deterministic simulation of a replicated group: N in-process [`RaftGroup`]s on real journals (in
+//! `/dev/shm` when it exists: tmpfs makes fsync free, and the seeds many), a seeded RNG that
 //! decides everything else: which node ticks when (so election timeouts differ; Raft's own
 //! randomised timeout is off, it draws from the thread's RNG), which message is lost, delayed,
 //! duplicated (reordering follows from the delays), which nodes a partition cuts off and for how
 //! long, which node crashes (some right after granting a vote) and when it restarts from its
-//! journal and hard state, and which leader a client proposes to. A run is chaos for a while, then a calm phase (partition healed, crashed nodes
-//! restarted, no loss) until every node has applied everything the leader committed.
+//! journal and hard state, and which leader a client proposes to. A run is chaos for a while, then
+//! a calm phase (partition healed, crashed nodes restarted, no loss) until every node has applied
+//! everything the leader committed.
 //!
 //! The harness records what happened ([`History`]); each invariant is a test file of its own
 //! that checks it over many seeds. A failing seed is printed; `SIM_SEED=<n>` replays only it,
