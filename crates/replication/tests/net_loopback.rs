@@ -1,6 +1,6 @@
 //! Three groups on three `RaftNetwork`s over real loopback sockets: they elect a leader and
-//! replicate entries; the leader is killed (its group and network dropped), the other two elect
-//! a new leader and go on replicating.
+//! replicate entries; a killed leader (its group and network dropped) is replaced by a new one;
+//! a killed follower restarted from its journal on the same port is reconnected to and catches up.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -136,6 +136,28 @@ fn replicate(nodes: &[Node], entries: &[Vec<u8>]) {
     }
 }
 
+/// Three nodes on loopback ports, each streaming to the other two.
+fn cluster(runtime: &tokio::runtime::Runtime, dirs: &[tempfile::TempDir]) -> (Vec<Node>, BTreeMap<u64, SocketAddr>) {
+    let networks: Vec<RaftNetwork> = (1..=3).map(|id| bind(runtime, id, SocketAddr::from(([127, 0, 0, 1], 0)))).collect();
+    let addrs: BTreeMap<u64, SocketAddr> = (1..=3).zip(networks.iter().map(|n| n.local_addr())).collect();
+    for (id, network) in (1..=3).zip(&networks) {
+        connect(network, id, &addrs);
+    }
+    let nodes = (1..=3).zip(networks).zip(dirs).map(|((id, network), dir)| Node::start(id, network, dir.path())).collect();
+    (nodes, addrs)
+}
+
+/// Binds node `id`'s network (retrying a moment: a port just released may still be taken).
+fn bind(runtime: &tokio::runtime::Runtime, id: u64, addr: SocketAddr) -> RaftNetwork {
+    wait_for("the port", || runtime.block_on(RaftNetwork::bind(id, addr)).ok())
+}
+
+fn connect(network: &RaftNetwork, id: u64, addrs: &BTreeMap<u64, SocketAddr>) {
+    for (&peer, &addr) in addrs.iter().filter(|(&peer, _)| peer != id) {
+        network.add_peer(peer, addr);
+    }
+}
+
 #[test]
 fn three_nodes_over_loopback_elect_replicate_and_replace_a_killed_leader() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -167,6 +189,40 @@ fn three_nodes_over_loopback_elect_replicate_and_replace_a_killed_leader() {
     assert_eq!(survivors.len(), 2);
     assert_eq!(survivors[0], survivors[1], "the survivors applied different logs");
     assert!(survivors[0].starts_with(&logs[0]), "the survivors lost entries committed under the first leader");
+
+    for node in nodes.iter_mut().filter(|n| n.thread.is_some()) {
+        node.kill();
+    }
+    drop(runtime);
+}
+
+#[test]
+fn a_follower_restarted_from_its_journal_on_the_same_port_catches_up() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (mut nodes, addrs) = cluster(&runtime, &dirs);
+    let (leading, _) = wait_for("a leader", || leader(&nodes));
+    let before: Vec<Vec<u8>> = (0..10).map(|i| format!("\x01before {i}").into_bytes()).collect();
+    replicate(&nodes, &before);
+
+    let f = (leading + 1) % 3;
+    let id = nodes[f].id;
+    nodes[f].kill();
+    let while_down: Vec<Vec<u8>> = (0..10).map(|i| format!("\x01while down {i}").into_bytes()).collect();
+    replicate(&nodes, &while_down);
+
+    // the peers' streams to the old process broke; they reconnect to the new one
+    let network = bind(&runtime, id, addrs[&id]);
+    connect(&network, id, &addrs);
+    nodes[f] = Node::start(id, network, dirs[f].path());
+    let all: Vec<Vec<u8>> = before.iter().chain(&while_down).cloned().collect();
+    wait_for("the restarted follower to catch up", || all.iter().all(|e| nodes[f].applied().contains(e)).then_some(()));
+    let (leading, _) = leader(&nodes).unwrap();
+    let leader_log = nodes[leading].applied();
+    assert!(
+        leader_log.starts_with(&nodes[f].applied()) || nodes[f].applied().starts_with(&leader_log),
+        "the restarted follower's log differs from the leader's"
+    );
 
     for node in nodes.iter_mut().filter(|n| n.thread.is_some()) {
         node.kill();

@@ -248,3 +248,88 @@ fn a_configuration_that_cannot_work_is_refused_with_its_reason() {
     assert!(open(ReplicaConfig::new(0, vec![0, 1])).contains("reserved"));
     assert!(open(ReplicaConfig { election_tick: 2, ..ReplicaConfig::new(1, vec![1, 2]) }).contains("must exceed"));
 }
+
+#[test]
+fn a_node_cut_off_for_long_does_not_depose_the_leader_when_it_returns() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let sent = Arc::new(std::sync::Mutex::new(Vec::<Message>::new()));
+    let mut groups: Vec<RaftGroup> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let outbox = CheckingOutbox { sent: sent.clone(), dir: dir.path().to_path_buf(), checks: Arc::default() };
+            RaftGroup::open_replicated(dir.path(), 0, ReplicaConfig::new(i as u64 + 1, vec![1, 2, 3]), Box::new(outbox)).unwrap()
+        })
+        .collect();
+    // one round: every group ticks and drives; messages to or from `cut` are lost
+    let round = |groups: &mut Vec<RaftGroup>, cut: Option<u64>| {
+        for g in groups.iter_mut() {
+            g.tick();
+            g.drive().unwrap();
+        }
+        let messages: Vec<Message> = std::mem::take(&mut *sent.lock().unwrap());
+        for m in messages.into_iter().filter(|m| cut.is_none_or(|c| m.from != c && m.to != c)) {
+            let to = m.to as usize - 1;
+            groups[to].step(m).unwrap();
+        }
+    };
+    let mut leader = None;
+    for _ in 0..200 {
+        round(&mut groups, None);
+        leader = groups.iter().position(|g| g.is_leader());
+        if leader.is_some() {
+            break;
+        }
+    }
+    let leader = leader.expect("a leader");
+    let term = groups[leader].term();
+    let cut = groups[(leader + 1) % 3].id();
+    // ten election timeouts alone: without pre-vote it would campaign and raise its term each time
+    for _ in 0..200 {
+        round(&mut groups, Some(cut));
+    }
+    assert_eq!(groups[cut as usize - 1].term(), term, "the cut-off node raised its term");
+    for _ in 0..50 {
+        round(&mut groups, None);
+    }
+    assert!(groups[leader].is_leader(), "the leader was deposed by the returning node");
+    assert_eq!(groups[leader].term(), term);
+    assert_eq!(groups[cut as usize - 1].leader_id(), Some(groups[leader].id()));
+}
+
+#[test]
+fn a_leader_cut_off_from_the_quorum_steps_down() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let sent = Arc::new(std::sync::Mutex::new(Vec::<Message>::new()));
+    let mut groups: Vec<RaftGroup> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let outbox = CheckingOutbox { sent: sent.clone(), dir: dir.path().to_path_buf(), checks: Arc::default() };
+            RaftGroup::open_replicated(dir.path(), 0, ReplicaConfig::new(i as u64 + 1, vec![1, 2, 3]), Box::new(outbox)).unwrap()
+        })
+        .collect();
+    let mut leader = None;
+    for _ in 0..200 {
+        for g in groups.iter_mut() {
+            g.tick();
+            g.drive().unwrap();
+        }
+        for m in std::mem::take(&mut *sent.lock().unwrap()) {
+            let to = m.to as usize - 1;
+            groups[to].step(m).unwrap();
+        }
+        leader = groups.iter().position(|g| g.is_leader());
+        if leader.is_some() {
+            break;
+        }
+    }
+    let leader = leader.expect("a leader");
+    // the leader alone ticks, and hears nobody: check-quorum makes it step down
+    for _ in 0..25 {
+        groups[leader].tick();
+        groups[leader].drive().unwrap();
+        sent.lock().unwrap().clear();
+    }
+    assert!(!groups[leader].is_leader(), "an isolated leader kept leading");
+}
