@@ -38,6 +38,13 @@ const PEER_QUEUE: usize = 4096;
 const INBOX: usize = 4096;
 /// Messages per batch on the wire at most.
 const BATCH: usize = 256;
+/// A batch takes no more messages once it holds this many bytes (one message always fits).
+const BATCH_BYTES: usize = 8 << 20;
+/// The largest batch a node takes: a batch of [`BATCH_BYTES`] plus one message of entries up to
+/// Raft's `max_size_per_msg` (1 MiB), or a single entry larger than that (Raft sends at least
+/// one entry per append, whatever its size). tonic's default, 4 MiB, would refuse a batch of
+/// a few appends, break the stream, and never let the follower catch up.
+const MAX_BATCH_BYTES: usize = 256 << 20;
 /// Batches written to a stream and not yet taken by HTTP/2 (flow control) before the sender waits.
 const IN_FLIGHT_BATCHES: usize = 16;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -75,8 +82,8 @@ impl RaftNetwork {
         let mut stop = stopped;
         let server = tokio::spawn(async move {
             let signal = async move { until_stopped(&mut stop).await };
-            let served =
-                Server::builder().add_service(RaftTransportServer::new(service)).serve_with_incoming_shutdown(incoming, signal).await;
+            let service = RaftTransportServer::new(service).max_decoding_message_size(MAX_BATCH_BYTES);
+            let served = Server::builder().add_service(service).serve_with_incoming_shutdown(incoming, signal).await;
             if let Err(e) = served {
                 tracing::warn!(node = id, error = %e, "raft transport server failed");
             }
@@ -180,10 +187,14 @@ async fn stream_to(
         tokio::select! {
             first = queue.recv() => {
                 let Some(first) = first else { return Ok(()) };
+                let mut bytes = first.message.len();
                 let mut messages = vec![first];
-                while messages.len() < BATCH {
+                while messages.len() < BATCH && bytes < BATCH_BYTES {
                     match queue.try_recv() {
-                        Ok(e) => messages.push(e),
+                        Ok(e) => {
+                            bytes += e.message.len();
+                            messages.push(e);
+                        }
                         Err(_) => break,
                     }
                 }

@@ -173,7 +173,16 @@ fn three_nodes_over_loopback_elect_replicate_and_replace_a_killed_leader() {
     let mut nodes: Vec<Node> = (1..=3).zip(networks).zip(&dirs).map(|((id, network), dir)| Node::start(id, network, dir.path())).collect();
 
     let (first, first_term) = wait_for("a leader", || leader(&nodes));
-    let batch: Vec<Vec<u8>> = (0..20).map(|i| format!("\x01first {i}").into_bytes()).collect();
+    // entries of 5 MB: appends past gRPC's default message limit (4 MiB)
+    let batch: Vec<Vec<u8>> = (0..20)
+        .map(|i| {
+            let mut e = format!("\x01first {i} ").into_bytes();
+            if i % 4 == 0 {
+                e.resize(5 << 20, b'x');
+            }
+            e
+        })
+        .collect();
     replicate(&nodes, &batch);
     let logs: Vec<_> = nodes.iter().map(Node::applied).collect();
     assert!(logs.iter().all(|l| l == &logs[0]), "the nodes applied different logs: {logs:?}");
