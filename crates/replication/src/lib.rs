@@ -17,8 +17,9 @@
 //! - Apply the committed entries `drive` returns, on every node (followers too: their state
 //!   stays warm); they come back exactly once per run, in index order, starting after the
 //!   `applied` index given at open (so a restart re-delivers what state lacks).
-//! - `drive` persists with one fsync per call (group commit), however many entries it holds,
-//!   before it sends any message that acknowledges them (a follower's append response, a vote).
+//! - `drive` persists what each Raft ready holds with one fsync (group commit: a call usually
+//!   has one ready, however many entries it holds), before it sends any message that
+//!   acknowledges them (a follower's append response, a vote granted).
 //!   The commit index is not fsynced (volatile in Raft): after a restart it is recovered from the
 //!   applied index and from the leader.
 //! - [`RaftGroup::compact`] drops the log below a snapshot of the state. Snapshots are not sent
