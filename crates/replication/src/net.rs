@@ -1,0 +1,272 @@
+//! Raft messages between nodes over the network (the brokers' internal port): one gRPC
+//! bidirectional stream (tonic, HTTP/2) from each node to each peer, carrying batches of all
+//! its groups' messages in raft-proto's protobuf encoding, reconnecting when it breaks.
+//!
+//! Best effort, as [`Transport`] allows: a message is dropped when its peer's queue is full or
+//! the peer unreachable (what queued while it was is dropped on reconnecting: Raft resends what
+//! still matters). Sending never blocks the group's thread. Received messages go to the
+//! group's inbox (a bounded channel; full, the message is dropped); the group's owner hands
+//! them to [`crate::RaftGroup::step`].
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use prost011::Message as _;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::StreamExt;
+use tonic::transport::{Endpoint, Server};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::{Message, Transport};
+
+mod proto {
+    tonic::include_proto!("waggle_replication");
+}
+
+use proto::raft_transport_client::RaftTransportClient;
+use proto::raft_transport_server::{RaftTransport, RaftTransportServer};
+use proto::{Envelope, RaftBatch};
+
+/// Messages queued for one peer before new ones are dropped.
+const PEER_QUEUE: usize = 4096;
+/// Messages queued for one group before new ones are dropped.
+const INBOX: usize = 4096;
+/// Messages per batch on the wire at most.
+const BATCH: usize = 256;
+/// A batch takes no more messages once it holds this many bytes (one message always fits).
+const BATCH_BYTES: usize = 8 << 20;
+/// The largest batch a node takes: a batch of [`BATCH_BYTES`] plus one message of entries up to
+/// Raft's `max_size_per_msg` (1 MiB), or a single entry larger than that (Raft sends at least
+/// one entry per append, whatever its size). tonic's default, 4 MiB, would refuse a batch of
+/// a few appends, break the stream, and never let the follower catch up.
+const MAX_BATCH_BYTES: usize = 256 << 20;
+/// Batches written to a stream and not yet taken by HTTP/2 (flow control) before the sender waits.
+const IN_FLIGHT_BATCHES: usize = 16;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+const MIN_BACKOFF: Duration = Duration::from_millis(20);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+type Inboxes = Arc<Mutex<HashMap<u64, SyncSender<Message>>>>;
+type Peers = Arc<RwLock<HashMap<u64, mpsc::Sender<Envelope>>>>;
+
+/// This node's end of the Raft network: the server on its internal port and a stream to each
+/// peer. Dropping it closes both (its groups' messages stop; peers see it gone).
+pub struct RaftNetwork {
+    id: u64,
+    local_addr: SocketAddr,
+    runtime: tokio::runtime::Handle,
+    inboxes: Inboxes,
+    peers: Peers,
+    shutdown: watch::Sender<bool>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl RaftNetwork {
+    /// Listens on `addr` (port 0 picks one) for node `id`'s peers, on the current tokio runtime.
+    pub async fn bind(id: u64, addr: SocketAddr) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let local_addr = listener.local_addr()?;
+        let inboxes = Inboxes::default();
+        let (shutdown, stopped) = watch::channel(false);
+        let service = Inbound { inboxes: inboxes.clone(), stopped: stopped.clone() };
+        let incoming = TcpListenerStream::new(listener).map(|stream| {
+            let stream = stream?;
+            stream.set_nodelay(true)?;
+            Ok::<_, std::io::Error>(stream)
+        });
+        let mut stop = stopped;
+        let server = tokio::spawn(async move {
+            let signal = async move { until_stopped(&mut stop).await };
+            let service = RaftTransportServer::new(service).max_decoding_message_size(MAX_BATCH_BYTES);
+            let served = Server::builder().add_service(service).serve_with_incoming_shutdown(incoming, signal).await;
+            if let Err(e) = served {
+                tracing::warn!(node = id, error = %e, "raft transport server failed");
+            }
+        });
+        Ok(Self {
+            id,
+            local_addr,
+            runtime: tokio::runtime::Handle::current(),
+            inboxes,
+            peers: Peers::default(),
+            shutdown,
+            tasks: Mutex::new(vec![server]),
+        })
+    }
+
+    /// The address peers reach this node at.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Starts streaming to peer `id` at `addr`, connecting (and reconnecting) in the background.
+    pub fn add_peer(&self, id: u64, addr: SocketAddr) {
+        let (queue, queued) = mpsc::channel(PEER_QUEUE);
+        self.peers.write().expect("peers lock").insert(id, queue);
+        let task = self.runtime.spawn(send_to_peer(self.id, id, addr, queued, self.shutdown.subscribe()));
+        self.tasks.lock().expect("tasks lock").push(task);
+    }
+
+    /// The transport for `group`'s messages, and the inbox its peers' messages arrive in.
+    pub fn register(&self, group: u64) -> (NetTransport, Receiver<Message>) {
+        let (inbox, received) = std::sync::mpsc::sync_channel(INBOX);
+        self.inboxes.lock().expect("inboxes lock").insert(group, inbox);
+        (NetTransport { group, peers: self.peers.clone() }, received)
+    }
+}
+
+impl Drop for RaftNetwork {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks.lock().expect("tasks lock").drain(..) {
+            task.abort();
+        }
+    }
+}
+
+/// One group's [`Transport`] over the node's streams.
+pub struct NetTransport {
+    group: u64,
+    peers: Peers,
+}
+
+impl Transport for NetTransport {
+    fn send(&mut self, messages: Vec<Message>) {
+        let peers = self.peers.read().expect("peers lock");
+        for m in messages {
+            let Some(queue) = peers.get(&m.to) else {
+                tracing::debug!(group = self.group, to = m.to, "raft message for an unknown peer dropped");
+                continue;
+            };
+            let envelope = Envelope { group: self.group, message: m.encode_to_vec() };
+            // a closed queue: the network is shutting down
+            if let Err(mpsc::error::TrySendError::Full(_)) = queue.try_send(envelope) {
+                tracing::debug!(group = self.group, to = m.to, "raft message dropped: the peer's queue is full");
+            }
+        }
+    }
+}
+
+/// Keeps a stream to `peer` open while the network lives, with exponential back-off between
+/// attempts.
+async fn send_to_peer(node: u64, peer: u64, addr: SocketAddr, mut queue: mpsc::Receiver<Envelope>, mut stopped: watch::Receiver<bool>) {
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        match stream_to(addr, &mut queue, &mut stopped, &mut backoff).await {
+            Ok(()) => return,
+            Err(e) => tracing::debug!(node, peer, %addr, error = %e, "raft stream to peer broke; reconnecting"),
+        }
+        // stale by the time the peer is back: Raft resends what still matters
+        while queue.try_recv().is_ok() {}
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = until_stopped(&mut stopped) => return,
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// Connects to `addr` and writes the queue's messages in batches until the stream breaks
+/// (`Err`) or the network stops (`Ok`).
+async fn stream_to(
+    addr: SocketAddr,
+    queue: &mut mpsc::Receiver<Envelope>,
+    stopped: &mut watch::Receiver<bool>,
+    backoff: &mut Duration,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let channel = Endpoint::from_shared(format!("http://{addr}"))?.connect_timeout(CONNECT_TIMEOUT).tcp_nodelay(true).connect().await?;
+    let (batches, outgoing) = mpsc::channel::<RaftBatch>(IN_FLIGHT_BATCHES);
+    let mut replies = RaftTransportClient::new(channel).stream(ReceiverStream::new(outgoing)).await?.into_inner();
+    *backoff = MIN_BACKOFF;
+    loop {
+        tokio::select! {
+            first = queue.recv() => {
+                let Some(first) = first else { return Ok(()) };
+                let mut bytes = first.message.len();
+                let mut messages = vec![first];
+                while messages.len() < BATCH && bytes < BATCH_BYTES {
+                    match queue.try_recv() {
+                        Ok(e) => {
+                            bytes += e.message.len();
+                            messages.push(e);
+                        }
+                        Err(_) => break,
+                    }
+                }
+                if batches.send(RaftBatch { messages }).await.is_err() {
+                    return Err("the stream closed".into());
+                }
+            }
+            reply = replies.message() => match reply {
+                Ok(Some(_)) => {}
+                Ok(None) => return Err("the peer ended the stream".into()),
+                Err(status) => return Err(status.into()),
+            },
+            _ = until_stopped(stopped) => return Ok(()),
+        }
+    }
+}
+
+/// The server side: hands each received message to its group's inbox.
+struct Inbound {
+    inboxes: Inboxes,
+    stopped: watch::Receiver<bool>,
+}
+
+#[tonic::async_trait]
+impl RaftTransport for Inbound {
+    type StreamStream = ReceiverStream<Result<RaftBatch, Status>>;
+
+    async fn stream(&self, request: Request<Streaming<RaftBatch>>) -> Result<Response<Self::StreamStream>, Status> {
+        let mut batches = request.into_inner();
+        // the response stream stays open (and empty) while this task runs
+        let (open, response) = mpsc::channel(1);
+        let inboxes = self.inboxes.clone();
+        let mut stopped = self.stopped.clone();
+        tokio::spawn(async move {
+            let _open = open;
+            loop {
+                let batch = tokio::select! {
+                    batch = batches.message() => batch,
+                    _ = until_stopped(&mut stopped) => return,
+                };
+                match batch {
+                    Ok(Some(batch)) => deliver(&inboxes, batch),
+                    Ok(None) => return,
+                    Err(status) => {
+                        tracing::debug!(error = %status, "raft stream from a peer broke");
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(response)))
+    }
+}
+
+/// Resolves once the network stops (or is gone).
+async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|s| *s).await;
+}
+
+fn deliver(inboxes: &Inboxes, batch: RaftBatch) {
+    let inboxes = inboxes.lock().expect("inboxes lock");
+    for envelope in batch.messages {
+        let Some(inbox) = inboxes.get(&envelope.group) else {
+            tracing::debug!(group = envelope.group, "raft message for a group this node does not have dropped");
+            continue;
+        };
+        match Message::decode(envelope.message.as_slice()) {
+            Ok(message) => match inbox.try_send(message) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+                Err(TrySendError::Full(_)) => tracing::debug!(group = envelope.group, "raft message dropped: the group's inbox is full"),
+            },
+            Err(e) => tracing::warn!(group = envelope.group, error = %e, "undecodable raft message dropped"),
+        }
+    }
+}

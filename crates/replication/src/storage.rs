@@ -1,0 +1,120 @@
+//! Raft's view of the partition's journal (`raft::Storage` over [`waggle_log::Journal`]).
+
+use std::sync::{Arc, Mutex, RwLock};
+
+use raft::prelude::{ConfState, Entry as RaftEntry, EntryType, HardState, Snapshot};
+use raft::storage::{RaftState, Storage};
+use raft::{GetEntriesContext, StorageError};
+use waggle_log::{Journal, JournalError};
+
+/// Raft's view of the journal.
+#[derive(Clone)]
+pub(crate) struct JournalStorage {
+    pub(crate) journal: Arc<RwLock<Journal>>,
+    pub(crate) voters: Vec<u64>,
+    /// The entries of the last append, as Raft gave them: the leader asks for them again as soon
+    /// as they are committed, and they are served from here instead of read back from the file.
+    /// A request for all of them takes them (a single voter asks once; later requests read the
+    /// file).
+    pub(crate) recent: Arc<Mutex<Vec<RaftEntry>>>,
+}
+
+impl JournalStorage {
+    /// Entries `low..high` from the last append, if it holds all of them (at most `max_size`
+    /// bytes, and at least one entry, as Raft's storage contract limits them). Served entries
+    /// that are all it holds are taken, not copied.
+    pub(crate) fn recent_entries(&self, low: u64, high: u64, max_size: Option<u64>) -> Option<Vec<RaftEntry>> {
+        let mut recent = self.recent.lock().expect("recent entries lock");
+        let first = recent.first()?.index;
+        if low < first || high > first + recent.len() as u64 {
+            return None;
+        }
+        let wanted = &recent[(low - first) as usize..(high - first) as usize];
+        let mut size = 0u64;
+        let mut count = 0;
+        for e in wanted {
+            size += e.data.len() as u64;
+            if count > 0 && max_size.is_some_and(|max| size > max) {
+                break;
+            }
+            count += 1;
+        }
+        if count == recent.len() {
+            return Some(std::mem::take(&mut *recent));
+        }
+        Some(wanted[..count].to_vec())
+    }
+}
+
+fn store_err(e: JournalError) -> raft::Error {
+    raft::Error::Store(StorageError::Other(Box::new(e)))
+}
+
+impl Storage for JournalStorage {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        let j = self.journal.read().expect("journal lock");
+        let hs = j.hard_state();
+        let hard_state = HardState { term: hs.term, vote: hs.vote, commit: hs.commit };
+        let conf_state = ConfState { voters: self.voters.clone(), ..Default::default() };
+        Ok(RaftState::new(hard_state, conf_state))
+    }
+
+    fn entries(&self, low: u64, high: u64, max_size: impl Into<Option<u64>>, _ctx: GetEntriesContext) -> raft::Result<Vec<RaftEntry>> {
+        let max_size = max_size.into();
+        let j = self.journal.read().expect("journal lock");
+        if low < j.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        if high > j.last_index() + 1 {
+            return Err(raft::Error::Store(StorageError::Unavailable));
+        }
+        if let Some(recent) = self.recent_entries(low, high, max_size) {
+            return Ok(recent);
+        }
+        let entries = j.entries(low, high, max_size).map_err(store_err)?;
+        Ok(entries.into_iter().map(to_raft).collect())
+    }
+
+    fn term(&self, idx: u64) -> raft::Result<u64> {
+        let j = self.journal.read().expect("journal lock");
+        if idx + 1 < j.first_index() {
+            return Err(raft::Error::Store(StorageError::Compacted));
+        }
+        j.term(idx).ok_or(raft::Error::Store(StorageError::Unavailable))
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        Ok(self.journal.read().expect("journal lock").first_index())
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        Ok(self.journal.read().expect("journal lock").last_index())
+    }
+
+    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        // Snapshot transfer to followers arrives with the replicated cluster.
+        Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable))
+    }
+}
+
+pub(crate) fn to_raft(e: waggle_log::Entry) -> RaftEntry {
+    let kind = if e.data.first() == Some(&CONF_MARKER) { EntryType::EntryConfChange } else { EntryType::EntryNormal };
+    let data = if kind == EntryType::EntryConfChange { e.data[1..].to_vec() } else { e.data };
+    RaftEntry { entry_type: kind as i32, term: e.term, index: e.index, data, ..Default::default() }
+}
+
+/// Journal entries of Raft configuration changes start with this byte (normal entries are
+/// stored as given; Waggle's own entries never start with it: their first byte is a codec
+/// version, and version 0xFF is reserved).
+pub(crate) const CONF_MARKER: u8 = 0xFF;
+
+pub(crate) fn from_raft(e: RaftEntry) -> waggle_log::Entry {
+    let data = if e.entry_type == EntryType::EntryConfChange as i32 {
+        let mut d = vec![CONF_MARKER];
+        d.extend_from_slice(&e.data);
+        d
+    } else {
+        e.data
+    };
+    waggle_log::Entry { index: e.index, term: e.term, data }
+}
