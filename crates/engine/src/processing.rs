@@ -163,6 +163,8 @@ pub(crate) struct Processing<'o, 's, 'c> {
     pub(crate) now_ms: i64,
     pub(crate) job_streams: &'c dyn JobStreams,
     pub(crate) partition_count: u32,
+    /// What a command may ask of the engine (set by [`crate::Engine`] for each batch).
+    pub(crate) limits: crate::EngineLimits,
     next_key: i64,
     last_position: u64,
     source_position: u64,
@@ -199,6 +201,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             now_ms: ctx.now_ms,
             job_streams: ctx.job_streams,
             partition_count: ctx.partition_count.max(1),
+            limits: crate::EngineLimits::default(),
             next_key,
             last_position,
             source_position: 0,

@@ -92,6 +92,7 @@ async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
             queue_capacity: config.queue_capacity,
             backpressure: config.backpressure,
             snapshot_every_entries: config.snapshot_every_entries,
+            limits: config.limits,
         },
         &registry,
     )

@@ -162,3 +162,90 @@ fn static_mapping_source_is_rejected_and_missing_source_maps_the_target() {
     let p = &parse_definitions(xml.as_bytes()).unwrap()[0];
     assert_eq!(p.elements[p.element("task").unwrap()].outputs[0].source.source(), "out.value");
 }
+
+/// `depth` embedded subprocesses, each inside the one before, each with a start and end event
+/// (the innermost holds a service task of type `work`).
+fn nested_subprocesses(depth: usize) -> String {
+    let mut body = String::from(r#"<bpmn:startEvent id="start" />"#);
+    for i in 0..depth {
+        body.push_str(&format!(r#"<bpmn:subProcess id="sub{i}"><bpmn:startEvent id="s{i}" />"#));
+    }
+    body.push_str(r#"<bpmn:serviceTask id="task"><bpmn:extensionElements><zeebe:taskDefinition type="work" /></bpmn:extensionElements></bpmn:serviceTask>"#);
+    for i in (0..depth).rev() {
+        let first = if i + 1 < depth { format!("sub{}", i + 1) } else { "task".to_string() };
+        body.push_str(&format!(
+            r#"<bpmn:endEvent id="e{i}" /><bpmn:sequenceFlow id="a{i}" sourceRef="s{i}" targetRef="{first}" /><bpmn:sequenceFlow id="b{i}" sourceRef="{first}" targetRef="e{i}" /></bpmn:subProcess>"#
+        ));
+    }
+    let first = if depth > 0 { "sub0" } else { "task" };
+    body.push_str(&format!(r#"<bpmn:endEvent id="end" /><bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="{first}" /><bpmn:sequenceFlow id="f2" sourceRef="{first}" targetRef="end" />"#));
+    model(&body)
+}
+
+#[test]
+fn nesting_deeper_than_the_limit_is_rejected_naming_it() {
+    // 50,000 levels: the recursive walk over subprocesses overflowed the stack before
+    let errs = errors(&nested_subprocesses(50_000));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].message.contains("limit of 100 levels (max_bpmn_element_depth)"), "{}", errs[0].message);
+    assert_eq!(errs[0].element_id, "definitions", "refused before parsing");
+    // the limit is the configured one, and nesting within it is accepted
+    let limits = ParseLimits { max_element_depth: 20 };
+    assert!(parse_definitions_with(nested_subprocesses(15).as_bytes(), &limits).is_ok());
+    let errs = parse_definitions_with(nested_subprocesses(25).as_bytes(), &limits).unwrap_err();
+    assert!(errs[0].message.contains("limit of 20 levels"), "{errs:?}");
+}
+
+#[test]
+fn nesting_up_to_the_ceiling_parses() {
+    let depth = ParseLimits::MAX_ELEMENT_DEPTH_CEILING - 10;
+    let processes = parse_definitions_with(nested_subprocesses(depth).as_bytes(), &ParseLimits::CEILING).unwrap();
+    let p = &processes[0];
+    let task = p.element("task").unwrap();
+    assert_eq!(p.elements[task].scope, p.element(&format!("sub{}", depth - 1)));
+}
+
+#[test]
+fn many_flows_and_subprocesses_parse_in_linear_time() {
+    // 20,000 sibling subprocesses and 60,000 flows on as many lines: finding each line from the
+    // document's start, and each scope's start event among all elements, was quadratic
+    let mut body = String::from("<bpmn:startEvent id=\"start\" />\n");
+    let mut previous = "start".to_string();
+    for i in 0..20_000 {
+        body.push_str(&format!(
+            "<bpmn:subProcess id=\"sub{i}\"><bpmn:startEvent id=\"s{i}\" /><bpmn:endEvent id=\"e{i}\" />\n<bpmn:sequenceFlow id=\"i{i}\" sourceRef=\"s{i}\" targetRef=\"e{i}\" /></bpmn:subProcess>\n<bpmn:sequenceFlow id=\"f{i}\" sourceRef=\"{previous}\" targetRef=\"sub{i}\" />\n"
+        ));
+        previous = format!("sub{i}");
+    }
+    let started = std::time::Instant::now();
+    let processes = parse_definitions(model(&body).as_bytes()).unwrap();
+    assert_eq!(processes[0].elements.len(), 60_001);
+    eprintln!("parsed 20,000 subprocesses in {:?}", started.elapsed());
+}
+
+#[test]
+fn a_mapping_target_of_too_many_segments_is_rejected() {
+    let target = vec!["a"; MAX_TARGET_PATH_SEGMENTS + 1].join(".");
+    let body = TASK.replace("target=\"out.value\"", &format!("target=\"{target}\""));
+    let errs = errors(&model(&body));
+    assert!(errs[0].message.contains("more than 100 path segments"), "{errs:?}");
+    let target = vec!["a"; MAX_TARGET_PATH_SEGMENTS].join(".");
+    assert!(parse_definitions(model(&TASK.replace("target=\"out.value\"", &format!("target=\"{target}\""))).as_bytes()).is_ok());
+}
+
+#[test]
+fn a_feel_expression_nested_too_deeply_is_rejected_naming_the_limit() {
+    let deep = format!("={}1{}", "(".repeat(50_000), ")".repeat(50_000));
+    let body = TASK.replace("source=\"=order.id\"", &format!("source=\"{deep}\""));
+    let errs = errors(&model(&body));
+    assert!(
+        errs[0].message.contains("more than 300 levels of nested sub-expressions (FEEL's nesting limit)"),
+        "{}",
+        &errs[0].message[..400]
+    );
+    assert!(errs[0].message.len() < 1_000, "the expression is quoted cut: {}", errs[0].message.len());
+    // a long chain nests the syntax tree as deeply as parentheses do
+    let chain = format!("={}", vec!["1"; 100_000].join("+"));
+    let errs = errors(&model(&TASK.replace("source=\"=order.id\"", &format!("source=\"{chain}\""))));
+    assert!(errs[0].message.contains("FEEL's nesting limit"), "{}", &errs[0].message[..400]);
+}

@@ -5,6 +5,10 @@ use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
 use crate::processing::{Processing, RequestId};
 
+/// Errors a rejected resource lists; the rest are counted (a model of 50,000 faulty elements
+/// would otherwise be rejected with megabytes of text).
+const MAX_LISTED_ERRORS: usize = 100;
+
 /// DEPLOYMENT CREATE: validates every resource, then writes PROCESS CREATED per new process
 /// version and DEPLOYMENT CREATED. An unchanged resource is a duplicate: same key and version.
 pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
@@ -27,12 +31,15 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
             ));
             continue;
         }
-        match waggle_bpmn::parse_definitions(&resource.resource) {
+        match waggle_bpmn::parse_definitions_with(&resource.resource, &p.limits.bpmn) {
             Ok(processes) => parsed.push((resource, processes)),
             Err(errs) => {
                 errors.push_str(&format!("\n'{name}':"));
-                for e in errs {
+                for e in errs.iter().take(MAX_LISTED_ERRORS) {
                     errors.push_str(&format!("\n{e}"));
+                }
+                if errs.len() > MAX_LISTED_ERRORS {
+                    errors.push_str(&format!("\n... and {} more errors", errs.len() - MAX_LISTED_ERRORS));
                 }
             }
         }
