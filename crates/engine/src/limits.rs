@@ -11,10 +11,14 @@ use waggle_bpmn::ParseLimits;
 pub struct EngineLimits {
     /// Limits on a deployed BPMN resource.
     pub bpmn: ParseLimits,
+    /// Most top-level variables in one client's document (a creation, a job completion or
+    /// failure, SetVariables, a published message, a broadcast signal): each becomes a record
+    /// and a row, so a 4 MB document of tiny variables would hold the partition for seconds.
+    pub max_document_variables: usize,
 }
 
 impl Default for EngineLimits {
     fn default() -> Self {
-        EngineLimits { bpmn: ParseLimits::default() }
+        EngineLimits { bpmn: ParseLimits::default(), max_document_variables: 250_000 }
     }
 }

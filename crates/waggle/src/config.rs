@@ -60,6 +60,10 @@ pub struct NodeArgs {
     /// each subprocess one more); a deeper resource is rejected [default: 100, at most 1000].
     #[arg(long, env = "WAGGLE_MAX_BPMN_ELEMENT_DEPTH")]
     pub max_bpmn_element_depth: Option<usize>,
+    /// Limit: most top-level variables in one variables document of a command (creation, job
+    /// completion, SetVariables, message, signal); more are rejected [default: 250000].
+    #[arg(long, env = "WAGGLE_MAX_DOCUMENT_VARIABLES")]
+    pub max_document_variables: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -79,6 +83,7 @@ struct FileConfig {
     backpressure_max_limit: Option<usize>,
     backpressure_request_timeout_ms: Option<u64>,
     max_bpmn_element_depth: Option<usize>,
+    max_document_variables: Option<usize>,
 }
 
 /// The resolved configuration of a node.
@@ -137,6 +142,7 @@ impl NodeArgs {
                     bpmn: ParseLimits {
                         max_element_depth: self.max_bpmn_element_depth.or(file.max_bpmn_element_depth).unwrap_or(d.bpmn.max_element_depth),
                     },
+                    max_document_variables: self.max_document_variables.or(file.max_document_variables).unwrap_or(d.max_document_variables),
                 }
             },
         };
@@ -206,8 +212,11 @@ mod tests {
         std::fs::write(&file, "max_bpmn_element_depth = 40\n").unwrap();
         let from_file = NodeArgs { config: Some(file.clone()), ..Default::default() }.resolve().unwrap();
         assert_eq!(from_file.limits.bpmn.max_element_depth, 40);
-        let from_flag = NodeArgs { config: Some(file), max_bpmn_element_depth: Some(60), ..Default::default() }.resolve().unwrap();
-        assert_eq!(from_flag.limits.bpmn.max_element_depth, 60);
+        let from_flag =
+            NodeArgs { config: Some(file), max_bpmn_element_depth: Some(60), max_document_variables: Some(7), ..Default::default() }
+                .resolve()
+                .unwrap();
+        assert_eq!((from_flag.limits.bpmn.max_element_depth, from_flag.limits.max_document_variables), (60, 7));
         assert_eq!(NodeArgs::default().resolve().unwrap().limits, EngineLimits::default());
         let err = NodeArgs { max_bpmn_element_depth: Some(1_001), ..Default::default() }.resolve().unwrap_err();
         assert!(err.to_string().contains("--max-bpmn-element-depth must be between 3 and 1000"), "{err}");

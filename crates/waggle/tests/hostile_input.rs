@@ -32,13 +32,14 @@ async fn runs_an_instance_end_to_end(node: &Node) {
             };
             creator.create_process_instance_with_result(request).await
         });
-        let mut completed = 0;
-        while completed == 0 {
-            let mut answers = client.activate_jobs(common::one_task_activation(1)).await.expect("activate").into_inner();
+        // completes every job of the type (an earlier case may have left some) until the result is in
+        while !created.is_finished() {
+            let mut activation = common::one_task_activation(100);
+            activation.request_timeout = 50;
+            let mut answers = client.activate_jobs(activation).await.expect("activate").into_inner();
             while let Some(batch) = answers.message().await.expect("activation stream") {
                 for job in batch.jobs {
                     client.complete_job(CompleteJobRequest { job_key: job.key, variables: String::new() }).await.expect("complete");
-                    completed += 1;
                 }
             }
         }
@@ -279,5 +280,31 @@ async fn deeply_nested_and_oversized_variables_and_junk_are_refused() {
     let junk: Vec<u8> = (0..20u32 << 20).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
     let status = deploy(&mut client, "junk.bpmn", junk).await.expect_err("refused");
     assert_ne!(status.code(), Code::Ok);
+    runs_an_instance_end_to_end(&node).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_beyond_the_variable_limit_is_rejected_naming_it() {
+    let node = Node::start(&["--max-document-variables", "1000"]);
+    let mut client = grpc_client(&node).await;
+    deploy_one_task(&mut client).await;
+    let create = |variables: String| CreateProcessInstanceRequest {
+        bpmn_process_id: "benchmark".into(),
+        version: -1,
+        variables,
+        ..Default::default()
+    };
+    client.create_process_instance(create(flat_variables(1_000))).await.expect("1,000 variables are within the limit");
+    let status = client.create_process_instance(create(flat_variables(1_001))).await.expect_err("1,001 are not");
+    assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    assert!(
+        status.message().contains("it holds 1001 variables, more than the limit of 1000 (max_document_variables)"),
+        "{}",
+        status.message()
+    );
+    let request =
+        PublishMessageRequest { name: "m".into(), correlation_key: "k".into(), variables: flat_variables(5_000), ..Default::default() };
+    let status = client.publish_message(request).await.expect_err("a message's variables count too");
+    assert!(status.message().contains("(max_document_variables)"), "{}", status.message());
     runs_an_instance_end_to_end(&node).await;
 }
