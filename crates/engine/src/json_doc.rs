@@ -279,12 +279,16 @@ fn is_shortest_form(number: &str) -> bool {
 }
 
 #[cfg(test)]
+mod property_tests;
+
+#[cfg(test)]
+fn slow(text: &str) -> Result<VariableTexts, String> {
+    Ok(parse_document(text)?.iter().map(|(name, value)| (name.clone(), json_text(value))).collect())
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
-
-    fn slow(text: &str) -> Result<VariableTexts, String> {
-        Ok(parse_document(text)?.iter().map(|(name, value)| (name.clone(), json_text(value))).collect())
-    }
 
     /// Values written in many ways: the fast path must give what the slow path gives, or step
     /// aside.

@@ -249,3 +249,87 @@ fn a_feel_expression_nested_too_deeply_is_rejected_naming_the_limit() {
     let errs = errors(&model(&TASK.replace("source=\"=order.id\"", &format!("source=\"{chain}\""))));
     assert!(errs[0].message.contains("FEEL's nesting limit"), "{}", &errs[0].message[..400]);
 }
+
+/// xorshift64*: a small deterministic generator for the property test below.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+    }
+}
+
+/// A scope's contents `levels` subprocesses deep (ids numbered by `next`), with random
+/// siblings, documentation, comments, CDATA and attribute values holding markup characters;
+/// returns the XML and the depth of its deepest element below the scope.
+fn random_scope(rng: &mut Rng, levels: usize, next: &mut usize) -> (String, usize) {
+    *next += 1;
+    let n = *next;
+    let mut xml = format!("<bpmn:startEvent id=\"s{n}\" name=\"a &gt; b /&gt; '\" />");
+    let mut deepest = 1;
+    for _ in 0..rng.below(3) {
+        match rng.below(4) {
+            0 => xml.push_str("<!-- <bpmn:subProcess><bpmn:subProcess> -->"),
+            1 => {
+                xml.push_str("<bpmn:documentation><![CDATA[<a><b><c>]]></bpmn:documentation>");
+            }
+            2 => {
+                *next += 1;
+                xml.push_str(&format!(
+                    "<bpmn:serviceTask id=\"t{}\"><bpmn:extensionElements><zeebe:taskDefinition type=\"x/>y\" /></bpmn:extensionElements></bpmn:serviceTask>",
+                    *next
+                ));
+                deepest = deepest.max(3);
+            }
+            _ => {
+                *next += 1;
+                xml.push_str(&format!("<bpmn:endEvent id=\"e{}\" />", *next));
+            }
+        }
+    }
+    if levels > 0 {
+        let (inner, inner_depth) = random_scope(rng, levels - 1, next);
+        xml.push_str(&format!("<bpmn:subProcess id=\"p{n}\">{inner}</bpmn:subProcess>"));
+        xml.push_str(&format!("<bpmn:sequenceFlow id=\"f{n}\" sourceRef=\"s{n}\" targetRef=\"p{n}\" />"));
+        deepest = deepest.max(inner_depth + 1);
+    }
+    (xml, deepest)
+}
+
+/// Random nesting depths and shapes against random limits, some documents cut short or with a
+/// byte changed: the parse never panics, accepts a document within its limit, and rejects
+/// one beyond it naming the limit.
+#[test]
+fn random_nesting_is_accepted_within_the_limit_and_rejected_beyond_it() {
+    let mut rng = Rng(0x0B9A_4E57);
+    for case in 0..400 {
+        let levels = [0, 1, 2, 5, 20, 90, 200, 600][rng.below(8) as usize] as usize;
+        let (scope, below) = random_scope(&mut rng, levels, &mut 0);
+        let xml = model(&scope);
+        // definitions and process hold the scope
+        let depth = below + 2;
+        let limits = ParseLimits { max_element_depth: 3 + rng.below(300) as usize };
+        match rng.below(8) {
+            0 => {
+                let cut = rng.below(xml.len() as u64) as usize;
+                let _ = parse_definitions_with(&xml.as_bytes()[..cut], &limits);
+            }
+            1 => {
+                let mut bytes = xml.clone().into_bytes();
+                let at = rng.below(bytes.len() as u64) as usize;
+                bytes[at] = b"<>/\"'&!?["[rng.below(9) as usize];
+                let _ = parse_definitions_with(&bytes, &limits);
+            }
+            _ => match parse_definitions_with(xml.as_bytes(), &limits) {
+                Ok(_) => assert!(depth <= limits.max_element_depth, "case {case}: depth {depth} accepted beyond {limits:?}"),
+                Err(errors) if depth > limits.max_element_depth => {
+                    assert!(errors[0].message.contains("(max_bpmn_element_depth)"), "case {case}: {errors:?}")
+                }
+                Err(errors) => panic!("case {case}: depth {depth} within {limits:?} rejected: {errors:?}"),
+            },
+        }
+    }
+}
