@@ -187,9 +187,7 @@ async fn point(
             .fold(0.0, f64::max);
         stalls.push(stall);
         let key = created.into_inner().process_instance_key;
-        c.cancel_process_instance(CancelProcessInstanceRequest { process_instance_key: key, ..Default::default() })
-            .await
-            .context("cancelling")?;
+        c.cancel_process_instance(CancelProcessInstanceRequest { process_instance_key: key }).await.context("cancelling")?;
         settle(probes, calm_ms).await;
     }
     Ok(Point { size, document_bytes: document.len(), creation_ms: median(creations), stall_ms: median(stalls) })

@@ -120,10 +120,7 @@ async fn subprocesses_nested_50000_deep_are_rejected_naming_the_limit() {
         .await
         .expect("an instance of 90 nested subprocesses");
     client
-        .cancel_process_instance(CancelProcessInstanceRequest {
-            process_instance_key: created.into_inner().process_instance_key,
-            ..Default::default()
-        })
+        .cancel_process_instance(CancelProcessInstanceRequest { process_instance_key: created.into_inner().process_instance_key })
         .await
         .expect("cancel terminates 90 nested scopes");
     runs_an_instance_end_to_end(&node).await;
@@ -160,7 +157,7 @@ async fn nesting_at_the_highest_configurable_limit_runs_and_cancels() {
     let job = answers.message().await.expect("stream").expect("the innermost task's job").jobs.remove(0);
     assert_eq!(job.process_instance_key, created.process_instance_key);
     client
-        .cancel_process_instance(CancelProcessInstanceRequest { process_instance_key: created.process_instance_key, ..Default::default() })
+        .cancel_process_instance(CancelProcessInstanceRequest { process_instance_key: created.process_instance_key })
         .await
         .expect("cancel terminates 995 nested scopes");
     runs_an_instance_end_to_end(&node).await;

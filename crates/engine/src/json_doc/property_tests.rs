@@ -31,7 +31,7 @@ fn value(rng: &mut Rng, depth: u32, width: u64, out: &mut String) {
     let pick = if depth == 0 { rng.below(5) } else { rng.below(8) };
     match pick {
         0 => out.push_str(["true", "false", "null"][rng.below(3) as usize]),
-        1 => out.push_str(&["0", "-1", "1.5", "1e3", "12345678901234567890", "0.0001", "-0"][rng.below(7) as usize].to_string()),
+        1 => out.push_str(["0", "-1", "1.5", "1e3", "12345678901234567890", "0.0001", "-0"][rng.below(7) as usize]),
         2 => out.push_str(["\"a\"", "\"\\u00e9\"", "\"x\\ny\"", "\"\"", "\"é\""][rng.below(5) as usize]),
         3 | 4 => out.push_str(&rng.below(1_000_000).to_string()),
         5 | 6 => {
@@ -90,7 +90,7 @@ fn document(rng: &mut Rng, keys: u64, depth: u32) -> String {
 
 #[test]
 fn random_documents_are_split_as_the_slow_path_splits_them_or_refused() {
-    let mut rng = Rng(0x5EED_0F_D0C5);
+    let mut rng = Rng(0x5EED_F00D_D0C5);
     for case in 0..2_000 {
         let keys = [0, 1, 5, 20, 70, 300][rng.below(6) as usize];
         let depth = [0, 1, 3, 8][rng.below(4) as usize];
