@@ -60,11 +60,13 @@ fn fast_texts(text: &str) -> Option<VariableTexts> {
 }
 
 /// The top-level names seen so far: searched linearly while they are few (the common document
-/// has a handful), hashed beyond that, so a document of 200,000 names costs linear time, not
-/// the 2·10¹⁰ comparisons (~40 s of a partition's time) a linear search for each took.
+/// has a handful; no allocation then), hashed beyond that, so a document of 200,000 names costs
+/// linear time, not the 2·10¹⁰ comparisons (~40 s of a partition's time) a linear search for
+/// each took.
 #[derive(Default)]
 struct NameSet<'t> {
-    few: Vec<&'t str>,
+    few: [&'t str; LINEAR_NAME_SEARCH],
+    count: usize,
     hashed: Option<std::collections::HashSet<&'t str>>,
 }
 
@@ -77,12 +79,16 @@ impl<'t> NameSet<'t> {
         if let Some(hashed) = &mut self.hashed {
             return hashed.insert(name);
         }
-        if self.few.contains(&name) {
+        if self.few[..self.count].contains(&name) {
             return false;
         }
-        self.few.push(name);
-        if self.few.len() > LINEAR_NAME_SEARCH {
-            self.hashed = Some(self.few.drain(..).collect());
+        if self.count < LINEAR_NAME_SEARCH {
+            self.few[self.count] = name;
+            self.count += 1;
+        } else {
+            let mut hashed: std::collections::HashSet<&'t str> = self.few.iter().copied().collect();
+            hashed.insert(name);
+            self.hashed = Some(hashed);
         }
         true
     }

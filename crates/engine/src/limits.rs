@@ -15,10 +15,14 @@ pub struct EngineLimits {
     /// failure, SetVariables, a published message, a broadcast signal): each becomes a record
     /// and a row, so a 4 MB document of tiny variables would hold the partition for seconds.
     pub max_document_variables: usize,
+    /// Most bytes of process records one deployment writes. Each new process's record carries
+    /// its whole resource (as Zeebe's does), so a 4 MB resource of 50,000 tiny processes would
+    /// write 200 GB; this bounds the product of resource size and processes in it.
+    pub max_deployment_process_bytes: usize,
 }
 
 impl Default for EngineLimits {
     fn default() -> Self {
-        EngineLimits { bpmn: ParseLimits::default(), max_document_variables: 250_000 }
+        EngineLimits { bpmn: ParseLimits::default(), max_document_variables: 250_000, max_deployment_process_bytes: 32 << 20 }
     }
 }

@@ -64,6 +64,11 @@ pub struct NodeArgs {
     /// completion, SetVariables, message, signal); more are rejected [default: 250000].
     #[arg(long, env = "WAGGLE_MAX_DOCUMENT_VARIABLES")]
     pub max_document_variables: Option<usize>,
+    /// Limit: most bytes of process records one deployment writes (each new process's record
+    /// carries its whole resource: resource size × processes in it); more is rejected
+    /// [default: 33554432].
+    #[arg(long, env = "WAGGLE_MAX_DEPLOYMENT_PROCESS_BYTES")]
+    pub max_deployment_process_bytes: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -84,6 +89,7 @@ struct FileConfig {
     backpressure_request_timeout_ms: Option<u64>,
     max_bpmn_element_depth: Option<usize>,
     max_document_variables: Option<usize>,
+    max_deployment_process_bytes: Option<usize>,
 }
 
 /// The resolved configuration of a node.
@@ -143,6 +149,10 @@ impl NodeArgs {
                         max_element_depth: self.max_bpmn_element_depth.or(file.max_bpmn_element_depth).unwrap_or(d.bpmn.max_element_depth),
                     },
                     max_document_variables: self.max_document_variables.or(file.max_document_variables).unwrap_or(d.max_document_variables),
+                    max_deployment_process_bytes: self
+                        .max_deployment_process_bytes
+                        .or(file.max_deployment_process_bytes)
+                        .unwrap_or(d.max_deployment_process_bytes),
                 }
             },
         };

@@ -305,3 +305,26 @@ async fn a_document_beyond_the_variable_limit_is_rejected_naming_it() {
     assert!(status.message().contains("(max_document_variables)"), "{}", status.message());
     runs_an_instance_end_to_end(&node).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_of_thousands_of_processes_is_rejected_naming_the_limit() {
+    let node = Node::start(&[]);
+    let mut client = grpc_client(&node).await;
+    // 40,000 processes in 3 MB: each process's record would carry the whole resource (120 GB)
+    let processes: String =
+        (0..40_000).map(|i| format!(r#"<process id="p{i}" isExecutable="true"><startEvent id="s{i}"/></process>"#)).collect();
+    let xml = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?><definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" id="d">{processes}</definitions>"#
+    );
+    assert!(xml.len() < 4_000_000, "{}", xml.len());
+    expect_invalid(deploy(&mut client, "many.bpmn", xml.into_bytes()).await, "(max_deployment_process_bytes)");
+    runs_an_instance_end_to_end(&node).await;
+    // a hundred small processes in one resource deploy
+    let processes: String =
+        (0..100).map(|i| format!(r#"<process id="q{i}" isExecutable="true"><startEvent id="s{i}"/></process>"#)).collect();
+    let xml = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?><definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL" id="d">{processes}</definitions>"#
+    );
+    let deployed = deploy(&mut client, "hundred.bpmn", xml.into_bytes()).await.expect("100 processes deploy");
+    assert_eq!(deployed.deployments.len(), 100);
+}

@@ -76,7 +76,12 @@ fn document(rng: &mut Rng, keys: u64, depth: u32) -> String {
     }
     out.push('}');
     match rng.below(10) {
-        0 => out.truncate(rng.below(out.len() as u64) as usize),
+        0 => {
+            let cut = rng.below(out.len() as u64) as usize;
+            if out.is_char_boundary(cut) {
+                out.truncate(cut);
+            }
+        }
         1 => {
             let at = rng.below(out.len() as u64) as usize;
             if out.is_char_boundary(at) {

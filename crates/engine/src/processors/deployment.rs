@@ -48,6 +48,15 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
         let reason = format!("Expected to deploy new resources, but encountered the following errors:{errors}");
         return p.reject(command, request, RejectionType::InvalidArgument, reason);
     }
+    let process_bytes: usize = parsed.iter().map(|(resource, processes)| resource.resource.len().saturating_mul(processes.len())).sum();
+    let max = p.limits.max_deployment_process_bytes;
+    if process_bytes > max {
+        let processes: usize = parsed.iter().map(|(_, processes)| processes.len()).sum();
+        let reason = format!(
+            "Expected to deploy new resources, but its {processes} processes would write {process_bytes} bytes of process records (each carries its whole resource), more than the limit of {max} (max_deployment_process_bytes); deploy fewer processes per resource"
+        );
+        return p.reject(command, request, RejectionType::InvalidArgument, reason);
+    }
     let mut seen = std::collections::HashSet::new();
     for (_, processes) in &parsed {
         for process in processes {
