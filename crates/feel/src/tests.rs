@@ -448,6 +448,9 @@ fn context_functions() {
     assert_eq!(j("context put({a: 1}, \"b\", 2)"), json!({"a": 1, "b": 2}));
     assert_eq!(j("context put({a: 1}, \"a\", 2)"), json!({"a": 2}));
     assert_eq!(j("context put({a: {b: 1}}, [\"a\", \"c\"], 2)"), json!({"a": {"b": 1, "c": 2}}));
+    // a path of 100,000 keys would nest the context past the stack: refused as null
+    assert_eq!(j("context put({}, for i in 1..100000 return \"a\", 1)"), json!(null));
+    assert_eq!(j("count(get entries(context put({}, for i in 1..300 return \"a\", 1)))"), json!(1));
     assert_eq!(j("context merge([{a: 1}, {b: 2}, {a: 3}])"), json!({"a": 3, "b": 2}));
     assert_eq!(j("context merge({a: 1}, {b: 2})"), json!({"a": 1, "b": 2}));
     assert_eq!(j("put all({a: 1}, {b: 2})"), json!({"a": 1, "b": 2}));
