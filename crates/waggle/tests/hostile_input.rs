@@ -328,3 +328,29 @@ async fn a_resource_of_thousands_of_processes_is_rejected_naming_the_limit() {
     let deployed = deploy(&mut client, "hundred.bpmn", xml.into_bytes()).await.expect("100 processes deploy");
     assert_eq!(deployed.deployments.len(), 100);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feel_values_nested_past_the_limit_at_run_time_are_null() {
+    let node = Node::start(&[]);
+    let mut client = grpc_client(&node).await;
+    // both expressions built values nested 20,000 and 100,000 levels deep, whose drop overflowed the stack
+    let outputs = [
+        r#"=for i in 1..20000 return if i = 1 then [] else [partial[i - 1]]"#,
+        r#"=context put({}, for i in 1..100000 return &quot;a&quot;, 1)"#,
+    ];
+    let mappings: String =
+        outputs.iter().enumerate().map(|(i, source)| format!(r#"<zeebe:output source="{source}" target="v{i}" />"#)).collect();
+    let xml = definitions(&format!(
+        r#"<bpmn:process id="values" isExecutable="true"><bpmn:startEvent id="start"><bpmn:extensionElements><zeebe:ioMapping>{mappings}</zeebe:ioMapping></bpmn:extensionElements></bpmn:startEvent></bpmn:process>"#
+    ));
+    deploy(&mut client, "values.bpmn", xml.into_bytes()).await.expect("deploy");
+    let request = CreateProcessInstanceWithResultRequest {
+        request: Some(CreateProcessInstanceRequest { bpmn_process_id: "values".into(), version: -1, ..Default::default() }),
+        request_timeout: 10_000,
+        fetch_variables: vec![],
+    };
+    let result = client.create_process_instance_with_result(request).await.expect("the instance completes").into_inner();
+    let variables: serde_json::Value = serde_json::from_str(&result.variables).expect("JSON");
+    assert_eq!(variables, serde_json::json!({"v0": null, "v1": null}));
+    runs_an_instance_end_to_end(&node).await;
+}
