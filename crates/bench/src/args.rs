@@ -22,6 +22,8 @@ pub enum BenchCommand {
     Compare(CompareArgs),
     /// Many timers due at the same moment, and the latency of job completions beside them.
     TimerStorm(crate::timer_storm::TimerStormArgs),
+    /// Creation time and partition stall against variable count and payload size.
+    VariableScaling(crate::variable_scaling::VariableScalingArgs),
     /// A few seconds of one-task instances on a fresh Waggle: fails unless all complete (for CI).
     Smoke(SmokeArgs),
 }

@@ -21,6 +21,7 @@ pub mod server;
 pub mod starter;
 pub mod stats;
 pub mod timer_storm;
+pub mod variable_scaling;
 pub mod window;
 pub mod worker;
 pub mod workload;
@@ -52,6 +53,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
             }
             print!("{}", timer_storm::render(&report));
+            Ok(())
+        }
+        BenchCommand::VariableScaling(a) => {
+            let report = variable_scaling::run(&a).await?;
+            print!("{}", variable_scaling::render(&report));
             Ok(())
         }
         BenchCommand::Smoke(a) => {

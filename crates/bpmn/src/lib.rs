@@ -16,7 +16,7 @@ pub use model::{
     Element, ElementKind, EventTrigger, ExprOrStatic, Mapping, MessageDefinition, Process, SequenceFlow, TaskDefinition, TimerDefinition,
     WaitKinds,
 };
-pub use parse::parse_definitions;
+pub use parse::{parse_definitions, parse_definitions_with, ParseLimits, MAX_TARGET_PATH_SEGMENTS};
 
 /// One reason a model is rejected, located at an element and a line of the XML.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

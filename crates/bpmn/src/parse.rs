@@ -31,11 +31,62 @@ const IGNORED: &[&str] = &[
     "outgoing",
 ];
 
+/// Bounds on what a deployed resource may ask of the parser and of the engine that runs it:
+/// every walk over a model's nesting recurses, so nesting is bounded instead of overflowing the
+/// stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParseLimits {
+    /// Deepest nesting of XML elements (`definitions` is at depth 1; each embedded subprocess
+    /// is one level deeper than its parent). Deeper documents are rejected.
+    pub max_element_depth: usize,
+}
+
+impl ParseLimits {
+    /// The highest `max_element_depth` a node may be configured with: the recursion of the
+    /// parser and of the engine over nested scopes stays well within a thread's 2 MB stack.
+    pub const MAX_ELEMENT_DEPTH_CEILING: usize = 1_000;
+
+    /// The most permissive limits: those stored models are parsed again with (a model accepted
+    /// by any configuration must parse again after the limit was lowered).
+    pub const CEILING: ParseLimits = ParseLimits { max_element_depth: Self::MAX_ELEMENT_DEPTH_CEILING };
+}
+
+impl Default for ParseLimits {
+    fn default() -> Self {
+        ParseLimits { max_element_depth: 100 }
+    }
+}
+
+/// Most segments of a mapping's target path (`a.b.c` has three): each nests the variable one
+/// level deeper, and a variable's JSON is read back only up to 128 levels.
+pub const MAX_TARGET_PATH_SEGMENTS: usize = 100;
+
+/// Parses a `bpmn:definitions` document with the default [`ParseLimits`].
+pub fn parse_definitions(xml: &[u8]) -> Result<Vec<Process>, Vec<BpmnError>> {
+    parse_definitions_with(xml, &ParseLimits::default())
+}
+
 /// Parses a `bpmn:definitions` document and returns its executable processes, or every error
 /// found (all of them, not just the first, as Zeebe reports them).
-pub fn parse_definitions(xml: &[u8]) -> Result<Vec<Process>, Vec<BpmnError>> {
+pub fn parse_definitions_with(xml: &[u8], limits: &ParseLimits) -> Result<Vec<Process>, Vec<BpmnError>> {
     let text = std::str::from_utf8(xml).map_err(|e| {
         vec![BpmnError { element_id: "definitions".into(), line: 1, message: format!("The resource is not valid UTF-8: {e}") }]
+    })?;
+    let lines = Lines::new(text);
+    depth::check(text, limits.max_element_depth).map_err(|refusal| {
+        let (offset, message) = match refusal {
+            depth::Refusal::TooDeep { offset } => (
+                offset,
+                format!(
+                    "The XML elements are nested deeper than the limit of {} levels (max_bpmn_element_depth); nest fewer subprocesses",
+                    limits.max_element_depth
+                ),
+            ),
+            depth::Refusal::MarkupInEntity { offset } => {
+                (offset, "Entities whose replacement text holds markup ('<') are not supported".to_string())
+            }
+        };
+        vec![BpmnError { element_id: "definitions".into(), line: lines.at(offset), message }]
     })?;
     let doc = Document::parse(text).map_err(|e| {
         let pos = e.pos();
@@ -44,25 +95,25 @@ pub fn parse_definitions(xml: &[u8]) -> Result<Vec<Process>, Vec<BpmnError>> {
     let root = doc.root_element();
     if !is_bpmn(root, "definitions") {
         return Err(vec![error(
-            &doc,
+            &lines,
             root,
             format!("Expected a 'definitions' element of namespace '{BPMN_NS}', but found '{}'", root.tag_name().name()),
         )]);
     }
     let mut errors = Vec::new();
     let mut processes = Vec::new();
-    let refs = Refs::read(&doc, root);
+    let refs = Refs::read(&lines, root);
     for node in root.children().filter(|n| is_bpmn(*n, "process")) {
         if node.attribute("isExecutable") != Some("true") {
             continue;
         }
-        match ProcessParser::new(&doc, &mut errors, &refs).parse(node) {
+        match ProcessParser::new(&lines, &mut errors, &refs).parse(node) {
             Some(p) => processes.push(p),
             None => continue,
         }
     }
     if errors.is_empty() && processes.is_empty() {
-        errors.push(error(&doc, root, "Must contain at least one executable process".into()));
+        errors.push(error(&lines, root, "Must contain at least one executable process".into()));
     }
     if errors.is_empty() {
         Ok(processes)
@@ -79,13 +130,32 @@ fn is_zeebe(node: Node, name: &str) -> bool {
     node.is_element() && node.tag_name().namespace() == Some(ZEEBE_NS) && node.tag_name().name() == name
 }
 
-fn line_of(doc: &Document, node: Node) -> u32 {
-    doc.text_pos_at(node.range().start).row
+/// Line numbers by byte offset, from the offsets of the document's line breaks (roxmltree's
+/// `text_pos_at` reads the text from its start on every call: one call per flow made parsing
+/// a model of many flows quadratic in its size).
+struct Lines {
+    breaks: Vec<usize>,
 }
 
-fn error(doc: &Document, node: Node, message: String) -> BpmnError {
+impl Lines {
+    fn new(text: &str) -> Lines {
+        Lines { breaks: text.bytes().enumerate().filter(|(_, b)| *b == b'\n').map(|(i, _)| i).collect() }
+    }
+
+    /// The 1-based line of a node's start.
+    fn of(&self, node: Node) -> u32 {
+        self.at(node.range().start)
+    }
+
+    /// The 1-based line of a byte offset.
+    fn at(&self, offset: usize) -> u32 {
+        (self.breaks.partition_point(|&b| b < offset) + 1) as u32
+    }
+}
+
+fn error(lines: &Lines, node: Node, message: String) -> BpmnError {
     let element_id = node.attribute("id").unwrap_or(node.tag_name().name()).to_string();
-    BpmnError { element_id, line: line_of(doc, node), message }
+    BpmnError { element_id, line: lines.of(node), message }
 }
 
 /// `bpmn:message` and `bpmn:error` definitions, by id.
@@ -101,7 +171,7 @@ struct Refs {
 }
 
 impl Refs {
-    fn read(doc: &Document, root: Node) -> Refs {
+    fn read(lines: &Lines, root: Node) -> Refs {
         let mut refs = Refs { messages: HashMap::new(), errors: HashMap::new(), escalations: HashMap::new(), signals: HashMap::new() };
         for node in root.children().filter(|n| n.is_element()) {
             let Some(id) = node.attribute("id") else { continue };
@@ -113,7 +183,7 @@ impl Refs {
                     .find(|n| is_zeebe(*n, "subscription"))
                     .and_then(|n| n.attribute("correlationKey"))
                     .map(str::to_string);
-                refs.messages.insert(id.to_string(), (node.attribute("name").map(str::to_string), correlation_key, line_of(doc, node)));
+                refs.messages.insert(id.to_string(), (node.attribute("name").map(str::to_string), correlation_key, lines.of(node)));
             } else if is_bpmn(node, "error") {
                 refs.errors.insert(id.to_string(), node.attribute("errorCode").map(str::to_string));
             } else if is_bpmn(node, "escalation") {
@@ -128,23 +198,35 @@ impl Refs {
 
 struct ProcessParser<'a, 'd, 'e> {
     refs: &'a Refs,
-    doc: &'a Document<'d>,
+    lines: &'a Lines,
     errors: &'e mut Vec<BpmnError>,
     error_count_at_start: usize,
     /// Ids of flow nodes already rejected: flows to them are not reported again.
     rejected: std::collections::HashSet<String>,
     /// Boundary events to attach once every element is known: (element index, attachedToRef).
     attachments: Vec<(usize, String)>,
+    /// The elements of each scope (`None`: the process), in document order.
+    scopes: HashMap<Option<usize>, Vec<usize>>,
+    _input: std::marker::PhantomData<&'d str>,
 }
 
 impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
-    fn new(doc: &'a Document<'d>, errors: &'e mut Vec<BpmnError>, refs: &'a Refs) -> Self {
+    fn new(lines: &'a Lines, errors: &'e mut Vec<BpmnError>, refs: &'a Refs) -> Self {
         let error_count_at_start = errors.len();
-        Self { refs, doc, errors, error_count_at_start, rejected: Default::default(), attachments: Vec::new() }
+        Self {
+            refs,
+            lines,
+            errors,
+            error_count_at_start,
+            rejected: Default::default(),
+            attachments: Vec::new(),
+            scopes: HashMap::new(),
+            _input: std::marker::PhantomData,
+        }
     }
 
     fn fail(&mut self, node: Node, message: impl Into<String>) {
-        self.errors.push(error(self.doc, node, message.into()));
+        self.errors.push(error(self.lines, node, message.into()));
     }
 
     fn parse(mut self, process: Node<'a, 'd>) -> Option<Process> {
@@ -173,7 +255,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             let condition = self.condition(*node);
             if let (Some(source), Some(target)) = (source, target) {
                 flow_ids.insert(flow_id.clone(), flows.len());
-                flow_lines.push(line_of(self.doc, *node));
+                flow_lines.push(self.lines.of(*node));
                 flows.push(SequenceFlow { id: flow_id, source, target, condition });
             }
         }
@@ -188,6 +270,9 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             element.outgoing.reverse();
         }
         self.attach_boundary_events(&element_nodes, &mut elements, &index);
+        for (i, e) in elements.iter().enumerate() {
+            self.scopes.entry(e.scope).or_default().push(i);
+        }
         let start = self.process_start_event(process, &element_nodes, &elements);
         for i in 0..elements.len() {
             match elements[i].kind {
@@ -301,19 +386,15 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
 
     /// The none start event of a scope (the process or an embedded subprocess): exactly one.
     fn start_event(&mut self, container: Node, nodes: &[Node], elements: &[Element], scope: Option<usize>) -> Option<usize> {
+        let members = self.scopes.get(&scope).cloned().unwrap_or_default();
         if scope.is_some() {
-            for (i, e) in elements.iter().enumerate() {
-                if e.scope == scope && matches!(e.kind, ElementKind::EventStartEvent { .. }) {
+            for &i in &members {
+                if matches!(elements[i].kind, ElementKind::EventStartEvent { .. }) {
                     self.fail(nodes[i], "Start events of an embedded subprocess must be none start events");
                 }
             }
         }
-        let starts: Vec<usize> = elements
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.scope == scope && matches!(e.kind, ElementKind::StartEvent))
-            .map(|(i, _)| i)
-            .collect();
+        let starts: Vec<usize> = members.into_iter().filter(|&i| matches!(elements[i].kind, ElementKind::StartEvent)).collect();
         match starts.len() {
             1 => Some(starts[0]),
             0 => {
@@ -333,8 +414,8 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             self.fail(container, "An event subprocess must not have incoming or outgoing sequence flows");
         }
         let mut found = None;
-        for (i, e) in elements.iter().enumerate().filter(|(_, e)| e.scope == Some(esp)) {
-            match e.kind {
+        for i in self.scopes.get(&Some(esp)).cloned().unwrap_or_default() {
+            match elements[i].kind {
                 ElementKind::StartEvent => {
                     self.fail(nodes[i], "Start events in event subprocesses must be one of: message, timer, error, escalation or signal start events; a none start event is not allowed");
                     return None;
@@ -891,6 +972,14 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                 self.fail(node, format!("Expected the target of a mapping to be a variable name or path, but found '{target}'"));
                 continue;
             }
+            if target.split('.').count() > MAX_TARGET_PATH_SEGMENTS {
+                let shown: String = target.chars().take(60).collect();
+                self.fail(
+                    node,
+                    format!("The target '{shown}...' of a mapping has more than {MAX_TARGET_PATH_SEGMENTS} path segments, the limit"),
+                );
+                continue;
+            }
             let source = m.attribute("source").unwrap_or_default().trim();
             let source = if source.is_empty() { format!("={target}") } else { source.to_string() };
             if let Some(source) = self.expression(node, &source, true) {
@@ -967,6 +1056,8 @@ fn mapping_context(mappings: &[Mapping]) -> String {
     write(&entries, &mut out);
     out
 }
+
+mod depth;
 
 #[cfg(test)]
 mod tests;

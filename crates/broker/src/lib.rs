@@ -30,6 +30,7 @@ pub use backpressure::BackpressureConfig;
 pub use metrics::BrokerMetrics;
 pub use partition::PartitionStatus;
 pub use streams::{JobStreamRegistry, PushedJob, StreamId};
+pub use waggle_engine::{EngineLimits, ParseLimits};
 
 /// How long a deployment's answer waits for the other partitions to acknowledge it.
 const DISTRIBUTION_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -45,6 +46,8 @@ pub struct BrokerConfig {
     pub backpressure: BackpressureConfig,
     /// Take a snapshot (and compact the log behind it) after this many applied entries.
     pub snapshot_every_entries: u64,
+    /// What one command may ask of a partition's engine.
+    pub limits: EngineLimits,
 }
 
 impl Default for BrokerConfig {
@@ -55,6 +58,7 @@ impl Default for BrokerConfig {
             queue_capacity: 4096,
             backpressure: BackpressureConfig::default(),
             snapshot_every_entries: 10_000,
+            limits: EngineLimits::default(),
         }
     }
 }

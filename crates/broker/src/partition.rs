@@ -187,7 +187,7 @@ pub(crate) fn start(
     let limiter = Arc::new(Limiter::new(config.backpressure, metrics.limiter(id)));
     let mut processor = Processor {
         id,
-        engine: Engine::new(id),
+        engine: Engine::with_limits(id, config.limits),
         store: store.clone(),
         raft,
         applied,

@@ -20,6 +20,7 @@ mod behaviors;
 mod distribution;
 mod events;
 mod json_doc;
+mod limits;
 mod processes;
 mod processing;
 mod processors;
@@ -28,8 +29,10 @@ mod tables;
 mod variables;
 
 pub use distribution::{pending_commands, Distribution};
+pub use limits::EngineLimits;
 pub use processing::{BatchOutput, Command, JobStreamTarget, JobStreams, NoJobStreams, ProcessingContext, RequestId, SideEffect};
 pub use tables::{stored_absence, ElementInstance, ElementState, JobState, StateView, StoredJob, POINT_TABLES};
+pub use waggle_bpmn::ParseLimits;
 
 use waggle_protocol::codec::Entry;
 use waggle_protocol::PartitionId;
@@ -46,6 +49,7 @@ pub struct Engine {
     partition: PartitionId,
     processes: ProcessCache,
     awaiting: processing::AwaitingResults,
+    limits: EngineLimits,
     /// An emptied record vector of an earlier batch, for the next batch to write into.
     spare_records: Vec<waggle_protocol::Record>,
 }
@@ -54,8 +58,14 @@ pub struct Engine {
 const MAX_SPARE_RECORDS: usize = 4_096;
 
 impl Engine {
+    /// An engine with the default [`EngineLimits`].
     pub fn new(partition: PartitionId) -> Self {
-        Self { partition, processes: ProcessCache::default(), awaiting: Default::default(), spare_records: Vec::new() }
+        Self::with_limits(partition, EngineLimits::default())
+    }
+
+    /// An engine that rejects commands beyond `limits`.
+    pub fn with_limits(partition: PartitionId, limits: EngineLimits) -> Self {
+        Self { partition, processes: ProcessCache::default(), awaiting: Default::default(), limits, spare_records: Vec::new() }
     }
 
     pub fn partition(&self) -> PartitionId {
@@ -67,6 +77,7 @@ impl Engine {
     pub fn process_batch(&mut self, state: &mut Overlay<'_>, ctx: &ProcessingContext<'_>, commands: Vec<Command>) -> BatchOutput {
         let records = std::mem::take(&mut self.spare_records);
         let mut p = processing::Processing::new(self.partition, state, &mut self.processes, &mut self.awaiting, ctx, records);
+        p.limits = self.limits;
         p.expect_commands(commands.len());
         for command in commands {
             p.process_client_command(command);

@@ -47,5 +47,6 @@ impl ProcessCache {
 
 /// Parses a resource and returns the process with the given id.
 pub(crate) fn parse_one(xml: &[u8], bpmn_id: &str) -> Option<Process> {
-    waggle_bpmn::parse_definitions(xml).ok()?.into_iter().find(|p| p.id == bpmn_id)
+    // the ceiling, not the configured limits: the model was accepted by some configuration
+    waggle_bpmn::parse_definitions_with(xml, &waggle_bpmn::ParseLimits::CEILING).ok()?.into_iter().find(|p| p.id == bpmn_id)
 }

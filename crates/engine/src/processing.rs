@@ -163,6 +163,8 @@ pub(crate) struct Processing<'o, 's, 'c> {
     pub(crate) now_ms: i64,
     pub(crate) job_streams: &'c dyn JobStreams,
     pub(crate) partition_count: u32,
+    /// What a command may ask of the engine (set by [`crate::Engine`] for each batch).
+    pub(crate) limits: crate::EngineLimits,
     next_key: i64,
     last_position: u64,
     source_position: u64,
@@ -199,6 +201,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             now_ms: ctx.now_ms,
             job_streams: ctx.job_streams,
             partition_count: ctx.partition_count.max(1),
+            limits: crate::EngineLimits::default(),
             next_key,
             last_position,
             source_position: 0,
@@ -249,6 +252,18 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             return None; // nearly always: looked up for every element activated
         }
         self.start_elements.remove(&key)
+    }
+
+    /// A client's variables document split into its variables (see
+    /// [`crate::json_doc::document_texts`]); refused beyond the limit on its variables, whose
+    /// records cost the partition ~3 µs each.
+    pub(crate) fn client_document(&self, text: &str) -> Result<crate::json_doc::VariableTexts, String> {
+        let texts = crate::json_doc::document_texts(text)?;
+        let max = self.limits.max_document_variables;
+        if texts.len() > max {
+            return Err(format!("it holds {} variables, more than the limit of {max} (max_document_variables)", texts.len()));
+        }
+        Ok(texts)
     }
 
     pub fn new_key(&mut self) -> i64 {

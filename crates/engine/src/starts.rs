@@ -240,7 +240,7 @@ pub(crate) fn broadcast_signal(p: P, name: &str, tenant_id: &str) {
 /// signal's name on this partition.
 pub(crate) fn broadcast(p: P, command: &Record, request: Option<RequestId>) {
     let RecordValue::Signal(signal) = &command.value else { return };
-    let variables = match crate::json_doc::document_texts(&signal.variables) {
+    let variables = match p.client_document(&signal.variables) {
         Ok(v) => v,
         Err(e) => {
             let reason = format!("Expected to broadcast signal with valid variables, but the document is invalid: {e}");

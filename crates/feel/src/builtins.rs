@@ -530,7 +530,8 @@ static BUILTINS: &[Builtin] = &[
         (Value::Context(c), Value::List(keys)) => {
             let keys: Option<Vec<&str>> = keys.iter().map(|k| k.as_str()).collect();
             match keys {
-                Some(keys) if !keys.is_empty() => put_path(c, &keys, a[2].clone()),
+                // a path nests the context once per key: bounded as an expression's nesting is
+                Some(keys) if !keys.is_empty() && keys.len() <= crate::MAX_NESTING_DEPTH => put_path(c, &keys, a[2].clone()),
                 _ => Value::Null,
             }
         }

@@ -13,6 +13,22 @@ use crate::{EvalContext, VariableLookup};
 const MAX_DEPTH: usize = 400;
 /// Upper bound for lists produced by iterations, to keep memory bounded.
 const MAX_ITERATIONS: usize = 1_000_000;
+/// Whether lists and contexts nest more than `limit` levels in `value` (walked without
+/// recursion; stops as soon as it knows).
+fn nested_deeper_than(value: &Value, limit: usize) -> bool {
+    let mut stack = vec![(value, 0usize)];
+    while let Some((v, depth)) = stack.pop() {
+        match v {
+            Value::List(items) if depth >= limit => return !items.is_empty() || depth > limit,
+            Value::Context(c) if depth >= limit => return c.iter().next().is_some() || depth > limit,
+            Value::List(items) => stack.extend(items.iter().map(|i| (i, depth + 1))),
+            Value::Context(c) => stack.extend(c.iter().map(|(_, i)| (i, depth + 1))),
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Upper bound for `for` loops whose body uses `partial` (quadratic in the length).
 const MAX_PARTIAL_ITERATIONS: usize = 20_000;
 
@@ -392,6 +408,13 @@ impl<'a> Env<'a> {
                     }
                 }
                 let v = self.eval(body);
+                // each element may hold the ones before it (`[partial[i - 1]]`): nesting that
+                // grows with the loop would overflow the stack when the value is dropped
+                if partial && nested_deeper_than(&v, crate::MAX_NESTING_DEPTH) {
+                    self.frames.truncate(base);
+                    self.warn(format!("a 'for' using 'partial' built a value nested more than {} levels deep", crate::MAX_NESTING_DEPTH));
+                    return Value::Null;
+                }
                 match kind {
                     Loop::For => results.push(v),
                     Loop::Some | Loop::Every => match v {

@@ -24,6 +24,7 @@ mod zeebe_json;
 use std::fmt;
 
 pub use number::{Number, RoundMode};
+pub use parser::MAX_NESTING_DEPTH;
 pub use temporal::{Date, DateTime, DayTimeDuration, Time, YearMonthDuration};
 pub use value::{Context, FunctionValue, Range, Value};
 
@@ -122,7 +123,20 @@ impl ParseError {
                 col += 1;
             }
         }
-        ParseError { message: format!("failed to parse expression '{source}': {message} at {line}:{col}"), position }
+        let quoted = quoted_source(source);
+        ParseError { message: format!("failed to parse expression '{quoted}': {message} at {line}:{col}"), position }
+    }
+}
+
+/// Characters of an expression a parse error quotes in full; a longer one is cut (an error
+/// message travels in a gRPC header, and a client refuses a header of a megabyte).
+const QUOTED_SOURCE_CHARS: usize = 200;
+
+/// The source as a parse error quotes it: whole, or its first characters and its length.
+fn quoted_source(source: &str) -> std::borrow::Cow<'_, str> {
+    match source.char_indices().nth(QUOTED_SOURCE_CHARS) {
+        None => source.into(),
+        Some((cut, _)) => format!("{}... ({} characters)", &source[..cut], source.chars().count()).into(),
     }
 }
 

@@ -10,7 +10,11 @@ use crate::number::Number;
 /// Type names of `instance of` made of several words.
 const MULTI_WORD_TYPES: &[&str] = &["years and months duration", "days and time duration", "date and time", "date time"];
 
-const MAX_DEPTH: usize = 300;
+/// Deepest nesting of sub-expressions a parse follows (parentheses, calls, lists, contexts,
+/// and each link of an operator chain such as `1 + 1 + 1`, which nests in the syntax tree):
+/// parsing, evaluating and dropping an expression recurse once per level, so deeper nesting
+/// is refused instead of overflowing the stack. A parenthesis costs two levels.
+pub const MAX_NESTING_DEPTH: usize = 300;
 
 pub(crate) struct SyntaxError {
     pub message: String,
@@ -141,9 +145,22 @@ impl Parser {
 
     fn enter(&mut self) -> PResult<()> {
         self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return Err(SyntaxError { message: "expression is nested too deeply".into(), pos: self.pos() });
+        if self.depth > MAX_NESTING_DEPTH {
+            return Err(SyntaxError {
+                message: format!(
+                    "expression is nested too deeply: more than {MAX_NESTING_DEPTH} levels of nested sub-expressions (FEEL's nesting limit)"
+                ),
+                pos: self.pos(),
+            });
         }
+        Ok(())
+    }
+
+    /// One more link of an operator chain (`a or b or c`, `a.b.c`): the syntax tree nests one
+    /// level deeper per link, so each counts against the nesting limit until the chain ends.
+    fn link(&mut self, links: &mut usize) -> PResult<()> {
+        self.enter()?;
+        *links += 1;
         Ok(())
     }
 
@@ -160,21 +177,27 @@ impl Parser {
 
     fn disjunction(&mut self) -> PResult<Expr> {
         let mut left = self.conjunction()?;
+        let mut links = 0;
         while self.is_kw("or") {
             self.advance();
+            self.link(&mut links)?;
             let right = self.conjunction()?;
             left = Expr::Or(Box::new(left), Box::new(right));
         }
+        self.depth -= links;
         Ok(left)
     }
 
     fn conjunction(&mut self) -> PResult<Expr> {
         let mut left = self.comparison()?;
+        let mut links = 0;
         while self.is_kw("and") {
             self.advance();
+            self.link(&mut links)?;
             let right = self.comparison()?;
             left = Expr::And(Box::new(left), Box::new(right));
         }
+        self.depth -= links;
         Ok(left)
     }
 
@@ -269,15 +292,18 @@ impl Parser {
 
     fn additive(&mut self) -> PResult<Expr> {
         let mut left = self.multiplicative()?;
+        let mut links = 0;
         loop {
             let op = if self.is_sym("+") {
                 ArithOp::Add
             } else if self.is_sym("-") {
                 ArithOp::Sub
             } else {
+                self.depth -= links;
                 return Ok(left);
             };
             self.advance();
+            self.link(&mut links)?;
             let right = self.multiplicative()?;
             left = self.arith(op, left, right)?;
         }
@@ -285,15 +311,18 @@ impl Parser {
 
     fn multiplicative(&mut self) -> PResult<Expr> {
         let mut left = self.exponent()?;
+        let mut links = 0;
         loop {
             let op = if self.is_sym("*") {
                 ArithOp::Mul
             } else if self.is_sym("/") {
                 ArithOp::Div
             } else {
+                self.depth -= links;
                 return Ok(left);
             };
             self.advance();
+            self.link(&mut links)?;
             let right = self.exponent()?;
             left = self.arith(op, left, right)?;
         }
@@ -301,11 +330,14 @@ impl Parser {
 
     fn exponent(&mut self) -> PResult<Expr> {
         let mut left = self.unary()?;
+        let mut links = 0;
         while self.is_sym("**") {
             self.advance();
+            self.link(&mut links)?;
             let right = self.unary()?;
             left = self.arith(ArithOp::Pow, left, right)?;
         }
+        self.depth -= links;
         Ok(left)
     }
 
@@ -339,8 +371,12 @@ impl Parser {
             return Ok(e);
         }
         let mut first = true;
+        let mut links = 0;
         loop {
             let callable = std::mem::replace(&mut first, false) && matches!(e, Expr::Name(_));
+            if self.is_sym(".") || (self.is_sym("[") && !self.range_end) || (self.is_sym("(") && callable) {
+                self.link(&mut links)?;
+            }
             if self.is_sym(".") {
                 self.advance();
                 let name = match self.advance() {
@@ -368,6 +404,7 @@ impl Parser {
                 let args = self.arguments()?;
                 e = Expr::Call(Box::new(e), args);
             } else {
+                self.depth -= links;
                 return Ok(e);
             }
         }

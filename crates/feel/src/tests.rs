@@ -465,6 +465,13 @@ fn context_functions() {
     assert_eq!(j("context put({a: 1}, \"b\", 2)"), json!({"a": 1, "b": 2}));
     assert_eq!(j("context put({a: 1}, \"a\", 2)"), json!({"a": 2}));
     assert_eq!(j("context put({a: {b: 1}}, [\"a\", \"c\"], 2)"), json!({"a": {"b": 1, "c": 2}}));
+    // a loop whose elements hold the ones before nests one level per element: null beyond 300
+    assert_eq!(j("for i in 1..20000 return if i = 1 then [] else [partial[i - 1]]"), json!(null));
+    assert_eq!(j("count(for i in 1..250 return if i = 1 then [] else [partial[i - 1]])"), json!(250));
+    assert_eq!(j("for i in 1..5 return if i = 1 then 1 else partial[i - 1] * 2"), json!([1, 2, 4, 8, 16]));
+    // a path of 100,000 keys would nest the context past the stack: refused as null
+    assert_eq!(j("context put({}, for i in 1..100000 return \"a\", 1)"), json!(null));
+    assert_eq!(j("count(get entries(context put({}, for i in 1..300 return \"a\", 1)))"), json!(1));
     assert_eq!(j("context merge([{a: 1}, {b: 2}, {a: 3}])"), json!({"a": 3, "b": 2}));
     assert_eq!(j("context merge({a: 1}, {b: 2})"), json!({"a": 1, "b": 2}));
     assert_eq!(j("put all({a: 1}, {b: 2})"), json!({"a": 1, "b": 2}));

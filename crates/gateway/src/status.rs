@@ -18,8 +18,25 @@ pub fn rejection(record: &Record) -> Status {
     };
     Status::new(
         code,
-        format!("Command '{}' rejected with code '{}': {}", record.intent, rejection.rejection_type.as_str(), rejection.reason),
+        bounded(format!("Command '{}' rejected with code '{}': {}", record.intent, rejection.rejection_type.as_str(), rejection.reason)),
     )
+}
+
+/// Longest status message sent whole, in bytes. The message travels in a header, and clients
+/// refuse header lists beyond 8 KB (grpc-java, grpc-python): a deployment's list of errors
+/// could be longer, and the client would then see a protocol error instead of the status.
+pub const MAX_MESSAGE_BYTES: usize = 4_000;
+
+/// The message, cut to [`MAX_MESSAGE_BYTES`] (at a character boundary) with a note when longer.
+pub fn bounded(message: String) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message;
+    }
+    let mut cut = MAX_MESSAGE_BYTES - 100;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}... (message cut: {} of {} bytes shown)", &message[..cut], cut, message.len())
 }
 
 pub fn broker(error: BrokerError) -> Status {
@@ -35,7 +52,7 @@ pub fn broker(error: BrokerError) -> Status {
 }
 
 pub fn invalid(message: impl Into<String>) -> Status {
-    Status::invalid_argument(message.into())
+    Status::invalid_argument(bounded(message.into()))
 }
 
 /// Checks that a variables document is empty or a JSON object (Zeebe's gateway wording).
@@ -75,5 +92,15 @@ mod tests {
         assert!(kind("null").ends_with("but was 'NIL'"));
         assert!(kind(r#"{"a": }"#).contains("Expected document to be valid JSON, but it was not: expected value at line 1 column 7"));
         assert_eq!(check_variables("variables", "{").unwrap_err().code(), tonic::Code::InvalidArgument);
+    }
+
+    #[test]
+    fn long_messages_are_cut_with_a_note() {
+        assert_eq!(bounded("short".into()), "short");
+        let long = "é".repeat(5_000);
+        let cut = bounded(long.clone());
+        assert!(cut.len() <= MAX_MESSAGE_BYTES, "{}", cut.len());
+        assert!(cut.ends_with(&format!("of {} bytes shown)", long.len())), "{cut}");
+        assert!(long.starts_with(cut.split("...").next().unwrap()));
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
-use waggle_broker::BackpressureConfig;
+use waggle_broker::{BackpressureConfig, EngineLimits, ParseLimits};
 
 /// Settings of a standalone node. Every flag also reads `WAGGLE_<NAME>` from the environment.
 #[derive(Debug, Clone, Args, Default)]
@@ -56,6 +56,19 @@ pub struct NodeArgs {
     /// Back pressure: an answer slower than this many milliseconds lowers the limit [default: 200].
     #[arg(long, env = "WAGGLE_BACKPRESSURE_REQUEST_TIMEOUT_MS")]
     pub backpressure_request_timeout_ms: Option<u64>,
+    /// Limit: deepest nesting of XML elements in a deployed BPMN resource (`definitions` is 1,
+    /// each subprocess one more); a deeper resource is rejected [default: 100, at most 1000].
+    #[arg(long, env = "WAGGLE_MAX_BPMN_ELEMENT_DEPTH")]
+    pub max_bpmn_element_depth: Option<usize>,
+    /// Limit: most top-level variables in one variables document of a command (creation, job
+    /// completion, SetVariables, message, signal); more are rejected [default: 250000].
+    #[arg(long, env = "WAGGLE_MAX_DOCUMENT_VARIABLES")]
+    pub max_document_variables: Option<usize>,
+    /// Limit: most bytes of process records one deployment writes (each new process's record
+    /// carries its whole resource: resource size × processes in it); more is rejected
+    /// [default: 33554432].
+    #[arg(long, env = "WAGGLE_MAX_DEPLOYMENT_PROCESS_BYTES")]
+    pub max_deployment_process_bytes: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -74,6 +87,9 @@ struct FileConfig {
     backpressure_initial_limit: Option<usize>,
     backpressure_max_limit: Option<usize>,
     backpressure_request_timeout_ms: Option<u64>,
+    max_bpmn_element_depth: Option<usize>,
+    max_document_variables: Option<usize>,
+    max_deployment_process_bytes: Option<usize>,
 }
 
 /// The resolved configuration of a node.
@@ -89,6 +105,7 @@ pub struct NodeConfig {
     pub queue_capacity: usize,
     pub snapshot_every_entries: u64,
     pub backpressure: BackpressureConfig,
+    pub limits: EngineLimits,
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -125,6 +142,19 @@ impl NodeArgs {
                     ..d
                 }
             },
+            limits: {
+                let d = EngineLimits::default();
+                EngineLimits {
+                    bpmn: ParseLimits {
+                        max_element_depth: self.max_bpmn_element_depth.or(file.max_bpmn_element_depth).unwrap_or(d.bpmn.max_element_depth),
+                    },
+                    max_document_variables: self.max_document_variables.or(file.max_document_variables).unwrap_or(d.max_document_variables),
+                    max_deployment_process_bytes: self
+                        .max_deployment_process_bytes
+                        .or(file.max_deployment_process_bytes)
+                        .unwrap_or(d.max_deployment_process_bytes),
+                }
+            },
         };
         anyhow::ensure!(config.partitions >= 1, "--partitions must be at least 1");
         anyhow::ensure!(config.max_message_size >= 1024, "--max-message-size must be at least 1024 bytes");
@@ -136,6 +166,11 @@ impl NodeArgs {
             b.max_limit
         );
         anyhow::ensure!(!b.request_timeout.is_zero(), "--backpressure-request-timeout-ms must be at least 1");
+        let ceiling = ParseLimits::MAX_ELEMENT_DEPTH_CEILING;
+        anyhow::ensure!(
+            (3..=ceiling).contains(&config.limits.bpmn.max_element_depth),
+            "--max-bpmn-element-depth must be between 3 and {ceiling} (deeper nesting is refused to keep the parser and the engine within their stack)"
+        );
         Ok(config)
     }
 }
@@ -178,5 +213,22 @@ mod tests {
         assert!(err.to_string().contains("--backpressure-initial-limit must be between 1 and --backpressure-max-limit (50)"), "{err}");
         let err = NodeArgs { backpressure_request_timeout_ms: Some(0), ..Default::default() }.resolve().unwrap_err();
         assert!(err.to_string().contains("--backpressure-request-timeout-ms"), "{err}");
+    }
+
+    #[test]
+    fn limits_from_file_and_flags_and_their_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("waggle.toml");
+        std::fs::write(&file, "max_bpmn_element_depth = 40\n").unwrap();
+        let from_file = NodeArgs { config: Some(file.clone()), ..Default::default() }.resolve().unwrap();
+        assert_eq!(from_file.limits.bpmn.max_element_depth, 40);
+        let from_flag =
+            NodeArgs { config: Some(file), max_bpmn_element_depth: Some(60), max_document_variables: Some(7), ..Default::default() }
+                .resolve()
+                .unwrap();
+        assert_eq!((from_flag.limits.bpmn.max_element_depth, from_flag.limits.max_document_variables), (60, 7));
+        assert_eq!(NodeArgs::default().resolve().unwrap().limits, EngineLimits::default());
+        let err = NodeArgs { max_bpmn_element_depth: Some(1_001), ..Default::default() }.resolve().unwrap_err();
+        assert!(err.to_string().contains("--max-bpmn-element-depth must be between 3 and 1000"), "{err}");
     }
 }

@@ -30,7 +30,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Broker and gateway in one process (the default).
-    Standalone(NodeArgs),
+    Standalone(Box<NodeArgs>),
     /// A broker of a replicated cluster (not available yet: comes with the cluster issue).
     Broker,
     /// A standalone gateway in front of a cluster (not available yet).
@@ -57,7 +57,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let node = match cli.command {
         None => cli.node,
-        Some(Cmd::Standalone(args)) => args,
+        Some(Cmd::Standalone(args)) => *args,
         Some(Cmd::Broker) => anyhow::bail!("`waggle broker` is not available yet: run `waggle` (standalone)"),
         Some(Cmd::Gateway) => anyhow::bail!("`waggle gateway` is not available yet: run `waggle` (standalone)"),
         Some(Cmd::Bench(args)) => {
@@ -92,6 +92,7 @@ async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
             queue_capacity: config.queue_capacity,
             backpressure: config.backpressure,
             snapshot_every_entries: config.snapshot_every_entries,
+            limits: config.limits,
         },
         &registry,
     )

@@ -178,3 +178,174 @@ fn mappings_are_one_context_as_zeebe_builds_it() {
     };
     assert_eq!(mapping_context(&mappings(&[("a", "x"), ("b.c", "y"), ("b.d", "z + 1")])), "{a:x,b:{c:y,d:z + 1}}");
 }
+
+/// `depth` embedded subprocesses, each inside the one before, each with a start and end event
+/// (the innermost holds a service task of type `work`).
+fn nested_subprocesses(depth: usize) -> String {
+    let mut body = String::from(r#"<bpmn:startEvent id="start" />"#);
+    for i in 0..depth {
+        body.push_str(&format!(r#"<bpmn:subProcess id="sub{i}"><bpmn:startEvent id="s{i}" />"#));
+    }
+    body.push_str(r#"<bpmn:serviceTask id="task"><bpmn:extensionElements><zeebe:taskDefinition type="work" /></bpmn:extensionElements></bpmn:serviceTask>"#);
+    for i in (0..depth).rev() {
+        let first = if i + 1 < depth { format!("sub{}", i + 1) } else { "task".to_string() };
+        body.push_str(&format!(
+            r#"<bpmn:endEvent id="e{i}" /><bpmn:sequenceFlow id="a{i}" sourceRef="s{i}" targetRef="{first}" /><bpmn:sequenceFlow id="b{i}" sourceRef="{first}" targetRef="e{i}" /></bpmn:subProcess>"#
+        ));
+    }
+    let first = if depth > 0 { "sub0" } else { "task" };
+    body.push_str(&format!(r#"<bpmn:endEvent id="end" /><bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="{first}" /><bpmn:sequenceFlow id="f2" sourceRef="{first}" targetRef="end" />"#));
+    model(&body)
+}
+
+#[test]
+fn nesting_deeper_than_the_limit_is_rejected_naming_it() {
+    // 50,000 levels: the recursive walk over subprocesses overflowed the stack before
+    let errs = errors(&nested_subprocesses(50_000));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].message.contains("limit of 100 levels (max_bpmn_element_depth)"), "{}", errs[0].message);
+    assert_eq!(errs[0].element_id, "definitions", "refused before parsing");
+    // the limit is the configured one, and nesting within it is accepted
+    let limits = ParseLimits { max_element_depth: 20 };
+    assert!(parse_definitions_with(nested_subprocesses(15).as_bytes(), &limits).is_ok());
+    let errs = parse_definitions_with(nested_subprocesses(25).as_bytes(), &limits).unwrap_err();
+    assert!(errs[0].message.contains("limit of 20 levels"), "{errs:?}");
+}
+
+#[test]
+fn nesting_up_to_the_ceiling_parses() {
+    let depth = ParseLimits::MAX_ELEMENT_DEPTH_CEILING - 10;
+    let processes = parse_definitions_with(nested_subprocesses(depth).as_bytes(), &ParseLimits::CEILING).unwrap();
+    let p = &processes[0];
+    let task = p.element("task").unwrap();
+    assert_eq!(p.elements[task].scope, p.element(&format!("sub{}", depth - 1)));
+}
+
+#[test]
+fn many_flows_and_subprocesses_parse_in_linear_time() {
+    // 20,000 sibling subprocesses and 60,000 flows on as many lines: finding each line from the
+    // document's start, and each scope's start event among all elements, was quadratic
+    let mut body = String::from("<bpmn:startEvent id=\"start\" />\n");
+    let mut previous = "start".to_string();
+    for i in 0..20_000 {
+        body.push_str(&format!(
+            "<bpmn:subProcess id=\"sub{i}\"><bpmn:startEvent id=\"s{i}\" /><bpmn:endEvent id=\"e{i}\" />\n<bpmn:sequenceFlow id=\"i{i}\" sourceRef=\"s{i}\" targetRef=\"e{i}\" /></bpmn:subProcess>\n<bpmn:sequenceFlow id=\"f{i}\" sourceRef=\"{previous}\" targetRef=\"sub{i}\" />\n"
+        ));
+        previous = format!("sub{i}");
+    }
+    let started = std::time::Instant::now();
+    let processes = parse_definitions(model(&body).as_bytes()).unwrap();
+    assert_eq!(processes[0].elements.len(), 60_001);
+    eprintln!("parsed 20,000 subprocesses in {:?}", started.elapsed());
+}
+
+#[test]
+fn a_mapping_target_of_too_many_segments_is_rejected() {
+    let target = vec!["a"; MAX_TARGET_PATH_SEGMENTS + 1].join(".");
+    let body = TASK.replace("target=\"out.value\"", &format!("target=\"{target}\""));
+    let errs = errors(&model(&body));
+    assert!(errs[0].message.contains("more than 100 path segments"), "{errs:?}");
+    let target = vec!["a"; MAX_TARGET_PATH_SEGMENTS].join(".");
+    assert!(parse_definitions(model(&TASK.replace("target=\"out.value\"", &format!("target=\"{target}\""))).as_bytes()).is_ok());
+}
+
+#[test]
+fn a_feel_expression_nested_too_deeply_is_rejected_naming_the_limit() {
+    let deep = format!("={}1{}", "(".repeat(50_000), ")".repeat(50_000));
+    let body = TASK.replace("source=\"=order.id\"", &format!("source=\"{deep}\""));
+    let errs = errors(&model(&body));
+    assert!(
+        errs[0].message.contains("more than 300 levels of nested sub-expressions (FEEL's nesting limit)"),
+        "{}",
+        &errs[0].message[..400]
+    );
+    assert!(errs[0].message.len() < 1_000, "the expression is quoted cut: {}", errs[0].message.len());
+    // a long chain nests the syntax tree as deeply as parentheses do
+    let chain = format!("={}", vec!["1"; 100_000].join("+"));
+    let errs = errors(&model(&TASK.replace("source=\"=order.id\"", &format!("source=\"{chain}\""))));
+    assert!(errs[0].message.contains("FEEL's nesting limit"), "{}", &errs[0].message[..400]);
+}
+
+/// xorshift64*: a small deterministic generator for the property test below.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+    }
+}
+
+/// A scope's contents `levels` subprocesses deep (ids numbered by `next`), with random
+/// siblings, documentation, comments, CDATA and attribute values holding markup characters;
+/// returns the XML and the depth of its deepest element below the scope.
+fn random_scope(rng: &mut Rng, levels: usize, next: &mut usize) -> (String, usize) {
+    *next += 1;
+    let n = *next;
+    let mut xml = format!("<bpmn:startEvent id=\"s{n}\" name=\"a &gt; b /&gt; '\" />");
+    let mut deepest = 1;
+    for _ in 0..rng.below(3) {
+        match rng.below(4) {
+            0 => xml.push_str("<!-- <bpmn:subProcess><bpmn:subProcess> -->"),
+            1 => {
+                xml.push_str("<bpmn:documentation><![CDATA[<a><b><c>]]></bpmn:documentation>");
+            }
+            2 => {
+                *next += 1;
+                xml.push_str(&format!(
+                    "<bpmn:serviceTask id=\"t{}\"><bpmn:extensionElements><zeebe:taskDefinition type=\"x/>y\" /></bpmn:extensionElements></bpmn:serviceTask>",
+                    *next
+                ));
+                deepest = deepest.max(3);
+            }
+            _ => {
+                *next += 1;
+                xml.push_str(&format!("<bpmn:endEvent id=\"e{}\" />", *next));
+            }
+        }
+    }
+    if levels > 0 {
+        let (inner, inner_depth) = random_scope(rng, levels - 1, next);
+        xml.push_str(&format!("<bpmn:subProcess id=\"p{n}\">{inner}</bpmn:subProcess>"));
+        xml.push_str(&format!("<bpmn:sequenceFlow id=\"f{n}\" sourceRef=\"s{n}\" targetRef=\"p{n}\" />"));
+        deepest = deepest.max(inner_depth + 1);
+    }
+    (xml, deepest)
+}
+
+/// Random nesting depths and shapes against random limits, some documents cut short or with a
+/// byte changed: the parse never panics, accepts a document within its limit, and rejects
+/// one beyond it naming the limit.
+#[test]
+fn random_nesting_is_accepted_within_the_limit_and_rejected_beyond_it() {
+    let mut rng = Rng(0x0B9A_4E57);
+    for case in 0..400 {
+        let levels = [0, 1, 2, 5, 20, 90, 200, 600][rng.below(8) as usize] as usize;
+        let (scope, below) = random_scope(&mut rng, levels, &mut 0);
+        let xml = model(&scope);
+        // definitions and process hold the scope
+        let depth = below + 2;
+        let limits = ParseLimits { max_element_depth: 3 + rng.below(300) as usize };
+        match rng.below(8) {
+            0 => {
+                let cut = rng.below(xml.len() as u64) as usize;
+                let _ = parse_definitions_with(&xml.as_bytes()[..cut], &limits);
+            }
+            1 => {
+                let mut bytes = xml.clone().into_bytes();
+                let at = rng.below(bytes.len() as u64) as usize;
+                bytes[at] = b"<>/\"'&!?["[rng.below(9) as usize];
+                let _ = parse_definitions_with(&bytes, &limits);
+            }
+            _ => match parse_definitions_with(xml.as_bytes(), &limits) {
+                Ok(_) => assert!(depth <= limits.max_element_depth, "case {case}: depth {depth} accepted beyond {limits:?}"),
+                Err(errors) if depth > limits.max_element_depth => {
+                    assert!(errors[0].message.contains("(max_bpmn_element_depth)"), "case {case}: {errors:?}")
+                }
+                Err(errors) => panic!("case {case}: depth {depth} within {limits:?} rejected: {errors:?}"),
+            },
+        }
+    }
+}

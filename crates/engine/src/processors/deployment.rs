@@ -5,6 +5,10 @@ use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
 use crate::processing::{Processing, RequestId};
 
+/// Errors a rejected resource lists; the rest are counted (a model of 50,000 faulty elements
+/// would otherwise be rejected with megabytes of text).
+const MAX_LISTED_ERRORS: usize = 100;
+
 /// DEPLOYMENT CREATE: validates every resource, then writes PROCESS CREATED per new process
 /// version and DEPLOYMENT CREATED. An unchanged resource is a duplicate: same key and version.
 pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
@@ -27,18 +31,30 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
             ));
             continue;
         }
-        match waggle_bpmn::parse_definitions(&resource.resource) {
+        match waggle_bpmn::parse_definitions_with(&resource.resource, &p.limits.bpmn) {
             Ok(processes) => parsed.push((resource, processes)),
             Err(errs) => {
                 errors.push_str(&format!("\n'{name}':"));
-                for e in errs {
+                for e in errs.iter().take(MAX_LISTED_ERRORS) {
                     errors.push_str(&format!("\n{e}"));
+                }
+                if errs.len() > MAX_LISTED_ERRORS {
+                    errors.push_str(&format!("\n... and {} more errors", errs.len() - MAX_LISTED_ERRORS));
                 }
             }
         }
     }
     if !errors.is_empty() {
         let reason = format!("Expected to deploy new resources, but encountered the following errors:{errors}");
+        return p.reject(command, request, RejectionType::InvalidArgument, reason);
+    }
+    let process_bytes: usize = parsed.iter().map(|(resource, processes)| resource.resource.len().saturating_mul(processes.len())).sum();
+    let max = p.limits.max_deployment_process_bytes;
+    if process_bytes > max {
+        let processes: usize = parsed.iter().map(|(_, processes)| processes.len()).sum();
+        let reason = format!(
+            "Expected to deploy new resources, but its {processes} processes would write {process_bytes} bytes of process records (each carries its whole resource), more than the limit of {max} (max_deployment_process_bytes); deploy fewer processes per resource"
+        );
         return p.reject(command, request, RejectionType::InvalidArgument, reason);
     }
     let mut seen = std::collections::HashSet::new();

@@ -35,7 +35,7 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
         };
         return p.reject(command, request, RejectionType::NotFound, reason);
     };
-    let doc = match crate::json_doc::document_texts(&creation.variables) {
+    let doc = match p.client_document(&creation.variables) {
         Ok(doc) => doc,
         Err(e) => {
             let reason = format!("Expected to set variables from document, but the document is invalid: {e}");
@@ -170,7 +170,7 @@ pub(crate) fn set_variables(p: P, command: &Record, request: Option<RequestId>) 
         let reason = format!("Expected to update variables for element with key '{}', but no such element was found", doc.scope_key);
         return p.reject(command, request, RejectionType::NotFound, reason);
     }
-    let vars = match crate::json_doc::document_texts(&doc.variables) {
+    let vars = match p.client_document(&doc.variables) {
         Ok(v) => v,
         Err(e) => {
             let reason = format!("Expected to merge variables for element with key '{}', but the document is invalid: {e}", doc.scope_key);

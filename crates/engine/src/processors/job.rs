@@ -92,7 +92,7 @@ fn complete(p: P, command: &Record, request: Option<RequestId>, job: StoredJob, 
     if !matches!(job.state, JobState::Activatable | JobState::Activated) {
         return reject_state(p, command, request, "complete", &job);
     }
-    let vars = match crate::json_doc::document_texts(&given.variables) {
+    let vars = match p.client_document(&given.variables) {
         Ok(v) => v,
         Err(e) => {
             let reason = format!("Expected to complete job with key '{}', but the variables are invalid: {e}", command.key);
@@ -118,7 +118,7 @@ fn fail(p: P, command: &Record, request: Option<RequestId>, job: StoredJob, give
     if job.state != JobState::Activated {
         return reject_state(p, command, request, "fail", &job);
     }
-    let vars = match crate::json_doc::document_texts(&given.variables) {
+    let vars = match p.client_document(&given.variables) {
         Ok(v) => v,
         Err(e) => {
             let reason = format!("Expected to fail job with key '{}', but the variables are invalid: {e}", command.key);
@@ -151,13 +151,23 @@ fn throw_error(p: P, command: &Record, request: Option<RequestId>, job: StoredJo
     if !matches!(job.state, JobState::Activatable | JobState::Activated) {
         return reject_state(p, command, request, "throw an error for", &job);
     }
+    // variables that are not a document are left out, as before; too many are refused
+    let vars = crate::json_doc::document_texts(&given.variables).unwrap_or_default();
+    let max = p.limits.max_document_variables;
+    if vars.len() > max {
+        let reason = format!(
+            "Expected to throw an error for job with key '{}', but the variables are invalid: it holds {} variables, more than the limit of {max} (max_document_variables)",
+            command.key,
+            vars.len()
+        );
+        return p.reject(command, request, RejectionType::InvalidArgument, reason);
+    }
     let mut record = job.record;
     record.error_code = given.error_code.clone();
     record.error_message = given.error_message.clone();
     let event = p.event_record(command.key, Intent::ErrorThrown, RecordValue::Job(record.clone()));
     p.respond(request, event);
     let Some(element) = p.view().element(record.element_instance_key) else { return };
-    let vars = crate::json_doc::document_texts(&given.variables).unwrap_or_default();
     let model = p.process_model(element.record.process_definition_key);
     let error = behaviors::ThrownError { code: &record.error_code, message: &record.error_message, variables: &vars, job_key: command.key };
     behaviors::throw_error(p, &model, element.key, &element.record, &error);

@@ -7,7 +7,7 @@ use crate::processing::{Processing, RequestId};
 /// once per name and correlation key while the first message lives.
 pub(crate) fn publish(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
     let RecordValue::Message(message) = &command.value else { return };
-    if let Err(e) = crate::json_doc::document_texts(&message.variables) {
+    if let Err(e) = p.client_document(&message.variables) {
         let reason = format!("Expected to publish message with valid variables, but the document is invalid: {e}");
         return p.reject(command, request, RejectionType::InvalidArgument, reason);
     }

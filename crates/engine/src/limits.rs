@@ -1,0 +1,28 @@
+//! Bounds on the work one command may ask of a partition: a command beyond them is rejected
+//! (INVALID_ARGUMENT, the limit named in the reason) instead of stalling or crashing the
+//! partition. docs/compatibility.md lists them.
+
+use waggle_bpmn::ParseLimits;
+
+/// What one command may ask of the engine. Copied into every batch; changing it changes only
+/// which new commands are accepted (stored models are parsed again with
+/// [`ParseLimits::CEILING`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineLimits {
+    /// Limits on a deployed BPMN resource.
+    pub bpmn: ParseLimits,
+    /// Most top-level variables in one client's document (a creation, a job completion or
+    /// failure, SetVariables, a published message, a broadcast signal): each becomes a record
+    /// and a row, so a 4 MB document of tiny variables would hold the partition for seconds.
+    pub max_document_variables: usize,
+    /// Most bytes of process records one deployment writes. Each new process's record carries
+    /// its whole resource (as Zeebe's does), so a 4 MB resource of 50,000 tiny processes would
+    /// write 200 GB; this bounds the product of resource size and processes in it.
+    pub max_deployment_process_bytes: usize,
+}
+
+impl Default for EngineLimits {
+    fn default() -> Self {
+        EngineLimits { bpmn: ParseLimits::default(), max_document_variables: 250_000, max_deployment_process_bytes: 32 << 20 }
+    }
+}
