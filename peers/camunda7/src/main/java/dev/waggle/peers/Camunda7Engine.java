@@ -15,6 +15,7 @@ import org.camunda.bpm.engine.impl.context.Context;
 import org.camunda.bpm.engine.impl.persistence.StrongUuidGenerator;
 import org.camunda.bpm.engine.impl.persistence.entity.ProcessDefinitionEntity;
 import org.camunda.bpm.engine.impl.util.xml.Element;
+import org.camunda.bpm.engine.variable.Variables;
 
 /**
  * Camunda 7.24 Community Edition embedded: its defaults (history level, job executor,
@@ -74,7 +75,22 @@ public final class Camunda7Engine implements Engine {
 
     @Override
     public String start(String processKey, String businessKey, Map<String, Object> variables) {
-        return engine.getRuntimeService().startProcessInstanceByKey(processKey, businessKey, variables).getId();
+        return engine.getRuntimeService().startProcessInstanceByKey(processKey, businessKey, storable(variables)).getId();
+    }
+
+    /** Camunda 7 keeps a string variable in a 4,000-character column and refuses a longer one. */
+    static final int LONGEST_STRING = 4000;
+
+    /**
+     * The variables with each string longer than {@link #LONGEST_STRING} as its UTF-8 bytes, which
+     * Camunda 7 keeps in its byte array table (as Flowable does with a long string by itself).
+     */
+    static Map<String, Object> storable(Map<String, Object> variables) {
+        Map<String, Object> out = new java.util.LinkedHashMap<>(variables);
+        out.replaceAll((name, value) -> value instanceof String s && s.length() > LONGEST_STRING
+                ? Variables.byteArrayValue(s.getBytes(java.nio.charset.StandardCharsets.UTF_8))
+                : value);
+        return out;
     }
 
     @Override
