@@ -137,8 +137,8 @@ public final class Runner {
         Duration warmup = Duration.ofMillis((long) (num("warmup-s", 5) * 1000));
         Duration window = Duration.ofMillis((long) (num("duration-s", 30) * 1000));
         Duration drain = Duration.ofMillis((long) (num("drain-s", 10) * 1000));
-        int starterThreads = (int) num("starters", 8);
-        int completerThreads = (int) num("completers", 8);
+        int starterThreads = (int) num("starters", 4);
+        int completerThreads = (int) num("completers", 4);
         long pollIdleMs = (long) num("poll-idle-ms", 10);
 
         Engine engine = factory.open(url, user, password, false, this::ended);
