@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Differential BPMN scenarios: runs tests/bpmn-diff/scenarios/*.json against a Zeebe gateway
-(the real Zeebe or Waggle) and writes one JSON outcome per scenario, the same for both servers
-when they behave alike.
+(Waggle; it recorded expected/ on Zeebe 8.5.8 in November 2026) and writes one JSON outcome per
+scenario, the same for both servers when they behave alike.
 
 Usage: run.py --address HOST:PORT --out DIR [--only NAME[,NAME...]] [--parallel N]
 

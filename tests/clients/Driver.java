@@ -1,4 +1,4 @@
-// Drives a Zeebe gateway (Waggle or the real Zeebe) with the Java client 8.5.8 through the
+// Drives a Zeebe gateway (Waggle, or any server of the protocol) with the Java client 8.5.8 through the
 // single-node flows. Run in source-file mode:
 //   java -cp "$PEERS/java-client/lib/*" Driver.java --address HOST:PORT --models DIR --management URL [--stream]
 // Prints "OK <step>" after each step; exits 1 with the reason at the first failure. The incident

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Drives a Zeebe gateway (Waggle or the real Zeebe) with the Node SDK (@camunda8/sdk) through the
+// Drives a Zeebe gateway (Waggle, or any server of the protocol) with the Node SDK (@camunda8/sdk) through the
 // single-node flows. Needs NODE_PATH pointing at the SDK's node_modules.
 //   node driver.cjs --address HOST:PORT --models DIR --management URL [--stream]
 // Prints "OK <step>" after each step; exits 1 with the reason at the first failure. The incident

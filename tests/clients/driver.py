@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Drives a Zeebe gateway (Waggle or the real Zeebe) with pyzeebe 4.7 through the single-node flows.
+"""Drives a Zeebe gateway (Waggle, or any server of the protocol) with pyzeebe 4.7 through the single-node flows.
 
 Usage: driver.py --address HOST:PORT --models DIR --management URL|none [--stream]
 
@@ -125,8 +125,8 @@ async def run(args):
         # fail to 0 retries -> incident; update retries and resolve -> the worker completes it
         failing = await client.run_process("fail", {})
         if args.management == "none":
-            # a gateway without Waggle's management API (the real Zeebe, to check the other
-            # steps against it): only see the job fail down to 0 retries
+            # a gateway without Waggle's management API (such as Zeebe 8.5.8, on which the other
+            # steps were checked in November 2026): only see the job fail down to 0 retries
             await eventually(lambda: asyncio.sleep(0, flaky["attempts"] >= 2), "the failing job's two attempts")
             print("SKIPPED incident (no management API)", flush=True)
             flaky["fixed"] = True

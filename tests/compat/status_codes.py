@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Prints the gRPC status every kind of bad input gets from a Zeebe gateway (Waggle or the real Zeebe).
+"""Prints the gRPC status every kind of bad input gets from a Zeebe gateway (Waggle, or any
+server of the protocol; docs/compatibility.md holds what Zeebe 8.5.8 answered in November 2026).
 
 Usage: status_codes.py --address HOST:PORT --models DIR
 

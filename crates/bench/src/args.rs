@@ -18,7 +18,8 @@ pub struct BenchArgs {
 pub enum BenchCommand {
     /// Run one workload against a running server.
     Run(RunArgs),
-    /// Start (or attach to) Waggle and run the workloads on it.
+    /// Start (or attach to) Waggle, run the workloads on it and on the open-source peers (Flowable
+    /// 7.2, Camunda 7.24 CE) in turn, print them side by side.
     Compare(CompareArgs),
     /// Many timers due at the same moment, and the latency of job completions beside them.
     TimerStorm(crate::timer_storm::TimerStormArgs),
@@ -40,7 +41,7 @@ pub struct RunArgs {
     /// Gateway address of the server (loopback only).
     #[arg(long, default_value = "127.0.0.1:26500")]
     pub target: String,
-    /// W1..W6, or custom (then --model and --payload).
+    /// W1..W6, W2-25, or custom (then --model and --payload).
     #[arg(long, default_value = "W1")]
     pub workload: String,
     /// Pid of the server, to report its CPU time and memory from /proc.
@@ -74,8 +75,12 @@ pub struct CompareArgs {
     pub waggle_pid: Option<u32>,
     /// Open-source peers to run each workload on after Waggle, comma-separated: `flowable`
     /// (Flowable 7.2), `camunda7` (Camunda 7.24 CE), or `none` (Waggle only).
-    #[arg(long, default_value = "none", value_delimiter = ',')]
+    #[arg(long, default_value = "flowable,camunda7", value_delimiter = ',')]
     pub peers: Vec<String>,
+    /// Script that runs a workload on a peer (`run ENGINE ARGS`; its folder's ../peers/models
+    /// holds the peers' models).
+    #[arg(long, default_value = "scripts/peers.sh")]
+    pub peers_script: PathBuf,
     #[command(flatten)]
     pub phases: PhaseArgs,
     #[command(flatten)]
@@ -86,7 +91,8 @@ pub struct CompareArgs {
     /// Write the comparison table as Markdown to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
-    /// Plot each workload's throughput and latency over the run as `<workload>.png` in this folder.
+    /// Plot each workload's throughput and latency over the run, a column per server, as
+    /// `<workload>.png` in this folder.
     #[arg(long)]
     pub plots: Option<PathBuf>,
 }

@@ -6,8 +6,8 @@
 //! from the server's. tonic's client runs each call through a tower buffer (a task hop), hyper's
 //! client task and a body-piping task per request, on the `h2` crate's per-stream machinery; here
 //! a call is a precomputed header block and one message on a stream, and its answer one message
-//! and `grpc-status` trailers. What goes on the wire is what gRPC specifies, so it drives Waggle
-//! and the real Zeebe alike. Everything else the bench does uses tonic ([`crate::client`]).
+//! and `grpc-status` trailers. What goes on the wire is what gRPC specifies, so it drives any
+//! server of the protocol alike (it drove Zeebe 8.5.8 too, while that was run here). Everything else the bench does uses tonic ([`crate::client`]).
 
 // A failed call is answered with tonic's `Status`, as the tonic calls beside these are: boxing it
 // would only add an allocation on the error path.

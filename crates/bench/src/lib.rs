@@ -4,7 +4,8 @@
 //! A starter creates process instances (fixed rate, or as fast as the server holds), a worker
 //! completes their jobs (job push or polling, with a delay), and both timestamp what they see;
 //! the run then reports rates, latency percentiles and the server's CPU and memory. Compare mode
-//! runs the workloads on a fresh Waggle for each. Method: docs/bench.md.
+//! runs the workloads on a fresh Waggle for each and then on the open-source peers (Flowable 7.2,
+//! Camunda 7.24 CE, embedded on PostgreSQL by `scripts/peers.sh`). Method: docs/bench.md.
 
 pub mod args;
 pub mod calls;
@@ -13,6 +14,7 @@ pub mod compare;
 pub mod delay;
 pub mod hpack;
 pub mod http2;
+pub mod peers;
 pub mod plot;
 pub mod recorder;
 pub mod report;

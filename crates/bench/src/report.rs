@@ -3,13 +3,13 @@
 
 use std::fmt::Write as _;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::stats::Summary;
 use crate::workload::Workload;
 
 /// Counts of one second of the measurement window.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Second {
     pub second: usize,
     pub created: u64,
@@ -21,7 +21,7 @@ pub struct Second {
 }
 
 /// The server process's cost, from /proc (only with a known local pid).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServerStats {
     pub pid: Option<u32>,
     /// Spawn → every partition has a healthy leader (servers the bench started).
@@ -44,6 +44,8 @@ pub struct RunReport {
     pub workload: Workload,
     pub server_label: String,
     pub address: String,
+    /// What the server is and how it was set up, when the run knows (the peers' engines).
+    pub server_settings: Option<String>,
     /// Set when the server refused the model; nothing else is measured then.
     pub unsupported: Option<String>,
     pub window_s: f64,
@@ -81,6 +83,7 @@ impl RunReport {
             workload: w.clone(),
             server_label: label.into(),
             address: address.into(),
+            server_settings: None,
             unsupported: None,
             window_s: 0.0,
             created_per_s: 0.0,
@@ -188,6 +191,9 @@ fn with_unit(name: &str, unit: &str) -> String {
 pub fn render_run(r: &RunReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{} on {} ({}): {}", r.workload.name, r.server_label, r.address, r.workload.description);
+    if let Some(settings) = &r.server_settings {
+        let _ = writeln!(s, "  {settings}");
+    }
     if let Some(u) = &r.unsupported {
         let _ = writeln!(s, "  {u}");
         return s;
@@ -213,57 +219,69 @@ pub fn render_run(r: &RunReport) -> String {
     s
 }
 
-/// One row of the comparison.
+/// One row of the comparison: a metric of one workload on every server.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     pub workload: String,
     pub metric: String,
-    pub waggle: String,
-    pub zeebe: String,
+    /// One cell per server, in the order of the labels (Waggle first).
+    pub values: Vec<String>,
+    /// Waggle's value over the better peer's (see [`ratio_to_best`]), or `-`.
     pub ratio: String,
 }
 
-/// Rows comparing Waggle's and Zeebe's reports of the same workloads (pairs in order).
-pub fn compare_rows(pairs: &[(Option<RunReport>, Option<RunReport>)]) -> Vec<Row> {
+/// Whether a larger value of a metric in this unit is the better one (rates of finished
+/// work); for every other metric (times, memory, CPU, counts of failures) the smaller is.
+pub fn higher_is_better(unit: &str) -> bool {
+    unit == "PI/s"
+}
+
+/// Whether a ratio of a metric in this unit means something: rates, times, memory and CPU, not
+/// counts (errors, unfinished instances), shares or the machine's load.
+fn has_ratio(unit: &str) -> bool {
+    matches!(unit, "PI/s" | "ms" | "s" | "MB" | "cores")
+}
+
+/// Rows comparing the reports of the same workloads: each group holds Waggle's run, then each
+/// peer's, in the order of the table's labels (`None`: not run).
+pub fn compare_rows(groups: &[Vec<Option<RunReport>>]) -> Vec<Row> {
     let mut rows = vec![];
-    for (waggle, zeebe) in pairs {
-        let name = waggle.as_ref().or(zeebe.as_ref()).map(|r| r.workload.name.clone()).unwrap_or_default();
-        let side_note = |r: &Option<RunReport>| match r {
-            None => Some("not run".to_string()),
-            Some(r) => r.unsupported.clone().map(|_| "unsupported".to_string()),
-        };
-        let (wn, zn) = (side_note(waggle), side_note(zeebe));
-        let wm = waggle.as_ref().filter(|_| wn.is_none()).map(metrics).unwrap_or_default();
-        let zm = zeebe.as_ref().filter(|_| zn.is_none()).map(metrics).unwrap_or_default();
-        let names: Vec<(String, &'static str)> = if wm.is_empty() { &zm } else { &wm }.iter().map(|x| (x.name.clone(), x.unit)).collect();
+    for runs in groups {
+        let name = runs.iter().flatten().next().map(|r| r.workload.name.clone()).unwrap_or_default();
+        let notes: Vec<Option<String>> = runs
+            .iter()
+            .map(|r| match r {
+                None => Some("not run".to_string()),
+                Some(r) => r.unsupported.clone().map(|_| "unsupported".to_string()),
+            })
+            .collect();
+        let measured: Vec<Vec<Metric>> =
+            runs.iter().zip(&notes).map(|(r, note)| r.as_ref().filter(|_| note.is_none()).map(metrics).unwrap_or_default()).collect();
+        let names: Vec<(String, &'static str)> =
+            measured.iter().find(|m| !m.is_empty()).map(|m| m.iter().map(|x| (x.name.clone(), x.unit)).collect()).unwrap_or_default();
         if names.is_empty() {
             rows.push(Row {
                 workload: name.clone(),
                 metric: "-".into(),
-                waggle: wn.unwrap_or_default(),
-                zeebe: zn.unwrap_or_default(),
+                values: notes.iter().map(|n| n.clone().unwrap_or_default()).collect(),
                 ratio: "-".into(),
             });
-            continue;
         }
         for (metric, unit) in names {
-            let find = |ms: &[Metric]| ms.iter().find(|x| x.name == metric).and_then(|x| x.value);
-            let (a, b) = (find(&wm), find(&zm));
-            rows.push(Row {
-                workload: name.clone(),
-                metric: with_unit(&metric, unit),
-                waggle: wn.clone().unwrap_or_else(|| num(a)),
-                zeebe: zn.clone().unwrap_or_else(|| num(b)),
-                ratio: ratio(a, b),
-            });
+            let values: Vec<Option<f64>> = measured.iter().map(|ms| ms.iter().find(|x| x.name == metric).and_then(|x| x.value)).collect();
+            let cells = values.iter().zip(&notes).map(|(v, note)| note.clone().unwrap_or_else(|| num(*v))).collect();
+            let ratio = match values.split_first() {
+                Some((waggle, peers)) if has_ratio(unit) => ratio_to_best(*waggle, peers, higher_is_better(unit)),
+                _ => "-".into(),
+            };
+            rows.push(Row { workload: name.clone(), metric: with_unit(&metric, unit), values: cells, ratio });
         }
-        for (label, r) in [("Waggle", waggle), ("Zeebe", zeebe)] {
-            if let Some(u) = r.as_ref().and_then(|r| r.unsupported.as_ref()) {
+        for r in runs.iter().flatten() {
+            if let Some(u) = &r.unsupported {
                 rows.push(Row {
                     workload: name.clone(),
-                    metric: format!("{label}: {u}"),
-                    waggle: String::new(),
-                    zeebe: String::new(),
+                    metric: format!("{}: {u}", r.server_label),
+                    values: vec![String::new(); runs.len()],
                     ratio: String::new(),
                 });
             }
@@ -272,51 +290,80 @@ pub fn compare_rows(pairs: &[(Option<RunReport>, Option<RunReport>)]) -> Vec<Row
     rows
 }
 
-/// Waggle / Zeebe, when both are measured and Zeebe's is not zero.
-pub fn ratio(waggle: Option<f64>, zeebe: Option<f64>) -> String {
-    match (waggle, zeebe) {
+/// Waggle's value over the better of the peers' values (the larger when `higher_better`, else
+/// the smaller), when Waggle's and a peer's are measured and the better one is not zero.
+pub fn ratio_to_best(waggle: Option<f64>, peers: &[Option<f64>], higher_better: bool) -> String {
+    let measured = peers.iter().flatten().copied();
+    let best = if higher_better { measured.reduce(f64::max) } else { measured.reduce(f64::min) };
+    ratio(waggle, best)
+}
+
+/// a / b, when both are measured and b is not zero.
+pub fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
         (Some(a), Some(b)) if b != 0.0 => format!("{:.2}", a / b),
         _ => "-".into(),
     }
 }
 
-/// The rows as an aligned text table.
-pub fn render_table(rows: &[Row]) -> String {
-    let header = ["workload", "metric", "Waggle", "peer", "Waggle/peer"];
-    let cells: Vec<[&str; 5]> = rows.iter().map(|r| [r.workload.as_str(), &r.metric, &r.waggle, &r.zeebe, &r.ratio]).collect();
-    let mut width = header.map(str::len);
-    for c in &cells {
+/// The table's column heads: the metric's, one per server, and the ratio's when there are peers.
+fn header(labels: &[String]) -> Vec<String> {
+    let mut h = vec!["workload".to_string(), "metric".to_string()];
+    h.extend(labels.iter().cloned());
+    if labels.len() > 1 {
+        h.push("Waggle / better peer".into());
+    }
+    h
+}
+
+fn cells(r: &Row, with_ratio: bool) -> Vec<String> {
+    let mut c = vec![r.workload.clone(), r.metric.clone()];
+    c.extend(r.values.iter().cloned());
+    if with_ratio {
+        c.push(r.ratio.clone());
+    }
+    c
+}
+
+/// The rows as an aligned text table, under `labels` (Waggle's first, then the peers').
+pub fn render_table(labels: &[String], rows: &[Row]) -> String {
+    let head = header(labels);
+    let body: Vec<Vec<String>> = rows.iter().map(|r| cells(r, labels.len() > 1)).collect();
+    let mut width: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for c in &body {
         for (w, cell) in width.iter_mut().zip(c) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let line = |c: [&str; 5]| {
-        format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$}  {:>w4$}\n",
-            c[0],
-            c[1],
-            c[2],
-            c[3],
-            c[4],
-            w0 = width[0],
-            w1 = width[1],
-            w2 = width[2],
-            w3 = width[3],
-            w4 = width[4]
-        )
+    let line = |c: &[String]| {
+        let mut s = String::new();
+        for (i, (cell, w)) in c.iter().zip(&width).enumerate() {
+            if i > 0 {
+                s += "  ";
+            }
+            // the workload and the metric to the left, figures to the right
+            if i < 2 {
+                let _ = write!(s, "{cell:<w$}");
+            } else {
+                let _ = write!(s, "{cell:>w$}");
+            }
+        }
+        s.trim_end().to_string() + "\n"
     };
-    let mut s = line(header);
-    for c in cells {
+    let mut s = line(&head);
+    for c in &body {
         s += &line(c);
     }
     s
 }
 
-/// The rows as a Markdown table.
-pub fn render_markdown(rows: &[Row]) -> String {
-    let mut s = String::from("| workload | metric | Waggle | peer | Waggle/peer |\n|---|---|---:|---:|---:|\n");
+/// The rows as a Markdown table, under `labels`.
+pub fn render_markdown(labels: &[String], rows: &[Row]) -> String {
+    let head = header(labels);
+    let mut s = format!("| {} |\n|---|---|{}\n", head.join(" | "), "---:|".repeat(head.len() - 2));
     for r in rows {
-        let _ = writeln!(s, "| {} | {} | {} | {} | {} |", r.workload, r.metric.replace('|', "\\|"), r.waggle, r.zeebe, r.ratio);
+        let c: Vec<String> = cells(r, labels.len() > 1).into_iter().map(|c| c.replace('|', "\\|")).collect();
+        let _ = writeln!(s, "| {} |", c.join(" | "));
     }
     s
 }
@@ -339,25 +386,49 @@ mod tests {
         assert_eq!(ratio(Some(50.0), Some(100.0)), "0.50");
         assert_eq!(ratio(Some(1.0), Some(0.0)), "-");
         assert_eq!(ratio(None, Some(1.0)), "-");
+        // a rate against the faster peer, a latency against the quicker one
+        assert_eq!(ratio_to_best(Some(1000.0), &[Some(50.0), Some(100.0)], true), "10.00");
+        assert_eq!(ratio_to_best(Some(10.0), &[Some(50.0), Some(100.0)], false), "0.20");
+        assert_eq!(ratio_to_best(Some(10.0), &[None, Some(100.0)], false), "0.10");
+        assert_eq!(ratio_to_best(Some(10.0), &[None, None], false), "-");
+        assert!(higher_is_better("PI/s") && !higher_is_better("ms") && !higher_is_better("MB"));
     }
 
     #[test]
     fn compares_side_by_side_and_marks_unsupported() {
-        let mut unsupported = report("W4", "Waggle", 0.0, 0.0);
+        let mut unsupported = report("W4", "Camunda 7.24", 0.0, 0.0);
         unsupported.unsupported = Some("workload not supported by the server: timers".into());
-        let pairs = vec![
-            (Some(report("W2", "Waggle", 20.0, 2000.0)), Some(report("W2", "Zeebe", 40.0, 1000.0))),
-            (Some(unsupported), Some(report("W4", "Zeebe", 5.0, 500.0))),
+        let groups = vec![
+            vec![
+                Some(report("W2", "Waggle", 20.0, 2000.0)),
+                Some(report("W2", "Flowable 7.2", 400.0, 50.0)),
+                Some(report("W2", "Camunda 7.24", 200.0, 100.0)),
+            ],
+            vec![Some(report("W4", "Waggle", 5.0, 500.0)), None, Some(unsupported)],
         ];
-        let rows = compare_rows(&pairs);
+        let rows = compare_rows(&groups);
         let sustained = rows.iter().find(|r| r.metric == "sustained (completed) (PI/s)").unwrap();
-        assert_eq!((sustained.waggle.as_str(), sustained.zeebe.as_str(), sustained.ratio.as_str()), ("2000", "1000", "2.00"));
+        assert_eq!(sustained.values, vec!["2000", "50", "100"]);
+        assert_eq!(sustained.ratio, "20.00", "against the faster peer");
         let p99 = rows.iter().find(|r| r.workload == "W2" && r.metric == "execution p99 (ms)").unwrap();
-        assert_eq!(p99.ratio, "0.50");
-        assert!(rows.iter().any(|r| r.workload == "W4" && r.waggle == "unsupported"));
-        assert!(rows.iter().any(|r| r.metric.contains("workload not supported by the server: timers")));
-        let table = render_table(&rows);
+        assert_eq!(p99.ratio, "0.10", "against the quicker peer");
+        let w4 = rows.iter().find(|r| r.workload == "W4" && r.metric == "timer lateness p99 (ms)").unwrap();
+        assert_eq!(w4.values[1..], ["not run".to_string(), "unsupported".to_string()]);
+        assert_eq!(w4.ratio, "-");
+        let errors = rows.iter().find(|r| r.workload == "W2" && r.metric == "errors").unwrap();
+        assert_eq!(errors.ratio, "-", "no ratio of counts");
+        assert!(rows.iter().any(|r| r.metric.contains("Camunda 7.24: workload not supported by the server: timers")));
+        let labels: Vec<String> = ["Waggle", "Flowable 7.2", "Camunda 7.24"].map(String::from).to_vec();
+        let table = render_table(&labels, &rows);
         assert!(table.starts_with("workload"));
-        assert_eq!(render_markdown(&rows).lines().count(), rows.len() + 2);
+        assert!(table.lines().next().unwrap().ends_with("Waggle / better peer"));
+        let md = render_markdown(&labels, &rows);
+        assert_eq!(md.lines().count(), rows.len() + 2);
+        assert!(md.starts_with(
+            "| workload | metric | Waggle | Flowable 7.2 | Camunda 7.24 | Waggle / better peer |\n|---|---|---:|---:|---:|---:|\n"
+        ));
+        // Waggle alone: no ratio column
+        let alone = compare_rows(&[vec![Some(report("W1", "Waggle", 52.0, 150.0))]]);
+        assert!(!render_table(&labels[..1], &alone).contains("better peer"));
     }
 }
