@@ -258,27 +258,23 @@ pub fn image(r: &ScalingReport) -> Canvas {
 /// The report as text.
 pub fn render(r: &ScalingReport) -> String {
     let mut out = format!("variable scaling: probe creation on a calm partition {:.2} ms (median)\n", r.probe_baseline_ms);
-    out.push_str("  flat variables      document     creation      stall\n");
-    for p in &r.by_keys {
-        out.push_str(&format!(
-            "  {:>9} keys  {:>9.2} MB  {:>8.1} ms  {:>7.1} ms\n",
-            p.size,
-            p.document_bytes as f64 / 1e6,
-            p.creation_ms,
-            p.stall_ms
-        ));
-    }
-    out.push_str("  one string          document     creation      stall\n");
-    for p in &r.by_payload_kb {
-        out.push_str(&format!(
-            "  {:>9} KB    {:>9.2} MB  {:>8.1} ms  {:>7.1} ms\n",
-            p.size,
-            p.document_bytes as f64 / 1e6,
-            p.creation_ms,
-            p.stall_ms
-        ));
-    }
+    rows(&mut out, "flat variables", "keys", &r.by_keys);
+    rows(&mut out, "one string    ", "KB  ", &r.by_payload_kb);
     out
+}
+
+/// One table of the report: a heading line, then a row per point, its size in `unit`.
+fn rows(out: &mut String, heading: &str, unit: &str, points: &[Point]) {
+    out.push_str(&format!("  {heading}      document     creation      stall\n"));
+    for p in points {
+        out.push_str(&format!(
+            "  {:>9} {unit}  {:>9.2} MB  {:>8.1} ms  {:>7.1} ms\n",
+            p.size,
+            p.document_bytes as f64 / 1e6,
+            p.creation_ms,
+            p.stall_ms
+        ));
+    }
 }
 
 #[cfg(test)]
