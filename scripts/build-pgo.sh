@@ -10,7 +10,7 @@
 #      starts too.
 # Training is skipped while the sources are those it was last done for. Needs rustup's
 # llvm-tools component (llvm-profdata), added here. Under W2 the optimised binary spends ~15 %
-# less CPU per instance, server and bench client alike (docs/performance.md, finding 34).
+# less CPU per instance, server and bench client alike (docs/performance-history.md, finding 34).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/waggle-target}"

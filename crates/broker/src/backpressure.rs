@@ -24,7 +24,7 @@
 //! Zeebe refuses job activations too. The job streams as a signal, the step per window and job
 //! activations always taken are Waggle's: without them an open-loop load of twice the capacity
 //! kept the limit at its maximum while the jobs of the instances it took piled up behind full
-//! streams, waiting for polls (docs/performance.md, finding 36). The limit bounds how many
+//! streams, waiting for polls (docs/performance-history.md, finding 36). The limit bounds how many
 //! commands wait, not how fast they come: while the partition answers in milliseconds, only a
 //! small limit slows a flood down, and the job streams' signal is what takes it there.
 

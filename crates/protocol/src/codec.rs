@@ -4,7 +4,7 @@
 //! followed from them, plus the key and position counters after the batch so that replay
 //! restores them without re-running any command logic.
 //!
-//! Version 2 (written since finding 30 in docs/performance.md) lays each record out against the
+//! Version 2 (written since finding 30 in docs/performance-history.md) lays each record out against the
 //! record before it in the entry ([`CompactRecord`]): position, key and timestamp as
 //! differences, the source position as a distance back, and the value only when it is not the
 //! previous record's. A follow-up command and the events that process it share one value

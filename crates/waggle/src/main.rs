@@ -45,7 +45,7 @@ enum Cmd {
 /// gateway thread under W2; with jemalloc the server's CPU per W2 instance fell ~11 % (three
 /// alternating pairs, normalised by the client's), with peak RSS under W2 58-66 MB against
 /// glibc's 57-62 MB and idle RSS 25 against 24 MB. (mimalloc saved as much CPU but took RSS
-/// under W2 to 80-99 MB; see docs/performance.md.)
+/// under W2 to 80-99 MB; see docs/performance-history.md.)
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
