@@ -305,12 +305,16 @@ static BUILTINS: &[Builtin] = &[
         };
         Number::from_f64(var.to_f64().sqrt()).map(Value::Number).unwrap_or(Value::Null)
     }),
-    b!("mode", var["list"], |_, a| {
+    b!("mode", var["list"], |env, a| {
         let Some(nums) = numbers(&a[0]) else {
             return Value::Null;
         };
         let mut counts: Vec<(Number, usize)> = Vec::new();
         for x in nums {
+            // each number is compared with the distinct ones so far
+            if !env.charge(counts.len() as u64) {
+                return Value::Null;
+            }
             match counts.iter_mut().find(|(n, _)| n == x) {
                 Some((_, c)) => *c += 1,
                 None => counts.push((x.clone(), 1)),
@@ -383,7 +387,7 @@ static BUILTINS: &[Builtin] = &[
         ),
         _ => Value::Null,
     }),
-    b!("union", var["lists"], |_, a| match &a[0] {
+    b!("union", var["lists"], |env, a| match &a[0] {
         Value::List(lists) if lists.is_empty() => Value::Null,
         Value::List(lists) => {
             let all: Vec<Value> = lists
@@ -393,19 +397,16 @@ static BUILTINS: &[Builtin] = &[
                     v => vec![v.clone()],
                 })
                 .collect();
-            Value::List(distinct(all))
+            distinct(env, all)
         }
         _ => Value::Null,
     }),
-    b!("distinct values", ["list"], |_, a| match &a[0] {
-        Value::List(l) => Value::List(distinct(l.clone())),
+    b!("distinct values", ["list"], |env, a| match &a[0] {
+        Value::List(l) => distinct(env, l.clone()),
         _ => Value::Null,
     }),
-    b!("duplicate values", ["list"], |_, a| match &a[0] {
-        Value::List(l) => {
-            let dups = l.iter().filter(|x| l.iter().filter(|y| eval::equals(x, y) == Some(true)).count() > 1).cloned().collect();
-            Value::List(distinct(dups))
-        }
+    b!("duplicate values", ["list"], |env, a| match &a[0] {
+        Value::List(l) => duplicates(env, l),
         _ => Value::Null,
     }),
     b!("flatten", ["list"], |_, a| match &a[0] {
@@ -733,14 +734,34 @@ fn sublist(l: &[Value], start: &Number, len: Option<&Number>) -> Value {
     Value::List(if lo < hi { l[lo..hi].to_vec() } else { Vec::new() })
 }
 
-fn distinct(items: Vec<Value>) -> Vec<Value> {
+/// The items without repetitions, in order of first appearance (`Null` when the work budget
+/// runs out: every item is compared with the distinct ones before it).
+fn distinct(env: &mut Env, items: Vec<Value>) -> Value {
     let mut out: Vec<Value> = Vec::new();
     for x in items {
+        if !env.charge(out.len() as u64) {
+            return Value::Null;
+        }
         if !out.iter().any(|y| eval::equals(&x, y) == Some(true)) {
             out.push(x);
         }
     }
-    out
+    Value::List(out)
+}
+
+/// The items that appear more than once, each once, in order of first appearance.
+fn duplicates(env: &mut Env, items: &[Value]) -> Value {
+    let mut counted: Vec<(&Value, usize)> = Vec::new();
+    for x in items {
+        if !env.charge(counted.len() as u64) {
+            return Value::Null;
+        }
+        match counted.iter_mut().find(|(y, _)| eval::equals(x, y) == Some(true)) {
+            Some((_, n)) => *n += 1,
+            None => counted.push((x, 1)),
+        }
+    }
+    Value::List(counted.into_iter().filter(|(_, n)| *n > 1).map(|(x, _)| x.clone()).collect())
 }
 
 fn flatten(items: &[Value], out: &mut Vec<Value>) {
@@ -882,18 +903,33 @@ fn merge(list: &Value) -> Value {
     Value::Context(out)
 }
 
+/// The signatures of the built-in function `name`, in the order [`BUILTINS`] lists them
+/// (an index built once: a linear search by name was most of a cheap call's cost).
+fn signatures(name: &str) -> &'static [&'static Builtin] {
+    static INDEX: std::sync::OnceLock<std::collections::HashMap<&'static str, Vec<&'static Builtin>>> = std::sync::OnceLock::new();
+    let index = INDEX.get_or_init(|| {
+        let mut index: std::collections::HashMap<&'static str, Vec<&'static Builtin>> = std::collections::HashMap::new();
+        for b in BUILTINS {
+            index.entry(b.name).or_default().push(b);
+        }
+        index
+    });
+    index.get(name).map(Vec::as_slice).unwrap_or(&[])
+}
+
 /// Whether a built-in function with this name exists.
 pub(crate) fn exists(name: &str) -> bool {
-    BUILTINS.iter().any(|b| b.name == name)
+    !signatures(name).is_empty()
 }
 
 /// Invokes a built-in function with positional arguments.
 pub(crate) fn call(env: &mut Env, name: &str, args: Vec<Value>) -> Value {
     let n = args.len();
-    let found = BUILTINS
+    let candidates = signatures(name);
+    let found = candidates
         .iter()
-        .find(|b| b.name == name && !b.var && b.params.len() == n)
-        .or_else(|| BUILTINS.iter().find(|b| b.name == name && b.var && n >= b.params.len().saturating_sub(1)));
+        .find(|b| !b.var && b.params.len() == n)
+        .or_else(|| candidates.iter().find(|b| b.var && n >= b.params.len().saturating_sub(1)));
     let Some(b) = found else {
         env.warn(format!("No function found with name '{name}' and {n} parameters"));
         return Value::Null;
@@ -915,8 +951,7 @@ pub(crate) fn call(env: &mut Env, name: &str, args: Vec<Value>) -> Value {
 
 /// Invokes a built-in function with named arguments.
 pub(crate) fn call_named(env: &mut Env, name: &str, args: Vec<(String, Value)>) -> Value {
-    let candidates = BUILTINS.iter().filter(|b| b.name == name);
-    for b in candidates {
+    for b in signatures(name) {
         if !args.iter().all(|(n, _)| b.params.contains(&n.as_str())) {
             continue;
         }

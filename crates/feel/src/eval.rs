@@ -32,6 +32,46 @@ fn nested_deeper_than(value: &Value, limit: usize) -> bool {
 /// Upper bound for `for` loops whose body uses `partial` (quadratic in the length).
 const MAX_PARTIAL_ITERATIONS: usize = 20_000;
 
+/// The work one evaluation may do, in units of [`cost`]: every value an expression produces
+/// or copies is charged (and a built-in call a few units more), so nested loops, quadratic
+/// built-ins and doubling strings or lists stop here, after well under a second of work on an
+/// optimised build, instead of stalling the partition or exhausting memory. An iteration over
+/// a million elements with a simple body fits.
+pub const MAX_EVALUATION_WORK: u64 = 10_000_000;
+
+/// What calling a built-in function costs beyond its arguments and result (finding it, checking
+/// its parameters).
+const BUILTIN_CALL_WORK: u64 = 2;
+
+/// What producing or copying `v` costs: one unit per value it holds, and one per 16 bytes of
+/// text (walked without recursion, so deep values cannot overflow the stack).
+pub(crate) fn cost(v: &Value) -> u64 {
+    fn own(v: &Value) -> u64 {
+        match v {
+            Value::String(s) => 1 + s.len() as u64 / 16,
+            _ => 1,
+        }
+    }
+    match v {
+        Value::List(_) | Value::Context(_) => {}
+        other => return own(other),
+    }
+    let mut total = 0u64;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        total += own(v);
+        match v {
+            Value::List(items) => stack.extend(items.iter()),
+            Value::Context(c) => stack.extend(c.iter().map(|(k, i)| {
+                total += k.len() as u64 / 16;
+                i
+            })),
+            _ => {}
+        }
+    }
+    total
+}
+
 #[derive(Debug, Clone)]
 pub(crate) enum Frame {
     Var(String, Value),
@@ -55,12 +95,14 @@ pub(crate) struct Env<'a> {
     /// The first failure that fails the whole evaluation (feel-scala's `Failure`).
     pub failure: Option<String>,
     rng: u64,
+    /// Work done so far, in units of [`cost`] (see [`MAX_EVALUATION_WORK`]).
+    work: u64,
 }
 
 impl<'a> Env<'a> {
     pub(crate) fn new(vars: &'a dyn VariableLookup, ctx: &'a EvalContext) -> Env<'a> {
         let rng = ctx.seed.unwrap_or(0) ^ (ctx.now_millis.unwrap_or(0) as u64).rotate_left(32);
-        Env { vars, frames: Vec::new(), ctx, depth: 0, warnings: Vec::new(), failure: None, rng }
+        Env { vars, frames: Vec::new(), ctx, depth: 0, warnings: Vec::new(), failure: None, rng, work: 0 }
     }
 
     /// Fails the whole evaluation (the first failure wins); returns `Null` for convenience.
@@ -69,6 +111,27 @@ impl<'a> Env<'a> {
             self.failure = Some(msg);
         }
         Value::Null
+    }
+
+    /// Charges `units` of work; once the budget is spent the evaluation fails (once) and
+    /// every further step returns `Null` at once. Returns whether work may go on.
+    pub(crate) fn charge(&mut self, units: u64) -> bool {
+        self.work = self.work.saturating_add(units);
+        if self.work <= MAX_EVALUATION_WORK {
+            return true;
+        }
+        if self.failure.is_none() {
+            self.failure = Some(format!(
+                "the evaluation was stopped: it exceeded the work limit of {MAX_EVALUATION_WORK} values produced or copied \
+                 (nested iterations, recursion or growing values)"
+            ));
+        }
+        false
+    }
+
+    /// Whether the work budget is spent (see [`Env::charge`]).
+    pub(crate) fn exhausted(&self) -> bool {
+        self.work > MAX_EVALUATION_WORK
     }
 
     pub(crate) fn warn(&mut self, msg: String) {
@@ -121,6 +184,9 @@ impl<'a> Env<'a> {
     }
 
     pub(crate) fn eval(&mut self, e: &Expr) -> Value {
+        if self.exhausted() {
+            return Value::Null;
+        }
         self.depth += 1;
         let v = if self.depth > MAX_DEPTH {
             self.warn("evaluation is nested too deeply".into());
@@ -129,7 +195,11 @@ impl<'a> Env<'a> {
             self.eval_inner(e)
         };
         self.depth -= 1;
-        v
+        if self.charge(cost(&v)) {
+            v
+        } else {
+            Value::Null
+        }
     }
 
     /// The frequent cases inline, the rest in [`Env::eval_other`] (keeps this frame small).
@@ -338,7 +408,13 @@ impl<'a> Env<'a> {
             Expr::For(its, body) => self.iterate(its, body, Loop::For),
             Expr::Some(its, body) => self.iterate(its, body, Loop::Some),
             Expr::Every(its, body) => self.iterate(its, body, Loop::Every),
-            Expr::Function(def) => Value::Function(FunctionValue::user(Arc::clone(def), self.frames.clone())),
+            Expr::Function(def) => {
+                // the function captures a copy of the scope
+                if !self.charge(self.frames.iter().map(|f| 1 + frame_cost(f)).sum()) {
+                    return Value::Null;
+                }
+                Value::Function(FunctionValue::user(Arc::clone(def), self.frames.clone()))
+            }
         }
     }
 
@@ -391,6 +467,8 @@ impl<'a> Env<'a> {
             return Value::Null;
         }
         let mut results: Vec<Value> = Vec::with_capacity(if kind == Loop::For { total } else { 0 });
+        // what copying `results` into `partial` costs
+        let mut results_cost = 0u64;
         let mut saw_null = false;
         if total > 0 {
             let base = self.frames.len();
@@ -403,11 +481,17 @@ impl<'a> Env<'a> {
             let mut idx = vec![0usize; lists.len()];
             'combos: loop {
                 if partial {
+                    if !self.charge(results_cost) {
+                        break 'combos;
+                    }
                     if let Some(Frame::Var(_, v)) = self.frames.last_mut() {
                         *v = Value::List(results.clone());
                     }
                 }
                 let v = self.eval(body);
+                if self.exhausted() {
+                    break 'combos;
+                }
                 // each element may hold the ones before it (`[partial[i - 1]]`): nesting that
                 // grows with the loop would overflow the stack when the value is dropped
                 if partial && nested_deeper_than(&v, crate::MAX_NESTING_DEPTH) {
@@ -416,7 +500,12 @@ impl<'a> Env<'a> {
                     return Value::Null;
                 }
                 match kind {
-                    Loop::For => results.push(v),
+                    Loop::For => {
+                        if partial {
+                            results_cost += cost(&v);
+                        }
+                        results.push(v)
+                    }
                     Loop::Some | Loop::Every => match v {
                         Value::Bool(b) if b == (kind == Loop::Some) => {
                             self.frames.truncate(base);
@@ -438,8 +527,12 @@ impl<'a> Env<'a> {
                     if wrapped {
                         idx[d] = 0;
                     }
+                    let next = &lists[d][idx[d]];
+                    if !self.charge(cost(next)) {
+                        break 'combos;
+                    }
                     if let Frame::Var(_, v) = &mut self.frames[base + d] {
-                        *v = lists[d][idx[d]].clone();
+                        *v = next.clone();
                     }
                     if !wrapped {
                         break;
@@ -562,10 +655,19 @@ impl<'a> Env<'a> {
 
     pub(crate) fn invoke(&mut self, f: &FunctionValue, args: Vec<Value>) -> Value {
         match &f.0 {
-            FunctionKind::Builtin(name) => builtins::call(self, name, args),
+            FunctionKind::Builtin(name) => {
+                if !self.charge(BUILTIN_CALL_WORK) {
+                    return Value::Null;
+                }
+                builtins::call(self, name, args)
+            }
             FunctionKind::User { def, captured } => {
                 if args.len() != def.params.len() {
                     self.warn(format!("expected {} parameters but found {}", def.params.len(), args.len()));
+                    return Value::Null;
+                }
+                // the captured scope is copied for every call
+                if !self.charge(captured.iter().map(|f| 1 + frame_cost(f)).sum()) {
                     return Value::Null;
                 }
                 let saved = std::mem::replace(&mut self.frames, captured.as_ref().clone());
@@ -581,7 +683,12 @@ impl<'a> Env<'a> {
 
     fn invoke_named(&mut self, f: &FunctionValue, args: Vec<(String, Value)>) -> Value {
         match &f.0 {
-            FunctionKind::Builtin(name) => builtins::call_named(self, name, args),
+            FunctionKind::Builtin(name) => {
+                if !self.charge(BUILTIN_CALL_WORK) {
+                    return Value::Null;
+                }
+                builtins::call_named(self, name, args)
+            }
             FunctionKind::User { def, .. } => {
                 if args.iter().any(|(n, _)| !def.params.contains(n)) {
                     self.warn("unknown parameter name".into());
@@ -667,6 +774,13 @@ impl<'a> Env<'a> {
                 }
             }
         }
+    }
+}
+
+/// What copying a frame's value costs.
+fn frame_cost(f: &Frame) -> u64 {
+    match f {
+        Frame::Var(_, v) | Frame::Item(v) => cost(v),
     }
 }
 

@@ -23,6 +23,7 @@ mod zeebe_json;
 
 use std::fmt;
 
+pub use eval::MAX_EVALUATION_WORK;
 pub use number::{Number, RoundMode};
 pub use parser::MAX_NESTING_DEPTH;
 pub use temporal::{Date, DateTime, DayTimeDuration, Time, YearMonthDuration};

@@ -191,6 +191,15 @@ impl Number {
         if other.0.is_zero() {
             return None;
         }
+        // whole numbers stored with scale 0 that fit in i64: the same result (scale 0 too)
+        // without a decimal division
+        if self.0.fractional_digit_count() == 0 && other.0.fractional_digit_count() == 0 {
+            if let (Some(a), Some(b)) = (self.0.to_i64(), other.0.to_i64()) {
+                if let Some(r) = a.checked_rem(b) {
+                    return Some(Number::from(if r != 0 && (r < 0) != (b < 0) { r + b } else { r }));
+                }
+            }
+        }
         let q = (&self.0 / &other.0).with_scale_round(0, RoundingMode::Floor);
         Number::from_big(&self.0 - &other.0 * q)
     }

@@ -789,3 +789,41 @@ fn failures_that_fail_the_evaluation() {
         assert!(!fails(s), "{s} is null, no failure");
     }
 }
+
+/// Work beyond [`MAX_EVALUATION_WORK`] fails the evaluation with a message naming the
+/// limit, quickly, whatever shape the work takes; large but bounded work is not refused.
+#[test]
+fn work_beyond_the_budget_fails_the_evaluation() {
+    let detailed = |s: &str| Expression::parse(s).unwrap().evaluate_detailed(&(), &EvalContext::default());
+    for s in [
+        // nested iterations, each within the iteration limit
+        "for i in 1..1000, j in 1..1000 return for k in 1..1000 return k",
+        "count(for i in 1..1000000 return for j in 1..100 return j)",
+        // lists and strings that double with every element
+        "count(for i in 1..60 return if i = 1 then [1] else [partial[i - 1], partial[i - 1]])",
+        "string length((for i in 1..60 return if i = 1 then \"ab\" else partial[i - 1] + partial[i - 1])[-1])",
+        // quadratic built-ins
+        "count(distinct values(for i in 1..300000 return i))",
+        "count(duplicate values(for i in 1..300000 return i))",
+        "mode(for i in 1..300000 return i)",
+        // partial copied into every element
+        "count(for i in 1..20000 return count(partial))",
+    ] {
+        let start = std::time::Instant::now();
+        let e = detailed(s);
+        let failure = e.failure.unwrap_or_else(|| panic!("{s} fails the evaluation"));
+        assert!(failure.contains("work limit"), "{s}: {failure}");
+        assert_eq!(e.value, Value::Null);
+        assert!(start.elapsed() < std::time::Duration::from_secs(20), "{s} took {:?}", start.elapsed());
+    }
+    for (s, want) in [
+        ("count(for i in 1..1000000 return i)", 1_000_000),
+        ("count(distinct values(for i in 1..300000 return modulo(i, 3)))", 3),
+        ("count(for i in 1..1000, j in 1..1000 return i + j)", 1_000_000),
+        ("count(for i in 1..16 return if i = 1 then [1] else [partial[i - 1], partial[i - 1]])", 16),
+    ] {
+        let e = detailed(s);
+        assert_eq!(e.failure, None, "{s}");
+        assert_eq!(e.value, Value::number(want), "{s}");
+    }
+}

@@ -19,14 +19,31 @@ fn vars() -> serde_json::Value {
     })
 }
 
+/// Parses and evaluates `src` as an expression and as unary tests on a thread of its own; fails
+/// naming `src` when that panics or takes longer than [`LIMIT`] (an evaluation that never ends
+/// fails the test instead of hanging the suite).
 fn check(src: &str) {
     let start = Instant::now();
-    let clock = EvalContext { now_millis: Some(1_706_700_000_000), seed: Some(1) };
-    if let Ok(e) = Expression::parse(src) {
-        let _ = e.evaluate_detailed(&vars(), &clock);
-    }
-    if let Ok(t) = parse_unary_tests(src) {
-        let _ = t.evaluate_with(&Value::number(5), &vars(), &clock);
+    let owned = src.to_string();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        // the stack of a test thread: nesting must be bounded well within it
+        .stack_size(2 << 20)
+        .spawn(move || {
+            let clock = EvalContext { now_millis: Some(1_706_700_000_000), seed: Some(1) };
+            if let Ok(e) = Expression::parse(&owned) {
+                let _ = e.evaluate_detailed(&vars(), &clock);
+            }
+            if let Ok(t) = parse_unary_tests(&owned) {
+                let _ = t.evaluate_with(&Value::number(5), &vars(), &clock);
+            }
+            let _ = done.send(());
+        })
+        .expect("a thread");
+    match finished.recv_timeout(LIMIT) {
+        Ok(()) => {}
+        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!("evaluating {src:?} took longer than {LIMIT:?}"),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => panic!("evaluating {src:?} panicked"),
     }
     assert!(start.elapsed() < LIMIT, "evaluating {src:?} took {:?}", start.elapsed());
 }
@@ -168,8 +185,13 @@ fn expr() -> impl Strategy<Value = String> {
     })
 }
 
+/// 256 cases, or `PROPTEST_CASES` (an explicit count in the config would ignore it).
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(256)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
 
     #[test]
     fn arbitrary_text_never_panics(src in "\\PC{0,64}") {

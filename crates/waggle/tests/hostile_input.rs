@@ -354,3 +354,70 @@ async fn feel_values_nested_past_the_limit_at_run_time_are_null() {
     assert_eq!(variables, serde_json::json!({"v0": null, "v1": null}));
     runs_an_instance_end_to_end(&node).await;
 }
+
+/// Expressions whose work grows without bound (nested iterations, a list doubled per element, a
+/// quadratic built-in) raise an incident naming FEEL's work limit instead of holding the
+/// partition or its memory; the node then runs an instance end to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn feel_work_beyond_the_limit_raises_an_incident_naming_it() {
+    let node = Node::start(&[]);
+    let mut client = grpc_client(&node).await;
+    let sources = [
+        "=for i in 1..1000, j in 1..1000 return for k in 1..1000 return k",
+        "=count(for i in 1..60 return if i = 1 then [1] else [partial[i - 1], partial[i - 1]])",
+        "=count(distinct values(for i in 1..300000 return i))",
+    ];
+    let mut instances = Vec::new();
+    for (n, source) in sources.iter().enumerate() {
+        let id = format!("work{n}");
+        let xml = definitions(&format!(
+            r#"<bpmn:process id="{id}" isExecutable="true"><bpmn:startEvent id="start"><bpmn:extensionElements><zeebe:ioMapping><zeebe:output source="{source}" target="v" /></zeebe:ioMapping></bpmn:extensionElements></bpmn:startEvent></bpmn:process>"#
+        ));
+        deploy(&mut client, &format!("{id}.bpmn"), xml.into_bytes()).await.expect("deploy");
+        let started = Instant::now();
+        let created = client
+            .create_process_instance(CreateProcessInstanceRequest { bpmn_process_id: id, version: -1, ..Default::default() })
+            .await
+            .expect("create")
+            .into_inner();
+        instances.push((created.process_instance_key, *source, started));
+    }
+    for (key, source, started) in instances {
+        let incident = loop {
+            let (status, body) = node.get(&format!("/v1/incidents?processInstanceKey={key}"));
+            assert_eq!(status, 200, "{body}");
+            let incidents: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+            if let Some(found) = incidents["items"].get(0).cloned() {
+                break found;
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "no incident for {source}; log:\n{}", tail(&node));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let message = incident["errorMessage"].as_str().unwrap_or_default();
+        assert!(message.contains("work limit"), "{source}: {incident}");
+    }
+    runs_an_instance_end_to_end(&node).await;
+}
+
+/// Cancelling an instance that holds 200,000 variables deletes them all without holding the
+/// partition: the cancellation is answered and an instance then runs end to end within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_an_instance_of_200000_variables_does_not_hold_the_partition() {
+    let node = Node::start(&[]);
+    let mut client = grpc_client(&node).await;
+    deploy_one_task(&mut client).await;
+    let mut request = tonic::Request::new(CreateProcessInstanceRequest {
+        bpmn_process_id: "benchmark".into(),
+        version: -1,
+        variables: flat_variables(200_000),
+        ..Default::default()
+    });
+    request.set_timeout(Duration::from_secs(10));
+    let created = client.create_process_instance(request).await.expect("the creation is answered").into_inner();
+    let started = Instant::now();
+    let mut cancel = tonic::Request::new(CancelProcessInstanceRequest { process_instance_key: created.process_instance_key });
+    cancel.set_timeout(Duration::from_secs(10));
+    client.cancel_process_instance(cancel).await.expect("the cancellation is answered");
+    eprintln!("cancelling an instance of 200,000 variables took {:?}", started.elapsed());
+    runs_an_instance_end_to_end(&node).await;
+}
