@@ -11,6 +11,7 @@
 //! [`BrokerError::Overloaded`] at once (back pressure) instead of queueing without bound.
 
 mod backpressure;
+pub mod cluster;
 mod delivery;
 mod metrics;
 mod partition;
@@ -27,6 +28,7 @@ use waggle_protocol::value::IncidentRecord;
 use waggle_protocol::{partition_of, PartitionId, Record, ValueType};
 
 pub use backpressure::BackpressureConfig;
+pub use cluster::ClusterSpec;
 pub use metrics::BrokerMetrics;
 pub use partition::PartitionStatus;
 pub use streams::{JobStreamRegistry, PushedJob, StreamId};
@@ -48,6 +50,9 @@ pub struct BrokerConfig {
     pub snapshot_every_entries: u64,
     /// What one command may ask of a partition's engine.
     pub limits: EngineLimits,
+    /// The cluster this broker is part of; `None` runs the standalone node (every partition a
+    /// single voter).
+    pub cluster: Option<ClusterSpec>,
 }
 
 impl Default for BrokerConfig {
@@ -59,6 +64,7 @@ impl Default for BrokerConfig {
             backpressure: BackpressureConfig::default(),
             snapshot_every_entries: 10_000,
             limits: EngineLimits::default(),
+            cluster: None,
         }
     }
 }

@@ -93,6 +93,7 @@ async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
             backpressure: config.backpressure,
             snapshot_every_entries: config.snapshot_every_entries,
             limits: config.limits,
+            cluster: None,
         },
         &registry,
     )

@@ -1,0 +1,121 @@
+//! A broker's place in a cluster: the members, and which of them hold each partition.
+//!
+//! Placement follows Zeebe's round-robin distribution: with `N` brokers and replication factor
+//! `RF`, partition `p` (1-based) is held by brokers `(p - 1 + k) mod N` for `k` in `0..RF`, and the
+//! first of them is its preferred leader (highest priority), so leadership spreads over the
+//! brokers. Node ids are 0-based (as Zeebe's `nodeId`); a Raft replica id is the node id + 1
+//! (the `raft` crate reserves 0).
+
+use std::net::SocketAddr;
+
+use waggle_protocol::PartitionId;
+
+/// The cluster a broker belongs to. Absent ([`crate::BrokerConfig::cluster`] `None`), the broker
+/// is the standalone node: every partition a single voter, nothing sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSpec {
+    /// This broker's id: 0-based, below the cluster size.
+    pub node_id: u64,
+    /// Every broker's internal (Raft) address, by node id; its length is the cluster size.
+    pub members: Vec<SocketAddr>,
+    /// How many brokers hold each partition (Zeebe's `replicationFactor`), 1 to the cluster size.
+    pub replication_factor: u32,
+}
+
+/// A cluster description that cannot work, with what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterSpecError {
+    #[error("the cluster has no members")]
+    NoMembers,
+    #[error("node id {node_id} is not below the cluster size {size}")]
+    NodeIdOutOfRange { node_id: u64, size: usize },
+    #[error("the replication factor {factor} must be between 1 and the cluster size {size}")]
+    ReplicationFactor { factor: u32, size: usize },
+}
+
+impl ClusterSpec {
+    /// Checks the description: a member list, a node id within it, a replication factor the
+    /// members can hold.
+    pub fn validate(&self) -> Result<(), ClusterSpecError> {
+        let size = self.members.len();
+        if size == 0 {
+            return Err(ClusterSpecError::NoMembers);
+        }
+        if self.node_id >= size as u64 {
+            return Err(ClusterSpecError::NodeIdOutOfRange { node_id: self.node_id, size });
+        }
+        if self.replication_factor == 0 || self.replication_factor as usize > size {
+            return Err(ClusterSpecError::ReplicationFactor { factor: self.replication_factor, size });
+        }
+        Ok(())
+    }
+
+    pub fn cluster_size(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The node ids holding `partition`, its preferred leader first.
+    pub fn replicas(&self, partition: PartitionId) -> Vec<u64> {
+        let size = self.members.len().max(1) as u64;
+        let first = u64::from(partition.max(1)) - 1;
+        (0..u64::from(self.replication_factor)).map(|k| (first + k) % size).collect()
+    }
+
+    /// Whether this broker holds a replica of `partition`.
+    pub fn hosts(&self, partition: PartitionId) -> bool {
+        self.replicas(partition).contains(&self.node_id)
+    }
+
+    /// The preferred leader of `partition` (Zeebe's highest priority replica).
+    pub fn preferred_leader(&self, partition: PartitionId) -> u64 {
+        self.replicas(partition)[0]
+    }
+}
+
+/// The Raft replica id of a node (the `raft` crate reserves 0).
+pub fn raft_id(node_id: u64) -> u64 {
+    node_id + 1
+}
+
+/// The node of a Raft replica id.
+pub fn node_of_raft_id(raft_id: u64) -> u64 {
+    raft_id - 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(node_id: u64, size: usize, replication_factor: u32) -> ClusterSpec {
+        let members = (0..size).map(|i| SocketAddr::from(([127, 0, 0, 1], 26502 + i as u16))).collect();
+        ClusterSpec { node_id, members, replication_factor }
+    }
+
+    #[test]
+    fn partitions_are_placed_round_robin_with_the_preferred_leader_first() {
+        // Zeebe's round-robin distribution, 3 brokers, 3 partitions, RF 3: each broker prefers one
+        let s = spec(0, 3, 3);
+        assert_eq!(s.replicas(1), vec![0, 1, 2]);
+        assert_eq!(s.replicas(2), vec![1, 2, 0]);
+        assert_eq!(s.replicas(3), vec![2, 0, 1]);
+        // 5 brokers, RF 3: partition 5 wraps around
+        let s = spec(4, 5, 3);
+        assert_eq!(s.replicas(5), vec![4, 0, 1]);
+        assert!(s.hosts(5) && s.hosts(4) && s.hosts(3) && !s.hosts(2) && !s.hosts(1));
+        assert_eq!(s.preferred_leader(6), 0);
+    }
+
+    #[test]
+    fn impossible_descriptions_are_refused_naming_the_setting() {
+        assert_eq!(spec(3, 3, 1).validate(), Err(ClusterSpecError::NodeIdOutOfRange { node_id: 3, size: 3 }));
+        assert_eq!(spec(0, 3, 4).validate(), Err(ClusterSpecError::ReplicationFactor { factor: 4, size: 3 }));
+        assert_eq!(spec(0, 3, 0).validate(), Err(ClusterSpecError::ReplicationFactor { factor: 0, size: 3 }));
+        assert_eq!(ClusterSpec { node_id: 0, members: vec![], replication_factor: 1 }.validate(), Err(ClusterSpecError::NoMembers));
+        assert_eq!(spec(2, 3, 3).validate(), Ok(()));
+    }
+
+    #[test]
+    fn raft_ids_skip_zero() {
+        assert_eq!((raft_id(0), node_of_raft_id(raft_id(7))), (1, 7));
+    }
+}
