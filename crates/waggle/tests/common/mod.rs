@@ -3,6 +3,8 @@
 //! it on the same data; runs the real Zeebe clients installed by `scripts/install-clients.sh`.
 #![allow(dead_code)]
 
+pub mod fault_proxy;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
