@@ -95,3 +95,41 @@ fn node_sdk_with_polling_worker() {
 fn node_sdk_with_streaming_worker() {
     nodejs(true);
 }
+
+/// The cluster tests' load driver (`tests/clients/ClusterDriver.java`) against one node, with a
+/// `kill -9` and restart in the middle: every creation, completion and publication it had
+/// acknowledged is accounted for afterwards, and no job was handed out twice within its time-out.
+#[test]
+fn cluster_driver_accounts_for_everything_through_a_kill_9() {
+    let lib = peers().join("java-client/lib");
+    assert!(lib.exists(), "{} missing: run scripts/install-clients.sh", lib.display());
+    let mut node = Node::start(&[]);
+    let report = node.data_dir.parent().expect("the node's temp dir").join("report.json");
+    let mut command = Command::new("java");
+    command
+        .arg("-cp")
+        .arg(format!("{}/*", lib.display()))
+        .arg(repo_root().join("tests/clients/ClusterDriver.java"))
+        .args(["--address", &node.address(), "--seconds", "12", "--report"])
+        .arg(&report)
+        .arg("--models")
+        .arg(client_models())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let driver = command.spawn().expect("java");
+    // under load (the driver starts in a few seconds: the JVM compiles the source first)
+    std::thread::sleep(Duration::from_secs(9));
+    node.restart();
+    let output = driver.wait_with_output().expect("the driver's exit");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the driver exited {}\nstdout:\n{stdout}\nstderr:\n{}\nwaggle log:\n{}",
+        output.status,
+        &stderr[stderr.len().saturating_sub(4000)..],
+        node.log()
+    );
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).expect("the report")).expect("JSON");
+    assert!(report["created"].as_u64() > Some(100) && report["published"].as_u64() > Some(10), "too little load: {report}");
+}
