@@ -34,7 +34,7 @@ pub struct MembershipConfig {
 }
 
 impl MembershipConfig {
-    /// Defaults: no seeds, gossip every 250 ms, phi threshold 12, dead members listed for an hour.
+    /// Defaults: no seeds, gossip every 250 ms, phi threshold 20, dead members listed for an hour.
     pub fn new(node_id: u64, gossip_addr: SocketAddr, cluster_id: impl Into<String>) -> Self {
         MembershipConfig {
             node_id,
@@ -43,7 +43,7 @@ impl MembershipConfig {
             seeds: Vec::new(),
             cluster_id: cluster_id.into(),
             gossip_interval: Duration::from_millis(250),
-            phi_threshold: 12.0,
+            phi_threshold: 20.0,
             dead_node_grace_period: Duration::from_secs(3600),
         }
     }
@@ -64,10 +64,9 @@ impl MembershipConfig {
             Some(addr) if addr.ip().is_unspecified() => {
                 invalid("advertise_addr", format!("{addr} is a wildcard address peers cannot reach"))
             }
-            None if self.gossip_addr.ip().is_unspecified() => invalid(
-                "advertise_addr",
-                format!("must be set when gossip_addr ({}) is a wildcard address", self.gossip_addr),
-            ),
+            None if self.gossip_addr.ip().is_unspecified() => {
+                invalid("advertise_addr", format!("must be set when gossip_addr ({}) is a wildcard address", self.gossip_addr))
+            }
             _ => Ok(()),
         }
     }

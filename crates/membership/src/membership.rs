@@ -131,12 +131,8 @@ impl Membership {
     /// enough yet.
     pub async fn failure_detection_timeout(&self, node_id: u64) -> Option<Duration> {
         let chitchat = self.chitchat.lock().await;
-        let latest = chitchat
-            .node_states()
-            .keys()
-            .filter(|id| id.node_id.parse() == Ok(node_id))
-            .max_by_key(|id| id.generation_id)?
-            .clone();
+        let latest =
+            chitchat.node_states().keys().filter(|id| id.node_id.parse() == Ok(node_id)).max_by_key(|id| id.generation_id)?.clone();
         chitchat.failure_detection_timeout(&latest)
     }
 
@@ -169,7 +165,9 @@ impl Drop for Membership {
     }
 }
 
-/// A generation greater than any earlier run's of this node: the start time in microseconds.
+/// A generation greater than any earlier run's of this node: the start time in microseconds. (A
+/// clock set back between two runs hides the new run behind the old, dead one until the old one
+/// is forgotten after the dead-node grace period.)
 fn generation() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
@@ -210,13 +208,7 @@ fn build_view(chitchat: &Chitchat) -> ClusterView {
             return None;
         };
         let state = state::decode(|key| node.get(key))?;
-        Some(Member {
-            node_id,
-            gossip_addr: id.gossip_advertise_addr,
-            generation: id.generation_id,
-            state,
-            alive: live.contains(id),
-        })
+        Some(Member { node_id, gossip_addr: id.gossip_advertise_addr, generation: id.generation_id, state, alive: live.contains(id) })
     });
     ClusterView::from_runs(runs)
 }

@@ -70,11 +70,8 @@ pub(crate) fn normalise_partitions(mut partitions: Vec<PartitionState>) -> Resul
 }
 
 pub(crate) fn encode_info(state: &NodeState) -> Result<String, Error> {
-    let info = Info {
-        gateway_addr: state.gateway_addr.clone(),
-        internal_addr: state.internal_addr.clone(),
-        version: state.version.clone(),
-    };
+    let info =
+        Info { gateway_addr: state.gateway_addr.clone(), internal_addr: state.internal_addr.clone(), version: state.version.clone() };
     serde_json::to_string(&info).map_err(Error::Encode)
 }
 
@@ -84,10 +81,7 @@ pub(crate) fn encode_partitions(partitions: &[PartitionState]) -> Result<String,
 
 /// The key-values announcing `state`.
 pub(crate) fn encode(state: &NodeState) -> Result<Vec<(String, String)>, Error> {
-    Ok(vec![
-        (INFO_KEY.to_string(), encode_info(state)?),
-        (PARTITIONS_KEY.to_string(), encode_partitions(&state.partitions)?),
-    ])
+    Ok(vec![(INFO_KEY.to_string(), encode_info(state)?), (PARTITIONS_KEY.to_string(), encode_partitions(&state.partitions)?)])
 }
 
 /// Reads a node's state back from its key-values (`get` looks a key up). `None` while a key has

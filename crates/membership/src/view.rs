@@ -106,8 +106,7 @@ mod tests {
 
     #[test]
     fn dead_members_lead_nothing() {
-        let view =
-            ClusterView::from_runs([member(1, 1, false, &[(1, Role::Leader, 9)]), member(2, 1, true, &[(1, Role::Leader, 2)])]);
+        let view = ClusterView::from_runs([member(1, 1, false, &[(1, Role::Leader, 9)]), member(2, 1, true, &[(1, Role::Leader, 2)])]);
         assert_eq!(view.leader_of(1).map(|m| m.node_id), Some(2));
         assert_eq!(view.alive().count(), 1);
     }
