@@ -204,3 +204,20 @@ async fn a_dropped_node_stops_gossiping_and_other_clusters_are_not_joined() {
     stranger.shutdown().await.unwrap();
     nodes.pop().unwrap().shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_busy_gossip_port_is_an_error_naming_it() {
+    let busy = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap();
+    let error = match Membership::start(MembershipConfig::new(1, addr, "busy"), initial_state(1)).await {
+        Ok(_) => panic!("started on {addr}, which is in use"),
+        Err(error) => error.to_string(),
+    };
+    assert!(error.contains(&addr.to_string()), "{error}");
+}
+
+#[test]
+fn membership_can_be_shared_between_tasks() {
+    fn shareable<T: Send + Sync + 'static>() {}
+    shareable::<Membership>();
+}
