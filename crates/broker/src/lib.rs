@@ -13,6 +13,7 @@
 mod backpressure;
 pub mod cluster;
 mod delivery;
+pub mod forward;
 mod metrics;
 mod partition;
 mod scheduler;
@@ -216,5 +217,15 @@ impl Broker {
         for p in &self.partitions {
             p.stop();
         }
+    }
+}
+
+impl forward::LocalSubmit for Broker {
+    fn submit_local(&self, partition: PartitionId, command: Command) -> forward::BoxFuture<'_, Result<Record, BrokerError>> {
+        Box::pin(self.submit(partition, command))
+    }
+
+    fn deploy_local(&self, command: Command) -> forward::BoxFuture<'_, Result<Record, BrokerError>> {
+        Box::pin(self.deploy(command))
     }
 }

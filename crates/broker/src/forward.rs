@@ -1,0 +1,195 @@
+//! Commands for a partition another broker leads: forwarded to that broker and submitted there.
+//!
+//! A broker that takes a client's command for a partition it does not lead sends it, over the
+//! `CommandApi` gRPC service, to the broker that leads the partition, which submits it to its own
+//! partition and answers with the committed record (as Zeebe's gateway sends each command to the
+//! partition leader's command API). The command and the record travel in postcard, the broker's
+//! own binary form of its types; the receiving broker answers only what it would answer a local
+//! client (C4 holds there). A refusal (not the leader, overloaded, no such partition) comes back
+//! as the [`BrokerError`] the receiver would have returned, so the caller can retry elsewhere.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tonic::transport::{Channel, Endpoint};
+use waggle_engine::{Command, Distribution};
+use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
+
+use crate::BrokerError;
+
+mod pb {
+    tonic::include_proto!("waggle.command_api");
+}
+
+pub use pb::command_api_server::CommandApiServer;
+use pb::refusal::Kind;
+
+/// A forwarded command's largest encoded size: a client request is at most the gateway's message
+/// limit (4 MB by default), and its record form is not much larger.
+const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
+/// How long a connection attempt to another broker may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What this broker does with a forwarded command: submit it to its own partition.
+pub trait LocalSubmit: Send + Sync + 'static {
+    /// As [`crate::Broker::submit`]: the record that answers the command, once committed.
+    fn submit_local(&self, partition: PartitionId, command: Command) -> BoxFuture<'_, Result<Record, BrokerError>>;
+    /// As [`crate::Broker::deploy`].
+    fn deploy_local(&self, command: Command) -> BoxFuture<'_, Result<Record, BrokerError>>;
+}
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A command in its forwarded form (the request id stays with the broker that has the client).
+#[derive(Serialize, Deserialize)]
+struct WireCommand {
+    key: i64,
+    intent: Intent,
+    value: RecordValue,
+    /// `(source partition, distribution key, acknowledged below)` of a command another
+    /// partition sent.
+    distribution: Option<(PartitionId, i64, i64)>,
+}
+
+fn encode_command(command: Command) -> Vec<u8> {
+    let wire = WireCommand {
+        key: command.key,
+        intent: command.intent,
+        value: command.value,
+        distribution: command.distribution.map(|d| (d.source, d.key, d.acknowledged_below)),
+    };
+    postcard::to_stdvec(&wire).expect("commands encode")
+}
+
+fn decode_command(bytes: &[u8]) -> Result<Command, postcard::Error> {
+    let wire: WireCommand = postcard::from_bytes(bytes)?;
+    let mut command = Command::new(wire.key, wire.intent, wire.value);
+    command.distribution = wire.distribution.map(|(source, key, acknowledged_below)| Distribution { source, key, acknowledged_below });
+    Ok(command)
+}
+
+fn refusal(error: &BrokerError) -> pb::Refusal {
+    let kind = match error {
+        BrokerError::Overloaded => Kind::Overloaded,
+        BrokerError::NoSuchPartition(_) => Kind::NoSuchPartition,
+        BrokerError::Unavailable(_) | BrokerError::Start { .. } => Kind::Unavailable,
+    };
+    pb::Refusal { kind: kind as i32, message: error.to_string() }
+}
+
+/// The receiving side: a `CommandApi` service that submits to `local`.
+pub fn service(local: Arc<dyn LocalSubmit>) -> CommandApiServer<Receiver> {
+    CommandApiServer::new(Receiver { local }).max_decoding_message_size(MAX_MESSAGE_BYTES).max_encoding_message_size(MAX_MESSAGE_BYTES)
+}
+
+/// Serves forwarded commands (see [`service`]).
+pub struct Receiver {
+    local: Arc<dyn LocalSubmit>,
+}
+
+#[tonic::async_trait]
+impl pb::command_api_server::CommandApi for Receiver {
+    async fn submit(&self, request: tonic::Request<pb::SubmitRequest>) -> Result<tonic::Response<pb::SubmitResponse>, tonic::Status> {
+        let request = request.into_inner();
+        let outcome = match (decode_command(&request.command), PartitionId::try_from(request.partition)) {
+            (Ok(command), Ok(partition)) => {
+                let answer =
+                    if request.deploy { self.local.deploy_local(command).await } else { self.local.submit_local(partition, command).await };
+                match answer {
+                    Ok(record) => pb::submit_response::Outcome::Record(postcard::to_stdvec(&record).expect("records encode")),
+                    Err(e) => pb::submit_response::Outcome::Refusal(refusal(&e)),
+                }
+            }
+            (Err(e), _) => pb::submit_response::Outcome::Refusal(pb::Refusal {
+                kind: Kind::Malformed as i32,
+                message: format!("the forwarded command does not decode: {e}"),
+            }),
+            (_, Err(_)) => pb::submit_response::Outcome::Refusal(pb::Refusal {
+                kind: Kind::NoSuchPartition as i32,
+                message: format!("no such partition {}", request.partition),
+            }),
+        };
+        Ok(tonic::Response::new(pb::SubmitResponse { outcome: Some(outcome) }))
+    }
+}
+
+/// The sending side: one lazily connected channel per broker address.
+#[derive(Default)]
+pub struct Forwarder {
+    channels: Mutex<HashMap<SocketAddr, Channel>>,
+}
+
+impl Forwarder {
+    fn channel(&self, to: SocketAddr) -> Channel {
+        let mut channels = self.channels.lock().expect("channels lock");
+        channels
+            .entry(to)
+            .or_insert_with(|| {
+                Endpoint::from_shared(format!("http://{to}"))
+                    .expect("a socket address is a valid URI")
+                    .connect_timeout(CONNECT_TIMEOUT)
+                    .tcp_nodelay(true)
+                    .connect_lazy()
+            })
+            .clone()
+    }
+
+    /// Submits `command` to `partition` on the broker at `to` (a deployment when `deploy`) and
+    /// waits for the answering record. A broker that cannot be reached, or that refuses, is
+    /// [`BrokerError::Unavailable`] (or the refusal's own error): the command may be tried again
+    /// on the partition's next leader. `timeout` bounds the whole call.
+    pub async fn submit(
+        &self,
+        to: SocketAddr,
+        partition: PartitionId,
+        deploy: bool,
+        command: Command,
+        timeout: Duration,
+    ) -> Result<Record, BrokerError> {
+        let mut client = pb::command_api_client::CommandApiClient::new(self.channel(to))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let mut request =
+            tonic::Request::new(pb::SubmitRequest { partition: u32::from(partition), deploy, command: encode_command(command) });
+        request.set_timeout(timeout);
+        let response = match client.submit(request).await {
+            Ok(response) => response.into_inner(),
+            Err(status) => {
+                tracing::debug!(%to, partition, %status, "a forwarded command got no answer");
+                return Err(BrokerError::Unavailable(partition));
+            }
+        };
+        match response.outcome {
+            Some(pb::submit_response::Outcome::Record(bytes)) => postcard::from_bytes(&bytes).map_err(|e| {
+                tracing::warn!(%to, partition, error = %e, "a forwarded command's answer does not decode");
+                BrokerError::Unavailable(partition)
+            }),
+            Some(pb::submit_response::Outcome::Refusal(refusal)) => Err(match Kind::try_from(refusal.kind) {
+                Ok(Kind::Overloaded) => BrokerError::Overloaded,
+                Ok(Kind::NoSuchPartition) => BrokerError::NoSuchPartition(partition),
+                _ => BrokerError::Unavailable(partition),
+            }),
+            None => Err(BrokerError::Unavailable(partition)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_keep_key_intent_value_and_distribution_through_the_wire_form() {
+        let mut command = Command::new(42, Intent::Complete, RecordValue::Job(Default::default()));
+        command.distribution = Some(Distribution { source: 3, key: 7, acknowledged_below: 5 });
+        let decoded = decode_command(&encode_command(command.clone())).expect("decodes");
+        assert_eq!(decoded, command);
+        assert!(decode_command(b"\xff\xff").is_err());
+    }
+}

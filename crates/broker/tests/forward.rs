@@ -1,0 +1,106 @@
+//! Forwarded commands (crates/broker/src/forward.rs) over a real socket to a real broker: a
+//! deployment and a creation submitted through the `CommandApi` come back as the committed
+//! records the broker answers locally, and refusals come back as the broker's errors.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use waggle_broker::forward::{self, Forwarder};
+use waggle_broker::{Broker, BrokerConfig, BrokerError};
+use waggle_engine::Command;
+use waggle_protocol::value::{DeploymentRecord, DeploymentResource, ProcessInstanceCreationRecord};
+use waggle_protocol::{Intent, RecordValue};
+
+const ONE_TASK: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
+  <bpmn:process id="forwarded" isExecutable="true">
+    <bpmn:startEvent id="start" />
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="task" />
+    <bpmn:serviceTask id="task"><bpmn:extensionElements><zeebe:taskDefinition type="t" /></bpmn:extensionElements></bpmn:serviceTask>
+    <bpmn:sequenceFlow id="f2" sourceRef="task" targetRef="end" />
+    <bpmn:endEvent id="end" />
+  </bpmn:process>
+</bpmn:definitions>"#;
+
+/// Serves `broker`'s partitions through the `CommandApi` on a free loopback port.
+async fn serve(broker: Arc<Broker>) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let service = forward::service(broker);
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .await
+            .expect("serve");
+    });
+    addr
+}
+
+fn creation(process: &str) -> Command {
+    Command::new(
+        -1,
+        Intent::Create,
+        RecordValue::ProcessInstanceCreation(ProcessInstanceCreationRecord {
+            bpmn_process_id: process.into(),
+            version: -1,
+            process_definition_key: -1,
+            process_instance_key: -1,
+            variables: String::new(),
+            fetch_variables: vec![],
+            start_instructions: vec![],
+            tenant_id: "<default>".into(),
+        }),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_deployment_and_creation_are_answered_with_the_committed_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = BrokerConfig { data_dir: dir.path().to_path_buf(), partitions: 2, ..Default::default() };
+    let broker = Broker::start(config, &prometheus::Registry::new()).expect("broker");
+    let addr = serve(broker.clone()).await;
+    let forwarder = Forwarder::default();
+    let timeout = Duration::from_secs(10);
+
+    let deployment = Command::new(
+        -1,
+        Intent::Create,
+        RecordValue::Deployment(DeploymentRecord {
+            resources: vec![DeploymentResource { resource_name: "forwarded.bpmn".into(), resource: ONE_TASK.as_bytes().to_vec() }],
+            processes_metadata: vec![],
+            tenant_id: "<default>".into(),
+        }),
+    );
+    let deployed = forwarder.submit(addr, 1, true, deployment, timeout).await.expect("the deployment is answered");
+    assert_eq!((deployed.intent, deployed.rejection.is_none()), (Intent::Created, true), "{deployed:?}");
+    let RecordValue::Deployment(d) = &deployed.value else { panic!("not a deployment: {deployed:?}") };
+    assert_eq!(d.processes_metadata[0].bpmn_process_id, "forwarded");
+
+    // a creation on each partition: the deployment reached both
+    for partition in [1, 2] {
+        let created = forwarder.submit(addr, partition, false, creation("forwarded"), timeout).await.expect("the creation is answered");
+        let RecordValue::ProcessInstanceCreation(c) = &created.value else { panic!("not a creation: {created:?}") };
+        assert_eq!(waggle_protocol::partition_of(c.process_instance_key), partition, "{created:?}");
+    }
+    // a rejection is an answer too, with its reason
+    let rejected = forwarder.submit(addr, 1, false, creation("missing"), timeout).await.expect("answered");
+    assert!(rejected.rejection.as_ref().is_some_and(|r| r.reason.contains("missing")), "{rejected:?}");
+
+    // refusals come back as the broker's errors
+    let refused = forwarder.submit(addr, 9, false, creation("forwarded"), timeout).await;
+    assert!(matches!(refused, Err(BrokerError::NoSuchPartition(9))), "{refused:?}");
+    broker.shutdown();
+    let unanswered = forwarder.submit(addr, 1, false, creation("forwarded"), timeout).await;
+    assert!(matches!(unanswered, Err(BrokerError::Unavailable(1))), "{unanswered:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_cannot_be_reached_is_unavailable_within_the_timeout() {
+    let nobody: SocketAddr = "127.0.0.1:9".parse().expect("address");
+    let started = std::time::Instant::now();
+    let answer = Forwarder::default().submit(nobody, 1, false, creation("x"), Duration::from_secs(2)).await;
+    assert!(matches!(answer, Err(BrokerError::Unavailable(1))), "{answer:?}");
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+}
