@@ -22,7 +22,7 @@ use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
 
 use crate::BrokerError;
 
-mod pb {
+pub(crate) mod pb {
     tonic::include_proto!("waggle.command_api");
 }
 

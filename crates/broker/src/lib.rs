@@ -16,6 +16,7 @@ mod delivery;
 pub mod forward;
 mod metrics;
 mod partition;
+pub mod remote_streams;
 mod scheduler;
 mod streams;
 
@@ -32,7 +33,7 @@ pub use backpressure::BackpressureConfig;
 pub use cluster::ClusterSpec;
 pub use metrics::BrokerMetrics;
 pub use partition::PartitionStatus;
-pub use streams::{JobStreamRegistry, PushedJob, StreamId};
+pub use streams::{JobStreamRegistry, LocalStream, PushedJob, StreamId};
 pub use waggle_engine::{EngineLimits, ParseLimits};
 
 /// How long a deployment's answer waits for the other partitions to acknowledge it.

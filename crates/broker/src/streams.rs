@@ -36,6 +36,24 @@ struct Stream {
     sender: mpsc::Sender<PushedJob>,
     /// Jobs picked for this stream but not pushed yet.
     reserved: usize,
+    /// A stream a client opened at another broker's gateway, registered here by that broker
+    /// (see `remote_streams`): this broker's partitions push to it, but it is not announced to
+    /// other brokers.
+    remote: bool,
+    /// Not picked before this time: a remote stream whose client could not take a job (its
+    /// broker yielded it back) gets none for a moment, instead of the job bouncing between the
+    /// brokers while the client is behind.
+    paused_until: Option<std::time::Instant>,
+}
+
+/// A stream a client opened at this broker's gateway, as announced to other brokers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalStream {
+    pub id: StreamId,
+    pub job_type: String,
+    pub worker: String,
+    pub timeout_ms: i64,
+    pub fetch_variables: Vec<String>,
 }
 
 #[derive(Default)]
@@ -43,6 +61,8 @@ struct Inner {
     next_id: StreamId,
     streams: Vec<Stream>,
     round_robin: usize,
+    /// Grows whenever a local stream opens or closes (see [`JobStreamRegistry::generation`]).
+    generation: u64,
 }
 
 /// Every open job stream of this node.
@@ -70,15 +90,98 @@ impl JobStreamRegistry {
         fetch_variables: Vec<String>,
         sender: mpsc::Sender<PushedJob>,
     ) -> StreamId {
+        self.add(job_type, worker, timeout_ms, fetch_variables, sender, false)
+    }
+
+    /// Registers a stream a client opened at another broker (see `remote_streams`).
+    pub(crate) fn register_remote(
+        &self,
+        job_type: String,
+        worker: String,
+        timeout_ms: i64,
+        fetch_variables: Vec<String>,
+        sender: mpsc::Sender<PushedJob>,
+    ) -> StreamId {
+        self.add(job_type, worker, timeout_ms, fetch_variables, sender, true)
+    }
+
+    fn add(
+        &self,
+        job_type: String,
+        worker: String,
+        timeout_ms: i64,
+        fetch_variables: Vec<String>,
+        sender: mpsc::Sender<PushedJob>,
+        remote: bool,
+    ) -> StreamId {
         let mut inner = self.inner.lock().expect("streams lock");
         inner.next_id += 1;
         let id = inner.next_id;
-        inner.streams.push(Stream { id, job_type, worker: worker.into(), timeout_ms, fetch_variables, sender, reserved: 0 });
+        inner.streams.push(Stream {
+            id,
+            job_type,
+            worker: worker.into(),
+            timeout_ms,
+            fetch_variables,
+            sender,
+            reserved: 0,
+            remote,
+            paused_until: None,
+        });
+        if !remote {
+            inner.generation += 1;
+        }
         id
     }
 
     pub fn remove(&self, id: StreamId) {
-        self.inner.lock().expect("streams lock").streams.retain(|s| s.id != id);
+        let mut inner = self.inner.lock().expect("streams lock");
+        let before = inner.streams.len();
+        inner.streams.retain(|s| s.id != id || s.remote);
+        if inner.streams.len() < before {
+            inner.generation += 1;
+        }
+        inner.streams.retain(|s| s.id != id);
+    }
+
+    /// Changes with every local stream opened or closed: a broker re-reads
+    /// [`Self::local_streams`] to announce them when it moves.
+    pub fn generation(&self) -> u64 {
+        self.inner.lock().expect("streams lock").generation
+    }
+
+    /// The open streams clients opened at this broker's gateway (not other brokers' streams).
+    pub fn local_streams(&self) -> Vec<LocalStream> {
+        let inner = self.inner.lock().expect("streams lock");
+        inner
+            .streams
+            .iter()
+            .filter(|s| !s.remote && !s.sender.is_closed())
+            .map(|s| LocalStream {
+                id: s.id,
+                job_type: s.job_type.clone(),
+                worker: s.worker.to_string(),
+                timeout_ms: s.timeout_ms,
+                fetch_variables: s.fetch_variables.clone(),
+            })
+            .collect()
+    }
+
+    /// Picks nothing for stream `id` for `pause` (see `Stream::paused_until`).
+    pub(crate) fn pause(&self, id: StreamId, pause: std::time::Duration) {
+        let mut inner = self.inner.lock().expect("streams lock");
+        if let Some(s) = inner.streams.iter_mut().find(|s| s.id == id) {
+            s.paused_until = Some(std::time::Instant::now() + pause);
+        }
+    }
+
+    /// Hands a job another broker's partition activated for local stream `id` to its client.
+    /// Returns the job when the stream is gone or full: it goes back to its partition's pool.
+    #[must_use]
+    pub fn deliver(&self, id: StreamId, job: PushedJob) -> Option<PushedJob> {
+        let inner = self.inner.lock().expect("streams lock");
+        let Some(stream) = inner.streams.iter().find(|s| s.id == id && !s.remote) else { return Some(job) };
+        stream.sender.try_send(job).err().map(|e| e.into_inner())
     }
 
     pub fn len(&self) -> usize {
@@ -100,6 +203,9 @@ impl JobStreamRegistry {
             Ok(()) => None,
             Err(mpsc::error::TrySendError::Full(job)) => Some(job),
             Err(mpsc::error::TrySendError::Closed(job)) => {
+                if !stream.remote {
+                    inner.generation += 1;
+                }
                 inner.streams.retain(|s| s.id != id);
                 Some(job)
             }
@@ -126,6 +232,13 @@ impl JobStreamRegistry {
             let s = &mut inner.streams[idx];
             if s.job_type != job_type || s.sender.is_closed() {
                 continue;
+            }
+            if let Some(until) = s.paused_until {
+                if std::time::Instant::now() < until {
+                    open = true;
+                    continue;
+                }
+                s.paused_until = None;
             }
             open = true;
             if s.sender.capacity() > s.reserved {

@@ -6,22 +6,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
+use common::{creation, deployment, ONE_TASK};
 use waggle_broker::forward::{self, Forwarder};
 use waggle_broker::{Broker, BrokerConfig, BrokerError};
-use waggle_engine::Command;
-use waggle_protocol::value::{DeploymentRecord, DeploymentResource, ProcessInstanceCreationRecord};
 use waggle_protocol::{Intent, RecordValue};
-
-const ONE_TASK: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
-  <bpmn:process id="forwarded" isExecutable="true">
-    <bpmn:startEvent id="start" />
-    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="task" />
-    <bpmn:serviceTask id="task"><bpmn:extensionElements><zeebe:taskDefinition type="t" /></bpmn:extensionElements></bpmn:serviceTask>
-    <bpmn:sequenceFlow id="f2" sourceRef="task" targetRef="end" />
-    <bpmn:endEvent id="end" />
-  </bpmn:process>
-</bpmn:definitions>"#;
 
 /// Serves `broker`'s partitions through the `CommandApi` on a free loopback port.
 async fn serve(broker: Arc<Broker>) -> SocketAddr {
@@ -38,23 +28,6 @@ async fn serve(broker: Arc<Broker>) -> SocketAddr {
     addr
 }
 
-fn creation(process: &str) -> Command {
-    Command::new(
-        -1,
-        Intent::Create,
-        RecordValue::ProcessInstanceCreation(ProcessInstanceCreationRecord {
-            bpmn_process_id: process.into(),
-            version: -1,
-            process_definition_key: -1,
-            process_instance_key: -1,
-            variables: String::new(),
-            fetch_variables: vec![],
-            start_instructions: vec![],
-            tenant_id: "<default>".into(),
-        }),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forwarded_deployment_and_creation_are_answered_with_the_committed_records() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -64,16 +37,7 @@ async fn a_forwarded_deployment_and_creation_are_answered_with_the_committed_rec
     let forwarder = Forwarder::default();
     let timeout = Duration::from_secs(10);
 
-    let deployment = Command::new(
-        -1,
-        Intent::Create,
-        RecordValue::Deployment(DeploymentRecord {
-            resources: vec![DeploymentResource { resource_name: "forwarded.bpmn".into(), resource: ONE_TASK.as_bytes().to_vec() }],
-            processes_metadata: vec![],
-            tenant_id: "<default>".into(),
-        }),
-    );
-    let deployed = forwarder.submit(addr, 1, true, deployment, timeout).await.expect("the deployment is answered");
+    let deployed = forwarder.submit(addr, 1, true, deployment(ONE_TASK), timeout).await.expect("the deployment is answered");
     assert_eq!((deployed.intent, deployed.rejection.is_none()), (Intent::Created, true), "{deployed:?}");
     let RecordValue::Deployment(d) = &deployed.value else { panic!("not a deployment: {deployed:?}") };
     assert_eq!(d.processes_metadata[0].bpmn_process_id, "forwarded");

@@ -1,0 +1,238 @@
+//! Job push across brokers: a `StreamActivatedJobs` stream opened at one broker's gateway gets
+//! the jobs of every partition, wherever its leader is (as Zeebe's gateway registers each job
+//! stream with every broker).
+//!
+//! Each broker keeps one `JobStreams` session with each other broker ([`StreamAnnouncer`]): it
+//! announces the streams its own clients opened ([`JobStreamRegistry::local_streams`]) and their
+//! closing. The other broker ([`JobStreamsService`]) registers each announced stream in its own
+//! registry as a remote stream with a small buffer of its own, so its partitions pick it like a
+//! local one; the jobs they push to it are sent back in the session, and the announcing broker
+//! hands them to its client's stream ([`JobStreamRegistry::deliver`]). A job that client cannot
+//! take (gone, or full) goes back in the session as a yield, and the broker that activated it
+//! returns it to its partition's pool (JOB YIELD) at once. When a session ends (either broker
+//! stopped, the network failed) the serving broker forgets the session's streams and yields the
+//! jobs it still held for them; the announcing broker reconnects and announces again.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tonic::transport::Endpoint;
+
+use crate::forward::pb;
+use crate::streams::{JobStreamRegistry, LocalStream, PushedJob, StreamId};
+
+/// Jobs a remote stream holds on the broker that activates them, before they are sent on. The
+/// stream's client side has its own buffer (the gateway's); this one only smooths the session.
+const REMOTE_STREAM_BUFFER: usize = 32;
+/// Jobs on their way through one session.
+const SESSION_BUFFER: usize = 256;
+/// How long a remote stream whose client could not take a job is left out (see
+/// `JobStreamRegistry::pause`).
+const PAUSE_AFTER_YIELD: Duration = Duration::from_millis(100);
+/// How often an announcer looks for streams opened or closed.
+const ANNOUNCE_EVERY: Duration = Duration::from_millis(20);
+/// Wait before reconnecting a failed session (doubling up to [`MAX_BACKOFF`]).
+const MIN_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Returns jobs to their partition's pool (JOB YIELD); on a broker, [`crate::Broker::yield_jobs`].
+pub type Yielder = Arc<dyn Fn(Vec<PushedJob>) + Send + Sync>;
+
+fn encode_job(job: &PushedJob) -> Vec<u8> {
+    postcard::to_stdvec(&(job.key, &job.record)).expect("jobs encode")
+}
+
+fn decode_job(bytes: &[u8]) -> Option<PushedJob> {
+    let (key, record) = postcard::from_bytes(bytes).ok()?;
+    Some(PushedJob { key, record })
+}
+
+/// The serving side: takes other brokers' sessions and pushes this broker's jobs to their streams.
+pub struct JobStreamsService {
+    registry: Arc<JobStreamRegistry>,
+    yielder: Yielder,
+}
+
+impl JobStreamsService {
+    pub fn new(registry: Arc<JobStreamRegistry>, yielder: Yielder) -> pb::job_streams_server::JobStreamsServer<Self> {
+        pb::job_streams_server::JobStreamsServer::new(Self { registry, yielder })
+    }
+}
+
+/// Sends the jobs pushed to one remote stream into its session; once the session is gone, yields
+/// them (and everything still buffered) back to the pool.
+async fn forward_stream(
+    remote_id: StreamId,
+    mut jobs: mpsc::Receiver<PushedJob>,
+    session: mpsc::Sender<Result<pb::PushedJobs, tonic::Status>>,
+    yielder: Yielder,
+) {
+    while let Some(job) = jobs.recv().await {
+        let message = pb::PushedJobs { stream_id: remote_id, job: encode_job(&job) };
+        if session.send(Ok(message)).await.is_err() {
+            jobs.close();
+            let mut back = vec![job];
+            while let Ok(job) = jobs.try_recv() {
+                back.push(job);
+            }
+            yielder(back);
+            return;
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl pb::job_streams_server::JobStreams for JobStreamsService {
+    type SessionStream = ReceiverStream<Result<pb::PushedJobs, tonic::Status>>;
+
+    async fn session(
+        &self,
+        request: tonic::Request<tonic::Streaming<pb::StreamControl>>,
+    ) -> Result<tonic::Response<Self::SessionStream>, tonic::Status> {
+        let mut controls = request.into_inner();
+        let (session, pushed) = mpsc::channel(SESSION_BUFFER);
+        let registry = self.registry.clone();
+        let yielder = self.yielder.clone();
+        tokio::spawn(async move {
+            // the announcing broker's stream id -> this registry's id for it
+            let mut streams: HashMap<StreamId, StreamId> = HashMap::new();
+            while let Ok(Some(control)) = controls.message().await {
+                match control.control {
+                    Some(pb::stream_control::Control::Add(add)) => {
+                        let (sender, jobs) = mpsc::channel(REMOTE_STREAM_BUFFER);
+                        let id = registry.register_remote(add.job_type, add.worker, add.timeout_ms, add.fetch_variables, sender);
+                        if let Some(old) = streams.insert(add.id, id) {
+                            registry.remove(old);
+                        }
+                        tokio::spawn(forward_stream(add.id, jobs, session.clone(), yielder.clone()));
+                    }
+                    Some(pb::stream_control::Control::Remove(id)) => {
+                        // dropping its sender ends its forwarding task once the buffer is sent
+                        if let Some(local) = streams.remove(&id) {
+                            registry.remove(local);
+                        }
+                    }
+                    Some(pb::stream_control::Control::YieldJob(yielded)) => {
+                        // its client is behind: give it nothing for a moment, and the job to others
+                        if let Some(local) = streams.get(&yielded.stream_id) {
+                            registry.pause(*local, PAUSE_AFTER_YIELD);
+                        }
+                        if let Some(job) = decode_job(&yielded.job) {
+                            yielder(vec![job]);
+                        }
+                    }
+                    None => {}
+                }
+            }
+            // the session ended: its streams go; their tasks yield what they still hold
+            for (_, local) in streams {
+                registry.remove(local);
+            }
+        });
+        Ok(tonic::Response::new(ReceiverStream::new(pushed)))
+    }
+}
+
+/// The announcing side: keeps a session with each other broker (reconnecting as needed),
+/// announcing this broker's streams and delivering the jobs that come back.
+pub struct StreamAnnouncer {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl StreamAnnouncer {
+    /// Starts a session with each broker in `peers` (their addresses serving [`JobStreamsService`]).
+    pub fn start(registry: Arc<JobStreamRegistry>, peers: Vec<SocketAddr>) -> Self {
+        let tasks = peers.into_iter().map(|peer| tokio::spawn(keep_session(registry.clone(), peer))).collect();
+        Self { tasks }
+    }
+}
+
+impl Drop for StreamAnnouncer {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn add_control(s: &LocalStream) -> pb::StreamControl {
+    pb::StreamControl {
+        control: Some(pb::stream_control::Control::Add(pb::AddStream {
+            id: s.id,
+            job_type: s.job_type.clone(),
+            worker: s.worker.clone(),
+            timeout_ms: s.timeout_ms,
+            fetch_variables: s.fetch_variables.clone(),
+        })),
+    }
+}
+
+async fn keep_session(registry: Arc<JobStreamRegistry>, peer: SocketAddr) {
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        let started = tokio::time::Instant::now();
+        if let Err(e) = session(&registry, peer).await {
+            tracing::debug!(%peer, error = %e, "job stream session ended");
+        }
+        if started.elapsed() > Duration::from_secs(5) {
+            backoff = MIN_BACKOFF;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One session with `peer`: announces every local stream, then follows opened and closed ones and
+/// delivers what `peer` pushes, until the session fails.
+async fn session(registry: &JobStreamRegistry, peer: SocketAddr) -> Result<(), tonic::Status> {
+    let channel = Endpoint::from_shared(format!("http://{peer}"))
+        .expect("a socket address is a valid URI")
+        .connect_timeout(Duration::from_secs(1))
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(1))
+        .keep_alive_timeout(Duration::from_secs(2))
+        .connect()
+        .await
+        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let (controls, outgoing) = mpsc::channel(SESSION_BUFFER);
+    let mut client = pb::job_streams_client::JobStreamsClient::new(channel);
+    let mut pushed = client.session(ReceiverStream::new(outgoing)).await?.into_inner();
+    let mut announced: HashMap<StreamId, LocalStream> = HashMap::new();
+    let mut generation = None;
+    let mut tick = tokio::time::interval(ANNOUNCE_EVERY);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let now = registry.generation();
+                if generation == Some(now) {
+                    continue;
+                }
+                generation = Some(now);
+                let current: HashMap<StreamId, LocalStream> = registry.local_streams().into_iter().map(|s| (s.id, s)).collect();
+                for id in announced.keys().filter(|id| !current.contains_key(id)) {
+                    let remove = pb::StreamControl { control: Some(pb::stream_control::Control::Remove(*id)) };
+                    controls.send(remove).await.map_err(|_| tonic::Status::cancelled("session closed"))?;
+                }
+                for stream in current.values().filter(|s| !announced.contains_key(&s.id)) {
+                    controls.send(add_control(stream)).await.map_err(|_| tonic::Status::cancelled("session closed"))?;
+                }
+                announced = current;
+            }
+            message = pushed.next() => {
+                let Some(message) = message else { return Ok(()) };
+                let message = message?;
+                let Some(job) = decode_job(&message.job) else { continue };
+                if let Some(job) = registry.deliver(message.stream_id, job) {
+                    let yielded = pb::YieldedJob { stream_id: message.stream_id, job: encode_job(&job) };
+                    let back = pb::StreamControl { control: Some(pb::stream_control::Control::YieldJob(yielded)) };
+                    controls.send(back).await.map_err(|_| tonic::Status::cancelled("session closed"))?;
+                }
+            }
+        }
+    }
+}
