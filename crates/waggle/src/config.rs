@@ -330,7 +330,14 @@ impl ClusterArgs {
                 for (i, point) in points.iter().enumerate() {
                     let (host, port) = split_host_port(point)
                         .with_context(|| format!("--contact-points entry {i} ({point}) is not a host:port address"))?;
-                    members.push(socket_address(host, port).with_context(|| format!("--contact-points entry {i} ({point})"))?);
+                    let address = socket_address(host, port).with_context(|| format!("--contact-points entry {i} ({point})"))?;
+                    if let Some(j) = members.iter().position(|m| *m == address) {
+                        anyhow::bail!(
+                            "--contact-points entries {j} ({}) and {i} ({point}) are the same address: each broker needs its own",
+                            points[j]
+                        );
+                    }
+                    members.push(address);
                 }
                 members
             }
@@ -482,6 +489,7 @@ mod tests {
             (ClusterArgs { node_id: Some(1), contact_points: points(3), ..Default::default() }, "--contact-points entry 1 (127.0.0.1:26512) is this broker's own internal address (--node-id 1), but --internal-port is 26502: give this broker --internal-port 26512"),
             (ClusterArgs { contact_points: Some(vec!["127.0.0.1:26502".into(), "nowhere".into()]), ..Default::default() }, "--contact-points entry 1 (nowhere) is not a host:port address"),
             (ClusterArgs { contact_points: points(2), internal_host: Some("127.0.0.2".into()), ..Default::default() }, "but --internal-host is 127.0.0.2"),
+            (ClusterArgs { contact_points: Some(vec!["127.0.0.1:26502".into(), "127.0.0.1:26502".into()]), ..Default::default() }, "--contact-points entries 0 (127.0.0.1:26502) and 1 (127.0.0.1:26502) are the same address"),
         ];
         for (args, expected) in cases {
             let err = format!("{:#}", broker(args.clone()).unwrap_err());
