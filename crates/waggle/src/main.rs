@@ -53,12 +53,23 @@ enum Cmd {
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-fn main() -> anyhow::Result<()> {
+/// Runs the command; an error is printed as its message and its causes (no backtrace, whatever
+/// `RUST_BACKTRACE` says: these are a user's mistakes, e.g. a refused data folder), exit code 1.
+fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WAGGLE_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     let (config, cluster) = match cli.command {
         None => (cli.node.resolve()?, None),
         Some(Cmd::Standalone(args)) => (args.resolve()?, None),

@@ -6,9 +6,12 @@
 mod common;
 
 use std::process::{Command, Output};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use common::{deploy_one_task, free_port, grpc_client, one_task_activation, one_task_creation, run_with_timeout, tree_digest, Node};
+use tonic::Code;
+use waggle_protocol::gateway::{DeployResourceRequest, Resource};
+
+use common::{free_port, grpc_client, one_task_activation, one_task_creation, run_with_timeout, tree_digest, Node};
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).to_string()
@@ -27,18 +30,44 @@ fn cluster_json(node: &Node) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(node.data_dir.join("cluster.json")).expect("cluster.json")).expect("cluster.json is JSON")
 }
 
-/// Deploys one_task.bpmn and creates an instance: its key.
+/// Deploys one_task.bpmn and creates an instance: its key. A broker's partitions may answer
+/// UNAVAILABLE until their Raft groups have a leader: retried for 20 s, as Zeebe's clients do.
 async fn deploy_and_create(node: &Node) -> i64 {
     let mut client = grpc_client(node).await;
-    deploy_one_task(&mut client).await;
+    let content = std::fs::read(common::client_models().join("one_task.bpmn")).expect("one_task.bpmn");
+    let deployment =
+        DeployResourceRequest { resources: vec![Resource { name: "one_task.bpmn".into(), content }], tenant_id: String::new() };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match client.deploy_resource(deployment.clone()).await {
+            Err(e) if e.code() == Code::Unavailable && Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
+            result => {
+                result.expect("deploy");
+                break;
+            }
+        };
+    }
     client.create_process_instance(one_task_creation()).await.expect("create").into_inner().process_instance_key
 }
 
-/// The earlier instance's job is still there, and the deployed process still starts instances.
+/// The earlier instance's job is still there, and the deployed process still starts instances
+/// (UNAVAILABLE retried for 20 s, as after [`deploy_and_create`]).
 async fn assert_data_kept(node: &Node, instance: i64) {
     let mut client = grpc_client(node).await;
-    let jobs = client.activate_jobs(one_task_activation(10)).await.expect("activate").into_inner().message().await.expect("stream");
-    let keys: Vec<i64> = jobs.expect("a response").jobs.iter().map(|j| j.process_instance_key).collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut keys = Vec::new();
+    while keys.is_empty() && Instant::now() < deadline {
+        match client.activate_jobs(one_task_activation(10)).await {
+            Ok(response) => {
+                let mut stream = response.into_inner();
+                while let Some(response) = stream.message().await.expect("stream") {
+                    keys.extend(response.jobs.iter().map(|j| j.process_instance_key));
+                }
+            }
+            Err(e) if e.code() == Code::Unavailable => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(e) => panic!("activate: {e:?}"),
+        }
+    }
     assert_eq!(keys, vec![instance], "the earlier instance's job");
     client.create_process_instance(one_task_creation()).await.expect("the deployed process is still there");
 }
