@@ -59,6 +59,8 @@ fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WAGGLE_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        // colours only on a terminal: a log file (scripts/cluster.sh's) stays plain text
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
