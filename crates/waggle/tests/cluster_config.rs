@@ -30,9 +30,26 @@ fn cluster_json(node: &Node) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(node.data_dir.join("cluster.json")).expect("cluster.json")).expect("cluster.json is JSON")
 }
 
+/// Waits (20 s at most) until `/actuator/cluster` shows this node leading every partition (a
+/// broker's partitions elect their leader after the node is ready).
+async fn wait_for_leaders(node: &Node) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = node.get("/actuator/cluster");
+        let topology: serde_json::Value = serde_json::from_str(&body).expect("cluster JSON");
+        let partitions = topology["brokers"][0]["partitions"].as_array().cloned().unwrap_or_default();
+        if !partitions.is_empty() && partitions.iter().all(|p| p["role"] == "LEADER") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the partitions have no leader after 20 s: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Deploys one_task.bpmn and creates an instance: its key. A broker's partitions may answer
 /// UNAVAILABLE until their Raft groups have a leader: retried for 20 s, as Zeebe's clients do.
 async fn deploy_and_create(node: &Node) -> i64 {
+    wait_for_leaders(node).await;
     let mut client = grpc_client(node).await;
     let content = std::fs::read(common::client_models().join("one_task.bpmn")).expect("one_task.bpmn");
     let deployment =
@@ -53,6 +70,8 @@ async fn deploy_and_create(node: &Node) -> i64 {
 /// The earlier instance's job is still there, and the deployed process still starts instances
 /// (UNAVAILABLE retried for 20 s, as after [`deploy_and_create`]).
 async fn assert_data_kept(node: &Node, instance: i64) {
+    // an activation over every partition while one has no leader yet can fail as a whole
+    wait_for_leaders(node).await;
     let mut client = grpc_client(node).await;
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut keys = Vec::new();
