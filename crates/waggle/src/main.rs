@@ -88,7 +88,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     persisted::check_or_record(&config.data_dir, &persisted::DataSettings::of(config.partitions, cluster.as_ref()))?;
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
-        runtime.worker_threads(gateway_threads(config.partitions));
+        // a broker runs threads only for the partitions placement gives it
+        let held = match &cluster {
+            None => config.partitions,
+            Some(c) => (1..=config.partitions).filter(|p| c.hosts(*p)).count() as u16,
+        };
+        runtime.worker_threads(gateway_threads(held));
     }
     runtime.enable_all().build()?.block_on(serve(config, cluster))
 }
