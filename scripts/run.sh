@@ -5,6 +5,7 @@
 #   ./scripts/run.sh                 broker + gateway, data in ./data, gRPC on 127.0.0.1:26500
 #   ./scripts/run.sh --help          every flag
 #   ./scripts/run.sh --print-build   which build it would start and how it builds it (builds nothing)
+#   ./scripts/run.sh --build-only    builds it and prints the binary's path (scripts/cluster.sh)
 # The first build takes ~25 minutes on 2 cores (RocksDB's C++; when the dev build of
 # scripts/test.sh has compiled RocksDB already, its library is linked instead), a rebuild after a
 # change a few minutes (link-time optimisation).
@@ -46,4 +47,8 @@ if [ -n "$rustflags" ]; then
   export RUSTFLAGS="$rustflags"
 fi
 cargo "${cargo_args[@]}" >&2
+if [ "${1:-}" = --build-only ]; then
+  echo "$binary"
+  exit 0
+fi
 exec "$binary" "$@"

@@ -1,15 +1,21 @@
 //! Configuration: defaults, then a TOML file, then `WAGGLE_*` environment variables, then flags
 //! (each later source wins).
 
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
-use waggle_broker::{BackpressureConfig, EngineLimits, ParseLimits};
+use waggle_broker::cluster::ClusterSpecError;
+use waggle_broker::{BackpressureConfig, ClusterSpec, EngineLimits, ParseLimits};
 
-/// Settings of a standalone node. Every flag also reads `WAGGLE_<NAME>` from the environment.
+/// Zeebe's internal (broker-to-broker) port.
+pub const DEFAULT_INTERNAL_PORT: u16 = 26502;
+
+/// Settings of a node (standalone or broker). Every flag also reads `WAGGLE_<NAME>` from the
+/// environment.
 #[derive(Debug, Clone, Args, Default)]
 pub struct NodeArgs {
     /// Configuration file (TOML) with any of the keys below in snake_case, e.g. `partitions = 2`.
@@ -18,7 +24,8 @@ pub struct NodeArgs {
     /// Folder for partition logs, state and snapshots [default: ./data].
     #[arg(long, env = "WAGGLE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Number of partitions on this node [default: 1].
+    /// Number of partitions: of this node (standalone), of the whole cluster (`waggle broker`)
+    /// [default: 1].
     #[arg(long, env = "WAGGLE_PARTITIONS")]
     pub partitions: Option<u16>,
     /// Address the gRPC gateway listens on [default: 127.0.0.1].
@@ -71,9 +78,68 @@ pub struct NodeArgs {
     pub max_deployment_process_bytes: Option<usize>,
 }
 
+/// A cluster broker's settings beside the node's (`waggle broker`).
+#[derive(Debug, Clone, Args, Default)]
+pub struct ClusterArgs {
+    /// This broker's id: 0 to --cluster-size - 1 (Zeebe's nodeId) [default: 0].
+    #[arg(long, env = "WAGGLE_NODE_ID")]
+    pub node_id: Option<u64>,
+    /// Number of brokers in the cluster [default: the number of --contact-points, else 1].
+    #[arg(long, env = "WAGGLE_CLUSTER_SIZE")]
+    pub cluster_size: Option<u32>,
+    /// How many brokers hold each partition (Zeebe's replicationFactor), 1 to --cluster-size
+    /// [default: 1].
+    #[arg(long, env = "WAGGLE_REPLICATION_FACTOR")]
+    pub replication_factor: Option<u32>,
+    /// Every broker's internal address (host:port), comma-separated, in node-id order: entry i is
+    /// node i's, this broker's own included (its port must be --internal-port). The same list on
+    /// every broker. Not needed for a one-broker cluster.
+    #[arg(long, env = "WAGGLE_CONTACT_POINTS", value_delimiter = ',', value_name = "HOST:PORT,...")]
+    pub contact_points: Option<Vec<String>>,
+    /// Port of this broker's internal (broker-to-broker) server (Zeebe's) [default: 26502].
+    #[arg(long, env = "WAGGLE_INTERNAL_PORT")]
+    pub internal_port: Option<u16>,
+    /// Address of this broker's internal server, the one the others reach it at [default: the
+    /// host of its own entry in --contact-points, else 127.0.0.1].
+    #[arg(long, env = "WAGGLE_INTERNAL_HOST")]
+    pub internal_host: Option<String>,
+}
+
+/// `waggle broker`: a node's settings and its place in the cluster.
+#[derive(Debug, Clone, Args, Default)]
+pub struct BrokerArgs {
+    #[command(flatten)]
+    pub node: NodeArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// `contact_points` in the TOML file: a list, or one comma-separated string as on the command line.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum ContactPoints {
+    List(Vec<String>),
+    Joined(String),
+}
+
+impl ContactPoints {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            ContactPoints::List(v) => v,
+            ContactPoints::Joined(s) => s.split(',').map(|p| p.trim().to_string()).collect(),
+        }
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
+    node_id: Option<u64>,
+    cluster_size: Option<u32>,
+    replication_factor: Option<u32>,
+    contact_points: Option<ContactPoints>,
+    internal_port: Option<u16>,
+    internal_host: Option<String>,
     data_dir: Option<PathBuf>,
     partitions: Option<u16>,
     host: Option<String>,
@@ -113,16 +179,51 @@ fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
     toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
 }
 
+/// The environment variables of `waggle broker`'s settings, which the standalone node refuses.
+const CLUSTER_ENV: [&str; 6] = [
+    "WAGGLE_NODE_ID",
+    "WAGGLE_CLUSTER_SIZE",
+    "WAGGLE_REPLICATION_FACTOR",
+    "WAGGLE_CONTACT_POINTS",
+    "WAGGLE_INTERNAL_PORT",
+    "WAGGLE_INTERNAL_HOST",
+];
+
 impl NodeArgs {
+    fn file(&self) -> anyhow::Result<FileConfig> {
+        match &self.config {
+            Some(p) => read_file(p),
+            None => Ok(FileConfig::default()),
+        }
+    }
+
+    /// The standalone node's configuration. A cluster setting (in the file or the environment)
+    /// is an error: it belongs to `waggle broker`.
     pub fn resolve(&self) -> anyhow::Result<NodeConfig> {
-        let file = match &self.config {
-            Some(p) => read_file(p)?,
-            None => FileConfig::default(),
-        };
+        let file = self.file()?;
+        let in_file = [
+            ("node_id", file.node_id.is_some()),
+            ("cluster_size", file.cluster_size.is_some()),
+            ("replication_factor", file.replication_factor.is_some()),
+            ("contact_points", file.contact_points.is_some()),
+            ("internal_port", file.internal_port.is_some()),
+            ("internal_host", file.internal_host.is_some()),
+        ];
+        if let Some((key, _)) = in_file.iter().find(|(_, set)| *set) {
+            let path = self.config.as_deref().unwrap_or(Path::new("")).display();
+            anyhow::bail!("the config file {path} sets {key}, a setting of a cluster broker: run `waggle broker --config {path}`, or remove it to run the standalone node");
+        }
+        if let Some(var) = CLUSTER_ENV.iter().find(|v| std::env::var_os(v).is_some()) {
+            anyhow::bail!("{var} is set, a setting of a cluster broker: run `waggle broker`, or unset it to run the standalone node");
+        }
+        self.resolve_with(&file)
+    }
+
+    fn resolve_with(&self, file: &FileConfig) -> anyhow::Result<NodeConfig> {
         let config = NodeConfig {
-            data_dir: self.data_dir.clone().or(file.data_dir).unwrap_or_else(|| PathBuf::from("data")),
+            data_dir: self.data_dir.clone().or_else(|| file.data_dir.clone()).unwrap_or_else(|| PathBuf::from("data")),
             partitions: self.partitions.or(file.partitions).unwrap_or(1),
-            host: self.host.clone().or(file.host).unwrap_or_else(|| "127.0.0.1".into()),
+            host: self.host.clone().or_else(|| file.host.clone()).unwrap_or_else(|| "127.0.0.1".into()),
             port: self.port.or(file.port).unwrap_or(26500),
             management_port: self.management_port.or(file.management_port).unwrap_or(9600),
             max_message_size: self.max_message_size.or(file.max_message_size).unwrap_or(4 * 1024 * 1024),
@@ -173,6 +274,112 @@ impl NodeArgs {
         );
         Ok(config)
     }
+}
+
+impl BrokerArgs {
+    /// The broker's node configuration and its cluster, validated.
+    pub fn resolve(&self) -> anyhow::Result<(NodeConfig, ClusterSpec)> {
+        let file = self.node.file()?;
+        let node = self.node.resolve_with(&file)?;
+        let cluster = self.cluster.resolve_with(&file)?;
+        Ok((node, cluster))
+    }
+}
+
+impl ClusterArgs {
+    fn resolve_with(&self, file: &FileConfig) -> anyhow::Result<ClusterSpec> {
+        let node_id = self.node_id.or(file.node_id).unwrap_or(0);
+        let internal_port = self.internal_port.or(file.internal_port).unwrap_or(DEFAULT_INTERNAL_PORT);
+        let internal_host = self.internal_host.clone().or_else(|| file.internal_host.clone());
+        let contact_points: Option<Vec<String>> = self
+            .contact_points
+            .clone()
+            .or_else(|| file.contact_points.clone().map(ContactPoints::into_vec))
+            .map(|v| v.into_iter().map(|p| p.trim().to_string()).filter(|p| !p.is_empty()).collect());
+        let cluster_size = self.cluster_size.or(file.cluster_size).unwrap_or(contact_points.as_ref().map_or(1, |c| c.len() as u32));
+        anyhow::ensure!(cluster_size >= 1, "--cluster-size must be at least 1");
+        let replication_factor = self.replication_factor.or(file.replication_factor).unwrap_or(1);
+        // the node id and the replication factor first: their errors say more than an address's
+        let placeholders = vec![SocketAddr::from(([0, 0, 0, 0], 0)); cluster_size as usize];
+        ClusterSpec { node_id, members: placeholders, replication_factor }.validate().map_err(|e| match e {
+            ClusterSpecError::NodeIdOutOfRange { node_id, size } => {
+                anyhow::anyhow!("--node-id {node_id} must be below --cluster-size {size} (node ids are 0 to {})", size - 1)
+            }
+            ClusterSpecError::ReplicationFactor { factor, size } => {
+                anyhow::anyhow!("--replication-factor {factor} must be between 1 and --cluster-size {size}")
+            }
+            ClusterSpecError::NoMembers => anyhow::anyhow!("--cluster-size must be at least 1"),
+        })?;
+        let members = match &contact_points {
+            None if cluster_size == 1 => {
+                let host = internal_host.as_deref().unwrap_or("127.0.0.1");
+                vec![socket_address(host, internal_port).with_context(|| format!("--internal-host {host}"))?]
+            }
+            None => anyhow::bail!(
+                "--cluster-size {cluster_size} needs --contact-points: the {cluster_size} brokers' internal addresses (host:port), \
+                 comma-separated, in node-id order (entry i is node i's)"
+            ),
+            Some(points) => {
+                anyhow::ensure!(
+                    points.len() == cluster_size as usize,
+                    "--contact-points lists {} address(es) but --cluster-size is {cluster_size}: list every broker's internal address \
+                     (host:port), in node-id order (entry i is node i's)",
+                    points.len()
+                );
+                let mut members = Vec::with_capacity(points.len());
+                for (i, point) in points.iter().enumerate() {
+                    let (host, port) = split_host_port(point)
+                        .with_context(|| format!("--contact-points entry {i} ({point}) is not a host:port address"))?;
+                    let address = socket_address(host, port).with_context(|| format!("--contact-points entry {i} ({point})"))?;
+                    if let Some(j) = members.iter().position(|m| *m == address) {
+                        anyhow::bail!(
+                            "--contact-points entries {j} ({}) and {i} ({point}) are the same address: each broker needs its own",
+                            points[j]
+                        );
+                    }
+                    members.push(address);
+                }
+                members
+            }
+        };
+        let spec = ClusterSpec { node_id, members, replication_factor };
+        if let Some(points) = &contact_points {
+            let own = &points[node_id as usize];
+            let address = spec.members[node_id as usize];
+            anyhow::ensure!(
+                address.port() == internal_port,
+                "--contact-points entry {node_id} ({own}) is this broker's own internal address (--node-id {node_id}), \
+                 but --internal-port is {internal_port}: give this broker --internal-port {}, or correct the entry",
+                address.port()
+            );
+            if let Some(host) = &internal_host {
+                let bound = socket_address(host, internal_port).with_context(|| format!("--internal-host {host}"))?;
+                anyhow::ensure!(
+                    bound == address,
+                    "--contact-points entry {node_id} ({own}) is this broker's own internal address (--node-id {node_id}), \
+                     but --internal-host is {host}"
+                );
+            }
+        }
+        Ok(spec)
+    }
+}
+
+/// `host:port` split at its last colon (`[::1]:26502` for IPv6).
+fn split_host_port(point: &str) -> anyhow::Result<(&str, u16)> {
+    let (host, port) = point.rsplit_once(':').context("no port")?;
+    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    anyhow::ensure!(!host.is_empty(), "no host");
+    Ok((host, port.parse().with_context(|| format!("bad port '{port}'"))?))
+}
+
+/// The first address `host` resolves to, with `port`.
+fn socket_address(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
+    (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {host}"))?
+        .next()
+        .with_context(|| format!("{host} has no address"))
 }
 
 #[cfg(test)]
@@ -230,5 +437,72 @@ mod tests {
         assert_eq!(NodeArgs::default().resolve().unwrap().limits, EngineLimits::default());
         let err = NodeArgs { max_bpmn_element_depth: Some(1_001), ..Default::default() }.resolve().unwrap_err();
         assert!(err.to_string().contains("--max-bpmn-element-depth must be between 3 and 1000"), "{err}");
+    }
+
+    fn broker(cluster: ClusterArgs) -> anyhow::Result<ClusterSpec> {
+        BrokerArgs { node: NodeArgs::default(), cluster }.resolve().map(|(_, spec)| spec)
+    }
+
+    fn loopback(ports: &[u16]) -> Vec<SocketAddr> {
+        ports.iter().map(|p| SocketAddr::from(([127, 0, 0, 1], *p))).collect()
+    }
+
+    #[test]
+    fn a_broker_alone_is_a_one_broker_cluster_on_the_internal_port() {
+        let spec = broker(ClusterArgs::default()).unwrap();
+        assert_eq!(spec, ClusterSpec { node_id: 0, members: loopback(&[26502]), replication_factor: 1 });
+        let spec =
+            broker(ClusterArgs { internal_port: Some(3000), internal_host: Some("127.0.0.2".into()), ..Default::default() }).unwrap();
+        assert_eq!(spec.members, vec![SocketAddr::from(([127, 0, 0, 2], 3000))]);
+    }
+
+    #[test]
+    fn cluster_settings_from_the_file_and_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("waggle.toml");
+        std::fs::write(
+            &file,
+            "partitions = 6\nnode_id = 1\nreplication_factor = 3\ninternal_port = 26512\n\
+             contact_points = [\"127.0.0.1:26502\", \"127.0.0.1:26512\", \"127.0.0.1:26522\"]\n",
+        )
+        .unwrap();
+        let args = BrokerArgs { node: NodeArgs { config: Some(file.clone()), ..Default::default() }, cluster: ClusterArgs::default() };
+        let (node, spec) = args.resolve().unwrap();
+        assert_eq!(node.partitions, 6);
+        assert_eq!(spec, ClusterSpec { node_id: 1, members: loopback(&[26502, 26512, 26522]), replication_factor: 3 });
+        // a flag wins over the file; the contact points as one comma-separated string
+        std::fs::write(&file, "cluster_size = 2\ncontact_points = \"127.0.0.1:26502, 127.0.0.1:26512\"\n").unwrap();
+        let cluster = ClusterArgs { node_id: Some(1), internal_port: Some(26512), ..Default::default() };
+        let (_, spec) = BrokerArgs { node: NodeArgs { config: Some(file), ..Default::default() }, cluster }.resolve().unwrap();
+        assert_eq!(spec, ClusterSpec { node_id: 1, members: loopback(&[26502, 26512]), replication_factor: 1 });
+    }
+
+    #[test]
+    fn impossible_clusters_are_errors_naming_the_flags() {
+        let points = |n: u16| Some((0..n).map(|i| format!("127.0.0.1:{}", 26502 + 10 * i)).collect::<Vec<_>>());
+        let cases = [
+            (ClusterArgs { node_id: Some(3), contact_points: points(3), ..Default::default() }, "--node-id 3 must be below --cluster-size 3"),
+            (ClusterArgs { replication_factor: Some(4), contact_points: points(3), ..Default::default() }, "--replication-factor 4 must be between 1 and --cluster-size 3"),
+            (ClusterArgs { replication_factor: Some(0), ..Default::default() }, "--replication-factor 0 must be between 1 and --cluster-size 1"),
+            (ClusterArgs { cluster_size: Some(3), ..Default::default() }, "--cluster-size 3 needs --contact-points"),
+            (ClusterArgs { cluster_size: Some(3), contact_points: points(2), ..Default::default() }, "--contact-points lists 2 address(es) but --cluster-size is 3"),
+            (ClusterArgs { node_id: Some(1), contact_points: points(3), ..Default::default() }, "--contact-points entry 1 (127.0.0.1:26512) is this broker's own internal address (--node-id 1), but --internal-port is 26502: give this broker --internal-port 26512"),
+            (ClusterArgs { contact_points: Some(vec!["127.0.0.1:26502".into(), "nowhere".into()]), ..Default::default() }, "--contact-points entry 1 (nowhere) is not a host:port address"),
+            (ClusterArgs { contact_points: points(2), internal_host: Some("127.0.0.2".into()), ..Default::default() }, "but --internal-host is 127.0.0.2"),
+            (ClusterArgs { contact_points: Some(vec!["127.0.0.1:26502".into(), "127.0.0.1:26502".into()]), ..Default::default() }, "--contact-points entries 0 (127.0.0.1:26502) and 1 (127.0.0.1:26502) are the same address"),
+        ];
+        for (args, expected) in cases {
+            let err = format!("{:#}", broker(args.clone()).unwrap_err());
+            assert!(err.contains(expected), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_standalone_node_refuses_a_brokers_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("waggle.toml");
+        std::fs::write(&file, "node_id = 1\n").unwrap();
+        let err = NodeArgs { config: Some(file), ..Default::default() }.resolve().unwrap_err();
+        assert!(err.to_string().contains("sets node_id, a setting of a cluster broker: run `waggle broker --config"), "{err}");
     }
 }

@@ -2,6 +2,7 @@
 
 mod config;
 mod management;
+mod persisted;
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
@@ -9,16 +10,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use waggle_broker::{Broker, BrokerConfig};
+use waggle_broker::{Broker, BrokerConfig, ClusterSpec};
 use waggle_gateway::{GatewayConfig, GatewayService, GrpcServer};
 
-use config::NodeArgs;
+use config::{BrokerArgs, NodeArgs};
 
 #[derive(Parser)]
 #[command(
     name = "waggle",
     version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("WAGGLE_BUILD"), ")"),
-    about = "A Zeebe-compatible BPMN process engine.\n\nWith no subcommand, runs `standalone`: broker and gateway in one process, data in ./data, gRPC on 127.0.0.1:26500, management on 9600."
+    about = "A Zeebe-compatible BPMN process engine.\n\nWith no subcommand, runs `standalone`: broker and gateway in one process, data in ./data, gRPC on 127.0.0.1:26500, management on 9600.",
+    args_conflicts_with_subcommands = true
 )]
 struct Cli {
     #[command(subcommand)]
@@ -31,8 +33,10 @@ struct Cli {
 enum Cmd {
     /// Broker and gateway in one process (the default).
     Standalone(Box<NodeArgs>),
-    /// A broker of a replicated cluster (not available yet: comes with the cluster issue).
-    Broker,
+    /// A broker of a cluster, with its gateway: every standalone flag, and the broker's node id,
+    /// the cluster's size, replication factor and contact points, and the internal port
+    /// (`waggle broker --help`).
+    Broker(Box<BrokerArgs>),
     /// A standalone gateway in front of a cluster (not available yet).
     Gateway,
     /// Zeebe's benchmark over the gateway protocol, against Waggle
@@ -49,27 +53,49 @@ enum Cmd {
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-fn main() -> anyhow::Result<()> {
+/// Runs the command; an error is printed as its message and its causes (no backtrace, whatever
+/// `RUST_BACKTRACE` says: these are a user's mistakes, e.g. a refused data folder), exit code 1.
+fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WAGGLE_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        // colours only on a terminal: a log file (scripts/cluster.sh's) stays plain text
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
-    let node = match cli.command {
-        None => cli.node,
-        Some(Cmd::Standalone(args)) => *args,
-        Some(Cmd::Broker) => anyhow::bail!("`waggle broker` is not available yet: run `waggle` (standalone)"),
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let (config, cluster) = match cli.command {
+        None => (cli.node.resolve()?, None),
+        Some(Cmd::Standalone(args)) => (args.resolve()?, None),
+        Some(Cmd::Broker(args)) => {
+            let (config, cluster) = args.resolve()?;
+            (config, Some(cluster))
+        }
         Some(Cmd::Gateway) => anyhow::bail!("`waggle gateway` is not available yet: run `waggle` (standalone)"),
         Some(Cmd::Bench(args)) => {
             return waggle_bench::runtime()?.block_on(waggle_bench::run(*args));
         }
     };
-    let config = node.resolve()?;
+    // before anything opens the data folder: a start that contradicts it changes nothing
+    persisted::check_or_record(&config.data_dir, &persisted::DataSettings::of(config.partitions, cluster.as_ref()))?;
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
-        runtime.worker_threads(gateway_threads(config.partitions));
+        // a broker runs threads only for the partitions placement gives it
+        let held = match &cluster {
+            None => config.partitions,
+            Some(c) => (1..=config.partitions).filter(|p| c.hosts(*p)).count() as u16,
+        };
+        runtime.worker_threads(gateway_threads(held));
     }
-    runtime.enable_all().build()?.block_on(standalone(config))
+    runtime.enable_all().build()?.block_on(serve(config, cluster))
 }
 
 /// Threads for the gateway and the management API: the cores the partition threads leave, at
@@ -82,7 +108,18 @@ fn gateway_threads(partitions: u16) -> usize {
     cores.saturating_sub(usize::from(partitions)).max(1)
 }
 
-async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
+/// Runs the node (the broker's partitions, the gateway, the management API) until SIGTERM.
+async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyhow::Result<()> {
+    let node_id = cluster.as_ref().map_or(0, |c| c.node_id);
+    let cluster_log = cluster.as_ref().map(|c| {
+        format!(
+            "node {} of {}, replication factor {}, internal {}",
+            c.node_id,
+            c.cluster_size(),
+            c.replication_factor,
+            c.members[c.node_id as usize]
+        )
+    });
     let started = Instant::now();
     let registry = prometheus::Registry::new();
     let broker = Broker::start(
@@ -93,7 +130,7 @@ async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
             backpressure: config.backpressure,
             snapshot_every_entries: config.snapshot_every_entries,
             limits: config.limits,
-            cluster: None,
+            cluster,
         },
         &registry,
     )
@@ -118,7 +155,7 @@ async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
     let mgmt = tokio::spawn(
         axum::serve(
             mgmt_listener,
-            management::router(management::ManagementState { broker: broker.clone(), registry }).into_make_service(),
+            management::router(management::ManagementState { broker: broker.clone(), registry, node_id }).into_make_service(),
         )
         .with_graceful_shutdown(async move {
             let _ = mgmt_stop.changed().await;
@@ -126,7 +163,7 @@ async fn standalone(config: config::NodeConfig) -> anyhow::Result<()> {
         .into_future(),
     );
     tracing::info!(
-        grpc = %grpc_addr, management = %mgmt_addr, partitions = config.partitions,
+        grpc = %grpc_addr, management = %mgmt_addr, partitions = config.partitions, cluster = cluster_log.as_deref().unwrap_or("none (standalone)"),
         data = %config.data_dir.display(), ready_ms = started.elapsed().as_millis() as u64, build = env!("WAGGLE_BUILD"),
         "waggle is ready"
     );

@@ -16,6 +16,8 @@ use waggle_broker::Broker;
 pub struct ManagementState {
     pub broker: Arc<Broker>,
     pub registry: Registry,
+    /// This node's id in `/actuator/cluster` (0 for the standalone node).
+    pub node_id: u64,
 }
 
 pub fn router(state: ManagementState) -> Router {
@@ -62,7 +64,7 @@ async fn cluster(State(s): State<ManagementState>) -> Json<serde_json::Value> {
             })
         })
         .collect();
-    Json(json!({ "brokers": [{ "nodeId": 0, "partitions": partitions }] }))
+    Json(json!({ "brokers": [{ "nodeId": s.node_id, "partitions": partitions }] }))
 }
 
 /// Open incidents as `{"items": [...]}` (`?processInstanceKey=` to filter). Keys are decimal strings, as JSON numbers

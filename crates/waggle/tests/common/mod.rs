@@ -51,21 +51,50 @@ impl Node {
         node
     }
 
-    fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.data_dir.with_extension("log")).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_waggle"))
+    /// The node's command: a leading subcommand of its arguments (`broker`, `standalone`), its
+    /// data directory and ports, the rest of its arguments, its environment.
+    fn command(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_waggle"));
+        let rest = match self.extra_args.first().map(String::as_str) {
+            Some(sub @ ("broker" | "standalone")) => {
+                command.arg(sub);
+                &self.extra_args[1..]
+            }
+            _ => &self.extra_args[..],
+        };
+        command
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(["--host", "127.0.0.1", "--port", &self.grpc_port.to_string()])
             .args(["--management-port", &self.management_port.to_string()])
-            .args(&self.extra_args)
-            .envs(self.envs.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn waggle");
+            .args(rest)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)));
+        command
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.data_dir.with_extension("log")).expect("log file");
+        let child = self.command().stdout(Stdio::null()).stderr(log).spawn().expect("spawn waggle");
         self.child = Some(child);
         self.wait_ready(Duration::from_secs(60));
+    }
+
+    /// Restarts the node (after `kill -9`) with `args` as its arguments from now on.
+    pub fn restart_with(&mut self, args: &[&str]) {
+        self.kill9();
+        self.extra_args = args.iter().map(|s| s.to_string()).collect();
+        self.spawn();
+    }
+
+    /// Stops the node (`kill -9`) and runs the binary on its data directory and ports with `args`
+    /// in place of its own, until it exits (within 60 s): a start expected to be refused.
+    pub fn run_instead(&mut self, args: &[&str]) -> Output {
+        self.kill9();
+        let mut node_args = args.iter().map(|s| s.to_string()).collect();
+        std::mem::swap(&mut self.extra_args, &mut node_args);
+        let mut command = self.command();
+        self.extra_args = node_args;
+        run_with_timeout(&mut command, Duration::from_secs(60))
     }
 
     fn wait_ready(&mut self, timeout: Duration) {
@@ -135,6 +164,30 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.kill9();
     }
+}
+
+/// Every file under `dir` with a digest of its contents, in path order: equal before and after
+/// means nothing was written, created or removed.
+pub fn tree_digest(dir: &std::path::Path) -> Vec<(PathBuf, u64, u64)> {
+    use std::hash::{Hash, Hasher};
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("reading {}: {e}", d.display())) {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                files.push((path.clone(), 0, 0));
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                bytes.hash(&mut hasher);
+                files.push((path, bytes.len() as u64, hasher.finish()));
+            }
+        }
+    }
+    files.sort();
+    files
 }
 
 /// A minimal HTTP/1.0 GET on loopback: (status, body).
