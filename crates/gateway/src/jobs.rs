@@ -66,9 +66,14 @@ pub fn to_activated(key: i64, job: JobRecord) -> pb::ActivatedJob {
 /// one batch held every command behind it for its whole processing and commit).
 const ACTIVATION_CHUNK_JOBS: usize = 64;
 
-/// One pass over every partition, taking at most `max_jobs_to_activate` jobs in all.
+/// One pass over every partition, taking at most `max_jobs_to_activate` jobs in all. A partition
+/// that cannot answer (no leader here, overloaded) is skipped, as Zeebe's gateway skips it: the
+/// jobs other partitions activated are handed out, not dropped (they would stay locked until
+/// their time-out). Only when no partition answered is its error returned.
 async fn activate_once(broker: &Broker, req: &pb::ActivateJobsRequest) -> Result<Vec<pb::ActivatedJob>, Status> {
     let mut jobs = Vec::new();
+    let mut answered = false;
+    let mut failure = None;
     let first = broker.next_partition();
     let n = broker.partition_count();
     let wanted = req.max_jobs_to_activate.max(0) as usize;
@@ -86,7 +91,14 @@ async fn activate_once(broker: &Broker, req: &pb::ActivateJobsRequest) -> Result
                 ..Default::default()
             };
             let command = Command::new(-1, Intent::Activate, RecordValue::JobBatch(batch));
-            let record = broker.submit(partition, command).await.map_err(status::broker)?;
+            let record = match broker.submit(partition, command).await {
+                Ok(record) => record,
+                Err(e) => {
+                    failure = Some(status::broker(e));
+                    break;
+                }
+            };
+            answered = true;
             if record.rejection.is_some() {
                 return Err(status::rejection(&record));
             }
@@ -98,7 +110,10 @@ async fn activate_once(broker: &Broker, req: &pb::ActivateJobsRequest) -> Result
             }
         }
     }
-    Ok(jobs)
+    match failure {
+        Some(error) if !answered => Err(error),
+        _ => Ok(jobs),
+    }
 }
 
 /// Activates jobs; with none available, waits (long polling) until jobs of the type appear or
