@@ -165,16 +165,18 @@ impl RaftGroup {
         config.validate()?;
         let mut journal = Journal::open(dir, JournalConfig::default())?;
         // The journal persists the commit index lazily: entries the state machine applied were
-        // committed, so the commit index is at least the applied one (if the log holds it).
+        // committed, so the commit index is at least the applied one (if the log holds it), and
+        // at least the compaction point (an installed snapshot was committed).
         let mut hs = journal.hard_state();
-        hs.commit = hs.commit.max(applied.min(journal.last_index()));
+        hs.commit = hs.commit.max(applied.min(journal.last_index())).max(journal.first_index() - 1);
         journal.set_hard_state(hs)?;
+        let state_applied = applied;
         let applied = applied.min(hs.commit).max(journal.first_index().saturating_sub(1));
         // a snapshot received and installed in the journal before a crash, which the state
         // does not hold yet: the owner takes it first
         let root = dir.join(RECEIVED_SNAPSHOTS_DIR);
         let compacted = journal.first_index() - 1;
-        let pending = (applied < compacted)
+        let pending = (state_applied < compacted)
             .then(|| {
                 let term = journal.term(compacted)?;
                 let dir = root.join(snapshot::received_name(compacted, term));
@@ -303,6 +305,11 @@ impl RaftGroup {
     /// one installed before a crash that the state given at open does not hold.
     pub fn take_installed(&mut self) -> Option<InstalledSnapshot> {
         self.snapshots.installed.take()
+    }
+
+    /// The snapshot installed and not taken yet, if any.
+    pub fn installed(&self) -> Option<&InstalledSnapshot> {
+        self.snapshots.installed.as_ref()
     }
 
     /// This run's snapshot transfers.

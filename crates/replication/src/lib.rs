@@ -41,7 +41,7 @@ pub mod net;
 pub mod snapshot;
 mod storage;
 
-pub use group::{RaftGroup, ReplicaConfig, SnapshotStats, Transport};
+pub use group::{RaftGroup, ReplicaConfig, SnapshotStats, Transport, RECEIVED_SNAPSHOTS_DIR};
 /// Raft's message between the voters of a group (raft-proto, prost 0.11 encoding).
 pub use raft::prelude::{Message, MessageType};
 pub use snapshot::{AckKind, InstalledSnapshot, PacketBody, SnapshotFile, SnapshotPacket, SnapshotSource};

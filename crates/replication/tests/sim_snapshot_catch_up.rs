@@ -16,7 +16,7 @@ fn scenario(seed: u64) -> Scenario {
 
 #[test]
 fn followers_behind_the_compacted_log_install_snapshots_and_converge() {
-    let (mut installs, mut corrupted, mut refused) = (0, 0, 0);
+    let (mut installs, mut corrupted, mut refused, mut crashed_installing) = (0, 0, 0, 0);
     sim::for_each_seed(|seed| {
         let history = Sim::run(seed, scenario(seed));
         assert!(history.acknowledged.len() >= 20, "seed {seed}: only {} entries acknowledged", history.acknowledged.len());
@@ -42,8 +42,9 @@ fn followers_behind_the_compacted_log_install_snapshots_and_converge() {
             );
         }
         eprintln!(
-            "seed {seed}: {} installs, {} chunks corrupted, {} refused, {} crashes",
+            "seed {seed}: {} installs ({} crashes before the state took one), {} chunks corrupted, {} refused, {} crashes",
             history.installs.len(),
+            history.crashes_after_install,
             history.chunks_corrupted,
             history.chunks_refused,
             history.crashes
@@ -51,9 +52,11 @@ fn followers_behind_the_compacted_log_install_snapshots_and_converge() {
         installs += history.installs.len();
         corrupted += history.chunks_corrupted;
         refused += history.chunks_refused;
+        crashed_installing += history.crashes_after_install;
     });
     if std::env::var("SIM_SEED").is_err() {
         assert!(installs > 0, "no follower ever needed a snapshot: the test exercises nothing");
+        assert!(crashed_installing > 0, "no node crashed between installing a snapshot and taking it");
         assert!(corrupted > 0 && refused >= corrupted / 2, "{corrupted} chunks corrupted, {refused} refused");
     }
 }

@@ -96,6 +96,9 @@ pub struct Scenario {
     pub crash_after_vote: f64,
     /// A step's chance that a client proposes an entry to a node that believes it leads.
     pub propose: f64,
+    /// A node's chance to crash right after its journal installed a snapshot, before its state
+    /// machine took it (restarting a step or two later, it must be handed the snapshot again).
+    pub crash_after_install: f64,
     /// Every node checkpoints its state every this many applied entries and compacts its log
     /// there (0: never); a node restarts from its newest checkpoint.
     pub checkpoint_every: u64,
@@ -119,6 +122,7 @@ impl Default for Scenario {
             down_steps: 120,
             crash_after_vote: 0.5,
             propose: 0.3,
+            crash_after_install: 0.3,
             checkpoint_every: 0,
             corrupt: 0.0,
         }
@@ -174,6 +178,7 @@ pub struct History {
     /// Snapshots followers installed (and adopted as their state), in order.
     pub installs: Vec<Install>,
     pub chunks_corrupted: u64,
+    pub crashes_after_install: u64,
     /// Chunks followers refused (over the runs that ended).
     pub chunks_refused: u64,
     /// Each node's applied index and digest at the end.
@@ -324,6 +329,8 @@ pub struct Sim {
     pending: BTreeMap<Vec<u8>, u64>,
     proposals: u64,
     history: History,
+    /// Whether the step under way is one of chaos.
+    chaos: bool,
 }
 
 impl Sim {
@@ -356,6 +363,7 @@ impl Sim {
             pending: BTreeMap::new(),
             proposals: 0,
             history: History::default(),
+            chaos: false,
             voters: voters.clone(),
             _dirs: dirs,
             scenario,
@@ -539,6 +547,7 @@ impl Sim {
     /// One step: deliver due messages, tick, propose, drive every live node, observe.
     fn advance(&mut self, chaos: bool) {
         self.step += 1;
+        self.chaos = chaos;
         while let Some(entry) = self.in_flight.first_entry() {
             if entry.key().0 > self.step {
                 break;
@@ -599,6 +608,15 @@ impl Sim {
     fn drive_node(&mut self, node: &mut Node) {
         let Some(group) = &mut node.group else { return };
         let committed: Vec<Committed> = group.drive().unwrap_or_else(|e| panic!("node {} fails: {e}", node.id));
+        if group.installed().is_some() && self.chaos && self.rng.chance(self.scenario.crash_after_install) {
+            // the state machine never took it, nor the entries before it: lost with the process
+            Self::stop(&mut self.history, node);
+            node.outbox.lock().expect("outbox").clear();
+            node.restart_at = self.step + 1 + self.rng.below(2);
+            self.history.crashes += 1;
+            self.history.crashes_after_install += 1;
+            return;
+        }
         let installed = group.take_installed();
         for c in committed {
             assert_eq!(c.index, node.applied + 1, "node {} applied {} after {}", node.id, c.index, node.applied);
