@@ -103,7 +103,7 @@ impl Storage for JournalStorage {
         let index = j.first_index() - 1;
         let term = j.term(index).unwrap_or(0);
         let source = self.source.read().expect("snapshot source lock");
-        if index == 0 || !source.as_ref().is_some_and(|s| s.files_at(index, term).is_some()) {
+        if index == 0 || source.as_ref().is_none_or(|s| s.files_at(index, term).is_none()) {
             return Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
         }
         let mut snapshot = Snapshot::default();

@@ -16,7 +16,7 @@ use waggle_replication::{
 const CHUNK: usize = 64 << 10;
 
 enum Wire {
-    Raft(Message),
+    Raft(Box<Message>),
     Snapshot(SnapshotPacket),
 }
 
@@ -25,7 +25,7 @@ struct Outbox(Arc<Mutex<Vec<Wire>>>);
 
 impl Transport for Outbox {
     fn send(&mut self, messages: Vec<Message>) {
-        self.0.lock().unwrap().extend(messages.into_iter().map(Wire::Raft));
+        self.0.lock().unwrap().extend(messages.into_iter().map(|m| Wire::Raft(Box::new(m))));
     }
 
     fn send_snapshot(&mut self, packets: Vec<SnapshotPacket>) {
@@ -81,7 +81,10 @@ fn checkpoint(dir: &Path, state: &State) -> PathBuf {
     at
 }
 
-fn read_dir(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+/// A directory's files by name.
+type Files = BTreeMap<String, Vec<u8>>;
+
+fn read_dir(dir: &Path) -> Files {
     std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap())
@@ -96,8 +99,8 @@ struct Cluster {
     outbox: Outbox,
     /// Chunks to corrupt on their way to a node, by node index.
     corrupt: BTreeMap<usize, usize>,
-    /// Snapshots installed, by node index.
-    installed: Vec<Vec<(InstalledSnapshot, BTreeMap<String, Vec<u8>>)>>,
+    /// Snapshots installed and the files they held, by node index.
+    installed: Vec<Vec<(InstalledSnapshot, Files)>>,
     /// A node whose owner does not take an installed snapshot (it crashes first), and the
     /// snapshot its group holds for it.
     hold: Option<usize>,
@@ -184,7 +187,7 @@ impl Cluster {
             match w {
                 Wire::Raft(m) => {
                     if let Some(g) = self.groups[m.to as usize - 1].as_mut() {
-                        g.step(m).unwrap();
+                        g.step(*m).unwrap();
                     }
                 }
                 Wire::Snapshot(mut p) => {

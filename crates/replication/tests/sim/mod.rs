@@ -198,7 +198,7 @@ pub struct Install {
 /// What travels between nodes.
 #[derive(Debug, Clone)]
 enum Wire {
-    Raft(Message),
+    Raft(Box<Message>),
     Snapshot(SnapshotPacket),
 }
 
@@ -216,7 +216,7 @@ struct Outbox(Arc<Mutex<Vec<Wire>>>);
 
 impl Transport for Outbox {
     fn send(&mut self, messages: Vec<Message>) {
-        self.0.lock().expect("outbox").extend(messages.into_iter().map(Wire::Raft));
+        self.0.lock().expect("outbox").extend(messages.into_iter().map(|m| Wire::Raft(Box::new(m))));
     }
 
     fn send_snapshot(&mut self, packets: Vec<SnapshotPacket>) {
@@ -559,7 +559,7 @@ impl Sim {
             }
             if let Some(group) = &mut self.nodes[to as usize - 1].group {
                 match wire {
-                    Wire::Raft(message) => group.step(message).expect("a message from a voter to its recipient is taken"),
+                    Wire::Raft(message) => group.step(*message).expect("a message from a voter to its recipient is taken"),
                     Wire::Snapshot(packet) => {
                         group.receive_snapshot(packet).unwrap_or_else(|e| panic!("node {to} fails to take a snapshot packet: {e}"))
                     }
