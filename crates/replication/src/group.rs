@@ -357,6 +357,10 @@ impl RaftGroup {
                     return Ok(());
                 }
                 let s = &mut self.snapshots;
+                if s.installed.is_some() {
+                    // the owner has not taken the last one: the leader offers again later
+                    return Ok(());
+                }
                 if let Some(inc) = s.incoming.as_ref().filter(|i| (i.from, i.index, i.term) == (from, index, term)) {
                     let next = inc.next();
                     self.answer(from, index, term, next, AckKind::Progress);
