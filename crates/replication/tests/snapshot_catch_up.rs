@@ -1,7 +1,8 @@
 //! A follower stopped while the leader goes on and compacts its log past the follower's last
 //! entry comes back: it is sent the leader's snapshot (the files of its checkpoint, in chunks with
 //! checksums), installs it, takes the log after it and converges. A corrupted chunk is refused
-//! and sent again; a transfer cut by a crash is never used; a snapshot installed in the journal
+//! and sent again; a transfer cut by a crash is never used; a snapshot whose files go during its
+//! transfer is given up and the newer one sent; a snapshot installed in the journal
 //! before a crash is handed to the owner again when the group reopens.
 
 use std::collections::BTreeMap;
@@ -366,4 +367,33 @@ fn a_snapshot_installed_before_a_crash_is_handed_over_again_at_open() {
     c.adopt(f, pending);
     c.settle(leader);
     assert_converged(&mut c, leader, f, &snapshot, 0);
+}
+
+#[test]
+fn a_snapshot_removed_during_its_transfer_is_given_up_and_the_newer_one_sent() {
+    let mut c = Cluster::new();
+    let (leader, f, old) = leave_a_follower_behind(&mut c);
+    // the leader checkpoints again (the owner keeps the older one until it compacts)
+    c.propose(leader, 210, 20);
+    let newer = checkpoint(&c.state_dir(leader), &c.states[leader]);
+    c.start(f);
+    let tmp_exists = |c: &Cluster| {
+        let dir = c.log_dir(f).join(waggle_replication::RECEIVED_SNAPSHOTS_DIR);
+        std::fs::read_dir(dir).is_ok_and(|mut d| d.any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".tmp")))
+    };
+    for _ in 0..50 {
+        c.round(true);
+        if tmp_exists(&c) {
+            break;
+        }
+    }
+    assert!(tmp_exists(&c), "no transfer started");
+    // before a chunk is read: the older checkpoint goes, the log is compacted to the newer one
+    std::fs::remove_dir_all(&old).unwrap();
+    let applied = c.states[leader].applied;
+    c.group(leader).compact(applied).unwrap();
+    c.settle(leader);
+    let stats = c.group(leader).snapshot_stats();
+    assert!(stats.abandoned >= 1 && stats.offered >= 2, "{stats:?}");
+    assert_converged(&mut c, leader, f, &newer, 1);
 }
