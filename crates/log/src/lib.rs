@@ -309,11 +309,15 @@ impl Journal {
     }
 
     /// Discards the whole log: the journal restarts empty after `index` (installed snapshot).
+    /// The new start is durable first; then the segments go, durably too (a crash in between
+    /// leaves entries after `index` that `open` takes as the log's tail, which Raft's
+    /// consistency check then replaces).
     pub fn reset_to_snapshot(&mut self, index: u64, term: u64) -> Result<(), JournalError> {
         write_atomically(&self.dir, META_FILE, &encode(&[index, term]))?;
         for s in self.segments.drain(..) {
             s.delete()?;
         }
+        sync_dir(&self.dir)?;
         self.locations.clear();
         self.compacted_index = index;
         self.compacted_term = term;

@@ -1,15 +1,20 @@
 //! One partition's Raft group on this node: configuration, the `Ready` loop over the journal, and
 //! the [`Transport`] its messages leave by.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use raft::prelude::{Entry as RaftEntry, EntryType, Message};
-use raft::{Config, RawNode, StateRole};
+use raft::prelude::{Entry as RaftEntry, EntryType, Message, MessageType};
+use raft::{Config, RawNode, SnapshotStatus, StateRole};
 use waggle_log::{Journal, JournalConfig};
 
+use crate::snapshot::{self, AckKind, Incoming, InstalledSnapshot, Outgoing, OutgoingState, PacketBody, Received, SnapshotPacket};
 use crate::storage::{from_raft, to_raft, JournalStorage, CONF_MARKER};
-use crate::{Committed, ReplicationError, LOCAL_NODE_ID};
+use crate::{Committed, ReplicationError, SnapshotSource, LOCAL_NODE_ID};
+
+/// Where a follower writes the snapshots it receives, under the journal's directory.
+pub const RECEIVED_SNAPSHOTS_DIR: &str = "received-snapshots";
 
 /// Carries a group's Raft messages to its peers.
 ///
@@ -19,6 +24,10 @@ use crate::{Committed, ReplicationError, LOCAL_NODE_ID};
 pub trait Transport: Send {
     /// Sends each message to the peer its `to` names.
     fn send(&mut self, messages: Vec<Message>);
+
+    /// Sends each snapshot packet to the peer its `to` names (best effort too: the group
+    /// resends what is lost). The receiving side hands them to [`RaftGroup::receive_snapshot`].
+    fn send_snapshot(&mut self, packets: Vec<SnapshotPacket>);
 }
 
 /// A group's members and timing.
@@ -38,13 +47,22 @@ pub struct ReplicaConfig {
     /// thread's RNG, so that voters rarely campaign together. Off, the timeout is exactly
     /// `election_tick`: a deterministic simulation jitters the ticks themselves instead.
     pub randomized_election_timeout: bool,
+    /// Bytes per chunk of a snapshot sent to a follower ([`snapshot::DEFAULT_CHUNK_BYTES`]).
+    pub snapshot_chunk_bytes: usize,
 }
 
 impl ReplicaConfig {
     /// A voter `id` among `voters`, with the timing the broker uses (ticks of ~100 ms: an
     /// election after 1–2 s of silence, a heartbeat every 200 ms).
     pub fn new(id: u64, voters: Vec<u64>) -> Self {
-        Self { id, voters, election_tick: 10, heartbeat_tick: 2, randomized_election_timeout: true }
+        Self {
+            id,
+            voters,
+            election_tick: 10,
+            heartbeat_tick: 2,
+            randomized_election_timeout: true,
+            snapshot_chunk_bytes: snapshot::DEFAULT_CHUNK_BYTES,
+        }
     }
 
     fn validate(&self) -> Result<(), ReplicationError> {
@@ -60,6 +78,9 @@ impl ReplicaConfig {
         sorted.dedup();
         if sorted.len() != self.voters.len() {
             return invalid(format!("voters {:?} name a node twice", self.voters));
+        }
+        if self.snapshot_chunk_bytes == 0 {
+            return invalid("snapshot_chunk_bytes must not be 0".into());
         }
         if self.heartbeat_tick == 0 || self.election_tick <= self.heartbeat_tick {
             return invalid(format!(
@@ -77,6 +98,46 @@ pub struct RaftGroup {
     journal: Arc<RwLock<Journal>>,
     /// None for a single voter: it has no one to send to.
     transport: Option<Box<dyn Transport>>,
+    snapshots: Snapshots,
+}
+
+/// Counts of a group's snapshot transfers in this run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SnapshotStats {
+    /// Transfers this node started as the leader.
+    pub offered: u64,
+    /// Transfers a follower acknowledged as done.
+    pub completed: u64,
+    /// Transfers given up (no progress for long, or the files could not be read).
+    pub abandoned: u64,
+    pub chunks_sent: u64,
+    /// Chunks this node received and refused (out of place, or a checksum that did not match).
+    pub chunks_refused: u64,
+    /// Snapshots this node installed as a follower.
+    pub installed: u64,
+}
+
+/// The group's snapshot transfers.
+struct Snapshots {
+    /// `<journal dir>/received-snapshots`.
+    root: PathBuf,
+    chunk_bytes: usize,
+    /// Ticks without a follower's progress before the leader resends, and gives up.
+    resend_ticks: usize,
+    abandon_ticks: usize,
+    /// The leader's transfers, by follower.
+    outgoing: BTreeMap<u64, Outgoing>,
+    /// A follower's transfer under way.
+    incoming: Option<Incoming>,
+    /// Received, its message stepped: waiting for Raft's ready to install it.
+    received: Option<InstalledSnapshot>,
+    /// Installed in the journal, for the owner to take.
+    installed: Option<InstalledSnapshot>,
+    /// Followers whose snapshot failed, to report to Raft outside a ready.
+    failed: Vec<u64>,
+    /// Packets to send at the end of the next `drive`.
+    packets: Vec<SnapshotPacket>,
+    stats: SnapshotStats,
 }
 
 impl RaftGroup {
@@ -104,14 +165,42 @@ impl RaftGroup {
         config.validate()?;
         let mut journal = Journal::open(dir, JournalConfig::default())?;
         // The journal persists the commit index lazily: entries the state machine applied were
-        // committed, so the commit index is at least the applied one (if the log holds it).
+        // committed, so the commit index is at least the applied one (if the log holds it), and
+        // at least the compaction point (an installed snapshot was committed).
         let mut hs = journal.hard_state();
-        hs.commit = hs.commit.max(applied.min(journal.last_index()));
+        hs.commit = hs.commit.max(applied.min(journal.last_index())).max(journal.first_index() - 1);
         journal.set_hard_state(hs)?;
+        let state_applied = applied;
         let applied = applied.min(hs.commit).max(journal.first_index().saturating_sub(1));
+        // a snapshot received and installed in the journal before a crash, which the state
+        // does not hold yet: the owner takes it first
+        let root = dir.join(RECEIVED_SNAPSHOTS_DIR);
+        let compacted = journal.first_index() - 1;
+        let pending = (state_applied < compacted)
+            .then(|| {
+                let term = journal.term(compacted)?;
+                let dir = root.join(snapshot::received_name(compacted, term));
+                dir.is_dir().then_some(InstalledSnapshot { index: compacted, term, dir })
+            })
+            .flatten();
+        snapshot::clean_received(&root, pending.as_ref().map(|p| p.dir.as_path()))?;
         let journal = Arc::new(RwLock::new(journal));
         let single = config.voters.len() == 1;
-        let storage = JournalStorage { journal: journal.clone(), voters: config.voters.clone(), recent: Arc::default() };
+        let storage =
+            JournalStorage { journal: journal.clone(), voters: config.voters.clone(), recent: Arc::default(), source: Arc::default() };
+        let snapshots = Snapshots {
+            root,
+            chunk_bytes: config.snapshot_chunk_bytes,
+            resend_ticks: (config.election_tick / 2).max(1),
+            abandon_ticks: config.election_tick * 10,
+            outgoing: BTreeMap::new(),
+            incoming: None,
+            received: None,
+            installed: pending,
+            failed: Vec::new(),
+            packets: Vec::new(),
+            stats: SnapshotStats::default(),
+        };
         let raft_config = Config {
             id: config.id,
             election_tick: config.election_tick,
@@ -134,7 +223,7 @@ impl RaftGroup {
         if single {
             node.campaign()?;
         }
-        Ok(Self { node, journal, transport })
+        Ok(Self { node, journal, transport, snapshots })
     }
 
     pub fn is_leader(&self) -> bool {
@@ -176,32 +265,257 @@ impl RaftGroup {
         if !self.node.store().voters.contains(&message.from) {
             return Err(ReplicationError::UnknownPeer(message.from));
         }
+        if message.msg_type() == MessageType::MsgSnapshot {
+            return Err(ReplicationError::SnapshotOutsideTransfer);
+        }
         self.node.step(message)?;
         Ok(())
     }
 
-    /// Advances Raft's logical clock (call every ~100 ms).
+    /// Advances Raft's logical clock (call every ~100 ms); a leader resends snapshot chunks a
+    /// follower has not acknowledged for a while, and gives a transfer up after longer.
     pub fn tick(&mut self) {
         self.node.tick();
+        let s = &mut self.snapshots;
+        let mut abandoned = Vec::new();
+        for (&to, out) in s.outgoing.iter_mut() {
+            out.idle_ticks += 1;
+            if out.idle_ticks >= s.abandon_ticks {
+                abandoned.push(to);
+            } else if out.idle_ticks.is_multiple_of(s.resend_ticks) {
+                s.packets.extend(out.resend());
+            }
+        }
+        for to in abandoned {
+            tracing::debug!(to, "snapshot transfer abandoned: no progress");
+            s.outgoing.remove(&to);
+            s.stats.abandoned += 1;
+            self.node.report_snapshot(to, SnapshotStatus::Failure);
+        }
+    }
+
+    /// Names the files of the owner's snapshots, so that a follower behind the compacted log
+    /// can be sent them (without a source, such a follower waits).
+    pub fn set_snapshot_source(&mut self, source: Arc<dyn SnapshotSource>) {
+        *self.node.store().source.write().expect("snapshot source lock") = Some(source);
+    }
+
+    /// The snapshot a follower installed, once: its files replace the owner's state, and the
+    /// entries `drive` returns next follow it. Right after [`Self::open_replicated`] it may be
+    /// one installed before a crash that the state given at open does not hold.
+    pub fn take_installed(&mut self) -> Option<InstalledSnapshot> {
+        self.snapshots.installed.take()
+    }
+
+    /// The snapshot installed and not taken yet, if any.
+    pub fn installed(&self) -> Option<&InstalledSnapshot> {
+        self.snapshots.installed.as_ref()
+    }
+
+    /// This run's snapshot transfers.
+    pub fn snapshot_stats(&self) -> SnapshotStats {
+        self.snapshots.stats
+    }
+
+    /// Hands a snapshot packet from a peer to the group: a follower writes chunks (refusing one
+    /// out of place or with a bad checksum) and, once the files are in, installs them; a
+    /// leader moves its transfer on. Answers go out with the next [`Self::drive`].
+    pub fn receive_snapshot(&mut self, packet: SnapshotPacket) -> Result<(), ReplicationError> {
+        if packet.to != self.id() {
+            return Err(ReplicationError::WrongRecipient { to: packet.to, id: self.id() });
+        }
+        if !self.node.store().voters.contains(&packet.from) {
+            return Err(ReplicationError::UnknownPeer(packet.from));
+        }
+        let (from, index, term) = (packet.from, packet.index, packet.term);
+        match packet.body {
+            PacketBody::Ack { next, kind } => {
+                let s = &mut self.snapshots;
+                let Some(out) = s.outgoing.get_mut(&from).filter(|o| (o.index, o.term) == (index, term)) else { return Ok(()) };
+                match out.on_ack(next, kind) {
+                    OutgoingState::Done => {
+                        s.outgoing.remove(&from);
+                        s.stats.completed += 1;
+                        self.node.report_snapshot(from, SnapshotStatus::Finish);
+                    }
+                    OutgoingState::Going if kind == AckKind::Unknown => s.packets.push(out.offer()),
+                    OutgoingState::Going => {}
+                }
+            }
+            PacketBody::Offer { files, message } => {
+                let meta = message.get_snapshot().get_metadata();
+                let valid = message.msg_type() == MessageType::MsgSnapshot
+                    && (message.from, message.to) == (from, self.id())
+                    && (meta.index, meta.term) == (index, term);
+                if !valid {
+                    return Err(ReplicationError::SnapshotOutsideTransfer);
+                }
+                if index <= self.commit_index() {
+                    // not needed (Raft answers the leader with where this node stands)
+                    self.node.step(*message)?;
+                    self.answer(from, index, term, 0, AckKind::Done);
+                    return Ok(());
+                }
+                let s = &mut self.snapshots;
+                if s.installed.is_some() {
+                    // the owner has not taken the last one: the leader offers again later
+                    return Ok(());
+                }
+                if let Some(inc) = s.incoming.as_ref().filter(|i| (i.from, i.index, i.term) == (from, index, term)) {
+                    let next = inc.next();
+                    self.answer(from, index, term, next, AckKind::Progress);
+                    return Ok(());
+                }
+                s.incoming = None;
+                if let Some(old) = s.received.take() {
+                    let _ = std::fs::remove_dir_all(old.dir);
+                }
+                std::fs::create_dir_all(&s.root)?;
+                snapshot::clean_received(&s.root, None)?;
+                let incoming = Incoming::start(&s.root, from, index, term, files, *message)?;
+                let complete = incoming.complete();
+                s.incoming = Some(incoming);
+                if complete {
+                    return self.install_received();
+                }
+                self.answer(from, index, term, 0, AckKind::Progress);
+            }
+            PacketBody::Chunk { position, data, crc } => {
+                let s = &mut self.snapshots;
+                let Some(inc) = s.incoming.as_mut().filter(|i| (i.from, i.index, i.term) == (from, index, term)) else {
+                    self.answer(from, index, term, 0, AckKind::Unknown);
+                    return Ok(());
+                };
+                match inc.chunk(position, &data, crc)? {
+                    Received::Answer(next, kind) => {
+                        if kind == AckKind::Refused {
+                            s.stats.chunks_refused += 1;
+                        }
+                        self.answer(from, index, term, next, kind);
+                    }
+                    Received::Complete => return self.install_received(),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The incoming transfer is complete: its files go in place and Raft's message is stepped
+    /// (the next ready installs it).
+    fn install_received(&mut self) -> Result<(), ReplicationError> {
+        let s = &mut self.snapshots;
+        let incoming = s.incoming.take().expect("a transfer under way");
+        let (from, index, term) = (incoming.from, incoming.index, incoming.term);
+        let message = incoming.message.clone();
+        let dir = incoming.finish(&s.root)?;
+        s.received = Some(InstalledSnapshot { index, term, dir });
+        self.node.step(message)?;
+        self.answer(from, index, term, 0, AckKind::Done);
+        Ok(())
+    }
+
+    fn answer(&mut self, to: u64, index: u64, term: u64, next: u64, kind: AckKind) {
+        let from = self.id();
+        self.snapshots.packets.push(SnapshotPacket { from, to, index, term, body: PacketBody::Ack { next, kind } });
+    }
+
+    /// Starts sending the snapshot of Raft's message to its follower (unless that transfer is
+    /// under way); without its files, Raft is told it failed.
+    fn offer_snapshot(&mut self, message: Message) {
+        let to = message.to;
+        let meta = message.get_snapshot().get_metadata();
+        let (index, term) = (meta.index, meta.term);
+        let s = &mut self.snapshots;
+        if s.outgoing.get(&to).is_some_and(|o| (o.index, o.term) == (index, term)) {
+            return;
+        }
+        let source = self.node.store().source.read().expect("snapshot source lock").clone();
+        let files = source.and_then(|s| s.files_at(index, term));
+        match files.map(|dir| Outgoing::new(message, dir)) {
+            Some(Ok(out)) => {
+                s.packets.push(out.offer());
+                s.outgoing.insert(to, out);
+                s.stats.offered += 1;
+            }
+            Some(Err(e)) => {
+                tracing::warn!(to, index, error = %e, "snapshot files unreadable");
+                s.failed.push(to);
+            }
+            None => s.failed.push(to),
+        }
+    }
+
+    /// Sends the chunks the leader's transfers have room for, and the packets waiting.
+    fn pump_snapshots(&mut self) {
+        let s = &mut self.snapshots;
+        if !self.node.raft.state.eq(&StateRole::Leader) {
+            s.outgoing.clear();
+        }
+        let mut failed = Vec::new();
+        for (&to, out) in s.outgoing.iter_mut() {
+            match out.chunks(s.chunk_bytes) {
+                Ok(chunks) => {
+                    s.stats.chunks_sent += chunks.len() as u64;
+                    s.packets.extend(chunks);
+                }
+                Err(e) => {
+                    tracing::warn!(to, index = out.index, error = %e, "snapshot files unreadable: transfer abandoned");
+                    failed.push(to);
+                }
+            }
+        }
+        for to in failed {
+            s.outgoing.remove(&to);
+            s.stats.abandoned += 1;
+            s.failed.push(to);
+        }
+        let packets = std::mem::take(&mut s.packets);
+        if let (false, Some(transport)) = (packets.is_empty(), &mut self.transport) {
+            transport.send_snapshot(packets);
+        }
     }
 
     /// Does what Raft asks: sends messages, persists entries and hard state (one fsync), and
     /// returns newly committed entries. A message that acknowledges entries or a vote (a
     /// follower's append response, a vote granted) is sent only once they are durable.
+    ///
+    /// A follower that installs a snapshot resets its journal to start after it and returns
+    /// early, with the entries committed before it; [`Self::take_installed`] gives the snapshot,
+    /// and until it is taken `drive` refuses to go on ([`ReplicationError::SnapshotNotTaken`]).
     pub fn drive(&mut self) -> Result<Vec<Committed>, ReplicationError> {
+        if let Some(installed) = &self.snapshots.installed {
+            return Err(ReplicationError::SnapshotNotTaken(installed.index));
+        }
+        for to in std::mem::take(&mut self.snapshots.failed) {
+            self.node.report_snapshot(to, SnapshotStatus::Failure);
+        }
+        let committed = self.drive_readies();
+        self.pump_snapshots();
+        committed
+    }
+
+    fn drive_readies(&mut self) -> Result<Vec<Committed>, ReplicationError> {
         let mut committed = Vec::new();
         while self.node.has_ready() {
             let mut ready = self.node.ready();
             // a leader's appends and heartbeats go out before its own fsync: Raft counts the
             // leader's copy of an entry toward the quorum only once `advance` says it is durable
             self.send(ready.take_messages());
-            if !ready.snapshot().is_empty() {
-                // no leader sends one: `JournalStorage::snapshot` has none to give yet
-                return Err(ReplicationError::SnapshotUnsupported);
-            }
+            let installing = !ready.snapshot().is_empty();
             collect(&mut committed, ready.take_committed_entries());
             {
                 let mut j = self.journal.write().expect("journal lock");
+                if installing {
+                    let meta = ready.snapshot().get_metadata();
+                    let (index, term) = (meta.index, meta.term);
+                    let received = self.snapshots.received.take().filter(|r| (r.index, r.term) == (index, term));
+                    let received = received.ok_or(ReplicationError::SnapshotFilesMissing { index, term })?;
+                    // durable at once (the journal's meta file): the log restarts after the snapshot
+                    j.reset_to_snapshot(index, term)?;
+                    self.node.store().recent.lock().expect("recent entries lock").clear();
+                    self.snapshots.installed = Some(received);
+                    self.snapshots.stats.installed += 1;
+                }
                 // the entries' data is moved into the journal's form and back (an entry can be
                 // ~150 KB: no copy kept only for the append)
                 let entries: Vec<_> = ready.take_entries().into_iter().map(from_raft).collect();
@@ -231,11 +545,22 @@ impl RaftGroup {
             self.send(light.take_messages());
             collect(&mut committed, light.take_committed_entries());
             self.node.advance_apply();
+            if installing {
+                // the owner replaces its state before anything after the snapshot
+                break;
+            }
         }
         Ok(committed)
     }
 
-    fn send(&mut self, messages: Vec<Message>) {
+    fn send(&mut self, mut messages: Vec<Message>) {
+        if messages.iter().any(|m| m.msg_type() == MessageType::MsgSnapshot) {
+            let (snapshots, rest): (Vec<_>, Vec<_>) = messages.into_iter().partition(|m| m.msg_type() == MessageType::MsgSnapshot);
+            for m in snapshots {
+                self.offer_snapshot(m);
+            }
+            messages = rest;
+        }
         if messages.is_empty() {
             return;
         }
@@ -245,11 +570,10 @@ impl RaftGroup {
         }
     }
 
-    /// Drops log entries up to `index` (state up to it is in a snapshot).
-    ///
-    /// With several voters, a follower that still needs a dropped entry cannot catch up until
-    /// snapshots are sent to followers (not yet supported): the caller compacts only below
-    /// what every follower has.
+    /// Drops log entries up to `index` (state up to it is in a snapshot), keeping the term of
+    /// `index`: a follower that needs a dropped entry is sent the snapshot at `index`, whose
+    /// files the [`SnapshotSource`] names (without one, such a follower cannot catch up: compact
+    /// only up to [`Self::replicated_to_all`] then).
     pub fn compact(&mut self, index: u64) -> Result<(), ReplicationError> {
         let mut j = self.journal.write().expect("journal lock");
         let Some(term) = j.term(index) else { return Ok(()) };

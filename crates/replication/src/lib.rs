@@ -22,20 +22,29 @@
 //!   acknowledges them (a follower's append response, a vote granted).
 //!   The commit index is not fsynced (volatile in Raft): after a restart it is recovered from the
 //!   applied index and from the leader.
-//! - [`RaftGroup::compact`] drops the log below a snapshot of the state. Snapshots are not sent
-//!   to followers yet: with several voters, compact only up to
-//!   [`RaftGroup::replicated_to_all`], or a follower behind the compaction point cannot catch up.
+//! - [`RaftGroup::compact`] drops the log up to a snapshot of the state the owner keeps, and the
+//!   owner names that snapshot's files with a [`SnapshotSource`]
+//!   ([`RaftGroup::set_snapshot_source`]): a follower behind the compacted log is sent them
+//!   ([`snapshot`]: chunks with checksums, over the same [`Transport`]), then the log. The
+//!   owner hands received [`SnapshotPacket`]s to [`RaftGroup::receive_snapshot`]. When a
+//!   follower installs a snapshot, `drive` returns the entries committed before it and stops;
+//!   [`RaftGroup::take_installed`] then gives the snapshot, whose files replace the owner's
+//!   state before it applies anything more (`drive` refuses to go on until it is taken). The
+//!   state in the files may be ahead of the snapshot's index (a checkpoint carries its own
+//!   applied index): the owner skips the entries its state already holds.
 //!
 //! A single voter ([`RaftGroup::open`]) has no transport and elects itself at once; its path
 //! sends nothing and costs what it did before replication (one fsync per `drive`).
 
 mod group;
 pub mod net;
+pub mod snapshot;
 mod storage;
 
-pub use group::{RaftGroup, ReplicaConfig, Transport};
+pub use group::{RaftGroup, ReplicaConfig, SnapshotStats, Transport, RECEIVED_SNAPSHOTS_DIR};
 /// Raft's message between the voters of a group (raft-proto, prost 0.11 encoding).
 pub use raft::prelude::{Message, MessageType};
+pub use snapshot::{AckKind, InstalledSnapshot, PacketBody, SnapshotFile, SnapshotPacket, SnapshotSource};
 
 /// This node's id in a single-voter group.
 pub const LOCAL_NODE_ID: u64 = 1;
@@ -54,8 +63,14 @@ pub enum ReplicationError {
     WrongRecipient { to: u64, id: u64 },
     #[error("message from node {0}, which is not a voter of this group")]
     UnknownPeer(u64),
-    #[error("a snapshot arrived from the leader, but installing snapshots is not supported yet")]
-    SnapshotUnsupported,
+    #[error("snapshot transfer: {0}")]
+    SnapshotIo(#[from] std::io::Error),
+    #[error("raft installs snapshot {index} (term {term}) but its files were not received")]
+    SnapshotFilesMissing { index: u64, term: u64 },
+    #[error("the installed snapshot {0} was not taken: the owner replaces its state before driving on")]
+    SnapshotNotTaken(u64),
+    #[error("a raft snapshot message outside a snapshot transfer")]
+    SnapshotOutsideTransfer,
 }
 
 /// A committed entry handed to the state machine.

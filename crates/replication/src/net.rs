@@ -6,7 +6,10 @@
 //! the peer unreachable (what queued while it was is dropped on reconnecting: Raft resends what
 //! still matters). Sending never blocks the group's thread. Received messages go to the
 //! group's inbox (a bounded channel; full, the message is dropped); the group's owner hands
-//! them to [`crate::RaftGroup::step`].
+//! them to [`crate::RaftGroup::step`]. Snapshot packets ([`crate::snapshot`]) travel on the
+//! same streams, chunks of up to a megabyte each, at most a few per transfer unacknowledged,
+//! and arrive in the group's snapshot inbox ([`RaftNetwork::register_with_snapshots`]), for
+//! [`crate::RaftGroup::receive_snapshot`].
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -22,6 +25,7 @@ use tokio_stream::StreamExt;
 use tonic::transport::{Endpoint, Server};
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::snapshot::{AckKind, PacketBody, SnapshotFile, SnapshotPacket};
 use crate::{Message, Transport};
 
 mod proto {
@@ -36,6 +40,8 @@ use proto::{Envelope, RaftBatch};
 const PEER_QUEUE: usize = 4096;
 /// Messages queued for one group before new ones are dropped.
 const INBOX: usize = 4096;
+/// Snapshot packets queued for one group before new ones are dropped (the leader resends).
+const SNAPSHOT_INBOX: usize = 64;
 /// Messages per batch on the wire at most.
 const BATCH: usize = 256;
 /// A batch takes no more messages once it holds this many bytes (one message always fits).
@@ -51,7 +57,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const MIN_BACKOFF: Duration = Duration::from_millis(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-type Inboxes = Arc<Mutex<HashMap<u64, SyncSender<Message>>>>;
+/// A group's inbox for Raft messages, and for snapshot packets if it takes them.
+struct Inbox {
+    messages: SyncSender<Message>,
+    snapshots: Option<SyncSender<SnapshotPacket>>,
+}
+
+type Inboxes = Arc<Mutex<HashMap<u64, Inbox>>>;
 type Peers = Arc<RwLock<HashMap<u64, mpsc::Sender<Envelope>>>>;
 
 /// This node's end of the Raft network: the server on its internal port and a stream to each
@@ -113,10 +125,21 @@ impl RaftNetwork {
     }
 
     /// The transport for `group`'s messages, and the inbox its peers' messages arrive in.
+    /// Snapshot packets for the group are dropped: a group that may fall behind a leader's
+    /// compacted log is registered with [`Self::register_with_snapshots`].
     pub fn register(&self, group: u64) -> (NetTransport, Receiver<Message>) {
-        let (inbox, received) = std::sync::mpsc::sync_channel(INBOX);
-        self.inboxes.lock().expect("inboxes lock").insert(group, inbox);
+        let (messages, received) = std::sync::mpsc::sync_channel(INBOX);
+        self.inboxes.lock().expect("inboxes lock").insert(group, Inbox { messages, snapshots: None });
         (NetTransport { group, peers: self.peers.clone() }, received)
+    }
+
+    /// As [`Self::register`], with a second inbox for the group's snapshot packets (hand them to
+    /// [`crate::RaftGroup::receive_snapshot`]).
+    pub fn register_with_snapshots(&self, group: u64) -> (NetTransport, Receiver<Message>, Receiver<SnapshotPacket>) {
+        let (messages, received) = std::sync::mpsc::sync_channel(INBOX);
+        let (snapshots, packets) = std::sync::mpsc::sync_channel(SNAPSHOT_INBOX);
+        self.inboxes.lock().expect("inboxes lock").insert(group, Inbox { messages, snapshots: Some(snapshots) });
+        (NetTransport { group, peers: self.peers.clone() }, received, packets)
     }
 }
 
@@ -143,13 +166,71 @@ impl Transport for NetTransport {
                 tracing::debug!(group = self.group, to = m.to, "raft message for an unknown peer dropped");
                 continue;
             };
-            let envelope = Envelope { group: self.group, message: m.encode_to_vec() };
+            let envelope = Envelope { group: self.group, message: m.encode_to_vec(), snapshot: None };
             // a closed queue: the network is shutting down
             if let Err(mpsc::error::TrySendError::Full(_)) = queue.try_send(envelope) {
                 tracing::debug!(group = self.group, to = m.to, "raft message dropped: the peer's queue is full");
             }
         }
     }
+
+    fn send_snapshot(&mut self, packets: Vec<SnapshotPacket>) {
+        let peers = self.peers.read().expect("peers lock");
+        for p in packets {
+            let Some(queue) = peers.get(&p.to) else {
+                tracing::debug!(group = self.group, to = p.to, "snapshot packet for an unknown peer dropped");
+                continue;
+            };
+            let to = p.to;
+            let envelope = Envelope { group: self.group, message: Vec::new(), snapshot: Some(to_wire(p)) };
+            if let Err(mpsc::error::TrySendError::Full(_)) = queue.try_send(envelope) {
+                tracing::debug!(group = self.group, to, "snapshot packet dropped: the peer's queue is full");
+            }
+        }
+    }
+}
+
+fn to_wire(p: SnapshotPacket) -> proto::SnapshotPacket {
+    use proto::snapshot_packet::Body;
+    let body = match p.body {
+        PacketBody::Offer { files, message } => Body::Offer(proto::Offer {
+            files: files.into_iter().map(|f| proto::SnapshotFile { name: f.name, size: f.size }).collect(),
+            message: message.encode_to_vec(),
+        }),
+        PacketBody::Chunk { position, data, crc } => Body::Chunk(proto::Chunk { position, data, crc }),
+        PacketBody::Ack { next, kind } => {
+            let kind = match kind {
+                AckKind::Progress => 0,
+                AckKind::Refused => 1,
+                AckKind::Unknown => 2,
+                AckKind::Done => 3,
+            };
+            Body::Ack(proto::Ack { next, kind })
+        }
+    };
+    proto::SnapshotPacket { from: p.from, to: p.to, index: p.index, term: p.term, body: Some(body) }
+}
+
+fn from_wire(p: proto::SnapshotPacket) -> Option<SnapshotPacket> {
+    use proto::snapshot_packet::Body;
+    let body = match p.body? {
+        Body::Offer(o) => PacketBody::Offer {
+            files: o.files.into_iter().map(|f| SnapshotFile { name: f.name, size: f.size }).collect(),
+            message: Box::new(Message::decode(o.message.as_slice()).ok()?),
+        },
+        Body::Chunk(c) => PacketBody::Chunk { position: c.position, data: c.data, crc: c.crc },
+        Body::Ack(a) => {
+            let kind = match a.kind {
+                0 => AckKind::Progress,
+                1 => AckKind::Refused,
+                2 => AckKind::Unknown,
+                3 => AckKind::Done,
+                _ => return None,
+            };
+            PacketBody::Ack { next: a.next, kind }
+        }
+    };
+    Some(SnapshotPacket { from: p.from, to: p.to, index: p.index, term: p.term, body })
 }
 
 /// Keeps a stream to `peer` open while the network lives, with exponential back-off between
@@ -187,12 +268,12 @@ async fn stream_to(
         tokio::select! {
             first = queue.recv() => {
                 let Some(first) = first else { return Ok(()) };
-                let mut bytes = first.message.len();
+                let mut bytes = envelope_bytes(&first);
                 let mut messages = vec![first];
                 while messages.len() < BATCH && bytes < BATCH_BYTES {
                     match queue.try_recv() {
                         Ok(e) => {
-                            bytes += e.message.len();
+                            bytes += envelope_bytes(&e);
                             messages.push(e);
                         }
                         Err(_) => break,
@@ -210,6 +291,15 @@ async fn stream_to(
             _ = until_stopped(stopped) => return Ok(()),
         }
     }
+}
+
+/// An envelope's payload size, roughly (a chunk's data or a message's encoding).
+fn envelope_bytes(e: &Envelope) -> usize {
+    let chunk = match e.snapshot.as_ref().and_then(|s| s.body.as_ref()) {
+        Some(proto::snapshot_packet::Body::Chunk(c)) => c.data.len(),
+        _ => 0,
+    };
+    e.message.len() + chunk
 }
 
 /// The server side: hands each received message to its group's inbox.
@@ -257,16 +347,31 @@ async fn until_stopped(stopped: &mut watch::Receiver<bool>) {
 fn deliver(inboxes: &Inboxes, batch: RaftBatch) {
     let inboxes = inboxes.lock().expect("inboxes lock");
     for envelope in batch.messages {
-        let Some(inbox) = inboxes.get(&envelope.group) else {
-            tracing::debug!(group = envelope.group, "raft message for a group this node does not have dropped");
+        let group = envelope.group;
+        let Some(inbox) = inboxes.get(&group) else {
+            tracing::debug!(group, "raft message for a group this node does not have dropped");
             continue;
         };
+        if let Some(packet) = envelope.snapshot {
+            let Some(snapshots) = &inbox.snapshots else {
+                tracing::debug!(group, "snapshot packet for a group that takes none dropped");
+                continue;
+            };
+            match from_wire(packet) {
+                Some(packet) => match snapshots.try_send(packet) {
+                    Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+                    Err(TrySendError::Full(_)) => tracing::debug!(group, "snapshot packet dropped: the group's inbox is full"),
+                },
+                None => tracing::warn!(group, "undecodable snapshot packet dropped"),
+            }
+            continue;
+        }
         match Message::decode(envelope.message.as_slice()) {
-            Ok(message) => match inbox.try_send(message) {
+            Ok(message) => match inbox.messages.try_send(message) {
                 Ok(()) | Err(TrySendError::Disconnected(_)) => {}
-                Err(TrySendError::Full(_)) => tracing::debug!(group = envelope.group, "raft message dropped: the group's inbox is full"),
+                Err(TrySendError::Full(_)) => tracing::debug!(group, "raft message dropped: the group's inbox is full"),
             },
-            Err(e) => tracing::warn!(group = envelope.group, error = %e, "undecodable raft message dropped"),
+            Err(e) => tracing::warn!(group, error = %e, "undecodable raft message dropped"),
         }
     }
 }

@@ -7,6 +7,8 @@ use raft::storage::{RaftState, Storage};
 use raft::{GetEntriesContext, StorageError};
 use waggle_log::{Journal, JournalError};
 
+use crate::SnapshotSource;
+
 /// Raft's view of the journal.
 #[derive(Clone)]
 pub(crate) struct JournalStorage {
@@ -17,6 +19,8 @@ pub(crate) struct JournalStorage {
     /// A request for all of them takes them (a single voter asks once; later requests read the
     /// file).
     pub(crate) recent: Arc<Mutex<Vec<RaftEntry>>>,
+    /// Names the files of the state at the compaction point (none: no snapshot to send).
+    pub(crate) source: Arc<RwLock<Option<Arc<dyn SnapshotSource>>>>,
 }
 
 impl JournalStorage {
@@ -91,9 +95,23 @@ impl Storage for JournalStorage {
         Ok(self.journal.read().expect("journal lock").last_index())
     }
 
+    /// The snapshot at the compaction point, when the owner's source has its files: Raft sends
+    /// it to a follower that needs entries below the log's first one. The metadata is all it
+    /// holds; the files travel in the group's snapshot transfer ([`crate::snapshot`]).
     fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
-        // Snapshot transfer to followers arrives with the replicated cluster.
-        Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable))
+        let j = self.journal.read().expect("journal lock");
+        let index = j.first_index() - 1;
+        let term = j.term(index).unwrap_or(0);
+        let source = self.source.read().expect("snapshot source lock");
+        if index == 0 || source.as_ref().is_none_or(|s| s.files_at(index, term).is_none()) {
+            return Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
+        }
+        let mut snapshot = Snapshot::default();
+        let meta = snapshot.mut_metadata();
+        meta.index = index;
+        meta.term = term;
+        meta.set_conf_state(ConfState { voters: self.voters.clone(), ..Default::default() });
+        Ok(snapshot)
     }
 }
 

@@ -147,6 +147,8 @@ impl Transport for CheckingOutbox {
         }
         self.sent.lock().unwrap().extend(messages);
     }
+
+    fn send_snapshot(&mut self, _packets: Vec<crate::SnapshotPacket>) {}
 }
 
 #[test]

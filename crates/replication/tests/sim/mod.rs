@@ -17,7 +17,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use waggle_replication::{Committed, Message, MessageType, RaftGroup, ReplicaConfig, Transport};
+use waggle_replication::{
+    Committed, InstalledSnapshot, Message, MessageType, PacketBody, RaftGroup, ReplicaConfig, SnapshotPacket, SnapshotSource, Transport,
+};
 
 /// Seeds each invariant's test runs by default (CI): seeds `base..base + count`.
 const DEFAULT_SEEDS: u64 = 40;
@@ -94,6 +96,14 @@ pub struct Scenario {
     pub crash_after_vote: f64,
     /// A step's chance that a client proposes an entry to a node that believes it leads.
     pub propose: f64,
+    /// A node's chance to crash right after its journal installed a snapshot, before its state
+    /// machine took it (restarting a step or two later, it must be handed the snapshot again).
+    pub crash_after_install: f64,
+    /// Every node checkpoints its state every this many applied entries and compacts its log
+    /// there (0: never); a node restarts from its newest checkpoint.
+    pub checkpoint_every: u64,
+    /// A snapshot chunk's chance to have a byte flipped on the way (chaos only).
+    pub corrupt: f64,
 }
 
 impl Default for Scenario {
@@ -112,6 +122,9 @@ impl Default for Scenario {
             down_steps: 120,
             crash_after_vote: 0.5,
             propose: 0.3,
+            crash_after_install: 0.3,
+            checkpoint_every: 0,
+            corrupt: 0.0,
         }
     }
 }
@@ -162,22 +175,118 @@ pub struct History {
     pub partitions: u64,
     pub messages_lost: u64,
     pub messages_duplicated: u64,
+    /// Snapshots followers installed (and adopted as their state), in order.
+    pub installs: Vec<Install>,
+    pub chunks_corrupted: u64,
+    pub crashes_after_install: u64,
+    /// Chunks followers refused (over the runs that ended).
+    pub chunks_refused: u64,
+    /// Each node's applied index and digest at the end.
+    pub final_states: BTreeMap<u64, (u64, u64)>,
+}
+
+/// A snapshot a follower installed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Install {
+    pub node: u64,
+    pub run: u64,
+    pub index: u64,
+    /// The digest the snapshot's files hold.
+    pub digest: u64,
+}
+
+/// What travels between nodes.
+#[derive(Debug, Clone)]
+enum Wire {
+    Raft(Box<Message>),
+    Snapshot(SnapshotPacket),
+}
+
+impl Wire {
+    fn ends(&self) -> (u64, u64) {
+        match self {
+            Wire::Raft(m) => (m.from, m.to),
+            Wire::Snapshot(p) => (p.from, p.to),
+        }
+    }
 }
 
 /// Keeps what a node's group sends, for the network to carry.
-struct Outbox(Arc<Mutex<Vec<Message>>>);
+struct Outbox(Arc<Mutex<Vec<Wire>>>);
 
 impl Transport for Outbox {
     fn send(&mut self, messages: Vec<Message>) {
-        self.0.lock().expect("outbox").extend(messages);
+        self.0.lock().expect("outbox").extend(messages.into_iter().map(|m| Wire::Raft(Box::new(m))));
     }
+
+    fn send_snapshot(&mut self, packets: Vec<SnapshotPacket>) {
+        self.0.lock().expect("outbox").extend(packets.into_iter().map(Wire::Snapshot));
+    }
+}
+
+/// A node's checkpoints: `<dir>/<index>/` holds `state` (index and digest) and `padding` (bytes
+/// derived from the digest, so that a transfer takes several chunks and a wrong byte shows).
+struct Checkpoints(PathBuf);
+
+impl SnapshotSource for Checkpoints {
+    fn files_at(&self, index: u64, _term: u64) -> Option<PathBuf> {
+        let dir = self.0.join(index.to_string());
+        dir.is_dir().then_some(dir)
+    }
+}
+
+/// Bytes per snapshot chunk in the simulation.
+const CHUNK_BYTES: usize = 1024;
+
+fn padding(index: u64, digest: u64) -> Vec<u8> {
+    let mut rng = Rng::new(digest);
+    (0..3_000 + index % 4_000).map(|_| rng.next_u64() as u8).collect()
+}
+
+/// Writes the checkpoint of (index, digest) and removes older ones.
+fn checkpoint(dir: &std::path::Path, index: u64, digest: u64) {
+    let tmp = dir.join(format!("{index}.tmp"));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).expect("checkpoint dir");
+    std::fs::write(tmp.join("state"), format!("{index} {digest}")).expect("state file");
+    std::fs::write(tmp.join("padding"), padding(index, digest)).expect("padding file");
+    std::fs::rename(&tmp, dir.join(index.to_string())).expect("checkpoint rename");
+    remove_checkpoints_but(dir, index);
+}
+
+fn remove_checkpoints_but(dir: &std::path::Path, index: u64) {
+    for e in std::fs::read_dir(dir).expect("checkpoints").flatten() {
+        if e.file_name().to_string_lossy() != index.to_string() {
+            std::fs::remove_dir_all(e.path()).expect("old checkpoint removed");
+        }
+    }
+}
+
+/// The (index, digest) a checkpoint holds, checking its padding.
+fn read_checkpoint(dir: &std::path::Path) -> (u64, u64) {
+    let state = std::fs::read_to_string(dir.join("state")).expect("state file");
+    let (index, digest) = state.split_once(' ').expect("index and digest");
+    let (index, digest) = (index.parse().expect("index"), digest.parse().expect("digest"));
+    let padding_read = std::fs::read(dir.join("padding")).expect("padding file");
+    assert!(padding_read == padding(index, digest), "checkpoint {} holds other bytes than were written", dir.display());
+    (index, digest)
+}
+
+/// The newest checkpoint's (index, digest), if any.
+fn newest_checkpoint(dir: &std::path::Path) -> Option<(u64, u64)> {
+    let newest = std::fs::read_dir(dir).ok()?.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok()).max()?;
+    Some(read_checkpoint(&dir.join(newest.to_string())))
 }
 
 /// One node: its journal's directory, and its group and state machine while it is up.
 struct Node {
     id: u64,
     dir: PathBuf,
-    outbox: Arc<Mutex<Vec<Message>>>,
+    /// Where its checkpoints are.
+    state_dir: PathBuf,
+    /// Index of its newest checkpoint.
+    checkpointed: u64,
+    outbox: Arc<Mutex<Vec<Wire>>>,
     group: Option<RaftGroup>,
     run: u64,
     /// Last index applied in this run, and the state's digest there.
@@ -212,7 +321,7 @@ pub struct Sim {
     nodes: Vec<Node>,
     _dirs: tempfile::TempDir,
     /// Messages in flight by (delivery step, sequence): equal steps keep sending order.
-    in_flight: BTreeMap<(u64, u64), Message>,
+    in_flight: BTreeMap<(u64, u64), Wire>,
     sequence: u64,
     /// The nodes cut off from the rest, and the step the partition heals at.
     partition: Option<(BTreeSet<u64>, u64)>,
@@ -220,6 +329,8 @@ pub struct Sim {
     pending: BTreeMap<Vec<u8>, u64>,
     proposals: u64,
     history: History,
+    /// Whether the step under way is one of chaos.
+    chaos: bool,
 }
 
 impl Sim {
@@ -252,29 +363,64 @@ impl Sim {
             pending: BTreeMap::new(),
             proposals: 0,
             history: History::default(),
+            chaos: false,
             voters: voters.clone(),
             _dirs: dirs,
             scenario,
         };
         for &id in &voters {
             let dir = sim._dirs.path().join(format!("node-{id}"));
-            let mut node =
-                Node { id, dir, outbox: Arc::default(), group: None, run: 0, applied: 0, digest: 0, restart_at: 0, crash_next: false };
+            let state_dir = sim._dirs.path().join(format!("node-{id}-state"));
+            std::fs::create_dir_all(&state_dir).expect("state dir");
+            let mut node = Node { id, dir, state_dir, ..Node::placeholder() };
             sim.start(&mut node);
             sim.nodes.push(node);
         }
         sim
     }
 
-    /// Opens a node's group from its journal; its state machine starts empty, so the group
-    /// re-delivers every committed entry.
-    fn start(&self, node: &mut Node) {
-        let config = ReplicaConfig { randomized_election_timeout: false, ..ReplicaConfig::new(node.id, self.voters.clone()) };
-        let group = RaftGroup::open_replicated(&node.dir, 0, config, Box::new(Outbox(node.outbox.clone())))
+    /// Opens a node's group from its journal; its state machine starts from its newest
+    /// checkpoint (empty without one), so the group re-delivers every committed entry after it.
+    fn start(&mut self, node: &mut Node) {
+        let config = ReplicaConfig {
+            randomized_election_timeout: false,
+            snapshot_chunk_bytes: CHUNK_BYTES,
+            ..ReplicaConfig::new(node.id, self.voters.clone())
+        };
+        let (applied, digest) = newest_checkpoint(&node.state_dir).unwrap_or((0, 0));
+        let mut group = RaftGroup::open_replicated(&node.dir, applied, config, Box::new(Outbox(node.outbox.clone())))
             .unwrap_or_else(|e| panic!("node {} does not reopen its journal: {e}", node.id));
+        group.set_snapshot_source(Arc::new(Checkpoints(node.state_dir.clone())));
+        node.applied = applied;
+        node.digest = digest;
+        node.checkpointed = applied;
+        let installed = group.take_installed();
         node.group = Some(group);
-        node.applied = 0;
-        node.digest = 0;
+        if let Some(installed) = installed {
+            self.adopt(node, installed);
+        }
+    }
+
+    /// Replaces a node's state by a snapshot it installed: the snapshot's directory becomes its
+    /// newest checkpoint.
+    fn adopt(&mut self, node: &mut Node, installed: InstalledSnapshot) {
+        let (index, digest) = read_checkpoint(&installed.dir);
+        assert_eq!(index, installed.index, "node {}: snapshot {} holds the state at {index}", node.id, installed.index);
+        let target = node.state_dir.join(index.to_string());
+        let _ = std::fs::remove_dir_all(&target);
+        std::fs::rename(&installed.dir, &target).expect("snapshot taken");
+        remove_checkpoints_but(&node.state_dir, index);
+        node.applied = index;
+        node.digest = digest;
+        node.checkpointed = index;
+        self.history.installs.push(Install { node: node.id, run: node.run, index, digest });
+    }
+
+    /// A node's group goes down (its run's refused chunks are counted).
+    fn stop(history: &mut History, node: &mut Node) {
+        if let Some(group) = node.group.take() {
+            history.chunks_refused += group.snapshot_stats().chunks_refused;
+        }
     }
 
     fn live(&self) -> usize {
@@ -309,7 +455,7 @@ impl Sim {
         }
         for node in self.nodes.iter_mut().filter(|n| n.crash_next) {
             node.crash_next = false;
-            node.group = None;
+            Self::stop(&mut self.history, node);
             node.restart_at = step + 1 + self.rng.below(2);
             self.history.crashes += 1;
         }
@@ -323,7 +469,7 @@ impl Sim {
             let node = &mut self.nodes[victim];
             if node.group.is_some() {
                 // what the journal did not flush is lost with the process, as in a crash
-                node.group = None;
+                Self::stop(&mut self.history, node);
                 node.outbox.lock().expect("outbox").clear();
                 // half the crashes are a quick restart: within an election a node may meet the
                 // same term again, and must remember its vote
@@ -341,6 +487,8 @@ impl Node {
         Node {
             id: 0,
             dir: PathBuf::new(),
+            state_dir: PathBuf::new(),
+            checkpointed: 0,
             outbox: Arc::default(),
             group: None,
             run: 0,
@@ -371,6 +519,8 @@ impl Sim {
                 for node in &self.nodes {
                     let log = self.history.applied.iter().filter(|a| a.node == node.id && a.run == node.run).cloned().collect();
                     self.history.final_logs.insert(node.id, log);
+                    self.history.final_states.insert(node.id, (node.applied, node.digest));
+                    self.history.chunks_refused += node.group.as_ref().map_or(0, |g| g.snapshot_stats().chunks_refused);
                 }
                 return;
             }
@@ -397,16 +547,23 @@ impl Sim {
     /// One step: deliver due messages, tick, propose, drive every live node, observe.
     fn advance(&mut self, chaos: bool) {
         self.step += 1;
+        self.chaos = chaos;
         while let Some(entry) = self.in_flight.first_entry() {
             if entry.key().0 > self.step {
                 break;
             }
-            let message = entry.remove();
-            if self.cut(message.from, message.to) {
+            let wire = entry.remove();
+            let (from, to) = wire.ends();
+            if self.cut(from, to) {
                 continue;
             }
-            if let Some(group) = &mut self.nodes[message.to as usize - 1].group {
-                group.step(message).expect("a message from a voter to its recipient is taken");
+            if let Some(group) = &mut self.nodes[to as usize - 1].group {
+                match wire {
+                    Wire::Raft(message) => group.step(*message).expect("a message from a voter to its recipient is taken"),
+                    Wire::Snapshot(packet) => {
+                        group.receive_snapshot(packet).unwrap_or_else(|e| panic!("node {to} fails to take a snapshot packet: {e}"))
+                    }
+                }
             }
         }
         for i in 0..self.nodes.len() {
@@ -443,9 +600,24 @@ impl Sim {
     }
 
     fn drive(&mut self, i: usize) {
-        let node = &mut self.nodes[i];
+        let mut node = std::mem::replace(&mut self.nodes[i], Node::placeholder());
+        self.drive_node(&mut node);
+        self.nodes[i] = node;
+    }
+
+    fn drive_node(&mut self, node: &mut Node) {
         let Some(group) = &mut node.group else { return };
         let committed: Vec<Committed> = group.drive().unwrap_or_else(|e| panic!("node {} fails: {e}", node.id));
+        if group.installed().is_some() && self.chaos && self.rng.chance(self.scenario.crash_after_install) {
+            // the state machine never took it, nor the entries before it: lost with the process
+            Self::stop(&mut self.history, node);
+            node.outbox.lock().expect("outbox").clear();
+            node.restart_at = self.step + 1 + self.rng.below(2);
+            self.history.crashes += 1;
+            self.history.crashes_after_install += 1;
+            return;
+        }
+        let installed = group.take_installed();
         for c in committed {
             assert_eq!(c.index, node.applied + 1, "node {} applied {} after {}", node.id, c.index, node.applied);
             node.applied = c.index;
@@ -463,6 +635,15 @@ impl Sim {
                 digest: node.digest,
             });
         }
+        if let Some(installed) = installed {
+            self.adopt(node, installed);
+        }
+        let every = self.scenario.checkpoint_every;
+        if every > 0 && node.applied >= node.checkpointed + every {
+            checkpoint(&node.state_dir, node.applied, node.digest);
+            node.checkpointed = node.applied;
+            node.group.as_mut().expect("up").compact(node.applied).expect("compaction");
+        }
     }
 
     /// Whether the partition in force separates `a` from `b`.
@@ -474,16 +655,26 @@ impl Sim {
     fn route(&mut self, chaos: bool) {
         for i in 0..self.nodes.len() {
             let sent = std::mem::take(&mut *self.nodes[i].outbox.lock().expect("outbox"));
-            for message in sent {
-                if chaos
-                    && message.msg_type() == MessageType::MsgRequestVoteResponse
-                    && !message.reject
-                    && self.rng.chance(self.scenario.crash_after_vote)
-                {
-                    self.nodes[i].crash_next = true;
+            for mut message in sent {
+                if let Wire::Raft(m) = &message {
+                    if chaos
+                        && m.msg_type() == MessageType::MsgRequestVoteResponse
+                        && !m.reject
+                        && self.rng.chance(self.scenario.crash_after_vote)
+                    {
+                        self.nodes[i].crash_next = true;
+                    }
                 }
-                if self.cut(message.from, message.to) {
+                let (from, to) = message.ends();
+                if self.cut(from, to) {
                     continue;
+                }
+                if let Wire::Snapshot(SnapshotPacket { body: PacketBody::Chunk { data, .. }, .. }) = &mut message {
+                    if chaos && self.rng.chance(self.scenario.corrupt) {
+                        let at = self.rng.below(data.len() as u64) as usize;
+                        data[at] ^= 1 << self.rng.below(8);
+                        self.history.chunks_corrupted += 1;
+                    }
                 }
                 if chaos && self.rng.chance(self.scenario.loss) {
                     self.history.messages_lost += 1;
