@@ -1,0 +1,272 @@
+//! Brokers in a cluster: three `Broker`s in this process, each with its own RocksDB in a
+//! temporary directory and its own Raft network on a loopback port, run their partitions as
+//! replicated Raft groups. A leader is elected, takes commands, followers refuse them and keep
+//! their state warm; a leader shut down is replaced, nothing it acknowledged is lost, and it
+//! rejoins on its data directory and catches up.
+
+use std::collections::BTreeSet;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use waggle_broker::{Broker, BrokerConfig, BrokerError, ClusterSpec, StateDigest};
+use waggle_engine::Command;
+use waggle_protocol::value::{DeploymentRecord, DeploymentResource, JobBatchRecord, MessageRecord, ProcessInstanceCreationRecord};
+use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
+
+const MODEL: &str = include_str!("../../../tests/clients/models/one_task.bpmn");
+const PROCESS_ID: &str = "benchmark";
+const JOB_TYPE: &str = "benchmark-task";
+
+/// `n` loopback addresses with ports free a moment ago.
+fn free_addrs(n: usize) -> Vec<SocketAddr> {
+    let listeners: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    listeners.iter().map(|l| l.local_addr().unwrap()).collect()
+}
+
+fn config(dir: &std::path::Path, partitions: u16, node_id: u64, members: &[SocketAddr]) -> BrokerConfig {
+    BrokerConfig {
+        data_dir: dir.to_path_buf(),
+        partitions,
+        cluster: Some(ClusterSpec { node_id, members: members.to_vec(), replication_factor: members.len() as u32 }),
+        ..BrokerConfig::default()
+    }
+}
+
+/// Starts a broker, retrying a moment while its internal port is still held by a predecessor.
+fn start(config: &BrokerConfig) -> Arc<Broker> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match Broker::start(config.clone(), &prometheus::Registry::new()) {
+            Ok(broker) => return broker,
+            Err(BrokerError::Cluster(e)) if Instant::now() < deadline => {
+                eprintln!("retrying the start: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("broker did not start: {e}"),
+        }
+    }
+}
+
+fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(t) = f() {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The index of the one live broker leading `partition`, once exactly one does.
+fn leader(brokers: &[Option<Arc<Broker>>], partition: PartitionId) -> Option<usize> {
+    let leading: Vec<usize> = (0..brokers.len()).filter(|&i| brokers[i].as_ref().is_some_and(|b| b.leads(partition))).collect();
+    (leading.len() == 1).then(|| leading[0])
+}
+
+fn deployment() -> Command {
+    let resources = vec![DeploymentResource { resource_name: "one_task.bpmn".into(), resource: MODEL.as_bytes().to_vec() }];
+    Command::new(
+        -1,
+        Intent::Create,
+        RecordValue::Deployment(DeploymentRecord { resources, processes_metadata: vec![], tenant_id: "<default>".into() }),
+    )
+}
+
+fn creation() -> Command {
+    let value = RecordValue::ProcessInstanceCreation(ProcessInstanceCreationRecord {
+        bpmn_process_id: PROCESS_ID.into(),
+        version: -1,
+        process_definition_key: 0,
+        process_instance_key: -1,
+        variables: String::new(),
+        fetch_variables: vec![],
+        start_instructions: vec![],
+        tenant_id: "<default>".into(),
+    });
+    Command::new(-1, Intent::Create, value)
+}
+
+/// The process instance key a creation was answered with.
+fn created(record: &Record) -> i64 {
+    assert!(record.rejection.is_none(), "creation rejected: {record:?}");
+    let RecordValue::ProcessInstanceCreation(c) = &record.value else { panic!("not a creation: {record:?}") };
+    c.process_instance_key
+}
+
+/// The process instances of every job of our type the partition's leader activates (all of them).
+fn activate_all(runtime: &tokio::runtime::Runtime, broker: &Broker) -> BTreeSet<i64> {
+    let mut instances = BTreeSet::new();
+    loop {
+        let batch = JobBatchRecord {
+            job_type: JOB_TYPE.into(),
+            worker: "cluster-test".into(),
+            timeout_ms: 600_000,
+            max_jobs_to_activate: 64,
+            ..Default::default()
+        };
+        let record = runtime.block_on(broker.submit(1, Command::new(-1, Intent::Activate, RecordValue::JobBatch(batch)))).unwrap();
+        assert!(record.rejection.is_none(), "activation rejected: {record:?}");
+        let RecordValue::JobBatch(b) = record.value else { panic!("not a job batch") };
+        instances.extend(b.jobs.iter().map(|j| j.process_instance_key));
+        if b.job_keys.len() < 64 {
+            return instances;
+        }
+    }
+}
+
+/// Waits until every live broker's state of `partition` equals `leader`'s (same applied index,
+/// same rows), and returns it.
+fn converged(brokers: &[Option<Arc<Broker>>], leader: usize, partition: PartitionId) -> StateDigest {
+    wait_for("the replicas' states to converge", Duration::from_secs(20), || {
+        let digests: Vec<StateDigest> = brokers.iter().flatten().map(|b| b.state_digest(partition).unwrap()).collect();
+        let wanted = brokers[leader].as_ref().unwrap().state_digest(partition).unwrap();
+        digests.iter().all(|d| *d == wanted).then_some(wanted)
+    })
+}
+
+#[test]
+fn three_brokers_replicate_a_partition_fail_over_and_a_restarted_leader_catches_up() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let members = free_addrs(3);
+    let configs: Vec<BrokerConfig> = (0..3).map(|i| config(dirs[i].path(), 1, i as u64, &members)).collect();
+    let started = Instant::now();
+    let brokers: Vec<Option<Arc<Broker>>> = configs.iter().map(|c| Some(start(c))).collect();
+    let first = wait_for("a leader", Duration::from_secs(10), || leader(&brokers, 1));
+    eprintln!("leader elected {} ms after the start: node {first}", started.elapsed().as_millis());
+    for b in brokers.iter().flatten() {
+        wait_for("every broker to know the leader", Duration::from_secs(5), || (b.leader_of(1) == Some(first as u64)).then_some(()));
+    }
+
+    let lead = brokers[first].clone().unwrap();
+    let deployed = runtime.block_on(lead.deploy(deployment())).unwrap();
+    assert!(deployed.rejection.is_none(), "deployment rejected: {deployed:?}");
+    let mut acknowledged: BTreeSet<i64> = (0..20).map(|_| created(&runtime.block_on(lead.submit(1, creation())).unwrap())).collect();
+    for (i, b) in brokers.iter().enumerate().filter(|&(i, _)| i != first) {
+        let refused = runtime.block_on(b.as_ref().unwrap().submit(1, creation()));
+        assert!(matches!(refused, Err(BrokerError::Unavailable(1))), "follower {i} answered {refused:?}");
+        let status = b.as_ref().unwrap().status();
+        assert_eq!((status[0].role, status[0].leader), ("FOLLOWER", Some(first as u64)));
+    }
+    let digest = converged(&brokers, first, 1);
+    assert!(digest.applied_index >= 22, "the replicas applied only up to {}", digest.applied_index);
+    drop(lead);
+
+    // a client creating instances through whichever broker leads, while the leader is shut down
+    let brokers = Arc::new(Mutex::new(brokers));
+    let stop = Arc::new(AtomicBool::new(false));
+    let killed_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let client = {
+        let (brokers, stop, killed_at) = (brokers.clone(), stop.clone(), killed_at.clone());
+        let handle = runtime.handle().clone();
+        std::thread::spawn(move || {
+            let mut acknowledged = BTreeSet::new();
+            let mut first_after_kill: Option<Duration> = None;
+            while !stop.load(Ordering::SeqCst) {
+                let target = {
+                    let live = brokers.lock().unwrap();
+                    leader(&live, 1).map(|i| (i, live[i].clone().unwrap()))
+                };
+                let Some((i, broker)) = target else {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                };
+                match handle.block_on(broker.submit(1, creation())) {
+                    Ok(record) => {
+                        acknowledged.insert(created(&record));
+                        if let (None, Some(at)) = (first_after_kill, *killed_at.lock().unwrap()) {
+                            if i != first {
+                                first_after_kill = Some(at.elapsed());
+                            }
+                        }
+                    }
+                    Err(BrokerError::Unavailable(_)) => std::thread::sleep(Duration::from_millis(2)),
+                    Err(e) => panic!("creation failed: {e}"),
+                }
+            }
+            (acknowledged, first_after_kill)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let old = brokers.lock().unwrap()[first].take().unwrap();
+    *killed_at.lock().unwrap() = Some(Instant::now());
+    old.shutdown();
+    drop(old);
+    let second = wait_for("a new leader", Duration::from_secs(10), || leader(&brokers.lock().unwrap(), 1));
+    let elected = killed_at.lock().unwrap().unwrap().elapsed();
+    assert_ne!(second, first);
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::SeqCst);
+    let (during, first_after_kill) = client.join().unwrap();
+    let first_after_kill = first_after_kill.expect("no command succeeded after the leader was shut down");
+    eprintln!(
+        "failover: node {second} leads {} ms after the leader's shutdown began; first command answered after {} ms; {} instances created meanwhile",
+        elected.as_millis(),
+        first_after_kill.as_millis(),
+        during.len()
+    );
+    assert!(first_after_kill < Duration::from_secs(5), "failover took {first_after_kill:?}");
+    acknowledged.extend(during);
+
+    let new_lead = brokers.lock().unwrap()[second].clone().unwrap();
+    let after = created(&runtime.block_on(new_lead.submit(1, creation())).unwrap());
+    acknowledged.insert(after);
+    let present = activate_all(&runtime, &new_lead);
+    let lost: Vec<&i64> = acknowledged.difference(&present).collect();
+    assert!(lost.is_empty(), "acknowledged instances missing after the failover: {lost:?}");
+    drop(new_lead);
+
+    // the old leader restarts on its data directory and port, rejoins as a follower, catches up
+    let restarted = start(&configs[first]);
+    brokers.lock().unwrap()[first] = Some(restarted.clone());
+    let caught_up = Instant::now();
+    let digest = converged(&brokers.lock().unwrap(), second, 1);
+    eprintln!("the restarted node caught up to index {} in {} ms", digest.applied_index, caught_up.elapsed().as_millis());
+    assert!(!restarted.leads(1) || leader(&brokers.lock().unwrap(), 1) == Some(first));
+    let live = std::mem::take(&mut *brokers.lock().unwrap());
+    for b in live.into_iter().flatten() {
+        b.shutdown();
+    }
+    drop(runtime);
+}
+
+#[test]
+fn three_brokers_elect_a_leader_for_each_of_three_partitions() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let members = free_addrs(3);
+    let started = Instant::now();
+    let brokers: Vec<Option<Arc<Broker>>> = (0..3).map(|i| Some(start(&config(dirs[i].path(), 3, i as u64, &members)))).collect();
+    let mut leaders = Vec::new();
+    for p in 1..=3 {
+        let l = wait_for("a leader of every partition", Duration::from_secs(10), || leader(&brokers, p));
+        leaders.push(l);
+        // every broker agrees on it, and only the leader takes a command
+        for b in brokers.iter().flatten() {
+            wait_for("every broker to know the leader", Duration::from_secs(5), || (b.leader_of(p) == Some(l as u64)).then_some(()));
+        }
+        let message = RecordValue::Message(MessageRecord {
+            name: "m".into(),
+            correlation_key: format!("partition {p}"),
+            time_to_live_ms: 0,
+            deadline_ms: -1,
+            tenant_id: "<default>".into(),
+            ..Default::default()
+        });
+        for (i, b) in brokers.iter().enumerate() {
+            let answer = runtime.block_on(b.as_ref().unwrap().submit(p, Command::new(-1, Intent::Publish, message.clone())));
+            match answer {
+                Ok(record) => assert!(i == l && record.rejection.is_none(), "node {i} answered {record:?}"),
+                Err(e) => assert!(i != l && matches!(e, BrokerError::Unavailable(q) if q == p), "node {i} failed: {e}"),
+            }
+        }
+    }
+    eprintln!("leaders of partitions 1-3: nodes {leaders:?}, all elected within {} ms", started.elapsed().as_millis());
+    for b in brokers.into_iter().flatten() {
+        b.shutdown();
+    }
+    drop(runtime);
+}
