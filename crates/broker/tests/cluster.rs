@@ -127,6 +127,79 @@ fn converged(brokers: &[Option<Arc<Broker>>], leader: usize, partition: Partitio
     })
 }
 
+type Live = Arc<Mutex<Vec<Option<Arc<Broker>>>>>;
+
+/// What a leader's shutdown under load showed.
+struct Failover {
+    /// The new leader.
+    leader: usize,
+    /// From the start of the shutdown to the new leader taking commands, and to the first
+    /// command it answered.
+    elected: Duration,
+    first_answer: Duration,
+    /// The instances whose creation was answered, before and after.
+    acknowledged: BTreeSet<i64>,
+}
+
+/// Shuts partition 1's leader `first` down (and drops it) while a client creates instances
+/// through whichever broker leads, retrying what is refused; once another broker leads and
+/// answered for a while, stops the client.
+fn fail_over(runtime: &tokio::runtime::Runtime, brokers: &Live, first: usize) -> Failover {
+    let stop = Arc::new(AtomicBool::new(false));
+    let killed_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let client = {
+        let (brokers, stop, killed_at) = (brokers.clone(), stop.clone(), killed_at.clone());
+        let handle = runtime.handle().clone();
+        std::thread::spawn(move || {
+            let mut acknowledged = BTreeSet::new();
+            let mut first_answer: Option<Duration> = None;
+            while !stop.load(Ordering::SeqCst) {
+                let target = {
+                    let live = brokers.lock().unwrap();
+                    leader(&live, 1).map(|i| (i, live[i].clone().unwrap()))
+                };
+                let Some((i, broker)) = target else {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                };
+                match handle.block_on(broker.submit(1, creation())) {
+                    Ok(record) => {
+                        acknowledged.insert(created(&record));
+                        if let (None, Some(at)) = (first_answer, *killed_at.lock().unwrap()) {
+                            if i != first {
+                                first_answer = Some(at.elapsed());
+                            }
+                        }
+                    }
+                    Err(BrokerError::Unavailable(_)) => std::thread::sleep(Duration::from_millis(2)),
+                    Err(e) => panic!("creation failed: {e}"),
+                }
+            }
+            (acknowledged, first_answer)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let old = brokers.lock().unwrap()[first].take().unwrap();
+    *killed_at.lock().unwrap() = Some(Instant::now());
+    old.shutdown();
+    drop(old);
+    let second = wait_for("a new leader", Duration::from_secs(10), || leader(&brokers.lock().unwrap(), 1));
+    let elected = killed_at.lock().unwrap().unwrap().elapsed();
+    assert_ne!(second, first);
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::SeqCst);
+    let (acknowledged, first_answer) = client.join().unwrap();
+    let first_answer = first_answer.expect("no command succeeded after the leader was shut down");
+    eprintln!(
+        "failover: node {second} leads {} ms after the leader's shutdown began; first command answered after {} ms; {} instances created",
+        elected.as_millis(),
+        first_answer.as_millis(),
+        acknowledged.len()
+    );
+    assert!(first_answer < Duration::from_secs(5), "failover took {first_answer:?}");
+    Failover { leader: second, elected, first_answer, acknowledged }
+}
+
 #[test]
 fn three_brokers_replicate_a_partition_fail_over_and_a_restarted_leader_catches_up() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -155,61 +228,10 @@ fn three_brokers_replicate_a_partition_fail_over_and_a_restarted_leader_catches_
     assert!(digest.applied_index >= 22, "the replicas applied only up to {}", digest.applied_index);
     drop(lead);
 
-    // a client creating instances through whichever broker leads, while the leader is shut down
     let brokers = Arc::new(Mutex::new(brokers));
-    let stop = Arc::new(AtomicBool::new(false));
-    let killed_at: Arc<Mutex<Option<Instant>>> = Arc::default();
-    let client = {
-        let (brokers, stop, killed_at) = (brokers.clone(), stop.clone(), killed_at.clone());
-        let handle = runtime.handle().clone();
-        std::thread::spawn(move || {
-            let mut acknowledged = BTreeSet::new();
-            let mut first_after_kill: Option<Duration> = None;
-            while !stop.load(Ordering::SeqCst) {
-                let target = {
-                    let live = brokers.lock().unwrap();
-                    leader(&live, 1).map(|i| (i, live[i].clone().unwrap()))
-                };
-                let Some((i, broker)) = target else {
-                    std::thread::sleep(Duration::from_millis(2));
-                    continue;
-                };
-                match handle.block_on(broker.submit(1, creation())) {
-                    Ok(record) => {
-                        acknowledged.insert(created(&record));
-                        if let (None, Some(at)) = (first_after_kill, *killed_at.lock().unwrap()) {
-                            if i != first {
-                                first_after_kill = Some(at.elapsed());
-                            }
-                        }
-                    }
-                    Err(BrokerError::Unavailable(_)) => std::thread::sleep(Duration::from_millis(2)),
-                    Err(e) => panic!("creation failed: {e}"),
-                }
-            }
-            (acknowledged, first_after_kill)
-        })
-    };
-    std::thread::sleep(Duration::from_millis(500));
-    let old = brokers.lock().unwrap()[first].take().unwrap();
-    *killed_at.lock().unwrap() = Some(Instant::now());
-    old.shutdown();
-    drop(old);
-    let second = wait_for("a new leader", Duration::from_secs(10), || leader(&brokers.lock().unwrap(), 1));
-    let elected = killed_at.lock().unwrap().unwrap().elapsed();
-    assert_ne!(second, first);
-    std::thread::sleep(Duration::from_millis(500));
-    stop.store(true, Ordering::SeqCst);
-    let (during, first_after_kill) = client.join().unwrap();
-    let first_after_kill = first_after_kill.expect("no command succeeded after the leader was shut down");
-    eprintln!(
-        "failover: node {second} leads {} ms after the leader's shutdown began; first command answered after {} ms; {} instances created meanwhile",
-        elected.as_millis(),
-        first_after_kill.as_millis(),
-        during.len()
-    );
-    assert!(first_after_kill < Duration::from_secs(5), "failover took {first_after_kill:?}");
-    acknowledged.extend(during);
+    let failover = fail_over(&runtime, &brokers, first);
+    let second = failover.leader;
+    acknowledged.extend(failover.acknowledged);
 
     let new_lead = brokers.lock().unwrap()[second].clone().unwrap();
     let after = created(&runtime.block_on(new_lead.submit(1, creation())).unwrap());
@@ -225,7 +247,9 @@ fn three_brokers_replicate_a_partition_fail_over_and_a_restarted_leader_catches_
     let caught_up = Instant::now();
     let digest = converged(&brokers.lock().unwrap(), second, 1);
     eprintln!("the restarted node caught up to index {} in {} ms", digest.applied_index, caught_up.elapsed().as_millis());
-    assert!(!restarted.leads(1) || leader(&brokers.lock().unwrap(), 1) == Some(first));
+    // it rejoined as a follower of the leader elected while it was away (pre-vote: it did not
+    // depose it)
+    assert_eq!((restarted.leads(1), restarted.leader_of(1)), (false, Some(second as u64)));
     let live = std::mem::take(&mut *brokers.lock().unwrap());
     for b in live.into_iter().flatten() {
         b.shutdown();
@@ -266,6 +290,48 @@ fn three_brokers_elect_a_leader_for_each_of_three_partitions() {
     }
     eprintln!("leaders of partitions 1-3: nodes {leaders:?}, all elected within {} ms", started.elapsed().as_millis());
     for b in brokers.into_iter().flatten() {
+        b.shutdown();
+    }
+    drop(runtime);
+}
+
+/// Repeated failovers: the leader shut down under load, the old leader restarted each time;
+/// prints the times from the shutdown to the first answered command (the goal: p99 <= 1 s).
+#[test]
+fn repeated_failovers_lose_nothing_acknowledged() {
+    const ROUNDS: usize = 6;
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let members = free_addrs(3);
+    let configs: Vec<BrokerConfig> = (0..3).map(|i| config(dirs[i].path(), 1, i as u64, &members)).collect();
+    let brokers: Live = Arc::new(Mutex::new(configs.iter().map(|c| Some(start(c))).collect()));
+    let mut current = wait_for("a leader", Duration::from_secs(10), || leader(&brokers.lock().unwrap(), 1));
+    let lead = brokers.lock().unwrap()[current].clone().unwrap();
+    assert!(runtime.block_on(lead.deploy(deployment())).unwrap().rejection.is_none());
+    drop(lead);
+    let mut acknowledged = BTreeSet::new();
+    let (mut elections, mut answers) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        current = wait_for("a leader", Duration::from_secs(10), || leader(&brokers.lock().unwrap(), 1));
+        let failover = fail_over(&runtime, &brokers, current);
+        acknowledged.extend(failover.acknowledged);
+        elections.push(failover.elected.as_millis());
+        answers.push(failover.first_answer.as_millis());
+        let restarted = start(&configs[current]);
+        brokers.lock().unwrap()[current] = Some(restarted);
+        converged(&brokers.lock().unwrap(), failover.leader, 1);
+    }
+    answers.sort_unstable();
+    elections.sort_unstable();
+    eprintln!("{ROUNDS} failovers: new leader after {elections:?} ms; first answer after {answers:?} ms");
+    current = wait_for("a leader", Duration::from_secs(10), || leader(&brokers.lock().unwrap(), 1));
+    let lead = brokers.lock().unwrap()[current].clone().unwrap();
+    let present = activate_all(&runtime, &lead);
+    let lost: Vec<&i64> = acknowledged.difference(&present).collect();
+    assert!(lost.is_empty(), "acknowledged instances missing after the failovers: {lost:?}");
+    drop(lead);
+    let live = std::mem::take(&mut *brokers.lock().unwrap());
+    for b in live.into_iter().flatten() {
         b.shutdown();
     }
     drop(runtime);
