@@ -18,6 +18,19 @@ use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
 const MODEL: &str = include_str!("../../../tests/clients/models/one_task.bpmn");
 const PROCESS_ID: &str = "benchmark";
 const JOB_TYPE: &str = "benchmark-task";
+/// A timer of 3 s, then a job of type `after-timer`: the timer falls due after a failover.
+const TIMED: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
+  <bpmn:process id="timed" isExecutable="true">
+    <bpmn:startEvent id="start"/>
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="wait"/>
+    <bpmn:intermediateCatchEvent id="wait"><bpmn:timerEventDefinition><bpmn:timeDuration>PT3S</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>
+    <bpmn:sequenceFlow id="f2" sourceRef="wait" targetRef="work"/>
+    <bpmn:serviceTask id="work"><bpmn:extensionElements><zeebe:taskDefinition type="after-timer"/></bpmn:extensionElements></bpmn:serviceTask>
+    <bpmn:sequenceFlow id="f3" sourceRef="work" targetRef="done"/>
+    <bpmn:endEvent id="done"/>
+  </bpmn:process>
+</bpmn:definitions>"#;
 
 /// `n` loopback addresses with ports free a moment ago.
 fn free_addrs(n: usize) -> Vec<SocketAddr> {
@@ -67,7 +80,10 @@ fn leader(brokers: &[Option<Arc<Broker>>], partition: PartitionId) -> Option<usi
 }
 
 fn deployment() -> Command {
-    let resources = vec![DeploymentResource { resource_name: "one_task.bpmn".into(), resource: MODEL.as_bytes().to_vec() }];
+    let resources = vec![
+        DeploymentResource { resource_name: "one_task.bpmn".into(), resource: MODEL.as_bytes().to_vec() },
+        DeploymentResource { resource_name: "timed.bpmn".into(), resource: TIMED.as_bytes().to_vec() },
+    ];
     Command::new(
         -1,
         Intent::Create,
@@ -76,8 +92,12 @@ fn deployment() -> Command {
 }
 
 fn creation() -> Command {
+    creation_of(PROCESS_ID)
+}
+
+fn creation_of(process_id: &str) -> Command {
     let value = RecordValue::ProcessInstanceCreation(ProcessInstanceCreationRecord {
-        bpmn_process_id: PROCESS_ID.into(),
+        bpmn_process_id: process_id.into(),
         version: -1,
         process_definition_key: 0,
         process_instance_key: -1,
@@ -98,10 +118,14 @@ fn created(record: &Record) -> i64 {
 
 /// The process instances of every job of our type the partition's leader activates (all of them).
 fn activate_all(runtime: &tokio::runtime::Runtime, broker: &Broker) -> BTreeSet<i64> {
+    activate_all_of(runtime, broker, JOB_TYPE)
+}
+
+fn activate_all_of(runtime: &tokio::runtime::Runtime, broker: &Broker, job_type: &str) -> BTreeSet<i64> {
     let mut instances = BTreeSet::new();
     loop {
         let batch = JobBatchRecord {
-            job_type: JOB_TYPE.into(),
+            job_type: job_type.into(),
             worker: "cluster-test".into(),
             timeout_ms: 600_000,
             max_jobs_to_activate: 64,
@@ -218,6 +242,7 @@ fn three_brokers_replicate_a_partition_fail_over_and_a_restarted_leader_catches_
     let deployed = runtime.block_on(lead.deploy(deployment())).unwrap();
     assert!(deployed.rejection.is_none(), "deployment rejected: {deployed:?}");
     let mut acknowledged: BTreeSet<i64> = (0..20).map(|_| created(&runtime.block_on(lead.submit(1, creation())).unwrap())).collect();
+    let timed = created(&runtime.block_on(lead.submit(1, creation_of("timed"))).unwrap());
     for (i, b) in brokers.iter().enumerate().filter(|&(i, _)| i != first) {
         let refused = runtime.block_on(b.as_ref().unwrap().submit(1, creation()));
         assert!(matches!(refused, Err(BrokerError::Unavailable(1))), "follower {i} answered {refused:?}");
@@ -239,6 +264,10 @@ fn three_brokers_replicate_a_partition_fail_over_and_a_restarted_leader_catches_
     let present = activate_all(&runtime, &new_lead);
     let lost: Vec<&i64> = acknowledged.difference(&present).collect();
     assert!(lost.is_empty(), "acknowledged instances missing after the failover: {lost:?}");
+    // the timer created under the old leader fires on the new one (its scheduler runs there)
+    wait_for("the timer to fire on the new leader", Duration::from_secs(10), || {
+        activate_all_of(&runtime, &new_lead, "after-timer").contains(&timed).then_some(())
+    });
     drop(new_lead);
 
     // the old leader restarts on its data directory and port, rejoins as a follower, catches up
