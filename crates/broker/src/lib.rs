@@ -31,6 +31,7 @@ pub mod cluster;
 mod delivery;
 mod metrics;
 mod partition;
+mod relay;
 mod scheduler;
 mod streams;
 
@@ -114,7 +115,15 @@ pub(crate) struct Submission {
 /// Every partition's command queue on this broker, by partition id - 1 (set once all
 /// partitions started; `None` for a partition this broker does not hold), for commands one
 /// partition sends another (message subscriptions).
-pub(crate) type Peers = Arc<std::sync::OnceLock<Vec<Option<std::sync::mpsc::SyncSender<Submission>>>>>;
+pub(crate) type Peers = Arc<std::sync::OnceLock<Vec<Option<Peer>>>>;
+
+/// A partition on this broker, as the others send it commands.
+pub(crate) struct Peer {
+    pub tx: std::sync::mpsc::SyncSender<Submission>,
+    /// Whether it leads here (always, standalone): if not, its commands go to the broker
+    /// that leads it ([`relay`]).
+    pub leading: Arc<std::sync::atomic::AtomicBool>,
+}
 
 /// The running broker: every partition of this node.
 pub struct Broker {
@@ -186,6 +195,13 @@ impl Broker {
                 (Some(network), runtime)
             }
         };
+        let (relay, mut relayed) = match (&config.cluster, &network) {
+            (Some(spec), Some(network)) => {
+                let (relay, inboxes) = relay::Relay::new(spec, config.partitions.max(1), network);
+                (Some(Arc::new(relay)), inboxes)
+            }
+            _ => (None, Default::default()),
+        };
         let mut partitions = Vec::new();
         let peers: Peers = Arc::new(std::sync::OnceLock::new());
         for id in 1..=config.partitions.max(1) {
@@ -194,6 +210,8 @@ impl Broker {
                     id: cluster::raft_id(spec.node_id),
                     voters: spec.replicas(id).into_iter().map(cluster::raft_id).collect(),
                     network,
+                    relay: relay.clone().expect("a cluster's relay"),
+                    relayed: relayed.remove(&id).expect("the inbox of a held partition's commands"),
                 }),
                 (Some(_), _) => {
                     partitions.push(None);
@@ -204,7 +222,7 @@ impl Broker {
             let handle = partition::start(id, &config, streams.clone(), jobs_available.clone(), metrics.clone(), peers.clone(), replica)?;
             partitions.push(Some(handle));
         }
-        let _ = peers.set(partitions.iter().map(|p| p.as_ref().map(|p| p.sender())).collect());
+        let _ = peers.set(partitions.iter().map(|p| p.as_ref().map(|p| p.peer())).collect());
         Ok(Arc::new(Broker {
             partitions,
             round_robin: AtomicUsize::new(0),

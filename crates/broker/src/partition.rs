@@ -20,8 +20,9 @@ use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
 use crate::backpressure::{Limiter, SaturationWindow};
 use crate::delivery::{Deliverer, Delivery, Targets};
 use crate::metrics::{BrokerMetrics, PartitionMetrics};
+use crate::relay::Relay;
 use crate::streams::{JobStreamRegistry, PartitionStreams, PushCounts, PushedJob};
-use crate::{scheduler, BrokerConfig, BrokerError, Peers, Submission};
+use crate::{scheduler, BrokerConfig, BrokerError, Peer, Peers, Submission};
 
 const META_APPLIED_INDEX: &[u8] = b"X/applied_index";
 /// Commands taken into one processing batch at most.
@@ -69,6 +70,10 @@ pub(crate) struct ReplicaSetup<'a> {
     pub id: u64,
     pub voters: Vec<u64>,
     pub network: &'a waggle_replication::net::RaftNetwork,
+    /// Where its commands for partitions led on other brokers go.
+    pub relay: Arc<Relay>,
+    /// Commands other brokers' partitions sent this one.
+    pub relayed: Receiver<Message>,
 }
 
 pub(crate) struct PartitionHandle {
@@ -106,8 +111,8 @@ impl PartitionHandle {
         StateDigest { applied_index, rows, hash: hasher.finish() }
     }
 
-    pub(crate) fn sender(&self) -> SyncSender<Submission> {
-        self.tx.clone()
+    pub(crate) fn peer(&self) -> Peer {
+        Peer { tx: self.tx.clone(), leading: self.leading.clone() }
     }
 
     pub fn send(&self, submission: Submission) -> Result<(), BrokerError> {
@@ -298,7 +303,14 @@ pub(crate) fn start(
         leading: leading.clone(),
         stop: stop.clone(),
         compacted: 0,
-        replica: inbox.map(|inbox| Replica { inbox, next_tick: Instant::now() + RAFT_TICK, serving_term: None }),
+        relay: replica.as_ref().map(|r| r.relay.clone()),
+        replica: inbox.zip(replica).map(|(inbox, r)| Replica {
+            inbox,
+            next_tick: Instant::now() + RAFT_TICK,
+            serving_term: None,
+            relayed: r.relayed,
+            own: tx.clone(),
+        }),
     };
     // Bring state up to the log's commit point before accepting commands.
     processor.drive_raft().map_err(|e| start_err(id, e))?;
@@ -324,6 +336,9 @@ struct Replica {
     /// applied its term's first entry (everything committed before the term), cleared when it
     /// loses the lead.
     serving_term: Option<u64>,
+    /// Commands other brokers' partitions sent this one, and its own queue they go to.
+    relayed: Receiver<Message>,
+    own: SyncSender<Submission>,
 }
 
 struct Processor {
@@ -369,6 +384,8 @@ struct Processor {
     compacted: u64,
     /// The Raft side of a partition of a cluster; `None` standalone (a single voter).
     replica: Option<Replica>,
+    /// Where commands for partitions led on other brokers go (a cluster's partitions only).
+    relay: Option<Arc<Relay>>,
 }
 
 impl Processor {
@@ -417,6 +434,7 @@ impl Processor {
                 return self.fail(e);
             }
             self.follow_role();
+            self.take_relayed();
             if !self.serving() {
                 self.refuse(first.into_iter().chain(rx.try_iter()).collect());
                 self.maybe_snapshot();
@@ -533,6 +551,21 @@ impl Processor {
             replica.serving_term = term;
         }
         self.leading.store(term.is_some(), Ordering::SeqCst);
+    }
+
+    /// Queues the commands other brokers' partitions sent this one, while it leads (it drops
+    /// them otherwise: their senders send them again until acknowledged).
+    fn take_relayed(&mut self) {
+        let serving = self.serving();
+        let Some(replica) = &self.replica else { return };
+        for message in replica.relayed.try_iter() {
+            if !serving {
+                continue;
+            }
+            let Some(command) = crate::relay::decode(&message) else { continue };
+            // a full queue drops it: it is sent again
+            let _ = replica.own.try_send(Submission { command, reply: None, scheduled: false, permit: None });
+        }
     }
 
     /// Answers nothing to commands this replica will not process (dropped replies answer
@@ -704,10 +737,14 @@ impl Processor {
                 tracing::error!(partition = self.id, target = partition, "command for an unknown partition dropped");
                 continue;
             };
-            // a partition of the cluster this broker does not hold: the re-send every
-            // RESEND_UNACKNOWLEDGED_AFTER tries again (it arrives once its leader is local)
-            let Some(peer) = peer else { continue };
-            match peer.try_send(Submission { command, reply: None, scheduled: false, permit: None }) {
+            // a partition this broker does not hold or lead: to the broker leading it
+            let Some(peer) = peer.as_ref().filter(|p| p.leading.load(Ordering::Relaxed)) else {
+                if let Some(relay) = &self.relay {
+                    relay.send(partition, &command);
+                }
+                continue;
+            };
+            match peer.tx.try_send(Submission { command, reply: None, scheduled: false, permit: None }) {
                 Ok(()) => {}
                 Err(TrySendError::Full(s)) => {
                     full.push(partition);

@@ -318,6 +318,53 @@ fn three_brokers_elect_a_leader_for_each_of_three_partitions() {
         }
     }
     eprintln!("leaders of partitions 1-3: nodes {leaders:?}, all elected within {} ms", started.elapsed().as_millis());
+    deploy_everywhere_and_create(&runtime, &brokers, &leaders);
+    for b in brokers.into_iter().flatten() {
+        b.shutdown();
+    }
+    drop(runtime);
+}
+
+/// Deploys through partition 1's leader, which distributes the deployment to the other
+/// partitions wherever they are led (relayed to other brokers), and answers once they all
+/// acknowledged; then each partition's leader starts an instance of it.
+fn deploy_everywhere_and_create(runtime: &tokio::runtime::Runtime, brokers: &[Option<Arc<Broker>>], leaders: &[usize]) {
+    let started = Instant::now();
+    let deployed = runtime.block_on(brokers[leaders[0]].as_ref().unwrap().deploy(deployment())).unwrap();
+    assert!(deployed.rejection.is_none(), "deployment rejected: {deployed:?}");
+    let took = started.elapsed();
+    eprintln!("deployment distributed to every partition in {} ms", took.as_millis());
+    // unacknowledged, the answer would wait its 10 s
+    assert!(took < Duration::from_secs(5), "the deployment's distribution took {took:?}");
+    for (p, &l) in (1..).zip(leaders) {
+        let broker = brokers[l].as_ref().unwrap();
+        let key = created(&runtime.block_on(broker.submit(p, creation())).unwrap());
+        assert_eq!(waggle_protocol::partition_of(key), p);
+    }
+}
+
+/// Replication factor 1: each partition on one broker only, so every command between
+/// partitions crosses brokers (relayed over the internal network), and a broker refuses the
+/// partitions it does not hold.
+#[test]
+fn commands_between_partitions_cross_brokers() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let members = free_addrs(3);
+    let brokers: Vec<Option<Arc<Broker>>> = (0..3)
+        .map(|i| {
+            let mut c = config(dirs[i].path(), 3, i as u64, &members);
+            c.cluster.as_mut().unwrap().replication_factor = 1;
+            Some(start(&c))
+        })
+        .collect();
+    // partition p is held by node p - 1 alone
+    let leaders: Vec<usize> = (1..=3).map(|p| wait_for("a leader", Duration::from_secs(10), || leader(&brokers, p))).collect();
+    assert_eq!(leaders, vec![0, 1, 2]);
+    let refused = runtime.block_on(brokers[0].as_ref().unwrap().submit(2, creation()));
+    assert!(matches!(refused, Err(BrokerError::Unavailable(2))), "a partition not held answered {refused:?}");
+    assert_eq!(brokers[0].as_ref().unwrap().status().len(), 1);
+    deploy_everywhere_and_create(&runtime, &brokers, &leaders);
     for b in brokers.into_iter().flatten() {
         b.shutdown();
     }
