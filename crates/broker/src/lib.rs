@@ -19,12 +19,11 @@
 //! refused at once with [`BrokerError::Unavailable`]; one whose leader loses the lead before its
 //! batch commits gets `Unavailable` too (its batch is discarded; Zeebe's behaviour).
 //!
-//! Not yet in a cluster: commands between partitions reach only partitions led on the same
-//! broker (in-process queues); one for a partition led elsewhere stays in the sender's outbox
-//! and is sent again every 10 s, so it arrives once the receiver's leader is local (deployment
-//! distribution, message correlation and signal broadcasts across brokers wait for a
-//! cross-broker command channel). A follower does not compact its log (only the leader knows
-//! what every replica holds, until snapshots are sent to followers).
+//! Commands between partitions go through in-process queues to a partition led on the same
+//! broker, and over the network ([`relay`]) to one led elsewhere. Not yet: routing a client's
+//! command to the broker that leads its partition (the caller must find the leader); a
+//! follower does not compact its log (only the leader knows what every replica holds, until
+//! snapshots are sent to followers).
 
 mod backpressure;
 pub mod cluster;

@@ -26,7 +26,7 @@ pub(crate) fn commands_group(partition: PartitionId) -> u64 {
     (1 << 40) | u64::from(partition)
 }
 
-/// A command on the wire.
+/// A command on the wire (postcard, as the log's records were in codec version 1).
 #[derive(Serialize, Deserialize)]
 struct Wire {
     key: i64,
@@ -68,7 +68,7 @@ impl Relay {
             value: command.value.clone(),
             distribution: command.distribution.map(|d| (d.source, d.key, d.acknowledged_below)),
         };
-        let context = match serde_json::to_vec(&wire) {
+        let context = match postcard::to_allocvec(&wire) {
             Ok(bytes) => bytes,
             Err(e) => return tracing::error!(partition, error = %e, "a command for another broker could not be encoded"),
         };
@@ -88,7 +88,7 @@ impl Relay {
 
 /// The command a relayed message carries, if it is one.
 pub(crate) fn decode(message: &Message) -> Option<Command> {
-    let wire: Wire = match serde_json::from_slice(&message.context) {
+    let wire: Wire = match postcard::from_bytes(&message.context) {
         Ok(wire) => wire,
         Err(e) => {
             tracing::warn!(from = message.from, error = %e, "an undecodable relayed command dropped");
