@@ -18,6 +18,20 @@ use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
 const MODEL: &str = include_str!("../../../tests/clients/models/one_task.bpmn");
 const PROCESS_ID: &str = "benchmark";
 const JOB_TYPE: &str = "benchmark-task";
+/// Waits for a message `paid` correlated by `orderId`, then a job of type `after-message`.
+const PAID: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
+  <bpmn:message id="paid" name="paid"><bpmn:extensionElements><zeebe:subscription correlationKey="=orderId"/></bpmn:extensionElements></bpmn:message>
+  <bpmn:process id="paid" isExecutable="true">
+    <bpmn:startEvent id="start"/>
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="wait"/>
+    <bpmn:intermediateCatchEvent id="wait"><bpmn:messageEventDefinition messageRef="paid"/></bpmn:intermediateCatchEvent>
+    <bpmn:sequenceFlow id="f2" sourceRef="wait" targetRef="work"/>
+    <bpmn:serviceTask id="work"><bpmn:extensionElements><zeebe:taskDefinition type="after-message"/></bpmn:extensionElements></bpmn:serviceTask>
+    <bpmn:sequenceFlow id="f3" sourceRef="work" targetRef="done"/>
+    <bpmn:endEvent id="done"/>
+  </bpmn:process>
+</bpmn:definitions>"#;
 /// A timer of 3 s, then a job of type `after-timer`: the timer falls due after a failover.
 const TIMED: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
 <bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
@@ -83,6 +97,7 @@ fn deployment() -> Command {
     let resources = vec![
         DeploymentResource { resource_name: "one_task.bpmn".into(), resource: MODEL.as_bytes().to_vec() },
         DeploymentResource { resource_name: "timed.bpmn".into(), resource: TIMED.as_bytes().to_vec() },
+        DeploymentResource { resource_name: "paid.bpmn".into(), resource: PAID.as_bytes().to_vec() },
     ];
     Command::new(
         -1,
@@ -96,12 +111,16 @@ fn creation() -> Command {
 }
 
 fn creation_of(process_id: &str) -> Command {
+    creation_with(process_id, String::new())
+}
+
+fn creation_with(process_id: &str, variables: String) -> Command {
     let value = RecordValue::ProcessInstanceCreation(ProcessInstanceCreationRecord {
         bpmn_process_id: process_id.into(),
         version: -1,
         process_definition_key: 0,
         process_instance_key: -1,
-        variables: String::new(),
+        variables,
         fetch_variables: vec![],
         start_instructions: vec![],
         tenant_id: "<default>".into(),
@@ -122,6 +141,10 @@ fn activate_all(runtime: &tokio::runtime::Runtime, broker: &Broker) -> BTreeSet<
 }
 
 fn activate_all_of(runtime: &tokio::runtime::Runtime, broker: &Broker, job_type: &str) -> BTreeSet<i64> {
+    activate_on(runtime, broker, 1, job_type)
+}
+
+fn activate_on(runtime: &tokio::runtime::Runtime, broker: &Broker, partition: PartitionId, job_type: &str) -> BTreeSet<i64> {
     let mut instances = BTreeSet::new();
     loop {
         let batch = JobBatchRecord {
@@ -131,7 +154,7 @@ fn activate_all_of(runtime: &tokio::runtime::Runtime, broker: &Broker, job_type:
             max_jobs_to_activate: 64,
             ..Default::default()
         };
-        let record = runtime.block_on(broker.submit(1, Command::new(-1, Intent::Activate, RecordValue::JobBatch(batch)))).unwrap();
+        let record = runtime.block_on(broker.submit(partition, Command::new(-1, Intent::Activate, RecordValue::JobBatch(batch)))).unwrap();
         assert!(record.rejection.is_none(), "activation rejected: {record:?}");
         let RecordValue::JobBatch(b) = record.value else { panic!("not a job batch") };
         instances.extend(b.jobs.iter().map(|j| j.process_instance_key));
@@ -319,6 +342,40 @@ fn three_brokers_elect_a_leader_for_each_of_three_partitions() {
     }
     eprintln!("leaders of partitions 1-3: nodes {leaders:?}, all elected within {} ms", started.elapsed().as_millis());
     deploy_everywhere_and_create(&runtime, &brokers, &leaders);
+
+    // message correlation across partitions: each instance waits for a message that lives on
+    // another partition (led on another broker, with replication factor 1); the subscription
+    // and the correlation cross there and back
+    let started = Instant::now();
+    let mut waiting = Vec::new();
+    for p in 1..=3u16 {
+        let broker = brokers[leaders[p as usize - 1]].as_ref().unwrap();
+        let order = (0..).map(|i| format!("order-{p}-{i}")).find(|k| broker.partition_of_correlation_key(k) != p).unwrap();
+        let variables = format!(r#"{{"orderId":"{order}"}}"#);
+        let instance = created(&runtime.block_on(broker.submit(p, creation_with("paid", variables))).unwrap());
+        waiting.push((p, instance, order));
+    }
+    for (_, _, order) in &waiting {
+        let mp = brokers[0].as_ref().unwrap().partition_of_correlation_key(order);
+        let message = RecordValue::Message(MessageRecord {
+            name: "paid".into(),
+            correlation_key: order.clone(),
+            time_to_live_ms: 60_000,
+            deadline_ms: -1,
+            tenant_id: "<default>".into(),
+            ..Default::default()
+        });
+        let broker = brokers[leaders[mp as usize - 1]].as_ref().unwrap();
+        let published = runtime.block_on(broker.submit(mp, Command::new(-1, Intent::Publish, message))).unwrap();
+        assert!(published.rejection.is_none(), "publication rejected: {published:?}");
+    }
+    for (p, instance, _) in &waiting {
+        let broker = brokers[leaders[*p as usize - 1]].as_ref().unwrap();
+        wait_for("the message to correlate across partitions", Duration::from_secs(10), || {
+            activate_on(&runtime, broker, *p, "after-message").contains(instance).then_some(())
+        });
+    }
+    eprintln!("three messages correlated across partitions in {} ms", started.elapsed().as_millis());
     for b in brokers.into_iter().flatten() {
         b.shutdown();
     }
@@ -344,8 +401,9 @@ fn deploy_everywhere_and_create(runtime: &tokio::runtime::Runtime, brokers: &[Op
 }
 
 /// Replication factor 1: each partition on one broker only, so every command between
-/// partitions crosses brokers (relayed over the internal network), and a broker refuses the
-/// partitions it does not hold.
+/// partitions crosses brokers (relayed over the internal network): a deployment's
+/// distribution, message subscriptions and correlations; a broker refuses the partitions it
+/// does not hold.
 #[test]
 fn commands_between_partitions_cross_brokers() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -365,6 +423,40 @@ fn commands_between_partitions_cross_brokers() {
     assert!(matches!(refused, Err(BrokerError::Unavailable(2))), "a partition not held answered {refused:?}");
     assert_eq!(brokers[0].as_ref().unwrap().status().len(), 1);
     deploy_everywhere_and_create(&runtime, &brokers, &leaders);
+
+    // message correlation across partitions: each instance waits for a message that lives on
+    // another partition (led on another broker, with replication factor 1); the subscription
+    // and the correlation cross there and back
+    let started = Instant::now();
+    let mut waiting = Vec::new();
+    for p in 1..=3u16 {
+        let broker = brokers[leaders[p as usize - 1]].as_ref().unwrap();
+        let order = (0..).map(|i| format!("order-{p}-{i}")).find(|k| broker.partition_of_correlation_key(k) != p).unwrap();
+        let variables = format!(r#"{{"orderId":"{order}"}}"#);
+        let instance = created(&runtime.block_on(broker.submit(p, creation_with("paid", variables))).unwrap());
+        waiting.push((p, instance, order));
+    }
+    for (_, _, order) in &waiting {
+        let mp = brokers[0].as_ref().unwrap().partition_of_correlation_key(order);
+        let message = RecordValue::Message(MessageRecord {
+            name: "paid".into(),
+            correlation_key: order.clone(),
+            time_to_live_ms: 60_000,
+            deadline_ms: -1,
+            tenant_id: "<default>".into(),
+            ..Default::default()
+        });
+        let broker = brokers[leaders[mp as usize - 1]].as_ref().unwrap();
+        let published = runtime.block_on(broker.submit(mp, Command::new(-1, Intent::Publish, message))).unwrap();
+        assert!(published.rejection.is_none(), "publication rejected: {published:?}");
+    }
+    for (p, instance, _) in &waiting {
+        let broker = brokers[leaders[*p as usize - 1]].as_ref().unwrap();
+        wait_for("the message to correlate across partitions", Duration::from_secs(10), || {
+            activate_on(&runtime, broker, *p, "after-message").contains(instance).then_some(())
+        });
+    }
+    eprintln!("three messages correlated across partitions in {} ms", started.elapsed().as_millis());
     for b in brokers.into_iter().flatten() {
         b.shutdown();
     }
