@@ -94,8 +94,9 @@ impl PartitionHandle {
         self.leading.load(Ordering::Relaxed)
     }
 
-    /// A digest of the partition's committed state: its applied index, its row count and a hash
-    /// of every row, read together (replicas at the same applied index have equal digests: C1).
+    /// A digest of the partition's committed state: its applied index, and the count and a
+    /// hash of every other row, read together (replicas at the same applied index have equal
+    /// digests: C1; entries without records, such as a new leader's, change only the index).
     pub fn state_digest(&self) -> StateDigest {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
@@ -103,6 +104,7 @@ impl PartitionHandle {
         for (key, value) in self.store.scan_prefix(b"") {
             if key.as_slice() == META_APPLIED_INDEX {
                 applied_index = u64::from_be_bytes(value.as_slice().try_into().expect("applied index"));
+                continue;
             }
             key.hash(&mut hasher);
             value.hash(&mut hasher);
@@ -153,6 +155,7 @@ impl PartitionHandle {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StateDigest {
     pub applied_index: u64,
+    /// The rows other than the applied index, and a hash of them.
     pub rows: u64,
     pub hash: u64,
 }
