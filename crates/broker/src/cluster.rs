@@ -72,6 +72,22 @@ impl ClusterSpec {
     }
 }
 
+/// Raft ticks (of [`crate::partition::RAFT_TICK`], 50 ms) a follower waits without hearing from
+/// its leader before it campaigns: drawn from `[10, 20)`, an election starts 0.5-1 s after the
+/// leader went silent.
+pub const ELECTION_TICKS: usize = 10;
+/// Ticks between a leader's heartbeats (100 ms).
+pub const HEARTBEAT_TICKS: usize = 2;
+
+/// The Raft configuration of replica `raft_id` of a partition held by `voters` (Raft ids).
+pub(crate) fn replica_config(raft_id: u64, voters: Vec<u64>) -> waggle_replication::ReplicaConfig {
+    waggle_replication::ReplicaConfig {
+        election_tick: ELECTION_TICKS,
+        heartbeat_tick: HEARTBEAT_TICKS,
+        ..waggle_replication::ReplicaConfig::new(raft_id, voters)
+    }
+}
+
 /// The Raft replica id of a node (the `raft` crate reserves 0).
 pub fn raft_id(node_id: u64) -> u64 {
     node_id + 1

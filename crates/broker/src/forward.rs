@@ -78,7 +78,7 @@ fn refusal(error: &BrokerError) -> pb::Refusal {
     let kind = match error {
         BrokerError::Overloaded => Kind::Overloaded,
         BrokerError::NoSuchPartition(_) => Kind::NoSuchPartition,
-        BrokerError::Unavailable(_) | BrokerError::Start { .. } => Kind::Unavailable,
+        BrokerError::Unavailable(_) | BrokerError::Start { .. } | BrokerError::Cluster(_) => Kind::Unavailable,
     };
     pb::Refusal { kind: kind as i32, message: error.to_string() }
 }

@@ -9,6 +9,21 @@
 //! committed in the partition's log and applied to its state. A partition with as many client
 //! commands in flight as its adaptive limit ([`backpressure`]), or with a full queue, answers
 //! [`BrokerError::Overloaded`] at once (back pressure) instead of queueing without bound.
+//!
+//! In a cluster ([`BrokerConfig::cluster`]), each partition this broker holds a replica of is
+//! one voter of a Raft group with the partition's other replicas ([`cluster`] places them),
+//! over one [`waggle_replication::net::RaftNetwork`] on the broker's internal address. The
+//! leader processes and proposes as the standalone node does (its partition thread waits for
+//! each batch's commit, stepping and ticking meanwhile); followers apply the committed entries'
+//! events only (C1). A command for a partition this broker does not lead, or does not hold, is
+//! refused at once with [`BrokerError::Unavailable`]; one whose leader loses the lead before its
+//! batch commits gets `Unavailable` too (its batch is discarded; Zeebe's behaviour).
+//!
+//! Commands between partitions go through in-process queues to a partition led on the same
+//! broker, and over the network ([`relay`]) to one led elsewhere. Not yet: routing a client's
+//! command to the broker that leads its partition (the caller must find the leader); a
+//! follower does not compact its log (only the leader knows what every replica holds, until
+//! snapshots are sent to followers).
 
 mod backpressure;
 pub mod cluster;
@@ -16,13 +31,14 @@ mod delivery;
 pub mod forward;
 mod metrics;
 mod partition;
+mod relay;
 pub mod remote_streams;
 mod scheduler;
 mod streams;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{broadcast, oneshot};
 use waggle_engine::Command;
@@ -32,7 +48,7 @@ use waggle_protocol::{partition_of, PartitionId, Record, ValueType};
 pub use backpressure::BackpressureConfig;
 pub use cluster::ClusterSpec;
 pub use metrics::BrokerMetrics;
-pub use partition::PartitionStatus;
+pub use partition::{PartitionStatus, StateDigest, FOLLOWER, LEADER};
 pub use streams::{JobStreamRegistry, LocalStream, PushedJob, StreamId};
 pub use waggle_engine::{EngineLimits, ParseLimits};
 
@@ -81,6 +97,8 @@ pub enum BrokerError {
     NoSuchPartition(PartitionId),
     #[error("failed to start partition {partition}: {reason}")]
     Start { partition: PartitionId, reason: String },
+    #[error("failed to join the cluster: {0}")]
+    Cluster(String),
 }
 
 /// A command on its way to a partition's processing thread.
@@ -95,37 +113,163 @@ pub(crate) struct Submission {
     pub permit: Option<backpressure::Permit>,
 }
 
-/// Every partition's command queue, by partition id - 1 (set once all partitions started), for
-/// commands one partition sends another (message subscriptions).
-pub(crate) type Peers = Arc<std::sync::OnceLock<Vec<std::sync::mpsc::SyncSender<Submission>>>>;
+/// Every partition's command queue on this broker, by partition id - 1 (set once all
+/// partitions started; `None` for a partition this broker does not hold), for commands one
+/// partition sends another (message subscriptions).
+pub(crate) type Peers = Arc<std::sync::OnceLock<Vec<Option<Peer>>>>;
+
+/// A partition on this broker, as the others send it commands.
+pub(crate) struct Peer {
+    pub tx: std::sync::mpsc::SyncSender<Submission>,
+    /// Whether it leads here (always, standalone): if not, its commands go to the broker
+    /// that leads it ([`relay`]).
+    pub leading: Arc<std::sync::atomic::AtomicBool>,
+}
 
 /// The running broker: every partition of this node.
 pub struct Broker {
-    partitions: Vec<partition::PartitionHandle>,
+    /// By partition id - 1; `None` for a partition of the cluster this broker does not hold.
+    partitions: Vec<Option<partition::PartitionHandle>>,
     round_robin: AtomicUsize,
     streams: Arc<JobStreamRegistry>,
     jobs_available: broadcast::Sender<String>,
     metrics: Arc<BrokerMetrics>,
+    /// The cluster's Raft network (`None` standalone, and once shut down).
+    network: Mutex<Option<waggle_replication::net::RaftNetwork>>,
+    /// A runtime of the broker's own for the network, when it was started outside one.
+    _runtime: Option<OwnRuntime>,
+}
+
+/// A tokio runtime the broker made; dropped without waiting for its tasks (so that dropping
+/// the broker inside another runtime does not panic).
+struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Starts the cluster's network on this node's internal address, with every other member as a
+/// peer, on the current tokio runtime (it should be multi-threaded) or one of the broker's own.
+fn start_network(spec: &ClusterSpec) -> Result<(waggle_replication::net::RaftNetwork, Option<OwnRuntime>), BrokerError> {
+    spec.validate().map_err(|e| BrokerError::Cluster(e.to_string()))?;
+    let (handle, own) = match tokio::runtime::Handle::try_current() {
+        Ok(handle) => (handle, None),
+        Err(_) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("raft-network")
+                .enable_all()
+                .build()
+                .map_err(|e| BrokerError::Cluster(e.to_string()))?;
+            (runtime.handle().clone(), Some(OwnRuntime(Some(runtime))))
+        }
+    };
+    let addr = spec.members[spec.node_id as usize];
+    let id = cluster::raft_id(spec.node_id);
+    // bound from a thread outside any runtime: `Broker::start` may run inside one
+    let bound = std::thread::scope(|s| s.spawn(|| handle.block_on(waggle_replication::net::RaftNetwork::bind(id, addr))).join())
+        .map_err(|_| BrokerError::Cluster("binding the internal address panicked".into()))?
+        .map_err(|e| BrokerError::Cluster(format!("binding the internal address {addr}: {e}")))?;
+    for (node, &peer) in spec.members.iter().enumerate().filter(|&(node, _)| node as u64 != spec.node_id) {
+        bound.add_peer(cluster::raft_id(node as u64), peer);
+    }
+    Ok((bound, own))
 }
 
 impl Broker {
-    /// Opens (recovering) every partition and starts its threads.
+    /// Opens (recovering) every partition this node holds and starts its threads. In a
+    /// cluster, also starts the Raft network on this node's internal address (on the current
+    /// tokio runtime, which must then be multi-threaded, or on a runtime of the broker's own
+    /// when there is none); its partitions lead or follow as their groups elect.
     pub fn start(config: BrokerConfig, registry: &prometheus::Registry) -> Result<Arc<Broker>, BrokerError> {
         let metrics = Arc::new(BrokerMetrics::new(registry));
         let streams = Arc::new(JobStreamRegistry::default());
         let (jobs_available, _) = broadcast::channel(1024);
+        let (network, runtime) = match &config.cluster {
+            None => (None, None),
+            Some(spec) => {
+                let (network, runtime) = start_network(spec)?;
+                (Some(network), runtime)
+            }
+        };
+        let (relay, mut relayed) = match (&config.cluster, &network) {
+            (Some(spec), Some(network)) => {
+                let (relay, inboxes) = relay::Relay::new(spec, config.partitions.max(1), network);
+                (Some(Arc::new(relay)), inboxes)
+            }
+            _ => (None, Default::default()),
+        };
         let mut partitions = Vec::new();
         let peers: Peers = Arc::new(std::sync::OnceLock::new());
         for id in 1..=config.partitions.max(1) {
-            let handle = partition::start(id, &config, streams.clone(), jobs_available.clone(), metrics.clone(), peers.clone())?;
-            partitions.push(handle);
+            let replica = match (&config.cluster, &network) {
+                (Some(spec), Some(network)) if spec.hosts(id) => Some(partition::ReplicaSetup {
+                    id: cluster::raft_id(spec.node_id),
+                    voters: spec.replicas(id).into_iter().map(cluster::raft_id).collect(),
+                    network,
+                    relay: relay.clone().expect("a cluster's relay"),
+                    relayed: relayed.remove(&id).expect("the inbox of a held partition's commands"),
+                }),
+                (Some(_), _) => {
+                    partitions.push(None);
+                    continue;
+                }
+                (None, _) => None,
+            };
+            let handle = partition::start(id, &config, streams.clone(), jobs_available.clone(), metrics.clone(), peers.clone(), replica)?;
+            partitions.push(Some(handle));
         }
-        let _ = peers.set(partitions.iter().map(|p| p.sender()).collect());
-        Ok(Arc::new(Broker { partitions, round_robin: AtomicUsize::new(0), streams, jobs_available, metrics }))
+        let _ = peers.set(partitions.iter().map(|p| p.as_ref().map(|p| p.peer())).collect());
+        Ok(Arc::new(Broker {
+            partitions,
+            round_robin: AtomicUsize::new(0),
+            streams,
+            jobs_available,
+            metrics,
+            network: Mutex::new(network),
+            _runtime: runtime,
+        }))
     }
 
+    /// The cluster's partition count (those this broker holds and those it does not).
     pub fn partition_count(&self) -> u16 {
         self.partitions.len() as u16
+    }
+
+    /// This broker's handle of `partition`: `NoSuchPartition` outside the cluster's
+    /// partitions, `Unavailable` for one this broker does not hold.
+    fn handle(&self, partition: PartitionId) -> Result<&partition::PartitionHandle, BrokerError> {
+        match self.partitions.get((partition as usize).wrapping_sub(1)) {
+            None => Err(BrokerError::NoSuchPartition(partition)),
+            Some(None) => Err(BrokerError::Unavailable(partition)),
+            Some(Some(handle)) => Ok(handle),
+        }
+    }
+
+    fn hosted(&self) -> impl Iterator<Item = &partition::PartitionHandle> {
+        self.partitions.iter().flatten()
+    }
+
+    /// The node id of `partition`'s leader as this broker knows it (itself when it leads), if
+    /// it holds the partition and knows of one; the standalone node is node 0.
+    pub fn leader_of(&self, partition: PartitionId) -> Option<u64> {
+        let status = self.handle(partition).ok()?.status();
+        status.leader
+    }
+
+    /// Whether this broker leads `partition` and takes commands for it now.
+    pub fn leads(&self, partition: PartitionId) -> bool {
+        self.handle(partition).is_ok_and(|h| h.leads())
+    }
+
+    /// A digest of `partition`'s committed state on this broker (diagnostics: it reads every
+    /// row). Replicas at the same applied index have the same digest.
+    pub fn state_digest(&self, partition: PartitionId) -> Result<StateDigest, BrokerError> {
+        Ok(self.handle(partition)?.state_digest())
     }
 
     /// The next partition for work that is not bound to a key (round robin).
@@ -146,7 +290,10 @@ impl Broker {
 
     /// Submits a command and waits for the record that answers it (an event or a rejection).
     pub async fn submit(&self, partition: PartitionId, command: Command) -> Result<Record, BrokerError> {
-        let handle = self.partitions.get((partition as usize).wrapping_sub(1)).ok_or(BrokerError::NoSuchPartition(partition))?;
+        let handle = self.handle(partition)?;
+        if !handle.leads() {
+            return Err(BrokerError::Unavailable(partition));
+        }
         let permit = Some(handle.limiter.try_acquire(&command).ok_or(BrokerError::Overloaded)?);
         let (tx, rx) = oneshot::channel();
         handle.send(Submission { command, reply: Some(tx), scheduled: false, permit })?;
@@ -163,7 +310,8 @@ impl Broker {
             return Ok(answer);
         }
         let deadline = std::time::Instant::now() + DISTRIBUTION_WAIT;
-        while self.partitions[0].distributing(ValueType::Deployment, answer.key) && std::time::Instant::now() < deadline {
+        let first = self.handle(1)?;
+        while first.distributing(ValueType::Deployment, answer.key) && std::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
         Ok(answer)
@@ -181,7 +329,7 @@ impl Broker {
             let Some(partition) = self.partition_of_key(job.key) else { continue };
             let command = Command::new(job.key, waggle_protocol::Intent::Yield, waggle_protocol::RecordValue::Job(job.record));
             let submission = Submission { command, reply: None, scheduled: false, permit: None };
-            if let Err(e) = self.partitions[partition as usize - 1].send(submission) {
+            if let Err(e) = self.handle(partition).and_then(|h| h.send(submission)) {
                 tracing::warn!(job = job.key, error = %e, "a pushed job could not be yielded: it returns to the pool at its time-out");
             }
         }
@@ -196,15 +344,16 @@ impl Broker {
         &self.metrics
     }
 
+    /// The partitions this broker holds.
     pub fn status(&self) -> Vec<PartitionStatus> {
-        self.partitions.iter().map(|p| p.status()).collect()
+        self.hosted().map(|p| p.status()).collect()
     }
 
     /// Open incidents, optionally of one process instance (read from committed state).
     pub fn incidents(&self, process_instance_key: Option<i64>) -> Vec<(i64, IncidentRecord)> {
         let handles: Vec<&partition::PartitionHandle> = match process_instance_key.and_then(|k| self.partition_of_key(k)) {
-            Some(p) => vec![&self.partitions[p as usize - 1]],
-            None => self.partitions.iter().collect(),
+            Some(p) => self.handle(p).into_iter().collect(),
+            None => self.hosted().collect(),
         };
         handles
             .into_iter()
@@ -213,11 +362,13 @@ impl Broker {
             .collect()
     }
 
-    /// Stops every partition after the batch in progress; nothing acknowledged is lost.
+    /// Stops every partition after the batch in progress (nothing acknowledged is lost), then
+    /// the cluster's network (its peers see this broker gone).
     pub fn shutdown(&self) {
-        for p in &self.partitions {
+        for p in self.hosted() {
             p.stop();
         }
+        drop(self.network.lock().expect("network lock").take());
     }
 }
 

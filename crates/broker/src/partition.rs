@@ -14,14 +14,15 @@ use waggle_engine::{BatchOutput, Command, Engine, ProcessingContext, RequestId, 
 use waggle_protocol::codec::Entry;
 use waggle_protocol::value::IncidentRecord;
 use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue, ValueType};
-use waggle_replication::RaftGroup;
+use waggle_replication::{Message, RaftGroup, ReplicationError};
 use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
 
 use crate::backpressure::{Limiter, SaturationWindow};
 use crate::delivery::{Deliverer, Delivery, Targets};
 use crate::metrics::{BrokerMetrics, PartitionMetrics};
+use crate::relay::Relay;
 use crate::streams::{JobStreamRegistry, PartitionStreams, PushCounts, PushedJob};
-use crate::{scheduler, BrokerConfig, BrokerError, Peers, Submission};
+use crate::{scheduler, BrokerConfig, BrokerError, Peer, Peers, Submission};
 
 const META_APPLIED_INDEX: &[u8] = b"X/applied_index";
 /// Commands taken into one processing batch at most.
@@ -34,15 +35,45 @@ const SCHEDULED_PER_IDLE_BATCH: usize = 16;
 /// A command sent to another partition and not acknowledged after this long is sent again (the
 /// receiver processes it once however often it arrives).
 const RESEND_UNACKNOWLEDGED_AFTER: Duration = Duration::from_secs(10);
+/// A replicated partition's Raft tick (see [`crate::cluster::replica_config`] for the timing in
+/// ticks).
+pub(crate) const RAFT_TICK: Duration = Duration::from_millis(50);
+/// How long a replicated partition's leader waits for a client command before it looks at
+/// its peers' messages (heartbeat answers, votes; while a batch waits for its commit it
+/// waits for them instead).
+const LEADER_POLL: Duration = Duration::from_millis(10);
 
 /// What the management API shows of a partition.
 #[derive(Debug, Clone)]
 pub struct PartitionStatus {
     pub partition_id: PartitionId,
+    /// `"LEADER"` while this node leads the partition and takes commands for it (it has
+    /// applied everything committed before its term), `"FOLLOWER"` otherwise.
     pub role: &'static str,
     pub healthy: bool,
     pub applied_index: u64,
     pub snapshot_index: u64,
+    /// The node id (0-based, as [`crate::ClusterSpec::node_id`]) of the leader this node knows
+    /// of, if any; the standalone node is node 0.
+    pub leader: Option<u64>,
+    /// The Raft term this node is in.
+    pub term: u64,
+}
+
+/// The role names [`PartitionStatus::role`] takes.
+pub const LEADER: &str = "LEADER";
+pub const FOLLOWER: &str = "FOLLOWER";
+
+/// What a partition of a cluster needs to run as one replica of its Raft group.
+pub(crate) struct ReplicaSetup<'a> {
+    /// This node's Raft id and every replica's (this node's included).
+    pub id: u64,
+    pub voters: Vec<u64>,
+    pub network: &'a waggle_replication::net::RaftNetwork,
+    /// Where its commands for partitions led on other brokers go.
+    pub relay: Arc<Relay>,
+    /// Commands other brokers' partitions sent this one.
+    pub relayed: Receiver<Message>,
 }
 
 pub(crate) struct PartitionHandle {
@@ -51,13 +82,39 @@ pub(crate) struct PartitionHandle {
     pub limiter: Arc<Limiter>,
     status: Arc<Mutex<PartitionStatus>>,
     store: Arc<RocksStore>,
+    /// Whether this node leads the partition and takes commands for it (always, standalone).
+    leading: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl PartitionHandle {
-    pub(crate) fn sender(&self) -> SyncSender<Submission> {
-        self.tx.clone()
+    /// Whether this node leads the partition and takes commands for it now.
+    pub fn leads(&self) -> bool {
+        self.leading.load(Ordering::Relaxed)
+    }
+
+    /// A digest of the partition's committed state: its applied index, and the count and a
+    /// hash of every other row, read together (replicas at the same applied index have equal
+    /// digests: C1; entries without records, such as a new leader's, change only the index).
+    pub fn state_digest(&self) -> StateDigest {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        let (mut rows, mut applied_index) = (0u64, 0u64);
+        for (key, value) in self.store.scan_prefix(b"") {
+            if key.as_slice() == META_APPLIED_INDEX {
+                applied_index = u64::from_be_bytes(value.as_slice().try_into().expect("applied index"));
+                continue;
+            }
+            key.hash(&mut hasher);
+            value.hash(&mut hasher);
+            rows += 1;
+        }
+        StateDigest { applied_index, rows, hash: hasher.finish() }
+    }
+
+    pub(crate) fn peer(&self) -> Peer {
+        Peer { tx: self.tx.clone(), leading: self.leading.clone() }
     }
 
     pub fn send(&self, submission: Submission) -> Result<(), BrokerError> {
@@ -92,6 +149,15 @@ impl PartitionHandle {
             let _ = t.join();
         }
     }
+}
+
+/// A partition's committed state in brief (see [`PartitionHandle::state_digest`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateDigest {
+    pub applied_index: u64,
+    /// The rows other than the applied index, and a hash of them.
+    pub rows: u64,
+    pub hash: u64,
 }
 
 fn now_ms() -> i64 {
@@ -139,14 +205,19 @@ fn open_state(id: PartitionId, dirs: &Dirs) -> Result<RocksStore, BrokerError> {
 /// Opens state and log so that state + the log's committed entries after it are complete:
 /// if the log was compacted past what the runtime state holds, state restarts from the newest
 /// snapshot.
-fn recover(id: PartitionId, dirs: &Dirs) -> Result<(RocksStore, RaftGroup, u64), BrokerError> {
+fn recover<R>(
+    id: PartitionId,
+    dirs: &Dirs,
+    open_raft: impl Fn(&Path, u64) -> Result<(RaftGroup, R), ReplicationError>,
+) -> Result<(RocksStore, (RaftGroup, R), u64), BrokerError> {
     let store = open_state(id, dirs)?;
     let applied = applied_index(&store);
-    let raft = RaftGroup::open(&dirs.log, applied).map_err(|e| start_err(id, e))?;
+    let (raft, extra) = open_raft(&dirs.log, applied).map_err(|e| start_err(id, e))?;
     if raft.first_index() <= applied + 1 {
-        return Ok((store, raft, applied));
+        return Ok((store, (raft, extra), applied));
     }
     drop(raft);
+    drop(extra);
     drop(store);
     let Some((index, snapshot)) = newest_snapshot(&dirs.snapshots) else {
         return Err(start_err(id, format!("log starts at {} but state is at {applied} and there is no snapshot", applied + 1)));
@@ -156,11 +227,11 @@ fn recover(id: PartitionId, dirs: &Dirs) -> Result<(RocksStore, RaftGroup, u64),
     copy_dir(&snapshot, &dirs.runtime).map_err(|e| start_err(id, e))?;
     let store = open_state(id, dirs)?;
     let applied = applied_index(&store);
-    let raft = RaftGroup::open(&dirs.log, applied).map_err(|e| start_err(id, e))?;
+    let (raft, extra) = open_raft(&dirs.log, applied).map_err(|e| start_err(id, e))?;
     if raft.first_index() > applied + 1 {
         return Err(start_err(id, "snapshot is older than the log's first entry"));
     }
-    Ok((store, raft, applied))
+    Ok((store, (raft, extra), applied))
 }
 
 pub(crate) fn start(
@@ -170,17 +241,36 @@ pub(crate) fn start(
     jobs_available: broadcast::Sender<String>,
     metrics: Arc<BrokerMetrics>,
     peers: Peers,
+    replica: Option<ReplicaSetup<'_>>,
 ) -> Result<PartitionHandle, BrokerError> {
     let base = config.data_dir.join("partitions").join(id.to_string());
     let dirs = Dirs { log: base.join("log"), runtime: base.join("runtime"), snapshots: base.join("snapshots") };
     for d in [&dirs.log, &dirs.snapshots] {
         fs::create_dir_all(d).map_err(|e| start_err(id, e))?;
     }
-    let (store, raft, applied) = recover(id, &dirs)?;
+    let (store, (raft, inbox), applied) = match &replica {
+        None => recover(id, &dirs, |dir, applied| Ok((RaftGroup::open(dir, applied)?, None)))?,
+        Some(r) => recover(id, &dirs, |dir, applied| {
+            let (transport, inbox) = r.network.register(u64::from(id));
+            let config = crate::cluster::replica_config(r.id, r.voters.clone());
+            Ok((RaftGroup::open_replicated(dir, applied, config, Box::new(transport))?, Some(inbox)))
+        })?,
+    };
     let store = Arc::new(store);
     let snapshot_index = newest_snapshot(&dirs.snapshots).map(|(i, _)| i).unwrap_or(0);
-    let status =
-        Arc::new(Mutex::new(PartitionStatus { partition_id: id, role: "LEADER", healthy: true, applied_index: applied, snapshot_index }));
+    // standalone, the single voter leads from the start; a replica leads once elected
+    let standalone = inbox.is_none();
+    let (role, leader) = if standalone { (LEADER, Some(0)) } else { (FOLLOWER, None) };
+    let status = Arc::new(Mutex::new(PartitionStatus {
+        partition_id: id,
+        role,
+        healthy: true,
+        applied_index: applied,
+        snapshot_index,
+        leader,
+        term: raft.term(),
+    }));
+    let leading = Arc::new(AtomicBool::new(standalone));
     let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
     let stop = Arc::new(AtomicBool::new(false));
     let scheduled_in_flight = Arc::new(AtomicUsize::new(0));
@@ -212,18 +302,46 @@ pub(crate) fn start(
         partition_count: u32::from(config.partitions.max(1)),
         deferred: VecDeque::new(),
         scheduled_in_flight: scheduled_in_flight.clone(),
+        limits: config.limits,
+        leading: leading.clone(),
+        stop: stop.clone(),
+        compacted: 0,
+        relay: replica.as_ref().map(|r| r.relay.clone()),
+        replica: inbox.zip(replica).map(|(inbox, r)| Replica {
+            inbox,
+            next_tick: Instant::now() + RAFT_TICK,
+            serving_term: None,
+            relayed: r.relayed,
+            own: tx.clone(),
+        }),
     };
     // Bring state up to the log's commit point before accepting commands.
     processor.drive_raft().map_err(|e| start_err(id, e))?;
-    // what other partitions were sent and had not acknowledged before the restart goes first
-    processor.outbox = waggle_engine::pending_commands(StateView::new(&*processor.store), id).into();
-    let stop_flag = stop.clone();
+    if standalone {
+        // what other partitions were sent and had not acknowledged before the restart goes first
+        processor.outbox = waggle_engine::pending_commands(StateView::new(&*processor.store), id).into();
+    }
     let processing = std::thread::Builder::new()
         .name(format!("partition-{id}"))
-        .spawn(move || processor.run(rx, stop_flag))
+        .spawn(move || if standalone { processor.run(rx) } else { processor.run_replicated(rx) })
         .map_err(|e| start_err(id, e))?;
-    let scheduler = scheduler::start(id, store.clone(), tx.clone(), scheduled_in_flight, stop.clone()).map_err(|e| start_err(id, e))?;
-    Ok(PartitionHandle { tx, limiter, status, store, stop, threads: Mutex::new(vec![processing, scheduler]) })
+    let scheduler = scheduler::start(id, store.clone(), tx.clone(), scheduled_in_flight, leading.clone(), stop.clone())
+        .map_err(|e| start_err(id, e))?;
+    Ok(PartitionHandle { tx, limiter, status, store, leading, stop, threads: Mutex::new(vec![processing, scheduler]) })
+}
+
+/// A replicated partition's Raft side: its peers' messages, its clock, and whether it serves.
+struct Replica {
+    /// Messages from the group's other replicas.
+    inbox: Receiver<Message>,
+    next_tick: Instant,
+    /// The term in which this node leads and takes commands: set once, as leader, it has
+    /// applied its term's first entry (everything committed before the term), cleared when it
+    /// loses the lead.
+    serving_term: Option<u64>,
+    /// Commands other brokers' partitions sent this one, and its own queue they go to.
+    relayed: Receiver<Message>,
+    own: SyncSender<Submission>,
 }
 
 struct Processor {
@@ -261,11 +379,22 @@ struct Processor {
     scheduled_in_flight: Arc<AtomicUsize>,
     /// The batch being gathered, kept between batches so that its room is allocated once.
     batch_buffer: Vec<Submission>,
+    limits: waggle_engine::EngineLimits,
+    /// Published to [`PartitionHandle::leads`] and the scheduler.
+    leading: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    /// The index the log was last compacted to by a replicated partition.
+    compacted: u64,
+    /// The Raft side of a partition of a cluster; `None` standalone (a single voter).
+    replica: Option<Replica>,
+    /// Where commands for partitions led on other brokers go (a cluster's partitions only).
+    relay: Option<Arc<Relay>>,
 }
 
 impl Processor {
-    fn run(mut self, rx: Receiver<Submission>, stop: Arc<AtomicBool>) {
-        while !stop.load(Ordering::SeqCst) {
+    /// The standalone partition's loop: a single voter, always the leader.
+    fn run(mut self, rx: Receiver<Submission>) {
+        while !self.stop.load(Ordering::SeqCst) {
             // block for work only when no scheduled work waits
             let wait = if self.deferred.is_empty() { Duration::from_millis(50) } else { Duration::ZERO };
             let first = match rx.recv_timeout(wait) {
@@ -280,36 +409,179 @@ impl Processor {
             if let Err(e) = self.drive_raft() {
                 return self.fail(e);
             }
-            self.resend_unacknowledged();
-            self.flush_outbox();
-            let mut batch = std::mem::take(&mut self.batch_buffer);
-            let mut next = first;
-            while let Some(s) = next {
-                if s.scheduled {
-                    self.deferred.push_back(s);
-                } else {
-                    batch.push(s);
-                }
-                next = if batch.len() < MAX_BATCH_COMMANDS { rx.try_recv().ok() } else { None };
+            if let Err(e) = self.serve(first, &rx) {
+                return self.fail(e);
             }
-            let room = if batch.is_empty() { SCHEDULED_PER_IDLE_BATCH } else { SCHEDULED_PER_BUSY_BATCH };
-            let scheduled = room.min(self.deferred.len());
-            batch.extend(self.deferred.drain(..scheduled));
-            self.scheduled_in_flight.fetch_sub(scheduled, Ordering::SeqCst);
-            if batch.is_empty() {
-                self.batch_buffer = batch;
-                self.prune_replies();
+        }
+        tracing::info!(partition = self.id, "partition stopped");
+    }
+
+    /// A replicated partition's loop: it ticks its group, steps its peers' messages and applies
+    /// what commits; while it leads (and has applied everything committed before its term) it
+    /// processes commands as the standalone partition does, and refuses them otherwise.
+    fn run_replicated(mut self, rx: Receiver<Submission>) {
+        while !self.stop.load(Ordering::SeqCst) {
+            let first = if self.serving() {
+                let wait = if self.deferred.is_empty() { LEADER_POLL } else { Duration::ZERO };
+                match rx.recv_timeout(wait) {
+                    Ok(s) => Some(s),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                self.wait_for_raft();
+                None
+            };
+            self.pump_raft();
+            if let Err(e) = self.drive_raft() {
+                return self.fail(e);
+            }
+            self.follow_role();
+            self.take_relayed();
+            if !self.serving() {
+                self.refuse(first.into_iter().chain(rx.try_iter()).collect());
                 self.maybe_snapshot();
                 continue;
             }
-            let processed = self.process(&mut batch);
-            self.batch_buffer = batch;
-            if let Err(e) = processed {
+            if let Err(e) = self.serve(first, &rx) {
                 return self.fail(e);
             }
-            self.maybe_snapshot();
         }
         tracing::info!(partition = self.id, "partition stopped");
+    }
+
+    /// Re-sends and delivers commands for other partitions, then processes a batch of what
+    /// waits (`first` and the queue, with due scheduled work), then snapshots if due.
+    fn serve(&mut self, first: Option<Submission>, rx: &Receiver<Submission>) -> Result<(), String> {
+        self.resend_unacknowledged();
+        self.flush_outbox();
+        let mut batch = std::mem::take(&mut self.batch_buffer);
+        let mut next = first;
+        while let Some(s) = next {
+            if s.scheduled {
+                self.deferred.push_back(s);
+            } else {
+                batch.push(s);
+            }
+            next = if batch.len() < MAX_BATCH_COMMANDS { rx.try_recv().ok() } else { None };
+        }
+        let room = if batch.is_empty() { SCHEDULED_PER_IDLE_BATCH } else { SCHEDULED_PER_BUSY_BATCH };
+        let scheduled = room.min(self.deferred.len());
+        batch.extend(self.deferred.drain(..scheduled));
+        self.scheduled_in_flight.fetch_sub(scheduled, Ordering::SeqCst);
+        if batch.is_empty() {
+            self.batch_buffer = batch;
+            self.prune_replies();
+            self.maybe_snapshot();
+            return Ok(());
+        }
+        let processed = self.process(&mut batch);
+        self.batch_buffer = batch;
+        processed?;
+        self.maybe_snapshot();
+        Ok(())
+    }
+
+    /// Whether this replica leads and takes commands (see [`Replica::serving_term`]).
+    fn serving(&self) -> bool {
+        self.replica.as_ref().is_some_and(|r| r.serving_term.is_some_and(|t| self.raft.is_leader() && self.raft.term() == t))
+    }
+
+    /// Waits for a peer's message until the next tick at most.
+    fn wait_for_raft(&mut self) {
+        let Some(replica) = &mut self.replica else { return };
+        let timeout = replica.next_tick.saturating_duration_since(Instant::now());
+        match replica.inbox.recv_timeout(timeout) {
+            Ok(m) => step(&mut self.raft, m),
+            Err(RecvTimeoutError::Timeout) => {}
+            // the network is gone (shutting down): nothing will arrive
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(timeout),
+        }
+    }
+
+    /// Steps every message received and ticks when a tick is due.
+    fn pump_raft(&mut self) {
+        let Some(replica) = &mut self.replica else { return };
+        for m in replica.inbox.try_iter() {
+            step(&mut self.raft, m);
+        }
+        let now = Instant::now();
+        if now >= replica.next_tick {
+            self.raft.tick();
+            replica.next_tick = (replica.next_tick + RAFT_TICK).max(now);
+        }
+    }
+
+    /// Follows this replica's role after Raft acted: a leader serves once it has applied its
+    /// term's first entry (so that it processes on all that is committed) and then starts
+    /// what a partition starts with (its whole outbox re-sent; its scheduler, which follows
+    /// [`Self::leading`]); a replica that lost the lead drops what it held for its term (the
+    /// answers it owed: their clients see the partition unavailable).
+    fn follow_role(&mut self) {
+        let Some(serving_term) = self.replica.as_ref().map(|r| r.serving_term) else { return };
+        let (leader, term) = (self.raft.is_leader(), self.raft.term());
+        let mut serving = serving_term.is_some();
+        if serving_term.is_some_and(|t| !leader || t != term) {
+            serving = false;
+            self.set_serving(None);
+            tracing::info!(partition = self.id, term, "no longer the leader");
+            self.replies.clear();
+            self.outbox.clear();
+            let deferred: Vec<Submission> = self.deferred.drain(..).collect();
+            self.refuse(deferred);
+            // what the engine remembers between batches (awaited results) was for this term
+            self.engine = Engine::with_limits(self.id, self.limits);
+        }
+        // the term's first entry (the leader's empty entry) is the last one until it proposes
+        if leader && !serving && self.applied >= self.raft.last_index() {
+            serving = true;
+            self.outbox = waggle_engine::pending_commands(StateView::new(&*self.store), self.id).into();
+            self.unacknowledged = Unacknowledged::default();
+            self.set_serving(Some(term));
+            tracing::info!(partition = self.id, term, applied = self.applied, "leading");
+        }
+        let role = if serving { LEADER } else { FOLLOWER };
+        let leader_node = self.raft.leader_id().map(crate::cluster::node_of_raft_id);
+        let mut status = self.status.lock().expect("status lock");
+        if status.role != role || status.term != term || status.leader != leader_node {
+            (status.role, status.term, status.leader) = (role, term, leader_node);
+        }
+    }
+
+    /// Starts (`Some(term)`) or ends serving as the leader, and tells the handle and scheduler.
+    fn set_serving(&mut self, term: Option<u64>) {
+        if let Some(replica) = &mut self.replica {
+            replica.serving_term = term;
+        }
+        self.leading.store(term.is_some(), Ordering::SeqCst);
+    }
+
+    /// Queues the commands other brokers' partitions sent this one, while it leads (it drops
+    /// them otherwise: their senders send them again until acknowledged).
+    fn take_relayed(&mut self) {
+        let serving = self.serving();
+        let Some(replica) = &self.replica else { return };
+        for message in replica.relayed.try_iter() {
+            if !serving {
+                continue;
+            }
+            let Some(command) = crate::relay::decode(&message) else { continue };
+            // a full queue drops it: it is sent again
+            let _ = replica.own.try_send(Submission { command, reply: None, scheduled: false, permit: None });
+        }
+    }
+
+    /// Answers nothing to commands this replica will not process (dropped replies answer
+    /// UNAVAILABLE), giving back their back-pressure slots and scheduler counts.
+    fn refuse(&mut self, submissions: Vec<Submission>) {
+        for s in submissions {
+            if s.scheduled {
+                self.scheduled_in_flight.fetch_sub(1, Ordering::SeqCst);
+            }
+            if let Some(permit) = s.permit {
+                self.limiter.abandoned(permit);
+            }
+        }
     }
 
     fn fail(&mut self, error: String) {
@@ -363,6 +635,7 @@ impl Processor {
             return Ok(()); // dropping the replies answers UNAVAILABLE
         }
         let mut commands = Vec::with_capacity(batch.len());
+        let first_request = self.next_request;
         // the client commands' back-pressure slots, handed over with the batch's delivery
         let mut permits = Vec::with_capacity(batch.len());
         for Submission { mut command, reply, permit, .. } in batch.drain(..) {
@@ -387,17 +660,38 @@ impl Processor {
             self.metrics.batch_processing.observe((processed - started).as_secs_f64());
             let committed = self.raft.propose(entry).map_err(|e| e.to_string()).and_then(|()| {
                 let expected = self.raft.last_index();
-                self.commit_own(expected, writes)
+                match self.replica {
+                    None => self.commit_own(expected, writes).map(|()| true),
+                    Some(_) => self.commit_replicated(expected, self.raft.term(), writes),
+                }
             });
-            if let Err(e) = committed {
-                // the batch is lost with the partition: the streams it picked for its jobs (the
-                // node's, shared with the other partitions) must not keep their places for them
+            if !matches!(committed, Ok(true)) {
+                // the batch is lost with the partition, or with the lead: the streams it picked
+                // for its jobs (the node's, shared with the other partitions) must not keep
+                // their places for them
                 for effect in &output.side_effects {
                     if let SideEffect::PushJob { stream_id, .. } = effect {
                         self.streams.registry().release(*stream_id);
                     }
                 }
-                return Err(e);
+            }
+            match committed {
+                Ok(true) => {}
+                Ok(false) => {
+                    // the lead was lost before the entry committed: its overlay is discarded and
+                    // its clients answered UNAVAILABLE (the entry may still commit under the
+                    // next leader, which this replica then applies as a follower)
+                    for permit in permits {
+                        self.limiter.abandoned(permit);
+                    }
+                    for id in first_request..self.next_request {
+                        self.replies.remove(&id);
+                    }
+                    // the appliers may have cached models of a deployment in the discarded batch
+                    self.engine = Engine::with_limits(self.id, self.limits);
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
             }
             self.metrics.batch_commit.observe(processed.elapsed().as_secs_f64());
             self.observe(&output.records);
@@ -446,7 +740,14 @@ impl Processor {
                 tracing::error!(partition = self.id, target = partition, "command for an unknown partition dropped");
                 continue;
             };
-            match peer.try_send(Submission { command, reply: None, scheduled: false, permit: None }) {
+            // a partition this broker does not hold or lead: to the broker leading it
+            let Some(peer) = peer.as_ref().filter(|p| p.leading.load(Ordering::Relaxed)) else {
+                if let Some(relay) = &self.relay {
+                    relay.send(partition, &command);
+                }
+                continue;
+            };
+            match peer.tx.try_send(Submission { command, reply: None, scheduled: false, permit: None }) {
                 Ok(()) => {}
                 Err(TrySendError::Full(s)) => {
                     full.push(partition);
@@ -491,6 +792,37 @@ impl Processor {
             std::thread::sleep(Duration::from_micros(100));
         }
         Err("proposal was not committed".into())
+    }
+
+    /// A replicated partition's commit of its own proposal at `expected` (proposed in `term`):
+    /// steps, ticks and drives until it commits (`true`: its state writes are committed with
+    /// the applied index, as [`Self::commit_own`] does), or until this replica loses the lead
+    /// or stops (`false`: nothing of the batch is applied; what commits meanwhile is).
+    ///
+    /// The partition thread waits here: one batch in flight at a time, for now.
+    fn commit_replicated(&mut self, expected: u64, term: u64, mut writes: WriteSet) -> Result<bool, String> {
+        loop {
+            let mut committed = self.raft.drive().map_err(|e| e.to_string())?;
+            let ours = committed.iter().position(|c| c.index == expected && c.term == term);
+            if let Some(at) = ours {
+                let after = committed.split_off(at + 1);
+                let own = committed.pop().expect("our entry");
+                self.replay(committed)?;
+                writes.put(META_APPLIED_INDEX.to_vec(), own.index.to_be_bytes().to_vec());
+                self.store.commit_owned(writes).map_err(|e| e.to_string())?;
+                self.set_applied(own.index);
+                self.metrics.batches.inc();
+                self.replay(after)?;
+                return Ok(true);
+            }
+            // entries before ours, or another leader's in place of ours
+            self.replay(committed)?;
+            if self.applied >= expected || !self.raft.is_leader() || self.raft.term() != term || self.stop.load(Ordering::SeqCst) {
+                return Ok(false);
+            }
+            self.wait_for_raft();
+            self.pump_raft();
+        }
     }
 
     fn observe(&mut self, records: &[Record]) {
@@ -548,7 +880,9 @@ impl Processor {
     /// flush and hard links) runs off the processing thread so commands do not wait for it.
     fn maybe_snapshot(&mut self) {
         let done = self.snapshot.done.load(Ordering::SeqCst);
-        if done > self.snapshot_index {
+        if self.replica.is_some() {
+            self.compact_replicated(done);
+        } else if done > self.snapshot_index {
             let started = Instant::now();
             if let Err(e) = self.raft.compact(done) {
                 tracing::error!(partition = self.id, error = %e, "log compaction failed");
@@ -574,6 +908,40 @@ impl Processor {
             tracing::error!(partition = self.id, error = %e, "snapshot thread did not start");
             self.snapshot.running.store(false, Ordering::SeqCst);
         }
+    }
+}
+
+impl Processor {
+    /// A replicated partition's log compaction: up to its newest snapshot `done`, but never past
+    /// what every replica holds (snapshots are not sent to followers yet: one behind the
+    /// compacted log could not catch up). Only the leader knows that, so only the leader
+    /// compacts; a follower's log grows until it leads.
+    fn compact_replicated(&mut self, done: u64) {
+        if done > self.snapshot_index {
+            self.snapshot_index = done;
+            self.status.lock().expect("status lock").snapshot_index = done;
+            tracing::info!(partition = self.id, index = done, "snapshot taken");
+        }
+        let Some(everyone) = self.raft.replicated_to_all() else { return };
+        let upto = everyone.min(self.snapshot_index);
+        if upto <= self.compacted {
+            return;
+        }
+        match self.raft.compact(upto) {
+            Ok(()) => {
+                self.compacted = upto;
+                tracing::info!(partition = self.id, index = upto, "log compacted");
+            }
+            Err(e) => tracing::error!(partition = self.id, error = %e, "log compaction failed"),
+        }
+    }
+}
+
+/// Hands a peer's message to the group; a message Raft refuses (from outside the group, or
+/// for another replica) is dropped.
+fn step(raft: &mut RaftGroup, message: Message) {
+    if let Err(e) = raft.step(message) {
+        tracing::debug!(error = %e, "raft message dropped");
     }
 }
 

@@ -1,5 +1,6 @@
 //! Scheduled work of a partition: reads committed state only and acts only by submitting
 //! commands (timers, job time-outs, retry back-offs, message expiry), never by touching state.
+//! It acts only while its node leads the partition.
 //! It sleeps until the earliest due date (at most [`TICK`]), so a timer fires within a few
 //! milliseconds of its due date, never before it.
 
@@ -33,6 +34,7 @@ pub(crate) fn start(
     store: Arc<RocksStore>,
     tx: SyncSender<Submission>,
     in_flight: Arc<AtomicUsize>,
+    leading: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name(format!("scheduler-{id}")).spawn(move || {
@@ -45,6 +47,13 @@ pub(crate) fn start(
         let mut sleep = TICK;
         while !stop.load(Ordering::SeqCst) {
             std::thread::sleep(sleep);
+            if !leading.load(Ordering::SeqCst) {
+                // only the leader acts; what it submitted before may be lost with its term
+                submitted.clear();
+                pending.clear();
+                sleep = TICK;
+                continue;
+            }
             if in_flight.load(Ordering::SeqCst) >= MAX_IN_FLIGHT {
                 // the partition has plenty to do: nothing to submit until it took some
                 sleep = IN_FLIGHT_RECHECK;
