@@ -78,6 +78,7 @@ fn refusal(error: &BrokerError) -> pb::Refusal {
     let kind = match error {
         BrokerError::Overloaded => Kind::Overloaded,
         BrokerError::NoSuchPartition(_) => Kind::NoSuchPartition,
+        BrokerError::NotLeader(_) => Kind::NotLeader,
         BrokerError::Unavailable(_) | BrokerError::Start { .. } | BrokerError::Cluster(_) => Kind::Unavailable,
     };
     pb::Refusal { kind: kind as i32, message: error.to_string() }
@@ -141,9 +142,10 @@ impl Forwarder {
     }
 
     /// Submits `command` to `partition` on the broker at `to` (a deployment when `deploy`) and
-    /// waits for the answering record. A broker that cannot be reached, or that refuses, is
-    /// [`BrokerError::Unavailable`] (or the refusal's own error): the command may be tried again
-    /// on the partition's next leader. `timeout` bounds the whole call.
+    /// waits for the answering record. [`BrokerError::NotLeader`] means the command was certainly
+    /// not taken (the broker does not lead the partition, or cannot be connected to): it may be
+    /// sent to another. [`BrokerError::Unavailable`] means no answer came (it may have been
+    /// taken); other refusals are the receiving broker's own. `timeout` bounds the whole call.
     pub async fn submit(
         &self,
         to: SocketAddr,
@@ -160,6 +162,11 @@ impl Forwarder {
         request.set_timeout(timeout);
         let response = match client.submit(request).await {
             Ok(response) => response.into_inner(),
+            // no connection to the broker: the command never left, it may go to another
+            Err(status) if status.code() == tonic::Code::Unavailable && status.message().contains("connect") => {
+                tracing::debug!(%to, partition, %status, "a broker to forward to cannot be reached");
+                return Err(BrokerError::NotLeader(partition));
+            }
             Err(status) => {
                 tracing::debug!(%to, partition, %status, "a forwarded command got no answer");
                 return Err(BrokerError::Unavailable(partition));
@@ -173,6 +180,7 @@ impl Forwarder {
             Some(pb::submit_response::Outcome::Refusal(refusal)) => Err(match Kind::try_from(refusal.kind) {
                 Ok(Kind::Overloaded) => BrokerError::Overloaded,
                 Ok(Kind::NoSuchPartition) => BrokerError::NoSuchPartition(partition),
+                Ok(Kind::NotLeader) => BrokerError::NotLeader(partition),
                 _ => BrokerError::Unavailable(partition),
             }),
             None => Err(BrokerError::Unavailable(partition)),

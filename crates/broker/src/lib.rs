@@ -93,6 +93,9 @@ pub enum BrokerError {
     Overloaded,
     #[error("partition {0} is not available")]
     Unavailable(PartitionId),
+    /// Not taken: this broker does not lead the partition (a command may be sent to its leader).
+    #[error("partition {0} is not led by this broker")]
+    NotLeader(PartitionId),
     #[error("no such partition {0}")]
     NoSuchPartition(PartitionId),
     #[error("failed to start partition {partition}: {reason}")]
@@ -136,8 +139,55 @@ pub struct Broker {
     metrics: Arc<BrokerMetrics>,
     /// The cluster's Raft network (`None` standalone, and once shut down).
     network: Mutex<Option<waggle_replication::net::RaftNetwork>>,
+    /// In a cluster: the members, the client of their `CommandApi` and the job stream sessions.
+    links: Option<ClusterLinks>,
     /// A runtime of the broker's own for the network, when it was started outside one.
     _runtime: Option<OwnRuntime>,
+}
+
+/// What a broker in a cluster uses to reach the others (see [`forward`] and [`remote_streams`]).
+struct ClusterLinks {
+    spec: ClusterSpec,
+    forwarder: Arc<forward::Forwarder>,
+    runtime: tokio::runtime::Handle,
+    announcer: Mutex<Option<remote_streams::StreamAnnouncer>>,
+}
+
+/// How long a command waits for its partition to have a leader it can reach (an election, a
+/// failover), retrying the leader it learns of: Zeebe's gateway retries within the request's
+/// deadline; the command is sent again only when it was certainly not taken.
+const ROUTE_WINDOW: std::time::Duration = std::time::Duration::from_secs(8);
+/// Pause between two tries of a command whose partition has no leader to take it yet.
+const ROUTE_RETRY: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// The broker, once started, for the services on its internal port that are bound before it.
+#[derive(Default)]
+struct LateBroker(std::sync::OnceLock<std::sync::Weak<Broker>>);
+
+impl LateBroker {
+    fn get(&self) -> Option<Arc<Broker>> {
+        self.0.get().and_then(std::sync::Weak::upgrade)
+    }
+}
+
+impl forward::LocalSubmit for LateBroker {
+    fn submit_local(&self, partition: PartitionId, command: Command) -> forward::BoxFuture<'_, Result<Record, BrokerError>> {
+        Box::pin(async move {
+            match self.get() {
+                Some(broker) => broker.submit_here(partition, command).await,
+                None => Err(BrokerError::NotLeader(partition)),
+            }
+        })
+    }
+
+    fn deploy_local(&self, command: Command) -> forward::BoxFuture<'_, Result<Record, BrokerError>> {
+        Box::pin(async move {
+            match self.get() {
+                Some(broker) => broker.deploy_here(command).await,
+                None => Err(BrokerError::NotLeader(1)),
+            }
+        })
+    }
 }
 
 /// A tokio runtime the broker made; dropped without waiting for its tasks (so that dropping
@@ -154,7 +204,11 @@ impl Drop for OwnRuntime {
 
 /// Starts the cluster's network on this node's internal address, with every other member as a
 /// peer, on the current tokio runtime (it should be multi-threaded) or one of the broker's own.
-fn start_network(spec: &ClusterSpec) -> Result<(waggle_replication::net::RaftNetwork, Option<OwnRuntime>), BrokerError> {
+fn start_network(
+    spec: &ClusterSpec,
+    late: Arc<LateBroker>,
+    streams: Arc<JobStreamRegistry>,
+) -> Result<(waggle_replication::net::RaftNetwork, Option<OwnRuntime>, tokio::runtime::Handle), BrokerError> {
     spec.validate().map_err(|e| BrokerError::Cluster(e.to_string()))?;
     let (handle, own) = match tokio::runtime::Handle::try_current() {
         Ok(handle) => (handle, None),
@@ -171,13 +225,23 @@ fn start_network(spec: &ClusterSpec) -> Result<(waggle_replication::net::RaftNet
     let addr = spec.members[spec.node_id as usize];
     let id = cluster::raft_id(spec.node_id);
     // bound from a thread outside any runtime: `Broker::start` may run inside one
-    let bound = std::thread::scope(|s| s.spawn(|| handle.block_on(waggle_replication::net::RaftNetwork::bind(id, addr))).join())
+    // the internal port also serves forwarded commands and job stream sessions
+    let yielding = late.clone();
+    let yielder: remote_streams::Yielder = Arc::new(move |jobs| {
+        if let Some(broker) = yielding.get() {
+            broker.yield_jobs(jobs);
+        }
+    });
+    let services = move |routes: tonic::service::Routes| {
+        routes.add_service(forward::service(late)).add_service(remote_streams::JobStreamsService::new(streams, yielder))
+    };
+    let bound = std::thread::scope(|s| s.spawn(|| handle.block_on(waggle_replication::net::RaftNetwork::bind_with(id, addr, services))).join())
         .map_err(|_| BrokerError::Cluster("binding the internal address panicked".into()))?
         .map_err(|e| BrokerError::Cluster(format!("binding the internal address {addr}: {e}")))?;
     for (node, &peer) in spec.members.iter().enumerate().filter(|&(node, _)| node as u64 != spec.node_id) {
         bound.add_peer(cluster::raft_id(node as u64), peer);
     }
-    Ok((bound, own))
+    Ok((bound, own, handle))
 }
 
 impl Broker {
@@ -189,11 +253,13 @@ impl Broker {
         let metrics = Arc::new(BrokerMetrics::new(registry));
         let streams = Arc::new(JobStreamRegistry::default());
         let (jobs_available, _) = broadcast::channel(1024);
-        let (network, runtime) = match &config.cluster {
-            None => (None, None),
+        let late = Arc::new(LateBroker::default());
+        let (network, runtime, links) = match &config.cluster {
+            None => (None, None, None),
             Some(spec) => {
-                let (network, runtime) = start_network(spec)?;
-                (Some(network), runtime)
+                let (network, runtime, handle) = start_network(spec, late.clone(), streams.clone())?;
+                let links = ClusterLinks { spec: spec.clone(), forwarder: Arc::default(), runtime: handle, announcer: Mutex::new(None) };
+                (Some(network), runtime, Some(links))
             }
         };
         let (relay, mut relayed) = match (&config.cluster, &network) {
@@ -224,15 +290,25 @@ impl Broker {
             partitions.push(Some(handle));
         }
         let _ = peers.set(partitions.iter().map(|p| p.as_ref().map(|p| p.peer())).collect());
-        Ok(Arc::new(Broker {
+        let broker = Arc::new(Broker {
             partitions,
             round_robin: AtomicUsize::new(0),
             streams,
             jobs_available,
             metrics,
             network: Mutex::new(network),
+            links,
             _runtime: runtime,
-        }))
+        });
+        let _ = late.0.set(Arc::downgrade(&broker));
+        if let Some(links) = &broker.links {
+            // this broker's clients' job streams get the jobs of partitions led elsewhere
+            let others =
+                links.spec.members.iter().enumerate().filter(|&(node, _)| node as u64 != links.spec.node_id).map(|(_, &addr)| addr).collect();
+            let announcer = remote_streams::StreamAnnouncer::start(&links.runtime, broker.streams.clone(), others);
+            *links.announcer.lock().expect("announcer lock") = Some(announcer);
+        }
+        Ok(broker)
     }
 
     /// The cluster's partition count (those this broker holds and those it does not).
@@ -289,10 +365,62 @@ impl Broker {
     }
 
     /// Submits a command and waits for the record that answers it (an event or a rejection).
+    /// In a cluster, a command for a partition led by another broker is forwarded to it, and
+    /// tried again on the next leader while none takes it (at most [`ROUTE_WINDOW`]).
     pub async fn submit(&self, partition: PartitionId, command: Command) -> Result<Record, BrokerError> {
-        let handle = self.handle(partition)?;
+        match &self.links {
+            None => self.submit_here(partition, command).await,
+            Some(links) => self.route(links, partition, false, command).await,
+        }
+    }
+
+    /// Sends `command` to whichever broker leads `partition` (this one included), retrying while
+    /// the answer says the command was certainly not taken (no leader yet, a leader that is not
+    /// one any more, a broker that cannot be reached).
+    async fn route(&self, links: &ClusterLinks, partition: PartitionId, deploy: bool, command: Command) -> Result<Record, BrokerError> {
+        let deadline = tokio::time::Instant::now() + ROUTE_WINDOW;
+        // for a partition this broker does not hold, the members are tried in turn from its
+        // preferred leader (without membership, it does not know the leader)
+        let mut guess = links.spec.preferred_leader(partition);
+        loop {
+            let target = match self.handle(partition) {
+                Ok(handle) => handle.status().leader,
+                Err(BrokerError::Unavailable(_)) => Some(guess),
+                Err(e) => return Err(e),
+            };
+            let answer = match target {
+                Some(node) if node == links.spec.node_id => {
+                    if deploy {
+                        self.deploy_here(command.clone()).await
+                    } else {
+                        self.submit_here(partition, command.clone()).await
+                    }
+                }
+                Some(node) => {
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now()).max(std::time::Duration::from_millis(100));
+                    links.forwarder.submit(links.spec.members[node as usize], partition, deploy, command.clone(), left).await
+                }
+                None => Err(BrokerError::NotLeader(partition)),
+            };
+            match answer {
+                Err(BrokerError::NotLeader(_)) if tokio::time::Instant::now() < deadline => {
+                    guess = (guess + 1) % links.spec.cluster_size() as u64;
+                    tokio::time::sleep(ROUTE_RETRY).await;
+                }
+                Err(BrokerError::NotLeader(p)) => return Err(BrokerError::Unavailable(p)),
+                other => return other,
+            }
+        }
+    }
+
+    /// Submits to this broker's own replica of `partition`: `NotLeader` when it does not lead it.
+    async fn submit_here(&self, partition: PartitionId, command: Command) -> Result<Record, BrokerError> {
+        let handle = match self.handle(partition) {
+            Err(BrokerError::Unavailable(p)) => return Err(BrokerError::NotLeader(p)),
+            other => other?,
+        };
         if !handle.leads() {
-            return Err(BrokerError::Unavailable(partition));
+            return Err(BrokerError::NotLeader(partition));
         }
         let permit = Some(handle.limiter.try_acquire(&command).ok_or(BrokerError::Overloaded)?);
         let (tx, rx) = oneshot::channel();
@@ -305,7 +433,15 @@ impl Broker {
     /// [`DISTRIBUTION_WAIT`]: the distribution goes on after that, until acknowledged), so any
     /// partition can start the new processes at once.
     pub async fn deploy(&self, command: Command) -> Result<Record, BrokerError> {
-        let answer = self.submit(1, command).await?;
+        match &self.links {
+            None => self.deploy_here(command).await,
+            Some(links) => self.route(links, 1, true, command).await,
+        }
+    }
+
+    /// [`Self::deploy`] on this broker's replica of partition 1.
+    async fn deploy_here(&self, command: Command) -> Result<Record, BrokerError> {
+        let answer = self.submit_here(1, command).await?;
         if answer.rejection.is_some() || self.partitions.len() == 1 {
             return Ok(answer);
         }
@@ -328,6 +464,21 @@ impl Broker {
         for job in jobs {
             let Some(partition) = self.partition_of_key(job.key) else { continue };
             let command = Command::new(job.key, waggle_protocol::Intent::Yield, waggle_protocol::RecordValue::Job(job.record));
+            // in a cluster, a job of a partition led elsewhere goes back through its leader
+            if let Some(links) = &self.links {
+                match self.leader_of(partition) {
+                    Some(node) if node != links.spec.node_id => {
+                        let (forwarder, to) = (links.forwarder.clone(), links.spec.members[node as usize]);
+                        links.runtime.spawn(async move {
+                            if let Err(e) = forwarder.submit(to, partition, false, command, std::time::Duration::from_secs(5)).await {
+                                tracing::warn!(partition, error = %e, "a pushed job could not be yielded: it returns to the pool at its time-out");
+                            }
+                        });
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
             let submission = Submission { command, reply: None, scheduled: false, permit: None };
             if let Err(e) = self.handle(partition).and_then(|h| h.send(submission)) {
                 tracing::warn!(job = job.key, error = %e, "a pushed job could not be yielded: it returns to the pool at its time-out");
@@ -368,16 +519,19 @@ impl Broker {
         for p in self.hosted() {
             p.stop();
         }
+        if let Some(links) = &self.links {
+            drop(links.announcer.lock().expect("announcer lock").take());
+        }
         drop(self.network.lock().expect("network lock").take());
     }
 }
 
 impl forward::LocalSubmit for Broker {
     fn submit_local(&self, partition: PartitionId, command: Command) -> forward::BoxFuture<'_, Result<Record, BrokerError>> {
-        Box::pin(self.submit(partition, command))
+        Box::pin(self.submit_here(partition, command))
     }
 
     fn deploy_local(&self, command: Command) -> forward::BoxFuture<'_, Result<Record, BrokerError>> {
-        Box::pin(self.deploy(command))
+        Box::pin(self.deploy_here(command))
     }
 }

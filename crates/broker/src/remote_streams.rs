@@ -145,9 +145,10 @@ pub struct StreamAnnouncer {
 }
 
 impl StreamAnnouncer {
-    /// Starts a session with each broker in `peers` (their addresses serving [`JobStreamsService`]).
-    pub fn start(registry: Arc<JobStreamRegistry>, peers: Vec<SocketAddr>) -> Self {
-        let tasks = peers.into_iter().map(|peer| tokio::spawn(keep_session(registry.clone(), peer))).collect();
+    /// Starts a session with each broker in `peers` (their addresses serving [`JobStreamsService`])
+    /// on `runtime`.
+    pub fn start(runtime: &tokio::runtime::Handle, registry: Arc<JobStreamRegistry>, peers: Vec<SocketAddr>) -> Self {
+        let tasks = peers.into_iter().map(|peer| runtime.spawn(keep_session(registry.clone(), peer))).collect();
         Self { tasks }
     }
 }

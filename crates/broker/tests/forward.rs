@@ -61,10 +61,11 @@ async fn a_forwarded_deployment_and_creation_are_answered_with_the_committed_rec
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_broker_that_cannot_be_reached_is_unavailable_within_the_timeout() {
+async fn a_broker_that_cannot_be_reached_is_not_leader_within_the_timeout() {
     let nobody: SocketAddr = "127.0.0.1:9".parse().expect("address");
     let started = std::time::Instant::now();
     let answer = Forwarder::default().submit(nobody, 1, false, creation("x"), Duration::from_secs(2)).await;
-    assert!(matches!(answer, Err(BrokerError::Unavailable(1))), "{answer:?}");
+    // no connection: certainly not taken, so it may be sent to another broker
+    assert!(matches!(answer, Err(BrokerError::NotLeader(1))), "{answer:?}");
     assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
 }

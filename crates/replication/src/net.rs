@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tokio_stream::StreamExt;
+use tonic::service::Routes;
 use tonic::transport::{Endpoint, Server};
 use tonic::{Request, Response, Status, Streaming};
 
@@ -81,6 +82,12 @@ pub struct RaftNetwork {
 impl RaftNetwork {
     /// Listens on `addr` (port 0 picks one) for node `id`'s peers, on the current tokio runtime.
     pub async fn bind(id: u64, addr: SocketAddr) -> std::io::Result<Self> {
+        Self::bind_with(id, addr, |routes| routes).await
+    }
+
+    /// As [`Self::bind`], serving also the gRPC services `more` adds to the server's routes
+    /// (other broker-to-broker services share the internal port, as in Zeebe).
+    pub async fn bind_with(id: u64, addr: SocketAddr, more: impl FnOnce(Routes) -> Routes + Send + 'static) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
         let inboxes = Inboxes::default();
@@ -95,7 +102,8 @@ impl RaftNetwork {
         let server = tokio::spawn(async move {
             let signal = async move { until_stopped(&mut stop).await };
             let service = RaftTransportServer::new(service).max_decoding_message_size(MAX_BATCH_BYTES);
-            let served = Server::builder().add_service(service).serve_with_incoming_shutdown(incoming, signal).await;
+            let routes = more(Routes::new(service));
+            let served = Server::builder().add_routes(routes).serve_with_incoming_shutdown(incoming, signal).await;
             if let Err(e) = served {
                 tracing::warn!(node = id, error = %e, "raft transport server failed");
             }
