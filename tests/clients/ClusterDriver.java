@@ -83,7 +83,8 @@ public class ClusterDriver {
     }
     if (address == null || models == null || report == null) throw new IllegalArgumentException("--address, --models and --report are required");
     int code;
-    try (ZeebeClient client = ZeebeClient.newClientBuilder().gatewayAddress(address).usePlaintext().defaultRequestTimeout(Duration.ofSeconds(10)).build()) {
+    try (ZeebeClient client =
+        ZeebeClient.newClientBuilder().gatewayAddress(address).usePlaintext().defaultRequestTimeout(Duration.ofSeconds(10)).numJobWorkerExecutionThreads(8).build()) {
       code = run(client, Path.of(models), seconds, Path.of(report));
     }
     System.exit(code);
@@ -117,11 +118,30 @@ public class ClusterDriver {
     }
   }
 
-  /** Completes a job; an acknowledged completion is remembered, so the job must never return. */
+  /**
+   * Completes a job, trying again for a while when the cluster is electing a leader; an
+   * acknowledged completion is remembered, so the job must never return. The handler never
+   * throws: the Java client would fail the job (FailJob, retries - 1), which hands it out again at
+   * once, as it should, but is not what this driver measures. A job it cannot complete returns
+   * at its time-out.
+   */
   static void complete(io.camunda.zeebe.client.api.worker.JobClient jobs, ActivatedJob job) {
-    jobs.newCompleteCommand(job.getKey()).send().join();
-    completedJobs.add(job.getKey());
-    completions.incrementAndGet();
+    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+    while (true) {
+      try {
+        jobs.newCompleteCommand(job.getKey()).send().join();
+        completedJobs.add(job.getKey());
+        completions.incrementAndGet();
+        return;
+      } catch (Throwable e) {
+        failed(e);
+        // NOT_FOUND: an earlier try was taken after all (its answer lost); done
+        Throwable cause = e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
+        if (cause instanceof ClientStatusException c && c.getStatusCode() == io.grpc.Status.Code.NOT_FOUND) return;
+        if (System.nanoTime() > giveUp) return;
+        sleep(100);
+      }
+    }
   }
 
   static int run(ZeebeClient client, Path models, int seconds, Path report) throws Exception {

@@ -163,7 +163,7 @@ impl Forwarder {
         let response = match client.submit(request).await {
             Ok(response) => response.into_inner(),
             // no connection to the broker: the command never left, it may go to another
-            Err(status) if status.code() == tonic::Code::Unavailable && status.message().contains("connect") => {
+            Err(status) if status.code() == tonic::Code::Unavailable && refused_connection(status.message()) => {
                 tracing::debug!(%to, partition, %status, "a broker to forward to cannot be reached");
                 return Err(BrokerError::NotLeader(partition));
             }
@@ -186,6 +186,12 @@ impl Forwarder {
             None => Err(BrokerError::Unavailable(partition)),
         }
     }
+}
+
+/// Whether a transport error says the connection was never made (so no command was sent), not
+/// that an open one failed (after which the command may have been taken).
+fn refused_connection(message: &str) -> bool {
+    message.contains("error trying to connect") || message.contains("tcp connect error")
 }
 
 #[cfg(test)]

@@ -235,9 +235,10 @@ fn start_network(
     let services = move |routes: tonic::service::Routes| {
         routes.add_service(forward::service(late)).add_service(remote_streams::JobStreamsService::new(streams, yielder))
     };
-    let bound = std::thread::scope(|s| s.spawn(|| handle.block_on(waggle_replication::net::RaftNetwork::bind_with(id, addr, services))).join())
-        .map_err(|_| BrokerError::Cluster("binding the internal address panicked".into()))?
-        .map_err(|e| BrokerError::Cluster(format!("binding the internal address {addr}: {e}")))?;
+    let bound =
+        std::thread::scope(|s| s.spawn(|| handle.block_on(waggle_replication::net::RaftNetwork::bind_with(id, addr, services))).join())
+            .map_err(|_| BrokerError::Cluster("binding the internal address panicked".into()))?
+            .map_err(|e| BrokerError::Cluster(format!("binding the internal address {addr}: {e}")))?;
     for (node, &peer) in spec.members.iter().enumerate().filter(|&(node, _)| node as u64 != spec.node_id) {
         bound.add_peer(cluster::raft_id(node as u64), peer);
     }
@@ -303,8 +304,14 @@ impl Broker {
         let _ = late.0.set(Arc::downgrade(&broker));
         if let Some(links) = &broker.links {
             // this broker's clients' job streams get the jobs of partitions led elsewhere
-            let others =
-                links.spec.members.iter().enumerate().filter(|&(node, _)| node as u64 != links.spec.node_id).map(|(_, &addr)| addr).collect();
+            let others = links
+                .spec
+                .members
+                .iter()
+                .enumerate()
+                .filter(|&(node, _)| node as u64 != links.spec.node_id)
+                .map(|(_, &addr)| addr)
+                .collect();
             let announcer = remote_streams::StreamAnnouncer::start(&links.runtime, broker.streams.clone(), others);
             *links.announcer.lock().expect("announcer lock") = Some(announcer);
         }

@@ -93,7 +93,11 @@ async fn streams_registered(broker: &Broker, n: usize) {
 async fn a_stream_opened_at_one_broker_gets_the_other_brokers_jobs() {
     let (gateway_side, partition_side) = (broker(), broker());
     partition_side.broker.deploy(deployment(ONE_TASK)).await.expect("deployed");
-    let announcer = StreamAnnouncer::start(&tokio::runtime::Handle::current(), gateway_side.broker.job_streams().clone(), vec![serve(&partition_side.broker).await]);
+    let announcer = StreamAnnouncer::start(
+        &tokio::runtime::Handle::current(),
+        gateway_side.broker.job_streams().clone(),
+        vec![serve(&partition_side.broker).await],
+    );
 
     // a client's stream at the gateway side, with room for one job
     let (sender, mut jobs) = mpsc::channel(1);
@@ -119,7 +123,11 @@ async fn a_stream_opened_at_one_broker_gets_the_other_brokers_jobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_the_session_ends_the_other_broker_forgets_its_streams() {
     let (gateway_side, partition_side) = (broker(), broker());
-    let announcer = StreamAnnouncer::start(&tokio::runtime::Handle::current(), gateway_side.broker.job_streams().clone(), vec![serve(&partition_side.broker).await]);
+    let announcer = StreamAnnouncer::start(
+        &tokio::runtime::Handle::current(),
+        gateway_side.broker.job_streams().clone(),
+        vec![serve(&partition_side.broker).await],
+    );
     let (sender, _jobs) = mpsc::channel(8);
     gateway_side.broker.job_streams().register("t".into(), "remote-worker".into(), 60_000, vec![], sender);
     streams_registered(&partition_side.broker, 1).await;
