@@ -16,7 +16,7 @@ use waggle_engine::{BatchOutput, Command, Engine, ProcessingContext, RequestId, 
 use waggle_protocol::codec::Entry;
 use waggle_protocol::value::IncidentRecord;
 use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue, ValueType};
-use waggle_replication::{Message, RaftGroup, ReplicationError, SnapshotPacket};
+use waggle_replication::{Message, MessageType, RaftGroup, ReplicationError, SnapshotPacket};
 use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
 
 use crate::backpressure::{Limiter, SaturationWindow};
@@ -1006,7 +1006,14 @@ impl Processor {
 
 /// Hands a peer's message to the group; a message Raft refuses (from outside the group, or
 /// for another replica) is dropped.
-fn step(raft: &mut RaftGroup, message: Message) {
+fn step(raft: &mut RaftGroup, mut message: Message) {
+    // A heartbeat carries the leader's commit index up to what the leader last knew this
+    // replica to hold. A replica whose data directory was lost holds less, and Raft would
+    // panic committing past its log: it keeps its commit index instead; its log is repaired by
+    // the leader's next append, which it refuses (then the leader sends a snapshot).
+    if message.msg_type() == MessageType::MsgHeartbeat && message.commit > raft.last_index() {
+        message.commit = raft.commit_index();
+    }
     if let Err(e) = raft.step(message) {
         tracing::debug!(error = %e, "raft message dropped");
     }
