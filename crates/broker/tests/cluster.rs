@@ -536,11 +536,20 @@ fn newest_snapshot(data_dir: &std::path::Path) -> Option<(u64, u64)> {
         .max()
 }
 
-/// Creates instances through `lead` until its snapshot index passes `past`; returns them.
-fn create_until_snapshot_past(runtime: &tokio::runtime::Runtime, lead: &Broker, past: u64) -> BTreeSet<i64> {
+/// Creates instances through `lead` until its snapshot index passes `past`, each with a
+/// variable of `payload` bytes (that do not compress); returns them.
+fn create_until_snapshot_past(runtime: &tokio::runtime::Runtime, lead: &Broker, past: u64, payload: usize) -> BTreeSet<i64> {
     let mut created_here = BTreeSet::new();
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
     while lead.status()[0].snapshot_index <= past {
-        created_here.insert(created(&runtime.block_on(lead.submit(1, creation())).unwrap()));
+        let noise: String = (0..payload)
+            .map(|_| {
+                seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                char::from_digit((seed >> 60) as u32, 16).unwrap()
+            })
+            .collect();
+        let creation = creation_with(PROCESS_ID, format!(r#"{{"payload":"{noise}"}}"#));
+        created_here.insert(created(&runtime.block_on(lead.submit(1, creation)).unwrap()));
         assert!(created_here.len() < 10_000, "no snapshot past {past} after {} creations", created_here.len());
     }
     created_here
@@ -573,7 +582,8 @@ fn followers_behind_the_compacted_log_catch_up_from_snapshots() {
     let last = away.status()[0].applied_index;
     away.shutdown();
     drop(away);
-    acknowledged.extend(create_until_snapshot_past(&runtime, &lead, last + 2 * EVERY + 1));
+    // 16 KB of state per instance: the snapshot takes a few chunks of the transfer
+    acknowledged.extend(create_until_snapshot_past(&runtime, &lead, last + 2 * EVERY + 1, 16 << 10));
     let (index, bytes) = newest_snapshot(dirs[first].path()).expect("the leader's snapshot");
     eprintln!("the leader's snapshot at {index} ({bytes} bytes); the stopped follower was at {last}");
 
@@ -594,7 +604,7 @@ fn followers_behind_the_compacted_log_catch_up_from_snapshots() {
     drop(away);
     std::fs::remove_dir_all(dirs[wiped].path()).unwrap();
     std::fs::create_dir_all(dirs[wiped].path()).unwrap();
-    acknowledged.extend(create_until_snapshot_past(&runtime, &lead, lead.status()[0].snapshot_index + EVERY));
+    acknowledged.extend(create_until_snapshot_past(&runtime, &lead, lead.status()[0].snapshot_index + EVERY, 0));
     let restarted_at = Instant::now();
     let rejoined = start(&configs[wiped]);
     brokers.lock().unwrap()[wiped] = Some(rejoined.clone());
