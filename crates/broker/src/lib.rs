@@ -21,9 +21,7 @@
 //!
 //! Commands between partitions go through in-process queues to a partition led on the same
 //! broker, and over the network ([`relay`]) to one led elsewhere. Not yet: routing a client's
-//! command to the broker that leads its partition (the caller must find the leader); a
-//! follower does not compact its log (only the leader knows what every replica holds, until
-//! snapshots are sent to followers).
+//! command to the broker that leads its partition (the caller must find the leader).
 
 mod backpressure;
 pub mod cluster;

@@ -1,5 +1,7 @@
 //! One partition: recovery, the processing thread, commit, responses, side effects, snapshots.
 
+mod snapshots;
+
 use std::collections::{HashMap, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,7 +16,7 @@ use waggle_engine::{BatchOutput, Command, Engine, ProcessingContext, RequestId, 
 use waggle_protocol::codec::Entry;
 use waggle_protocol::value::IncidentRecord;
 use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue, ValueType};
-use waggle_replication::{Message, RaftGroup, ReplicationError};
+use waggle_replication::{Message, MessageType, RaftGroup, ReplicationError, SnapshotPacket};
 use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
 
 use crate::backpressure::{Limiter, SaturationWindow};
@@ -58,6 +60,10 @@ pub struct PartitionStatus {
     pub leader: Option<u64>,
     /// The Raft term this node is in.
     pub term: u64,
+    /// Snapshots this replica received from its leader and installed, and snapshots it sent to
+    /// followers behind its compacted log (this run; always 0 standalone).
+    pub snapshots_installed: u64,
+    pub snapshots_sent: u64,
 }
 
 /// The role names [`PartitionStatus::role`] takes.
@@ -178,24 +184,6 @@ struct Dirs {
     snapshots: PathBuf,
 }
 
-/// The newest snapshot: (index, dir).
-fn newest_snapshot(dir: &Path) -> Option<(u64, PathBuf)> {
-    fs::read_dir(dir)
-        .ok()?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok().map(|i| (i, e.path())))
-        .max_by_key(|(i, _)| *i)
-}
-
-fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
-    fs::create_dir_all(to)?;
-    for entry in fs::read_dir(from)? {
-        let entry = entry?;
-        fs::copy(entry.path(), to.join(entry.file_name()))?;
-    }
-    Ok(())
-}
-
 /// The partition's state store, told which engine tables are never scanned.
 fn open_state(id: PartitionId, dirs: &Dirs) -> Result<RocksStore, BrokerError> {
     RocksStore::open_with_point_tables(&dirs.runtime, waggle_engine::POINT_TABLES, Some(waggle_engine::stored_absence(id)))
@@ -210,28 +198,42 @@ fn recover<R>(
     dirs: &Dirs,
     open_raft: impl Fn(&Path, u64) -> Result<(RaftGroup, R), ReplicationError>,
 ) -> Result<(RocksStore, (RaftGroup, R), u64), BrokerError> {
-    let store = open_state(id, dirs)?;
-    let applied = applied_index(&store);
-    let (raft, extra) = open_raft(&dirs.log, applied).map_err(|e| start_err(id, e))?;
+    let mut store = open_state(id, dirs)?;
+    let mut applied = applied_index(&store);
+    let (mut raft, extra) = open_raft(&dirs.log, applied).map_err(|e| start_err(id, e))?;
+    // a snapshot received from the leader and installed in the journal before a crash, which
+    // the state does not hold yet: it becomes the newest snapshot and the state
+    if let Some(installed) = raft.take_installed() {
+        tracing::warn!(partition = id, snapshot = installed.index, "taking the snapshot received before the restart");
+        let kept = snapshots::keep_installed(&dirs.snapshots, &installed).map_err(|e| start_err(id, e))?;
+        drop(store);
+        store = restore_state(id, dirs, &kept)?;
+        applied = applied_index(&store);
+    }
     if raft.first_index() <= applied + 1 {
         return Ok((store, (raft, extra), applied));
     }
     drop(raft);
     drop(extra);
     drop(store);
-    let Some((index, snapshot)) = newest_snapshot(&dirs.snapshots) else {
+    let Some((index, snapshot)) = snapshots::newest(&dirs.snapshots) else {
         return Err(start_err(id, format!("log starts at {} but state is at {applied} and there is no snapshot", applied + 1)));
     };
     tracing::warn!(partition = id, snapshot = index, "state is behind the log: restoring from snapshot");
-    fs::remove_dir_all(&dirs.runtime).map_err(|e| start_err(id, e))?;
-    copy_dir(&snapshot, &dirs.runtime).map_err(|e| start_err(id, e))?;
-    let store = open_state(id, dirs)?;
+    let store = restore_state(id, dirs, &snapshot)?;
     let applied = applied_index(&store);
     let (raft, extra) = open_raft(&dirs.log, applied).map_err(|e| start_err(id, e))?;
     if raft.first_index() > applied + 1 {
         return Err(start_err(id, "snapshot is older than the log's first entry"));
     }
     Ok((store, (raft, extra), applied))
+}
+
+/// Replaces the runtime state by a copy of the checkpoint in `snapshot` and opens it.
+fn restore_state(id: PartitionId, dirs: &Dirs, snapshot: &Path) -> Result<RocksStore, BrokerError> {
+    fs::remove_dir_all(&dirs.runtime).map_err(|e| start_err(id, e))?;
+    snapshots::copy_dir(snapshot, &dirs.runtime).map_err(|e| start_err(id, e))?;
+    open_state(id, dirs)
 }
 
 pub(crate) fn start(
@@ -251,13 +253,15 @@ pub(crate) fn start(
     let (store, (raft, inbox), applied) = match &replica {
         None => recover(id, &dirs, |dir, applied| Ok((RaftGroup::open(dir, applied)?, None)))?,
         Some(r) => recover(id, &dirs, |dir, applied| {
-            let (transport, inbox) = r.network.register(u64::from(id));
+            let (transport, inbox, packets) = r.network.register_with_snapshots(u64::from(id));
             let config = crate::cluster::replica_config(r.id, r.voters.clone());
-            Ok((RaftGroup::open_replicated(dir, applied, config, Box::new(transport))?, Some(inbox)))
+            let mut raft = RaftGroup::open_replicated(dir, applied, config, Box::new(transport))?;
+            raft.set_snapshot_source(Arc::new(snapshots::CheckpointSource { dir: dirs.snapshots.clone() }));
+            Ok((raft, Some((inbox, packets))))
         })?,
     };
     let store = Arc::new(store);
-    let snapshot_index = newest_snapshot(&dirs.snapshots).map(|(i, _)| i).unwrap_or(0);
+    let snapshot_index = snapshots::newest(&dirs.snapshots).map(|(i, _)| i).unwrap_or(0);
     // standalone, the single voter leads from the start; a replica leads once elected
     let standalone = inbox.is_none();
     let (role, leader) = if standalone { (LEADER, Some(0)) } else { (FOLLOWER, None) };
@@ -269,6 +273,8 @@ pub(crate) fn start(
         snapshot_index,
         leader,
         term: raft.term(),
+        snapshots_installed: 0,
+        snapshots_sent: 0,
     }));
     let leading = Arc::new(AtomicBool::new(standalone));
     let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
@@ -307,8 +313,9 @@ pub(crate) fn start(
         stop: stop.clone(),
         compacted: 0,
         relay: replica.as_ref().map(|r| r.relay.clone()),
-        replica: inbox.zip(replica).map(|(inbox, r)| Replica {
+        replica: inbox.zip(replica).map(|((inbox, packets), r)| Replica {
             inbox,
+            packets,
             next_tick: Instant::now() + RAFT_TICK,
             serving_term: None,
             relayed: r.relayed,
@@ -332,8 +339,9 @@ pub(crate) fn start(
 
 /// A replicated partition's Raft side: its peers' messages, its clock, and whether it serves.
 struct Replica {
-    /// Messages from the group's other replicas.
+    /// Messages from the group's other replicas, and pieces of snapshot transfers.
     inbox: Receiver<Message>,
+    packets: Receiver<SnapshotPacket>,
     next_tick: Instant,
     /// The term in which this node leads and takes commands: set once, as leader, it has
     /// applied its term's first entry (everything committed before the term), cleared when it
@@ -487,9 +495,18 @@ impl Processor {
         self.replica.as_ref().is_some_and(|r| r.serving_term.is_some_and(|t| self.raft.is_leader() && self.raft.term() == t))
     }
 
-    /// Waits for a peer's message until the next tick at most.
+    /// Waits for a peer's message until the next tick at most (not at all while pieces of a
+    /// snapshot transfer arrive: they are handed over at once).
     fn wait_for_raft(&mut self) {
         let Some(replica) = &mut self.replica else { return };
+        let mut transfer = false;
+        for packet in replica.packets.try_iter() {
+            receive_snapshot(&mut self.raft, packet);
+            transfer = true;
+        }
+        if transfer {
+            return;
+        }
         let timeout = replica.next_tick.saturating_duration_since(Instant::now());
         match replica.inbox.recv_timeout(timeout) {
             Ok(m) => step(&mut self.raft, m),
@@ -504,6 +521,9 @@ impl Processor {
         let Some(replica) = &mut self.replica else { return };
         for m in replica.inbox.try_iter() {
             step(&mut self.raft, m);
+        }
+        for packet in replica.packets.try_iter() {
+            receive_snapshot(&mut self.raft, packet);
         }
         let now = Instant::now();
         if now >= replica.next_tick {
@@ -542,10 +562,12 @@ impl Processor {
         }
         let role = if serving { LEADER } else { FOLLOWER };
         let leader_node = self.raft.leader_id().map(crate::cluster::node_of_raft_id);
+        let stats = self.raft.snapshot_stats();
         let mut status = self.status.lock().expect("status lock");
         if status.role != role || status.term != term || status.leader != leader_node {
             (status.role, status.term, status.leader) = (role, term, leader_node);
         }
+        (status.snapshots_installed, status.snapshots_sent) = (stats.installed, stats.completed);
     }
 
     /// Starts (`Some(term)`) or ends serving as the leader, and tells the handle and scheduler.
@@ -589,10 +611,46 @@ impl Processor {
         self.status.lock().expect("status lock").healthy = false;
     }
 
-    /// Applies committed entries that this run did not process itself (recovery).
+    /// Applies committed entries that this run did not process itself (recovery, and a
+    /// follower's), then takes a snapshot the group installed, if any.
     fn drive_raft(&mut self) -> Result<(), String> {
         let committed = self.raft.drive().map_err(|e| e.to_string())?;
-        self.replay(committed)
+        self.replay(committed)?;
+        if self.replica.is_some() {
+            self.take_installed()?;
+        }
+        Ok(())
+    }
+
+    /// Takes the snapshot a follower's group installed (a leader's log lacked the entries this
+    /// replica needed): its files become the partition's newest snapshot and its rows the
+    /// state, whose applied index (the snapshot's own, which may be past the snapshot's index)
+    /// the next committed entries are applied after. Nothing of the engine's caches survives.
+    fn take_installed(&mut self) -> Result<(), String> {
+        let Some(installed) = self.raft.take_installed() else { return Ok(()) };
+        let started = Instant::now();
+        // a checkpoint under way reads the store about to be rewritten, and would delete the
+        // received snapshot once done
+        while self.snapshot.running.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let kept = snapshots::keep_installed(&self.snapshots_dir, &installed).map_err(|e| format!("keeping the received snapshot: {e}"))?;
+        let scratch = self.snapshots_dir.with_file_name("received-snapshot-load");
+        let (applied, rows) = snapshots::load_into(&self.store, &kept, &scratch)?;
+        self.engine = Engine::with_limits(self.id, self.limits);
+        self.started.clear();
+        self.set_applied(applied);
+        (self.snapshot_index, self.compacted) = (installed.index, installed.index);
+        self.status.lock().expect("status lock").snapshot_index = installed.index;
+        tracing::info!(
+            partition = self.id,
+            index = installed.index,
+            applied,
+            rows,
+            load_ms = started.elapsed().as_millis() as u64,
+            "snapshot received from the leader installed"
+        );
+        Ok(())
     }
 
     fn replay(&mut self, committed: Vec<waggle_replication::Committed>) -> Result<(), String> {
@@ -815,8 +873,10 @@ impl Processor {
                 self.replay(after)?;
                 return Ok(true);
             }
-            // entries before ours, or another leader's in place of ours
+            // entries before ours, or another leader's in place of ours (and then perhaps its
+            // snapshot)
             self.replay(committed)?;
+            self.take_installed()?;
             if self.applied >= expected || !self.raft.is_leader() || self.raft.term() != term || self.stop.load(Ordering::SeqCst) {
                 return Ok(false);
             }
@@ -898,7 +958,7 @@ impl Processor {
         let (index, store, dir, progress, id) =
             (self.applied, self.store.clone(), self.snapshots_dir.clone(), self.snapshot.clone(), self.id);
         let spawned = std::thread::Builder::new().name(format!("snapshot-{id}")).spawn(move || {
-            match take_snapshot(&store, &dir, index) {
+            match snapshots::take(&store, &dir, index) {
                 Ok(()) => progress.done.store(index, Ordering::SeqCst),
                 Err(e) => tracing::error!(partition = id, error = %e, "snapshot failed"),
             }
@@ -912,20 +972,27 @@ impl Processor {
 }
 
 impl Processor {
-    /// A replicated partition's log compaction: up to its newest snapshot `done`, but never past
-    /// what every replica holds (snapshots are not sent to followers yet: one behind the
-    /// compacted log could not catch up). Only the leader knows that, so only the leader
-    /// compacts; a follower's log grows until it leads.
+    /// A replicated partition's log compaction, always to its newest snapshot `done` (the
+    /// index whose files the group's [`snapshots::CheckpointSource`] names; a replica behind
+    /// it is sent them). A follower compacts as soon as its snapshot is taken. A leader waits
+    /// while a replica lacks entries up to the snapshot but is less than one snapshot interval
+    /// behind it (a live follower catching up reads the log, not a snapshot); a replica further
+    /// behind (down, or just wiped) no longer holds compaction back: the log below the
+    /// snapshot stays under two intervals.
     fn compact_replicated(&mut self, done: u64) {
         if done > self.snapshot_index {
             self.snapshot_index = done;
             self.status.lock().expect("status lock").snapshot_index = done;
             tracing::info!(partition = self.id, index = done, "snapshot taken");
         }
-        let Some(everyone) = self.raft.replicated_to_all() else { return };
-        let upto = everyone.min(self.snapshot_index);
+        let upto = self.snapshot_index;
         if upto <= self.compacted {
             return;
+        }
+        if let Some(everyone) = self.raft.replicated_to_all() {
+            if everyone < upto && upto - everyone <= self.snapshot_every {
+                return;
+            }
         }
         match self.raft.compact(upto) {
             Ok(()) => {
@@ -939,9 +1006,24 @@ impl Processor {
 
 /// Hands a peer's message to the group; a message Raft refuses (from outside the group, or
 /// for another replica) is dropped.
-fn step(raft: &mut RaftGroup, message: Message) {
+fn step(raft: &mut RaftGroup, mut message: Message) {
+    // A heartbeat carries the leader's commit index up to what the leader last knew this
+    // replica to hold. A replica whose data directory was lost holds less, and Raft would
+    // panic committing past its log: it keeps its commit index instead; its log is repaired by
+    // the leader's next append, which it refuses (then the leader sends a snapshot).
+    if message.msg_type() == MessageType::MsgHeartbeat && message.commit > raft.last_index() {
+        message.commit = raft.commit_index();
+    }
     if let Err(e) = raft.step(message) {
         tracing::debug!(error = %e, "raft message dropped");
+    }
+}
+
+/// Hands a piece of a snapshot transfer to the group; one it refuses is dropped (the sender
+/// resends from what was acknowledged).
+fn receive_snapshot(raft: &mut RaftGroup, packet: SnapshotPacket) {
+    if let Err(e) = raft.receive_snapshot(packet) {
+        tracing::debug!(error = %e, "snapshot packet dropped");
     }
 }
 
@@ -963,25 +1045,4 @@ struct SnapshotProgress {
     running: Arc<AtomicBool>,
     /// The index of the newest finished snapshot (0: none this run).
     done: Arc<AtomicU64>,
-}
-
-/// Checkpoints `store` into `dir/<index>` and deletes older snapshots. The checkpoint holds at
-/// least the state at `index` (commits racing with it may be in it too: it carries its own
-/// applied index, which recovery reads), so the log may be compacted up to `index`.
-fn take_snapshot(store: &RocksStore, dir: &Path, index: u64) -> Result<(), String> {
-    let tmp = dir.join(format!("{index}.tmp"));
-    let _ = fs::remove_dir_all(&tmp);
-    let started = Instant::now();
-    store.checkpoint(&tmp).map_err(|e| e.to_string())?;
-    tracing::debug!(index, checkpoint_ms = started.elapsed().as_millis() as u64, "checkpoint written");
-    let done = dir.join(index.to_string());
-    fs::rename(&tmp, &done).map_err(|e| e.to_string())?;
-    if let Ok(entries) = fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.path() != done {
-                let _ = fs::remove_dir_all(e.path());
-            }
-        }
-    }
-    Ok(())
 }
