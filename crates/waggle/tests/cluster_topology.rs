@@ -169,3 +169,37 @@ fn topology_follows_the_gossip_through_a_leader_crash_and_restart() {
     let (leaders, took) = runtime.block_on(wait_for_agreement(&all, Duration::from_secs(30)));
     println!("broker {victim} restarted: all agree after {took:?}: leaders {leaders:?}");
 }
+
+/// The Java client's `newTopologyRequest()` (`tests/clients/TopologyDriver.java`) against one
+/// broker of the three sees the cluster size 3, all three brokers at their gateway addresses and
+/// one healthy leader per partition.
+#[test]
+fn the_java_client_reads_the_cluster_topology() {
+    let lib = common::peers().join("java-client/lib");
+    assert!(lib.exists(), "{} missing: run scripts/install-clients.sh", lib.display());
+    let internal: Vec<u16> = (0..BROKERS).map(|_| free_port()).collect();
+    let nodes: Vec<Node> = (0..BROKERS).map(|i| start_broker(i, &internal)).collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (leaders, _) = runtime.block_on(wait_for_agreement(&nodes.iter().map(Some).collect::<Vec<_>>(), Duration::from_secs(30)));
+
+    let mut command = std::process::Command::new("java");
+    command
+        .arg("-cp")
+        .arg(format!("{}/*", lib.display()))
+        .arg(common::repo_root().join("tests/clients/TopologyDriver.java"))
+        .args(["--address", &nodes[1].address()]);
+    let output = common::run_with_timeout(&mut command, Duration::from_secs(120));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{command:?} failed:\n{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.first().copied(), Some(format!("cluster {BROKERS} {PARTITIONS} {REPLICATION_FACTOR}").as_str()), "{stdout}");
+    for (i, node) in nodes.iter().enumerate() {
+        assert!(lines.contains(&format!("broker {i} {}", node.address()).as_str()), "broker {i} missing:\n{stdout}");
+    }
+    for (partition, leader) in &leaders {
+        let leading: Vec<&&str> = lines.iter().filter(|l| l.starts_with("partition ") && l.ends_with(&format!(" {partition} LEADER HEALTHY"))).collect();
+        assert_eq!(leading, [&format!("partition {leader} {partition} LEADER HEALTHY").as_str()], "partition {partition}:\n{stdout}");
+        let following = lines.iter().filter(|l| l.starts_with("partition ") && l.ends_with(&format!(" {partition} FOLLOWER HEALTHY"))).count();
+        assert_eq!(following, REPLICATION_FACTOR - 1, "partition {partition}:\n{stdout}");
+    }
+}
