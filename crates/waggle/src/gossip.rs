@@ -203,16 +203,16 @@ mod tests {
             gateway_addr: format!("10.0.0.{id}:2650{id}"),
             internal_addr: String::new(),
             version: "v".into(),
-            partitions: partitions.iter().map(|&(partition_id, role, term)| PartitionState { partition_id, role, term, healthy: true }).collect(),
+            partitions: partitions
+                .iter()
+                .map(|&(partition_id, role, term)| PartitionState { partition_id, role, term, healthy: true })
+                .collect(),
         };
         (id, state)
     }
 
     fn roles(t: &ClusterTopology, partition: u16) -> Vec<(u64, PartitionRole)> {
-        t.brokers
-            .iter()
-            .filter_map(|b| b.partitions.iter().find(|p| p.partition_id == partition).map(|p| (b.node_id, p.role)))
-            .collect()
+        t.brokers.iter().filter_map(|b| b.partitions.iter().find(|p| p.partition_id == partition).map(|p| (b.node_id, p.role))).collect()
     }
 
     #[test]

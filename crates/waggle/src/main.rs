@@ -7,13 +7,12 @@ mod persisted;
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use waggle_broker::{Broker, BrokerConfig, ClusterSpec};
-use std::sync::Arc;
-
 use waggle_gateway::{GatewayConfig, GatewayService, GrpcServer, StandaloneTopology, TopologySource};
 
 use config::{BrokerArgs, NodeArgs};

@@ -61,6 +61,8 @@ fn actuator_summary(node: &Node) -> Summary {
     let (code, body) = node.get("/actuator/cluster");
     assert_eq!(code, 200, "{body}");
     let cluster: serde_json::Value = serde_json::from_str(&body).expect("cluster JSON");
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_else(|| panic!("a string expected in /actuator/cluster: {body}")).to_string();
+    let number = |v: &serde_json::Value| v.as_i64().unwrap_or_else(|| panic!("a number expected in /actuator/cluster: {body}")) as i32;
     cluster["brokers"]
         .as_array()
         .expect("brokers")
@@ -70,14 +72,9 @@ fn actuator_summary(node: &Node) -> Summary {
                 .as_array()
                 .expect("partitions")
                 .iter()
-                .map(|p| {
-                    (
-                        p["partitionId"].as_i64().unwrap() as i32,
-                        (p["role"].as_str().unwrap().to_string(), p["health"].as_str().unwrap().to_string()),
-                    )
-                })
+                .map(|p| (number(&p["partitionId"]), (text(&p["role"]), text(&p["health"]))))
                 .collect();
-            (b["nodeId"].as_i64().unwrap() as i32, (format!("{}:{}", b["host"].as_str().unwrap(), b["port"]), partitions))
+            (number(&b["nodeId"]), (format!("{}:{}", text(&b["host"]), number(&b["port"])), partitions))
         })
         .collect()
 }
@@ -87,10 +84,8 @@ fn actuator_summary(node: &Node) -> Summary {
 fn leaders(summary: &Summary, followers: usize) -> Option<BTreeMap<i32, i32>> {
     let mut leaders = BTreeMap::new();
     for p in 1..=PARTITIONS {
-        let roles: Vec<(i32, &str, &str)> = summary
-            .iter()
-            .filter_map(|(id, (_, ps))| ps.get(&p).map(|(role, health)| (*id, role.as_str(), health.as_str())))
-            .collect();
+        let roles: Vec<(i32, &str, &str)> =
+            summary.iter().filter_map(|(id, (_, ps))| ps.get(&p).map(|(role, health)| (*id, role.as_str(), health.as_str()))).collect();
         let leading: Vec<i32> = roles.iter().filter(|r| r.1 == "LEADER").map(|r| r.0).collect();
         let following = roles.iter().filter(|r| r.1 == "FOLLOWER").count();
         if leading.len() != 1 || following != followers || roles.iter().any(|r| r.2 != "HEALTHY") {
@@ -111,8 +106,7 @@ async fn topology(node: &Node) -> TopologyResponse {
 /// it took.
 async fn wait_for_agreement(nodes: &[Option<&Node>], within: Duration) -> (BTreeMap<i32, i32>, Duration) {
     let start = Instant::now();
-    let expected: BTreeMap<i32, String> =
-        nodes.iter().enumerate().filter_map(|(i, n)| n.map(|n| (i as i32, n.address()))).collect();
+    let expected: BTreeMap<i32, String> = nodes.iter().enumerate().filter_map(|(i, n)| n.map(|n| (i as i32, n.address()))).collect();
     let followers = REPLICATION_FACTOR - 1 - (BROKERS - expected.len());
     let mut last = String::new();
     loop {
@@ -197,9 +191,11 @@ fn the_java_client_reads_the_cluster_topology() {
         assert!(lines.contains(&format!("broker {i} {}", node.address()).as_str()), "broker {i} missing:\n{stdout}");
     }
     for (partition, leader) in &leaders {
-        let leading: Vec<&&str> = lines.iter().filter(|l| l.starts_with("partition ") && l.ends_with(&format!(" {partition} LEADER HEALTHY"))).collect();
+        let leading: Vec<&&str> =
+            lines.iter().filter(|l| l.starts_with("partition ") && l.ends_with(&format!(" {partition} LEADER HEALTHY"))).collect();
         assert_eq!(leading, [&format!("partition {leader} {partition} LEADER HEALTHY").as_str()], "partition {partition}:\n{stdout}");
-        let following = lines.iter().filter(|l| l.starts_with("partition ") && l.ends_with(&format!(" {partition} FOLLOWER HEALTHY"))).count();
+        let following =
+            lines.iter().filter(|l| l.starts_with("partition ") && l.ends_with(&format!(" {partition} FOLLOWER HEALTHY"))).count();
         assert_eq!(following, REPLICATION_FACTOR - 1, "partition {partition}:\n{stdout}");
     }
 }
