@@ -174,7 +174,7 @@ fn the_java_client_reads_the_cluster_topology() {
     let internal: Vec<u16> = (0..BROKERS).map(|_| free_port()).collect();
     let nodes: Vec<Node> = (0..BROKERS).map(|i| start_broker(i, &internal)).collect();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let (leaders, _) = runtime.block_on(wait_for_agreement(&nodes.iter().map(Some).collect::<Vec<_>>(), Duration::from_secs(30)));
+    runtime.block_on(wait_for_agreement(&nodes.iter().map(Some).collect::<Vec<_>>(), Duration::from_secs(30)));
 
     let mut command = std::process::Command::new("java");
     command
@@ -190,12 +190,11 @@ fn the_java_client_reads_the_cluster_topology() {
     for (i, node) in nodes.iter().enumerate() {
         assert!(lines.contains(&format!("broker {i} {}", node.address()).as_str()), "broker {i} missing:\n{stdout}");
     }
-    for (partition, leader) in &leaders {
-        let leading: Vec<&&str> =
-            lines.iter().filter(|l| l.starts_with("partition ") && l.ends_with(&format!(" {partition} LEADER HEALTHY"))).collect();
-        assert_eq!(leading, [&format!("partition {leader} {partition} LEADER HEALTHY").as_str()], "partition {partition}:\n{stdout}");
-        let following =
-            lines.iter().filter(|l| l.starts_with("partition ") && l.ends_with(&format!(" {partition} FOLLOWER HEALTHY"))).count();
-        assert_eq!(following, REPLICATION_FACTOR - 1, "partition {partition}:\n{stdout}");
+    // one leader per partition (which one may have changed since the brokers agreed)
+    for partition in 1..=PARTITIONS {
+        let with_role = |role: &str| {
+            lines.iter().filter(|l| l.starts_with("partition ") && l.ends_with(&format!(" {partition} {role} HEALTHY"))).count()
+        };
+        assert_eq!((with_role("LEADER"), with_role("FOLLOWER")), (1, REPLICATION_FACTOR - 1), "partition {partition}:\n{stdout}");
     }
 }
