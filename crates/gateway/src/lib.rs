@@ -12,6 +12,7 @@ mod coalescing_io;
 mod jobs;
 mod metrics;
 mod status;
+mod topology;
 mod transport;
 
 use std::pin::Pin;
@@ -31,6 +32,9 @@ use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
 pub use coalescing_io::CoalescingIo;
 pub use metrics::GatewayMetrics;
 pub use pb::gateway_server::GatewayServer;
+pub use topology::{
+    ClusterTopology, PartitionHealth, PartitionRole, StandaloneTopology, TopologyBroker, TopologyPartition, TopologySource,
+};
 pub use transport::GrpcServer;
 
 /// Gateway settings.
@@ -54,13 +58,22 @@ pub struct GatewayService {
     broker: Arc<Broker>,
     config: GatewayConfig,
     metrics: Arc<GatewayMetrics>,
+    /// What `Topology` answers.
+    topology: Arc<dyn TopologySource>,
 }
 
 type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
 impl GatewayService {
     pub fn new(broker: Arc<Broker>, config: GatewayConfig, registry: &prometheus::Registry) -> Self {
-        Self { broker, config, metrics: Arc::new(GatewayMetrics::new(registry)) }
+        let topology = Arc::new(StandaloneTopology { broker: broker.clone(), host: config.host.clone(), port: config.port });
+        Self { broker, config, metrics: Arc::new(GatewayMetrics::new(registry)), topology }
+    }
+
+    /// Answers `Topology` from `source` instead of the standalone node's description.
+    pub fn with_topology(mut self, source: Arc<dyn TopologySource>) -> Self {
+        self.topology = source;
+        self
     }
 
     /// The tonic server for this service, with the message size limit applied.
@@ -426,37 +439,7 @@ impl Gateway for GatewayService {
     }
 
     async fn topology(&self, _request: Request<pb::TopologyRequest>) -> Result<Response<pb::TopologyResponse>, Status> {
-        self.measured("Topology", async {
-            let partitions = self
-                .broker
-                .status()
-                .into_iter()
-                .map(|s| pb::Partition {
-                    partition_id: s.partition_id as i32,
-                    role: pb::partition::PartitionBrokerRole::Leader as i32,
-                    health: if s.healthy {
-                        pb::partition::PartitionBrokerHealth::Healthy as i32
-                    } else {
-                        pb::partition::PartitionBrokerHealth::Unhealthy as i32
-                    },
-                })
-                .collect();
-            let broker = pb::BrokerInfo {
-                node_id: 0,
-                host: self.config.host.clone(),
-                port: self.config.port as i32 + 1,
-                partitions,
-                version: env!("CARGO_PKG_VERSION").into(),
-            };
-            Ok(Response::new(pb::TopologyResponse {
-                brokers: vec![broker],
-                cluster_size: 1,
-                partitions_count: self.broker.partition_count() as i32,
-                replication_factor: 1,
-                gateway_version: env!("CARGO_PKG_VERSION").into(),
-            }))
-        })
-        .await
+        self.measured("Topology", async { Ok(Response::new(self.topology.topology().to_response())) }).await
     }
 
     async fn update_job_retries(

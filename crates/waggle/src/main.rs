@@ -1,17 +1,19 @@
 //! `waggle`: a Zeebe-compatible BPMN process engine in one binary.
 
 mod config;
+mod gossip;
 mod management;
 mod persisted;
 
 use std::future::IntoFuture;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use waggle_broker::{Broker, BrokerConfig, ClusterSpec};
-use waggle_gateway::{GatewayConfig, GatewayService, GrpcServer};
+use waggle_gateway::{GatewayConfig, GatewayService, GrpcServer, StandaloneTopology, TopologySource};
 
 use config::{BrokerArgs, NodeArgs};
 
@@ -130,13 +132,22 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
             backpressure: config.backpressure,
             snapshot_every_entries: config.snapshot_every_entries,
             limits: config.limits,
-            cluster,
+            cluster: cluster.clone(),
         },
         &registry,
     )
     .context("starting the broker")?;
     let grpc_addr: SocketAddr = format!("{}:{}", config.host, config.port).parse().context("gateway address")?;
     let mgmt_addr: SocketAddr = format!("{}:{}", config.host, config.management_port).parse().context("management address")?;
+    // a cluster broker gossips its membership, and describes the cluster from the gossip
+    let (gossip, topology): (Option<gossip::Gossip>, Arc<dyn TopologySource>) = match &cluster {
+        Some(spec) => {
+            let (gossip, topology) =
+                gossip::Gossip::start(spec, &config.host, config.port, broker.clone()).await.context("starting the gossip")?;
+            (Some(gossip), topology)
+        }
+        None => (None, Arc::new(StandaloneTopology { broker: broker.clone(), host: config.host.clone(), port: config.port })),
+    };
     let gateway = GatewayService::new(
         broker.clone(),
         GatewayConfig {
@@ -146,7 +157,8 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
             port: config.port,
         },
         &registry,
-    );
+    )
+    .with_topology(topology.clone());
     let grpc_listener = tokio::net::TcpListener::bind(grpc_addr).await.with_context(|| format!("binding gRPC on {grpc_addr}"))?;
     let mgmt_listener = tokio::net::TcpListener::bind(mgmt_addr).await.with_context(|| format!("binding management on {mgmt_addr}"))?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -155,7 +167,7 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     let mgmt = tokio::spawn(
         axum::serve(
             mgmt_listener,
-            management::router(management::ManagementState { broker: broker.clone(), registry, node_id }).into_make_service(),
+            management::router(management::ManagementState { broker: broker.clone(), registry, node_id, topology }).into_make_service(),
         )
         .with_graceful_shutdown(async move {
             let _ = mgmt_stop.changed().await;
@@ -172,6 +184,9 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(10), grpc).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), mgmt).await;
+    if let Some(gossip) = gossip {
+        gossip.shutdown().await;
+    }
     let b = broker.clone();
     // a partition stops after its batch in progress; one stuck (a bug, a hung disk) must not
     // keep the process from exiting: what it acknowledged is in its fsynced log already

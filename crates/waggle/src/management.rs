@@ -12,6 +12,7 @@ use axum::{Json, Router};
 use prometheus::{Encoder, Registry, TextEncoder};
 use serde_json::json;
 use waggle_broker::Broker;
+use waggle_gateway::TopologySource;
 
 #[derive(Clone)]
 pub struct ManagementState {
@@ -19,6 +20,8 @@ pub struct ManagementState {
     pub registry: Registry,
     /// This node's id in `/actuator/cluster` (0 for the standalone node).
     pub node_id: u64,
+    /// The cluster as `/actuator/cluster` shows it (the gateway's `Topology` answers the same).
+    pub topology: Arc<dyn TopologySource>,
 }
 
 pub fn router(state: ManagementState) -> Router {
@@ -52,22 +55,43 @@ async fn metrics(State(s): State<ManagementState>) -> Response {
     ([("content-type", "text/plain; version=0.0.4")], buf).into_response()
 }
 
+/// The cluster as the gateway's `Topology` describes it (the brokers known and alive, by node id),
+/// with this node's applied and snapshot indexes in each of its partitions.
 async fn cluster(State(s): State<ManagementState>) -> Json<serde_json::Value> {
-    let partitions: Vec<_> = s
-        .broker
-        .status()
-        .into_iter()
-        .map(|p| {
-            json!({
-                "partitionId": p.partition_id,
-                "role": p.role,
-                "healthy": p.healthy,
-                "appliedIndex": p.applied_index,
-                "snapshotIndex": p.snapshot_index,
-            })
+    let local: HashMap<u16, (u64, u64)> =
+        s.broker.status().into_iter().map(|p| (p.partition_id, (p.applied_index, p.snapshot_index))).collect();
+    let topology = s.topology.topology();
+    let brokers: Vec<_> = topology
+        .brokers
+        .iter()
+        .map(|b| {
+            let partitions: Vec<_> = b
+                .partitions
+                .iter()
+                .map(|p| {
+                    let mut partition = json!({
+                        "partitionId": p.partition_id,
+                        "role": p.role.name(),
+                        "health": p.health.name(),
+                        "healthy": p.health == waggle_gateway::PartitionHealth::Healthy,
+                        "term": p.term,
+                    });
+                    if let Some((applied, snapshot)) = local.get(&p.partition_id).filter(|_| b.node_id == s.node_id) {
+                        partition["appliedIndex"] = json!(applied);
+                        partition["snapshotIndex"] = json!(snapshot);
+                    }
+                    partition
+                })
+                .collect();
+            json!({ "nodeId": b.node_id, "host": b.host, "port": b.port, "version": b.version, "partitions": partitions })
         })
         .collect();
-    Json(json!({ "brokers": [{ "nodeId": s.node_id, "partitions": partitions }] }))
+    Json(json!({
+        "brokers": brokers,
+        "clusterSize": topology.cluster_size,
+        "partitionsCount": topology.partitions_count,
+        "replicationFactor": topology.replication_factor,
+    }))
 }
 
 /// Open incidents as `{"items": [...]}` (`?processInstanceKey=` to filter). Keys are decimal strings, as JSON numbers
