@@ -357,9 +357,17 @@ fn three_brokers_elect_a_leader_for_each_of_three_partitions() {
     eprintln!("leaders of partitions 1-3: nodes {leaders:?}, all elected within {} ms", started.elapsed().as_millis());
     deploy_everywhere_and_create(&runtime, &brokers, &leaders);
 
-    // message correlation across partitions: each instance waits for a message that lives on
-    // another partition (led on another broker, with replication factor 1); the subscription
-    // and the correlation cross there and back
+    correlate_across_partitions(&runtime, &brokers, &leaders);
+    for b in brokers.into_iter().flatten() {
+        b.shutdown();
+    }
+    drop(runtime);
+}
+
+/// Message correlation across partitions: on each partition an instance waits for a message that
+/// lives on another partition (led on another broker); the subscription and the correlation cross
+/// there and back, and each instance reaches its task after the catch.
+fn correlate_across_partitions(runtime: &tokio::runtime::Runtime, brokers: &[Option<Arc<Broker>>], leaders: &[usize]) {
     let started = Instant::now();
     let mut waiting = Vec::new();
     for p in 1..=3u16 {
@@ -386,14 +394,10 @@ fn three_brokers_elect_a_leader_for_each_of_three_partitions() {
     for (p, instance, _) in &waiting {
         let broker = brokers[leaders[*p as usize - 1]].as_ref().unwrap();
         wait_for("the message to correlate across partitions", Duration::from_secs(10), || {
-            activate_on(&runtime, broker, *p, "after-message").contains(instance).then_some(())
+            activate_on(runtime, broker, *p, "after-message").contains(instance).then_some(())
         });
     }
     eprintln!("three messages correlated across partitions in {} ms", started.elapsed().as_millis());
-    for b in brokers.into_iter().flatten() {
-        b.shutdown();
-    }
-    drop(runtime);
 }
 
 /// Deploys through partition 1's leader, which distributes the deployment to the other
@@ -440,39 +444,7 @@ fn commands_between_partitions_cross_brokers() {
     assert_eq!(brokers[0].as_ref().unwrap().status().len(), 1);
     deploy_everywhere_and_create(&runtime, &brokers, &leaders);
 
-    // message correlation across partitions: each instance waits for a message that lives on
-    // another partition (led on another broker, with replication factor 1); the subscription
-    // and the correlation cross there and back
-    let started = Instant::now();
-    let mut waiting = Vec::new();
-    for p in 1..=3u16 {
-        let broker = brokers[leaders[p as usize - 1]].as_ref().unwrap();
-        let order = (0..).map(|i| format!("order-{p}-{i}")).find(|k| broker.partition_of_correlation_key(k) != p).unwrap();
-        let variables = format!(r#"{{"orderId":"{order}"}}"#);
-        let instance = created(&runtime.block_on(broker.submit(p, creation_with("paid", variables))).unwrap());
-        waiting.push((p, instance, order));
-    }
-    for (_, _, order) in &waiting {
-        let mp = brokers[0].as_ref().unwrap().partition_of_correlation_key(order);
-        let message = RecordValue::Message(MessageRecord {
-            name: "paid".into(),
-            correlation_key: order.clone(),
-            time_to_live_ms: 60_000,
-            deadline_ms: -1,
-            tenant_id: "<default>".into(),
-            ..Default::default()
-        });
-        let broker = brokers[leaders[mp as usize - 1]].as_ref().unwrap();
-        let published = runtime.block_on(broker.submit(mp, Command::new(-1, Intent::Publish, message))).unwrap();
-        assert!(published.rejection.is_none(), "publication rejected: {published:?}");
-    }
-    for (p, instance, _) in &waiting {
-        let broker = brokers[leaders[*p as usize - 1]].as_ref().unwrap();
-        wait_for("the message to correlate across partitions", Duration::from_secs(10), || {
-            activate_on(&runtime, broker, *p, "after-message").contains(instance).then_some(())
-        });
-    }
-    eprintln!("three messages correlated across partitions in {} ms", started.elapsed().as_millis());
+    correlate_across_partitions(&runtime, &brokers, &leaders);
     for b in brokers.into_iter().flatten() {
         b.shutdown();
     }
