@@ -206,6 +206,7 @@ fn start_network(
     spec: &ClusterSpec,
     late: Arc<LateBroker>,
     streams: Arc<JobStreamRegistry>,
+    jobs_available: broadcast::Sender<String>,
 ) -> Result<(waggle_replication::net::RaftNetwork, Option<OwnRuntime>, tokio::runtime::Handle), BrokerError> {
     spec.validate().map_err(|e| BrokerError::Cluster(e.to_string()))?;
     let (handle, own) = match tokio::runtime::Handle::try_current() {
@@ -231,7 +232,7 @@ fn start_network(
         }
     });
     let services = move |routes: tonic::service::Routes| {
-        routes.add_service(forward::service(late)).add_service(remote_streams::JobStreamsService::new(streams, yielder))
+        routes.add_service(forward::service(late)).add_service(remote_streams::JobStreamsService::new(streams, yielder, jobs_available))
     };
     let bound =
         std::thread::scope(|s| s.spawn(|| handle.block_on(waggle_replication::net::RaftNetwork::bind_with(id, addr, services))).join())
@@ -256,7 +257,7 @@ impl Broker {
         let (network, runtime, links) = match &config.cluster {
             None => (None, None, None),
             Some(spec) => {
-                let (network, runtime, handle) = start_network(spec, late.clone(), streams.clone())?;
+                let (network, runtime, handle) = start_network(spec, late.clone(), streams.clone(), jobs_available.clone())?;
                 let links = ClusterLinks { spec: spec.clone(), forwarder: Arc::default(), runtime: handle, announcer: Mutex::new(None) };
                 (Some(network), runtime, Some(links))
             }
@@ -310,7 +311,8 @@ impl Broker {
                 .filter(|&(node, _)| node as u64 != links.spec.node_id)
                 .map(|(_, &addr)| addr)
                 .collect();
-            let announcer = remote_streams::StreamAnnouncer::start(&links.runtime, broker.streams.clone(), others);
+            let announcer =
+                remote_streams::StreamAnnouncer::start(&links.runtime, broker.streams.clone(), others, broker.jobs_available.clone());
             *links.announcer.lock().expect("announcer lock") = Some(announcer);
         }
         Ok(broker)
@@ -491,9 +493,15 @@ impl Broker {
         }
     }
 
-    /// Job types that became activatable (for long-polling activations).
+    /// Job types that became activatable (for long-polling activations): on this broker's
+    /// partitions, and in a cluster on the others' too.
     pub fn subscribe_jobs_available(&self) -> broadcast::Receiver<String> {
         self.jobs_available.subscribe()
+    }
+
+    /// Where this broker's "jobs available" notices go out (for serving them to other brokers).
+    pub fn jobs_available_sender(&self) -> broadcast::Sender<String> {
+        self.jobs_available.clone()
     }
 
     pub fn metrics(&self) -> &Arc<BrokerMetrics> {

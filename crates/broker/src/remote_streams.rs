@@ -11,14 +11,16 @@
 //! take (gone, or full) goes back in the session as a yield, and the broker that activated it
 //! returns it to its partition's pool (JOB YIELD) at once. When a session ends (either broker
 //! stopped, the network failed) the serving broker forgets the session's streams and yields the
-//! jobs it still held for them; the announcing broker reconnects and announces again.
+//! jobs it still held for them; the announcing broker reconnects and announces again. The serving
+//! broker also passes on its "jobs of a type became activatable" notices, so that a long poll
+//! waiting at the announcing broker wakes for jobs of partitions led elsewhere.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::transport::Endpoint;
@@ -56,11 +58,33 @@ fn decode_job(bytes: &[u8]) -> Option<PushedJob> {
 pub struct JobStreamsService {
     registry: Arc<JobStreamRegistry>,
     yielder: Yielder,
+    /// This broker's "jobs of a type became activatable" notices, passed on in every session.
+    jobs_available: broadcast::Sender<String>,
 }
 
 impl JobStreamsService {
-    pub fn new(registry: Arc<JobStreamRegistry>, yielder: Yielder) -> pb::job_streams_server::JobStreamsServer<Self> {
-        pb::job_streams_server::JobStreamsServer::new(Self { registry, yielder })
+    pub fn new(
+        registry: Arc<JobStreamRegistry>,
+        yielder: Yielder,
+        jobs_available: broadcast::Sender<String>,
+    ) -> pb::job_streams_server::JobStreamsServer<Self> {
+        pb::job_streams_server::JobStreamsServer::new(Self { registry, yielder, jobs_available })
+    }
+}
+
+/// Passes this broker's "jobs available" notices on to a session until it ends (the announcing
+/// broker wakes its long polls: a poll there may be waiting for jobs of partitions led here).
+async fn pass_on_notices(mut notices: broadcast::Receiver<String>, session: mpsc::Sender<Result<pb::PushedJobs, tonic::Status>>) {
+    loop {
+        let job_type = match notices.recv().await {
+            Ok(job_type) => job_type,
+            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let notice = pb::PushedJobs { stream_id: 0, job: Vec::new(), jobs_available: job_type };
+        if session.send(Ok(notice)).await.is_err() {
+            return;
+        }
     }
 }
 
@@ -73,7 +97,7 @@ async fn forward_stream(
     yielder: Yielder,
 ) {
     while let Some(job) = jobs.recv().await {
-        let message = pb::PushedJobs { stream_id: remote_id, job: encode_job(&job) };
+        let message = pb::PushedJobs { stream_id: remote_id, job: encode_job(&job), jobs_available: String::new() };
         if session.send(Ok(message)).await.is_err() {
             jobs.close();
             let mut back = vec![job];
@@ -98,6 +122,7 @@ impl pb::job_streams_server::JobStreams for JobStreamsService {
         let (session, pushed) = mpsc::channel(SESSION_BUFFER);
         let registry = self.registry.clone();
         let yielder = self.yielder.clone();
+        let notices = tokio::spawn(pass_on_notices(self.jobs_available.subscribe(), session.clone()));
         tokio::spawn(async move {
             // the announcing broker's stream id -> this registry's id for it
             let mut streams: HashMap<StreamId, StreamId> = HashMap::new();
@@ -130,6 +155,7 @@ impl pb::job_streams_server::JobStreams for JobStreamsService {
                 }
             }
             // the session ended: its streams go; their tasks yield what they still hold
+            notices.abort();
             for (_, local) in streams {
                 registry.remove(local);
             }
@@ -146,9 +172,14 @@ pub struct StreamAnnouncer {
 
 impl StreamAnnouncer {
     /// Starts a session with each broker in `peers` (their addresses serving [`JobStreamsService`])
-    /// on `runtime`.
-    pub fn start(runtime: &tokio::runtime::Handle, registry: Arc<JobStreamRegistry>, peers: Vec<SocketAddr>) -> Self {
-        let tasks = peers.into_iter().map(|peer| runtime.spawn(keep_session(registry.clone(), peer))).collect();
+    /// on `runtime`; the other brokers' "jobs available" notices go out on `jobs_available`.
+    pub fn start(
+        runtime: &tokio::runtime::Handle,
+        registry: Arc<JobStreamRegistry>,
+        peers: Vec<SocketAddr>,
+        jobs_available: broadcast::Sender<String>,
+    ) -> Self {
+        let tasks = peers.into_iter().map(|peer| runtime.spawn(keep_session(registry.clone(), peer, jobs_available.clone()))).collect();
         Self { tasks }
     }
 }
@@ -173,11 +204,11 @@ fn add_control(s: &LocalStream) -> pb::StreamControl {
     }
 }
 
-async fn keep_session(registry: Arc<JobStreamRegistry>, peer: SocketAddr) {
+async fn keep_session(registry: Arc<JobStreamRegistry>, peer: SocketAddr, jobs_available: broadcast::Sender<String>) {
     let mut backoff = MIN_BACKOFF;
     loop {
         let started = tokio::time::Instant::now();
-        if let Err(e) = session(&registry, peer).await {
+        if let Err(e) = session(&registry, peer, &jobs_available).await {
             tracing::debug!(%peer, error = %e, "job stream session ended");
         }
         if started.elapsed() > Duration::from_secs(5) {
@@ -190,7 +221,7 @@ async fn keep_session(registry: Arc<JobStreamRegistry>, peer: SocketAddr) {
 
 /// One session with `peer`: announces every local stream, then follows opened and closed ones and
 /// delivers what `peer` pushes, until the session fails.
-async fn session(registry: &JobStreamRegistry, peer: SocketAddr) -> Result<(), tonic::Status> {
+async fn session(registry: &JobStreamRegistry, peer: SocketAddr, jobs_available: &broadcast::Sender<String>) -> Result<(), tonic::Status> {
     let channel = Endpoint::from_shared(format!("http://{peer}"))
         .expect("a socket address is a valid URI")
         .connect_timeout(Duration::from_secs(1))
@@ -227,6 +258,11 @@ async fn session(registry: &JobStreamRegistry, peer: SocketAddr) -> Result<(), t
             message = pushed.next() => {
                 let Some(message) = message else { return Ok(()) };
                 let message = message?;
+                if !message.jobs_available.is_empty() {
+                    // no receiver (no long poll waiting) is fine
+                    let _ = jobs_available.send(message.jobs_available);
+                    continue;
+                }
                 let Some(job) = decode_job(&message.job) else { continue };
                 if let Some(job) = registry.deliver(message.stream_id, job) {
                     let yielded = pb::YieldedJob { stream_id: message.stream_id, job: encode_job(&job) };

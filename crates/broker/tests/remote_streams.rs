@@ -33,7 +33,11 @@ async fn serve(broker: &Arc<Broker>) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
     let yielding = broker.clone();
-    let service = JobStreamsService::new(broker.job_streams().clone(), Arc::new(move |jobs: Vec<PushedJob>| yielding.yield_jobs(jobs)));
+    let service = JobStreamsService::new(
+        broker.job_streams().clone(),
+        Arc::new(move |jobs: Vec<PushedJob>| yielding.yield_jobs(jobs)),
+        broker.jobs_available_sender(),
+    );
     tokio::spawn(async move {
         tonic::transport::Server::builder()
             .add_service(service)
@@ -42,6 +46,17 @@ async fn serve(broker: &Arc<Broker>) -> SocketAddr {
             .expect("serve");
     });
     addr
+}
+
+/// Starts `gateway_side`'s session with `partition_side`.
+async fn announce(gateway_side: &Arc<Broker>, partition_side: &Arc<Broker>) -> StreamAnnouncer {
+    let peers = vec![serve(partition_side).await];
+    StreamAnnouncer::start(
+        &tokio::runtime::Handle::current(),
+        gateway_side.job_streams().clone(),
+        peers,
+        gateway_side.jobs_available_sender(),
+    )
 }
 
 /// Starts an instance of `forwarded` on `broker` and returns its key.
@@ -93,11 +108,7 @@ async fn streams_registered(broker: &Broker, n: usize) {
 async fn a_stream_opened_at_one_broker_gets_the_other_brokers_jobs() {
     let (gateway_side, partition_side) = (broker(), broker());
     partition_side.broker.deploy(deployment(ONE_TASK)).await.expect("deployed");
-    let announcer = StreamAnnouncer::start(
-        &tokio::runtime::Handle::current(),
-        gateway_side.broker.job_streams().clone(),
-        vec![serve(&partition_side.broker).await],
-    );
+    let announcer = announce(&gateway_side.broker, &partition_side.broker).await;
 
     // a client's stream at the gateway side, with room for one job
     let (sender, mut jobs) = mpsc::channel(1);
@@ -123,14 +134,34 @@ async fn a_stream_opened_at_one_broker_gets_the_other_brokers_jobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_the_session_ends_the_other_broker_forgets_its_streams() {
     let (gateway_side, partition_side) = (broker(), broker());
-    let announcer = StreamAnnouncer::start(
-        &tokio::runtime::Handle::current(),
-        gateway_side.broker.job_streams().clone(),
-        vec![serve(&partition_side.broker).await],
-    );
+    let announcer = announce(&gateway_side.broker, &partition_side.broker).await;
     let (sender, _jobs) = mpsc::channel(8);
     gateway_side.broker.job_streams().register("t".into(), "remote-worker".into(), 60_000, vec![], sender);
     streams_registered(&partition_side.broker, 1).await;
     drop(announcer);
     streams_registered(&partition_side.broker, 0).await;
+}
+
+/// A long poll waiting at one broker wakes for jobs of a partition led by another: the other
+/// broker's "jobs available" notice comes through the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_available_at_the_other_broker_wake_this_brokers_long_polls() {
+    let (gateway_side, partition_side) = (broker(), broker());
+    partition_side.broker.deploy(deployment(ONE_TASK)).await.expect("deployed");
+    let mut woken = gateway_side.broker.subscribe_jobs_available();
+    let _announcer = announce(&gateway_side.broker, &partition_side.broker).await;
+    // no stream anywhere: the new job waits for a poll, and the notice goes out
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        start_instance(&partition_side.broker).await;
+        match tokio::time::timeout(Duration::from_millis(500), woken.recv()).await {
+            Ok(Ok(job_type)) => {
+                assert_eq!(job_type, "t");
+                break;
+            }
+            Ok(Err(e)) => panic!("the notices stopped: {e}"),
+            // the session may not be up yet for the first instance
+            Err(_) => assert!(tokio::time::Instant::now() < deadline, "no notice reached the other broker"),
+        }
+    }
 }
