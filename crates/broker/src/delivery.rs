@@ -10,18 +10,18 @@
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc};
 use waggle_engine::Command;
 use waggle_protocol::{Intent, Record, RecordValue};
 
 use crate::backpressure::{Limiter, Permit};
 use crate::streams::{JobStreamRegistry, PushedJob, StreamId};
-use crate::Submission;
+use crate::{Reply, Submission};
 
 /// What one committed batch sends out, in the order the engine produced it per kind.
 #[derive(Default)]
 pub(crate) struct Delivery {
-    pub replies: Vec<(oneshot::Sender<Record>, Record)>,
+    pub replies: Vec<(Reply, Record)>,
     pub pushes: Vec<(StreamId, PushedJob)>,
     pub jobs_available: Vec<String>,
     /// The back-pressure slots of the batch's client commands: given back by the delivery task
@@ -96,7 +96,7 @@ impl Targets {
             let _ = self.jobs_available.send(job_type);
         }
         for (reply, record) in delivery.replies {
-            let _ = reply.send(record);
+            let _ = reply.send(Ok(record));
         }
         for (stream_id, job) in delivery.pushes {
             if let Some(job) = self.streams.push(stream_id, job) {

@@ -42,6 +42,8 @@ pub trait LocalSubmit: Send + Sync + 'static {
     fn submit_local(&self, partition: PartitionId, command: Command) -> BoxFuture<'_, Result<Record, BrokerError>>;
     /// As [`crate::Broker::deploy`].
     fn deploy_local(&self, command: Command) -> BoxFuture<'_, Result<Record, BrokerError>>;
+    /// As [`crate::Broker::rebalance_here`].
+    fn rebalance_local(&self) -> Vec<PartitionId>;
 }
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -118,6 +120,11 @@ impl pb::command_api_server::CommandApi for Receiver {
         };
         Ok(tonic::Response::new(pb::SubmitResponse { outcome: Some(outcome) }))
     }
+
+    async fn rebalance(&self, _: tonic::Request<pb::RebalanceRequest>) -> Result<tonic::Response<pb::RebalanceResponse>, tonic::Status> {
+        let partitions = self.local.rebalance_local().into_iter().map(u32::from).collect();
+        Ok(tonic::Response::new(pb::RebalanceResponse { partitions }))
+    }
 }
 
 /// The sending side: one lazily connected channel per broker address.
@@ -185,6 +192,16 @@ impl Forwarder {
             }),
             None => Err(BrokerError::Unavailable(partition)),
         }
+    }
+
+    /// Asks the broker at `to` to hand the partitions it leads to their preferred leaders;
+    /// answers the partitions it started to hand over.
+    pub async fn rebalance(&self, to: SocketAddr, timeout: Duration) -> Result<Vec<PartitionId>, tonic::Status> {
+        let mut client = pb::command_api_client::CommandApiClient::new(self.channel(to));
+        let mut request = tonic::Request::new(pb::RebalanceRequest {});
+        request.set_timeout(timeout);
+        let answer = client.rebalance(request).await?.into_inner();
+        Ok(answer.partitions.into_iter().filter_map(|p| PartitionId::try_from(p).ok()).collect())
     }
 }
 

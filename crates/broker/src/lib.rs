@@ -15,13 +15,15 @@
 //! over one [`waggle_replication::net::RaftNetwork`] on the broker's internal address. The
 //! leader processes and proposes as the standalone node does (its partition thread waits for
 //! each batch's commit, stepping and ticking meanwhile); followers apply the committed entries'
-//! events only (C1). A command for a partition this broker does not lead, or does not hold, is
-//! refused at once with [`BrokerError::Unavailable`]; one whose leader loses the lead before its
-//! batch commits gets `Unavailable` too (its batch is discarded; Zeebe's behaviour).
+//! events only (C1). [`Broker::submit`] routes a command to the broker that leads its partition
+//! ([`forward`]), retrying while it is certainly not taken (no leader yet, a leader that refused
+//! it unprocessed); one whose leader loses the lead after its batch was proposed and before it
+//! commits gets [`BrokerError::Unavailable`] (its batch is discarded; Zeebe's behaviour).
+//! Leadership follows placement priorities, and moves on request ([`Broker::rebalance`]) and on
+//! shutdown ([`Broker::hand_over`]).
 //!
 //! Commands between partitions go through in-process queues to a partition led on the same
-//! broker, and over the network ([`relay`]) to one led elsewhere. Not yet: routing a client's
-//! command to the broker that leads its partition (the caller must find the leader).
+//! broker, and over the network ([`relay`]) to one led elsewhere.
 
 mod backpressure;
 pub mod cluster;
@@ -102,10 +104,20 @@ pub enum BrokerError {
     Cluster(String),
 }
 
+/// Where a client command's answer goes: the record that answers it, or [`NotTaken`].
+pub(crate) type Reply = oneshot::Sender<Result<Record, NotTaken>>;
+
+/// A command the partition refused before processing it (its replica does not lead, or is
+/// handing its leadership over): it was certainly not taken and may go to the next leader. A
+/// reply dropped unanswered means the command's fate is unknown (its batch was proposed and the
+/// lead lost before it committed).
+#[derive(Debug)]
+pub(crate) struct NotTaken;
+
 /// A command on its way to a partition's processing thread.
 pub(crate) struct Submission {
     pub command: Command,
-    pub reply: Option<oneshot::Sender<Record>>,
+    pub reply: Option<Reply>,
     /// From the scheduler (timers, time-outs): processed a few per batch, so that a burst of
     /// due work does not hold back client commands.
     pub scheduled: bool,
@@ -169,6 +181,10 @@ impl LateBroker {
 }
 
 impl forward::LocalSubmit for LateBroker {
+    fn rebalance_local(&self) -> Vec<PartitionId> {
+        self.get().map(|b| b.rebalance_here()).unwrap_or_default()
+    }
+
     fn submit_local(&self, partition: PartitionId, command: Command) -> forward::BoxFuture<'_, Result<Record, BrokerError>> {
         Box::pin(async move {
             match self.get() {
@@ -432,7 +448,11 @@ impl Broker {
         let permit = Some(handle.limiter.try_acquire(&command).ok_or(BrokerError::Overloaded)?);
         let (tx, rx) = oneshot::channel();
         handle.send(Submission { command, reply: Some(tx), scheduled: false, permit })?;
-        rx.await.map_err(|_| BrokerError::Unavailable(partition))
+        match rx.await {
+            Ok(Ok(record)) => Ok(record),
+            Ok(Err(NotTaken)) => Err(BrokerError::NotLeader(partition)),
+            Err(_) => Err(BrokerError::Unavailable(partition)),
+        }
     }
 
     /// Deploys on partition 1, which distributes the deployment (same keys and versions) to
@@ -526,6 +546,68 @@ impl Broker {
             .collect()
     }
 
+    /// Asks every partition this broker leads but is not the preferred leader of to hand its
+    /// lead to the preferred one (best effort: a transfer to a replica that is down or far
+    /// behind is abandoned after an election timeout). Returns the partitions asked.
+    pub fn rebalance_here(&self) -> Vec<PartitionId> {
+        let Some(links) = &self.links else { return Vec::new() };
+        let mut asked = Vec::new();
+        for (i, handle) in self.partitions.iter().enumerate() {
+            let (Some(handle), partition) = (handle, i as PartitionId + 1) else { continue };
+            let preferred = links.spec.preferred_leader(partition);
+            if handle.leads() && preferred != links.spec.node_id {
+                handle.transfer_leadership(cluster::raft_id(preferred));
+                asked.push(partition);
+            }
+        }
+        asked
+    }
+
+    /// Moves every partition's leadership back to its preferred broker (Zeebe's `POST
+    /// /actuator/rebalance`): this broker's partitions, and the others' through their command
+    /// API. Best effort, as Zeebe's: it answers once every broker was asked (those that cannot
+    /// be reached within a second are skipped), not once the transfers are done.
+    pub async fn rebalance(&self) -> Vec<PartitionId> {
+        let mut asked = self.rebalance_here();
+        let Some(links) = &self.links else { return asked };
+        let others = links.spec.members.iter().enumerate().filter(|&(node, _)| node as u64 != links.spec.node_id);
+        for (node, &addr) in others {
+            match links.forwarder.rebalance(addr, REBALANCE_CALL).await {
+                Ok(partitions) => asked.extend(partitions),
+                Err(e) => tracing::warn!(node, error = %e, "a broker could not be asked to rebalance"),
+            }
+        }
+        asked.sort_unstable();
+        asked
+    }
+
+    /// Hands the lead of every partition this broker leads to another replica (the next in
+    /// placement order, whose priority is highest among the rest), and waits until they took it
+    /// or `within` passed: a broker that shuts down leaves its partitions led, so their clients
+    /// see no election timeout.
+    pub fn hand_over(&self, within: std::time::Duration) {
+        let Some(links) = &self.links else { return };
+        let mut handing = Vec::new();
+        for (i, handle) in self.partitions.iter().enumerate() {
+            let (Some(handle), partition) = (handle, i as PartitionId + 1) else { continue };
+            let next = links.spec.replicas(partition).into_iter().find(|&n| n != links.spec.node_id);
+            if let (true, Some(next)) = (handle.leads(), next) {
+                handle.transfer_leadership(cluster::raft_id(next));
+                handing.push((partition, handle, next));
+            }
+        }
+        let deadline = std::time::Instant::now() + within;
+        while handing.iter().any(|(_, h, _)| h.status().leader == Some(links.spec.node_id)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        for (partition, handle, next) in handing {
+            match handle.status().leader {
+                Some(leader) if leader != links.spec.node_id => tracing::info!(partition, leader, "handed the lead over"),
+                _ => tracing::warn!(partition, to = next, "the lead was not handed over in time; the others elect a leader"),
+            }
+        }
+    }
+
     /// Stops every partition after the batch in progress (nothing acknowledged is lost), then
     /// the cluster's network (its peers see this broker gone).
     pub fn shutdown(&self) {
@@ -539,7 +621,14 @@ impl Broker {
     }
 }
 
+/// How long `rebalance` waits for each other broker's answer.
+const REBALANCE_CALL: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl forward::LocalSubmit for Broker {
+    fn rebalance_local(&self) -> Vec<PartitionId> {
+        self.rebalance_here()
+    }
+
     fn submit_local(&self, partition: PartitionId, command: Command) -> forward::BoxFuture<'_, Result<Record, BrokerError>> {
         Box::pin(self.submit_here(partition, command))
     }

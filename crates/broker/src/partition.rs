@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::broadcast;
 use waggle_engine::{BatchOutput, Command, Engine, ProcessingContext, RequestId, SideEffect, StateView};
 use waggle_protocol::codec::Entry;
 use waggle_protocol::value::IncidentRecord;
@@ -24,7 +24,7 @@ use crate::delivery::{Deliverer, Delivery, Targets};
 use crate::metrics::{BrokerMetrics, PartitionMetrics};
 use crate::relay::Relay;
 use crate::streams::{JobStreamRegistry, PartitionStreams, PushCounts, PushedJob};
-use crate::{scheduler, BrokerConfig, BrokerError, Peer, Peers, Submission};
+use crate::{scheduler, BrokerConfig, BrokerError, NotTaken, Peer, Peers, Reply, Submission};
 
 const META_APPLIED_INDEX: &[u8] = b"X/applied_index";
 /// Commands taken into one processing batch at most.
@@ -90,11 +90,21 @@ pub(crate) struct PartitionHandle {
     store: Arc<RocksStore>,
     /// Whether this node leads the partition and takes commands for it (always, standalone).
     leading: Arc<AtomicBool>,
+    /// A leadership transfer asked for and not yet started: the Raft id of the replica to hand
+    /// the lead to (0: none).
+    transfer: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl PartitionHandle {
+    /// Asks this replica, if it leads, to hand the lead to the replica of Raft id `to` (see
+    /// [`RaftGroup::transfer_leader`]); while the transfer is under way it refuses commands as
+    /// not taken, so that their brokers send them to the next leader.
+    pub fn transfer_leadership(&self, to: u64) {
+        self.transfer.store(to, Ordering::SeqCst);
+    }
+
     /// Whether this node leads the partition and takes commands for it now.
     pub fn leads(&self) -> bool {
         self.leading.load(Ordering::Relaxed)
@@ -277,6 +287,7 @@ pub(crate) fn start(
         snapshots_sent: 0,
     }));
     let leading = Arc::new(AtomicBool::new(standalone));
+    let transfer = Arc::new(AtomicU64::new(0));
     let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
     let stop = Arc::new(AtomicBool::new(false));
     let scheduled_in_flight = Arc::new(AtomicUsize::new(0));
@@ -310,6 +321,7 @@ pub(crate) fn start(
         scheduled_in_flight: scheduled_in_flight.clone(),
         limits: config.limits,
         leading: leading.clone(),
+        transfer: transfer.clone(),
         stop: stop.clone(),
         compacted: 0,
         relay: replica.as_ref().map(|r| r.relay.clone()),
@@ -334,7 +346,7 @@ pub(crate) fn start(
         .map_err(|e| start_err(id, e))?;
     let scheduler = scheduler::start(id, store.clone(), tx.clone(), scheduled_in_flight, leading.clone(), stop.clone())
         .map_err(|e| start_err(id, e))?;
-    Ok(PartitionHandle { tx, limiter, status, store, leading, stop, threads: Mutex::new(vec![processing, scheduler]) })
+    Ok(PartitionHandle { tx, limiter, status, store, leading, transfer, stop, threads: Mutex::new(vec![processing, scheduler]) })
 }
 
 /// A replicated partition's Raft side: its peers' messages, its clock, and whether it serves.
@@ -362,7 +374,7 @@ struct Processor {
     snapshot_every: u64,
     snapshots_dir: PathBuf,
     snapshot: SnapshotProgress,
-    replies: HashMap<RequestId, oneshot::Sender<Record>, foldhash::fast::RandomState>,
+    replies: HashMap<RequestId, Reply, foldhash::fast::RandomState>,
     next_request: RequestId,
     streams: PartitionStreams,
     /// How many new jobs found their streams full lately: many tell back pressure of congestion.
@@ -388,6 +400,8 @@ struct Processor {
     /// The batch being gathered, kept between batches so that its room is allocated once.
     batch_buffer: Vec<Submission>,
     limits: waggle_engine::EngineLimits,
+    /// [`PartitionHandle::transfer_leadership`]'s request.
+    transfer: Arc<AtomicU64>,
     /// Published to [`PartitionHandle::leads`] and the scheduler.
     leading: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
@@ -441,13 +455,14 @@ impl Processor {
                 None
             };
             self.pump_raft();
+            self.start_transfer();
             if let Err(e) = self.drive_raft() {
                 return self.fail(e);
             }
             self.follow_role();
             self.take_relayed();
             if !self.serving() {
-                self.refuse(first.into_iter().chain(rx.try_iter()).collect());
+                self.refuse(first.into_iter().chain(rx.try_iter()));
                 self.maybe_snapshot();
                 continue;
             }
@@ -490,9 +505,20 @@ impl Processor {
         Ok(())
     }
 
-    /// Whether this replica leads and takes commands (see [`Replica::serving_term`]).
+    /// Whether this replica leads and takes commands (see [`Replica::serving_term`]); not while
+    /// it hands its leadership over.
     fn serving(&self) -> bool {
         self.replica.as_ref().is_some_and(|r| r.serving_term.is_some_and(|t| self.raft.is_leader() && self.raft.term() == t))
+            && self.raft.transferring_to().is_none()
+    }
+
+    /// Starts the leadership transfer asked for, if any (only a leader transfers).
+    fn start_transfer(&mut self) {
+        let to = self.transfer.swap(0, Ordering::SeqCst);
+        if to != 0 && self.raft.is_leader() {
+            tracing::info!(partition = self.id, to = crate::cluster::node_of_raft_id(to), "handing the leadership over");
+            self.raft.transfer_leader(to);
+        }
     }
 
     /// Waits for a peer's message until the next tick at most (not at all while pieces of a
@@ -593,10 +619,13 @@ impl Processor {
         }
     }
 
-    /// Answers nothing to commands this replica will not process (dropped replies answer
-    /// UNAVAILABLE), giving back their back-pressure slots and scheduler counts.
-    fn refuse(&mut self, submissions: Vec<Submission>) {
+    /// Answers [`NotTaken`] to commands this replica will not process (their clients' brokers
+    /// send them to the next leader), giving back their back-pressure slots and scheduler counts.
+    fn refuse(&mut self, submissions: impl IntoIterator<Item = Submission>) {
         for s in submissions {
+            if let Some(reply) = s.reply {
+                let _ = reply.send(Err(NotTaken));
+            }
             if s.scheduled {
                 self.scheduled_in_flight.fetch_sub(1, Ordering::SeqCst);
             }
@@ -687,10 +716,8 @@ impl Processor {
     /// Processes and empties `batch`.
     fn process(&mut self, batch: &mut Vec<Submission>) -> Result<(), String> {
         if !self.raft.is_leader() {
-            for permit in batch.drain(..).filter_map(|s| s.permit) {
-                self.limiter.abandoned(permit);
-            }
-            return Ok(()); // dropping the replies answers UNAVAILABLE
+            self.refuse(batch.drain(..));
+            return Ok(());
         }
         let mut commands = Vec::with_capacity(batch.len());
         let first_request = self.next_request;

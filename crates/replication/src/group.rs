@@ -47,8 +47,19 @@ pub struct ReplicaConfig {
     /// thread's RNG, so that voters rarely campaign together. Off, the timeout is exactly
     /// `election_tick`: a deterministic simulation jitters the ticks themselves instead.
     pub randomized_election_timeout: bool,
+    /// Ticks added to this replica's election timeout: a replica of lower priority waits
+    /// longer, so that the one preferred campaigns first (0: none).
+    pub election_delay_ticks: usize,
+    /// How wide the randomized election timeout's window is, in ticks: the timeout is drawn
+    /// from `[election_tick + delay, election_tick + delay + jitter)` (Raft's default width is
+    /// `election_tick`).
+    pub election_jitter_ticks: usize,
     /// Bytes per chunk of a snapshot sent to a follower ([`snapshot::DEFAULT_CHUNK_BYTES`]).
     pub snapshot_chunk_bytes: usize,
+    /// This replica's election priority (Raft's, 0 for none): a voter refuses a candidate of
+    /// lower priority than its own whose log is no longer than its own, so among replicas
+    /// equally up to date the one of highest priority is elected.
+    pub priority: u64,
 }
 
 impl ReplicaConfig {
@@ -61,7 +72,10 @@ impl ReplicaConfig {
             election_tick: 10,
             heartbeat_tick: 2,
             randomized_election_timeout: true,
+            election_delay_ticks: 0,
+            election_jitter_ticks: 10,
             snapshot_chunk_bytes: snapshot::DEFAULT_CHUNK_BYTES,
+            priority: 0,
         }
     }
 
@@ -169,6 +183,12 @@ impl RaftGroup {
         // at least the compaction point (an installed snapshot was committed).
         let mut hs = journal.hard_state();
         hs.commit = hs.commit.max(applied.min(journal.last_index())).max(journal.first_index() - 1);
+        // A replica of a new group starts in term 1, not 0: a voter in term 0 that refuses a
+        // (pre-)vote (a candidate of lower priority) answers with its term, and the `raft`
+        // crate panics on a vote answer in term 0 ("term should be set").
+        if config.voters.len() > 1 && hs.term == 0 {
+            hs.term = 1;
+        }
         journal.set_hard_state(hs)?;
         let state_applied = applied;
         let applied = applied.min(hs.commit).max(journal.first_index().saturating_sub(1));
@@ -205,8 +225,10 @@ impl RaftGroup {
             id: config.id,
             election_tick: config.election_tick,
             heartbeat_tick: config.heartbeat_tick,
-            // 0 leaves Raft's default, 2 × election_tick
-            max_election_tick: if config.randomized_election_timeout { 0 } else { config.election_tick + 1 },
+            min_election_tick: config.election_tick + config.election_delay_ticks,
+            max_election_tick: config.election_tick
+                + config.election_delay_ticks
+                + if config.randomized_election_timeout { config.election_jitter_ticks.max(1) } else { 1 },
             applied,
             max_size_per_msg: 1 << 20,
             max_inflight_msgs: 256,
@@ -215,6 +237,7 @@ impl RaftGroup {
             // a node back from a partition asks before it campaigns, so it does not depose a
             // healthy leader by raising the term
             pre_vote: true,
+            priority: i64::try_from(config.priority).unwrap_or(i64::MAX),
             ..Default::default()
         };
         raft_config.validate()?;
@@ -243,6 +266,21 @@ impl RaftGroup {
     /// The leader this node knows of in the current term, if any.
     pub fn leader_id(&self) -> Option<u64> {
         Some(self.node.raft.leader_id).filter(|&id| id != raft::INVALID_ID)
+    }
+
+    /// Asks this leader to hand its leadership to `to`, another voter: once `to`'s log has
+    /// caught up, it is told to campaign at once (Raft's leader transfer), and the leader takes
+    /// no proposals meanwhile. Without effect on a follower, for `to` outside the group or this
+    /// node; a transfer that does not finish within an election timeout is abandoned.
+    pub fn transfer_leader(&mut self, to: u64) {
+        if self.is_leader() && to != self.id() && self.node.store().voters.contains(&to) {
+            self.node.transfer_leader(to);
+        }
+    }
+
+    /// The voter this leader is handing its leadership to, while a transfer is under way.
+    pub fn transferring_to(&self) -> Option<u64> {
+        self.node.raft.lead_transferee
     }
 
     /// Proposes an entry (leader only). It is committed when `drive` returns it.

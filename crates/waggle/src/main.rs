@@ -181,6 +181,10 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     );
     shutdown_signal().await;
     tracing::info!("shutting down");
+    // in a cluster, the partitions this broker leads go to other replicas first, while its
+    // gateway and network still serve: their clients see no election timeout
+    let b = broker.clone();
+    let _ = tokio::task::spawn_blocking(move || b.hand_over(HAND_OVER_LIMIT)).await;
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(10), grpc).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), mgmt).await;
@@ -197,6 +201,9 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     tracing::info!("stopped");
     Ok(())
 }
+
+/// How long a broker that shuts down waits for the replicas it hands its partitions' lead to.
+const HAND_OVER_LIMIT: Duration = Duration::from_secs(2);
 
 /// How long the partitions may take to stop on shutdown.
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use prometheus::{Encoder, Registry, TextEncoder};
 use serde_json::json;
@@ -30,6 +30,7 @@ pub fn router(state: ManagementState) -> Router {
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
         .route("/actuator/cluster", get(cluster))
+        .route("/actuator/rebalance", post(rebalance))
         .route("/v1/incidents", get(incidents))
         .route("/v1/partitions", get(partitions))
         .route("/v1/partitions/:id/digest", get(digest))
@@ -45,6 +46,15 @@ async fn health(State(s): State<ManagementState>) -> Response {
 /// Ready once every partition is open (they are, by the time the server listens) and healthy.
 async fn ready(state: State<ManagementState>) -> Response {
     health(state).await
+}
+
+/// Moves every partition's leadership back to its preferred broker, as Zeebe's endpoint does:
+/// best effort, always 200 OK with no body (the log names the partitions asked; progress shows
+/// in `/actuator/cluster`). The standalone node has nothing to move.
+async fn rebalance(State(s): State<ManagementState>) -> StatusCode {
+    let asked = s.broker.rebalance().await;
+    tracing::info!(partitions = ?asked, "rebalance asked");
+    StatusCode::OK
 }
 
 async fn metrics(State(s): State<ManagementState>) -> Response {

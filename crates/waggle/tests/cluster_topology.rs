@@ -2,6 +2,8 @@
 //! `/actuator/cluster` of every broker describe the same real cluster (each broker at its gateway
 //! address, one leader and RF - 1 followers per partition); after `kill -9` of a leader the others
 //! report a new leader within seconds and drop the dead broker, which reappears once restarted.
+//! `POST /actuator/rebalance` moves leaders back to their preferred brokers, and a broker that
+//! shuts down hands the partitions it leads to other replicas first.
 
 mod common;
 
@@ -197,4 +199,73 @@ fn the_java_client_reads_the_cluster_topology() {
         };
         assert_eq!((with_role("LEADER"), with_role("FOLLOWER")), (1, REPLICATION_FACTOR - 1), "partition {partition}:\n{stdout}");
     }
+}
+
+/// The preferred leader of each partition: placement puts partition `p`'s replicas on brokers
+/// `p - 1, p, ...` (mod the cluster size), the first preferred (Zeebe's round-robin placement).
+fn preferred_leaders() -> BTreeMap<i32, i32> {
+    (1..=PARTITIONS).map(|p| (p, (p - 1) % BROKERS as i32)).collect()
+}
+
+/// A leader lost and back as a follower keeps its partition led elsewhere (no election happens
+/// while the leader is healthy); `POST /actuator/rebalance` on any broker answers 200 with no
+/// body, as Zeebe's, and every partition's leadership goes back to its preferred broker.
+#[test]
+fn rebalance_moves_leaders_back_to_their_preferred_brokers() {
+    let internal: Vec<u16> = (0..BROKERS).map(|_| free_port()).collect();
+    let mut nodes: Vec<Node> = (0..BROKERS).map(|i| start_broker(i, &internal)).collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (leaders, _) = runtime.block_on(wait_for_agreement(&nodes.iter().map(Some).collect::<Vec<_>>(), Duration::from_secs(30)));
+    println!("started: leaders {leaders:?} (preferred {:?})", preferred_leaders());
+
+    // take partition 1's lead away from its preferred broker 0, whoever leads it now
+    nodes[0].kill9();
+    let survivors: Vec<Option<&Node>> = nodes.iter().enumerate().map(|(i, n)| (i != 0).then_some(n)).collect();
+    runtime.block_on(wait_for_agreement(&survivors, Duration::from_secs(15)));
+    nodes[0].restart();
+    let (before, _) = runtime.block_on(wait_for_agreement(&nodes.iter().map(Some).collect::<Vec<_>>(), Duration::from_secs(30)));
+    assert_ne!(before[&1], 0, "broker 0 was down: partition 1 is led elsewhere until a rebalance");
+
+    let (code, body) = nodes[2].post("/actuator/rebalance");
+    assert_eq!((code, body.as_str()), (200, ""), "POST /actuator/rebalance");
+    let start = Instant::now();
+    loop {
+        let (now, _) = runtime.block_on(wait_for_agreement(&nodes.iter().map(Some).collect::<Vec<_>>(), Duration::from_secs(30)));
+        if now == preferred_leaders() {
+            println!("rebalanced from {before:?} to {now:?} in {:?}", start.elapsed());
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "leaders {now:?} after the rebalance, not the preferred {:?}",
+            preferred_leaders()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A broker stopped with SIGTERM first hands each partition it leads to another replica (Raft's
+/// leader transfer), so the others have a leader before it is gone: its log says so for every
+/// partition it led, and the two left agree on leaders without it.
+#[test]
+fn a_broker_shutting_down_hands_its_leadership_over() {
+    let internal: Vec<u16> = (0..BROKERS).map(|_| free_port()).collect();
+    let mut nodes: Vec<Node> = (0..BROKERS).map(|i| start_broker(i, &internal)).collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (leaders, _) = runtime.block_on(wait_for_agreement(&nodes.iter().map(Some).collect::<Vec<_>>(), Duration::from_secs(30)));
+    let victim = leaders[&1] as usize;
+    let led: Vec<i32> = leaders.iter().filter(|(_, l)| **l == victim as i32).map(|(p, _)| *p).collect();
+
+    assert!(nodes[victim].terminate().success(), "broker {victim} exits cleanly");
+    let log = nodes[victim].log();
+    for p in &led {
+        assert!(
+            log.lines().any(|l| l.contains("handed the lead over") && l.contains(&format!("partition={p}"))),
+            "broker {victim} did not hand partition {p} over:\n{log}"
+        );
+    }
+    assert!(!log.contains("was not handed over in time"), "{log}");
+    let survivors: Vec<Option<&Node>> = nodes.iter().enumerate().map(|(i, n)| (i != victim).then_some(n)).collect();
+    let (after, took) = runtime.block_on(wait_for_agreement(&survivors, Duration::from_secs(15)));
+    println!("broker {victim} (leading {led:?}) stopped; the others agree on {after:?} after {took:?}");
 }

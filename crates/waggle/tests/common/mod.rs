@@ -158,6 +158,10 @@ impl Node {
     pub fn get(&self, path: &str) -> (u16, String) {
         http_get(self.management_port, path).unwrap_or_else(|| panic!("GET {path} failed"))
     }
+
+    pub fn post(&self, path: &str) -> (u16, String) {
+        http_request(self.management_port, "POST", path).unwrap_or_else(|| panic!("POST {path} failed"))
+    }
 }
 
 impl Drop for Node {
@@ -192,9 +196,14 @@ pub fn tree_digest(dir: &std::path::Path) -> Vec<(PathBuf, u64, u64)> {
 
 /// A minimal HTTP/1.0 GET on loopback: (status, body).
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    http_request(port, "GET", path)
+}
+
+/// A minimal HTTP/1.0 request without a body on loopback: (status, body).
+pub fn http_request(port: u16, method: &str, path: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    write!(stream, "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n").ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
     let status = response.split_whitespace().nth(1)?.parse().ok()?;
