@@ -231,7 +231,7 @@ impl Cluster {
         management::healthy(port).await && replica_caught_up(&own, &others, self.shape.partitions)
     }
 
-    /// The sum of the running brokers' CPU time and memory, and each one's.
+    /// Each running broker's CPU time and memory, by node id.
     pub fn samples(&self) -> Vec<(usize, server::ProcSample)> {
         self.brokers.iter().filter_map(|b| Some((b.node_id, server::sample(b.pid()?).ok()?))).collect()
     }
