@@ -27,6 +27,9 @@ pub enum BenchCommand {
     VariableScaling(crate::variable_scaling::VariableScalingArgs),
     /// A few seconds of one-task instances on a fresh Waggle: fails unless all complete (for CI).
     Smoke(SmokeArgs),
+    /// Start a cluster of brokers and measure it: W7 (W2 on the cluster beside the single node),
+    /// failover after a leader's kill -9, a stopped broker's catch-up.
+    Cluster(Box<crate::cluster_bench::ClusterBenchArgs>),
 }
 
 #[derive(Debug, Args)]

@@ -97,7 +97,7 @@ async fn run_on(args: &CompareArgs, w: &Workload, phases: Phases) -> anyhow::Res
     if server.startup.is_some() {
         tokio::time::sleep(SETTLE).await;
     }
-    let info = ServerInfo { label: "Waggle".into(), pid: server.pid, startup: server.startup };
+    let info = ServerInfo { label: "Waggle".into(), pid: server.pid, others: vec![], startup: server.startup };
     eprintln!("Waggle: running {} on {} (pid {:?})", w.name, server.address, server.pid);
     let result = runner::run(w, &server.address, &info, phases).await;
     let stopped = server.stop().await;

@@ -5,15 +5,20 @@
 //! completes their jobs (job push or polling, with a delay), and both timestamp what they see;
 //! the run then reports rates, latency percentiles and the server's CPU and memory. Compare mode
 //! runs the workloads on a fresh Waggle for each and then on the open-source peers (Flowable 7.2,
-//! Camunda 7.24 CE, embedded on PostgreSQL by `scripts/peers.sh`). Method: docs/bench.md.
+//! Camunda 7.24 CE, embedded on PostgreSQL by `scripts/peers.sh`). `cluster` starts a cluster of
+//! brokers itself and measures it: W2 beside the single node, failover, catch-up. Method:
+//! docs/bench.md.
 
 pub mod args;
 pub mod calls;
 pub mod client;
+pub mod cluster;
+pub mod cluster_bench;
 pub mod compare;
 pub mod delay;
 pub mod hpack;
 pub mod http2;
+pub mod management;
 pub mod peers;
 pub mod plot;
 pub mod recorder;
@@ -62,6 +67,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             print!("{}", variable_scaling::render(&report));
             Ok(())
         }
+        BenchCommand::Cluster(a) => cluster_bench::run(&a).await.map(|_| ()),
         BenchCommand::Smoke(a) => {
             let report = smoke(&a.waggle_bin).await?;
             print!("{}", report::render_run(&report));
@@ -73,7 +79,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 async fn run_one(args: RunArgs) -> anyhow::Result<()> {
     let w = args.overrides.apply(&args.workload)?;
     let phases = args.phases.for_workload(&w);
-    let info = runner::ServerInfo { label: "server".into(), pid: args.pid, startup: None };
+    let info = runner::ServerInfo { label: "server".into(), pid: args.pid, others: vec![], startup: None };
     let report = runner::run(&w, &args.target, &info, phases).await?;
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
@@ -93,6 +99,21 @@ async fn run_one(args: RunArgs) -> anyhow::Result<()> {
 /// them completed without errors. Asserts no timings.
 pub async fn smoke(bin: &Path) -> anyhow::Result<RunReport> {
     smoke_workload(bin, "W1").await
+}
+
+/// The cluster benchmarks' smoke run of `scenario` (`w7`, `failover` or `catchup`, see
+/// [`cluster_bench`]) on brokers of `bin`: short phases and a light load; fails unless every
+/// figure was taken. Asserts no timings.
+pub async fn smoke_cluster(bin: &Path, scenario: &str) -> anyhow::Result<cluster_bench::ClusterReport> {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: cluster_bench::ClusterBenchArgs,
+    }
+    let bin = bin.display().to_string();
+    let cli = Cli::try_parse_from(["cluster", "--smoke", "--waggle-bin", bin.as_str(), "--scenarios", scenario])?;
+    cluster_bench::run(&cli.args).await
 }
 
 /// [`smoke`] with the model of another workload (W1..W5) at the smoke run's rate and payload.
@@ -123,7 +144,7 @@ async fn smoke_with(bin: &Path, mut w: workload::Workload) -> anyhow::Result<Run
     w.pace = workload::Pace::Rate(20.0);
     w.worker_delay = Duration::from_millis(10);
     let server = server::Server::start_waggle(bin).await?;
-    let info = runner::ServerInfo { label: "Waggle".into(), pid: server.pid, startup: server.startup };
+    let info = runner::ServerInfo { label: "Waggle".into(), pid: server.pid, others: vec![], startup: server.startup };
     let phases = runner::Phases { warmup: Duration::from_secs(1), duration: Duration::from_secs(3), drain: Duration::from_secs(10) };
     let result = runner::run(&w, &server.address, &info, phases).await;
     server.stop().await?;

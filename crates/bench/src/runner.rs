@@ -31,7 +31,26 @@ pub struct Phases {
 pub struct ServerInfo {
     pub label: String,
     pub pid: Option<u32>,
+    /// Further processes of the same server (a cluster's other brokers): their CPU time and
+    /// memory are added to `pid`'s.
+    pub others: Vec<u32>,
     pub startup: Option<Duration>,
+}
+
+impl ServerInfo {
+    /// CPU time and memory of the server's processes, summed; `None` without a pid or when one
+    /// cannot be read.
+    fn sample(&self) -> Option<ProcSample> {
+        let pid = self.pid?;
+        let mut total = server::sample(pid).ok()?;
+        for &other in &self.others {
+            let s = server::sample(other).ok()?;
+            total.cpu_s += s.cpu_s;
+            total.rss_bytes += s.rss_bytes;
+            total.peak_rss_bytes += s.peak_rss_bytes;
+        }
+        Some(total)
+    }
 }
 
 /// Runs `w` against `address`. A deployment the server rejects yields a report marked unsupported.
@@ -43,7 +62,10 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
         client::wait_ready(address, Duration::from_secs(30)).await?;
     }
     let mut report = RunReport::new(w, &server_info.label, address);
-    let idle = server_info.pid.map(server::sample).transpose().context("reading the server's /proc")?;
+    let idle = match server_info.pid {
+        Some(_) => Some(server_info.sample().context("reading the server's /proc")?),
+        None => None,
+    };
     match client::deploy(&mut control, &w.model_name, &w.model).await {
         Ok(_) => {}
         Err(e) => match e.downcast::<Unsupported>() {
@@ -121,7 +143,7 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
     tokio::time::sleep_until(t0.into()).await;
     let c0 = recorder.counts();
     let load0 = server::load_average();
-    let s0 = server_info.pid.and_then(|p| server::sample(p).ok());
+    let s0 = server_info.sample();
     // the bench's own CPU over the window, as the server's (not its deployment, warm-up or drain)
     let client0 = server::sample(std::process::id())?;
     let mut series = vec![c0];
@@ -130,14 +152,14 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
     while Instant::now() + Duration::from_millis(500) < t1 {
         tick.tick().await;
         series.push(recorder.counts());
-        if let Some(s) = server_info.pid.and_then(|p| server::sample(p).ok()) {
+        if let Some(s) = server_info.sample() {
             max_rss = max_rss.max(Some(s.rss_bytes));
         }
     }
     tokio::time::sleep_until(t1.into()).await;
     let c1 = recorder.counts();
     let load1 = server::load_average();
-    let s1 = server_info.pid.and_then(|p| server::sample(p).ok());
+    let s1 = server_info.sample();
     let client1 = server::sample(std::process::id())?;
     if series.last() != Some(&c1) {
         series.push(c1);

@@ -156,6 +156,9 @@ pub fn named(name: &str) -> anyhow::Result<Workload> {
                 Pace::Rate(500.0),
             )
         },
+        "W7" | "FAILOVER" | "CATCHUP" | "CATCH-UP" => {
+            bail!("{name} starts a cluster of its own: `waggle bench cluster --waggle-bin PATH --scenarios w7,failover,catchup`")
+        }
         _ => bail!("unknown workload {name:?}: expected one of {} or custom", NAMES.join(", ")),
     };
     Ok(w)

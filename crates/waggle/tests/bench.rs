@@ -48,3 +48,33 @@ async fn bench_smoke_run_started_by_messages_completes_every_instance() {
     println!("{report:?}");
     assert!(report.created_per_s > 0.0, "the start messages count as creations");
 }
+
+/// `waggle bench cluster --smoke`, W7: W2 on the single node and on 3 brokers × 3 partitions ×
+/// RF 3 (a light load, short phases); checks that the figures were taken, not their values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_bench_w7_smoke_run_takes_every_figure() {
+    let report = waggle_bench::smoke_cluster(Path::new(env!("CARGO_BIN_EXE_waggle")), "w7").await.expect("W7 smoke run");
+    let w7 = report.w7.expect("W7's figures");
+    assert!(w7.cluster.completed_per_s > 0.0 && w7.single.completed_per_s > 0.0);
+    assert_eq!(w7.broker_peak_rss_mb.len(), 3, "every broker's memory");
+}
+
+/// `waggle bench cluster --smoke`, failover: two leaders killed with `kill -9`, each time a command
+/// on their partition succeeds again through another broker and the killed broker catches up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_bench_failover_smoke_run_takes_every_figure() {
+    let report = waggle_bench::smoke_cluster(Path::new(env!("CARGO_BIN_EXE_waggle")), "failover").await.expect("failover smoke run");
+    let failover = report.failover.expect("failover figures");
+    assert_eq!(failover.kills.len(), 2);
+    assert!(failover.kills.iter().all(|k| k.ms.is_some() && k.victim != k.via));
+}
+
+/// `waggle bench cluster --smoke`, catch-up: a broker stopped for 3 s under load rejoins and
+/// catches up on every partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_bench_catchup_smoke_run_takes_every_figure() {
+    let report = waggle_bench::smoke_cluster(Path::new(env!("CARGO_BIN_EXE_waggle")), "catchup").await.expect("catch-up smoke run");
+    let catchup = report.catchup.expect("catch-up figures");
+    assert!(catchup.caught_up_s.is_some() && catchup.ready_s.is_some());
+    assert_ne!(catchup.stopped, 0, "the client's gateway stays up");
+}
