@@ -14,11 +14,16 @@
 #   --wait S                seconds to wait for every broker's /ready [default: 120]
 #   --bin PATH              the waggle binary [default: $WAGGLE_BIN, else the optimised build
 #                           scripts/run.sh starts, built first if needed]
+#   --gateway               also start a standalone gateway (`waggle gateway`) in front of the
+#                           brokers, in the next slot: gRPC on G + 10 N, management on M + 10 N,
+#                           gossip on I + 10 N; its settings in DIR/gateway/gateway.toml
 # Broker i (its node id, 0-based) keeps its data in DIR/broker-i/data, its log in
 # DIR/broker-i/waggle.log and its PID in DIR/broker-i/waggle.pid. Every broker gets the same
 # --contact-points: the internal addresses of brokers 0..N-1, in node-id order. Started again on
 # the same DIR with other settings, the brokers refuse to start (their data's cluster.json) and
-# the script shows why. `stop` sends SIGTERM and, after 30 s, SIGKILL.
+# the script shows why. `stop` sends SIGTERM and, after 30 s, SIGKILL (the gateway first).
+# The gateway learns the cluster from the brokers' gossip (its contact points are theirs);
+# `status` shows it as node "gw".
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/waggle-target}"
@@ -29,7 +34,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -50,6 +55,7 @@ internal_base=26502
 management_base=9600
 wait_s=120
 bin=${WAGGLE_BIN:-}
+with_gateway=""
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -61,6 +67,7 @@ while [ $# -gt 0 ]; do
     --management-port) management_base=$2; shift 2 ;;
     --wait) wait_s=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
+    --gateway) with_gateway=1; shift ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see \`cluster.sh --help\`)" ;;
@@ -73,7 +80,7 @@ case "$dir" in
   *) dir="$PWD/${dir#./}" ;;
 esac
 
-# The settings of the cluster in $dir, written by start: count and the three port bases.
+# The settings of the cluster in $dir, written by start: count, the three port bases, gateway.
 settings="$dir/cluster.env"
 
 load_settings() {
@@ -83,6 +90,19 @@ load_settings() {
 }
 
 broker_dir() { echo "$dir/broker-$1"; }
+gateway_dir() { echo "$dir/gateway"; }
+
+# The PID of the standalone gateway if it runs (its command line names its config file).
+gateway_pid() {
+  local file pid
+  file="$(gateway_dir)/waggle.pid"
+  [ -f "$file" ] || return 1
+  pid=$(cat "$file")
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$(gateway_dir)/gateway.toml" || return 1
+  echo "$pid"
+}
 
 # The PID of broker $1 if that process runs and is this broker (a PID file can outlive its
 # process, and the PID be reused): its command line names the broker's data folder.
@@ -132,8 +152,8 @@ start() {
   for ((i = 0; i < count; i++)); do
     contact_points+="${contact_points:+,}127.0.0.1:$((internal_base + 10 * i))"
   done
-  printf 'count=%s\ngateway_base=%s\ninternal_base=%s\nmanagement_base=%s\n' \
-    "$count" "$gateway_base" "$internal_base" "$management_base" >"$settings"
+  printf 'count=%s\ngateway_base=%s\ninternal_base=%s\nmanagement_base=%s\ngateway=%s\n' \
+    "$count" "$gateway_base" "$internal_base" "$management_base" "$with_gateway" >"$settings"
   for ((i = 0; i < count; i++)); do
     local b
     b=$(broker_dir "$i")
@@ -166,12 +186,50 @@ start() {
       sleep 0.2
     done
   done
+  if [ -z "$failed" ] && [ -n "$with_gateway" ]; then
+    start_gateway "$contact_points" "$deadline" || failed=1
+  fi
   if [ -n "$failed" ]; then
     stop >/dev/null
     die "the cluster did not start; the brokers that had started were stopped"
   fi
   echo "started $count brokers in $dir: $partitions partitions, replication factor $replication_factor"
   status
+}
+
+# Starts the standalone gateway in slot $count with the brokers' contact points ($1), and waits
+# (until $SECONDS reaches $2) for its /ready: a leader known for every partition.
+start_gateway() {
+  local g management
+  g=$(gateway_dir)
+  management=$((management_base + 10 * count))
+  mkdir -p "$g"
+  printf '%s\n' \
+    "# the standalone gateway of the cluster in $dir (written by cluster.sh start --gateway)" \
+    'host = "127.0.0.1"' \
+    "port = $((gateway_base + 10 * count))" \
+    "management_port = $management" \
+    "contact_points = \"$1\"" \
+    'internal_host = "127.0.0.1"' \
+    "internal_port = $((internal_base + 10 * count))" \
+    'member_id = "gateway"' >"$g/gateway.toml"
+  echo "=== $(date -u +%FT%TZ) cluster.sh start" >>"$g/waggle.log"
+  nohup "$bin" gateway --config "$g/gateway.toml" </dev/null >/dev/null 2>>"$g/waggle.log" &
+  echo $! >"$g/waggle.pid"
+  until [ "$(http_status "$management" /ready)" = 200 ]; do
+    if ! gateway_pid >/dev/null; then
+      echo "cluster.sh: the gateway exited while starting" >&2
+      show_log "$g/waggle.log"
+      return 1
+    fi
+    if [ "$SECONDS" -ge "$2" ]; then
+      echo "cluster.sh: the gateway not ready after ${wait_s}s" >&2
+      show_log "$g/waggle.log"
+      return 1
+    fi
+    sleep 0.2
+  done
+  echo "started a standalone gateway: gRPC on 127.0.0.1:$((gateway_base + 10 * count))"
 }
 
 status() {
@@ -191,12 +249,37 @@ status() {
       "127.0.0.1:$((gateway_base + 10 * i))" "127.0.0.1:$((internal_base + 10 * i))" \
       "127.0.0.1:$((management_base + 10 * i))" "$(broker_dir "$i")/data"
   done
+  if [ -n "${gateway:-}" ]; then
+    local pid state ready
+    if pid=$(gateway_pid); then
+      state=running
+      ready=$(http_status "$((management_base + 10 * count))" /ready)
+      [ "$ready" = 200 ] && ready=yes || ready="no${ready:+ ($ready)}"
+    else
+      pid=- state=stopped ready=- all_running=""
+    fi
+    printf '%-7s %-8s %-8s %-7s %-16s %-16s %-16s %s\n' gw "$pid" "$state" "$ready" \
+      "127.0.0.1:$((gateway_base + 10 * count))" "127.0.0.1:$((internal_base + 10 * count))" \
+      "127.0.0.1:$((management_base + 10 * count))" "-"
+  fi
   [ -n "$all_running" ]
 }
 
 stop() {
   load_settings
-  local i pids=()
+  local i pids=() gw
+  if gw=$(gateway_pid); then
+    kill -TERM "$gw" 2>/dev/null || true
+    local until=$((SECONDS + 30))
+    while gateway_pid >/dev/null && [ "$SECONDS" -lt "$until" ]; do sleep 0.1; done
+    if gateway_pid >/dev/null; then
+      echo "the gateway (pid $gw) did not stop within 30 s of SIGTERM: SIGKILL" >&2
+      kill -KILL "$gw" 2>/dev/null || true
+      while gateway_pid >/dev/null; do sleep 0.1; done
+    fi
+    echo "stopped the gateway (pid $gw)"
+  fi
+  rm -f "$(gateway_dir)/waggle.pid"
   for ((i = 0; i < count; i++)); do
     local pid
     if pid=$(running_pid "$i"); then
@@ -217,7 +300,7 @@ stop() {
     echo "stopped broker $i (pid $pid)"
   done
   for ((i = 0; i < count; i++)); do rm -f "$(broker_dir "$i")/waggle.pid"; done
-  [ ${#pids[@]} -gt 0 ] || echo "no broker of $dir was running"
+  [ ${#pids[@]} -gt 0 ] || [ -n "${gw:-}" ] || echo "no broker of $dir was running"
 }
 
 case "$command" in

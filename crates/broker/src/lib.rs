@@ -32,6 +32,7 @@ pub mod forward;
 mod metrics;
 mod partition;
 mod relay;
+pub mod remote_cluster;
 pub mod remote_streams;
 mod scheduler;
 mod streams;
@@ -49,6 +50,8 @@ pub use backpressure::BackpressureConfig;
 pub use cluster::ClusterSpec;
 pub use metrics::BrokerMetrics;
 pub use partition::{PartitionStatus, StateDigest, FOLLOWER, LEADER};
+pub use remote_cluster::RemoteCluster;
+pub use remote_streams::JobsAvailable;
 pub use streams::{JobStreamRegistry, LocalStream, PushedJob, StreamId};
 pub use waggle_engine::{EngineLimits, ParseLimits};
 
@@ -146,6 +149,9 @@ pub struct Broker {
     round_robin: AtomicUsize,
     streams: Arc<JobStreamRegistry>,
     jobs_available: broadcast::Sender<String>,
+    /// The notices other brokers passed on (in a cluster), kept apart from this broker's own,
+    /// which alone it passes on (see [`JobsAvailable`]).
+    relayed_jobs_available: broadcast::Sender<String>,
     metrics: Arc<BrokerMetrics>,
     /// The cluster's Raft network (`None` standalone, and once shut down).
     network: Mutex<Option<waggle_replication::net::RaftNetwork>>,
@@ -166,9 +172,13 @@ struct ClusterLinks {
 /// How long a command waits for its partition to have a leader it can reach (an election, a
 /// failover), retrying the leader it learns of: Zeebe's gateway retries within the request's
 /// deadline; the command is sent again only when it was certainly not taken.
-const ROUTE_WINDOW: std::time::Duration = std::time::Duration::from_secs(8);
+pub(crate) const ROUTE_WINDOW: std::time::Duration = std::time::Duration::from_secs(8);
 /// Pause between two tries of a command whose partition has no leader to take it yet.
-const ROUTE_RETRY: std::time::Duration = std::time::Duration::from_millis(25);
+pub(crate) const ROUTE_RETRY: std::time::Duration = std::time::Duration::from_millis(25);
+/// How long a forwarded command waits for its answer at least (its routing window may be
+/// shorter): a creation awaiting its result waits for the instance to complete, and the
+/// client's own deadline, when it sends one, ends the call sooner.
+pub(crate) const FORWARD_ANSWER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The broker, once started, for the services on its internal port that are bound before it.
 #[derive(Default)]
@@ -311,6 +321,7 @@ impl Broker {
             round_robin: AtomicUsize::new(0),
             streams,
             jobs_available,
+            relayed_jobs_available: broadcast::channel(1024).0,
             metrics,
             network: Mutex::new(network),
             links,
@@ -327,8 +338,12 @@ impl Broker {
                 .filter(|&(node, _)| node as u64 != links.spec.node_id)
                 .map(|(_, &addr)| addr)
                 .collect();
-            let announcer =
-                remote_streams::StreamAnnouncer::start(&links.runtime, broker.streams.clone(), others, broker.jobs_available.clone());
+            let announcer = remote_streams::StreamAnnouncer::start(
+                &links.runtime,
+                broker.streams.clone(),
+                others,
+                broker.relayed_jobs_available.clone(),
+            );
             *links.announcer.lock().expect("announcer lock") = Some(announcer);
         }
         Ok(broker)
@@ -393,15 +408,43 @@ impl Broker {
     pub async fn submit(&self, partition: PartitionId, command: Command) -> Result<Record, BrokerError> {
         match &self.links {
             None => self.submit_here(partition, command).await,
-            Some(links) => self.route(links, partition, false, command).await,
+            Some(links) => not_taken_is_unavailable(self.route(links, partition, false, command, ROUTE_WINDOW).await),
         }
+    }
+
+    /// As [`Self::submit`], routing for at most `window` in a cluster: [`BrokerError::NotLeader`]
+    /// when no broker took the command by then (certainly not taken: it may go to another
+    /// partition).
+    pub async fn submit_within(
+        &self,
+        partition: PartitionId,
+        command: Command,
+        window: std::time::Duration,
+    ) -> Result<Record, BrokerError> {
+        match &self.links {
+            None => self.submit_here(partition, command).await,
+            Some(links) => self.route(links, partition, false, command, window).await,
+        }
+    }
+
+    /// Whether this broker is a member of a cluster (its commands may be routed to others).
+    pub fn is_clustered(&self) -> bool {
+        self.links.is_some()
     }
 
     /// Sends `command` to whichever broker leads `partition` (this one included), retrying while
     /// the answer says the command was certainly not taken (no leader yet, a leader that is not
     /// one any more, a broker that cannot be reached).
-    async fn route(&self, links: &ClusterLinks, partition: PartitionId, deploy: bool, command: Command) -> Result<Record, BrokerError> {
-        let deadline = tokio::time::Instant::now() + ROUTE_WINDOW;
+    /// [`BrokerError::NotLeader`] once `window` passed with the command taken by none.
+    async fn route(
+        &self,
+        links: &ClusterLinks,
+        partition: PartitionId,
+        deploy: bool,
+        command: Command,
+        window: std::time::Duration,
+    ) -> Result<Record, BrokerError> {
+        let deadline = tokio::time::Instant::now() + window;
         // for a partition this broker does not hold, the members are tried in turn from its
         // preferred leader (without membership, it does not know the leader)
         let mut guess = links.spec.preferred_leader(partition);
@@ -420,7 +463,7 @@ impl Broker {
                     }
                 }
                 Some(node) => {
-                    let left = deadline.saturating_duration_since(tokio::time::Instant::now()).max(std::time::Duration::from_millis(100));
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now()).max(FORWARD_ANSWER_WAIT);
                     links.forwarder.submit(links.spec.members[node as usize], partition, deploy, command.clone(), left).await
                 }
                 None => Err(BrokerError::NotLeader(partition)),
@@ -430,7 +473,6 @@ impl Broker {
                     guess = (guess + 1) % links.spec.cluster_size() as u64;
                     tokio::time::sleep(ROUTE_RETRY).await;
                 }
-                Err(BrokerError::NotLeader(p)) => return Err(BrokerError::Unavailable(p)),
                 other => return other,
             }
         }
@@ -462,7 +504,7 @@ impl Broker {
     pub async fn deploy(&self, command: Command) -> Result<Record, BrokerError> {
         match &self.links {
             None => self.deploy_here(command).await,
-            Some(links) => self.route(links, 1, true, command).await,
+            Some(links) => not_taken_is_unavailable(self.route(links, 1, true, command, ROUTE_WINDOW).await),
         }
     }
 
@@ -515,8 +557,8 @@ impl Broker {
 
     /// Job types that became activatable (for long-polling activations): on this broker's
     /// partitions, and in a cluster on the others' too.
-    pub fn subscribe_jobs_available(&self) -> broadcast::Receiver<String> {
-        self.jobs_available.subscribe()
+    pub fn subscribe_jobs_available(&self) -> JobsAvailable {
+        JobsAvailable::new(self.jobs_available.subscribe(), self.links.as_ref().map(|_| self.relayed_jobs_available.subscribe()))
     }
 
     /// Where this broker's "jobs available" notices go out (for serving them to other brokers).
@@ -623,6 +665,14 @@ impl Broker {
 
 /// How long `rebalance` waits for each other broker's answer.
 const REBALANCE_CALL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A command no leader took within its routing window, as its caller reports it: unavailable.
+fn not_taken_is_unavailable(answer: Result<Record, BrokerError>) -> Result<Record, BrokerError> {
+    match answer {
+        Err(BrokerError::NotLeader(p)) => Err(BrokerError::Unavailable(p)),
+        other => other,
+    }
+}
 
 impl forward::LocalSubmit for Broker {
     fn rebalance_local(&self) -> Vec<PartitionId> {

@@ -42,6 +42,32 @@ const ANNOUNCE_EVERY: Duration = Duration::from_millis(20);
 const MIN_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
+/// "Jobs of a type became activatable" notices as a long poll waits for them: its broker's own
+/// partitions', and in a cluster those other brokers passed on. The two come on separate channels
+/// because a broker passes on only its own partitions' notices: passing on what it received too
+/// would send each notice back and forth between brokers without end.
+pub struct JobsAvailable {
+    own: broadcast::Receiver<String>,
+    relayed: Option<broadcast::Receiver<String>>,
+}
+
+impl JobsAvailable {
+    pub fn new(own: broadcast::Receiver<String>, relayed: Option<broadcast::Receiver<String>>) -> Self {
+        Self { own, relayed }
+    }
+
+    /// The next notice's job type, from either channel.
+    pub async fn recv(&mut self) -> Result<String, broadcast::error::RecvError> {
+        match &mut self.relayed {
+            None => self.own.recv().await,
+            Some(relayed) => tokio::select! {
+                notice = self.own.recv() => notice,
+                notice = relayed.recv() => notice,
+            },
+        }
+    }
+}
+
 /// Returns jobs to their partition's pool (JOB YIELD); on a broker, [`crate::Broker::yield_jobs`].
 pub type Yielder = Arc<dyn Fn(Vec<PushedJob>) + Send + Sync>;
 
@@ -204,7 +230,8 @@ fn add_control(s: &LocalStream) -> pb::StreamControl {
     }
 }
 
-async fn keep_session(registry: Arc<JobStreamRegistry>, peer: SocketAddr, jobs_available: broadcast::Sender<String>) {
+/// Keeps a session with `peer` (reconnecting with back-off) until the task is aborted.
+pub(crate) async fn keep_session(registry: Arc<JobStreamRegistry>, peer: SocketAddr, jobs_available: broadcast::Sender<String>) {
     let mut backoff = MIN_BACKOFF;
     loop {
         let started = tokio::time::Instant::now();

@@ -1,7 +1,6 @@
 //! Job activation: `ActivateJobs` with long polling, and `StreamActivatedJobs` (job push).
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -9,13 +8,14 @@ use futures::Stream;
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 use tonic::Status;
-use waggle_broker::{Broker, PushedJob, StreamId};
+use waggle_broker::{PushedJob, StreamId};
 use waggle_engine::Command;
 use waggle_protocol::gateway as pb;
 use waggle_protocol::value::{JobBatchRecord, JobRecord};
 use waggle_protocol::{Intent, RecordValue};
 
 use crate::status;
+use crate::Backend;
 
 /// Jobs buffered per stream between the partition and the gRPC stream (flow control window). A
 /// batch can activate many jobs at once: with 32, a W2 run with 128 concurrent creations pushed
@@ -70,7 +70,7 @@ const ACTIVATION_CHUNK_JOBS: usize = 64;
 /// that cannot answer (no leader here, overloaded) is skipped, as Zeebe's gateway skips it: the
 /// jobs other partitions activated are handed out, not dropped (they would stay locked until
 /// their time-out). Only when no partition answered is its error returned.
-async fn activate_once(broker: &Broker, req: &pb::ActivateJobsRequest) -> Result<Vec<pb::ActivatedJob>, Status> {
+async fn activate_once(broker: &Backend, req: &pb::ActivateJobsRequest) -> Result<Vec<pb::ActivatedJob>, Status> {
     let mut jobs = Vec::new();
     let mut answered = false;
     let mut failure = None;
@@ -120,7 +120,7 @@ async fn activate_once(broker: &Broker, req: &pb::ActivateJobsRequest) -> Result
 /// the request timeout passes: `requestTimeout` > 0 is that time in ms, 0 means the gateway's
 /// default, < 0 means no long polling (as Zeebe).
 pub async fn activate_with_long_polling(
-    broker: &Arc<Broker>,
+    broker: &Backend,
     req: &pb::ActivateJobsRequest,
     default_timeout: Duration,
 ) -> Result<Vec<pb::ActivatedJob>, Status> {
@@ -147,6 +147,10 @@ pub async fn activate_with_long_polling(
             return Ok(jobs);
         }
         loop {
+            // notices may keep coming (other job types, other workers' jobs): the deadline holds
+            if Instant::now() >= deadline {
+                return Ok(vec![]);
+            }
             match tokio::time::timeout_at(deadline, available.recv()).await {
                 Err(_) => return Ok(vec![]),
                 Ok(Ok(job_type)) if job_type == req.r#type => break,
@@ -162,7 +166,7 @@ type JobStream = Pin<Box<dyn Stream<Item = Result<pb::ActivatedJob, Status>> + S
 
 /// Registers a job stream with the broker; the client reads the jobs the partitions push. The
 /// stream is removed when the client goes away (tonic drops the response stream).
-pub fn open_job_stream(broker: &Arc<Broker>, req: pb::StreamActivatedJobsRequest) -> Result<JobStream, Status> {
+pub fn open_job_stream(broker: &Backend, req: pb::StreamActivatedJobsRequest) -> Result<JobStream, Status> {
     if req.r#type.trim().is_empty() {
         return Err(status::invalid("Expected to stream jobs with a non-empty type, but it was empty"));
     }
@@ -178,7 +182,7 @@ pub fn open_job_stream(broker: &Arc<Broker>, req: pb::StreamActivatedJobsRequest
 /// the client goes away, the jobs still buffered for it return to the pool at once.
 struct PushedJobs {
     jobs: mpsc::Receiver<PushedJob>,
-    broker: Arc<Broker>,
+    broker: Backend,
     id: StreamId,
 }
 

@@ -8,6 +8,7 @@
 // would only add an allocation on the error path.
 #![allow(clippy::result_large_err)]
 
+mod backend;
 mod coalescing_io;
 mod jobs;
 mod metrics;
@@ -22,13 +23,14 @@ use std::time::{Duration, Instant};
 use futures::Stream;
 use prost::Message;
 use tonic::{Request, Response, Status};
-use waggle_broker::Broker;
+use waggle_broker::{Broker, BrokerError, RemoteCluster};
 use waggle_engine::Command;
 use waggle_protocol::gateway as pb;
 use waggle_protocol::gateway::gateway_server::Gateway;
 use waggle_protocol::value::*;
 use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
 
+pub use backend::Backend;
 pub use coalescing_io::CoalescingIo;
 pub use metrics::GatewayMetrics;
 pub use pb::gateway_server::GatewayServer;
@@ -54,8 +56,14 @@ impl Default for GatewayConfig {
     }
 }
 
+/// How long a new instance waits for its partition's leader before it is tried on the next
+/// partition (in a cluster: a failover takes 0.5-1 s, and finding the new leader a few tries).
+const CREATE_PARTITION_WINDOW: Duration = Duration::from_millis(500);
+/// How long a new instance is tried on partition after partition before it fails as unavailable.
+const CREATE_WINDOW: Duration = Duration::from_secs(8);
+
 pub struct GatewayService {
-    broker: Arc<Broker>,
+    broker: Backend,
     config: GatewayConfig,
     metrics: Arc<GatewayMetrics>,
     /// What `Topology` answers.
@@ -67,7 +75,17 @@ type Stream_<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>
 impl GatewayService {
     pub fn new(broker: Arc<Broker>, config: GatewayConfig, registry: &prometheus::Registry) -> Self {
         let topology = Arc::new(StandaloneTopology { broker: broker.clone(), host: config.host.clone(), port: config.port });
-        Self { broker, config, metrics: Arc::new(GatewayMetrics::new(registry)), topology }
+        Self { broker: Backend::Broker(broker), config, metrics: Arc::new(GatewayMetrics::new(registry)), topology }
+    }
+
+    /// A standalone gateway in front of `cluster`, describing it with `topology`.
+    pub fn remote(
+        cluster: Arc<RemoteCluster>,
+        config: GatewayConfig,
+        registry: &prometheus::Registry,
+        topology: Arc<dyn TopologySource>,
+    ) -> Self {
+        Self { broker: Backend::Remote(cluster), config, metrics: Arc::new(GatewayMetrics::new(registry)), topology }
     }
 
     /// Answers `Topology` from `source` instead of the standalone node's description.
@@ -140,7 +158,6 @@ impl GatewayService {
                 ));
             }
         }
-        let partition = self.broker.next_partition();
         let value = RecordValue::ProcessInstanceCreation(ProcessInstanceCreationRecord {
             bpmn_process_id: req.bpmn_process_id,
             version: req.version,
@@ -152,7 +169,44 @@ impl GatewayService {
             tenant_id: "<default>".into(),
         });
         let intent = if awaiting { Intent::CreateWithAwaitingResult } else { Intent::Create };
-        self.submit(partition, -1, intent, value).await
+        let partition = self.broker.next_partition();
+        if !self.broker.routes() {
+            return self.submit(partition, -1, intent, value).await;
+        }
+        self.create_anywhere(partition, Command::new(-1, intent, value)).await
+    }
+
+    /// A creation in a cluster: tried on `first`, and while its partition has no leader to take
+    /// it (or is overloaded) on the next partitions in turn, as Zeebe's gateway does; only a
+    /// command certainly not taken is sent again, so no instance is created twice.
+    async fn create_anywhere(&self, first: PartitionId, command: Command) -> Result<Record, Status> {
+        let n = self.broker.partition_count();
+        let deadline = tokio::time::Instant::now() + CREATE_WINDOW;
+        let mut last = BrokerError::Unavailable(first);
+        for attempt in 0u32.. {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let partition = ((u32::from(first) - 1 + attempt) % u32::from(n)) as PartitionId + 1;
+            match self.broker.submit_within(partition, command.clone(), CREATE_PARTITION_WINDOW.min(left)).await {
+                Ok(record) if record.rejection.is_some() => return Err(status::rejection(&record)),
+                Ok(record) => return Ok(record),
+                Err(e @ (BrokerError::NotLeader(_) | BrokerError::Overloaded)) => {
+                    tracing::debug!(partition, error = %e, "a new instance goes to the next partition");
+                    // every partition refused: give the cluster a moment before the next round
+                    if matches!(e, BrokerError::Overloaded) && (attempt + 1) % u32::from(n) == 0 {
+                        tokio::time::sleep(Duration::from_millis(25)).await;
+                    }
+                    last = e;
+                }
+                Err(e) => return Err(status::broker(e)),
+            }
+        }
+        Err(status::broker(match last {
+            BrokerError::NotLeader(p) => BrokerError::Unavailable(p),
+            other => other,
+        }))
     }
 
     async fn deploy(&self, resources: Vec<DeploymentResource>) -> Result<(i64, DeploymentRecord), Status> {

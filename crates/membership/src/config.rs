@@ -12,6 +12,10 @@ use crate::Error;
 pub struct MembershipConfig {
     /// The node's id, unique in the cluster (Zeebe's broker id).
     pub node_id: u64,
+    /// The id to gossip under instead of `node_id`. One that is not a number (a standalone
+    /// gateway's, `gateway-<name>`) makes the node a member of no one's view (brokers do not list
+    /// gateways), while the node still learns every broker's state.
+    pub gossip_id: Option<String>,
     /// The UDP address to gossip on; port 0 picks a free port.
     pub gossip_addr: SocketAddr,
     /// The address peers reach this node's gossip at, when it differs from `gossip_addr` (which
@@ -38,6 +42,7 @@ impl MembershipConfig {
     pub fn new(node_id: u64, gossip_addr: SocketAddr, cluster_id: impl Into<String>) -> Self {
         MembershipConfig {
             node_id,
+            gossip_id: None,
             gossip_addr,
             advertise_addr: None,
             seeds: Vec::new(),
@@ -53,6 +58,9 @@ impl MembershipConfig {
         let invalid = |setting: &'static str, reason: String| Err(Error::InvalidConfig { setting, reason });
         if self.cluster_id.is_empty() {
             return invalid("cluster_id", "must not be empty".into());
+        }
+        if self.gossip_id.as_deref().is_some_and(str::is_empty) {
+            return invalid("gossip_id", "must not be empty".into());
         }
         if self.gossip_interval.is_zero() {
             return invalid("gossip_interval", "must be positive".into());

@@ -43,7 +43,7 @@ use std::net::SocketAddr;
 
 pub use config::MembershipConfig;
 pub use membership::Membership;
-pub use state::{NodeState, PartitionState, Role};
+pub use state::{ClusterShape, NodeState, PartitionState, Role};
 pub use view::{ClusterView, Member};
 
 /// Why membership could not start or change.

@@ -48,7 +48,8 @@ impl Membership {
             Some(addr) => addr,
             None => bound,
         };
-        let chitchat_id = ChitchatId::new(config.node_id.to_string(), generation(), gossip_addr);
+        let gossip_id = config.gossip_id.clone().unwrap_or_else(|| config.node_id.to_string());
+        let chitchat_id = ChitchatId::new(gossip_id, generation(), gossip_addr);
         let chitchat_config = ChitchatConfig {
             chitchat_id,
             cluster_id: config.cluster_id.clone(),

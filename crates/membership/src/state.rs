@@ -43,6 +43,19 @@ pub struct NodeState {
     pub version: String,
     /// The node's partitions, ordered by id, each id once.
     pub partitions: Vec<PartitionState>,
+    /// The cluster's shape as this broker was configured with it (`None` from a node that does not
+    /// say): what a standalone gateway learns the partition count and the brokers from.
+    pub cluster: Option<ClusterShape>,
+}
+
+/// The shape of the cluster a broker belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterShape {
+    /// The number of brokers.
+    pub cluster_size: u32,
+    /// The number of partitions of the whole cluster.
+    pub partitions_count: u32,
+    pub replication_factor: u32,
 }
 
 impl NodeState {
@@ -58,6 +71,9 @@ struct Info {
     gateway_addr: String,
     internal_addr: String,
     version: String,
+    /// Absent from nodes of versions before it was added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cluster: Option<ClusterShape>,
 }
 
 /// Sorts `partitions` by id; an id given twice is an error.
@@ -70,8 +86,12 @@ pub(crate) fn normalise_partitions(mut partitions: Vec<PartitionState>) -> Resul
 }
 
 pub(crate) fn encode_info(state: &NodeState) -> Result<String, Error> {
-    let info =
-        Info { gateway_addr: state.gateway_addr.clone(), internal_addr: state.internal_addr.clone(), version: state.version.clone() };
+    let info = Info {
+        gateway_addr: state.gateway_addr.clone(),
+        internal_addr: state.internal_addr.clone(),
+        version: state.version.clone(),
+        cluster: state.cluster,
+    };
     serde_json::to_string(&info).map_err(Error::Encode)
 }
 
@@ -89,7 +109,13 @@ pub(crate) fn encode(state: &NodeState) -> Result<Vec<(String, String)>, Error> 
 pub(crate) fn decode<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Option<NodeState> {
     let info: Info = serde_json::from_str(get(INFO_KEY)?).ok()?;
     let partitions: Vec<PartitionState> = serde_json::from_str(get(PARTITIONS_KEY)?).ok()?;
-    Some(NodeState { gateway_addr: info.gateway_addr, internal_addr: info.internal_addr, version: info.version, partitions })
+    Some(NodeState {
+        gateway_addr: info.gateway_addr,
+        internal_addr: info.internal_addr,
+        version: info.version,
+        partitions,
+        cluster: info.cluster,
+    })
 }
 
 #[cfg(test)]
@@ -107,6 +133,7 @@ mod tests {
                 PartitionState { partition_id: 1, role: Role::Leader, term: 3, healthy: true },
                 PartitionState { partition_id: 2, role: Role::Inactive, term: 0, healthy: false },
             ],
+            cluster: Some(ClusterShape { cluster_size: 3, partitions_count: 2, replication_factor: 3 }),
         }
     }
 
@@ -115,6 +142,11 @@ mod tests {
         let kvs: HashMap<String, String> = encode(&sample()).unwrap().into_iter().collect();
         assert_eq!(decode(|k| kvs.get(k).map(String::as_str)), Some(sample()));
         assert!(kvs[PARTITIONS_KEY].contains(r#""role":"LEADER""#), "{}", kvs[PARTITIONS_KEY]);
+        // a node that does not say its cluster's shape (an older version) is still read
+        let old = NodeState { cluster: None, ..sample() };
+        let kvs: HashMap<String, String> = encode(&old).unwrap().into_iter().collect();
+        assert!(!kvs[INFO_KEY].contains("cluster"), "{}", kvs[INFO_KEY]);
+        assert_eq!(decode(|k| kvs.get(k).map(String::as_str)), Some(old));
     }
 
     #[test]

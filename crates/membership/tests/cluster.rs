@@ -34,6 +34,7 @@ fn initial_state(node_id: u64) -> NodeState {
         partitions: (1..=3u16)
             .map(|p| if u64::from(p) == node_id { partition(p, Role::Leader, 1) } else { partition(p, Role::Follower, 1) })
             .collect(),
+        cluster: None,
     }
 }
 

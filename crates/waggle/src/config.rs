@@ -117,13 +117,13 @@ pub struct BrokerArgs {
 /// `contact_points` in the TOML file: a list, or one comma-separated string as on the command line.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-enum ContactPoints {
+pub(crate) enum ContactPoints {
     List(Vec<String>),
     Joined(String),
 }
 
 impl ContactPoints {
-    fn into_vec(self) -> Vec<String> {
+    pub(crate) fn into_vec(self) -> Vec<String> {
         match self {
             ContactPoints::List(v) => v,
             ContactPoints::Joined(s) => s.split(',').map(|p| p.trim().to_string()).collect(),
@@ -366,7 +366,7 @@ impl ClusterArgs {
 }
 
 /// `host:port` split at its last colon (`[::1]:26502` for IPv6).
-fn split_host_port(point: &str) -> anyhow::Result<(&str, u16)> {
+pub(crate) fn split_host_port(point: &str) -> anyhow::Result<(&str, u16)> {
     let (host, port) = point.rsplit_once(':').context("no port")?;
     let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
     anyhow::ensure!(!host.is_empty(), "no host");
@@ -374,7 +374,7 @@ fn split_host_port(point: &str) -> anyhow::Result<(&str, u16)> {
 }
 
 /// The first address `host` resolves to, with `port`.
-fn socket_address(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
+pub(crate) fn socket_address(host: &str, port: u16) -> anyhow::Result<SocketAddr> {
     (host, port)
         .to_socket_addrs()
         .with_context(|| format!("cannot resolve {host}"))?

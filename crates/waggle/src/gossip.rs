@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 use waggle_broker::{Broker, ClusterSpec, PartitionStatus};
 use waggle_gateway::{ClusterTopology, PartitionHealth, PartitionRole, TopologyBroker, TopologyPartition, TopologySource};
-use waggle_membership::{ClusterView, Membership, MembershipConfig, NodeState, PartitionState, Role};
+use waggle_membership::{ClusterShape, ClusterView, Membership, MembershipConfig, NodeState, PartitionState, Role};
 
 /// Every broker of every Waggle cluster gossips under this id: a cluster is the brokers its
 /// contact points name, which no other cluster's seeds point at.
@@ -54,6 +54,12 @@ impl Gossip {
             internal_addr: internal.to_string(),
             version: env!("CARGO_PKG_VERSION").into(),
             partitions: partition_states(&broker.status()),
+            // what a standalone gateway learns the cluster's shape from
+            cluster: Some(ClusterShape {
+                cluster_size: spec.cluster_size() as u32,
+                partitions_count: u32::from(broker.partition_count()),
+                replication_factor: spec.replication_factor,
+            }),
         };
         let membership = Membership::start(config, own.clone()).await?;
         let topology = Arc::new(MembershipTopology {
@@ -139,7 +145,7 @@ impl TopologySource for MembershipTopology {
 /// The topology of the alive `nodes` (ordered by node id). Of several claims to lead a partition
 /// (stale gossip of a deposed leader) only the highest term's is a leader, the lower node id
 /// winning a tie (as [`ClusterView::leader_of`]); the others are shown as followers.
-fn describe(nodes: &[(u64, NodeState)], cluster_size: u32, partitions_count: u32, replication_factor: u32) -> ClusterTopology {
+pub(crate) fn describe(nodes: &[(u64, NodeState)], cluster_size: u32, partitions_count: u32, replication_factor: u32) -> ClusterTopology {
     let mut leaders: HashMap<u16, (u64, u64)> = HashMap::new();
     for (node_id, state) in nodes {
         for p in state.partitions.iter().filter(|p| p.role == Role::Leader) {
@@ -207,6 +213,7 @@ mod tests {
                 .iter()
                 .map(|&(partition_id, role, term)| PartitionState { partition_id, role, term, healthy: true })
                 .collect(),
+            cluster: None,
         };
         (id, state)
     }

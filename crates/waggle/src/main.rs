@@ -1,6 +1,7 @@
 //! `waggle`: a Zeebe-compatible BPMN process engine in one binary.
 
 mod config;
+mod gateway;
 mod gossip;
 mod management;
 mod persisted;
@@ -39,8 +40,10 @@ enum Cmd {
     /// the cluster's size, replication factor and contact points, and the internal port
     /// (`waggle broker --help`).
     Broker(Box<BrokerArgs>),
-    /// A standalone gateway in front of a cluster (not available yet).
-    Gateway,
+    /// A standalone gateway in front of a cluster of brokers: no data, no partitions; it learns the
+    /// brokers, partitions and leaders from their gossip through --contact-points and routes every
+    /// request to the partition's leader (`waggle gateway --help`).
+    Gateway(Box<gateway::config::GatewayArgs>),
     /// Zeebe's benchmark over the gateway protocol, against Waggle
     /// (`waggle bench run|compare|smoke --help`).
     Bench(Box<waggle_bench::BenchArgs>),
@@ -81,7 +84,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let (config, cluster) = args.resolve()?;
             (config, Some(cluster))
         }
-        Some(Cmd::Gateway) => anyhow::bail!("`waggle gateway` is not available yet: run `waggle` (standalone)"),
+        Some(Cmd::Gateway(args)) => return gateway::run(&args),
         Some(Cmd::Bench(args)) => {
             return waggle_bench::runtime()?.block_on(waggle_bench::run(*args));
         }

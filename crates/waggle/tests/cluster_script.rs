@@ -1,6 +1,7 @@
-//! `scripts/cluster.sh`: starts N `waggle broker` processes on loopback with their own ports,
-//! data folders, logs and PID files, shows them, stops them; a start on the same folder with
-//! other settings fails showing the brokers' refusal. Runs this build's binary (`--bin`).
+//! `scripts/cluster.sh`: starts N `waggle broker` processes (and with `--gateway` a standalone
+//! gateway) on loopback with their own ports, data folders, logs and PID files, shows them,
+//! stops them; a start on the same folder with other settings fails showing the brokers'
+//! refusal. Runs this build's binary (`--bin`).
 
 mod common;
 
@@ -70,12 +71,19 @@ impl Drop for Stop<'_> {
 fn the_cluster_script_starts_shows_and_stops_brokers() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("cluster-data");
-    let base = free_bases(3);
+    let base = free_bases(4);
     let _stop = Stop(&dir, base);
 
-    let started = script(&["start", "3", "--partitions", "3", "--replication-factor", "2"], &dir, base);
+    let started = script(&["start", "3", "--partitions", "3", "--replication-factor", "2", "--gateway"], &dir, base);
     assert!(started.status.success(), "start failed:\n{}", text(&started));
     assert!(text(&started).contains("started 3 brokers"), "{}", text(&started));
+    // the standalone gateway in slot 3, ready: it knows a leader of every partition
+    assert!(text(&started).contains(&format!("started a standalone gateway: gRPC on 127.0.0.1:{}", base + 30)), "{}", text(&started));
+    assert_eq!(http_get(base + 35, "/ready").map(|(code, _)| code), Some(200), "the gateway is not ready");
+    let (_, cluster) = http_get(base + 35, "/actuator/cluster").expect("the gateway's /actuator/cluster");
+    let cluster: serde_json::Value = serde_json::from_str(&cluster).expect("JSON");
+    assert_eq!((cluster["brokers"].as_array().map(Vec::len), &cluster["partitionsCount"]), (Some(3), &serde_json::json!(3)), "{cluster}");
+    let gateway_pid: u32 = std::fs::read_to_string(dir.join("gateway/waggle.pid")).expect("PID file").trim().parse().expect("a PID");
     let mut pids = Vec::new();
     for i in 0..3u16 {
         let stored: serde_json::Value =
@@ -97,6 +105,8 @@ fn the_cluster_script_starts_shows_and_stops_brokers() {
         let row = text(&status).lines().find(|l| l.starts_with(&i.to_string())).map(str::to_string).unwrap_or_default();
         assert!(row.contains(&pid.to_string()) && row.contains("running") && row.contains("yes"), "status of broker {i}: {row}");
     }
+    let row = text(&status).lines().find(|l| l.starts_with("gw")).map(str::to_string).unwrap_or_default();
+    assert!(row.contains(&gateway_pid.to_string()) && row.contains("running") && row.contains("yes"), "status of the gateway: {row}");
     let again = script(&["start", "3"], &dir, base);
     assert!(!again.status.success() && text(&again).contains("a cluster is running"), "{}", text(&again));
 
@@ -105,8 +115,9 @@ fn the_cluster_script_starts_shows_and_stops_brokers() {
     for pid in &pids {
         assert!(!alive(*pid), "broker pid {pid} still runs after stop");
     }
+    assert!(!alive(gateway_pid) && text(&stopped).contains("stopped the gateway"), "{}", text(&stopped));
     let status = script(&["status"], &dir, base);
-    assert!(!status.status.success() && text(&status).matches("stopped").count() == 3, "{}", text(&status));
+    assert!(!status.status.success() && text(&status).matches("stopped").count() == 4, "{}", text(&status));
 
     // the same folder with another partition count: the brokers refuse, the script says why
     let refused = script(&["start", "3", "--partitions", "4", "--replication-factor", "2"], &dir, base);

@@ -51,20 +51,26 @@ impl Node {
         node
     }
 
-    /// The node's command: a leading subcommand of its arguments (`broker`, `standalone`), its
-    /// data directory and ports, the rest of its arguments, its environment.
+    /// The node's command: a leading subcommand of its arguments (`broker`, `standalone`,
+    /// `gateway`), its data directory (not a gateway's) and ports, the rest of its arguments, its environment.
     fn command(&self) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_waggle"));
         let rest = match self.extra_args.first().map(String::as_str) {
             Some(sub @ ("broker" | "standalone")) => {
-                command.arg(sub);
+                command.arg(sub).arg("--data-dir").arg(&self.data_dir);
                 &self.extra_args[1..]
             }
-            _ => &self.extra_args[..],
+            // a standalone gateway has no data (its log still goes beside `data_dir`)
+            Some("gateway") => {
+                command.arg("gateway");
+                &self.extra_args[1..]
+            }
+            _ => {
+                command.arg("--data-dir").arg(&self.data_dir);
+                &self.extra_args[..]
+            }
         };
         command
-            .arg("--data-dir")
-            .arg(&self.data_dir)
             .args(["--host", "127.0.0.1", "--port", &self.grpc_port.to_string()])
             .args(["--management-port", &self.management_port.to_string()])
             .args(rest)
