@@ -6,7 +6,7 @@ use waggle_feel::{Value, VariableLookup};
 use waggle_protocol::value::{ProcessInstanceRecord, VariableRecord};
 use waggle_protocol::{Intent, RecordValue};
 
-use crate::json_doc::VariableTexts;
+use crate::json_doc::{json_text, VariableTexts};
 use crate::processing::Processing;
 use crate::tables::StateView;
 
@@ -158,12 +158,6 @@ pub(crate) fn visible_variables(view: StateView<'_>, scope: i64, names: &[String
     out
 }
 
-/// A JSON value's compact text (as `Display`, but written straight into a byte buffer instead of
-/// through `fmt::Formatter`, which is about twice as slow for large values).
-pub(crate) fn json_text(value: &Json) -> String {
-    serde_json::to_string(value).expect("a JSON value always serialises")
-}
-
 /// The variables of a document built in the engine (output mappings), as
 /// [`document_texts`](crate::json_doc::document_texts) gives those of a client's document.
 pub(crate) fn texts_of(doc: &Map<String, Json>) -> VariableTexts {
@@ -241,26 +235,21 @@ pub(crate) fn merge_propagate(p: &mut Processing<'_, '_, '_>, scope: i64, doc: &
     }
 }
 
-/// Parses a variables document: empty means none; anything but a JSON object is an error with
-/// Zeebe's wording.
-pub(crate) fn parse_document(text: &str) -> Result<Map<String, Json>, String> {
-    if text.trim().is_empty() {
-        return Ok(Map::new());
+/// The variables an event brings (message, thrown error): local to the event when it has
+/// output mappings (they read them), else propagated from its flow scope, as Zeebe does.
+pub(crate) fn set_event_variables(
+    p: &mut Processing<'_, '_, '_>,
+    event: i64,
+    flow_scope: i64,
+    has_outputs: bool,
+    variables: &[(String, String)],
+) {
+    if variables.is_empty() {
+        return;
     }
-    match serde_json::from_str::<Json>(text) {
-        Ok(Json::Object(map)) => Ok(map),
-        Ok(other) => Err(format!("Expected document to be a root level object, but was '{}'", json_type_name(&other))),
-        Err(e) => Err(format!("Expected document to be valid JSON, but it was not: {e}")),
-    }
-}
-
-fn json_type_name(v: &Json) -> &'static str {
-    match v {
-        Json::Null => "NIL",
-        Json::Bool(_) => "BOOLEAN",
-        Json::Number(_) => "INTEGER",
-        Json::String(_) => "STRING",
-        Json::Array(_) => "ARRAY",
-        Json::Object(_) => "MAP",
+    if has_outputs {
+        merge_local(p, event, variables);
+    } else {
+        merge_propagate(p, flow_scope, variables);
     }
 }
