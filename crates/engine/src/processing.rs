@@ -37,6 +37,9 @@ pub(crate) struct Processing<'o, 's, 'c> {
     /// Elements a new process instance (or a flow scope inside it) starts at instead of its
     /// start event, until its activation (a follow-up command of the same batch) takes them.
     start_elements: HashMap<i64, Vec<usize>>,
+    /// The loop counter and item (JSON text) of an inner instance of a multi-instance body,
+    /// from the body's ACTIVATE_ELEMENT command until the inner instance's activation takes them.
+    loop_items: HashMap<i64, (usize, String)>,
     /// Jobs found for the client's activation command before it was written.
     prefetched_activation: Option<Vec<i64>>,
     out: BatchOutput,
@@ -72,6 +75,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             source_position: 0,
             pending: VecDeque::new(),
             start_elements: HashMap::new(),
+            loop_items: HashMap::new(),
             prefetched_activation: None,
             out: BatchOutput { records, ..Default::default() },
         }
@@ -117,6 +121,14 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             return None; // nearly always: looked up for every element activated
         }
         self.start_elements.remove(&key)
+    }
+
+    pub fn set_loop_item(&mut self, key: i64, loop_counter: usize, item: String) {
+        self.loop_items.insert(key, (loop_counter, item));
+    }
+
+    pub fn take_loop_item(&mut self, key: i64) -> Option<(usize, String)> {
+        self.loop_items.remove(&key)
     }
 
     /// A client's variables document split into its variables (see

@@ -94,6 +94,18 @@ pub(crate) enum Vars<'a> {
     /// A new process instance's variables, before the instance exists (checks made before a
     /// creation is accepted).
     Document(&'a [(String, String)]),
+    /// An element instance's scope chain, under variables given for one evaluation (a
+    /// multi-instance body's `numberOf*` for its completion condition).
+    ScopeWith(i64, &'a [(String, String)]),
+}
+
+/// A document's variables over a scope chain's.
+struct OverlayLookup<'a>(DocumentLookup<'a>, ScopeLookup<'a>);
+
+impl VariableLookup for OverlayLookup<'_> {
+    fn lookup(&self, name: &str) -> Option<Value> {
+        self.0.lookup(name).or_else(|| self.1.lookup(name))
+    }
 }
 
 impl From<i64> for Vars<'_> {
@@ -118,6 +130,9 @@ pub(crate) fn evaluate<'a>(
     let evaluation = match scope.into() {
         Vars::Scope(scope) => expr.evaluate_detailed(&ScopeLookup::new(p.view(), scope), &context),
         Vars::Document(doc) => expr.evaluate_detailed(&DocumentLookup(doc), &context),
+        Vars::ScopeWith(scope, doc) => {
+            expr.evaluate_detailed(&OverlayLookup(DocumentLookup(doc), ScopeLookup::new(p.view(), scope)), &context)
+        }
     };
     match evaluation.failure {
         None => Ok(evaluation.value),

@@ -3,6 +3,7 @@
 
 use waggle_bpmn::{ElementKind, EventTrigger, Process};
 
+use crate::behaviors::flows::is_inner_instance;
 use crate::processing::P;
 use crate::tables::ElementInstance;
 
@@ -33,7 +34,8 @@ pub(crate) fn find_catch(p: P, model: &Process, from: i64, matches: impl Fn(&Eve
                     }
                 }
             }
-            if let Some(i) = idx {
+            // an inner instance of a multi-instance activity: its boundary events are its body's
+            if let Some(i) = idx.filter(|&i| !is_inner_instance(&model.elements[i], &instance.record)) {
                 for &b in &model.elements[i].boundary_events {
                     if let ElementKind::BoundaryEvent { trigger, .. } = &model.elements[b].kind {
                         if matches(trigger) == Some(exact) {

@@ -8,6 +8,20 @@ use waggle_protocol::{Intent, RecordValue, SharedStr};
 use crate::processing::P;
 use crate::tables::ElementState;
 
+/// The element type of a multi-instance body's instances.
+pub(crate) const MULTI_INSTANCE_BODY: &str = "MULTI_INSTANCE_BODY";
+
+/// Whether an element instance is a multi-instance body.
+pub(crate) fn is_multi_instance_body(record: &ProcessInstanceRecord) -> bool {
+    record.bpmn_element_type.as_str() == MULTI_INSTANCE_BODY
+}
+
+/// Whether an element instance is an inner instance of a multi-instance activity (`element`
+/// is its element).
+pub(crate) fn is_inner_instance(element: &waggle_bpmn::Element, record: &ProcessInstanceRecord) -> bool {
+    element.multi_instance.is_some() && !is_multi_instance_body(record)
+}
+
 /// The record of element `element_id` entered from `parent`'s instance, in `flow_scope_key`.
 pub(crate) fn child_record(
     parent: &ProcessInstanceRecord,
@@ -55,7 +69,7 @@ pub(crate) fn start_inside(p: P, model: &Process, pi: &ProcessInstanceRecord, ke
     }
     for (child, inside) in children {
         let element = &model.elements[child];
-        let record = child_record(pi, key, &element.id, element.kind.bpmn_element_type());
+        let record = child_record(pi, key, &element.id, element.entered_type());
         let child_key = p.new_key();
         if !inside.is_empty() {
             p.set_start_elements(child_key, inside);

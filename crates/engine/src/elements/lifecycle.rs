@@ -12,13 +12,13 @@ use waggle_protocol::value::ProcessInstanceRecord;
 use waggle_protocol::{Intent, Record, RecordValue};
 
 use crate::behaviors::expressions::evaluate_mappings;
-use crate::behaviors::flows::{child_record, flow_taken};
+use crate::behaviors::flows::{child_record, flow_taken, is_multi_instance_body};
 use crate::behaviors::incidents::{error_type, incident, resolve_incident_of};
 use crate::behaviors::waits::{self, Wait};
 use crate::elements::behavior::{Activation, ElementBehavior, Then, Transitions};
 use crate::elements::events::{self, ThrownError};
-use crate::elements::table::behavior_of;
-use crate::elements::{gateways, process, subprocesses};
+use crate::elements::table::{behavior_for, behavior_of};
+use crate::elements::{gateways, multi_instance, process, subprocesses};
 use crate::processing::P;
 use crate::tables::{ElementInstance, ElementState};
 use crate::variables::{self, Vars};
@@ -38,7 +38,7 @@ pub(crate) fn activate(p: P, command: &Record) {
             return;
         }
         if let Some(idx) = model.element(&pi.element_id) {
-            if !behavior_of(&model.elements[idx].kind).ready_to_activate(p, &model, idx, pi.flow_scope_key) {
+            if !behavior_for(&model.elements[idx], pi).ready_to_activate(p, &model, idx, pi.flow_scope_key) {
                 return; // more tokens may still arrive
             }
         }
@@ -58,16 +58,24 @@ pub(crate) fn continue_activation(p: P, key: i64) {
     }
     let Some(idx) = model.element(&pi.element_id) else { return };
     let element = &model.elements[idx];
+    // a multi-instance activity: its body, or an inner instance (the mappings are its)
+    let (body, inner) = match element.multi_instance {
+        Some(_) => (is_multi_instance_body(&pi), !is_multi_instance_body(&pi)),
+        None => (false, false),
+    };
     // a (sub)process activated only as the flow scope of start instructions' targets
     let instructed = p.take_start_elements(key);
-    if !element.inputs.is_empty() && instructed.is_none() {
+    if inner {
+        multi_instance::inner_activating(p, element, key);
+    }
+    if !body && !element.inputs.is_empty() && instructed.is_none() {
         match evaluate_mappings(p, key, &element.inputs) {
             Ok(doc) => variables::merge_local(p, key, &variables::texts_of(&doc)),
             Err(message) => return incident(p, &pi, key, -1, error_type::IO_MAPPING_ERROR, message),
         }
     }
-    let behavior = behavior_of(&element.kind);
-    let waits = match waits_with(behavior, p, &model, idx, Vars::Scope(key)) {
+    let behavior = behavior_for(element, &pi);
+    let waits = match waits_with(behavior, p, &model, idx, Vars::Scope(key), !inner) {
         Ok(waits) => waits,
         Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
     };
@@ -79,12 +87,23 @@ pub(crate) fn continue_activation(p: P, key: i64) {
 /// (see [`ElementBehavior::own_waits`]), then its boundary events'. An error message (for an
 /// incident) when an expression fails.
 pub(crate) fn waits_of(p: P, model: &Process, idx: usize, vars: Vars<'_>) -> Result<Vec<Wait>, String> {
-    waits_with(behavior_of(&model.elements[idx].kind), p, model, idx, vars)
+    waits_with(behavior_of(&model.elements[idx].kind), p, model, idx, vars, true)
 }
 
-fn waits_with(behavior: &dyn ElementBehavior, p: P, model: &Process, idx: usize, vars: Vars<'_>) -> Result<Vec<Wait>, String> {
+/// `boundary`: with the boundary events' (not for an inner instance of a multi-instance
+/// activity: they are its body's).
+fn waits_with(
+    behavior: &dyn ElementBehavior,
+    p: P,
+    model: &Process,
+    idx: usize,
+    vars: Vars<'_>,
+    boundary: bool,
+) -> Result<Vec<Wait>, String> {
     let mut waits = behavior.own_waits(p, model, idx, vars)?;
-    waits::add_boundary_waits(p, model, idx, vars, &mut waits)?;
+    if boundary {
+        waits::add_boundary_waits(p, model, idx, vars, &mut waits)?;
+    }
     Ok(waits)
 }
 
@@ -108,13 +127,26 @@ pub(crate) fn continue_completion(p: P, key: i64) {
     }
     let Some(idx) = model.element(&pi.element_id) else { return };
     let element = &model.elements[idx];
-    if !element.outputs.is_empty() {
+    let body = element.multi_instance.is_some() && is_multi_instance_body(&pi);
+    if body {
+        multi_instance::body_completing(p, element, key, &pi);
+    } else if !element.outputs.is_empty() {
         match evaluate_mappings(p, key, &element.outputs) {
             Ok(doc) => variables::merge_propagate(p, pi.flow_scope_key, &variables::texts_of(&doc)),
             Err(message) => return incident(p, &pi, key, -1, error_type::IO_MAPPING_ERROR, message),
         }
     }
-    let behavior = behavior_of(&element.kind);
+    if element.multi_instance.is_some() && !body {
+        // an inner instance: its body goes on, not a flow
+        let done = match multi_instance::inner_completing(p, element, key, &pi) {
+            Ok(done) => done,
+            Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
+        };
+        waits::close(p, &model, &pi.element_id, key);
+        p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
+        return multi_instance::inner_completed(p, &model, idx, &pi, done, TRANSITIONS);
+    }
+    let behavior = behavior_for(element, &pi);
     let flows = match behavior.outgoing(p, &model, idx, key) {
         Ok(flows) => flows,
         Err(message) => return incident(p, &pi, key, -1, error_type::CONDITION_ERROR, message),
@@ -141,7 +173,7 @@ fn take_flow(p: P, model: &Process, from: &ProcessInstanceRecord, flow: usize) {
     if !behavior_of(&target.kind).takes_token(p, model, target_idx, from.flow_scope_key) {
         return;
     }
-    let next = child_record(from, from.flow_scope_key, &target.id, target.kind.bpmn_element_type());
+    let next = child_record(from, from.flow_scope_key, &target.id, target.entered_type());
     let next_key = p.new_key();
     p.command(next_key, Intent::ActivateElement, RecordValue::ProcessInstance(next));
 }
@@ -182,7 +214,7 @@ pub(crate) fn terminate(p: P, key: i64) {
     }
     let model = p.process_model(instance.record.process_definition_key);
     if let Some(idx) = model.element(&instance.record.element_id) {
-        behavior_of(&model.elements[idx].kind).on_terminate(p, &instance);
+        behavior_for(&model.elements[idx], &instance.record).on_terminate(p, &instance);
     }
     resolve_incident_of(p, p.view().element_incident(key));
     waits::close(p, &model, &instance.record.element_id, key);

@@ -1,7 +1,10 @@
 //! The table from element kind to behaviour: adding a kind is a behaviour (in the file of its
 //! family) and a line here.
 
-use waggle_bpmn::ElementKind;
+use waggle_bpmn::{Element, ElementKind};
+use waggle_protocol::value::ProcessInstanceRecord;
+
+use crate::behaviors::flows::is_multi_instance_body;
 
 use crate::elements::behavior::ElementBehavior;
 use crate::elements::boundary::BoundaryEvent;
@@ -10,8 +13,19 @@ use crate::elements::events::{
     TerminateEndEvent,
 };
 use crate::elements::gateways::{EventBasedGateway, ExclusiveGateway, InclusiveGateway, ParallelGateway};
+use crate::elements::multi_instance::MultiInstanceBody;
 use crate::elements::subprocesses::SubProcess;
 use crate::elements::tasks::{JobTask, ReceiveTask};
+
+/// The behaviour of element instance `record` of `element`: its multi-instance body's, or its
+/// kind's.
+pub(crate) fn behavior_for(element: &Element, record: &ProcessInstanceRecord) -> &'static dyn ElementBehavior {
+    if element.multi_instance.is_some() && is_multi_instance_body(record) {
+        &MultiInstanceBody
+    } else {
+        behavior_of(&element.kind)
+    }
+}
 
 /// The behaviour of an element kind (the process itself has its own: `elements::process`).
 pub(crate) fn behavior_of(kind: &ElementKind) -> &'static dyn ElementBehavior {
