@@ -13,8 +13,8 @@ mod parse;
 pub mod timer;
 
 pub use model::{
-    Element, ElementKind, EventTrigger, ExprOrStatic, Mapping, MessageDefinition, Process, SequenceFlow, TaskDefinition, TimerDefinition,
-    WaitKinds,
+    Element, ElementKind, EventTrigger, ExprOrStatic, Mapping, MessageDefinition, MultiInstance, Process, SequenceFlow, TaskDefinition,
+    TimerDefinition, WaitKinds,
 };
 pub use parse::{parse_definitions, parse_definitions_with, ParseLimits, MAX_TARGET_PATH_SEGMENTS};
 

@@ -194,9 +194,40 @@ pub struct Element {
     pub scope: Option<usize>,
     /// Boundary events attached to this activity (indexes into [`Process::elements`]).
     pub boundary_events: Vec<usize>,
+    /// Set when the activity is multi-instance: its instances are the inner instances of a
+    /// multi-instance body.
+    pub multi_instance: Option<MultiInstance>,
+}
+
+/// `bpmn:multiInstanceLoopCharacteristics` with its `zeebe:loopCharacteristics`: one inner
+/// instance per item of the input collection, one after another (`sequential`) or all at once.
+#[derive(Debug, Clone)]
+pub struct MultiInstance {
+    pub sequential: bool,
+    /// Evaluated when the body activates; must give a list.
+    pub input_collection: Expression,
+    /// The variable each inner instance finds its item in (local to it).
+    pub input_element: Option<String>,
+    /// The variable the results are collected in (local to the body, then propagated).
+    pub output_collection: Option<String>,
+    /// Evaluated when an inner instance completes: its result, at its place in the output
+    /// collection.
+    pub output_element: Option<Expression>,
+    /// Evaluated when an inner instance completes: when true, the body completes at once.
+    pub completion_condition: Option<Expression>,
 }
 
 impl Element {
+    /// The element type of the instance a token entering the element creates: the
+    /// multi-instance body for a multi-instance activity.
+    pub fn entered_type(&self) -> &'static str {
+        if self.multi_instance.is_some() {
+            "MULTI_INSTANCE_BODY"
+        } else {
+            self.kind.bpmn_element_type()
+        }
+    }
+
     /// Tasks and subprocesses: what boundary events may be attached to.
     pub fn is_activity(&self) -> bool {
         match &self.kind {

@@ -6,7 +6,8 @@ use roxmltree::{Document, Node};
 use waggle_feel::Expression;
 
 use crate::model::{
-    Element, ElementKind, EventTrigger, ExprOrStatic, Mapping, MessageDefinition, Process, SequenceFlow, TaskDefinition, TimerDefinition,
+    Element, ElementKind, EventTrigger, ExprOrStatic, Mapping, MessageDefinition, MultiInstance, Process, SequenceFlow, TaskDefinition,
+    TimerDefinition,
 };
 use crate::BpmnError;
 
@@ -723,9 +724,12 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                 return None;
             }
         };
+        let mut multi_instance = None;
         for child in node.children().filter(|n| n.is_element()) {
             let name = child.tag_name().name();
-            if name.ends_with("LoopCharacteristics") {
+            if name == "multiInstanceLoopCharacteristics" && matches!(kind, ElementKind::ServiceTask(_)) {
+                multi_instance = Some(self.multi_instance(child)?);
+            } else if name.ends_with("LoopCharacteristics") {
                 self.fail(node, format!("'{name}' (multi-instance and loops) is currently not supported"));
             }
         }
@@ -740,7 +744,38 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             outputs,
             scope: None,
             boundary_events: vec![],
+            multi_instance,
         })
+    }
+
+    /// `multiInstanceLoopCharacteristics` (`node`) with its `zeebe:loopCharacteristics`.
+    fn multi_instance(&mut self, node: Node) -> Option<MultiInstance> {
+        let sequential = node.attribute("isSequential") == Some("true");
+        let completion_condition = match node.children().find(|n| is_bpmn(*n, "completionCondition")) {
+            Some(c) => Some(self.expression(c, c.text().unwrap_or_default().trim(), true)?),
+            None => None,
+        };
+        let Some(zeebe) = self.extensions(node).find(|n| is_zeebe(*n, "loopCharacteristics")) else {
+            self.fail(node, "Must have loop characteristics ('zeebe:loopCharacteristics' with an 'inputCollection')");
+            return None;
+        };
+        let Some(collection) = zeebe.attribute("inputCollection").map(str::trim).filter(|c| !c.is_empty()) else {
+            self.fail(zeebe, "Attribute 'inputCollection' must be present and not empty");
+            return None;
+        };
+        let input_collection = self.expression(zeebe, collection, true)?;
+        let name = |attribute: &str| zeebe.attribute(attribute).map(str::trim).filter(|v| !v.is_empty()).map(str::to_string);
+        let input_element = name("inputElement");
+        let output_collection = name("outputCollection");
+        let output_element = match name("outputElement") {
+            Some(text) => Some(self.expression(zeebe, &text, true)?),
+            None => None,
+        };
+        if output_collection.is_some() != output_element.is_some() {
+            self.fail(zeebe, "Attributes 'outputCollection' and 'outputElement' must be set together");
+            return None;
+        }
+        Some(MultiInstance { sequential, input_collection, input_element, output_collection, output_element, completion_condition })
     }
 
     /// The `errorCode` of the `bpmn:error` an errorEventDefinition references (None: no

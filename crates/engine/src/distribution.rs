@@ -15,22 +15,23 @@
 use waggle_protocol::value::CommandDistributionRecord;
 use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
 
-use crate::processing::{value_type_of, Command, Processing};
+use crate::batch::{value_type_of, Command, Distribution};
+use crate::processing::Processing;
 use crate::tables::StateView;
 
-/// Where a command from another partition comes from. Re-sent copies carry the same key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Distribution {
-    /// The sending partition.
-    pub source: PartitionId,
-    /// The distribution key on the sender (its DISTRIBUTING record's key).
-    pub key: i64,
-    /// The sender's oldest unacknowledged distribution key for this receiver when it sent.
-    pub acknowledged_below: i64,
+/// Sends a command to a partition: a follow-up command of this batch when it is this
+/// partition, else a distributed command (outbox, delivered after the batch is committed until
+/// acknowledged: see the module doc).
+pub(crate) fn send(p: &mut Processing<'_, '_, '_>, partition: PartitionId, key: i64, intent: Intent, value: RecordValue) {
+    if partition == p.partition {
+        p.command(key, intent, value);
+    } else {
+        send_to_other(p, partition, key, intent, value);
+    }
 }
 
-/// Sends a command to another partition through the outbox (see the module doc).
-pub(crate) fn send(p: &mut Processing<'_, '_, '_>, partition: PartitionId, key: i64, intent: Intent, value: RecordValue) {
+/// Sends a command to another partition through the outbox.
+fn send_to_other(p: &mut Processing<'_, '_, '_>, partition: PartitionId, key: i64, intent: Intent, value: RecordValue) {
     let distribution_key = p.new_key();
     let record = CommandDistributionRecord {
         partition_id: partition,

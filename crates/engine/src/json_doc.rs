@@ -9,7 +9,7 @@
 //! validated and copied, with the whitespace between tokens left out, in one pass over the text
 //! (parsing with `serde_json` first and compacting after took ~40 instructions per byte).
 
-use crate::variables::{json_text, parse_document};
+use serde_json::{Map, Value as Json};
 
 /// Top-level variables of a document: name and value as compact JSON text, in document order.
 pub(crate) type VariableTexts = Vec<(String, String)>;
@@ -282,6 +282,36 @@ fn is_shortest_form(number: &str) -> bool {
     }
     // "1.0" has one significant digit in the fraction that carries nothing: still at most 15
     significant <= 15
+}
+
+/// A JSON value's compact text (as `Display`, but written straight into a byte buffer instead of
+/// through `fmt::Formatter`, which is about twice as slow for large values).
+pub(crate) fn json_text(value: &Json) -> String {
+    serde_json::to_string(value).expect("a JSON value always serialises")
+}
+
+/// Parses a variables document: empty means none; anything but a JSON object is an error with
+/// Zeebe's wording.
+pub(crate) fn parse_document(text: &str) -> Result<Map<String, Json>, String> {
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Json>(text) {
+        Ok(Json::Object(map)) => Ok(map),
+        Ok(other) => Err(format!("Expected document to be a root level object, but was '{}'", json_type_name(&other))),
+        Err(e) => Err(format!("Expected document to be valid JSON, but it was not: {e}")),
+    }
+}
+
+fn json_type_name(v: &Json) -> &'static str {
+    match v {
+        Json::Null => "NIL",
+        Json::Bool(_) => "BOOLEAN",
+        Json::Number(_) => "INTEGER",
+        Json::String(_) => "STRING",
+        Json::Array(_) => "ARRAY",
+        Json::Object(_) => "MAP",
+    }
 }
 
 #[cfg(test)]

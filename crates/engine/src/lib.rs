@@ -16,21 +16,22 @@
 //!   never panics. A panic means a broken invariant.
 
 mod appliers;
+mod batch;
 mod behaviors;
 mod distribution;
-mod events;
+mod elements;
 mod json_doc;
 mod limits;
 mod processes;
 mod processing;
 mod processors;
-mod starts;
 mod tables;
 mod variables;
 
-pub use distribution::{pending_commands, Distribution};
+pub use batch::{BatchOutput, Command, Distribution, JobStreamTarget, JobStreams, NoJobStreams, ProcessingContext, RequestId, SideEffect};
+pub use distribution::pending_commands;
+pub use elements::multi_instance::MAX_MULTI_INSTANCE_ITEMS;
 pub use limits::EngineLimits;
-pub use processing::{BatchOutput, Command, JobStreamTarget, JobStreams, NoJobStreams, ProcessingContext, RequestId, SideEffect};
 pub use tables::{stored_absence, ElementInstance, ElementState, JobState, StateView, StoredJob, POINT_TABLES};
 pub use waggle_bpmn::ParseLimits;
 
@@ -39,10 +40,7 @@ use waggle_protocol::PartitionId;
 use waggle_state::{KvRead, Overlay};
 
 use processes::ProcessCache;
-
-/// Metadata keys the engine keeps beside its tables.
-pub(crate) const META_NEXT_KEY: &[u8] = b"X/next_key";
-pub(crate) const META_LAST_POSITION: &[u8] = b"X/last_position";
+use tables::{META_LAST_POSITION, META_NEXT_KEY};
 
 /// One partition's engine. Holds only caches derived from state (parsed process models).
 pub struct Engine {
@@ -80,7 +78,7 @@ impl Engine {
         p.limits = self.limits;
         p.expect_commands(commands.len());
         for command in commands {
-            p.process_client_command(command);
+            processors::run(&mut p, command);
         }
         p.finish()
     }

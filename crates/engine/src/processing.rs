@@ -2,154 +2,19 @@
 //! follow-up commands. Events are applied to state the moment they are written, so the logic
 //! that follows sees them (as Zeebe's state writer does).
 
-use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 
-use waggle_protocol::codec::Entry;
 use waggle_protocol::record::Rejection;
-use waggle_protocol::value::JobRecord;
-use waggle_protocol::{encode_key, Intent, PartitionId, Record, RecordType, RecordValue, RejectionType, SharedStr, ValueType};
+use waggle_protocol::{encode_key, Intent, PartitionId, Record, RecordType, RecordValue, RejectionType};
 use waggle_state::{KvRead, Overlay};
 
-use crate::distribution::{self, Distribution};
+use crate::appliers;
+use crate::batch::{value_type_of, BatchOutput, Command, JobStreams, ProcessingContext, RequestId, SideEffect};
 use crate::processes::ProcessCache;
-use crate::tables::StateView;
-use crate::{appliers, processors, META_LAST_POSITION, META_NEXT_KEY};
+use crate::tables::{StateView, META_LAST_POSITION, META_NEXT_KEY};
 
-/// Identifies a pending client request within one broker run.
-pub type RequestId = u64;
-
-/// A command from outside the engine (a client request or the scheduler).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Command {
-    /// Where to send the answer; `None` for commands nobody waits on (scheduler).
-    pub request_id: Option<RequestId>,
-    /// The key the command is about (-1 when it creates something new).
-    pub key: i64,
-    pub intent: Intent,
-    pub value: RecordValue,
-    /// Set on a command another partition sent (processed once, however often it arrives).
-    pub distribution: Option<Distribution>,
-}
-
-impl Command {
-    /// A command nobody waits on, from within this partition or from a client.
-    pub fn new(key: i64, intent: Intent, value: RecordValue) -> Self {
-        Self { request_id: None, key, intent, value, distribution: None }
-    }
-}
-
-/// A worker's job stream that can take a job right now.
-#[derive(Debug, Clone)]
-pub struct JobStreamTarget {
-    pub stream_id: u64,
-    pub worker: SharedStr,
-    pub timeout_ms: i64,
-    pub fetch_variables: Vec<String>,
-}
-
-/// Read-only view of the job streams open on this partition.
-pub trait JobStreams {
-    fn stream_for(&self, job_type: &str) -> Option<JobStreamTarget>;
-}
-
-/// No streams (tests, replay).
-pub struct NoJobStreams;
-impl JobStreams for NoJobStreams {
-    fn stream_for(&self, _job_type: &str) -> Option<JobStreamTarget> {
-        None
-    }
-}
-
-/// What the engine needs from the outside world for one batch.
-pub struct ProcessingContext<'a> {
-    pub now_ms: i64,
-    pub job_streams: &'a dyn JobStreams,
-    /// Partitions of the cluster (messages live on the partition of their correlation key).
-    pub partition_count: u32,
-}
-
-/// Work for the broker to do once the batch is committed.
-#[derive(Debug, Clone, PartialEq)]
-pub enum SideEffect {
-    /// Jobs of this type became activatable: wake long-polling requests.
-    JobsAvailable { job_type: String },
-    /// Push an activated job to a worker's stream.
-    PushJob { stream_id: u64, job_key: i64, job: Box<JobRecord> },
-    /// Deliver a command to another partition (message subscriptions, signal broadcasts,
-    /// deployments, and the acknowledgements of such commands).
-    SendCommand { partition: PartitionId, command: Box<Command> },
-}
-
-/// The outcome of a batch.
-#[derive(Debug, Default)]
-pub struct BatchOutput {
-    /// Records to append, in position order.
-    pub records: Vec<Record>,
-    /// Answers to client requests: the event or rejection that answers each.
-    pub responses: Vec<(RequestId, Record)>,
-    pub side_effects: Vec<SideEffect>,
-    pub next_key_counter: i64,
-}
-
-impl BatchOutput {
-    /// The log entry for this batch (None when the batch wrote nothing): its records in their
-    /// [`log_form`].
-    pub fn entry(&self) -> Option<Entry> {
-        (!self.records.is_empty()).then(|| Entry {
-            next_key_counter: self.next_key_counter,
-            records: self.records.iter().map(|r| log_form(r).into_owned()).collect(),
-        })
-    }
-
-    /// The encoded log entry of the batch: it decodes as `entry()`, encoded without copying the
-    /// records that the log keeps whole.
-    pub fn encoded_entry(&self) -> Option<Vec<u8>> {
-        if self.records.is_empty() {
-            return None;
-        }
-        // a guess at the encoded size (W2's records take ~60 bytes): one allocation, no growing
-        let capacity = self.records.len() * ENCODED_BYTES_PER_RECORD;
-        Some(waggle_protocol::codec::encode_entry(self.next_key_counter, &self.records, capacity, log_value))
-    }
-}
-
-/// Bytes per record an entry's buffer starts with (see [`BatchOutput::encoded_entry`]).
-const ENCODED_BYTES_PER_RECORD: usize = 96;
-
-/// A record as the log keeps it. Replay applies events only, and no applier reads the variables
-/// of a command (or its rejection), of a process instance creation or of jobs handed to a
-/// worker: those are left out, so a payload is logged once, as VARIABLE events, instead of up to
-/// four times (W1's 46 KB payload made ~190 KB log entries). Answers and pushed jobs keep them.
-pub fn log_form(record: &Record) -> Cow<'_, Record> {
-    match log_value(record) {
-        Cow::Borrowed(_) => Cow::Borrowed(record),
-        Cow::Owned(value) => Cow::Owned(Record {
-            position: record.position,
-            source_position: record.source_position,
-            key: record.key,
-            timestamp_ms: record.timestamp_ms,
-            record_type: record.record_type,
-            value_type: record.value_type,
-            intent: record.intent,
-            rejection: record.rejection.clone(),
-            value,
-        }),
-    }
-}
-
-/// The value of a record's [`log_form`].
-pub fn log_value(record: &Record) -> Cow<'_, RecordValue> {
-    let command = record.record_type != RecordType::Event;
-    Cow::Owned(match &record.value {
-        RecordValue::ProcessInstanceCreation(c) if !c.variables.is_empty() => RecordValue::ProcessInstanceCreation(c.without_variables()),
-        RecordValue::JobBatch(b) if b.jobs.iter().any(|j| !j.variables.is_empty()) => RecordValue::JobBatch(b.without_variables()),
-        RecordValue::Job(j) if command && !j.variables.is_empty() => RecordValue::Job(j.without_variables()),
-        RecordValue::Message(m) if command && !m.variables.is_empty() => RecordValue::Message(m.without_variables()),
-        RecordValue::VariableDocument(d) if command && !d.variables.is_empty() => RecordValue::VariableDocument(d.without_variables()),
-        value => return Cow::Borrowed(value),
-    })
-}
+/// The batch, as every step of command logic takes it.
+pub(crate) type P<'a, 'b, 'c, 'd> = &'a mut Processing<'b, 'c, 'd>;
 
 /// Requests waiting for a process instance's result, by process instance key. Runtime only:
 /// request ids mean nothing after a restart, so this is not part of state.
@@ -172,6 +37,9 @@ pub(crate) struct Processing<'o, 's, 'c> {
     /// Elements a new process instance (or a flow scope inside it) starts at instead of its
     /// start event, until its activation (a follow-up command of the same batch) takes them.
     start_elements: HashMap<i64, Vec<usize>>,
+    /// The loop counter and item (JSON text) of an inner instance of a multi-instance body,
+    /// from the body's ACTIVATE_ELEMENT command until the inner instance's activation takes them.
+    loop_items: HashMap<i64, (usize, String)>,
     /// Jobs found for the client's activation command before it was written.
     prefetched_activation: Option<Vec<i64>>,
     out: BatchOutput,
@@ -207,6 +75,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             source_position: 0,
             pending: VecDeque::new(),
             start_elements: HashMap::new(),
+            loop_items: HashMap::new(),
             prefetched_activation: None,
             out: BatchOutput { records, ..Default::default() },
         }
@@ -252,6 +121,14 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             return None; // nearly always: looked up for every element activated
         }
         self.start_elements.remove(&key)
+    }
+
+    pub fn set_loop_item(&mut self, key: i64, loop_counter: usize, item: String) {
+        self.loop_items.insert(key, (loop_counter, item));
+    }
+
+    pub fn take_loop_item(&mut self, key: i64) -> Option<(usize, String)> {
+        self.loop_items.remove(&key)
     }
 
     /// A client's variables document split into its variables (see
@@ -315,17 +192,6 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
         self.pending.push_back(record);
     }
 
-    /// Sends a command to a partition: a follow-up command of this batch when it is this
-    /// partition, else a distributed command (outbox, delivered after the batch is committed
-    /// until acknowledged: see `distribution`).
-    pub fn send(&mut self, partition: PartitionId, key: i64, intent: Intent, value: RecordValue) {
-        if partition == self.partition {
-            self.command(key, intent, value);
-        } else {
-            distribution::send(self, partition, key, intent, value);
-        }
-    }
-
     /// Writes a rejection of `command` and answers its request, if any.
     pub fn reject(&mut self, command: &Record, request: Option<RequestId>, rejection_type: RejectionType, reason: String) {
         let mut record = Self::make(command.key, RecordType::CommandRejection, command.intent, command.value.clone());
@@ -352,33 +218,35 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
         }
     }
 
-    /// Processes one command from outside, then all follow-up commands it caused.
-    pub fn process_client_command(&mut self, command: Command) {
-        if let Some(d) = &command.distribution {
-            if distribution::is_duplicate(self, d) {
-                return;
-            }
-        }
-        // An activation that finds no job writes nothing: answer it without touching the log.
-        let jobs = processors::job_batch::jobs_to_activate(self, &command);
-        if jobs.as_ref().is_some_and(|j| j.is_empty()) {
-            let record = Self::make(-1, RecordType::Event, Intent::Activated, command.value);
-            self.respond(command.request_id, record);
-            return;
-        }
-        self.prefetched_activation = jobs;
+    /// Answers a command from outside without writing it (an activation that found no job:
+    /// nothing goes to the log).
+    pub(crate) fn answer_unwritten(&mut self, command: Command, intent: Intent) {
+        let record = Self::make(-1, RecordType::Event, intent, command.value);
+        self.respond(command.request_id, record);
+    }
+
+    /// Writes a command from outside, as the source of the records its processing writes;
+    /// `prefetched`: the jobs found for it if it is an activation (see
+    /// [`Self::take_prefetched_activation`]).
+    pub(crate) fn begin_command(&mut self, command: Command, prefetched: Option<Vec<i64>>) -> Record {
+        self.prefetched_activation = prefetched;
         self.source_position = 0;
         let record = self.append(Self::make(command.key, RecordType::Command, command.intent, command.value)).clone();
         self.source_position = record.position;
-        if let Some(d) = &command.distribution {
-            distribution::received(self, d, &record);
-        }
-        processors::process(self, &record, command.request_id);
+        record
+    }
+
+    /// Ends the processing of a command from outside: the prefetched jobs are forgotten.
+    pub(crate) fn end_command(&mut self) {
         self.prefetched_activation = None;
-        while let Some(next) = self.pending.pop_front() {
-            self.source_position = next.position;
-            processors::process(self, &next, None);
-        }
+    }
+
+    /// The next follow-up command to process, oldest first; the records it leads to have it as
+    /// their source.
+    pub(crate) fn next_follow_up(&mut self) -> Option<Record> {
+        let next = self.pending.pop_front()?;
+        self.source_position = next.position;
+        Some(next)
     }
 
     /// The jobs found for the activation command being processed (see
@@ -392,28 +260,5 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
         self.state.put(META_LAST_POSITION.to_vec(), (self.last_position as i64).to_be_bytes().to_vec());
         self.out.next_key_counter = self.next_key;
         self.out
-    }
-}
-
-pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
-    match value {
-        RecordValue::Deployment(_) => ValueType::Deployment,
-        RecordValue::Process(_) => ValueType::Process,
-        RecordValue::ProcessInstance(_) => ValueType::ProcessInstance,
-        RecordValue::ProcessInstanceCreation(_) => ValueType::ProcessInstanceCreation,
-        RecordValue::ProcessInstanceResult(_) => ValueType::ProcessInstanceResult,
-        RecordValue::Job(_) => ValueType::Job,
-        RecordValue::JobBatch(_) => ValueType::JobBatch,
-        RecordValue::Variable(_) => ValueType::Variable,
-        RecordValue::VariableDocument(_) => ValueType::VariableDocument,
-        RecordValue::Incident(_) => ValueType::Incident,
-        RecordValue::Message(_) => ValueType::Message,
-        RecordValue::Timer(_) => ValueType::Timer,
-        RecordValue::MessageSubscription(_) => ValueType::MessageSubscription,
-        RecordValue::ProcessMessageSubscription(_) => ValueType::ProcessMessageSubscription,
-        RecordValue::MessageStartEventSubscription(_) => ValueType::MessageStartEventSubscription,
-        RecordValue::Signal(_) => ValueType::Signal,
-        RecordValue::SignalSubscription(_) => ValueType::SignalSubscription,
-        RecordValue::CommandDistribution(_) => ValueType::CommandDistribution,
     }
 }

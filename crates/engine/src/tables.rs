@@ -47,6 +47,10 @@ use waggle_protocol::value::{
 use waggle_protocol::{key_counter, partition_of, PartitionId};
 use waggle_state::{AbsentFromBase, DecodedValue, KvRead};
 
+/// Metadata keys the engine keeps beside its tables: the key counter and the last position.
+pub(crate) const META_NEXT_KEY: &[u8] = b"X/next_key";
+pub(crate) const META_LAST_POSITION: &[u8] = b"X/last_position";
+
 /// Whether rows of `table` (a key's prefix up to and including its first `/`) have keys that
 /// start, after the table prefix, with the key of what owns the row (element instance, scope,
 /// job, timer, incident, message, process instance): rows that can only be written once their
@@ -86,7 +90,7 @@ pub(crate) fn absent_from_state(partition: PartitionId, next_counter: i64) -> Ab
 /// (the rule of [`absent_from_state`]; every commit writes the counter's row).
 pub fn stored_absence(partition: PartitionId) -> waggle_state::StoredAbsence {
     waggle_state::StoredAbsence {
-        counter_key: crate::META_NEXT_KEY,
+        counter_key: META_NEXT_KEY,
         absent: Box::new(move |key: &[u8], whole_key: bool, counter: i64| owned_since(partition, key, whole_key, counter)),
     }
 }

@@ -6,7 +6,7 @@ use waggle_feel::{Value, VariableLookup};
 use waggle_protocol::value::{ProcessInstanceRecord, VariableRecord};
 use waggle_protocol::{Intent, RecordValue};
 
-use crate::json_doc::VariableTexts;
+use crate::json_doc::{json_text, VariableTexts};
 use crate::processing::Processing;
 use crate::tables::StateView;
 
@@ -94,6 +94,18 @@ pub(crate) enum Vars<'a> {
     /// A new process instance's variables, before the instance exists (checks made before a
     /// creation is accepted).
     Document(&'a [(String, String)]),
+    /// An element instance's scope chain, under variables given for one evaluation (a
+    /// multi-instance body's `numberOf*` for its completion condition).
+    ScopeWith(i64, &'a [(String, String)]),
+}
+
+/// A document's variables over a scope chain's.
+struct OverlayLookup<'a>(DocumentLookup<'a>, ScopeLookup<'a>);
+
+impl VariableLookup for OverlayLookup<'_> {
+    fn lookup(&self, name: &str) -> Option<Value> {
+        self.0.lookup(name).or_else(|| self.1.lookup(name))
+    }
 }
 
 impl From<i64> for Vars<'_> {
@@ -118,6 +130,9 @@ pub(crate) fn evaluate<'a>(
     let evaluation = match scope.into() {
         Vars::Scope(scope) => expr.evaluate_detailed(&ScopeLookup::new(p.view(), scope), &context),
         Vars::Document(doc) => expr.evaluate_detailed(&DocumentLookup(doc), &context),
+        Vars::ScopeWith(scope, doc) => {
+            expr.evaluate_detailed(&OverlayLookup(DocumentLookup(doc), ScopeLookup::new(p.view(), scope)), &context)
+        }
     };
     match evaluation.failure {
         None => Ok(evaluation.value),
@@ -156,12 +171,6 @@ pub(crate) fn visible_variables(view: StateView<'_>, scope: i64, names: &[String
     }
     out.push('}');
     out
-}
-
-/// A JSON value's compact text (as `Display`, but written straight into a byte buffer instead of
-/// through `fmt::Formatter`, which is about twice as slow for large values).
-pub(crate) fn json_text(value: &Json) -> String {
-    serde_json::to_string(value).expect("a JSON value always serialises")
 }
 
 /// The variables of a document built in the engine (output mappings), as
@@ -241,26 +250,21 @@ pub(crate) fn merge_propagate(p: &mut Processing<'_, '_, '_>, scope: i64, doc: &
     }
 }
 
-/// Parses a variables document: empty means none; anything but a JSON object is an error with
-/// Zeebe's wording.
-pub(crate) fn parse_document(text: &str) -> Result<Map<String, Json>, String> {
-    if text.trim().is_empty() {
-        return Ok(Map::new());
+/// The variables an event brings (message, thrown error): local to the event when it has
+/// output mappings (they read them), else propagated from its flow scope, as Zeebe does.
+pub(crate) fn set_event_variables(
+    p: &mut Processing<'_, '_, '_>,
+    event: i64,
+    flow_scope: i64,
+    has_outputs: bool,
+    variables: &[(String, String)],
+) {
+    if variables.is_empty() {
+        return;
     }
-    match serde_json::from_str::<Json>(text) {
-        Ok(Json::Object(map)) => Ok(map),
-        Ok(other) => Err(format!("Expected document to be a root level object, but was '{}'", json_type_name(&other))),
-        Err(e) => Err(format!("Expected document to be valid JSON, but it was not: {e}")),
-    }
-}
-
-fn json_type_name(v: &Json) -> &'static str {
-    match v {
-        Json::Null => "NIL",
-        Json::Bool(_) => "BOOLEAN",
-        Json::Number(_) => "INTEGER",
-        Json::String(_) => "STRING",
-        Json::Array(_) => "ARRAY",
-        Json::Object(_) => "MAP",
+    if has_outputs {
+        merge_local(p, event, variables);
+    } else {
+        merge_propagate(p, flow_scope, variables);
     }
 }

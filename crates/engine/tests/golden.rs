@@ -98,6 +98,10 @@ impl Scenario {
             (RecordValue::Job(j), Intent::Created) => {
                 self.newest.insert("job".into(), r.key);
                 self.newest.insert(format!("job:{}", j.job_type), r.key);
+                // `job:<type>#<n>`: the n-th job of the type (the inner instances of a
+                // multi-instance task share their type)
+                let n = (1..).find(|n| !self.newest.contains_key(&format!("job:{}#{n}", j.job_type))).expect("a free number");
+                self.newest.insert(format!("job:{}#{n}", j.job_type), r.key);
             }
             (RecordValue::Incident(_), Intent::Created) => {
                 self.newest.insert("incident".into(), r.key);

@@ -349,3 +349,66 @@ fn random_nesting_is_accepted_within_the_limit_and_rejected_beyond_it() {
         }
     }
 }
+
+/// A service task with `mi` as its loop characteristics.
+fn multi_instance_task(mi: &str) -> String {
+    model(&format!(
+        r#"
+    <bpmn:startEvent id="start" />
+    <bpmn:serviceTask id="task">
+      <bpmn:extensionElements><zeebe:taskDefinition type="work" /></bpmn:extensionElements>
+      {mi}
+    </bpmn:serviceTask>
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="task" />"#
+    ))
+}
+
+#[test]
+fn multi_instance_service_tasks_parse_their_loop_characteristics() {
+    let xml = multi_instance_task(
+        r#"<bpmn:multiInstanceLoopCharacteristics isSequential="true">
+        <bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=items" inputElement="item" outputCollection="results" outputElement="=result" /></bpmn:extensionElements>
+        <bpmn:completionCondition>=numberOfCompletedInstances &gt; 1</bpmn:completionCondition>
+      </bpmn:multiInstanceLoopCharacteristics>"#,
+    );
+    let p = &parse_definitions(xml.as_bytes()).unwrap()[0];
+    let task = &p.elements[p.element("task").unwrap()];
+    let mi = task.multi_instance.as_ref().expect("multi-instance");
+    assert!(mi.sequential);
+    assert_eq!(mi.input_collection.source(), "items");
+    assert_eq!(mi.input_element.as_deref(), Some("item"));
+    assert_eq!(mi.output_collection.as_deref(), Some("results"));
+    assert_eq!(mi.output_element.as_ref().map(|e| e.source()), Some("result"));
+    assert_eq!(mi.completion_condition.as_ref().map(|e| e.source()), Some("numberOfCompletedInstances > 1"));
+    assert_eq!(task.entered_type(), "MULTI_INSTANCE_BODY");
+    assert_eq!(task.kind.bpmn_element_type(), "SERVICE_TASK");
+}
+
+#[test]
+fn multi_instance_without_input_collection_or_with_half_an_output_is_rejected() {
+    let missing = multi_instance_task(r#"<bpmn:multiInstanceLoopCharacteristics />"#);
+    assert!(errors(&missing)[0].message.contains("zeebe:loopCharacteristics"), "{:?}", errors(&missing));
+    let half = multi_instance_task(
+        r#"<bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements>
+        <zeebe:loopCharacteristics inputCollection="=items" outputCollection="results" /></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics>"#,
+    );
+    assert!(errors(&half)[0].message.contains("'outputCollection' and 'outputElement'"), "{:?}", errors(&half));
+    let static_collection = multi_instance_task(
+        r#"<bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements>
+        <zeebe:loopCharacteristics inputCollection="items" /></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics>"#,
+    );
+    assert!(errors(&static_collection)[0].message.contains("Expected expression"), "{:?}", errors(&static_collection));
+}
+
+#[test]
+fn loops_and_multi_instance_on_other_elements_are_still_rejected() {
+    let standard = multi_instance_task("<bpmn:standardLoopCharacteristics />");
+    assert!(errors(&standard)[0].message.contains("'standardLoopCharacteristics' (multi-instance and loops) is currently not supported"));
+    let subprocess = model(
+        r#"
+    <bpmn:startEvent id="start" />
+    <bpmn:subProcess id="task"><bpmn:multiInstanceLoopCharacteristics /></bpmn:subProcess>
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="task" />"#,
+    );
+    assert!(errors(&subprocess).iter().any(|e| e.message.contains("'multiInstanceLoopCharacteristics' (multi-instance and loops)")));
+}

@@ -3,7 +3,10 @@ use std::sync::Arc;
 use waggle_protocol::value::{DeploymentRecord, ProcessMetadata, ProcessRecord};
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
-use crate::processing::{Processing, RequestId};
+use crate::batch::RequestId;
+use crate::behaviors::starts;
+use crate::distribution;
+use crate::processing::Processing;
 
 /// Errors a rejected resource lists; the rest are counted (a model of 50,000 faulty elements
 /// would otherwise be rejected with megabytes of text).
@@ -104,7 +107,7 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
             let model = Arc::new(process.clone());
             p.processes_mut().insert(key, model.clone());
             p.event(key, Intent::Created, RecordValue::Process(record.clone()));
-            crate::starts::open_start_events(p, &model, key, &record, latest.map(|(_, k)| k), true);
+            starts::open_start_events(p, &model, key, &record, latest.map(|(_, k)| k), true);
             metadata.push(ProcessMetadata {
                 bpmn_process_id: process.id.clone(),
                 version,
@@ -122,7 +125,7 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
     if record.processes_metadata.iter().any(|m| !m.duplicate) {
         let this = p.partition;
         for partition in (1..=p.partition_count as u16).filter(|q| *q != this) {
-            p.send(partition, deployment_key, Intent::Distribute, RecordValue::Deployment(record.clone()));
+            distribution::send(p, partition, deployment_key, Intent::Distribute, RecordValue::Deployment(record.clone()));
         }
     }
 }
@@ -155,7 +158,7 @@ pub(crate) fn distribute(p: &mut Processing<'_, '_, '_>, command: &Record, reque
         p.event(meta.process_definition_key, Intent::Created, RecordValue::Process(record.clone()));
         let latest = p.view().latest_process(&meta.bpmn_process_id).is_some_and(|(v, _)| v == meta.version);
         if latest {
-            crate::starts::open_start_events(p, &model, meta.process_definition_key, &record, previous, false);
+            starts::open_start_events(p, &model, meta.process_definition_key, &record, previous, false);
         }
     }
     let event = p.event_record(command.key, Intent::Distributed, RecordValue::Deployment(deployment.clone()));

@@ -2,13 +2,14 @@ use waggle_bpmn::{ElementKind, Process};
 use waggle_protocol::value::{ProcessInstanceCreationRecord, UpdateSemantics, VariableDocumentRecord};
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
-use crate::behaviors;
+use crate::batch::RequestId;
+use crate::behaviors::jobs::job_became_activatable;
+use crate::behaviors::{starts, waits};
+use crate::elements::{self, ThrownError};
 use crate::json_doc::VariableTexts;
-use crate::processing::{Processing, RequestId};
+use crate::processing::P;
 use crate::tables::ElementState;
 use crate::variables::{self, Vars};
-
-type P<'a, 'b, 'c, 'd> = &'a mut Processing<'b, 'c, 'd>;
 
 /// PROCESS_INSTANCE_CREATION CREATE: resolves the process, sets the variables on the new
 /// instance and activates it. With `await_result`, the answer waits for the instance to end.
@@ -75,7 +76,7 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
         }
         let starts: Vec<usize> = starts.into_iter().flatten().collect();
         for &idx in &starts {
-            if crate::events::after_event_gateway(&model, idx) {
+            if waits::after_event_gateway(&model, idx) {
                 let reason = format!(
                     "Expected to create instance of process with start instructions but the element with id '{}' belongs to an event-based gateway. The creation of elements belonging to an event-based gateway is not supported.",
                     model.elements[idx].id
@@ -89,7 +90,7 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
         Some(starts)
     };
     let pi_key = p.new_key();
-    crate::starts::start_instance(p, &process, definition_key, pi_key, starts, doc);
+    starts::start_instance(p, &process, definition_key, pi_key, starts, doc);
     let created = ProcessInstanceCreationRecord {
         bpmn_process_id: process.bpmn_process_id.clone(),
         version: process.version,
@@ -130,8 +131,8 @@ fn check_flow_scope_subscriptions(p: P, model: &Process, targets: &[usize], doc:
             }
             checked.push(scope);
             let subscribed = match scope {
-                None => crate::events::event_subprocess_waits(p, model, None, Vars::Document(doc)),
-                Some(idx) => crate::events::waits_of(p, model, idx, Vars::Document(doc)),
+                None => waits::event_subprocess_waits(p, model, None, Vars::Document(doc)),
+                Some(idx) => elements::waits_of(p, model, idx, Vars::Document(doc)),
             };
             if let Err(message) = subscribed {
                 let id = scope.map_or(model.id.as_str(), |idx| model.elements[idx].id.as_str());
@@ -156,7 +157,7 @@ pub(crate) fn cancel(p: P, command: &Record, request: Option<RequestId>) {
         let reason = format!("Expected to cancel a process instance with key '{}', but it is already being terminated", command.key);
         return p.reject(command, request, RejectionType::InvalidState, reason);
     }
-    behaviors::terminate(p, command.key);
+    elements::terminate(p, command.key);
     let mut answer = command.clone();
     answer.value = RecordValue::ProcessInstance(instance.record);
     answer.intent = Intent::ElementTerminated;
@@ -199,7 +200,7 @@ pub(crate) fn resolve_incident(p: P, command: &Record, request: Option<RequestId
         let event = p.event_record(command.key, Intent::Resolved, RecordValue::Incident(incident.clone()));
         p.respond(request, event);
         if retries > 0 {
-            behaviors::job_became_activatable(p, incident.job_key);
+            job_became_activatable(p, incident.job_key);
         }
         return;
     }
@@ -207,8 +208,8 @@ pub(crate) fn resolve_incident(p: P, command: &Record, request: Option<RequestId
     p.respond(request, event);
     let Some(element) = p.view().element(incident.element_instance_key) else { return };
     match element.state {
-        ElementState::Activating => behaviors::continue_activation(p, incident.element_instance_key),
-        ElementState::Completing => behaviors::continue_completion(p, incident.element_instance_key),
+        ElementState::Activating => elements::continue_activation(p, incident.element_instance_key),
+        ElementState::Completing => elements::continue_completion(p, incident.element_instance_key),
         ElementState::Activated => {
             // an error end event whose error nobody caught throws it again (caught now, or a
             // new incident)
@@ -218,8 +219,8 @@ pub(crate) fn resolve_incident(p: P, command: &Record, request: Option<RequestId
                 _ => None,
             });
             if let Some(code) = error_end {
-                let error = behaviors::ThrownError { code: &code, message: "", variables: &[], job_key: -1 };
-                behaviors::throw_error(p, &model, element.key, &element.record, &error);
+                let error = ThrownError { code: &code, message: "", variables: &[], job_key: -1 };
+                elements::throw_error(p, &model, element.key, &element.record, &error);
             }
         }
         _ => {}

@@ -1,12 +1,13 @@
 use waggle_protocol::value::JobRecord;
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
-use crate::behaviors::{self, error_type};
-use crate::processing::{Processing, RequestId};
+use crate::batch::RequestId;
+use crate::behaviors::incidents::{error_type, incident};
+use crate::behaviors::jobs::job_became_activatable;
+use crate::elements::{self, ThrownError};
+use crate::processing::P;
 use crate::tables::{JobState, StoredJob};
 use crate::variables;
-
-type P<'a, 'b, 'c, 'd> = &'a mut Processing<'b, 'c, 'd>;
 
 pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
     let RecordValue::Job(given) = &command.value else { return };
@@ -45,14 +46,14 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
                 return; // already completed, failed or given more time
             }
             p.event(command.key, Intent::TimedOut, RecordValue::Job(job.record));
-            behaviors::job_became_activatable(p, command.key);
+            job_became_activatable(p, command.key);
         }
         Intent::RecurAfterBackoff => {
             if job.state != JobState::Failed || job.record.recurring_time_ms == 0 || job.record.recurring_time_ms > p.now_ms {
                 return;
             }
             p.event(command.key, Intent::RecurredAfterBackoff, RecordValue::Job(job.record));
-            behaviors::job_became_activatable(p, command.key);
+            job_became_activatable(p, command.key);
         }
         Intent::Yield => {
             // a pushed job its stream could not take goes back to the pool
@@ -60,7 +61,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
                 return;
             }
             p.event(command.key, Intent::Yielded, RecordValue::Job(job.record));
-            behaviors::job_became_activatable(p, command.key);
+            job_became_activatable(p, command.key);
         }
         Intent::UpdateRetries => {
             let mut record = job.record;
@@ -138,13 +139,13 @@ fn fail(p: P, command: &Record, request: Option<RequestId>, job: StoredJob, give
     }
     if record.retries > 0 {
         if record.recurring_time_ms == 0 {
-            behaviors::job_became_activatable(p, command.key);
+            job_became_activatable(p, command.key);
         }
         return;
     }
     let Some(element) = p.view().element(record.element_instance_key) else { return };
     let message = if record.error_message.is_empty() { "No more retries left.".to_string() } else { record.error_message.clone() };
-    behaviors::incident(p, &element.record, element.key, command.key, error_type::JOB_NO_RETRIES, message);
+    incident(p, &element.record, element.key, command.key, error_type::JOB_NO_RETRIES, message);
 }
 
 fn throw_error(p: P, command: &Record, request: Option<RequestId>, job: StoredJob, given: &JobRecord) {
@@ -169,6 +170,6 @@ fn throw_error(p: P, command: &Record, request: Option<RequestId>, job: StoredJo
     p.respond(request, event);
     let Some(element) = p.view().element(record.element_instance_key) else { return };
     let model = p.process_model(element.record.process_definition_key);
-    let error = behaviors::ThrownError { code: &record.error_code, message: &record.error_message, variables: &vars, job_key: command.key };
-    behaviors::throw_error(p, &model, element.key, &element.record, &error);
+    let error = ThrownError { code: &record.error_code, message: &record.error_message, variables: &vars, job_key: command.key };
+    elements::throw_error(p, &model, element.key, &element.record, &error);
 }

@@ -1,7 +1,8 @@
 use waggle_protocol::value::JobBatchRecord;
 use waggle_protocol::{Intent, Record, RecordValue};
 
-use crate::processing::{Command, Processing, RequestId};
+use crate::batch::{Command, RequestId};
+use crate::processing::Processing;
 use crate::variables;
 
 /// The jobs an activation command would take (up to its maximum, oldest first); `None` for

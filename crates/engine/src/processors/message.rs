@@ -1,7 +1,9 @@
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
-use crate::events;
-use crate::processing::{Processing, RequestId};
+use crate::batch::RequestId;
+use crate::behaviors::starts;
+use crate::processing::Processing;
+use crate::processors::subscription;
 
 /// MESSAGE PUBLISH: stores the message until its time to live ends; a message id may be used
 /// once per name and correlation key while the first message lives.
@@ -21,8 +23,8 @@ pub(crate) fn publish(p: &mut Processing<'_, '_, '_>, command: &Record, request:
     let key = p.new_key();
     let event = p.event_record(key, Intent::Published, RecordValue::Message(record.clone()));
     p.respond(request, event);
-    events::correlate_published(p, key);
-    crate::starts::correlate_message_starts(p, key, &record);
+    subscription::correlate_published(p, key);
+    starts::correlate_message_starts(p, key, &record);
     // a message without time to live correlates to what waits now, then expires at once
     if record.time_to_live_ms <= 0 {
         p.event(key, Intent::Expired, RecordValue::Message(record));

@@ -1,41 +1,73 @@
 //! Command processors: read state, validate, and write events (applied at once), follow-up
-//! commands, rejections and responses.
+//! commands, rejections and responses. The top of the engine: [`run`] processes a command from
+//! outside and every follow-up command it causes.
 
 pub(crate) mod deployment;
 pub(crate) mod instance;
 pub(crate) mod job;
 pub(crate) mod job_batch;
 pub(crate) mod message;
+pub(crate) mod signal;
+pub(crate) mod subscription;
+pub(crate) mod timer;
 
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
-use crate::processing::{Processing, RequestId};
-use crate::{behaviors, events, starts};
+use crate::batch::{Command, RequestId};
+use crate::distribution;
+use crate::elements;
+use crate::processing::P;
 
-pub(crate) fn process(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
+/// Processes one command from outside, then all follow-up commands it caused.
+pub(crate) fn run(p: P, command: Command) {
+    if let Some(d) = &command.distribution {
+        if distribution::is_duplicate(p, d) {
+            return;
+        }
+    }
+    // An activation that finds no job writes nothing: answer it without touching the log.
+    let jobs = job_batch::jobs_to_activate(p, &command);
+    if jobs.as_ref().is_some_and(|j| j.is_empty()) {
+        return p.answer_unwritten(command, Intent::Activated);
+    }
+    let request = command.request_id;
+    let distributed = command.distribution;
+    let record = p.begin_command(command, jobs);
+    if let Some(d) = &distributed {
+        distribution::received(p, d, &record);
+    }
+    process(p, &record, request);
+    p.end_command();
+    while let Some(next) = p.next_follow_up() {
+        process(p, &next, None);
+    }
+}
+
+/// Processes one command, by its value type and intent.
+pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
     match (&command.value, command.intent) {
         (RecordValue::Deployment(_), Intent::Create) => deployment::create(p, command, request),
         (RecordValue::Deployment(_), Intent::Distribute) => deployment::distribute(p, command, request),
         (RecordValue::ProcessInstanceCreation(_), Intent::Create) => instance::create(p, command, request, false),
         (RecordValue::ProcessInstanceCreation(_), Intent::CreateWithAwaitingResult) => instance::create(p, command, request, true),
         (RecordValue::ProcessInstance(_), Intent::Cancel) => instance::cancel(p, command, request),
-        (RecordValue::ProcessInstance(_), Intent::ActivateElement) => behaviors::activate(p, command),
-        (RecordValue::ProcessInstance(_), Intent::CompleteElement) => behaviors::complete(p, command),
-        (RecordValue::ProcessInstance(_), Intent::TerminateElement) => behaviors::terminate(p, command.key),
+        (RecordValue::ProcessInstance(_), Intent::ActivateElement) => elements::activate(p, command),
+        (RecordValue::ProcessInstance(_), Intent::CompleteElement) => elements::complete(p, command),
+        (RecordValue::ProcessInstance(_), Intent::TerminateElement) => elements::terminate(p, command.key),
         (RecordValue::VariableDocument(_), Intent::Update) => instance::set_variables(p, command, request),
         (RecordValue::Incident(_), Intent::Resolve) => instance::resolve_incident(p, command, request),
         (RecordValue::Job(_), _) => job::process(p, command, request),
         (RecordValue::JobBatch(_), Intent::Activate) => job_batch::activate(p, command, request),
         (RecordValue::Message(_), Intent::Publish) => message::publish(p, command, request),
         (RecordValue::Message(_), Intent::Expire) => message::expire(p, command),
-        (RecordValue::Timer(_), Intent::Trigger) => events::trigger_timer(p, command),
-        (RecordValue::MessageSubscription(_), Intent::Create) => events::create_message_subscription(p, command),
+        (RecordValue::Timer(_), Intent::Trigger) => timer::trigger_timer(p, command),
+        (RecordValue::MessageSubscription(_), Intent::Create) => subscription::create_message_subscription(p, command),
         (RecordValue::MessageSubscription(_), Intent::Correlate | Intent::Delete | Intent::Reject) => {
-            events::message_subscription(p, command)
+            subscription::message_subscription(p, command)
         }
-        (RecordValue::ProcessMessageSubscription(_), Intent::Correlate) => events::correlate_process_subscription(p, command),
-        (RecordValue::Signal(_), Intent::Broadcast) => starts::broadcast(p, command, request),
-        (RecordValue::CommandDistribution(_), Intent::Acknowledge) => crate::distribution::acknowledged(p, command),
+        (RecordValue::ProcessMessageSubscription(_), Intent::Correlate) => subscription::correlate_process_subscription(p, command),
+        (RecordValue::Signal(_), Intent::Broadcast) => signal::broadcast(p, command, request),
+        (RecordValue::CommandDistribution(_), Intent::Acknowledge) => distribution::acknowledged(p, command),
         _ => p.reject(
             command,
             request,

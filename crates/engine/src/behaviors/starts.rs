@@ -1,21 +1,19 @@
 //! How process instances begin: at the none start event (CreateProcessInstance), at given
 //! elements (start instructions), or by a timer, message or signal start event. Also the
-//! start-event subscriptions a deployment opens, and signal broadcasts.
+//! start-event subscriptions a deployment opens, and the signal broadcast a throw event asks for.
 
 use waggle_bpmn::{ElementKind, EventTrigger, Process};
 use waggle_protocol::value::{
     MessageRecord, MessageStartEventSubscriptionRecord, ProcessInstanceRecord, ProcessRecord, SignalRecord, SignalSubscriptionRecord,
     TimerRecord,
 };
-use waggle_protocol::{Intent, Record, RecordValue};
+use waggle_protocol::{Intent, RecordValue};
 
-use crate::events;
+use crate::behaviors::expressions::string_of;
+use crate::behaviors::waits::{schedule_next_cycle, timer_due};
 use crate::json_doc::{document_texts, VariableTexts};
-use crate::processing::{Processing, RequestId};
-use crate::tables::ElementState;
+use crate::processing::P;
 use crate::variables;
-
-type P<'a, 'b, 'c, 'd> = &'a mut Processing<'b, 'c, 'd>;
 
 /// Starts an instance of process `definition_key` (new key `pi_key`): the process activates
 /// (a follow-up command), with `variables` set on it, and then `starts` (element indexes; the
@@ -49,7 +47,7 @@ pub(crate) fn start_instance(
 
 /// Starts an instance at the start event `target` of the definition a start subscription
 /// belongs to, if that definition is still deployed. Returns the new instance's key.
-fn start_at_event(p: P, definition_key: i64, target: &str, variables: VariableTexts) -> Option<i64> {
+pub(crate) fn start_at_event(p: P, definition_key: i64, target: &str, variables: VariableTexts) -> Option<i64> {
     let definition = p.process_record(definition_key)?;
     let model = p.process_model(definition_key);
     let start = model.element(target)?;
@@ -78,7 +76,7 @@ pub(crate) fn open_start_events(
         let ElementKind::EventStartEvent { trigger, .. } = &element.kind else { continue };
         match trigger {
             EventTrigger::Message(message) => {
-                let Ok(name) = events::string_of(p, -1, &message.name) else { continue };
+                let Ok(name) = string_of(p, -1, &message.name) else { continue };
                 let subscription = MessageStartEventSubscriptionRecord {
                     process_definition_key: definition_key,
                     bpmn_process_id: record.bpmn_process_id.clone(),
@@ -93,7 +91,7 @@ pub(crate) fn open_start_events(
                 p.event(key, Intent::Created, RecordValue::MessageStartEventSubscription(subscription));
             }
             EventTrigger::Timer(def) if deploying => {
-                let Ok((due_ms, repetitions)) = events::timer_due(p, -1, def, p.now_ms) else { continue };
+                let Ok((due_ms, repetitions)) = timer_due(p, -1, def, p.now_ms) else { continue };
                 let timer = TimerRecord {
                     element_instance_key: -1,
                     process_instance_key: -1,
@@ -107,7 +105,7 @@ pub(crate) fn open_start_events(
                 p.event(key, Intent::Created, RecordValue::Timer(timer));
             }
             EventTrigger::Signal { name } if deploying => {
-                let Ok(name) = events::string_of(p, -1, name) else { continue };
+                let Ok(name) = string_of(p, -1, name) else { continue };
                 let subscription = SignalSubscriptionRecord {
                     process_definition_key: definition_key,
                     bpmn_process_id: record.bpmn_process_id.clone(),
@@ -129,7 +127,7 @@ fn close_start_events(p: P, definition_key: i64) {
     let model = p.process_model(definition_key);
     for start in model.event_start_events() {
         let ElementKind::EventStartEvent { trigger: EventTrigger::Message(message), .. } = &model.elements[start].kind else { continue };
-        let Ok(name) = events::string_of(p, -1, &message.name) else { continue };
+        let Ok(name) = string_of(p, -1, &message.name) else { continue };
         let open = p
             .view()
             .message_start_subscriptions(&name)
@@ -161,7 +159,7 @@ pub(crate) fn trigger_start_timer(p: P, timer_key: i64, timer: TimerRecord) {
             _ => None,
         });
         if let Some(v) = cycle {
-            events::schedule_next_cycle(p, &timer, &v, -1);
+            schedule_next_cycle(p, &timer, &v, -1);
         }
     }
     start_at_event(p, timer.process_definition_key, &timer.target_element_id, Vec::new());
@@ -210,7 +208,7 @@ pub(crate) fn start_with_buffered_message(p: P, bpmn_process_id: &str, correlati
     let model = p.process_model(definition_key);
     for start in model.event_start_events() {
         let ElementKind::EventStartEvent { trigger: EventTrigger::Message(message), .. } = &model.elements[start].kind else { continue };
-        let Ok(name) = events::string_of(p, -1, &message.name) else { continue };
+        let Ok(name) = string_of(p, -1, &message.name) else { continue };
         let Some(subscription) =
             p.view().message_start_subscriptions(&name).into_iter().find(|s| s.process_definition_key == definition_key)
         else {
@@ -233,43 +231,4 @@ pub(crate) fn start_with_buffered_message(p: P, bpmn_process_id: &str, correlati
 pub(crate) fn broadcast_signal(p: P, name: &str, tenant_id: &str) {
     let signal = SignalRecord { signal_name: name.to_string(), variables: "{}".into(), tenant_id: tenant_id.to_string() };
     p.command(-1, Intent::Broadcast, RecordValue::Signal(signal));
-}
-
-/// SIGNAL BROADCAST: from a client or a throw event (key -1: this partition broadcasts it to
-/// the others too), or from another partition (its key). Triggers every subscription of the
-/// signal's name on this partition.
-pub(crate) fn broadcast(p: P, command: &Record, request: Option<RequestId>) {
-    let RecordValue::Signal(signal) = &command.value else { return };
-    let variables = match p.client_document(&signal.variables) {
-        Ok(v) => v,
-        Err(e) => {
-            let reason = format!("Expected to broadcast signal with valid variables, but the document is invalid: {e}");
-            return p.reject(command, request, waggle_protocol::RejectionType::InvalidArgument, reason);
-        }
-    };
-    let original = command.key <= 0;
-    let key = if original { p.new_key() } else { command.key };
-    let event = p.event_record(key, Intent::Broadcasted, RecordValue::Signal(signal.clone()));
-    p.respond(request, event);
-    if original {
-        for partition in 1..=p.partition_count as u16 {
-            if partition != p.partition {
-                p.send(partition, key, Intent::Broadcast, RecordValue::Signal(signal.clone()));
-            }
-        }
-    }
-    for subscription in p.view().signal_subscriptions(&signal.signal_name) {
-        if subscription.catch_event_instance_key < 0 {
-            start_at_event(p, subscription.process_definition_key, &subscription.catch_event_id, variables.clone());
-            continue;
-        }
-        // an earlier trigger of this broadcast may have ended the element meanwhile
-        let still_open = p.view().signal_subscriptions_of(subscription.catch_event_instance_key).contains(&subscription);
-        let Some(instance) = p.view().element(subscription.catch_event_instance_key).filter(|e| e.state == ElementState::Activated) else {
-            continue;
-        };
-        if still_open {
-            events::trigger(p, &instance, &subscription.catch_event_id, &variables);
-        }
-    }
 }

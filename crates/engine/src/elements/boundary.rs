@@ -1,0 +1,53 @@
+//! Boundary events: entered when the event they wait for on their activity occurs (a timer,
+//! message or signal, or an error or escalation thrown inside the activity); an interrupting
+//! one terminates the activity first.
+
+use waggle_bpmn::{ElementKind, Process};
+use waggle_protocol::{Intent, RecordValue};
+
+use crate::behaviors::flows::child_record;
+use crate::elements::behavior::{ElementBehavior, Transitions};
+use crate::processing::P;
+use crate::tables::ElementInstance;
+use crate::variables;
+
+/// A boundary event: passes through once entered.
+pub(crate) struct BoundaryEvent;
+
+impl ElementBehavior for BoundaryEvent {
+    fn on_event_occurred(
+        &self,
+        p: P,
+        model: &Process,
+        idx: usize,
+        waiting: &ElementInstance,
+        variables: &[(String, String)],
+        t: Transitions,
+    ) {
+        activate(p, model, waiting, idx, variables, false, t)
+    }
+}
+
+/// Activates boundary event `boundary` of `activity`; an interrupting one terminates the
+/// activity first. `local`: the variables stay local to the event (an error's, as Zeebe does),
+/// else they are local only when the event has output mappings.
+pub(crate) fn activate(
+    p: P,
+    model: &Process,
+    activity: &ElementInstance,
+    boundary: usize,
+    variables: &[(String, String)],
+    local: bool,
+    t: Transitions,
+) {
+    let element = &model.elements[boundary];
+    let interrupting = matches!(element.kind, ElementKind::BoundaryEvent { cancel_activity: true, .. });
+    if interrupting {
+        t.terminate(p, activity.key);
+    }
+    let record = child_record(&activity.record, activity.record.flow_scope_key, &element.id, element.kind.bpmn_element_type());
+    let key = p.new_key();
+    p.event(key, Intent::ElementActivating, RecordValue::ProcessInstance(record));
+    variables::set_event_variables(p, key, activity.record.flow_scope_key, local || !element.outputs.is_empty(), variables);
+    t.continue_activation(p, key);
+}

@@ -1,0 +1,247 @@
+//! The element lifecycle every kind goes through (Zeebe's `BpmnStreamProcessor` with its
+//! state transitions): ACTIVATE_ELEMENT → ACTIVATING → (input mappings, waits) → ACTIVATED;
+//! COMPLETE_ELEMENT → COMPLETING → (output mappings, flows chosen) → COMPLETED → the token
+//! leaves along its flows, or its scope completes; TERMINATING → everything inside terminated
+//! → TERMINATED. The steps that differ per kind are hooks of its behaviour, found in
+//! [`behavior_of`]. Failures that Zeebe raises as incidents become INCIDENT CREATED events and
+//! leave the element where it stopped; resolving the incident resumes from there
+//! ([`continue_activation`], [`continue_completion`]).
+
+use waggle_bpmn::Process;
+use waggle_protocol::value::ProcessInstanceRecord;
+use waggle_protocol::{Intent, Record, RecordValue};
+
+use crate::behaviors::expressions::evaluate_mappings;
+use crate::behaviors::flows::{child_record, flow_taken, is_multi_instance_body};
+use crate::behaviors::incidents::{error_type, incident, resolve_incident_of};
+use crate::behaviors::waits::{self, Wait};
+use crate::elements::behavior::{Activation, ElementBehavior, Then, Transitions};
+use crate::elements::events::{self, ThrownError};
+use crate::elements::table::{behavior_for, behavior_of};
+use crate::elements::{gateways, multi_instance, process, subprocesses};
+use crate::processing::P;
+use crate::tables::{ElementInstance, ElementState};
+use crate::variables::{self, Vars};
+
+/// The lifecycle's transitions, as behaviours are handed them.
+pub(crate) const TRANSITIONS: Transitions = Transitions { terminate, continue_activation };
+
+/// ACTIVATE_ELEMENT: the element instance is born (ACTIVATING), then activation continues.
+pub(crate) fn activate(p: P, command: &Record) {
+    let RecordValue::ProcessInstance(pi) = &command.value else { return };
+    if pi.flow_scope_key > 0 {
+        // a token into a scope that was terminated, or taken over by an interrupting event
+        // subprocess, meanwhile goes nowhere
+        let Some(scope) = p.view().element(pi.flow_scope_key).filter(|s| s.state == ElementState::Activated) else { return };
+        let model = p.process_model(pi.process_definition_key);
+        if subprocesses::interrupted(p, &model, &scope) {
+            return;
+        }
+        if let Some(idx) = model.element(&pi.element_id) {
+            if !behavior_for(&model.elements[idx], pi).ready_to_activate(p, &model, idx, pi.flow_scope_key) {
+                return; // more tokens may still arrive
+            }
+        }
+    }
+    p.event(command.key, Intent::ElementActivating, RecordValue::ProcessInstance(pi.clone()));
+    continue_activation(p, command.key);
+}
+
+/// The part of activation that may stop at an incident (mappings, what the element waits
+/// for, job properties).
+pub(crate) fn continue_activation(p: P, key: i64) {
+    let Some(instance) = p.view().element(key) else { return };
+    let pi = instance.record.clone();
+    let model = p.process_model(pi.process_definition_key);
+    if pi.element_id == model.id {
+        return process::activate(p, &model, key, pi);
+    }
+    let Some(idx) = model.element(&pi.element_id) else { return };
+    let element = &model.elements[idx];
+    // a multi-instance activity: its body, or an inner instance (the mappings are its)
+    let (body, inner) = match element.multi_instance {
+        Some(_) => (is_multi_instance_body(&pi), !is_multi_instance_body(&pi)),
+        None => (false, false),
+    };
+    // a (sub)process activated only as the flow scope of start instructions' targets
+    let instructed = p.take_start_elements(key);
+    if inner {
+        multi_instance::inner_activating(p, element, key);
+    }
+    if !body && !element.inputs.is_empty() && instructed.is_none() {
+        match evaluate_mappings(p, key, &element.inputs) {
+            Ok(doc) => variables::merge_local(p, key, &variables::texts_of(&doc)),
+            Err(message) => return incident(p, &pi, key, -1, error_type::IO_MAPPING_ERROR, message),
+        }
+    }
+    let behavior = behavior_for(element, &pi);
+    let waits = match waits_with(behavior, p, &model, idx, Vars::Scope(key), !inner) {
+        Ok(waits) => waits,
+        Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
+    };
+    let activation = Activation { model: &model, idx, key, record: pi, waits, instructed };
+    behavior.on_activate(p, activation, TRANSITIONS);
+}
+
+/// Evaluates what `element` waits for once active, with the variables `vars`: its own events
+/// (see [`ElementBehavior::own_waits`]), then its boundary events'. An error message (for an
+/// incident) when an expression fails.
+pub(crate) fn waits_of(p: P, model: &Process, idx: usize, vars: Vars<'_>) -> Result<Vec<Wait>, String> {
+    waits_with(behavior_of(&model.elements[idx].kind), p, model, idx, vars, true)
+}
+
+/// `boundary`: with the boundary events' (not for an inner instance of a multi-instance
+/// activity: they are its body's).
+fn waits_with(
+    behavior: &dyn ElementBehavior,
+    p: P,
+    model: &Process,
+    idx: usize,
+    vars: Vars<'_>,
+    boundary: bool,
+) -> Result<Vec<Wait>, String> {
+    let mut waits = behavior.own_waits(p, model, idx, vars)?;
+    if boundary {
+        waits::add_boundary_waits(p, model, idx, vars, &mut waits)?;
+    }
+    Ok(waits)
+}
+
+/// COMPLETE_ELEMENT: COMPLETING, then completion continues.
+pub(crate) fn complete(p: P, command: &Record) {
+    let Some(instance) = p.view().element(command.key) else { return };
+    if instance.state != ElementState::Activated {
+        return;
+    }
+    p.event(command.key, Intent::ElementCompleting, RecordValue::ProcessInstance(instance.record));
+    continue_completion(p, command.key);
+}
+
+/// The part of completion that may stop at an incident (output mappings, conditions).
+pub(crate) fn continue_completion(p: P, key: i64) {
+    let Some(instance) = p.view().element(key) else { return };
+    let pi = instance.record.clone();
+    let model = p.process_model(pi.process_definition_key);
+    if pi.element_id == model.id {
+        return process::complete(p, &model, key, pi);
+    }
+    let Some(idx) = model.element(&pi.element_id) else { return };
+    let element = &model.elements[idx];
+    let body = element.multi_instance.is_some() && is_multi_instance_body(&pi);
+    if body {
+        multi_instance::body_completing(p, element, key, &pi);
+    } else if !element.outputs.is_empty() {
+        match evaluate_mappings(p, key, &element.outputs) {
+            Ok(doc) => variables::merge_propagate(p, pi.flow_scope_key, &variables::texts_of(&doc)),
+            Err(message) => return incident(p, &pi, key, -1, error_type::IO_MAPPING_ERROR, message),
+        }
+    }
+    if element.multi_instance.is_some() && !body {
+        // an inner instance: its body goes on, not a flow
+        let done = match multi_instance::inner_completing(p, element, key, &pi) {
+            Ok(done) => done,
+            Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
+        };
+        waits::close(p, &model, &pi.element_id, key);
+        p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
+        return multi_instance::inner_completed(p, &model, idx, &pi, done, TRANSITIONS);
+    }
+    let behavior = behavior_for(element, &pi);
+    let flows = match behavior.outgoing(p, &model, idx, key) {
+        Ok(flows) => flows,
+        Err(message) => return incident(p, &pi, key, -1, error_type::CONDITION_ERROR, message),
+    };
+    waits::close(p, &model, &pi.element_id, key);
+    p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
+    if behavior.on_completed(p, &model, idx, key, &pi, TRANSITIONS) == Then::Done {
+        return;
+    }
+    if flows.is_empty() {
+        maybe_complete_scope(p, pi.flow_scope_key);
+    }
+    for flow in flows {
+        take_flow(p, &model, &pi, flow);
+    }
+}
+
+/// A token leaves `from` along `flow`: SEQUENCE_FLOW_TAKEN, and the target is activated once
+/// it takes the token.
+fn take_flow(p: P, model: &Process, from: &ProcessInstanceRecord, flow: usize) {
+    flow_taken(p, model, from, flow);
+    let target_idx = model.flows[flow].target;
+    let target = &model.elements[target_idx];
+    if !behavior_of(&target.kind).takes_token(p, model, target_idx, from.flow_scope_key) {
+        return;
+    }
+    let next = child_record(from, from.flow_scope_key, &target.id, target.entered_type());
+    let next_key = p.new_key();
+    p.command(next_key, Intent::ActivateElement, RecordValue::ProcessInstance(next));
+}
+
+/// Completes a scope once nothing inside it is active and no token is in flight; first, a
+/// token waiting at an inclusive join may go on now that one more path has ended.
+fn maybe_complete_scope(p: P, scope: i64) {
+    let Some(s) = p.view().element(scope) else { return };
+    if s.state != ElementState::Activated {
+        return;
+    }
+    if s.active_flows > 0 {
+        let model = p.process_model(s.record.process_definition_key);
+        for &idx in model.inclusive_joins(model.element(&s.record.element_id)) {
+            if gateways::inclusive_join_ready(p, &model, scope, idx) {
+                let e = &model.elements[idx];
+                let record = child_record(&s.record, scope, &e.id, e.kind.bpmn_element_type());
+                let key = p.new_key();
+                p.command(key, Intent::ActivateElement, RecordValue::ProcessInstance(record));
+            }
+        }
+        return;
+    }
+    if s.active_children == 0 {
+        p.command(scope, Intent::CompleteElement, RecordValue::ProcessInstance(s.record));
+    }
+}
+
+/// Terminates an element instance and everything inside it (cancel).
+pub(crate) fn terminate(p: P, key: i64) {
+    let Some(instance) = p.view().element(key) else { return };
+    if matches!(instance.state, ElementState::Terminating | ElementState::Terminated | ElementState::Completed) {
+        return;
+    }
+    p.event(key, Intent::ElementTerminating, RecordValue::ProcessInstance(instance.record.clone()));
+    for child in p.view().children(key) {
+        terminate(p, child);
+    }
+    let model = p.process_model(instance.record.process_definition_key);
+    if let Some(idx) = model.element(&instance.record.element_id) {
+        behavior_for(&model.elements[idx], &instance.record).on_terminate(p, &instance);
+    }
+    resolve_incident_of(p, p.view().element_incident(key));
+    waits::close(p, &model, &instance.record.element_id, key);
+    if instance.record.flow_scope_key < 0 {
+        return process::terminated(p, key, &instance.record);
+    }
+    p.event(key, Intent::ElementTerminated, RecordValue::ProcessInstance(instance.record));
+}
+
+/// A timer, message or signal fired for `instance` (the waiting element instance) on behalf of
+/// `target`: a catch event or receive task waiting for it completes; otherwise the hook of the
+/// element it belongs to goes on (a boundary event, an event subprocess's start event, the
+/// event after an event-based gateway). `variables` come with a message or signal.
+pub(crate) fn event_occurred(p: P, instance: &ElementInstance, target: &str, variables: &[(String, String)]) {
+    let model = p.process_model(instance.record.process_definition_key);
+    if instance.record.element_id == target {
+        let outputs = model.element(target).is_some_and(|i| !model.elements[i].outputs.is_empty());
+        variables::set_event_variables(p, instance.key, instance.record.flow_scope_key, outputs, variables);
+        p.command(instance.key, Intent::CompleteElement, RecordValue::ProcessInstance(instance.record.clone()));
+        return;
+    }
+    let Some(target_idx) = model.element(target) else { return };
+    behavior_of(&model.elements[target_idx].kind).on_event_occurred(p, &model, target_idx, instance, variables, TRANSITIONS);
+}
+
+/// Throws an error at element instance `from` (a worker's, or an error end event's again
+/// after its incident is resolved): see [`events::throw_error`].
+pub(crate) fn throw_error(p: P, model: &Process, from: i64, pi: &ProcessInstanceRecord, error: &ThrownError<'_>) {
+    events::throw_error(p, model, from, pi, error, TRANSITIONS)
+}

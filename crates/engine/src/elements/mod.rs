@@ -1,0 +1,24 @@
+//! Element behaviours, one per BPMN element kind or family (Zeebe's `BpmnElementProcessor`s),
+//! and the lifecycle that calls their hooks.
+//!
+//! Layers, lowest first: `behavior` (the hooks and what they are given); the kinds' files
+//! (`tasks`, `gateways`, `boundary`, `subprocesses`, `process`, `multi_instance`, then `events`, which throws to
+//! boundary events and event subprocesses); `table` (kind → behaviour); `lifecycle`. A
+//! behaviour reaches the lifecycle only through the [`Transitions`](behavior::Transitions) it
+//! is handed.
+
+pub(crate) mod behavior;
+pub(crate) mod boundary;
+pub(crate) mod events;
+pub(crate) mod gateways;
+pub(crate) mod lifecycle;
+pub(crate) mod multi_instance;
+pub(crate) mod process;
+pub(crate) mod subprocesses;
+pub(crate) mod table;
+pub(crate) mod tasks;
+
+pub(crate) use events::ThrownError;
+pub(crate) use lifecycle::{
+    activate, complete, continue_activation, continue_completion, event_occurred, terminate, throw_error, waits_of,
+};

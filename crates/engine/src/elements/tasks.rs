@@ -1,0 +1,54 @@
+//! Tasks: those that create a job (service, send, script, business rule and user tasks, and
+//! message throw and end events, which Zeebe also serves with jobs) and the receive task.
+
+use waggle_bpmn::{ElementKind, Process};
+use waggle_protocol::{Intent, RecordValue};
+
+use crate::behaviors::incidents::{error_type, incident};
+use crate::behaviors::jobs;
+use crate::behaviors::waits::{self, message_wait, Wait};
+use crate::elements::behavior::{wait, Activation, ElementBehavior, Transitions};
+use crate::processing::P;
+use crate::tables::ElementInstance;
+use crate::variables::Vars;
+
+/// An element that creates a job and waits for it to be completed.
+pub(crate) struct JobTask;
+
+impl ElementBehavior for JobTask {
+    /// JOB CREATED, the element's waits opened, ACTIVATED, and the job handed to a worker.
+    fn on_activate(&self, p: P, a: Activation<'_>, _t: Transitions) {
+        let Activation { model, idx, key, record: pi, waits, .. } = a;
+        let (ElementKind::ServiceTask(def) | ElementKind::JobElement { def, .. }) = &model.elements[idx].kind else { return };
+        let job = match jobs::job_record(p, key, &pi, def) {
+            Ok(job) => job,
+            Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
+        };
+        let job_key = p.new_key();
+        p.event(job_key, Intent::Created, RecordValue::Job(job));
+        waits::open(p, &pi, key, waits);
+        p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi));
+        jobs::job_became_activatable(p, job_key);
+    }
+
+    fn on_terminate(&self, p: P, instance: &ElementInstance) {
+        if instance.job_key > 0 {
+            jobs::cancel(p, instance.job_key);
+        }
+    }
+}
+
+/// A receive task: waits for its message.
+pub(crate) struct ReceiveTask;
+
+impl ElementBehavior for ReceiveTask {
+    fn own_waits(&self, p: P, model: &Process, idx: usize, vars: Vars<'_>) -> Result<Vec<Wait>, String> {
+        let e = &model.elements[idx];
+        let ElementKind::ReceiveTask(message) = &e.kind else { return Ok(Vec::new()) };
+        Ok(vec![message_wait(p, vars, &e.id, message, true)?])
+    }
+
+    fn on_activate(&self, p: P, a: Activation<'_>, _t: Transitions) {
+        wait(p, a)
+    }
+}

@@ -1,0 +1,124 @@
+//! Message subscriptions between the partition of a waiting element and the partition of
+//! the message (by its correlation key): opening one, correlating a message to it from either
+//! side, and closing or rejecting it.
+
+use waggle_protocol::value::{MessageSubscriptionRecord, ProcessMessageSubscriptionRecord};
+use waggle_protocol::{partition_of, Intent, RecordValue};
+
+use crate::behaviors::waits::message_side;
+use crate::distribution;
+use crate::elements;
+use crate::processing::P;
+
+/// MESSAGE_SUBSCRIPTION CREATE (message partition): opens the subscription and correlates a
+/// buffered message to it, if one waits.
+pub(crate) fn create_message_subscription(p: P, command: &waggle_protocol::Record) {
+    let RecordValue::MessageSubscription(s) = &command.value else { return };
+    let key = p.new_key();
+    p.event(key, Intent::Created, RecordValue::MessageSubscription(s.clone()));
+    let buffered = p.view().buffered_messages(&s.message_name, &s.correlation_key);
+    for message_key in buffered {
+        if p.view().message_correlated_to(message_key, &s.bpmn_process_id) {
+            continue;
+        }
+        let Some(message) = p.view().message(message_key) else { continue };
+        if message.deadline_ms <= p.now_ms && message.time_to_live_ms > 0 {
+            continue; // expired, not yet removed
+        }
+        correlate(p, key, s, message_key, &message.variables);
+        break;
+    }
+}
+
+/// Starts correlating `message_key` to subscription `s` (CORRELATING) and tells the process
+/// partition.
+fn correlate(p: P, key: i64, s: &MessageSubscriptionRecord, message_key: i64, variables: &str) {
+    let correlating = MessageSubscriptionRecord { message_key, variables: variables.to_string(), ..s.clone() };
+    p.event(key, Intent::Correlating, RecordValue::MessageSubscription(correlating.clone()));
+    let command = ProcessMessageSubscriptionRecord {
+        process_instance_key: s.process_instance_key,
+        element_instance_key: s.element_instance_key,
+        bpmn_process_id: s.bpmn_process_id.clone(),
+        element_id: String::new(),
+        message_name: s.message_name.clone(),
+        correlation_key: s.correlation_key.clone(),
+        message_key,
+        variables: variables.to_string(),
+        interrupting: s.interrupting,
+        subscription_partition_id: p.partition,
+        tenant_id: s.tenant_id.clone(),
+    };
+    distribution::send(p, partition_of(s.element_instance_key), -1, Intent::Correlate, RecordValue::ProcessMessageSubscription(command));
+}
+
+/// After MESSAGE PUBLISHED: correlates the message to the open subscriptions of its name and
+/// correlation key, at most one per process (bpmn process id).
+pub(crate) fn correlate_published(p: P, message_key: i64) {
+    let Some(message) = p.view().message(message_key) else { return };
+    let mut processes: Vec<String> = Vec::new();
+    for s in p.view().message_subscriptions(&message.name, &message.correlation_key) {
+        if s.message_key > 0 || processes.contains(&s.bpmn_process_id) || p.view().message_correlated_to(message_key, &s.bpmn_process_id) {
+            continue;
+        }
+        processes.push(s.bpmn_process_id.clone());
+        let key = p.new_key();
+        correlate(p, key, &s, message_key, &message.variables);
+    }
+}
+
+/// PROCESS_MESSAGE_SUBSCRIPTION CORRELATE (process partition): the message reached the
+/// waiting element; trigger it and acknowledge, or reject when the element no longer waits.
+pub(crate) fn correlate_process_subscription(p: P, command: &waggle_protocol::Record) {
+    let RecordValue::ProcessMessageSubscription(given) = &command.value else { return };
+    let found = p
+        .view()
+        .process_subscriptions_of(given.element_instance_key)
+        .into_iter()
+        .find(|s| s.message_name == given.message_name && s.correlation_key == given.correlation_key);
+    let instance = p.view().element(given.element_instance_key).filter(|e| e.state == crate::tables::ElementState::Activated);
+    let (Some(subscription), Some(instance)) = (found, instance) else {
+        let reason = format!(
+            "Expected to correlate a message to element instance '{}', but it is no longer waiting for message '{}'",
+            given.element_instance_key, given.message_name
+        );
+        p.reject(command, None, waggle_protocol::RejectionType::InvalidState, reason);
+        let rejected = MessageSubscriptionRecord { message_key: given.message_key, ..message_side(given) };
+        distribution::send(p, given.subscription_partition_id, -1, Intent::Reject, RecordValue::MessageSubscription(rejected));
+        return;
+    };
+    let correlated =
+        ProcessMessageSubscriptionRecord { message_key: given.message_key, variables: given.variables.clone(), ..subscription.clone() };
+    let key = p.new_key();
+    p.event(key, Intent::Correlated, RecordValue::ProcessMessageSubscription(correlated.clone()));
+    distribution::send(
+        p,
+        subscription.subscription_partition_id,
+        -1,
+        Intent::Correlate,
+        RecordValue::MessageSubscription(message_side(&correlated)),
+    );
+    let vars = crate::json_doc::document_texts(&given.variables).unwrap_or_default();
+    elements::event_occurred(p, &instance, &subscription.element_id, &vars);
+}
+
+/// MESSAGE_SUBSCRIPTION CORRELATE / DELETE / REJECT (message partition).
+pub(crate) fn message_subscription(p: P, command: &waggle_protocol::Record) {
+    let RecordValue::MessageSubscription(given) = &command.value else { return };
+    let Some(stored) = p.view().message_subscription(&given.message_name, &given.correlation_key, given.element_instance_key) else {
+        return;
+    };
+    let key = p.new_key();
+    match command.intent {
+        Intent::Correlate => {
+            p.event(key, Intent::Correlated, RecordValue::MessageSubscription(MessageSubscriptionRecord { ..stored }));
+        }
+        Intent::Delete => {
+            p.event(key, Intent::Deleted, RecordValue::MessageSubscription(stored));
+        }
+        Intent::Reject => {
+            let rejected = MessageSubscriptionRecord { message_key: given.message_key, ..stored };
+            p.event(key, Intent::Rejected, RecordValue::MessageSubscription(rejected));
+        }
+        _ => {}
+    }
+}
