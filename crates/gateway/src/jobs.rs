@@ -61,6 +61,31 @@ pub fn to_activated(key: i64, job: JobRecord) -> pb::ActivatedJob {
     }
 }
 
+/// Activated jobs as the responses of an `ActivateJobs` stream: as many jobs per response as fit
+/// in `max_message_bytes` encoded (Zeebe's gateway, too, answers in several responses), so that a
+/// client whose limit is the default 4 MB can decode each (1,000 jobs carrying 50 kB of
+/// variables each made one 50 MB response). A job larger than the limit alone goes alone.
+pub fn split_responses(jobs: Vec<pb::ActivatedJob>, max_message_bytes: usize) -> Vec<pb::ActivateJobsResponse> {
+    use prost::Message as _;
+    let mut responses = Vec::new();
+    let mut current = pb::ActivateJobsResponse::default();
+    let mut size = 0;
+    for job in jobs {
+        // a repeated field's element: its length-delimited encoding and a tag byte
+        let job_size = job.encoded_len() + prost::length_delimiter_len(job.encoded_len()) + 1;
+        if !current.jobs.is_empty() && size + job_size > max_message_bytes {
+            responses.push(std::mem::take(&mut current));
+            size = 0;
+        }
+        size += job_size;
+        current.jobs.push(job);
+    }
+    if !current.jobs.is_empty() {
+        responses.push(current);
+    }
+    responses
+}
+
 /// Jobs one activation command takes at most: a larger request is split into several commands,
 /// so that the partition processes other commands between them (an activation of 1,000 jobs in
 /// one batch held every command behind it for its whole processing and commit).
@@ -206,5 +231,24 @@ impl Drop for PushedJobs {
         }
         tracing::debug!(stream = self.id, buffered = buffered.len(), "job stream closed: its buffered jobs return to the pool");
         self.broker.yield_jobs(buffered);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message as _;
+
+    #[test]
+    fn activated_jobs_are_split_into_responses_within_the_message_limit() {
+        let job = |i: i64| pb::ActivatedJob { key: i, variables: format!(r#"{{"v":"{}"}}"#, "x".repeat(1_000)), ..Default::default() };
+        let responses = split_responses((0..100).map(job).collect(), 10_000);
+        assert!(responses.len() > 1);
+        assert!(responses.iter().all(|r| r.encoded_len() <= 10_000), "{:?}", responses.iter().map(|r| r.encoded_len()).collect::<Vec<_>>());
+        let keys: Vec<i64> = responses.iter().flat_map(|r| r.jobs.iter().map(|j| j.key)).collect();
+        assert_eq!(keys, (0..100).collect::<Vec<_>>(), "every job once, in order");
+        // a job larger than the limit goes alone; none at all gives no response
+        assert_eq!(split_responses(vec![job(1), job(2)], 10).len(), 2);
+        assert!(split_responses(vec![], 10).is_empty());
     }
 }

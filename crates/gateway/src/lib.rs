@@ -241,8 +241,7 @@ impl Gateway for GatewayService {
             self.check_size(&req)?;
             jobs::validate_activation(&req)?;
             let jobs = jobs::activate_with_long_polling(&self.broker, &req, self.config.long_polling_timeout).await?;
-            let responses: Vec<Result<pb::ActivateJobsResponse, Status>> =
-                if jobs.is_empty() { vec![] } else { vec![Ok(pb::ActivateJobsResponse { jobs })] };
+            let responses = jobs::split_responses(jobs, self.config.max_message_bytes).into_iter().map(Ok).collect::<Vec<_>>();
             Ok(Response::new(Box::pin(tokio_stream::iter(responses)) as Self::ActivateJobsStream))
         })
         .await

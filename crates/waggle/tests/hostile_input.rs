@@ -421,3 +421,63 @@ async fn cancelling_an_instance_of_200000_variables_does_not_hold_the_partition(
     eprintln!("cancelling an instance of 200,000 variables took {:?}", started.elapsed());
     runs_an_instance_end_to_end(&node).await;
 }
+
+/// A parallel multi-instance service task over 10,000 items (the most a body takes) with an
+/// output collection: its creation does not hold the partition (an instance runs end to end
+/// within a second after it), every inner job is activated and completed, and the body completes
+/// with all 10,000 results in place (issue 26).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parallel_multi_instance_over_10000_items_runs_to_completion() {
+    const ITEMS: usize = 10_000;
+    let node = Node::start(&[]);
+    let mut client = grpc_client(&node).await;
+    let xml = definitions(
+        r#"<bpmn:process id="mi-wide" isExecutable="true"><bpmn:startEvent id="s"/><bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="t"/>
+<bpmn:serviceTask id="t"><bpmn:extensionElements><zeebe:taskDefinition type="wide-item"/></bpmn:extensionElements>
+<bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=for i in 1..n return i" inputElement="item" outputCollection="results" outputElement="=item * 2"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>
+<bpmn:sequenceFlow id="f2" sourceRef="t" targetRef="e"/><bpmn:endEvent id="e"/></bpmn:process>"#,
+    );
+    deploy(&mut client, "mi-wide.bpmn", xml.into_bytes()).await.expect("deploy");
+    let started = Instant::now();
+    let mut creator = client.clone();
+    let created = tokio::spawn(async move {
+        let request = CreateProcessInstanceWithResultRequest {
+            request: Some(CreateProcessInstanceRequest {
+                bpmn_process_id: "mi-wide".into(),
+                version: -1,
+                variables: format!(r#"{{"n": {ITEMS}}}"#),
+                ..Default::default()
+            }),
+            request_timeout: 300_000,
+            fetch_variables: vec!["results".into()],
+        };
+        creator.create_process_instance_with_result(request).await
+    });
+    runs_an_instance_end_to_end(&node).await;
+    let mut completed = 0;
+    while completed < ITEMS {
+        let activation = ActivateJobsRequest {
+            r#type: "wide-item".into(),
+            worker: "w".into(),
+            timeout: 300_000,
+            max_jobs_to_activate: 1_000,
+            request_timeout: 1_000,
+            ..Default::default()
+        };
+        let mut answers = client.activate_jobs(activation).await.expect("activate").into_inner();
+        while let Some(batch) = answers.message().await.expect("activation stream") {
+            for job in batch.jobs {
+                client.complete_job(CompleteJobRequest { job_key: job.key, variables: String::new() }).await.expect("complete");
+                completed += 1;
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(240), "{completed} of {ITEMS} jobs completed; log:\n{}", tail(&node));
+    }
+    let result = created.await.expect("creator task").expect("the instance's result").into_inner();
+    let results: serde_json::Value = serde_json::from_str(&result.variables).expect("JSON");
+    let results = results["results"].as_array().expect("results");
+    assert_eq!(results.len(), ITEMS);
+    assert!(results.iter().enumerate().all(|(i, r)| r.as_u64() == Some(2 * (i as u64 + 1))), "results out of place");
+    println!("{ITEMS} inner instances created, completed and collected in {:?}", started.elapsed());
+    runs_an_instance_end_to_end(&node).await;
+}
