@@ -385,39 +385,7 @@ impl Broker {
     /// the answer says the command was certainly not taken (no leader yet, a leader that is not
     /// one any more, a broker that cannot be reached).
     async fn route(&self, links: &ClusterLinks, partition: PartitionId, deploy: bool, command: Command) -> Result<Record, BrokerError> {
-        let deadline = tokio::time::Instant::now() + ROUTE_WINDOW;
-        // for a partition this broker does not hold, the members are tried in turn from its
-        // preferred leader (without membership, it does not know the leader)
-        let mut guess = links.spec.preferred_leader(partition);
-        loop {
-            let target = match self.handle(partition) {
-                Ok(handle) => handle.status().leader,
-                Err(BrokerError::Unavailable(_)) => Some(guess),
-                Err(e) => return Err(e),
-            };
-            let answer = match target {
-                Some(node) if node == links.spec.node_id => {
-                    if deploy {
-                        self.deploy_here(command.clone()).await
-                    } else {
-                        self.submit_here(partition, command.clone()).await
-                    }
-                }
-                Some(node) => {
-                    let left = deadline.saturating_duration_since(tokio::time::Instant::now()).max(std::time::Duration::from_millis(100));
-                    links.forwarder.submit(links.spec.members[node as usize], partition, deploy, command.clone(), left).await
-                }
-                None => Err(BrokerError::NotLeader(partition)),
-            };
-            match answer {
-                Err(BrokerError::NotLeader(_)) if tokio::time::Instant::now() < deadline => {
-                    guess = (guess + 1) % links.spec.cluster_size() as u64;
-                    tokio::time::sleep(ROUTE_RETRY).await;
-                }
-                Err(BrokerError::NotLeader(p)) => return Err(BrokerError::Unavailable(p)),
-                other => return other,
-            }
-        }
+        forward::route(self, &links.forwarder, &links.spec, partition, deploy, command, ROUTE_WINDOW, ROUTE_RETRY).await
     }
 
     /// Submits to this broker's own replica of `partition`: `NotLeader` when it does not lead it.
@@ -536,6 +504,12 @@ impl Broker {
             drop(links.announcer.lock().expect("announcer lock").take());
         }
         drop(self.network.lock().expect("network lock").take());
+    }
+}
+
+impl forward::RouteLocal for Broker {
+    fn leader_hint(&self, partition: PartitionId) -> Result<Option<u64>, BrokerError> {
+        Ok(self.handle(partition)?.status().leader)
     }
 }
 
