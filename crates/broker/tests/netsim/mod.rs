@@ -423,10 +423,13 @@ fn connector() -> Connector {
 
 // ---- a node: the partition's replica behind the real network ----
 
+/// Where a proposed command's answer goes.
+type Reply = oneshot::Sender<Result<Record, BrokerError>>;
+
 /// A client's command waiting for its entry to commit.
 struct Proposal {
     op: u64,
-    reply: oneshot::Sender<Result<Record, BrokerError>>,
+    reply: Reply,
 }
 
 /// The node's replica as the `CommandApi` and the router see it.
@@ -621,7 +624,7 @@ struct Driver<'a> {
     replica: &'a Replica,
     shared: &'a SharedRef,
     /// Proposed and not answered: (index, term, op, reply).
-    pending: Vec<(u64, u64, u64, oneshot::Sender<Result<Record, BrokerError>>)>,
+    pending: Vec<(u64, u64, u64, Reply)>,
     applied: u64,
     digest: u64,
 }
