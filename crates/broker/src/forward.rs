@@ -7,6 +7,11 @@
 //! own binary form of its types; the receiving broker answers only what it would answer a local
 //! client (C4 holds there). A refusal (not the leader, overloaded, no such partition) comes back
 //! as the [`BrokerError`] the receiver would have returned, so the caller can retry elsewhere.
+//!
+//! [`route`] is the routing decision itself: where a command goes, and when it may be sent again
+//! (only when it was certainly not taken). [`crate::Broker`] routes its clients' commands with it,
+//! and so does the deterministic simulation in `tests/`, which runs this module over a simulated
+//! network (a [`Connector`] given to [`Forwarder::with_connector`]).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -19,8 +24,10 @@ use serde::{Deserialize, Serialize};
 use tonic::transport::{Channel, Endpoint};
 use waggle_engine::{Command, Distribution};
 use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
+pub use waggle_replication::net::Connector;
+use waggle_replication::net::{KEEPALIVE, KEEPALIVE_TIMEOUT};
 
-use crate::BrokerError;
+use crate::{BrokerError, ClusterSpec};
 
 pub(crate) mod pb {
     tonic::include_proto!("waggle.command_api");
@@ -131,19 +138,32 @@ impl pb::command_api_server::CommandApi for Receiver {
 #[derive(Default)]
 pub struct Forwarder {
     channels: Mutex<HashMap<SocketAddr, Channel>>,
+    /// How channels connect (TCP when `None`).
+    connector: Option<Connector>,
 }
 
 impl Forwarder {
+    /// A forwarder whose channels connect through `connector` instead of TCP.
+    pub fn with_connector(connector: Connector) -> Self {
+        Self { channels: Mutex::default(), connector: Some(connector) }
+    }
+
     fn channel(&self, to: SocketAddr) -> Channel {
         let mut channels = self.channels.lock().expect("channels lock");
         channels
             .entry(to)
             .or_insert_with(|| {
-                Endpoint::from_shared(format!("http://{to}"))
+                // a connection that went silent is found by pings, not by a request's time-out
+                let endpoint = Endpoint::from_shared(format!("http://{to}"))
                     .expect("a socket address is a valid URI")
-                    .connect_timeout(CONNECT_TIMEOUT)
                     .tcp_nodelay(true)
-                    .connect_lazy()
+                    .http2_keep_alive_interval(KEEPALIVE)
+                    .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+                    .keep_alive_while_idle(true);
+                match &self.connector {
+                    None => endpoint.connect_timeout(CONNECT_TIMEOUT).connect_lazy(),
+                    Some(connect) => connect(endpoint),
+                }
             })
             .clone()
     }
@@ -202,6 +222,67 @@ impl Forwarder {
         request.set_timeout(timeout);
         let answer = client.rebalance(request).await?.into_inner();
         Ok(answer.partitions.into_iter().filter_map(|p| PartitionId::try_from(p).ok()).collect())
+    }
+}
+
+/// What routing asks of the broker it runs on.
+pub trait RouteLocal: LocalSubmit {
+    /// The node id of `partition`'s leader as this broker knows it (itself when it leads; `None`
+    /// when it knows of none), or [`BrokerError::Unavailable`] when it holds no replica of the
+    /// partition; another error ends routing with it.
+    fn leader_hint(&self, partition: PartitionId) -> Result<Option<u64>, BrokerError>;
+}
+
+/// Sends `command` to whichever broker of `spec` leads `partition` (`local`'s own replica
+/// included), retrying every `retry` while the answer says the command was certainly not taken
+/// ([`BrokerError::NotLeader`]: no leader yet, a leader that is not one any more, a broker that
+/// cannot be reached), for at most `window`, after which it answers `NotLeader` (taken by none:
+/// the caller may try another partition, or report the partition unavailable). Any other answer
+/// is final: a command that may have been taken is never sent twice. A forwarded command's
+/// answer is awaited at least [`crate::FORWARD_ANSWER_WAIT`] (it may be a creation awaiting its
+/// result; the client's own deadline ends the call sooner).
+#[allow(clippy::too_many_arguments)]
+pub async fn route<L: RouteLocal + ?Sized>(
+    local: &L,
+    forwarder: &Forwarder,
+    spec: &ClusterSpec,
+    partition: PartitionId,
+    deploy: bool,
+    command: Command,
+    window: Duration,
+    retry: Duration,
+) -> Result<Record, BrokerError> {
+    let deadline = tokio::time::Instant::now() + window;
+    // for a partition this broker does not hold, the members are tried in turn from its
+    // preferred leader (without membership, it does not know the leader)
+    let mut guess = spec.preferred_leader(partition);
+    loop {
+        let target = match local.leader_hint(partition) {
+            Ok(leader) => leader,
+            Err(BrokerError::Unavailable(_)) => Some(guess),
+            Err(e) => return Err(e),
+        };
+        let answer = match target {
+            Some(node) if node == spec.node_id => {
+                if deploy {
+                    local.deploy_local(command.clone()).await
+                } else {
+                    local.submit_local(partition, command.clone()).await
+                }
+            }
+            Some(node) => {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now()).max(crate::FORWARD_ANSWER_WAIT);
+                forwarder.submit(spec.members[node as usize], partition, deploy, command.clone(), left).await
+            }
+            None => Err(BrokerError::NotLeader(partition)),
+        };
+        match answer {
+            Err(BrokerError::NotLeader(_)) if tokio::time::Instant::now() < deadline => {
+                guess = (guess + 1) % spec.cluster_size() as u64;
+                tokio::time::sleep(retry).await;
+            }
+            other => return other,
+        }
     }
 }
 

@@ -444,38 +444,7 @@ impl Broker {
         command: Command,
         window: std::time::Duration,
     ) -> Result<Record, BrokerError> {
-        let deadline = tokio::time::Instant::now() + window;
-        // for a partition this broker does not hold, the members are tried in turn from its
-        // preferred leader (without membership, it does not know the leader)
-        let mut guess = links.spec.preferred_leader(partition);
-        loop {
-            let target = match self.handle(partition) {
-                Ok(handle) => handle.status().leader,
-                Err(BrokerError::Unavailable(_)) => Some(guess),
-                Err(e) => return Err(e),
-            };
-            let answer = match target {
-                Some(node) if node == links.spec.node_id => {
-                    if deploy {
-                        self.deploy_here(command.clone()).await
-                    } else {
-                        self.submit_here(partition, command.clone()).await
-                    }
-                }
-                Some(node) => {
-                    let left = deadline.saturating_duration_since(tokio::time::Instant::now()).max(FORWARD_ANSWER_WAIT);
-                    links.forwarder.submit(links.spec.members[node as usize], partition, deploy, command.clone(), left).await
-                }
-                None => Err(BrokerError::NotLeader(partition)),
-            };
-            match answer {
-                Err(BrokerError::NotLeader(_)) if tokio::time::Instant::now() < deadline => {
-                    guess = (guess + 1) % links.spec.cluster_size() as u64;
-                    tokio::time::sleep(ROUTE_RETRY).await;
-                }
-                other => return other,
-            }
-        }
+        forward::route(self, &links.forwarder, &links.spec, partition, deploy, command, window, ROUTE_RETRY).await
     }
 
     /// Submits to this broker's own replica of `partition`: `NotLeader` when it does not lead it.
@@ -671,6 +640,12 @@ fn not_taken_is_unavailable(answer: Result<Record, BrokerError>) -> Result<Recor
     match answer {
         Err(BrokerError::NotLeader(p)) => Err(BrokerError::Unavailable(p)),
         other => other,
+    }
+}
+
+impl forward::RouteLocal for Broker {
+    fn leader_hint(&self, partition: PartitionId) -> Result<Option<u64>, BrokerError> {
+        Ok(self.handle(partition)?.status().leader)
     }
 }
 

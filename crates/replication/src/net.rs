@@ -10,6 +10,15 @@
 //! same streams, chunks of up to a megabyte each, at most a few per transfer unacknowledged,
 //! and arrive in the group's snapshot inbox ([`RaftNetwork::register_with_snapshots`]), for
 //! [`crate::RaftGroup::receive_snapshot`].
+//!
+//! A connection that stops delivering without breaking (a peer's machine gone, a path that drops
+//! everything) is found by HTTP/2 keep-alive pings, both ways, within [`KEEPALIVE`] +
+//! [`KEEPALIVE_TIMEOUT`], and the stream reconnects; without them such a stream would stay
+//! open, and the peer cut off, for as long as TCP keeps retransmitting (many minutes).
+//!
+//! The network runs over TCP ([`RaftNetwork::bind`]), or over any byte streams a caller accepts
+//! and dials ([`RaftNetwork::serve_incoming`] with a [`Connector`]): the deterministic simulation
+//! in `crates/broker/tests` runs this very code over a simulated network that way.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -23,7 +32,8 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
 use tokio_stream::StreamExt;
 use tonic::service::Routes;
-use tonic::transport::{Endpoint, Server};
+use tonic::transport::server::Connected;
+use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::snapshot::{AckKind, PacketBody, SnapshotFile, SnapshotPacket};
@@ -57,6 +67,16 @@ const IN_FLIGHT_BATCHES: usize = 16;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 const MIN_BACKOFF: Duration = Duration::from_millis(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+/// Idle time before a side pings the other over a connection.
+pub const KEEPALIVE: Duration = Duration::from_secs(1);
+/// How long a ping may go unanswered before the connection is taken for dead.
+pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Makes the channel for an endpoint (connecting lazily, on its first call) over a network other
+/// than TCP (a simulation's), within a time limit of its own. Its connection failures, time-outs
+/// included, must read as hyper's own ("tcp connect error: ..."): the broker's forwarder tells a
+/// command that was certainly not sent by that.
+pub type Connector = Arc<dyn Fn(Endpoint) -> Channel + Send + Sync>;
 
 /// A group's inbox for Raft messages, and for snapshot packets if it takes them.
 struct Inbox {
@@ -75,6 +95,8 @@ pub struct RaftNetwork {
     runtime: tokio::runtime::Handle,
     inboxes: Inboxes,
     peers: Peers,
+    /// How streams to peers connect (TCP when `None`).
+    connector: Option<Connector>,
     shutdown: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -90,33 +112,55 @@ impl RaftNetwork {
     pub async fn bind_with(id: u64, addr: SocketAddr, more: impl FnOnce(Routes) -> Routes + Send + 'static) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
-        let inboxes = Inboxes::default();
-        let (shutdown, stopped) = watch::channel(false);
-        let service = Inbound { inboxes: inboxes.clone(), stopped: stopped.clone() };
         let incoming = TcpListenerStream::new(listener).map(|stream| {
             let stream = stream?;
             stream.set_nodelay(true)?;
             Ok::<_, std::io::Error>(stream)
         });
+        Ok(Self::serve_incoming(id, local_addr, incoming, None, more))
+    }
+
+    /// As [`Self::bind_with`], over connections the caller accepts (`incoming`, the node's
+    /// address being `local_addr`) and, with a `connector`, makes to peers (TCP without one).
+    pub fn serve_incoming<IO, IE>(
+        id: u64,
+        local_addr: SocketAddr,
+        incoming: impl tokio_stream::Stream<Item = Result<IO, IE>> + Send + 'static,
+        connector: Option<Connector>,
+        more: impl FnOnce(Routes) -> Routes + Send + 'static,
+    ) -> Self
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Connected + Unpin + Send + 'static,
+        IE: Into<Box<dyn std::error::Error + Send + Sync>> + Send,
+    {
+        let inboxes = Inboxes::default();
+        let (shutdown, stopped) = watch::channel(false);
+        let service = Inbound { inboxes: inboxes.clone(), stopped: stopped.clone() };
         let mut stop = stopped;
         let server = tokio::spawn(async move {
             let signal = async move { until_stopped(&mut stop).await };
             let service = RaftTransportServer::new(service).max_decoding_message_size(MAX_BATCH_BYTES);
             let routes = more(Routes::new(service));
-            let served = Server::builder().add_routes(routes).serve_with_incoming_shutdown(incoming, signal).await;
+            let served = Server::builder()
+                .http2_keepalive_interval(Some(KEEPALIVE))
+                .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
+                .add_routes(routes)
+                .serve_with_incoming_shutdown(incoming, signal)
+                .await;
             if let Err(e) = served {
                 tracing::warn!(node = id, error = %e, "raft transport server failed");
             }
         });
-        Ok(Self {
+        Self {
             id,
             local_addr,
             runtime: tokio::runtime::Handle::current(),
             inboxes,
             peers: Peers::default(),
+            connector,
             shutdown,
             tasks: Mutex::new(vec![server]),
-        })
+        }
     }
 
     /// The address peers reach this node at.
@@ -128,7 +172,7 @@ impl RaftNetwork {
     pub fn add_peer(&self, id: u64, addr: SocketAddr) {
         let (queue, queued) = mpsc::channel(PEER_QUEUE);
         self.peers.write().expect("peers lock").insert(id, queue);
-        let task = self.runtime.spawn(send_to_peer(self.id, id, addr, queued, self.shutdown.subscribe()));
+        let task = self.runtime.spawn(send_to_peer(self.id, id, addr, self.connector.clone(), queued, self.shutdown.subscribe()));
         self.tasks.lock().expect("tasks lock").push(task);
     }
 
@@ -243,10 +287,17 @@ fn from_wire(p: proto::SnapshotPacket) -> Option<SnapshotPacket> {
 
 /// Keeps a stream to `peer` open while the network lives, with exponential back-off between
 /// attempts.
-async fn send_to_peer(node: u64, peer: u64, addr: SocketAddr, mut queue: mpsc::Receiver<Envelope>, mut stopped: watch::Receiver<bool>) {
+async fn send_to_peer(
+    node: u64,
+    peer: u64,
+    addr: SocketAddr,
+    connector: Option<Connector>,
+    mut queue: mpsc::Receiver<Envelope>,
+    mut stopped: watch::Receiver<bool>,
+) {
     let mut backoff = MIN_BACKOFF;
     loop {
-        match stream_to(addr, &mut queue, &mut stopped, &mut backoff).await {
+        match stream_to(addr, connector.as_ref(), &mut queue, &mut stopped, &mut backoff).await {
             Ok(()) => return,
             Err(e) => tracing::debug!(node, peer, %addr, error = %e, "raft stream to peer broke; reconnecting"),
         }
@@ -264,11 +315,20 @@ async fn send_to_peer(node: u64, peer: u64, addr: SocketAddr, mut queue: mpsc::R
 /// (`Err`) or the network stops (`Ok`).
 async fn stream_to(
     addr: SocketAddr,
+    connector: Option<&Connector>,
     queue: &mut mpsc::Receiver<Envelope>,
     stopped: &mut watch::Receiver<bool>,
     backoff: &mut Duration,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let channel = Endpoint::from_shared(format!("http://{addr}"))?.connect_timeout(CONNECT_TIMEOUT).tcp_nodelay(true).connect().await?;
+    let endpoint = Endpoint::from_shared(format!("http://{addr}"))?
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(KEEPALIVE)
+        .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(true);
+    let channel = match connector {
+        None => endpoint.connect_timeout(CONNECT_TIMEOUT).connect().await?,
+        Some(connect) => connect(endpoint),
+    };
     let (batches, outgoing) = mpsc::channel::<RaftBatch>(IN_FLIGHT_BATCHES);
     let mut replies = RaftTransportClient::new(channel).stream(ReceiverStream::new(outgoing)).await?.into_inner();
     *backoff = MIN_BACKOFF;
