@@ -58,8 +58,14 @@ async fn rebalance(State(s): State<ManagementState>) -> StatusCode {
 }
 
 async fn metrics(State(s): State<ManagementState>) -> Response {
+    prometheus_text(&s.registry)
+}
+
+/// `/metrics`: the registry's metrics in Prometheus' text format (brokers and the standalone
+/// gateway alike).
+pub fn prometheus_text(registry: &Registry) -> Response {
     let mut buf = Vec::new();
-    if let Err(e) = TextEncoder::new().encode(&s.registry.gather(), &mut buf) {
+    if let Err(e) = TextEncoder::new().encode(&registry.gather(), &mut buf) {
         return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response();
     }
     ([("content-type", "text/plain; version=0.0.4")], buf).into_response()

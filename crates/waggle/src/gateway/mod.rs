@@ -23,7 +23,6 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use prometheus::{Encoder, TextEncoder};
 use serde_json::json;
 use waggle_broker::RemoteCluster;
 use waggle_gateway::{GatewayService, GrpcServer, TopologySource};
@@ -134,11 +133,7 @@ async fn rebalance(State(s): State<Management>) -> StatusCode {
 }
 
 async fn metrics(State(s): State<Management>) -> Response {
-    let mut buf = Vec::new();
-    if let Err(e) = TextEncoder::new().encode(&s.registry.gather(), &mut buf) {
-        return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response();
-    }
-    ([("content-type", "text/plain; version=0.0.4")], buf).into_response()
+    crate::management::prometheus_text(&s.registry)
 }
 
 /// The cluster as `Topology` describes it (the alive brokers), in a broker's `/actuator/cluster`
