@@ -608,7 +608,10 @@ impl Broker {
             }
         }
         let deadline = std::time::Instant::now() + within;
-        while handing.iter().any(|(_, h, _)| h.status().leader == Some(links.spec.node_id)) && std::time::Instant::now() < deadline {
+        // done once each partition knows another leader (between stepping down and hearing of the
+        // new leader, it knows none)
+        let led_elsewhere = |h: &partition::PartitionHandle| h.status().leader.is_some_and(|l| l != links.spec.node_id);
+        while !handing.iter().all(|(_, h, _)| led_elsewhere(h)) && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         for (partition, handle, next) in handing {

@@ -12,7 +12,7 @@ use axum::{Json, Router};
 use prometheus::{Encoder, Registry, TextEncoder};
 use serde_json::json;
 use waggle_broker::Broker;
-use waggle_gateway::TopologySource;
+use waggle_gateway::{ClusterTopology, TopologySource};
 
 #[derive(Clone)]
 pub struct ManagementState {
@@ -76,7 +76,13 @@ pub fn prometheus_text(registry: &Registry) -> Response {
 async fn cluster(State(s): State<ManagementState>) -> Json<serde_json::Value> {
     let local: HashMap<u16, (u64, u64)> =
         s.broker.status().into_iter().map(|p| (p.partition_id, (p.applied_index, p.snapshot_index))).collect();
-    let topology = s.topology.topology();
+    Json(cluster_json(&s.topology.topology(), |node_id, partition| local.get(&partition).filter(|_| node_id == s.node_id).copied()))
+}
+
+/// `/actuator/cluster`'s body for `topology` (brokers and the standalone gateway alike);
+/// `indexes` gives a partition's applied and snapshot indexes where the node knows them (a
+/// broker, of its own replicas).
+pub fn cluster_json(topology: &ClusterTopology, indexes: impl Fn(u64, u16) -> Option<(u64, u64)>) -> serde_json::Value {
     let brokers: Vec<_> = topology
         .brokers
         .iter()
@@ -92,7 +98,7 @@ async fn cluster(State(s): State<ManagementState>) -> Json<serde_json::Value> {
                         "healthy": p.health == waggle_gateway::PartitionHealth::Healthy,
                         "term": p.term,
                     });
-                    if let Some((applied, snapshot)) = local.get(&p.partition_id).filter(|_| b.node_id == s.node_id) {
+                    if let Some((applied, snapshot)) = indexes(b.node_id, p.partition_id) {
                         partition["appliedIndex"] = json!(applied);
                         partition["snapshotIndex"] = json!(snapshot);
                     }
@@ -102,12 +108,12 @@ async fn cluster(State(s): State<ManagementState>) -> Json<serde_json::Value> {
             json!({ "nodeId": b.node_id, "host": b.host, "port": b.port, "version": b.version, "partitions": partitions })
         })
         .collect();
-    Json(json!({
+    json!({
         "brokers": brokers,
         "clusterSize": topology.cluster_size,
         "partitionsCount": topology.partitions_count,
         "replicationFactor": topology.replication_factor,
-    }))
+    })
 }
 
 /// Open incidents as `{"items": [...]}` (`?processInstanceKey=` to filter). Keys are decimal strings, as JSON numbers

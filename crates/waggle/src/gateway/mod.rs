@@ -139,31 +139,5 @@ async fn metrics(State(s): State<Management>) -> Response {
 /// The cluster as `Topology` describes it (the alive brokers), in a broker's `/actuator/cluster`
 /// form.
 async fn cluster(State(s): State<Management>) -> Json<serde_json::Value> {
-    let topology = s.cluster.topology();
-    let brokers: Vec<_> = topology
-        .brokers
-        .iter()
-        .map(|b| {
-            let partitions: Vec<_> = b
-                .partitions
-                .iter()
-                .map(|p| {
-                    json!({
-                        "partitionId": p.partition_id,
-                        "role": p.role.name(),
-                        "health": p.health.name(),
-                        "healthy": p.health == waggle_gateway::PartitionHealth::Healthy,
-                        "term": p.term,
-                    })
-                })
-                .collect();
-            json!({ "nodeId": b.node_id, "host": b.host, "port": b.port, "version": b.version, "partitions": partitions })
-        })
-        .collect();
-    Json(json!({
-        "brokers": brokers,
-        "clusterSize": topology.cluster_size,
-        "partitionsCount": topology.partitions_count,
-        "replicationFactor": topology.replication_factor,
-    }))
+    Json(crate::management::cluster_json(&s.cluster.topology(), |_, _| None))
 }
