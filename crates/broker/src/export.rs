@@ -144,11 +144,11 @@ pub(crate) fn start(
     leading: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     metrics: &BrokerMetrics,
-) -> std::io::Result<(ExportBounds, Vec<Arc<Mutex<ExporterStatus>>>, Vec<JoinHandle<()>>)> {
+) -> std::io::Result<Runners> {
     let mut bounds = ExportBounds { committed: committed.clone(), acknowledged: Vec::new() };
     let (mut statuses, mut threads) = (Vec::new(), Vec::new());
     if config.exporters.is_empty() {
-        return Ok((bounds, statuses, threads));
+        return Ok(Runners { bounds, statuses, threads });
     }
     std::fs::create_dir_all(progress_dir)?;
     for factory in &config.exporters {
@@ -179,7 +179,14 @@ pub(crate) fn start(
         statuses.push(status);
         threads.push(thread);
     }
-    Ok((bounds, statuses, threads))
+    Ok(Runners { bounds, statuses, threads })
+}
+
+/// A partition's exporter runners, as [`start`] started them.
+pub(crate) struct Runners {
+    pub bounds: ExportBounds,
+    pub statuses: Vec<Arc<Mutex<ExporterStatus>>>,
+    pub threads: Vec<JoinHandle<()>>,
 }
 
 struct Runner {

@@ -299,7 +299,7 @@ pub(crate) fn start(
     let stop = Arc::new(AtomicBool::new(false));
     let scheduled_in_flight = Arc::new(AtomicUsize::new(0));
     let limiter = Arc::new(Limiter::new(config.backpressure, metrics.limiter(id)));
-    let (export, exporters, export_threads) = crate::export::start(
+    let crate::export::Runners { bounds: export, statuses: exporters, threads: export_threads } = crate::export::start(
         id,
         &config.export,
         &dirs.log,
