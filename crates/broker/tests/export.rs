@@ -1,7 +1,7 @@
 //! Exporters on a real broker (crates/broker/src/export.rs): the log is not compacted past what
 //! the slowest exporter acknowledged, a stuck exporter is reported, a failing one is retried
-//! with back-off while the others go on, and every committed record reaches each exporter in
-//! position order.
+//! with back-off while the others go on, every committed record reaches each exporter in
+//! position order, and a task an exporter scheduled is called back.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,15 +17,27 @@ use waggle_exporter::{Controller, ExportError, Exporter, ExporterFactory};
 use waggle_protocol::Record;
 
 /// Records positions; acknowledges at each flush only while `release` is set; fails its first
-/// `failures` exports.
+/// `failures` exports; schedules a task when opened and notes when it ran.
 struct Recording {
     positions: Arc<Mutex<Vec<u64>>>,
     release: Arc<AtomicBool>,
     failures: Arc<AtomicUsize>,
+    scheduled_ran: Arc<AtomicBool>,
     last: u64,
 }
 
 impl Exporter for Recording {
+    fn open(&mut self, controller: &mut Controller) -> Result<(), ExportError> {
+        controller.schedule(Duration::from_millis(50), 7);
+        Ok(())
+    }
+
+    fn on_scheduled(&mut self, task: u64, _controller: &mut Controller) -> Result<(), ExportError> {
+        assert_eq!(task, 7);
+        self.scheduled_ran.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
     fn export(&mut self, record: &Record, _controller: &mut Controller) -> Result<(), ExportError> {
         if self.failures.load(Ordering::SeqCst) > 0 {
             self.failures.fetch_sub(1, Ordering::SeqCst);
@@ -48,14 +60,25 @@ struct Handles {
     positions: Arc<Mutex<Vec<u64>>>,
     release: Arc<AtomicBool>,
     failures: Arc<AtomicUsize>,
+    scheduled_ran: Arc<AtomicBool>,
 }
 
 fn recording(id: &str, release: bool, failures: usize) -> (Arc<ExporterFactory>, Handles) {
-    let h =
-        Handles { positions: Arc::default(), release: Arc::new(AtomicBool::new(release)), failures: Arc::new(AtomicUsize::new(failures)) };
-    let (positions, rel, fail) = (h.positions.clone(), h.release.clone(), h.failures.clone());
+    let h = Handles {
+        positions: Arc::default(),
+        release: Arc::new(AtomicBool::new(release)),
+        failures: Arc::new(AtomicUsize::new(failures)),
+        scheduled_ran: Arc::default(),
+    };
+    let (positions, rel, fail, ran) = (h.positions.clone(), h.release.clone(), h.failures.clone(), h.scheduled_ran.clone());
     let factory = ExporterFactory::new(id, move || {
-        Box::new(Recording { positions: positions.clone(), release: rel.clone(), failures: fail.clone(), last: 0 }) as Box<dyn Exporter>
+        Box::new(Recording {
+            positions: positions.clone(),
+            release: rel.clone(),
+            failures: fail.clone(),
+            scheduled_ran: ran.clone(),
+            last: 0,
+        }) as Box<dyn Exporter>
     });
     (Arc::new(factory), h)
 }
@@ -128,6 +151,7 @@ async fn compaction_waits_for_the_slowest_exporter_and_a_failing_one_is_retried(
     assert!(compacted_index(dir.path()) <= snapshot());
     wait_for("the slow exporter no longer stuck", Duration::from_secs(5), || !status(&broker, "slow").stuck);
     assert!(slow_h.failures.load(Ordering::SeqCst) == 0);
+    assert!(slow_h.scheduled_ran.load(Ordering::SeqCst) && flaky_h.scheduled_ran.load(Ordering::SeqCst), "scheduled tasks ran");
     broker.shutdown();
     drop(broker);
 
