@@ -28,6 +28,7 @@
 mod backpressure;
 pub mod cluster;
 mod delivery;
+pub mod export;
 pub mod forward;
 mod metrics;
 mod partition;
@@ -74,6 +75,8 @@ pub struct BrokerConfig {
     /// The cluster this broker is part of; `None` runs the standalone node (every partition a
     /// single voter).
     pub cluster: Option<ClusterSpec>,
+    /// The exporters run on every partition led here (none by default).
+    pub export: export::ExportConfig,
 }
 
 impl Default for BrokerConfig {
@@ -86,6 +89,7 @@ impl Default for BrokerConfig {
             snapshot_every_entries: 10_000,
             limits: EngineLimits::default(),
             cluster: None,
+            export: export::ExportConfig::default(),
         }
     }
 }
@@ -542,6 +546,11 @@ impl Broker {
     /// The partitions this broker holds.
     pub fn status(&self) -> Vec<PartitionStatus> {
         self.hosted().map(|p| p.status()).collect()
+    }
+
+    /// Every exporter on every partition held here (see [`export`]).
+    pub fn exporters(&self) -> Vec<export::ExporterStatus> {
+        self.hosted().flat_map(|p| p.exporters()).collect()
     }
 
     /// Open incidents, optionally of one process instance (read from committed state).

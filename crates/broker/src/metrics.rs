@@ -1,6 +1,6 @@
 //! Partition metrics, named as Zeebe names them where Zeebe has one.
 
-use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 use waggle_protocol::PartitionId;
 
 use crate::backpressure::LimiterMetrics;
@@ -19,6 +19,14 @@ pub struct BrokerMetrics {
     pub backpressure_in_flight: IntGaugeVec,
     pub backpressure_limit: IntGaugeVec,
     pub dropped_requests: IntCounterVec,
+    /// Exporters, by exporter id and partition (see `export.rs`).
+    exporter_last_exported_position: IntGaugeVec,
+    exporter_acknowledged_position: IntGaugeVec,
+    exporter_lag_entries: IntGaugeVec,
+    exporter_unacknowledged_entries: IntGaugeVec,
+    exporter_stuck: IntGaugeVec,
+    exporter_skipped_entries: IntGaugeVec,
+    exporter_errors: IntCounterVec,
 }
 
 const BATCH_BUCKETS_S: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
@@ -73,8 +81,40 @@ impl BrokerMetrics {
             &["partition"],
         )
         .expect("metric");
+        let exporter_gauge = |name: &str, help: &str| IntGaugeVec::new(Opts::new(name, help), &["exporter", "partition"]).expect("metric");
+        let exporter_last_exported_position =
+            exporter_gauge("zeebe_exporter_last_exported_position", "Position of the last record handed to the exporter");
+        let exporter_acknowledged_position = exporter_gauge(
+            "zeebe_exporter_last_updated_exported_position",
+            "Position the exporter last acknowledged (exported durably; the log is kept after it)",
+        );
+        let exporter_lag_entries = exporter_gauge("waggle_exporter_lag_entries", "Committed log entries not yet handed to the exporter");
+        let exporter_unacknowledged_entries = exporter_gauge(
+            "waggle_exporter_unacknowledged_entries",
+            "Committed log entries whose records the exporter has not acknowledged (the log cannot be compacted past them)",
+        );
+        let exporter_stuck = exporter_gauge(
+            "waggle_exporter_stuck",
+            "1 while the exporter is behind and acknowledged nothing for longer than exporter_stuck_after_ms",
+        );
+        let exporter_skipped_entries = exporter_gauge(
+            "waggle_exporter_skipped_entries",
+            "Log entries compacted before the exporter exported them (a new leader in a cluster)",
+        );
+        let exporter_errors = IntCounterVec::new(
+            Opts::new("waggle_exporter_errors_total", "Failed exporter calls (each retried with back-off)"),
+            &["exporter", "partition"],
+        )
+        .expect("metric");
         for m in [
             &processed_records as &dyn Collect,
+            &exporter_last_exported_position,
+            &exporter_acknowledged_position,
+            &exporter_lag_entries,
+            &exporter_unacknowledged_entries,
+            &exporter_stuck,
+            &exporter_skipped_entries,
+            &exporter_errors,
             &batches,
             &process_instance_execution_time,
             &job_life_time,
@@ -98,6 +138,13 @@ impl BrokerMetrics {
             backpressure_in_flight,
             backpressure_limit,
             dropped_requests,
+            exporter_last_exported_position,
+            exporter_acknowledged_position,
+            exporter_lag_entries,
+            exporter_unacknowledged_entries,
+            exporter_stuck,
+            exporter_skipped_entries,
+            exporter_errors,
         }
     }
 }
@@ -131,6 +178,33 @@ impl BrokerMetrics {
             partition: p,
         }
     }
+}
+
+impl BrokerMetrics {
+    /// The handles of one exporter on one partition.
+    pub(crate) fn exporter(&self, exporter: &str, id: PartitionId) -> ExporterMetrics {
+        let labels = [exporter, &id.to_string()];
+        ExporterMetrics {
+            last_exported_position: self.exporter_last_exported_position.with_label_values(&labels),
+            acknowledged_position: self.exporter_acknowledged_position.with_label_values(&labels),
+            lag_entries: self.exporter_lag_entries.with_label_values(&labels),
+            unacknowledged_entries: self.exporter_unacknowledged_entries.with_label_values(&labels),
+            stuck: self.exporter_stuck.with_label_values(&labels),
+            skipped: self.exporter_skipped_entries.with_label_values(&labels),
+            errors: self.exporter_errors.with_label_values(&labels),
+        }
+    }
+}
+
+/// One exporter's metrics on one partition (see [`BrokerMetrics::exporter`]).
+pub(crate) struct ExporterMetrics {
+    pub last_exported_position: IntGauge,
+    pub acknowledged_position: IntGauge,
+    pub lag_entries: IntGauge,
+    pub unacknowledged_entries: IntGauge,
+    pub stuck: IntGauge,
+    pub skipped: IntGauge,
+    pub errors: IntCounter,
 }
 
 /// One partition's metrics (see [`BrokerMetrics::for_partition`]).

@@ -21,6 +21,7 @@ use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
 
 use crate::backpressure::{Limiter, SaturationWindow};
 use crate::delivery::{Deliverer, Delivery, Targets};
+use crate::export::{ExportBounds, ExporterStatus};
 use crate::metrics::{BrokerMetrics, PartitionMetrics};
 use crate::relay::Relay;
 use crate::streams::{JobStreamRegistry, PartitionStreams, PushCounts, PushedJob};
@@ -95,6 +96,8 @@ pub(crate) struct PartitionHandle {
     transfer: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// The partition's exporters here (see [`crate::export`]).
+    exporters: Vec<Arc<Mutex<ExporterStatus>>>,
 }
 
 impl PartitionHandle {
@@ -147,6 +150,10 @@ impl PartitionHandle {
 
     pub fn status(&self) -> PartitionStatus {
         self.status.lock().expect("status lock").clone()
+    }
+
+    pub fn exporters(&self) -> Vec<ExporterStatus> {
+        self.exporters.iter().map(|s| s.lock().expect("exporter status").clone()).collect()
     }
 
     pub fn incidents(&self) -> Vec<(i64, IncidentRecord)> {
@@ -292,6 +299,17 @@ pub(crate) fn start(
     let stop = Arc::new(AtomicBool::new(false));
     let scheduled_in_flight = Arc::new(AtomicUsize::new(0));
     let limiter = Arc::new(Limiter::new(config.backpressure, metrics.limiter(id)));
+    let crate::export::Runners { bounds: export, statuses: exporters, threads: export_threads } = crate::export::start(
+        id,
+        &config.export,
+        &dirs.log,
+        &base.join("exporters"),
+        Arc::new(AtomicU64::new(applied)),
+        leading.clone(),
+        stop.clone(),
+        &metrics,
+    )
+    .map_err(|e| start_err(id, e))?;
     let mut processor = Processor {
         id,
         engine: Engine::with_limits(id, config.limits),
@@ -324,6 +342,7 @@ pub(crate) fn start(
         transfer: transfer.clone(),
         stop: stop.clone(),
         compacted: 0,
+        export,
         relay: replica.as_ref().map(|r| r.relay.clone()),
         replica: inbox.zip(replica).map(|((inbox, packets), r)| Replica {
             inbox,
@@ -346,7 +365,9 @@ pub(crate) fn start(
         .map_err(|e| start_err(id, e))?;
     let scheduler = scheduler::start(id, store.clone(), tx.clone(), scheduled_in_flight, leading.clone(), stop.clone())
         .map_err(|e| start_err(id, e))?;
-    Ok(PartitionHandle { tx, limiter, status, store, leading, transfer, stop, threads: Mutex::new(vec![processing, scheduler]) })
+    let mut threads = vec![processing, scheduler];
+    threads.extend(export_threads);
+    Ok(PartitionHandle { tx, limiter, status, store, leading, transfer, stop, threads: Mutex::new(threads), exporters })
 }
 
 /// A replicated partition's Raft side: its peers' messages, its clock, and whether it serves.
@@ -405,8 +426,10 @@ struct Processor {
     /// Published to [`PartitionHandle::leads`] and the scheduler.
     leading: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
-    /// The index the log was last compacted to by a replicated partition.
+    /// The index the log was last compacted to.
     compacted: u64,
+    /// The applied index the exporters read up to, and how far they let the log be compacted.
+    export: ExportBounds,
     /// The Raft side of a partition of a cluster; `None` standalone (a single voter).
     replica: Option<Replica>,
     /// Where commands for partitions led on other brokers go (a cluster's partitions only).
@@ -710,6 +733,7 @@ impl Processor {
 
     fn set_applied(&mut self, index: u64) {
         self.applied = index;
+        self.export.committed.store(index, Ordering::Release);
         self.status.lock().expect("status lock").applied_index = index;
     }
 
@@ -969,15 +993,13 @@ impl Processor {
         let done = self.snapshot.done.load(Ordering::SeqCst);
         if self.replica.is_some() {
             self.compact_replicated(done);
-        } else if done > self.snapshot_index {
-            let started = Instant::now();
-            if let Err(e) = self.raft.compact(done) {
-                tracing::error!(partition = self.id, error = %e, "log compaction failed");
+        } else {
+            if done > self.snapshot_index {
+                self.snapshot_index = done;
+                self.status.lock().expect("status lock").snapshot_index = done;
+                tracing::info!(partition = self.id, index = done, "snapshot taken");
             }
-            self.snapshot_index = done;
-            self.status.lock().expect("status lock").snapshot_index = done;
-            let compact_ms = started.elapsed().as_millis() as u64;
-            tracing::info!(partition = self.id, index = done, compact_ms, "snapshot taken, log compacted");
+            self.compact_standalone();
         }
         if self.applied < self.snapshot_index + self.snapshot_every || self.snapshot.running.swap(true, Ordering::SeqCst) {
             return;
@@ -999,6 +1021,27 @@ impl Processor {
 }
 
 impl Processor {
+    /// The standalone partition's log compaction: up to its newest snapshot, but not past an
+    /// entry an exporter has not acknowledged; an exporter that holds it back lets it go on in
+    /// steps of at least an eighth of the snapshot interval (each compaction writes the
+    /// journal's meta file).
+    fn compact_standalone(&mut self) {
+        let upto = self.snapshot_index.min(self.export.compaction_bound());
+        let step = (self.snapshot_every / 8).max(1);
+        if upto <= self.compacted || (upto < self.snapshot_index && upto - self.compacted < step) {
+            return;
+        }
+        let started = Instant::now();
+        match self.raft.compact(upto) {
+            Ok(()) => {
+                self.compacted = upto;
+                let compact_ms = started.elapsed().as_millis() as u64;
+                tracing::info!(partition = self.id, index = upto, snapshot = self.snapshot_index, compact_ms, "log compacted");
+            }
+            Err(e) => tracing::error!(partition = self.id, error = %e, "log compaction failed"),
+        }
+    }
+
     /// A replicated partition's log compaction, always to its newest snapshot `done` (the
     /// index whose files the group's [`snapshots::CheckpointSource`] names; a replica behind
     /// it is sent them). A follower compacts as soon as its snapshot is taken. A leader waits
@@ -1013,7 +1056,8 @@ impl Processor {
             tracing::info!(partition = self.id, index = done, "snapshot taken");
         }
         let upto = self.snapshot_index;
-        if upto <= self.compacted {
+        if upto <= self.compacted || upto > self.export.compaction_bound() {
+            // (a leader's exporters hold it back; on a follower they do not run)
             return;
         }
         if let Some(everyone) = self.raft.replicated_to_all() {

@@ -12,12 +12,14 @@
 //! - After a crash, `open` truncates a torn record at the end of the last segment; corruption
 //!   anywhere else is an error, never silently skipped.
 
+mod reader;
 mod segment;
 
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub use reader::LogReader;
 use segment::{Segment, SegmentError};
 
 /// One log entry.

@@ -6,7 +6,7 @@ use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-const HEADER_BYTES: usize = 24;
+pub(crate) const HEADER_BYTES: usize = 24;
 /// Upper bound of one record's data: a bigger length field means a torn or corrupt header.
 const MAX_RECORD_BYTES: usize = 1 << 30;
 
@@ -214,7 +214,7 @@ impl Segment {
 
 /// Parses one record at the start of `bytes`: (index, term, total size), or None if incomplete
 /// or its checksum does not match.
-fn parse(bytes: &[u8]) -> Option<(u64, u64, usize)> {
+pub(crate) fn parse(bytes: &[u8]) -> Option<(u64, u64, usize)> {
     if bytes.len() < HEADER_BYTES {
         return None;
     }

@@ -10,6 +10,7 @@ use clap::Args;
 use serde::Deserialize;
 use waggle_broker::cluster::ClusterSpecError;
 use waggle_broker::{BackpressureConfig, ClusterSpec, EngineLimits, ParseLimits};
+pub use waggle_exporter::debug::Target as DebugTarget;
 
 /// Zeebe's internal (broker-to-broker) port.
 pub const DEFAULT_INTERNAL_PORT: u16 = 26502;
@@ -76,6 +77,15 @@ pub struct NodeArgs {
     /// [default: 33554432].
     #[arg(long, env = "WAGGLE_MAX_DEPLOYMENT_PROCESS_BYTES")]
     pub max_deployment_process_bytes: Option<usize>,
+    /// The debug exporter: every committed record as a line of Zeebe's record JSON, appended to
+    /// this file (`-`: standard output). In the TOML file: `[exporters.debug]` with `path = "..."`
+    /// (no path: standard output) [default: off].
+    #[arg(long, env = "WAGGLE_EXPORTERS_DEBUG_PATH", value_name = "PATH")]
+    pub exporters_debug_path: Option<PathBuf>,
+    /// An exporter with committed records to export that acknowledged nothing for this many
+    /// milliseconds is reported stuck (`/health` DOWN, `waggle_exporter_stuck`) [default: 60000].
+    #[arg(long, env = "WAGGLE_EXPORTER_STUCK_AFTER_MS")]
+    pub exporter_stuck_after_ms: Option<u64>,
 }
 
 /// A cluster broker's settings beside the node's (`waggle broker`).
@@ -156,6 +166,23 @@ struct FileConfig {
     max_bpmn_element_depth: Option<usize>,
     max_document_variables: Option<usize>,
     max_deployment_process_bytes: Option<usize>,
+    exporters: Option<ExportersFile>,
+    exporter_stuck_after_ms: Option<u64>,
+}
+
+/// `[exporters.*]` tables of the TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportersFile {
+    debug: Option<DebugExporterFile>,
+}
+
+/// `[exporters.debug]`: present means on.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DebugExporterFile {
+    /// The file the lines are appended to; none (or `-`): standard output.
+    path: Option<PathBuf>,
 }
 
 /// The resolved configuration of a node.
@@ -172,6 +199,9 @@ pub struct NodeConfig {
     pub snapshot_every_entries: u64,
     pub backpressure: BackpressureConfig,
     pub limits: EngineLimits,
+    /// Where the debug exporter writes, if it is on.
+    pub debug_exporter: Option<DebugTarget>,
+    pub exporter_stuck_after: Duration,
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -256,6 +286,12 @@ impl NodeArgs {
                         .unwrap_or(d.max_deployment_process_bytes),
                 }
             },
+            debug_exporter: match (&self.exporters_debug_path, file.exporters.as_ref().and_then(|e| e.debug.as_ref())) {
+                (Some(path), _) => Some(debug_target(Some(path))),
+                (None, Some(table)) => Some(debug_target(table.path.as_ref())),
+                (None, None) => None,
+            },
+            exporter_stuck_after: Duration::from_millis(self.exporter_stuck_after_ms.or(file.exporter_stuck_after_ms).unwrap_or(60_000)),
         };
         anyhow::ensure!(config.partitions >= 1, "--partitions must be at least 1");
         anyhow::ensure!(config.max_message_size >= 1024, "--max-message-size must be at least 1024 bytes");
@@ -273,6 +309,13 @@ impl NodeArgs {
             "--max-bpmn-element-depth must be between 3 and {ceiling} (deeper nesting is refused to keep the parser and the engine within their stack)"
         );
         Ok(config)
+    }
+}
+
+fn debug_target(path: Option<&PathBuf>) -> DebugTarget {
+    match path {
+        Some(p) if p.as_os_str() != "-" => DebugTarget::File(p.clone()),
+        _ => DebugTarget::Stdout,
     }
 }
 
@@ -396,6 +439,25 @@ mod tests {
         assert_eq!(c.partitions, 3);
         assert_eq!(c.port, 5555);
         assert_eq!(c.management_port, 9600);
+    }
+
+    #[test]
+    fn the_debug_exporter_from_the_file_and_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(NodeArgs::default().resolve().unwrap().debug_exporter, None, "off by default");
+        let file = dir.path().join("waggle.toml");
+        std::fs::write(&file, "exporter_stuck_after_ms = 500\n[exporters.debug]\npath = \"/tmp/r.jsonl\"\n").unwrap();
+        let c = NodeArgs { config: Some(file.clone()), ..Default::default() }.resolve().unwrap();
+        assert_eq!(c.debug_exporter, Some(DebugTarget::File("/tmp/r.jsonl".into())));
+        assert_eq!(c.exporter_stuck_after, Duration::from_millis(500));
+        let flag = NodeArgs { config: Some(file.clone()), exporters_debug_path: Some("-".into()), ..Default::default() };
+        assert_eq!(flag.resolve().unwrap().debug_exporter, Some(DebugTarget::Stdout));
+        std::fs::write(&file, "[exporters.debug]\n").unwrap();
+        let c = NodeArgs { config: Some(file.clone()), ..Default::default() }.resolve().unwrap();
+        assert_eq!(c.debug_exporter, Some(DebugTarget::Stdout), "a table without a path: standard output");
+        std::fs::write(&file, "[exporters.kafka]\n").unwrap();
+        let err = NodeArgs { config: Some(file), ..Default::default() }.resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("kafka"), "{err:#}");
     }
 
     #[test]

@@ -113,6 +113,17 @@ fn gateway_threads(partitions: u16) -> usize {
     cores.saturating_sub(usize::from(partitions)).max(1)
 }
 
+/// The exporters the configuration turns on.
+fn export_config(config: &config::NodeConfig) -> anyhow::Result<waggle_broker::export::ExportConfig> {
+    let mut exporters = Vec::new();
+    if let Some(target) = &config.debug_exporter {
+        let factory =
+            waggle_exporter::debug::factory("debug", target).with_context(|| format!("opening the debug exporter's {target:?}"))?;
+        exporters.push(Arc::new(factory));
+    }
+    Ok(waggle_broker::export::ExportConfig { exporters, stuck_after: config.exporter_stuck_after })
+}
+
 /// Runs the node (the broker's partitions, the gateway, the management API) until SIGTERM.
 async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyhow::Result<()> {
     let node_id = cluster.as_ref().map_or(0, |c| c.node_id);
@@ -136,6 +147,7 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
             snapshot_every_entries: config.snapshot_every_entries,
             limits: config.limits,
             cluster: cluster.clone(),
+            export: export_config(&config)?,
         },
         &registry,
     )

@@ -37,15 +37,41 @@ pub fn router(state: ManagementState) -> Router {
         .with_state(state)
 }
 
+/// UP while every partition is healthy and no exporter is stuck (behind, and nothing
+/// acknowledged for longer than `exporter_stuck_after_ms`: its log cannot be compacted, so it is
+/// reported long before the disk fills); the exporters are listed when there are any.
 async fn health(State(s): State<ManagementState>) -> Response {
+    let exporters = s.broker.exporters();
+    let healthy = s.broker.status().iter().all(|p| p.healthy) && !exporters.iter().any(|e| e.stuck);
+    let code = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let mut body = json!({ "status": if healthy { "UP" } else { "DOWN" } });
+    if !exporters.is_empty() {
+        body["exporters"] = exporters
+            .iter()
+            .map(|e| {
+                json!({
+                    "exporter": e.exporter,
+                    "partitionId": e.partition_id,
+                    "status": if e.stuck { "STUCK" } else if e.running { "EXPORTING" } else { "IDLE" },
+                    "lastExportedPosition": e.last_exported_position,
+                    "acknowledgedPosition": e.acknowledged_position,
+                    "lagEntries": e.lag_entries,
+                    "unacknowledgedEntries": e.unacknowledged_entries,
+                    "errors": e.errors,
+                    "lastError": e.last_error,
+                })
+            })
+            .collect();
+    }
+    (code, Json(body)).into_response()
+}
+
+/// Ready once every partition is open (they are, by the time the server listens) and healthy
+/// (an exporter's state does not count: it tells in `/health`).
+async fn ready(State(s): State<ManagementState>) -> Response {
     let healthy = s.broker.status().iter().all(|p| p.healthy);
     let code = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (code, Json(json!({ "status": if healthy { "UP" } else { "DOWN" } }))).into_response()
-}
-
-/// Ready once every partition is open (they are, by the time the server listens) and healthy.
-async fn ready(state: State<ManagementState>) -> Response {
-    health(state).await
 }
 
 /// Moves every partition's leadership back to its preferred broker, as Zeebe's endpoint does:

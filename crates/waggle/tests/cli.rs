@@ -42,6 +42,8 @@ fn help_explains_every_flag() {
         "--backpressure-initial-limit",
         "--backpressure-max-limit",
         "--backpressure-request-timeout-ms",
+        "--exporters-debug-path",
+        "--exporter-stuck-after-ms",
         "standalone",
     ] {
         assert!(help.contains(flag), "--help does not mention {flag}:\n{help}");

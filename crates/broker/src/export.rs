@@ -1,0 +1,471 @@
+//! Runs a partition's exporters ([`waggle_exporter::Exporter`]): one thread per exporter and
+//! partition, reading the partition's committed log entries from the journal's files
+//! ([`waggle_log::LogReader`]) after their commit, never on the processing thread. The
+//! processing thread only publishes its applied index (an atomic store per batch) and reads
+//! the exporters' compaction bounds when it compacts the log; with no exporter configured,
+//! nothing runs.
+//!
+//! - **Where:** an exporter runs while its partition is led here (always, standalone); on
+//!   losing the lead it is closed, and opened anew when the partition is led here again.
+//! - **Resuming:** each exporter's acknowledged position, and the log index export resumes at,
+//!   are persisted in `partitions/<p>/exporters/<id>.position` (written atomically, at most
+//!   every [`PERSIST_EVERY`], and at close): after a restart, even `kill -9`, export resumes at
+//!   that entry and skips the records up to the position: at least once.
+//! - **Compaction:** each exporter publishes the last log index whose records it acknowledged
+//!   *and persisted* ([`ExportBounds`]); the partition compacts its log no further than the
+//!   lowest. (In a cluster only the leader holds compaction back: a follower knows nothing of
+//!   the exporters, and a new leader whose log was compacted past its exporters' positions
+//!   goes on at its first entry, counting the entries skipped; Zeebe shares exporter
+//!   positions with followers, Waggle does not yet.)
+//! - **Failures:** a call that fails is retried with back-off ([`MIN_BACKOFF`] doubling to
+//!   [`MAX_BACKOFF`]), counted in `waggle_exporter_errors_total`; it holds back only its own
+//!   exporter (and compaction).
+//! - **Stuck:** an exporter with committed entries to acknowledge that acknowledged nothing for
+//!   the configured time is reported stuck (`waggle_exporter_stuck`, `/health`).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use waggle_exporter::{Context, Controller, Exporter, ExporterFactory};
+use waggle_log::LogReader;
+use waggle_protocol::codec::Entry;
+use waggle_protocol::{PartitionId, Record};
+
+use crate::metrics::{BrokerMetrics, ExporterMetrics};
+
+/// The first retry of a failed call waits this long; each further failure doubles it.
+pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// How often an exporter's acknowledged position is persisted at most.
+pub const PERSIST_EVERY: Duration = Duration::from_millis(200);
+/// Log entries read before the records read so far are flushed.
+const ENTRIES_PER_ROUND: usize = 256;
+/// How long an exporter with nothing to do waits before looking at the commit index again.
+const IDLE_WAIT: Duration = Duration::from_millis(2);
+/// How long a runner of a partition not led here waits before looking again.
+const FOLLOWER_WAIT: Duration = Duration::from_millis(50);
+
+/// The exporters a node runs, and when one counts as stuck.
+#[derive(Debug, Clone)]
+pub struct ExportConfig {
+    pub exporters: Vec<Arc<ExporterFactory>>,
+    /// An exporter behind the commit index that acknowledged nothing for this long is stuck.
+    pub stuck_after: Duration,
+}
+
+impl Default for ExportConfig {
+    fn default() -> Self {
+        Self { exporters: Vec::new(), stuck_after: Duration::from_secs(60) }
+    }
+}
+
+/// What a partition's processing thread shares with its exporters.
+#[derive(Clone, Default)]
+pub(crate) struct ExportBounds {
+    /// The partition's applied (committed) log index.
+    pub committed: Arc<AtomicU64>,
+    /// Per exporter: every record of the log entries up to this index is acknowledged and
+    /// persisted (`u64::MAX` while the exporter does not run here).
+    pub acknowledged: Vec<Arc<AtomicU64>>,
+}
+
+impl ExportBounds {
+    /// The highest log index the log may be compacted to for the exporters' sake.
+    pub fn compaction_bound(&self) -> u64 {
+        self.acknowledged.iter().map(|a| a.load(Ordering::Acquire)).min().unwrap_or(u64::MAX)
+    }
+}
+
+/// What `/health` and the management API show of an exporter on a partition.
+#[derive(Debug, Clone, Default)]
+pub struct ExporterStatus {
+    pub exporter: String,
+    pub partition_id: PartitionId,
+    /// Whether it runs here (the partition is led here and the exporter opened).
+    pub running: bool,
+    pub last_exported_position: u64,
+    pub acknowledged_position: u64,
+    /// Committed log entries not yet handed to the exporter, and not yet acknowledged.
+    pub lag_entries: u64,
+    pub unacknowledged_entries: u64,
+    pub errors: u64,
+    pub last_error: Option<String>,
+    /// Behind, and no acknowledgement for longer than the configured time.
+    pub stuck: bool,
+    /// Log entries the log no longer held when the exporter came to them (see the module).
+    pub skipped_entries: u64,
+}
+
+/// The persisted progress of one exporter on one partition.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Progress {
+    /// The highest acknowledged position (0: none).
+    position: u64,
+    /// The log index export resumes at: every entry before it is acknowledged.
+    index: u64,
+}
+
+fn progress_path(dir: &Path, exporter: &str) -> PathBuf {
+    dir.join(format!("{exporter}.position"))
+}
+
+fn read_progress(path: &Path) -> Progress {
+    let Ok(text) = std::fs::read_to_string(path) else { return Progress { position: 0, index: 1 } };
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    Progress { position: value["position"].as_u64().unwrap_or(0), index: value["index"].as_u64().unwrap_or(1).max(1) }
+}
+
+/// tmp file, fsync, rename, directory fsync: a crash leaves the old or the new progress.
+fn write_progress(path: &Path, progress: Progress) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("position.tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(serde_json::json!({ "position": progress.position, "index": progress.index }).to_string().as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Starts one runner thread per configured exporter for partition `id`, whose log is in
+/// `log_dir` and whose exporter progress goes to `progress_dir`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn start(
+    id: PartitionId,
+    config: &ExportConfig,
+    log_dir: &Path,
+    progress_dir: &Path,
+    committed: Arc<AtomicU64>,
+    leading: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    metrics: &BrokerMetrics,
+) -> std::io::Result<Runners> {
+    let mut bounds = ExportBounds { committed: committed.clone(), acknowledged: Vec::new() };
+    let (mut statuses, mut threads) = (Vec::new(), Vec::new());
+    if config.exporters.is_empty() {
+        return Ok(Runners { bounds, statuses, threads });
+    }
+    std::fs::create_dir_all(progress_dir)?;
+    for factory in &config.exporters {
+        // until it runs, the persisted progress holds compaction back
+        let progress = read_progress(&progress_path(progress_dir, &factory.id));
+        let bound = Arc::new(AtomicU64::new(progress.index - 1));
+        let status = Arc::new(Mutex::new(ExporterStatus {
+            exporter: factory.id.clone(),
+            partition_id: id,
+            acknowledged_position: progress.position,
+            ..Default::default()
+        }));
+        let runner = Runner {
+            partition: id,
+            factory: factory.clone(),
+            log_dir: log_dir.to_path_buf(),
+            progress_path: progress_path(progress_dir, &factory.id),
+            committed: committed.clone(),
+            leading: leading.clone(),
+            stop: stop.clone(),
+            bound: bound.clone(),
+            status: status.clone(),
+            metrics: metrics.exporter(&factory.id, id),
+            stuck_after: config.stuck_after,
+        };
+        let thread = std::thread::Builder::new().name(format!("export-{id}-{}", factory.id)).spawn(move || runner.run())?;
+        bounds.acknowledged.push(bound);
+        statuses.push(status);
+        threads.push(thread);
+    }
+    Ok(Runners { bounds, statuses, threads })
+}
+
+/// A partition's exporter runners, as [`start`] started them.
+pub(crate) struct Runners {
+    pub bounds: ExportBounds,
+    pub statuses: Vec<Arc<Mutex<ExporterStatus>>>,
+    pub threads: Vec<JoinHandle<()>>,
+}
+
+struct Runner {
+    partition: PartitionId,
+    factory: Arc<ExporterFactory>,
+    log_dir: PathBuf,
+    progress_path: PathBuf,
+    committed: Arc<AtomicU64>,
+    leading: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    bound: Arc<AtomicU64>,
+    status: Arc<Mutex<ExporterStatus>>,
+    metrics: ExporterMetrics,
+    stuck_after: Duration,
+}
+
+/// What failed last, to be retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    Open,
+    Export,
+    Flush,
+    Scheduled(u64),
+}
+
+/// An exporter opened on a partition led here.
+struct Active {
+    exporter: Box<dyn Exporter>,
+    controller: Controller,
+    reader: LogReader,
+    /// Records read and not yet exported, in position order (the front one first).
+    queue: std::collections::VecDeque<Record>,
+    /// Log entries read whose records are not all acknowledged: (index, last position).
+    entries: std::collections::VecDeque<(u64, u64)>,
+    /// Records up to this position were acknowledged before this opening: not exported again.
+    skip_upto: u64,
+    last_exported: u64,
+    /// Records exported since the last flush.
+    unflushed: bool,
+    /// Whether `open` succeeded.
+    opened: bool,
+    persisted: Progress,
+    persisted_at: Instant,
+    retry: Option<(Retry, Instant, Duration)>,
+    last_progress: Instant,
+}
+
+impl Runner {
+    fn run(self) {
+        let mut active: Option<Active> = None;
+        while !self.stop.load(Ordering::SeqCst) {
+            if !self.leading.load(Ordering::SeqCst) {
+                if let Some(a) = active.take() {
+                    self.close(a);
+                }
+                std::thread::sleep(FOLLOWER_WAIT);
+                continue;
+            }
+            let a = active.get_or_insert_with(|| self.activate());
+            let busy = self.step(a);
+            self.report(a);
+            if !busy {
+                let wait = a.retry.map_or(IDLE_WAIT, |(_, at, _)| at.saturating_duration_since(Instant::now()).min(FOLLOWER_WAIT));
+                let wait = a.controller.next_due().map_or(wait, |due| wait.min(due.saturating_duration_since(Instant::now())));
+                std::thread::sleep(wait.max(Duration::from_micros(200)));
+            }
+        }
+        if let Some(a) = active.take() {
+            self.close(a);
+        }
+    }
+
+    /// A new instance of the exporter, to be opened at the persisted progress.
+    fn activate(&self) -> Active {
+        let progress = read_progress(&self.progress_path);
+        Active {
+            exporter: self.factory.make(),
+            controller: Controller::new(progress.position),
+            reader: LogReader::open(&self.log_dir, progress.index),
+            queue: Default::default(),
+            entries: Default::default(),
+            skip_upto: progress.position,
+            last_exported: progress.position,
+            unflushed: false,
+            opened: false,
+            persisted: progress,
+            persisted_at: Instant::now(),
+            retry: Some((Retry::Open, Instant::now(), Duration::ZERO)),
+            last_progress: Instant::now(),
+        }
+    }
+
+    /// One round: a due retry, due scheduled tasks, then up to [`ENTRIES_PER_ROUND`] entries
+    /// read, exported and flushed. Whether there was work.
+    fn step(&self, a: &mut Active) -> bool {
+        let now = Instant::now();
+        if let Some((what, at, backoff)) = a.retry {
+            if now < at {
+                return false;
+            }
+            let result = match what {
+                Retry::Open => self.open(a),
+                Retry::Export => self.export_queue(a),
+                Retry::Flush => self.flush(a),
+                Retry::Scheduled(task) => {
+                    let Active { exporter, controller, .. } = a;
+                    exporter.on_scheduled(task, controller)
+                }
+            };
+            match result {
+                Ok(()) => a.retry = None,
+                Err(e) => {
+                    self.failed(a, what, backoff, e);
+                    return false;
+                }
+            }
+        }
+        for task in a.controller.take_due(now) {
+            let Active { exporter, controller, .. } = a;
+            if let Err(e) = exporter.on_scheduled(task, controller) {
+                self.failed(a, Retry::Scheduled(task), Duration::ZERO, e);
+                return false;
+            }
+        }
+        let committed = self.committed.load(Ordering::Acquire);
+        let mut read = 0;
+        while read < ENTRIES_PER_ROUND {
+            match a.reader.next(committed) {
+                Ok(Some(entry)) => {
+                    read += 1;
+                    self.take_entry(a, entry);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.count_error(&format!("reading the log: {e}"));
+                    a.retry = Some((Retry::Export, now + MAX_BACKOFF, MAX_BACKOFF));
+                    return false;
+                }
+            }
+        }
+        if let Err(e) = self.export_queue(a) {
+            self.failed(a, Retry::Export, Duration::ZERO, e);
+            return read > 0;
+        }
+        if a.unflushed {
+            if let Err(e) = self.flush(a) {
+                self.failed(a, Retry::Flush, Duration::ZERO, e);
+                return read > 0;
+            }
+        }
+        self.acknowledged(a, false);
+        read > 0
+    }
+
+    fn open(&self, a: &mut Active) -> Result<(), waggle_exporter::ExportError> {
+        if !a.opened {
+            a.exporter.configure(&Context { exporter_id: self.factory.id.clone(), partition_id: self.partition })?;
+            a.exporter.open(&mut a.controller)?;
+            a.opened = true;
+            tracing::info!(partition = self.partition, exporter = %self.factory.id, after = a.skip_upto, "exporter opened");
+        }
+        Ok(())
+    }
+
+    /// Decodes a committed entry into the queue, leaving out records acknowledged before.
+    fn take_entry(&self, a: &mut Active, entry: waggle_log::Entry) {
+        // Raft's own entries: a leader's empty entry, configuration changes (0xFF)
+        let records = if entry.data.is_empty() || entry.data[0] == 0xFF {
+            Vec::new()
+        } else {
+            match Entry::decode(&entry.data) {
+                Ok(e) => e.records,
+                Err(e) => {
+                    self.count_error(&format!("log entry {} does not decode: {e}", entry.index));
+                    Vec::new()
+                }
+            }
+        };
+        let last = records.last().map_or(0, |r| r.position);
+        a.entries.push_back((entry.index, last));
+        a.queue.extend(records.into_iter().filter(|r| r.position > a.skip_upto));
+    }
+
+    /// Exports the queued records; the one that fails stays at the front.
+    fn export_queue(&self, a: &mut Active) -> Result<(), waggle_exporter::ExportError> {
+        while let Some(record) = a.queue.front() {
+            a.exporter.export(record, &mut a.controller)?;
+            a.last_exported = record.position;
+            a.unflushed = true;
+            a.queue.pop_front();
+        }
+        Ok(())
+    }
+
+    fn flush(&self, a: &mut Active) -> Result<(), waggle_exporter::ExportError> {
+        a.exporter.flush(&mut a.controller)?;
+        a.unflushed = false;
+        Ok(())
+    }
+
+    fn failed(&self, a: &mut Active, what: Retry, backoff: Duration, e: waggle_exporter::ExportError) {
+        let backoff = (backoff * 2).clamp(MIN_BACKOFF, MAX_BACKOFF);
+        tracing::warn!(partition = self.partition, exporter = %self.factory.id, error = %e, retry_in_ms = backoff.as_millis() as u64, "exporter failed");
+        self.count_error(&e.to_string());
+        a.retry = Some((what, Instant::now() + backoff, backoff));
+    }
+
+    fn count_error(&self, error: &str) {
+        self.metrics.errors.inc();
+        let mut s = self.status.lock().expect("exporter status");
+        s.errors += 1;
+        s.last_error = Some(error.to_string());
+    }
+
+    /// Takes the exporter's acknowledgement: drops the entries it covers, and persists the
+    /// progress (at most every [`PERSIST_EVERY`], or now when `force`), then publishes the
+    /// compaction bound of what is persisted.
+    fn acknowledged(&self, a: &mut Active, force: bool) {
+        let acked = a.controller.last_acknowledged();
+        while a.entries.front().is_some_and(|&(_, last)| last <= acked) {
+            a.entries.pop_front();
+        }
+        let resume = a.entries.front().map_or(a.reader.next_index(), |&(index, _)| index);
+        let progress = Progress { position: acked.max(a.persisted.position), index: resume.max(a.persisted.index) };
+        if progress.position > a.persisted.position {
+            a.last_progress = Instant::now();
+        }
+        if progress != a.persisted && (force || a.persisted_at.elapsed() >= PERSIST_EVERY) {
+            match write_progress(&self.progress_path, progress) {
+                Ok(()) => {
+                    a.persisted = progress;
+                    a.persisted_at = Instant::now();
+                    self.bound.store(progress.index - 1, Ordering::Release);
+                }
+                Err(e) => self.count_error(&format!("persisting the exporter position: {e}")),
+            }
+        }
+    }
+
+    fn report(&self, a: &mut Active) {
+        let committed = self.committed.load(Ordering::Acquire);
+        let handed = a.reader.next_index().saturating_sub(1) - if a.queue.is_empty() { 0 } else { 1 };
+        let lag = committed.saturating_sub(handed);
+        let unacknowledged = committed.saturating_sub(a.persisted.index - 1);
+        if unacknowledged == 0 {
+            a.last_progress = Instant::now();
+        }
+        let stuck = unacknowledged > 0 && a.last_progress.elapsed() >= self.stuck_after;
+        let acked = a.controller.last_acknowledged();
+        self.metrics.last_exported_position.set(a.last_exported as i64);
+        self.metrics.acknowledged_position.set(acked as i64);
+        self.metrics.lag_entries.set(lag as i64);
+        self.metrics.unacknowledged_entries.set(unacknowledged as i64);
+        self.metrics.stuck.set(i64::from(stuck));
+        let mut s = self.status.lock().expect("exporter status");
+        s.running = a.opened;
+        s.last_exported_position = a.last_exported;
+        s.acknowledged_position = acked;
+        s.lag_entries = lag;
+        s.unacknowledged_entries = unacknowledged;
+        s.stuck = stuck;
+        s.skipped_entries = a.reader.skipped();
+        if s.skipped_entries > 0 && a.reader.skipped() != self.metrics.skipped.get() as u64 {
+            tracing::warn!(partition = self.partition, exporter = %self.factory.id, skipped = s.skipped_entries, "log entries were compacted before this exporter exported them");
+            self.metrics.skipped.set(s.skipped_entries as i64);
+        }
+    }
+
+    /// Flushes what it can, persists the acknowledged progress and closes the exporter.
+    fn close(&self, mut a: Active) {
+        if a.opened {
+            if a.unflushed && a.retry.is_none() {
+                let _ = self.flush(&mut a);
+            }
+            self.acknowledged(&mut a, true);
+            a.exporter.close();
+        }
+        self.bound.store(u64::MAX, Ordering::Release);
+        self.status.lock().expect("exporter status").running = false;
+        tracing::info!(partition = self.partition, exporter = %self.factory.id, "exporter closed");
+    }
+}

@@ -1,0 +1,296 @@
+//! Every value type against Zeebe's exported field names (the Elasticsearch exporter's
+//! `zeebe-record-<value type>-template.json`, 8.5 fields; see the module's documentation).
+
+use serde_json::Value;
+use waggle_protocol::record::{Intent, RecordType, Rejection, RejectionType, ValueType};
+use waggle_protocol::value::*;
+use waggle_protocol::{Record, RecordValue};
+
+use super::*;
+
+fn record(value_type: ValueType, value: RecordValue) -> Record {
+    Record {
+        position: 7,
+        source_position: 0,
+        key: 2251799813685249,
+        timestamp_ms: 1_700_000_000_000,
+        record_type: RecordType::Event,
+        value_type,
+        intent: Intent::Created,
+        rejection: None,
+        value,
+    }
+}
+
+fn keys(v: &Value) -> Vec<&str> {
+    v.as_object().expect("an object").keys().map(String::as_str).collect()
+}
+
+fn job_record() -> JobRecord {
+    JobRecord {
+        job_type: "payment".into(),
+        custom_headers: r#"{"h":"1"}"#.into(),
+        variables: r#"{"a":1}"#.into(),
+        tenant_id: "<default>".into(),
+        ..Default::default()
+    }
+}
+
+const JOB_FIELDS: &[&str] = &[
+    "type",
+    "worker",
+    "retries",
+    "retryBackoff",
+    "recurringTime",
+    "deadline",
+    "timeout",
+    "errorMessage",
+    "errorCode",
+    "customHeaders",
+    "variables",
+    "bpmnProcessId",
+    "processDefinitionKey",
+    "processDefinitionVersion",
+    "processInstanceKey",
+    "elementId",
+    "elementInstanceKey",
+    "tenantId",
+];
+
+#[test]
+fn the_record_envelope_has_zeebes_fields() {
+    let mut r = record(ValueType::ProcessInstance, RecordValue::ProcessInstance(ProcessInstanceRecord::default()));
+    let v = to_value(3, &r);
+    assert_eq!(
+        keys(&v),
+        [
+            "partitionId",
+            "position",
+            "sourceRecordPosition",
+            "key",
+            "timestamp",
+            "recordType",
+            "valueType",
+            "intent",
+            "rejectionType",
+            "rejectionReason",
+            "brokerVersion",
+            "recordVersion",
+            "value"
+        ]
+    );
+    assert_eq!(v["partitionId"], 3);
+    assert_eq!(v["position"], 7);
+    assert_eq!(v["sourceRecordPosition"], -1, "a command from outside has no source");
+    assert_eq!(v["key"], 2251799813685249i64);
+    assert_eq!(v["recordType"], "EVENT");
+    assert_eq!(v["valueType"], "PROCESS_INSTANCE");
+    assert_eq!(v["intent"], "CREATED");
+    assert_eq!(v["rejectionType"], "NULL_VAL");
+    assert_eq!(v["rejectionReason"], "");
+    assert_eq!(v["brokerVersion"], BROKER_VERSION);
+    assert_eq!(v["recordVersion"], 1);
+    r.record_type = RecordType::CommandRejection;
+    r.source_position = 5;
+    r.rejection = Some(Rejection { rejection_type: RejectionType::NotFound, reason: "no such thing".into() });
+    let v = to_value(1, &r);
+    assert_eq!(v["recordType"], "COMMAND_REJECTION");
+    assert_eq!(v["sourceRecordPosition"], 5);
+    assert_eq!(v["rejectionType"], "NOT_FOUND");
+    assert_eq!(v["rejectionReason"], "no such thing");
+    let line = to_json(1, &r);
+    assert!(!line.contains('\n'));
+    assert_eq!(serde_json::from_str::<Value>(&line).unwrap(), v);
+}
+
+/// One record of every value type, its value's field names, and a few values.
+#[test]
+fn every_value_type_has_zeebes_field_names() {
+    let cases: Vec<(RecordValue, &[&str])> = vec![
+        (
+            RecordValue::Deployment(DeploymentRecord {
+                resources: vec![DeploymentResource { resource_name: "a.bpmn".into(), resource: b"<xml/>".to_vec() }],
+                processes_metadata: vec![ProcessMetadata {
+                    bpmn_process_id: "p".into(),
+                    version: 1,
+                    process_definition_key: 9,
+                    resource_name: "a.bpmn".into(),
+                    checksum: 1,
+                    duplicate: false,
+                }],
+                tenant_id: "<default>".into(),
+            }),
+            &["resources", "processesMetadata", "decisionRequirementsMetadata", "decisionsMetadata", "formMetadata", "tenantId"],
+        ),
+        (
+            RecordValue::Process(ProcessRecord {
+                bpmn_process_id: "p".into(),
+                version: 1,
+                process_definition_key: 9,
+                resource_name: "a.bpmn".into(),
+                resource: b"<xml/>".to_vec(),
+                checksum: 1,
+                tenant_id: "<default>".into(),
+            }),
+            &["bpmnProcessId", "version", "processDefinitionKey", "resourceName", "resource", "checksum", "duplicate", "tenantId"],
+        ),
+        (
+            RecordValue::ProcessInstance(ProcessInstanceRecord::default()),
+            &[
+                "bpmnProcessId",
+                "version",
+                "processDefinitionKey",
+                "processInstanceKey",
+                "elementId",
+                "flowScopeKey",
+                "bpmnElementType",
+                "bpmnEventType",
+                "parentProcessInstanceKey",
+                "parentElementInstanceKey",
+                "tenantId",
+            ],
+        ),
+        (
+            RecordValue::ProcessInstanceCreation(ProcessInstanceCreationRecord {
+                variables: r#"{"x":1}"#.into(),
+                start_instructions: vec!["task".into()],
+                ..Default::default()
+            }),
+            &["bpmnProcessId", "version", "processDefinitionKey", "processInstanceKey", "variables", "startInstructions", "tenantId"],
+        ),
+        (
+            RecordValue::ProcessInstanceResult(ProcessInstanceResultRecord::default()),
+            &["bpmnProcessId", "version", "processDefinitionKey", "processInstanceKey", "variables", "tenantId"],
+        ),
+        (RecordValue::Job(job_record()), JOB_FIELDS),
+        (
+            RecordValue::JobBatch(JobBatchRecord { job_keys: vec![1], jobs: vec![job_record()], ..Default::default() }),
+            &["type", "worker", "timeout", "maxJobsToActivate", "jobKeys", "jobs", "truncated", "tenantIds"],
+        ),
+        (
+            RecordValue::Variable(VariableRecord { name: "x".into(), value: "\"text\"".into(), ..Default::default() }),
+            &["name", "value", "scopeKey", "processInstanceKey", "processDefinitionKey", "bpmnProcessId", "tenantId"],
+        ),
+        (
+            RecordValue::VariableDocument(VariableDocumentRecord {
+                scope_key: 1,
+                update_semantics: UpdateSemantics::Local,
+                variables: "{}".into(),
+            }),
+            &["scopeKey", "updateSemantics", "variables", "tenantId"],
+        ),
+        (
+            RecordValue::Incident(IncidentRecord::default()),
+            &[
+                "errorType",
+                "errorMessage",
+                "bpmnProcessId",
+                "processDefinitionKey",
+                "processInstanceKey",
+                "elementId",
+                "elementInstanceKey",
+                "jobKey",
+                "variableScopeKey",
+                "tenantId",
+            ],
+        ),
+        (
+            RecordValue::Message(MessageRecord::default()),
+            &["name", "correlationKey", "timeToLive", "messageId", "variables", "deadline", "tenantId"],
+        ),
+        (
+            RecordValue::Timer(TimerRecord::default()),
+            &["elementInstanceKey", "processInstanceKey", "processDefinitionKey", "targetElementId", "dueDate", "repetitions", "tenantId"],
+        ),
+        (
+            RecordValue::MessageSubscription(MessageSubscriptionRecord::default()),
+            &[
+                "processInstanceKey",
+                "elementInstanceKey",
+                "bpmnProcessId",
+                "messageName",
+                "correlationKey",
+                "messageKey",
+                "variables",
+                "interrupting",
+                "tenantId",
+            ],
+        ),
+        (
+            RecordValue::ProcessMessageSubscription(ProcessMessageSubscriptionRecord::default()),
+            &[
+                "processInstanceKey",
+                "elementInstanceKey",
+                "bpmnProcessId",
+                "elementId",
+                "messageName",
+                "correlationKey",
+                "messageKey",
+                "variables",
+                "interrupting",
+                "tenantId",
+            ],
+        ),
+        (
+            RecordValue::MessageStartEventSubscription(MessageStartEventSubscriptionRecord::default()),
+            &[
+                "processDefinitionKey",
+                "bpmnProcessId",
+                "startEventId",
+                "messageName",
+                "messageKey",
+                "correlationKey",
+                "processInstanceKey",
+                "variables",
+                "tenantId",
+            ],
+        ),
+        (RecordValue::Signal(SignalRecord::default()), &["signalName", "variables", "tenantId"]),
+        (
+            RecordValue::SignalSubscription(SignalSubscriptionRecord::default()),
+            &["processDefinitionKey", "bpmnProcessId", "catchEventId", "catchEventInstanceKey", "signalName", "tenantId"],
+        ),
+        (
+            RecordValue::CommandDistribution(CommandDistributionRecord {
+                partition_id: 2,
+                value_type: ValueType::Deployment,
+                intent: Intent::Create,
+                command_key: 5,
+                command_value: Some(Box::new(RecordValue::Signal(SignalRecord::default()))),
+                acknowledged_below: 0,
+            }),
+            &["partitionId", "valueType", "intent", "commandValue"],
+        ),
+    ];
+    assert_eq!(cases.len(), 18, "one case per value type");
+    for (value, fields) in &cases {
+        let v = super::value(value);
+        assert_eq!(keys(&v), *fields, "{value:?}");
+        if let Some(tenant) = v.get("tenantId") {
+            assert_eq!(tenant, "<default>", "{value:?}: an empty tenant is the default one");
+        }
+        if let Some(variables) = v.get("variables") {
+            assert!(variables.is_object(), "{value:?}: variables are an object");
+        }
+    }
+    let deployment = super::value(&cases[0].0);
+    assert_eq!(deployment["resources"][0]["resource"], "PHhtbC8+", "bytes in base64");
+    assert_eq!(
+        keys(&deployment["processesMetadata"][0]),
+        ["bpmnProcessId", "version", "processDefinitionKey", "resourceName", "checksum", "duplicate", "tenantId"]
+    );
+    let creation = super::value(&cases[3].0);
+    assert_eq!(creation["variables"]["x"], 1);
+    assert_eq!(creation["startInstructions"][0]["elementId"], "task");
+    let job = super::value(&cases[5].0);
+    assert_eq!(job["customHeaders"]["h"], "1");
+    assert_eq!(job["variables"]["a"], 1);
+    let batch = super::value(&cases[6].0);
+    assert_eq!(keys(&batch["jobs"][0]), JOB_FIELDS);
+    let variable = super::value(&cases[7].0);
+    assert_eq!(variable["value"], "\"text\"", "a variable's value is its JSON text");
+    assert_eq!(super::value(&cases[8].0)["updateSemantics"], "LOCAL");
+    let distribution = super::value(&cases[17].0);
+    assert_eq!(distribution["valueType"], "DEPLOYMENT");
+    assert_eq!(keys(&distribution["commandValue"]), ["signalName", "variables", "tenantId"]);
+}
