@@ -385,6 +385,38 @@ write("g-priority-many-values.dmn", "13", [d])
 for x in [0, 1, 2, 3, 5, 12]:
     case("g-priority-many-values.dmn", "many", {"x": x})
 
+# ---- odd shapes: no rules, no inputs, no names or labels, several outputs of one name
+d = table("norules", "No rules", "UNIQUE", [("X", "x", None, None)], [("O", "o", None, None)], [])
+write("g-shape-no-rules.dmn", "13", [d])
+case("g-shape-no-rules.dmn", "norules", {"x": 1})
+for hit in ["UNIQUE", "FIRST", "COLLECT", "RULE ORDER"]:
+    fname = f"g-shape-no-inputs-{hit.lower().replace(' ', '-')}.dmn"
+    d = table("noinputs", "No inputs", hit, [], [("O", "o", None, None)], [([], ['"one"']), ([], ["x"])])
+    write(fname, "14", [d])
+    for x in ["one", "two"]:
+        case(fname, "noinputs", {"x": x})
+d = table("anon", "Anon", "RULE ORDER", [(None, "x", None, None)], [(None, None, None, None)], [(["> 0"], ["x"]), (["> 1"], ["x * 2"])])
+write("g-shape-anonymous.dmn", "13", [d])
+for x in [1, 2]:
+    case("g-shape-anonymous.dmn", "anon", {"x": x})
+write("g-invalid-decision-without-name.dmn", "13", [d.replace(' name="Anon"', "")])
+parse_case("g-invalid-decision-without-name.dmn")
+d = table("twice", "Twice", "RULE ORDER", [("X", "x", None, None)], [("A", "a", None, None), ("A again", "a", None, None)],
+          [(["> 0"], ["1", "2"]), (["> 1"], ["3", "4"])])
+write("g-shape-same-output-name.dmn", "13", [d])
+for x in [1, 2]:
+    case("g-shape-same-output-name.dmn", "twice", {"x": x})
+d = table("unique3", "Unique three", "UNIQUE", [("X", "x", None, None)], [("A", "a", None, None), ("B", "b", None, None), ("C", "c", None, None)],
+          [(["> 0"], ["1", '"b"', "[1, 2]"]), (["> 1"], ["2", "null", '{k: "v"}'])])
+write("g-shape-unique-three-outputs.dmn", "13", [d])
+for x in [1, 2]:
+    case("g-shape-unique-three-outputs.dmn", "unique3", {"x": x})
+d = table("anyeq", "Any equal", "ANY", [("X", "x", None, None)], [("A", "a", None, None), ("B", "b", None, None)],
+          [(["> 0"], ["1", '"b"']), (["> 1"], ["1.0", '"b"']), (["> 2"], ["2", '"b"'])])
+write("g-shape-any-equal.dmn", "13", [d])
+for x in [1, 2, 3]:
+    case("g-shape-any-equal.dmn", "anyeq", {"x": x})
+
 # ---- invalid DMN: each is refused by dmn-scala (the messages may differ)
 lit = literal("d", "D", "1")
 INVALID = {

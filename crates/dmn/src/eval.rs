@@ -123,6 +123,28 @@ impl VariableLookup for Scope<'_> {
     }
 }
 
+/// The variables of an input entry: the decision's, and the input's value as `cellInput` (the
+/// variable dmn-scala binds it to; `?` reads it too).
+struct Cell<'a> {
+    scope: &'a Scope<'a>,
+    input: &'a Value,
+}
+
+impl VariableLookup for Cell<'_> {
+    fn lookup(&self, name: &str) -> Option<Value> {
+        if name == "cellInput" {
+            return Some(self.input.clone());
+        }
+        self.scope.lookup(name)
+    }
+    fn lookup_steps(&self, name: &str, steps: &[Step<'_>]) -> Option<Value> {
+        if name == "cellInput" {
+            return waggle_feel::select(self.input, steps).cloned();
+        }
+        self.scope.lookup_steps(name, steps)
+    }
+}
+
 /// One output per name, in the order of the outputs (later values of a repeated name win).
 type OutputValues = Vec<(Option<String>, Value)>;
 
@@ -251,9 +273,7 @@ impl Run<'_> {
             let mut met = true;
             for (entry, input) in rule.input_entries.iter().zip(inputs) {
                 let InputEntry::Tests(tests) = entry else { continue };
-                let mut local = scope.local.clone();
-                local.insert("cellInput".to_string(), input.clone());
-                let cell = Scope { base: scope.base, local: &local };
+                let cell = Cell { scope, input };
                 let ev = tests.evaluate_detailed(input, &cell, self.ctx);
                 if let Some(failure) = ev.failure {
                     return Err(feel_failure(tests.source(), &failure));

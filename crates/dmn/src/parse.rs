@@ -47,6 +47,9 @@ pub fn parse(xml: &str) -> Result<Drg, ParseError> {
         return Err(model_error("the root element is no DMN 1.1 - 1.5 'definitions'"));
     }
     check_unique_ids(&doc)?;
+    if root.attribute("name").is_none() {
+        return Err(model_error("the definitions have no name"));
+    }
     let p = Parser { ns, failures: Vec::new() };
     p.definitions(root)
 }
@@ -89,6 +92,9 @@ impl<'a> Parser<'a> {
 
     fn definitions(mut self, root: Node) -> Result<Drg, ParseError> {
         let elements: Vec<Node> = self.children(root, "decision");
+        if let Some(d) = elements.iter().find(|d| d.attribute("name").is_none()) {
+            return Err(model_error(&format!("the decision '{}' has no name", d.attribute("id").unwrap_or(""))));
+        }
         if elements.len() > MAX_DECISIONS {
             return Err(ParseError::new(format!("Invalid DMN model: more than {MAX_DECISIONS} decisions")));
         }

@@ -19,7 +19,13 @@ use waggle_feel::EvalContext;
 
 /// Cases where waggle-dmn knowingly differs from dmn-scala: (id, reason). Keep in sync with
 /// tests/dmn-diff/README.md.
-const KNOWN_DIFFERENCES: &[(&str, &str)] = &[];
+const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
+    ("h-unary-tests tests 2", UNARY_QUESTION_MARK_IN_CALL),
+    ("h-unary-tests tests \"y\"", UNARY_QUESTION_MARK_IN_CALL),
+    ("h-unary-tests tests true", UNARY_QUESTION_MARK_IN_CALL),
+];
+
+const UNARY_QUESTION_MARK_IN_CALL: &str = "FEEL, not DMN: feel-scala 1.17.8 evaluates a unary-test expression first without `?` (an error value that operators pass on, so it evaluates again with `?` bound, but that a function call takes as an argument: `list contains(allowed, ?)` is false for every input), while waggle-feel binds `?` from the start (true for an allowed input).";
 
 fn dir() -> PathBuf {
     let dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
