@@ -20,7 +20,8 @@
 //! assert_eq!(result.output.to_json(), serde_json::json!("Hello Ada"));
 //! ```
 //!
-//! Bounded input: a file of more than [`MAX_XML_BYTES`], [`MAX_DECISIONS`] decisions, a table
+//! Bounded input: a file of more than [`MAX_XML_BYTES`], elements nested more than
+//! [`MAX_XML_DEPTH`] deep, [`MAX_DECISIONS`] decisions, a table
 //! of more than [`MAX_RULES`] rules or a chain of more than [`MAX_REQUIREMENT_DEPTH`] required
 //! decisions is refused at parse time (as is a cycle, which the error names); an evaluation
 //! that would evaluate more than [`MAX_EVALUATED_DECISIONS`] decisions (requirements shared
@@ -36,6 +37,8 @@ pub use parse::parse;
 
 /// The largest DMN file parsed, in bytes.
 pub const MAX_XML_BYTES: usize = 4 * 1024 * 1024;
+/// The deepest nesting of XML elements parsed (a DMN file needs less than 10).
+pub const MAX_XML_DEPTH: usize = 100;
 /// The most decisions a DMN file may hold.
 pub const MAX_DECISIONS: usize = 1_000;
 /// The most rules a decision table may hold.

@@ -9,7 +9,7 @@ use roxmltree::{Document, Node};
 use waggle_feel::{parse_unary_tests, Expression};
 
 use crate::model::*;
-use crate::{ParseError, MAX_DECISIONS, MAX_REQUIREMENT_DEPTH, MAX_RULES, MAX_XML_BYTES};
+use crate::{ParseError, MAX_DECISIONS, MAX_REQUIREMENT_DEPTH, MAX_RULES, MAX_XML_BYTES, MAX_XML_DEPTH};
 
 /// The DMN namespaces the Camunda DMN model (7.22) reads.
 const DMN_NAMESPACES: [&str; 7] = [
@@ -40,6 +40,7 @@ pub fn parse(xml: &str) -> Result<Drg, ParseError> {
     if xml.len() > MAX_XML_BYTES {
         return Err(ParseError::new(format!("Failed to parse DMN: the file has more than {MAX_XML_BYTES} bytes")));
     }
+    check_nesting(xml)?;
     let doc = Document::parse(xml).map_err(|e| model_error(&e.to_string()))?;
     let root = doc.root_element();
     let ns = root.tag_name().namespace().unwrap_or("");
@@ -52,6 +53,56 @@ pub fn parse(xml: &str) -> Result<Drg, ParseError> {
     }
     let p = Parser { ns, failures: Vec::new() };
     p.definitions(root)
+}
+
+/// Refuses elements nested deeper than [`MAX_XML_DEPTH`] before the XML parser sees them (its
+/// recursion would overflow the stack on a deep enough document). A scan of the tags only:
+/// comments, CDATA, processing instructions and declarations are skipped, quotes in tags
+/// honoured; a malformed document is left to the parser to refuse.
+fn check_nesting(xml: &str) -> Result<(), ParseError> {
+    let b = xml.as_bytes();
+    let skip_to = |from: usize, end: &str| -> usize { xml[from..].find(end).map(|i| from + i + end.len()).unwrap_or(b.len()) };
+    let (mut i, mut depth) = (0usize, 0usize);
+    while i < b.len() {
+        if b[i] != b'<' {
+            i += 1;
+            continue;
+        }
+        let rest = &xml[i..];
+        if rest.starts_with("<!--") {
+            i = skip_to(i, "-->");
+        } else if rest.starts_with("<![CDATA[") {
+            i = skip_to(i, "]]>");
+        } else if rest.starts_with("<?") {
+            i = skip_to(i, "?>");
+        } else if rest.starts_with("<!") {
+            i = skip_to(i, ">");
+        } else if rest.starts_with("</") {
+            depth = depth.saturating_sub(1);
+            i = skip_to(i, ">");
+        } else {
+            // a start tag: find its end outside quoted attribute values
+            let mut j = i + 1;
+            let mut quote = None;
+            while j < b.len() {
+                match (quote, b[j]) {
+                    (None, q @ (b'"' | b'\'')) => quote = Some(q),
+                    (Some(q), c) if c == q => quote = None,
+                    (None, b'>') => break,
+                    _ => {}
+                }
+                j += 1;
+            }
+            if j < b.len() && b[j - 1] != b'/' {
+                depth += 1;
+                if depth > MAX_XML_DEPTH {
+                    return Err(model_error(&format!("elements are nested more than {MAX_XML_DEPTH} deep")));
+                }
+            }
+            i = j + 1;
+        }
+    }
+    Ok(())
 }
 
 /// What the Camunda DMN model's schema validation rejects reads so in dmn-scala.

@@ -111,3 +111,28 @@ fn evaluates_a_decision_by_id_with_a_feel_context_as_variables() {
     assert_eq!(failure.message, "Expected to evaluate decision 'nope', but no decision found with id 'nope'");
     assert_eq!(failure.failed_decision_id, "nope");
 }
+
+#[test]
+fn deeply_nested_xml_is_refused_without_overflowing_the_stack() {
+    let depth = 200_000;
+    let xml = definitions(&format!(
+        r#"<decision id="d" name="d"><extensionElements>{}{}</extensionElements><literalExpression id="e"><text>1</text></literalExpression></decision>"#,
+        "<x>".repeat(depth),
+        "</x>".repeat(depth)
+    ));
+    let err = parse(&xml).unwrap_err();
+    assert!(err.message.contains("nested more than"), "{err}");
+    // at the limit it parses (the document's own 4 levels included)
+    let ok = definitions(&format!(
+        r#"<decision id="d" name="d"><extensionElements>{}{}</extensionElements><literalExpression id="e"><text>1</text></literalExpression></decision>"#,
+        "<x a='>'><!-- <y> --><![CDATA[<z>]]>".repeat(waggle_dmn::MAX_XML_DEPTH - 3),
+        "</x>".repeat(waggle_dmn::MAX_XML_DEPTH - 3)
+    ));
+    assert!(parse(&ok).is_ok());
+}
+
+#[test]
+fn a_parsed_drg_can_be_shared_between_threads() {
+    fn shareable<T: Send + Sync + 'static>() {}
+    shareable::<waggle_dmn::Drg>();
+}
