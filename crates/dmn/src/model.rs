@@ -45,6 +45,11 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// The decisions it requires, as indexes into [`Drg::decisions`], in document order.
+    pub fn required(&self) -> &[usize] {
+        &self.required
+    }
+
     /// Zeebe's decision type name: `DECISION_TABLE` or `LITERAL_EXPRESSION`.
     pub fn decision_type(&self) -> &'static str {
         match self.logic {
