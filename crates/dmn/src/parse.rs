@@ -11,13 +11,13 @@ use waggle_feel::{parse_unary_tests, Expression};
 use crate::model::*;
 use crate::{ParseError, MAX_DECISIONS, MAX_REQUIREMENT_DEPTH, MAX_RULES, MAX_XML_BYTES, MAX_XML_DEPTH};
 
-/// The DMN namespaces the Camunda DMN model (7.22) reads.
-const DMN_NAMESPACES: [&str; 7] = [
+/// The DMN namespaces the Camunda DMN model (7.22) reads (its constant for DMN 1.3's alternative
+/// `DMN13.xsd` namespace has no schema behind it: such a file is refused).
+const DMN_NAMESPACES: [&str; 6] = [
     "http://www.omg.org/spec/DMN/20151101/dmn.xsd",
     "http://www.omg.org/spec/DMN/20151101/dmn11.xsd",
     "http://www.omg.org/spec/DMN/20180521/MODEL/",
     "https://www.omg.org/spec/DMN/20191111/MODEL/",
-    "https://www.omg.org/spec/DMN/20191111/DMN13.xsd",
     "https://www.omg.org/spec/DMN/20211108/MODEL/",
     "https://www.omg.org/spec/DMN/20230324/MODEL/",
 ];
