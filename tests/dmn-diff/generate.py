@@ -417,6 +417,17 @@ write("g-shape-any-equal.dmn", "13", [d])
 for x in [1, 2, 3]:
     case("g-shape-any-equal.dmn", "anyeq", {"x": x})
 
+# ---- numbers with trailing zeros, in messages and as output values
+d = table("scaled", "Scaled", "UNIQUE", [("X", "x", None, None)], [("A", "a", None, None)], [(["> 0"], ["4.90"]), (["> 1"], ["1.0"]), (["> 2"], ["x / 4"])])
+write("g-numbers-unique.dmn", "13", [d])
+for x in [1, 2, 3, 10]:
+    case("g-numbers-unique.dmn", "scaled", {"x": x})
+d = table("scaledprio", "Scaled priority", "PRIORITY", [("X", "x", None, None)], [("A", "a", "number", "2.50, 1.0, 3, 0.5")],
+          [(["> 0"], ["1.0"]), (["> 1"], ["2.50"]), (["> 2"], ["2.5"]), (["> 3"], ["1"]), (["> 4"], ["x / 10"])])
+write("g-numbers-priority.dmn", "13", [d])
+for x in [1, 2, 3, 4, 5]:
+    case("g-numbers-priority.dmn", "scaledprio", {"x": x})
+
 # ---- invalid DMN: each is refused by dmn-scala (the messages may differ)
 lit = literal("d", "D", "1")
 INVALID = {

@@ -438,7 +438,8 @@ fn single_numbers(values: &[OutputValues]) -> Result<Vec<&Number>, String> {
 
 /// Orders matched rules as dmn-scala 1.9 does for PRIORITY and OUTPUT ORDER: each rule gets a
 /// key, the concatenation over the outputs of its value's position in the output's
-/// `outputValues` (a string or number found there; `_` otherwise), and the rules are sorted by
+/// `outputValues` (a string, or a number as Java prints it, so `1.0` is not `1`, found there;
+/// `_` otherwise), and the rules are sorted by
 /// that key as text, stably (so positions from 10 on sort as text, and a table without output
 /// values keeps rule order).
 fn by_priority(mut values: Vec<OutputValues>, outputs: &[Output]) -> Vec<OutputValues> {
@@ -460,7 +461,7 @@ fn by_priority(mut values: Vec<OutputValues>, outputs: &[Output]) -> Vec<OutputV
             let value = v.iter().find(|(n, _)| n == name).map(|(_, x)| x);
             let found = match value {
                 Some(Value::String(s)) => priority.get(s.as_str()),
-                Some(Value::Number(n)) => priority.get(n.to_string().as_str()),
+                Some(Value::Number(n)) => priority.get(n.to_java_string().as_str()),
                 _ => None,
             };
             match found {
@@ -519,10 +520,15 @@ fn check_type(value: &Value, type_ref: Option<&str>) -> Result<(), String> {
 }
 
 /// A FEEL value as feel-scala's `Val.toString` prints it in dmn-scala's messages: strings
-/// quoted, lists `[1, "a"]`, contexts `{a:1}`.
+/// quoted, numbers as Java's `BigDecimal` (`4.90`), lists `[1, "a"]`, contexts `{a:1}`.
 pub(crate) fn scala_string(value: &Value) -> String {
     match value {
         Value::String(s) => format!("\"{s}\""),
+        Value::Number(n) => n.to_java_string(),
+        Value::List(items) => format!("[{}]", items.iter().map(scala_string).collect::<Vec<_>>().join(", ")),
+        Value::Context(c) => {
+            format!("{{{}}}", c.iter().map(|(k, v)| format!("{k}:{}", scala_string(v))).collect::<Vec<_>>().join(", "))
+        }
         other => other.to_string(),
     }
 }
