@@ -344,7 +344,13 @@ public class DmnDiff {
       int start = i;
       while (i < s.length() && "+-0123456789.eE".indexOf(s.charAt(i)) >= 0) i++;
       String num = s.substring(start, i);
-      if (num.matches("-?\\d+")) return Long.parseLong(num);
+      if (num.matches("-?\\d+")) {
+        try {
+          return Long.parseLong(num);
+        } catch (NumberFormatException e) {
+          return new BigDecimal(num);
+        }
+      }
       return Double.parseDouble(num);
     }
 

@@ -427,6 +427,10 @@ d = table("scaledprio", "Scaled priority", "PRIORITY", [("X", "x", None, None)],
 write("g-numbers-priority.dmn", "13", [d])
 for x in [1, 2, 3, 4, 5]:
     case("g-numbers-priority.dmn", "scaledprio", {"x": x})
+d = table("echo", "Echo", "UNIQUE", [("X", "x", None, None)], [("A", "a", None, None)], [(["-"], ["x"]), (["-"], ["[x, x * 2]"])])
+write("g-numbers-variables.dmn", "13", [d])
+for x in [2.0, 1.5, 0.1, 1e-7, 12345678901234567890, -0.0]:
+    case("g-numbers-variables.dmn", "echo", {"x": x})
 
 # ---- invalid DMN: each is refused by dmn-scala (the messages may differ)
 lit = literal("d", "D", "1")

@@ -10,11 +10,14 @@ cd "$(dirname "$0")"
 LIB="${DMN_SCALA_HOME:-$HOME/.cache/waggle-peers/dmn-scala}/lib"
 BUILD=$(mktemp -d)
 trap 'rm -rf "$BUILD" expected.jsonl.tmp' EXIT
-javac -nowarn -d "$BUILD" -cp "$LIB/*" DmnDiff.java 2>/dev/null
+javac -nowarn -d "$BUILD" -cp "$LIB/*" DmnDiff.java 2>"$BUILD/javac" || { cat "$BUILD/javac" >&2; exit 1; }
 mkdir -p "$BUILD/META-INF/services"
 echo 'DmnDiff$IdentityMapper' > "$BUILD/META-INF/services/org.camunda.feel.valuemapper.CustomValueMapper"
 # the JVM's default zone shapes now() only; pin it anyway
-java -Duser.timezone=UTC -cp "$BUILD:$LIB/*" DmnDiff cases.jsonl corpus 2>/dev/null > expected.jsonl.tmp
+if ! java -Duser.timezone=UTC -cp "$BUILD:$LIB/*" DmnDiff cases.jsonl corpus 2>"$BUILD/stderr" > expected.jsonl.tmp; then
+  cat "$BUILD/stderr" >&2
+  exit 1
+fi
 if [ "${1:-}" = "--check" ]; then
   if ! diff expected.jsonl expected.jsonl.tmp; then
     echo "dmn-scala's results differ from tests/dmn-diff/expected.jsonl (run regenerate.sh and review)" >&2

@@ -37,7 +37,8 @@ impl Number {
         let d = if d.digits() > PRECISION { context(PRECISION).round_decimal(d) } else { d };
         let (int, scale) = d.as_bigint_and_exponent();
         if int.is_zero() {
-            return Some(Number(BigDecimal::zero()));
+            // a zero keeps its scale (`0.0 * 2` is `0.0` in Java), within bounds
+            return Some(Number(if scale.abs() <= MAX_EXPONENT { d } else { BigDecimal::zero() }));
         }
         let exp = int.to_string().trim_start_matches('-').len() as i64 - scale;
         if !(-MAX_EXPONENT..=MAX_EXPONENT).contains(&exp) {
@@ -54,7 +55,7 @@ impl Number {
         }
         let d = BigDecimal::from_str(s).ok()?;
         if d.is_zero() {
-            return Some(Number(BigDecimal::zero()));
+            return Number::from_big(d);
         }
         Some(Number(d))
     }
@@ -94,8 +95,20 @@ impl Number {
         if !f.is_finite() {
             return None;
         }
-        // Rust prints the shortest representation that round-trips, as Java's Double.toString does.
-        Number::parse(&format!("{f:?}"))
+        // as Java's BigDecimal.valueOf(double): the decimal of Double.toString (its shortest
+        // round-trip digits, as Rust prints them), scale included: 2.0 is `2.0`, 1e-7 `1.0E-7`,
+        // 0.0 and -0.0 `0.0` (seen only in `to_java_string`)
+        if f == 0.0 {
+            return Some(Number(BigDecimal::new(BigInt::zero(), 1)));
+        }
+        let abs = f.abs();
+        if (1e-3..1e7).contains(&abs) {
+            return Number::parse(&format!("{f:?}"));
+        }
+        let sci = format!("{f:e}");
+        let (mantissa, exp) = sci.split_once('e')?;
+        let mantissa = if mantissa.contains('.') { mantissa.to_string() } else { format!("{mantissa}.0") };
+        Number::parse(&format!("{mantissa}E{exp}"))
     }
 
     /// The nearest float.
@@ -477,6 +490,19 @@ mod tests {
         assert_eq!(div("10.00", "4"), "2.50");
         assert_eq!(div("10", "5"), "2");
         assert_eq!(div("1", "3"), "0.3333333333333333333333333333333333");
+        // floats as Java's BigDecimal.valueOf(double) reads them
+        let float = |f: f64| Number::from_f64(f).unwrap().to_java_string();
+        assert_eq!(float(2.0), "2.0");
+        assert_eq!(float(0.1), "0.1");
+        assert_eq!(float(1e-7), "1.0E-7");
+        assert_eq!(float(-2.5e-5), "-0.000025");
+        assert_eq!(float(1.5e10), "1.5E+10");
+        assert_eq!(float(1e7), "1.0E+7");
+        assert_eq!(float(9999999.0), "9999999.0");
+        assert_eq!(float(-0.0), "0.0");
+        assert_eq!(Number::from_f64(0.0).unwrap().mul(&n("2")).unwrap().to_java_string(), "0.0");
+        assert_eq!(Number::parse_literal("0.00").unwrap().to_java_string(), "0.00");
+        assert_eq!(Number::from_f64(-0.0).unwrap().to_string(), "0");
     }
 
     #[test]
