@@ -9,6 +9,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/waggle-target}"
 ./scripts/install-clients.sh >/dev/null
 # the stored feel-scala results the FEEL differential test compares with are feel-scala's own
 ./tests/feel-diff/regenerate.sh --check
+# and so are the stored dmn-scala results the DMN differential test compares with
+./tests/dmn-diff/regenerate.sh --check
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace -- --test-threads 2

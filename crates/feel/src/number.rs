@@ -37,7 +37,8 @@ impl Number {
         let d = if d.digits() > PRECISION { context(PRECISION).round_decimal(d) } else { d };
         let (int, scale) = d.as_bigint_and_exponent();
         if int.is_zero() {
-            return Some(Number(BigDecimal::zero()));
+            // a zero keeps its scale (`0.0 * 2` is `0.0` in Java), within bounds
+            return Some(Number(if scale.abs() <= MAX_EXPONENT { d } else { BigDecimal::zero() }));
         }
         let exp = int.to_string().trim_start_matches('-').len() as i64 - scale;
         if !(-MAX_EXPONENT..=MAX_EXPONENT).contains(&exp) {
@@ -54,7 +55,7 @@ impl Number {
         }
         let d = BigDecimal::from_str(s).ok()?;
         if d.is_zero() {
-            return Some(Number(BigDecimal::zero()));
+            return Number::from_big(d);
         }
         Some(Number(d))
     }
@@ -94,8 +95,20 @@ impl Number {
         if !f.is_finite() {
             return None;
         }
-        // Rust prints the shortest representation that round-trips, as Java's Double.toString does.
-        Number::parse(&format!("{f:?}"))
+        // as Java's BigDecimal.valueOf(double): the decimal of Double.toString (its shortest
+        // round-trip digits, as Rust prints them), scale included: 2.0 is `2.0`, 1e-7 `1.0E-7`,
+        // 0.0 and -0.0 `0.0` (seen only in `to_java_string`)
+        if f == 0.0 {
+            return Some(Number(BigDecimal::new(BigInt::zero(), 1)));
+        }
+        let abs = f.abs();
+        if (1e-3..1e7).contains(&abs) {
+            return Number::parse(&format!("{f:?}"));
+        }
+        let sci = format!("{f:e}");
+        let (mantissa, exp) = sci.split_once('e')?;
+        let mantissa = if mantissa.contains('.') { mantissa.to_string() } else { format!("{mantissa}.0") };
+        Number::parse(&format!("{mantissa}E{exp}"))
     }
 
     /// The nearest float.
@@ -183,7 +196,21 @@ impl Number {
             return None;
         }
         let q = context(PRECISION + 6).round_decimal(&self.0 / &other.0);
-        Number::from_big(q)
+        let q = Number::from_big(q)?;
+        // as Java's BigDecimal.divide(divisor, DECIMAL128): an exact quotient keeps no more
+        // trailing zeros than the preferred scale (the dividend's minus the divisor's) needs,
+        // `10 / 4` is 2.5 and `10.00 / 4` 2.50 (seen only in `to_java_string`)
+        if &q.0 * &other.0 == self.0 {
+            let preferred = self.0.as_bigint_and_exponent().1 - other.0.as_bigint_and_exponent().1;
+            let (mut int, mut scale) = q.0.as_bigint_and_exponent();
+            let ten = BigInt::from(10);
+            while scale > preferred && !int.is_zero() && (&int % &ten).is_zero() {
+                int /= &ten;
+                scale -= 1;
+            }
+            return Some(Number(BigDecimal::new(int, scale)));
+        }
+        Some(q)
     }
 
     /// Remainder with the sign of the divisor, as FEEL's `modulo`: `a - b * floor(a / b)`.
@@ -293,6 +320,34 @@ impl Number {
     /// Compares numerically.
     pub fn compare(&self, other: &Number) -> Ordering {
         self.0.cmp(&other.0)
+    }
+
+    /// The text Java's `BigDecimal.toString()` gives for this number, as feel-scala's values
+    /// print in messages (dmn-scala's "multiple values aren't allowed ... found: ..."): the
+    /// scale kept as written or computed (`4.90`, `1.0`), scientific notation when the scale is
+    /// negative or the number is below 10^-6 (`1E+3`, `1.5E-7`).
+    pub fn to_java_string(&self) -> String {
+        let (int, scale) = self.0.as_bigint_and_exponent();
+        let digits = int.magnitude().to_string();
+        let adjusted = (digits.len() as i64 - 1) - scale;
+        if scale >= 0 && adjusted >= -6 {
+            return plain(&int, scale);
+        }
+        let mut out = String::new();
+        if int.sign() == Sign::Minus {
+            out.push('-');
+        }
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('E');
+        if adjusted >= 0 {
+            out.push('+');
+        }
+        out.push_str(&adjusted.to_string());
+        out
     }
 
     /// Plain (non-scientific) notation without trailing zeros, e.g. `3`, `2.5`, `-0.001`.
@@ -412,6 +467,42 @@ mod tests {
         assert_eq!(n("100").to_string(), "100");
         assert_eq!(n(".5").to_string(), "0.5");
         assert_eq!(Number::from_f64(0.1).unwrap().to_string(), "0.1");
+    }
+
+    #[test]
+    fn java_string() {
+        // java.math.BigDecimal#toString of the same unscaled value and scale
+        let lit = |s: &str| Number::parse_literal(s).unwrap().to_java_string();
+        assert_eq!(lit("4.90"), "4.90");
+        assert_eq!(lit("1.0"), "1.0");
+        assert_eq!(lit("12"), "12");
+        assert_eq!(lit("0.000001"), "0.000001");
+        assert_eq!(lit("0.0000001"), "1E-7");
+        assert_eq!(lit("0.00000015"), "1.5E-7");
+        assert_eq!(n("1e3").to_java_string(), n("1e3").to_java_string());
+        assert_eq!(Number(BigDecimal::new(BigInt::from(1), -3)).to_java_string(), "1E+3");
+        assert_eq!(Number(BigDecimal::new(BigInt::from(-125), -2)).to_java_string(), "-1.25E+4");
+        assert_eq!(n("-2.5").to_java_string(), "-2.5");
+        // quotients as Java's BigDecimal.divide(divisor, DECIMAL128) scales them
+        let div = |a: &str, b: &str| Number::parse_literal(a).unwrap().div(&Number::parse_literal(b).unwrap()).unwrap().to_java_string();
+        assert_eq!(div("10", "4"), "2.5");
+        assert_eq!(div("3", "4"), "0.75");
+        assert_eq!(div("10.00", "4"), "2.50");
+        assert_eq!(div("10", "5"), "2");
+        assert_eq!(div("1", "3"), "0.3333333333333333333333333333333333");
+        // floats as Java's BigDecimal.valueOf(double) reads them
+        let float = |f: f64| Number::from_f64(f).unwrap().to_java_string();
+        assert_eq!(float(2.0), "2.0");
+        assert_eq!(float(0.1), "0.1");
+        assert_eq!(float(1e-7), "1.0E-7");
+        assert_eq!(float(-2.5e-5), "-0.000025");
+        assert_eq!(float(1.5e10), "1.5E+10");
+        assert_eq!(float(1e7), "1.0E+7");
+        assert_eq!(float(9999999.0), "9999999.0");
+        assert_eq!(float(-0.0), "0.0");
+        assert_eq!(Number::from_f64(0.0).unwrap().mul(&n("2")).unwrap().to_java_string(), "0.0");
+        assert_eq!(Number::parse_literal("0.00").unwrap().to_java_string(), "0.00");
+        assert_eq!(Number::from_f64(-0.0).unwrap().to_string(), "0");
     }
 
     #[test]
