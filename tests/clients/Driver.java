@@ -228,8 +228,34 @@ public class Driver {
     check(job.getVariablesAsMap().equals(Map.of("n", 1, "extra", 42)), "variables after SetVariables: " + job.getVariables());
     ok("set-variables");
 
+    // ModifyProcessInstance: the task once more, with a variable local to it, and the first
+    // one terminated (its job is gone)
+    client.newModifyProcessInstanceCommand(idle.getProcessInstanceKey())
+        .activateElement("task")
+        .withVariables(Map.of("again", true), "task")
+        .and()
+        .terminateElement(job.getElementInstanceKey())
+        .send()
+        .join();
+    expectStatus(() -> client.newCompleteCommand(job.getKey()).send().join(), Status.Code.NOT_FOUND, "job of a terminated task");
+    ActivatedJob again =
+        eventually(
+            () ->
+                client.newActivateJobsCommand().jobType("benchmark-task").maxJobsToActivate(10).timeout(Duration.ofMinutes(1)).workerName("java-driver")
+                    .requestTimeout(Duration.ofSeconds(1)).send().join().getJobs().stream()
+                    .filter(j -> j.getProcessInstanceKey() == idle.getProcessInstanceKey())
+                    .findFirst()
+                    .orElse(null),
+            "the job of the task activated by the modification");
+    check(again.getVariablesAsMap().equals(Map.of("n", 1, "extra", 42, "again", true)), "variables after ModifyProcessInstance: " + again.getVariables());
+    expectStatus(
+        () -> client.newModifyProcessInstanceCommand(idle.getProcessInstanceKey()).activateElement("no-such-element").send().join(),
+        Status.Code.INVALID_ARGUMENT,
+        "modification activating an unknown element");
+    ok("modify-process-instance");
+
     client.newCancelInstanceCommand(idle.getProcessInstanceKey()).send().join();
-    expectStatus(() -> client.newCompleteCommand(job.getKey()).send().join(), Status.Code.NOT_FOUND, "job of a cancelled instance");
+    expectStatus(() -> client.newCompleteCommand(again.getKey()).send().join(), Status.Code.NOT_FOUND, "job of a cancelled instance");
     expectStatus(() -> client.newCancelInstanceCommand(idle.getProcessInstanceKey()).send().join(), Status.Code.NOT_FOUND, "cancel twice");
     ok("cancel");
 

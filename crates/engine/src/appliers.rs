@@ -177,8 +177,8 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             }
             _ => {}
         },
-        // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED and
-        // JOB_BATCH records carry no state of their own.
+        // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED,
+        // PROCESS_INSTANCE_MODIFICATION MODIFIED and JOB_BATCH records carry no state of their own.
         _ => {}
     }
 }

@@ -76,6 +76,7 @@ names! {
         Signal => "SIGNAL",
         SignalSubscription => "SIGNAL_SUBSCRIPTION",
         CommandDistribution => "COMMAND_DISTRIBUTION",
+        ProcessInstanceModification => "PROCESS_INSTANCE_MODIFICATION",
     }
 }
 
@@ -155,6 +156,9 @@ names! {
         Acknowledge => "ACKNOWLEDGE",
         Acknowledged => "ACKNOWLEDGED",
         Received => "RECEIVED",
+        // PROCESS_INSTANCE_MODIFICATION (appended: the log stores intents by position)
+        Modify => "MODIFY",
+        Modified => "MODIFIED",
     }
 }
 
