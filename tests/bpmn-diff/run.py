@@ -20,6 +20,10 @@ A scenario is {"description": ..., "steps": [...]}; each step is an object with 
   setVariables  variables, local, instance (ordinal, default the last created) or job (type: the
                 element instance of the last job of that type)
   cancel        instance (ordinal, default the last created)
+  modify        instance (ordinal, default the last created; or a key: "instanceKey"), activate:
+                [{elementId, ancestor (optional: "job:TYPE", the element instance of the last job
+                of that type, or "instance"), variables: [{scopeId, variables}]}], terminate:
+                ["job:TYPE", ...] (ModifyProcessInstance)
   sleep         ms
   expectNoJob   type, ms: one short activation; records whatever it gets (and holds it)
 
@@ -285,6 +289,29 @@ class Scenario:
         elif op == "cancel":
             status, _, _ = await self.call(lambda: self.stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=self.instance_key(step))))
             record["status"] = status
+        elif op == "modify":
+            def element_instance(ref):
+                if ref == "instance":
+                    return self.instance_key(step)
+                job = self.last_job.get(self.sub(ref.split(":", 1)[1]))
+                return job.elementInstanceKey if job else 0
+
+            request = pb.ModifyProcessInstanceRequest(processInstanceKey=step.get("instanceKey", self.instance_key(step)))
+            for a in step.get("activate", []):
+                instruction = pb.ModifyProcessInstanceRequest.ActivateInstruction(
+                    elementId=a["elementId"], ancestorElementInstanceKey=element_instance(a["ancestor"]) if "ancestor" in a else -1
+                )
+                for v in a.get("variables", []):
+                    instruction.variableInstructions.append(
+                        pb.ModifyProcessInstanceRequest.VariableInstruction(variables=json.dumps(self.sub(v["variables"])), scopeId=v.get("scopeId", ""))
+                    )
+                request.activateInstructions.append(instruction)
+            for ref in step.get("terminate", []):
+                request.terminateInstructions.append(pb.ModifyProcessInstanceRequest.TerminateInstruction(elementInstanceKey=element_instance(ref)))
+            status, _, details = await self.call(lambda: self.stub.ModifyProcessInstance(request))
+            record["status"] = status
+            if details is not None:
+                record["_message"] = details
         elif op == "sleep":
             await asyncio.sleep(step["ms"] / 1000)
             record["ms"] = step["ms"]
