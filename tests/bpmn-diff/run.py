@@ -24,6 +24,8 @@ A scenario is {"description": ..., "steps": [...]}; each step is an object with 
                 [{elementId, ancestor (optional: "job:TYPE", the element instance of the last job
                 of that type, or "instance"), variables: [{scopeId, variables}]}], terminate:
                 ["job:TYPE", ...] (ModifyProcessInstance)
+  migrate       instance (as modify), process (the target: the newest deployed definition of that
+                process id, or "unknown"), mappings: [[source, target], ...] (MigrateProcessInstance)
   sleep         ms
   expectNoJob   type, ms: one short activation; records whatever it gets (and holds it)
 
@@ -71,6 +73,7 @@ class Scenario:
         self.created = []  # keys of created instances, in order
         self.held = {}  # job type -> job
         self.last_job = {}  # job type -> job
+        self.definitions = {}  # bpmn process id -> key of the newest deployed definition
         self.records = []
 
     # --- helpers -------------------------------------------------------------------------
@@ -179,6 +182,9 @@ class Scenario:
             record["status"] = status
             if response is not None:
                 record["processes"] = sorted(d.process.bpmnProcessId for d in response.deployments if d.HasField("process"))
+                for d in response.deployments:
+                    if d.HasField("process"):
+                        self.definitions[d.process.bpmnProcessId] = d.process.processDefinitionKey
             if details is not None:
                 record["_message"] = details
                 record["mentions"] = {m: (self.sub(m) in details) for m in step.get("mentions", [])}
@@ -309,6 +315,18 @@ class Scenario:
             for ref in step.get("terminate", []):
                 request.terminateInstructions.append(pb.ModifyProcessInstanceRequest.TerminateInstruction(elementInstanceKey=element_instance(ref)))
             status, _, details = await self.call(lambda: self.stub.ModifyProcessInstance(request))
+            record["status"] = status
+            if details is not None:
+                record["_message"] = details
+        elif op == "migrate":
+            target = self.definitions.get(self.sub(step["process"]), 2251799813999999)
+            plan = pb.MigrateProcessInstanceRequest.MigrationPlan(targetProcessDefinitionKey=target)
+            for source, target_element in step.get("mappings", []):
+                plan.mappingInstructions.append(
+                    pb.MigrateProcessInstanceRequest.MappingInstruction(sourceElementId=source, targetElementId=target_element)
+                )
+            request = pb.MigrateProcessInstanceRequest(processInstanceKey=self.instance_key(step), migrationPlan=plan)
+            status, _, details = await self.call(lambda: self.stub.MigrateProcessInstance(request))
             record["status"] = status
             if details is not None:
                 record["_message"] = details

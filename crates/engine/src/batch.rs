@@ -176,5 +176,6 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::SignalSubscription(_) => ValueType::SignalSubscription,
         RecordValue::CommandDistribution(_) => ValueType::CommandDistribution,
         RecordValue::ProcessInstanceModification(_) => ValueType::ProcessInstanceModification,
+        RecordValue::ProcessInstanceMigration(_) => ValueType::ProcessInstanceMigration,
     }
 }

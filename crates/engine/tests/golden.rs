@@ -22,6 +22,8 @@
 //! - `modify INSTANCE [+ELEMENT[@ANCESTOR] [SCOPE=JSON..]].. [-ELEMENT_INSTANCE]..`
 //!   modify an instance: activate (variables for the activation before; an empty SCOPE
 //!   is the process instance), terminate
+//! - `migrate INSTANCE PROCESS [SOURCE=TARGET..]` migrate an instance to a process definition
+//!   (`process:ID`: the newest deployed version of process ID)
 //!
 //! References: a number, or `job`, `instance`, `incident`, `message`, `timer` for the key of the
 //! newest such entity, `job:TYPE` for the newest job of a type, `timer:ID` for the newest timer
@@ -108,6 +110,9 @@ impl Scenario {
             }
             (RecordValue::Incident(_), Intent::Created) => {
                 self.newest.insert("incident".into(), r.key);
+            }
+            (RecordValue::Process(p), Intent::Created) => {
+                self.newest.insert(format!("process:{}", p.bpmn_process_id), r.key);
             }
             (RecordValue::Message(_), Intent::Published) => {
                 self.newest.insert("message".into(), r.key);
@@ -237,6 +242,19 @@ impl Scenario {
                     }
                 }
                 self.run(Intent::Modify, instance, RecordValue::ProcessInstanceModification(value));
+            }
+            "migrate" => {
+                let instance = self.reference(arg(1));
+                let value = ProcessInstanceMigrationRecord {
+                    process_instance_key: instance,
+                    target_process_definition_key: self.reference(arg(2)),
+                    mapping_instructions: words[3..]
+                        .iter()
+                        .filter_map(|w| w.split_once('='))
+                        .map(|(s, t)| (s.to_string(), t.to_string()))
+                        .collect(),
+                };
+                self.run(Intent::Migrate, instance, RecordValue::ProcessInstanceMigration(value));
             }
             "resolve" => {
                 let key = self.reference(arg(1));
@@ -418,6 +436,10 @@ fn render(r: &Record) -> String {
         }
         RecordValue::CommandDistribution(d) => {
             format!("partition={} {} {} command={}", d.partition_id, d.value_type, d.intent, short(d.command_key))
+        }
+        RecordValue::ProcessInstanceMigration(m) => {
+            let mapping: Vec<String> = m.mapping_instructions.iter().map(|(s, t)| format!("{s}={t}")).collect();
+            format!("instance={} target={} {}", short(m.process_instance_key), short(m.target_process_definition_key), mapping.join(" "))
         }
         RecordValue::ProcessInstanceModification(m) => {
             let activate: Vec<String> = m

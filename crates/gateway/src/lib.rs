@@ -555,9 +555,23 @@ impl Gateway for GatewayService {
 
     async fn migrate_process_instance(
         &self,
-        _r: Request<pb::MigrateProcessInstanceRequest>,
+        request: Request<pb::MigrateProcessInstanceRequest>,
     ) -> Result<Response<pb::MigrateProcessInstanceResponse>, Status> {
-        Err(unimplemented("MigrateProcessInstance"))
+        let req = request.into_inner();
+        self.measured("MigrateProcessInstance", async {
+            self.check_size(&req)?;
+            let key = req.process_instance_key;
+            let plan = req.migration_plan.unwrap_or_default();
+            let value = ProcessInstanceMigrationRecord {
+                process_instance_key: key,
+                target_process_definition_key: plan.target_process_definition_key,
+                mapping_instructions: plan.mapping_instructions.into_iter().map(|m| (m.source_element_id, m.target_element_id)).collect(),
+            };
+            let partition = self.partition_of(key, "MIGRATE")?;
+            self.submit(partition, key, Intent::Migrate, RecordValue::ProcessInstanceMigration(value)).await?;
+            Ok(Response::new(pb::MigrateProcessInstanceResponse {}))
+        })
+        .await
     }
 
     async fn delete_resource(&self, _r: Request<pb::DeleteResourceRequest>) -> Result<Response<pb::DeleteResourceResponse>, Status> {

@@ -77,6 +77,7 @@ names! {
         SignalSubscription => "SIGNAL_SUBSCRIPTION",
         CommandDistribution => "COMMAND_DISTRIBUTION",
         ProcessInstanceModification => "PROCESS_INSTANCE_MODIFICATION",
+        ProcessInstanceMigration => "PROCESS_INSTANCE_MIGRATION",
     }
 }
 
@@ -159,6 +160,10 @@ names! {
         // PROCESS_INSTANCE_MODIFICATION (appended: the log stores intents by position)
         Modify => "MODIFY",
         Modified => "MODIFIED",
+        // PROCESS_INSTANCE_MIGRATION; ELEMENT_MIGRATED (PROCESS_INSTANCE), MIGRATED (JOB, INCIDENT)
+        Migrate => "MIGRATE",
+        Migrated => "MIGRATED",
+        ElementMigrated => "ELEMENT_MIGRATED",
     }
 }
 

@@ -28,6 +28,7 @@ pub enum RecordValue {
     SignalSubscription(SignalSubscriptionRecord),
     CommandDistribution(CommandDistributionRecord),
     ProcessInstanceModification(ProcessInstanceModificationRecord),
+    ProcessInstanceMigration(ProcessInstanceMigrationRecord),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -445,4 +446,14 @@ pub struct ActivateInstruction {
 pub struct VariableInstruction {
     pub element_id: String,
     pub variables: String,
+}
+
+/// A process instance migration (MigrateProcessInstance): the instance moves to the target
+/// process definition, each active element to the element its mapping instruction names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ProcessInstanceMigrationRecord {
+    pub process_instance_key: i64,
+    pub target_process_definition_key: i64,
+    /// (source element id, target element id).
+    pub mapping_instructions: Vec<(String, String)>,
 }

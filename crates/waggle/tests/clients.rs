@@ -22,7 +22,8 @@ const STEPS: &[&str] = &[
     "all",
 ];
 
-/// The Java driver's steps: ModifyProcessInstance too (pyzeebe has no such command).
+/// The Java driver's steps: ModifyProcessInstance and MigrateProcessInstance too (pyzeebe has
+/// no such commands).
 const JAVA_STEPS: &[&str] = &[
     "topology",
     "deploy",
@@ -31,6 +32,7 @@ const JAVA_STEPS: &[&str] = &[
     "incident",
     "set-variables",
     "modify-process-instance",
+    "migrate-process-instance",
     "cancel",
     "publish-message",
     "bad-input",
