@@ -20,6 +20,12 @@ A scenario is {"description": ..., "steps": [...]}; each step is an object with 
   setVariables  variables, local, instance (ordinal, default the last created) or job (type: the
                 element instance of the last job of that type)
   cancel        instance (ordinal, default the last created)
+  modify        instance (ordinal, default the last created; or a key: "instanceKey"), activate:
+                [{elementId, ancestor (optional: "job:TYPE", the element instance of the last job
+                of that type, or "instance"), variables: [{scopeId, variables}]}], terminate:
+                ["job:TYPE", ...] (ModifyProcessInstance)
+  migrate       instance (as modify), process (the target: the newest deployed definition of that
+                process id, or "unknown"), mappings: [[source, target], ...] (MigrateProcessInstance)
   sleep         ms
   expectNoJob   type, ms: one short activation; records whatever it gets (and holds it)
 
@@ -67,6 +73,7 @@ class Scenario:
         self.created = []  # keys of created instances, in order
         self.held = {}  # job type -> job
         self.last_job = {}  # job type -> job
+        self.definitions = {}  # bpmn process id -> key of the newest deployed definition
         self.records = []
 
     # --- helpers -------------------------------------------------------------------------
@@ -175,6 +182,9 @@ class Scenario:
             record["status"] = status
             if response is not None:
                 record["processes"] = sorted(d.process.bpmnProcessId for d in response.deployments if d.HasField("process"))
+                for d in response.deployments:
+                    if d.HasField("process"):
+                        self.definitions[d.process.bpmnProcessId] = d.process.processDefinitionKey
             if details is not None:
                 record["_message"] = details
                 record["mentions"] = {m: (self.sub(m) in details) for m in step.get("mentions", [])}
@@ -285,6 +295,41 @@ class Scenario:
         elif op == "cancel":
             status, _, _ = await self.call(lambda: self.stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=self.instance_key(step))))
             record["status"] = status
+        elif op == "modify":
+            def element_instance(ref):
+                if ref == "instance":
+                    return self.instance_key(step)
+                job = self.last_job.get(self.sub(ref.split(":", 1)[1]))
+                return job.elementInstanceKey if job else 0
+
+            request = pb.ModifyProcessInstanceRequest(processInstanceKey=step.get("instanceKey", self.instance_key(step)))
+            for a in step.get("activate", []):
+                instruction = pb.ModifyProcessInstanceRequest.ActivateInstruction(
+                    elementId=a["elementId"], ancestorElementInstanceKey=element_instance(a["ancestor"]) if "ancestor" in a else -1
+                )
+                for v in a.get("variables", []):
+                    instruction.variableInstructions.append(
+                        pb.ModifyProcessInstanceRequest.VariableInstruction(variables=json.dumps(self.sub(v["variables"])), scopeId=v.get("scopeId", ""))
+                    )
+                request.activateInstructions.append(instruction)
+            for ref in step.get("terminate", []):
+                request.terminateInstructions.append(pb.ModifyProcessInstanceRequest.TerminateInstruction(elementInstanceKey=element_instance(ref)))
+            status, _, details = await self.call(lambda: self.stub.ModifyProcessInstance(request))
+            record["status"] = status
+            if details is not None:
+                record["_message"] = details
+        elif op == "migrate":
+            target = self.definitions.get(self.sub(step["process"]), 2251799813999999)
+            plan = pb.MigrateProcessInstanceRequest.MigrationPlan(targetProcessDefinitionKey=target)
+            for source, target_element in step.get("mappings", []):
+                plan.mappingInstructions.append(
+                    pb.MigrateProcessInstanceRequest.MappingInstruction(sourceElementId=source, targetElementId=target_element)
+                )
+            request = pb.MigrateProcessInstanceRequest(processInstanceKey=self.instance_key(step), migrationPlan=plan)
+            status, _, details = await self.call(lambda: self.stub.MigrateProcessInstance(request))
+            record["status"] = status
+            if details is not None:
+                record["_message"] = details
         elif op == "sleep":
             await asyncio.sleep(step["ms"] / 1000)
             record["ms"] = step["ms"]

@@ -228,8 +228,64 @@ public class Driver {
     check(job.getVariablesAsMap().equals(Map.of("n", 1, "extra", 42)), "variables after SetVariables: " + job.getVariables());
     ok("set-variables");
 
+    // ModifyProcessInstance: the task once more, with a variable local to it, and the first
+    // one terminated (its job is gone)
+    client.newModifyProcessInstanceCommand(idle.getProcessInstanceKey())
+        .activateElement("task")
+        .withVariables(Map.of("again", true), "task")
+        .and()
+        .terminateElement(job.getElementInstanceKey())
+        .send()
+        .join();
+    expectStatus(() -> client.newCompleteCommand(job.getKey()).send().join(), Status.Code.NOT_FOUND, "job of a terminated task");
+    ActivatedJob again =
+        eventually(
+            () ->
+                client.newActivateJobsCommand().jobType("benchmark-task").maxJobsToActivate(10).timeout(Duration.ofMinutes(1)).workerName("java-driver")
+                    .requestTimeout(Duration.ofSeconds(1)).send().join().getJobs().stream()
+                    .filter(j -> j.getProcessInstanceKey() == idle.getProcessInstanceKey())
+                    .findFirst()
+                    .orElse(null),
+            "the job of the task activated by the modification");
+    check(again.getVariablesAsMap().equals(Map.of("n", 1, "extra", 42, "again", true)), "variables after ModifyProcessInstance: " + again.getVariables());
+    expectStatus(
+        () -> client.newModifyProcessInstanceCommand(idle.getProcessInstanceKey()).activateElement("no-such-element").send().join(),
+        Status.Code.INVALID_ARGUMENT,
+        "modification activating an unknown element");
+    ok("modify-process-instance");
+
+    // MigrateProcessInstance: to another process whose task has another id; the job follows
+    // (failed once with a retry left, it is activated again as the target's)
+    String target =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><bpmn:definitions xmlns:bpmn=\"http://www.omg.org/spec/BPMN/20100524/MODEL\" "
+            + "xmlns:zeebe=\"http://camunda.org/schema/zeebe/1.0\" id=\"d\" targetNamespace=\"t\"><bpmn:process id=\"benchmark-v2\" isExecutable=\"true\">"
+            + "<bpmn:startEvent id=\"start\"/><bpmn:sequenceFlow id=\"f1\" sourceRef=\"start\" targetRef=\"task2\"/>"
+            + "<bpmn:serviceTask id=\"task2\"><bpmn:extensionElements><zeebe:taskDefinition type=\"benchmark-task\"/></bpmn:extensionElements></bpmn:serviceTask>"
+            + "<bpmn:sequenceFlow id=\"f2\" sourceRef=\"task2\" targetRef=\"end\"/><bpmn:endEvent id=\"end\"/></bpmn:process></bpmn:definitions>";
+    long targetKey =
+        client.newDeployResourceCommand().addResourceStringUtf8(target, "benchmark-v2.bpmn").send().join().getProcesses().get(0).getProcessDefinitionKey();
+    client.newMigrateProcessInstanceCommand(idle.getProcessInstanceKey()).migrationPlan(targetKey).addMappingInstruction("task", "task2").send().join();
+    client.newFailCommand(again.getKey()).retries(1).errorMessage("once more").send().join();
+    ActivatedJob migrated =
+        eventually(
+            () ->
+                client.newActivateJobsCommand().jobType("benchmark-task").maxJobsToActivate(10).timeout(Duration.ofMinutes(1)).workerName("java-driver")
+                    .requestTimeout(Duration.ofSeconds(1)).send().join().getJobs().stream()
+                    .filter(j -> j.getProcessInstanceKey() == idle.getProcessInstanceKey())
+                    .findFirst()
+                    .orElse(null),
+            "the job of the migrated task");
+    check(migrated.getKey() == again.getKey(), "the migrated job keeps its key: " + migrated.getKey());
+    check(migrated.getElementId().equals("task2") && migrated.getBpmnProcessId().equals("benchmark-v2"), "migrated job " + migrated);
+    check(migrated.getProcessDefinitionKey() == targetKey, "migrated job's definition " + migrated.getProcessDefinitionKey());
+    expectStatus(
+        () -> client.newMigrateProcessInstanceCommand(idle.getProcessInstanceKey()).migrationPlan(2251799813999999L).addMappingInstruction("task2", "task").send().join(),
+        Status.Code.NOT_FOUND,
+        "migration to an unknown process definition");
+    ok("migrate-process-instance");
+
     client.newCancelInstanceCommand(idle.getProcessInstanceKey()).send().join();
-    expectStatus(() -> client.newCompleteCommand(job.getKey()).send().join(), Status.Code.NOT_FOUND, "job of a cancelled instance");
+    expectStatus(() -> client.newCompleteCommand(migrated.getKey()).send().join(), Status.Code.NOT_FOUND, "job of a cancelled instance");
     expectStatus(() -> client.newCancelInstanceCommand(idle.getProcessInstanceKey()).send().join(), Status.Code.NOT_FOUND, "cancel twice");
     ok("cancel");
 

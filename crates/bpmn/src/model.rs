@@ -231,7 +231,11 @@ impl Element {
     /// Tasks and subprocesses: what boundary events may be attached to.
     pub fn is_activity(&self) -> bool {
         match &self.kind {
-            ElementKind::ServiceTask(_) | ElementKind::ReceiveTask(_) | ElementKind::SubProcess { .. } => true,
+            ElementKind::ServiceTask(_)
+            | ElementKind::ReceiveTask(_)
+            | ElementKind::ScriptTask { .. }
+            | ElementKind::PlainTask { .. }
+            | ElementKind::SubProcess { .. } => true,
             ElementKind::JobElement { element_type, .. } => element_type.ends_with("_TASK"),
             _ => false,
         }
@@ -305,6 +309,16 @@ pub enum ElementKind {
     /// A none intermediate throw event (passes through, with its mappings).
     IntermediateThrowEvent,
     ReceiveTask(MessageDefinition),
+    /// A script task the engine evaluates (`zeebe:script`): `expression`'s result goes to
+    /// `result_variable`.
+    ScriptTask {
+        expression: Expression,
+        result_variable: String,
+    },
+    /// An undefined (`bpmn:task`, `TASK`) or manual task (`MANUAL_TASK`): passes through.
+    PlainTask {
+        element_type: &'static str,
+    },
     /// Attached to the activity `attached_to`; `cancel_activity`: interrupting.
     BoundaryEvent {
         attached_to: usize,
@@ -374,6 +388,8 @@ impl ElementKind {
             }
             ElementKind::EscalationThrowEvent { end: true, .. } | ElementKind::SignalThrowEvent { end: true, .. } => "END_EVENT",
             ElementKind::ReceiveTask(_) => "RECEIVE_TASK",
+            ElementKind::ScriptTask { .. } => "SCRIPT_TASK",
+            ElementKind::PlainTask { element_type } => element_type,
             ElementKind::BoundaryEvent { .. } => "BOUNDARY_EVENT",
             ElementKind::ErrorEndEvent { .. } | ElementKind::TerminateEndEvent => "END_EVENT",
         }

@@ -681,6 +681,14 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             }
             ("receiveTask", _) => ElementKind::ReceiveTask(self.message(node, node.attribute("messageRef"))?),
             ("serviceTask", _) => ElementKind::ServiceTask(self.task_definition(node)?),
+            ("scriptTask", _)
+                if self.extensions(node).any(|n| is_zeebe(n, "script"))
+                    || !self.extensions(node).any(|n| is_zeebe(n, "taskDefinition")) =>
+            {
+                self.script_task(node)?
+            }
+            ("task", _) => ElementKind::PlainTask { element_type: "TASK" },
+            ("manualTask", _) => ElementKind::PlainTask { element_type: "MANUAL_TASK" },
             ("sendTask" | "scriptTask" | "businessRuleTask", _) => {
                 let element_type = match tag {
                     "sendTask" => "SEND_TASK",
@@ -928,6 +936,32 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             }
         }
         Some(TaskDefinition { job_type, retries, headers })
+    }
+
+    /// A script task evaluated by the engine (`zeebe:script`: a FEEL expression and the
+    /// variable its result goes to), as in
+    /// https://docs.camunda.io/docs/components/modeler/bpmn/script-tasks/; one with a
+    /// `zeebe:taskDefinition` is a job worker's instead (not both, as Zeebe's
+    /// `ScriptTaskValidator` says).
+    fn script_task(&mut self, node: Node) -> Option<ElementKind> {
+        let scripts: Vec<Node> = self.extensions(node).filter(|n| is_zeebe(*n, "script")).collect();
+        let has_job = self.extensions(node).any(|n| is_zeebe(n, "taskDefinition"));
+        let ([script], false) = (scripts.as_slice(), has_job) else {
+            self.fail(node, "Must have either one 'zeebe:script' or one 'zeebe:taskDefinition' extension element");
+            return None;
+        };
+        let text = script.attribute("expression").map(str::trim).unwrap_or_default();
+        if text.is_empty() {
+            self.fail(*script, "Attribute 'expression' must be present and not empty");
+            return None;
+        }
+        let result_variable = script.attribute("resultVariable").map(str::trim).unwrap_or_default();
+        if result_variable.is_empty() {
+            self.fail(*script, "Attribute 'resultVariable' must be present and not empty");
+            return None;
+        }
+        let expression = self.expression(*script, text, true)?;
+        Some(ElementKind::ScriptTask { expression, result_variable: result_variable.to_string() })
     }
 
     /// A job-based user task, as Zeebe 8.5 runs it: a job of type `io.camunda.zeebe:userTask`

@@ -50,6 +50,7 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
                     state.put(element_incident_key(incident.element_instance_key), encode(&record.key));
                 }
             }
+            Intent::Migrated => state.put(incident_key(record.key), encode(incident)),
             Intent::Resolved => {
                 state.delete(incident_key(record.key));
                 if incident.job_key > 0 {
@@ -177,7 +178,8 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             }
             _ => {}
         },
-        // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED and
+        // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED,
+        // PROCESS_INSTANCE_MODIFICATION MODIFIED, PROCESS_INSTANCE_MIGRATION MIGRATED and
         // JOB_BATCH records carry no state of their own.
         _ => {}
     }
@@ -274,6 +276,7 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
             }
         }
         Intent::ElementActivated => update_element(state, key, |e| e.state = ElementState::Activated),
+        Intent::ElementMigrated => update_element(state, key, |e| e.record = pi.clone()),
         Intent::ElementCompleting => update_element(state, key, |e| e.state = ElementState::Completing),
         Intent::ElementTerminating => update_element(state, key, |e| e.state = ElementState::Terminating),
         Intent::ElementCompleted | Intent::ElementTerminated => {
@@ -394,6 +397,12 @@ fn apply_job(state: &mut Overlay<'_>, key: i64, intent: Intent, job: &JobRecord)
                 stored.record.recurring_time_ms = 0;
             }
             Intent::RetriesUpdated => stored.record.retries = job.retries,
+            Intent::Migrated => {
+                stored.record.bpmn_process_id = job.bpmn_process_id.clone();
+                stored.record.process_definition_key = job.process_definition_key;
+                stored.record.process_definition_version = job.process_definition_version;
+                stored.record.element_id = job.element_id.clone();
+            }
             Intent::TimeoutUpdated => stored.record.deadline_ms = job.deadline_ms,
             Intent::ErrorThrown => {
                 stored.state = JobState::ErrorThrown;

@@ -175,5 +175,7 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::Signal(_) => ValueType::Signal,
         RecordValue::SignalSubscription(_) => ValueType::SignalSubscription,
         RecordValue::CommandDistribution(_) => ValueType::CommandDistribution,
+        RecordValue::ProcessInstanceModification(_) => ValueType::ProcessInstanceModification,
+        RecordValue::ProcessInstanceMigration(_) => ValueType::ProcessInstanceMigration,
     }
 }

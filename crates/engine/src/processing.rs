@@ -10,6 +10,7 @@ use waggle_state::{KvRead, Overlay};
 
 use crate::appliers;
 use crate::batch::{value_type_of, BatchOutput, Command, JobStreams, ProcessingContext, RequestId, SideEffect};
+use crate::json_doc::VariableTexts;
 use crate::processes::ProcessCache;
 use crate::tables::{StateView, META_LAST_POSITION, META_NEXT_KEY};
 
@@ -40,6 +41,10 @@ pub(crate) struct Processing<'o, 's, 'c> {
     /// The loop counter and item (JSON text) of an inner instance of a multi-instance body,
     /// from the body's ACTIVATE_ELEMENT command until the inner instance's activation takes them.
     loop_items: HashMap<i64, (usize, String)>,
+    /// Variables a process instance modification sets local to element instances it is about
+    /// to create: by (process instance, element id), in the order of its instructions, until
+    /// the element's ACTIVATING takes them.
+    modification_locals: HashMap<(i64, String), VecDeque<VariableTexts>>,
     /// Jobs found for the client's activation command before it was written.
     prefetched_activation: Option<Vec<i64>>,
     out: BatchOutput,
@@ -76,6 +81,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             pending: VecDeque::new(),
             start_elements: HashMap::new(),
             loop_items: HashMap::new(),
+            modification_locals: HashMap::new(),
             prefetched_activation: None,
             out: BatchOutput { records, ..Default::default() },
         }
@@ -121,6 +127,26 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             return None; // nearly always: looked up for every element activated
         }
         self.start_elements.remove(&key)
+    }
+
+    /// Variables to set local to the next instance of `element_id` activated in process
+    /// instance `pi` (see [`Self::take_modification_locals`]).
+    pub fn add_modification_locals(&mut self, pi: i64, element_id: &str, variables: VariableTexts) {
+        self.modification_locals.entry((pi, element_id.to_string())).or_default().push_back(variables);
+    }
+
+    /// The variables a modification set aside for this activation of `element_id`, if any.
+    pub fn take_modification_locals(&mut self, pi: i64, element_id: &str) -> Option<VariableTexts> {
+        if self.modification_locals.is_empty() {
+            return None; // nearly always: looked up for every element activated
+        }
+        let key = (pi, element_id.to_string());
+        let queue = self.modification_locals.get_mut(&key)?;
+        let variables = queue.pop_front();
+        if queue.is_empty() {
+            self.modification_locals.remove(&key);
+        }
+        variables
     }
 
     pub fn set_loop_item(&mut self, key: i64, loop_counter: usize, item: String) {

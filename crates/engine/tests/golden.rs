@@ -19,6 +19,11 @@
 //! - `signal NAME [JSON]`                       broadcast a signal
 //! - `create-at PROCESS_ID ELEMENT[,ELEMENT..] [JSON]`  create with start instructions
 //! - `trigger TIMER`                            fire a timer (when due)
+//! - `modify INSTANCE [+ELEMENT[@ANCESTOR] [SCOPE=JSON..]].. [-ELEMENT_INSTANCE]..`
+//!   modify an instance: activate (variables for the activation before; an empty SCOPE
+//!   is the process instance), terminate
+//! - `migrate INSTANCE PROCESS [SOURCE=TARGET..]` migrate an instance to a process definition
+//!   (`process:ID`: the newest deployed version of process ID)
 //!
 //! References: a number, or `job`, `instance`, `incident`, `message`, `timer` for the key of the
 //! newest such entity, `job:TYPE` for the newest job of a type, `timer:ID` for the newest timer
@@ -105,6 +110,9 @@ impl Scenario {
             }
             (RecordValue::Incident(_), Intent::Created) => {
                 self.newest.insert("incident".into(), r.key);
+            }
+            (RecordValue::Process(p), Intent::Created) => {
+                self.newest.insert(format!("process:{}", p.bpmn_process_id), r.key);
             }
             (RecordValue::Message(_), Intent::Published) => {
                 self.newest.insert("message".into(), r.key);
@@ -211,6 +219,42 @@ impl Scenario {
                     variables: doc,
                 };
                 self.run(Intent::Update, -1, RecordValue::VariableDocument(value));
+            }
+            "modify" => {
+                let instance = self.reference(arg(1));
+                let mut value = ProcessInstanceModificationRecord { process_instance_key: instance, ..Default::default() };
+                for word in &words[2..] {
+                    if let Some(activate) = word.strip_prefix('+') {
+                        let (element, ancestor) = match activate.split_once('@') {
+                            Some((e, a)) => (e, self.reference(a)),
+                            None => (activate, -1),
+                        };
+                        value.activate_instructions.push(ActivateInstruction {
+                            element_id: element.into(),
+                            ancestor_scope_key: ancestor,
+                            ..Default::default()
+                        });
+                    } else if let Some(terminate) = word.strip_prefix('-') {
+                        value.terminate_instructions.push(self.reference(terminate));
+                    } else if let Some((scope, json)) = word.split_once('=') {
+                        let last = value.activate_instructions.last_mut().expect("variables follow an activation");
+                        last.variable_instructions.push(VariableInstruction { element_id: scope.into(), variables: json.into() });
+                    }
+                }
+                self.run(Intent::Modify, instance, RecordValue::ProcessInstanceModification(value));
+            }
+            "migrate" => {
+                let instance = self.reference(arg(1));
+                let value = ProcessInstanceMigrationRecord {
+                    process_instance_key: instance,
+                    target_process_definition_key: self.reference(arg(2)),
+                    mapping_instructions: words[3..]
+                        .iter()
+                        .filter_map(|w| w.split_once('='))
+                        .map(|(s, t)| (s.to_string(), t.to_string()))
+                        .collect(),
+                };
+                self.run(Intent::Migrate, instance, RecordValue::ProcessInstanceMigration(value));
             }
             "resolve" => {
                 let key = self.reference(arg(1));
@@ -392,6 +436,23 @@ fn render(r: &Record) -> String {
         }
         RecordValue::CommandDistribution(d) => {
             format!("partition={} {} {} command={}", d.partition_id, d.value_type, d.intent, short(d.command_key))
+        }
+        RecordValue::ProcessInstanceMigration(m) => {
+            let mapping: Vec<String> = m.mapping_instructions.iter().map(|(s, t)| format!("{s}={t}")).collect();
+            format!("instance={} target={} {}", short(m.process_instance_key), short(m.target_process_definition_key), mapping.join(" "))
+        }
+        RecordValue::ProcessInstanceModification(m) => {
+            let activate: Vec<String> = m
+                .activate_instructions
+                .iter()
+                .map(|a| {
+                    let scopes: Vec<String> = a.ancestor_scope_keys.iter().map(|k| short(*k).to_string()).collect();
+                    let vars: Vec<String> = a.variable_instructions.iter().map(|v| format!("{}={}", v.element_id, v.variables)).collect();
+                    format!("+{}@{} [{}] {}", a.element_id, short(a.ancestor_scope_key), scopes.join(","), vars.join(" "))
+                })
+                .collect();
+            let terminate: Vec<String> = m.terminate_instructions.iter().map(|k| format!("-{}", short(*k))).collect();
+            format!("instance={} {} {}", short(m.process_instance_key), activate.join(" "), terminate.join(" "))
         }
     };
     let rejection = r.rejection.as_ref().map(|x| format!(" !{} \"{}\"", x.rejection_type.as_str(), x.reason)).unwrap_or_default();

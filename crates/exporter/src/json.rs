@@ -260,6 +260,29 @@ pub fn value(value: &RecordValue) -> Value {
             "intent": d.intent.as_str(),
             "commandValue": d.command_value.as_deref().map_or_else(|| Value::Object(Map::new()), self::value),
         }),
+        RecordValue::ProcessInstanceModification(m) => json!({
+            "processInstanceKey": m.process_instance_key,
+            "terminateInstructions": m.terminate_instructions.iter().map(|k| json!({"elementInstanceKey": k})).collect::<Vec<_>>(),
+            "activateInstructions": m.activate_instructions.iter().map(|a| json!({
+                "elementId": a.element_id,
+                "ancestorScopeKey": a.ancestor_scope_key,
+                "variableInstructions": a.variable_instructions.iter().map(|v| json!({
+                    "elementId": v.element_id,
+                    "variables": document(&v.variables),
+                })).collect::<Vec<_>>(),
+                "ancestorScopeKeys": a.ancestor_scope_keys,
+            })).collect::<Vec<_>>(),
+            "tenantId": DEFAULT_TENANT,
+        }),
+        RecordValue::ProcessInstanceMigration(m) => json!({
+            "processInstanceKey": m.process_instance_key,
+            "targetProcessDefinitionKey": m.target_process_definition_key,
+            "mappingInstructions": m.mapping_instructions.iter().map(|(s, t)| json!({
+                "sourceElementId": s,
+                "targetElementId": t,
+            })).collect::<Vec<_>>(),
+            "tenantId": DEFAULT_TENANT,
+        }),
     }
 }
 

@@ -525,16 +525,53 @@ impl Gateway for GatewayService {
 
     async fn modify_process_instance(
         &self,
-        _r: Request<pb::ModifyProcessInstanceRequest>,
+        request: Request<pb::ModifyProcessInstanceRequest>,
     ) -> Result<Response<pb::ModifyProcessInstanceResponse>, Status> {
-        Err(unimplemented("ModifyProcessInstance"))
+        let req = request.into_inner();
+        self.measured("ModifyProcessInstance", async {
+            self.check_size(&req)?;
+            let key = req.process_instance_key;
+            let mut value = ProcessInstanceModificationRecord { process_instance_key: key, ..Default::default() };
+            for activate in &req.activate_instructions {
+                let mut variable_instructions = Vec::new();
+                for v in &activate.variable_instructions {
+                    status::check_variables("variables", &v.variables)?;
+                    variable_instructions.push(VariableInstruction { element_id: v.scope_id.clone(), variables: v.variables.clone() });
+                }
+                value.activate_instructions.push(ActivateInstruction {
+                    element_id: activate.element_id.clone(),
+                    ancestor_scope_key: activate.ancestor_element_instance_key,
+                    variable_instructions,
+                    ancestor_scope_keys: Vec::new(),
+                });
+            }
+            value.terminate_instructions = req.terminate_instructions.iter().map(|t| t.element_instance_key).collect();
+            let partition = self.partition_of(key, "MODIFY")?;
+            self.submit(partition, key, Intent::Modify, RecordValue::ProcessInstanceModification(value)).await?;
+            Ok(Response::new(pb::ModifyProcessInstanceResponse {}))
+        })
+        .await
     }
 
     async fn migrate_process_instance(
         &self,
-        _r: Request<pb::MigrateProcessInstanceRequest>,
+        request: Request<pb::MigrateProcessInstanceRequest>,
     ) -> Result<Response<pb::MigrateProcessInstanceResponse>, Status> {
-        Err(unimplemented("MigrateProcessInstance"))
+        let req = request.into_inner();
+        self.measured("MigrateProcessInstance", async {
+            self.check_size(&req)?;
+            let key = req.process_instance_key;
+            let plan = req.migration_plan.unwrap_or_default();
+            let value = ProcessInstanceMigrationRecord {
+                process_instance_key: key,
+                target_process_definition_key: plan.target_process_definition_key,
+                mapping_instructions: plan.mapping_instructions.into_iter().map(|m| (m.source_element_id, m.target_element_id)).collect(),
+            };
+            let partition = self.partition_of(key, "MIGRATE")?;
+            self.submit(partition, key, Intent::Migrate, RecordValue::ProcessInstanceMigration(value)).await?;
+            Ok(Response::new(pb::MigrateProcessInstanceResponse {}))
+        })
+        .await
     }
 
     async fn delete_resource(&self, _r: Request<pb::DeleteResourceRequest>) -> Result<Response<pb::DeleteResourceResponse>, Status> {

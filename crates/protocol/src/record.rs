@@ -76,6 +76,8 @@ names! {
         Signal => "SIGNAL",
         SignalSubscription => "SIGNAL_SUBSCRIPTION",
         CommandDistribution => "COMMAND_DISTRIBUTION",
+        ProcessInstanceModification => "PROCESS_INSTANCE_MODIFICATION",
+        ProcessInstanceMigration => "PROCESS_INSTANCE_MIGRATION",
     }
 }
 
@@ -155,6 +157,13 @@ names! {
         Acknowledge => "ACKNOWLEDGE",
         Acknowledged => "ACKNOWLEDGED",
         Received => "RECEIVED",
+        // PROCESS_INSTANCE_MODIFICATION (appended: the log stores intents by position)
+        Modify => "MODIFY",
+        Modified => "MODIFIED",
+        // PROCESS_INSTANCE_MIGRATION; ELEMENT_MIGRATED (PROCESS_INSTANCE), MIGRATED (JOB, INCIDENT)
+        Migrate => "MIGRATE",
+        Migrated => "MIGRATED",
+        ElementMigrated => "ELEMENT_MIGRATED",
     }
 }
 

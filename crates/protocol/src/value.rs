@@ -27,6 +27,8 @@ pub enum RecordValue {
     Signal(SignalRecord),
     SignalSubscription(SignalSubscriptionRecord),
     CommandDistribution(CommandDistributionRecord),
+    ProcessInstanceModification(ProcessInstanceModificationRecord),
+    ProcessInstanceMigration(ProcessInstanceMigrationRecord),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -414,4 +416,44 @@ mod tests {
         let doc = VariableDocumentRecord { scope_key: 5, update_semantics: UpdateSemantics::Local, variables: "{}".into() };
         assert_eq!(doc.without_variables(), VariableDocumentRecord { variables: String::new(), ..doc.clone() });
     }
+}
+
+/// A process instance modification (ModifyProcessInstance): elements to activate, element
+/// instances to terminate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ProcessInstanceModificationRecord {
+    pub process_instance_key: i64,
+    pub activate_instructions: Vec<ActivateInstruction>,
+    /// Element instance keys.
+    pub terminate_instructions: Vec<i64>,
+}
+
+/// Activates `element_id`, inside the instance `ancestor_scope_key` of one of its flow scopes
+/// (-1 or 0: the one active instance of its nearest flow scope that has one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ActivateInstruction {
+    pub element_id: String,
+    pub ancestor_scope_key: i64,
+    pub variable_instructions: Vec<VariableInstruction>,
+    /// On the MODIFIED event: the flow scope instances the activation used or created (Zeebe's
+    /// `ancestorScopeKeys`).
+    pub ancestor_scope_keys: Vec<i64>,
+}
+
+/// Variables (a JSON object's text) set local to the instance of `element_id` (a flow scope
+/// of the element activated, or the element itself; empty: the process instance).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct VariableInstruction {
+    pub element_id: String,
+    pub variables: String,
+}
+
+/// A process instance migration (MigrateProcessInstance): the instance moves to the target
+/// process definition, each active element to the element its mapping instruction names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ProcessInstanceMigrationRecord {
+    pub process_instance_key: i64,
+    pub target_process_definition_key: i64,
+    /// (source element id, target element id).
+    pub mapping_instructions: Vec<(String, String)>,
 }

@@ -114,8 +114,11 @@ pub(crate) fn timer_due<'v>(p: P, scope: impl Into<Vars<'v>>, def: &TimerDefinit
         }
         TimerDefinition::Cycle(v) => {
             let (text, _) = timer_text(p, scope, v)?;
-            timer::parse_cycle(&text).map(|(repetitions, i)| (i.after(from_ms), repetitions)).ok_or_else(|| {
-                format!("Invalid timer cycle '{text}' for expression '{}': expected R<n>/<duration> or a cron expression", source(v))
+            timer::parse_cycle(&text).map(|c| (c.first_due(from_ms), c.repetitions)).ok_or_else(|| {
+                format!(
+                    "Invalid timer cycle '{text}' for expression '{}': expected R<n>/<duration>, R<n>/<start>/<duration> or a cron expression",
+                    source(v)
+                )
             })
         }
     }
@@ -269,9 +272,9 @@ fn close_kinds(p: P, key: i64, kinds: WaitKinds, target: impl Fn(&str) -> bool) 
 /// The next repetition of a cycle timer that just fired (`cycle` evaluated in `scope`).
 pub(crate) fn schedule_next_cycle(p: P, fired: &TimerRecord, cycle: &ExprOrStatic, scope: i64) {
     let Ok((text, _)) = timer_text(p, Vars::Scope(scope), cycle) else { return };
-    let Some((_, interval)) = timer::parse_cycle(&text) else { return };
+    let Some(cycle) = timer::parse_cycle(&text) else { return };
     let next = TimerRecord {
-        due_date_ms: interval.after(fired.due_date_ms),
+        due_date_ms: cycle.interval.after(fired.due_date_ms),
         repetitions: if fired.repetitions < 0 { -1 } else { fired.repetitions - 1 },
         ..fired.clone()
     };

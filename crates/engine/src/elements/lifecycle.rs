@@ -44,6 +44,9 @@ pub(crate) fn activate(p: P, command: &Record) {
         }
     }
     p.event(command.key, Intent::ElementActivating, RecordValue::ProcessInstance(pi.clone()));
+    if let Some(locals) = p.take_modification_locals(pi.process_instance_key, &pi.element_id) {
+        variables::merge_local(p, command.key, &locals);
+    }
     continue_activation(p, command.key);
 }
 

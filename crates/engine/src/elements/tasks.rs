@@ -1,5 +1,6 @@
 //! Tasks: those that create a job (service, send, script, business rule and user tasks, and
-//! message throw and end events, which Zeebe also serves with jobs) and the receive task.
+//! message throw and end events, which Zeebe also serves with jobs), the receive task, the
+//! script task the engine evaluates itself, and undefined and manual tasks.
 
 use waggle_bpmn::{ElementKind, Process};
 use waggle_protocol::{Intent, RecordValue};
@@ -7,10 +8,11 @@ use waggle_protocol::{Intent, RecordValue};
 use crate::behaviors::incidents::{error_type, incident};
 use crate::behaviors::jobs;
 use crate::behaviors::waits::{self, message_wait, Wait};
-use crate::elements::behavior::{wait, Activation, ElementBehavior, Transitions};
+use crate::elements::behavior::{pass_through, wait, Activation, ElementBehavior, Transitions};
+use crate::json_doc::json_text;
 use crate::processing::P;
 use crate::tables::ElementInstance;
-use crate::variables::Vars;
+use crate::variables::{self, Vars};
 
 /// An element that creates a job and waits for it to be completed.
 pub(crate) struct JobTask;
@@ -52,3 +54,35 @@ impl ElementBehavior for ReceiveTask {
         wait(p, a)
     }
 }
+
+/// A script task with `zeebe:script`: its expression is evaluated once input mappings are
+/// applied; the result goes to the result variable (merged into the process instance, or local
+/// to the task when it has output mappings, which then decide), and the task completes. A
+/// failed evaluation is an incident; resolving it evaluates again
+/// (https://docs.camunda.io/docs/components/modeler/bpmn/script-tasks/).
+pub(crate) struct ScriptTask;
+
+impl ElementBehavior for ScriptTask {
+    fn on_activate(&self, p: P, a: Activation<'_>, _t: Transitions) {
+        let Activation { model, idx, key, record: pi, waits, .. } = a;
+        let element = &model.elements[idx];
+        let ElementKind::ScriptTask { expression, result_variable } = &element.kind else { return };
+        let result = match variables::evaluate(p, key, expression) {
+            Ok(value) => json_text(&value.to_json()),
+            Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
+        };
+        let result = [(result_variable.clone(), result)];
+        if element.outputs.is_empty() {
+            variables::merge_propagate(p, key, &result);
+        } else {
+            variables::merge_local(p, key, &result);
+        }
+        waits::open(p, &pi, key, waits);
+        pass_through(p, key, pi);
+    }
+}
+
+/// An undefined (`bpmn:task`) or manual task: nothing to do, it passes through.
+pub(crate) struct PlainTask;
+
+impl ElementBehavior for PlainTask {}

@@ -7,6 +7,8 @@ pub(crate) mod instance;
 pub(crate) mod job;
 pub(crate) mod job_batch;
 pub(crate) mod message;
+pub(crate) mod migration;
+pub(crate) mod modification;
 pub(crate) mod signal;
 pub(crate) mod subscription;
 pub(crate) mod timer;
@@ -54,6 +56,8 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         (RecordValue::ProcessInstance(_), Intent::ActivateElement) => elements::activate(p, command),
         (RecordValue::ProcessInstance(_), Intent::CompleteElement) => elements::complete(p, command),
         (RecordValue::ProcessInstance(_), Intent::TerminateElement) => elements::terminate(p, command.key),
+        (RecordValue::ProcessInstanceModification(_), Intent::Modify) => modification::modify(p, command, request),
+        (RecordValue::ProcessInstanceMigration(_), Intent::Migrate) => migration::migrate(p, command, request),
         (RecordValue::VariableDocument(_), Intent::Update) => instance::set_variables(p, command, request),
         (RecordValue::Incident(_), Intent::Resolve) => instance::resolve_incident(p, command, request),
         (RecordValue::Job(_), _) => job::process(p, command, request),

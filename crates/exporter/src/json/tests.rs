@@ -261,8 +261,29 @@ fn every_value_type_has_zeebes_field_names() {
             }),
             &["partitionId", "valueType", "intent", "commandValue"],
         ),
+        (
+            RecordValue::ProcessInstanceModification(ProcessInstanceModificationRecord {
+                process_instance_key: 1,
+                activate_instructions: vec![ActivateInstruction {
+                    element_id: "task".into(),
+                    ancestor_scope_key: -1,
+                    variable_instructions: vec![VariableInstruction { element_id: "".into(), variables: r#"{"x":1}"#.into() }],
+                    ancestor_scope_keys: vec![1],
+                }],
+                terminate_instructions: vec![2],
+            }),
+            &["processInstanceKey", "terminateInstructions", "activateInstructions", "tenantId"],
+        ),
+        (
+            RecordValue::ProcessInstanceMigration(ProcessInstanceMigrationRecord {
+                process_instance_key: 1,
+                target_process_definition_key: 2,
+                mapping_instructions: vec![("a".into(), "b".into())],
+            }),
+            &["processInstanceKey", "targetProcessDefinitionKey", "mappingInstructions", "tenantId"],
+        ),
     ];
-    assert_eq!(cases.len(), 18, "one case per value type");
+    assert_eq!(cases.len(), 20, "one case per value type");
     for (value, fields) in &cases {
         let v = super::value(value);
         assert_eq!(keys(&v), *fields, "{value:?}");
@@ -279,6 +300,15 @@ fn every_value_type_has_zeebes_field_names() {
         keys(&deployment["processesMetadata"][0]),
         ["bpmnProcessId", "version", "processDefinitionKey", "resourceName", "checksum", "duplicate", "tenantId"]
     );
+    let modification = super::value(&cases[18].0);
+    assert_eq!(
+        keys(&modification["activateInstructions"][0]),
+        ["elementId", "ancestorScopeKey", "variableInstructions", "ancestorScopeKeys"]
+    );
+    assert_eq!(modification["activateInstructions"][0]["variableInstructions"][0]["variables"]["x"], 1);
+    assert_eq!(modification["terminateInstructions"][0]["elementInstanceKey"], 2);
+    let migration = super::value(&cases[19].0);
+    assert_eq!(keys(&migration["mappingInstructions"][0]), ["sourceElementId", "targetElementId"]);
     let creation = super::value(&cases[3].0);
     assert_eq!(creation["variables"]["x"], 1);
     assert_eq!(creation["startInstructions"][0]["elementId"], "task");
