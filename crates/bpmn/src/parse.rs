@@ -30,6 +30,9 @@ const IGNORED: &[&str] = &[
     // references to the flows of a flow node, as modelers write them; the flows say the same
     "incoming",
     "outgoing",
+    // a subprocess's own loop characteristics (read with the subprocess)
+    "multiInstanceLoopCharacteristics",
+    "standardLoopCharacteristics",
 ];
 
 /// Bounds on what a deployed resource may ask of the parser and of the engine that runs it:
@@ -727,7 +730,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
         let mut multi_instance = None;
         for child in node.children().filter(|n| n.is_element()) {
             let name = child.tag_name().name();
-            if name == "multiInstanceLoopCharacteristics" && matches!(kind, ElementKind::ServiceTask(_)) {
+            if name == "multiInstanceLoopCharacteristics" && kind.supports_multi_instance() {
                 multi_instance = Some(self.multi_instance(child)?);
             } else if name.ends_with("LoopCharacteristics") {
                 self.fail(node, format!("'{name}' (multi-instance and loops) is currently not supported"));

@@ -175,5 +175,6 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::Signal(_) => ValueType::Signal,
         RecordValue::SignalSubscription(_) => ValueType::SignalSubscription,
         RecordValue::CommandDistribution(_) => ValueType::CommandDistribution,
+        RecordValue::ProcessInstanceBatch(_) => ValueType::ProcessInstanceBatch,
     }
 }

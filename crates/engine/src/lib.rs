@@ -30,8 +30,7 @@ mod variables;
 
 pub use batch::{BatchOutput, Command, Distribution, JobStreamTarget, JobStreams, NoJobStreams, ProcessingContext, RequestId, SideEffect};
 pub use distribution::pending_commands;
-pub use elements::multi_instance::MAX_MULTI_INSTANCE_ITEMS;
-pub use limits::EngineLimits;
+pub use limits::{EngineLimits, MAX_INPUT_COLLECTION_ITEMS, MAX_REWRITTEN_OUTPUT_COLLECTION, MI_ACTIVATIONS_PER_BATCH};
 pub use tables::{stored_absence, ElementInstance, ElementState, JobState, StateView, StoredJob, POINT_TABLES};
 pub use waggle_bpmn::ParseLimits;
 

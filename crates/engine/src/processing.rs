@@ -40,6 +40,9 @@ pub(crate) struct Processing<'o, 's, 'c> {
     /// The loop counter and item (JSON text) of an inner instance of a multi-instance body,
     /// from the body's ACTIVATE_ELEMENT command until the inner instance's activation takes them.
     loop_items: HashMap<i64, (usize, String)>,
+    /// Inner instances of parallel multi-instance bodies this batch activated (bounded by
+    /// `limits::MI_ACTIVATIONS_PER_BATCH`).
+    pub(crate) mi_activations: usize,
     /// Jobs found for the client's activation command before it was written.
     prefetched_activation: Option<Vec<i64>>,
     out: BatchOutput,
@@ -76,6 +79,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             pending: VecDeque::new(),
             start_elements: HashMap::new(),
             loop_items: HashMap::new(),
+            mi_activations: 0,
             prefetched_activation: None,
             out: BatchOutput { records, ..Default::default() },
         }

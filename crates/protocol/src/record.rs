@@ -76,6 +76,7 @@ names! {
         Signal => "SIGNAL",
         SignalSubscription => "SIGNAL_SUBSCRIPTION",
         CommandDistribution => "COMMAND_DISTRIBUTION",
+        ProcessInstanceBatch => "PROCESS_INSTANCE_BATCH",
     }
 }
 
