@@ -15,6 +15,11 @@
 //! their next command again ([`crate::pending_commands`]); a command for a body that completed,
 //! terminated or advanced meanwhile only goes on from where the body is.
 //!
+//! An activity kind becomes multi-instance by `ElementKind::supports_multi_instance` (the
+//! parser reads its loop characteristics): its inner instance is an instance of the kind, run by
+//! the kind's own behaviour (a call activity's inner instance calls its process), except that
+//! its boundary events are the body's.
+//!
 //! When an inner instance completes, the output element goes into the output collection (a
 //! local variable of the body, a list of nulls at first, propagated when the body completes) and
 //! the completion condition, if any, is evaluated with `numberOfInstances` (inner instances
