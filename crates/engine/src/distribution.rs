@@ -93,10 +93,8 @@ pub(crate) fn acknowledged(p: &mut Processing<'_, '_, '_>, command: &Record) {
 }
 
 /// Every command in the outbox, as the broker delivers it again (after a restart, or when no
-/// acknowledgement came): (receiver, command), oldest first per receiver; then the next
-/// PROCESS_INSTANCE_BATCH ACTIVATE of each multi-instance body still activating its inner
-/// instances, for this partition itself (see `elements::multi_instance`).
-pub fn pending_commands(state: StateView<'_>, source: PartitionId) -> Vec<(PartitionId, Command)> {
+/// acknowledgement came): (receiver, command), oldest first per receiver.
+pub(crate) fn outbox_commands(state: StateView<'_>, source: PartitionId) -> Vec<(PartitionId, Command)> {
     let mut oldest: Option<(PartitionId, i64)> = None;
     let mut out = Vec::new();
     for (key, record) in state.pending_distributions() {
@@ -112,6 +110,5 @@ pub fn pending_commands(state: StateView<'_>, source: PartitionId) -> Vec<(Parti
         let distribution = Distribution { source, key, acknowledged_below };
         out.push((receiver, Command { distribution: Some(distribution), ..Command::new(record.command_key, record.intent, *value) }));
     }
-    out.extend(crate::elements::multi_instance::pending_batches(state).into_iter().map(|c| (source, c)));
     out
 }

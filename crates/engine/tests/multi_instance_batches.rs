@@ -250,3 +250,34 @@ fn jobs_completed_while_the_body_still_activates_are_collected() {
     assert!(results.iter().enumerate().all(|(i, &r)| r == 2 * (i as u64 + 1)), "results out of place");
     partition.check_replay();
 }
+
+/// A partition that restarts (or changes leader) between two chunks loses the command it had
+/// handed back to itself: `pending_commands` finds the body still activating in state and gives
+/// its next command again; a duplicate copy only goes on from where the body is.
+#[test]
+fn after_a_restart_the_next_chunk_is_asked_for_again() {
+    let n = 1_200;
+    let mut partition = Partition::new();
+    partition.deploy(model(false));
+    let mut records = partition.create(n);
+    assert_eq!(partition.queue.len(), 1, "the next chunk handed back");
+    partition.queue.clear(); // lost with the restart
+    partition.engine = Engine::new(1);
+    let pending = waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let (target, command) = pending.into_iter().next().unwrap();
+    assert_eq!(target, 1);
+    assert!(matches!(command.value, RecordValue::ProcessInstanceBatch(_)));
+    // delivered twice: the copy continues where the first left the body
+    partition.queue.push_back(command.clone());
+    partition.queue.push_back(command);
+    records.extend(partition.drain());
+    assert_eq!(completed(&records, "SUB_PROCESS"), n, "every inner instance completed, once");
+    assert_eq!(completed(&records, "PROCESS"), 1);
+    let (results, _) = results(&records);
+    assert!(results.iter().enumerate().all(|(i, &r)| r == 2 * (i as u64 + 1)), "results out of place");
+    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
+    let rejected = records.iter().filter(|r| r.record_type == RecordType::CommandRejection).count();
+    assert!(rejected <= 2, "{rejected} rejected copies");
+    partition.check_replay();
+}
