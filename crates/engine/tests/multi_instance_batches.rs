@@ -281,3 +281,48 @@ fn after_a_restart_the_next_chunk_is_asked_for_again() {
     assert!(rejected <= 2, "{rejected} rejected copies");
     partition.check_replay();
 }
+
+/// The input collection fails to evaluate when a later chunk is due: an incident on the body
+/// (no copy of the command raises a second one); once the variable is fixed and the incident
+/// resolved, the body asks for the chunk again and completes.
+#[test]
+fn a_collection_failing_between_chunks_is_an_incident_and_resolving_it_goes_on() {
+    let n = 1_200;
+    let mut partition = Partition::new();
+    partition.deploy(model(false));
+    let mut records = partition.create(n);
+    let instance = records
+        .iter()
+        .find_map(|r| match &r.value {
+            RecordValue::ProcessInstance(pi) if r.intent == Intent::ElementActivating && pi.bpmn_element_type.as_str() == "PROCESS" => {
+                Some(r.key)
+            }
+            _ => None,
+        })
+        .expect("the instance");
+    let set = |n: &str| {
+        let document = VariableDocumentRecord {
+            scope_key: instance,
+            update_semantics: UpdateSemantics::Propagate,
+            variables: format!(r#"{{"n": {n}}}"#),
+        };
+        Command::new(-1, Intent::Update, RecordValue::VariableDocument(document))
+    };
+    records.extend(partition.batch(vec![set(r#""x""#)]));
+    let next = partition.queue.front().cloned().expect("the next chunk");
+    records.extend(partition.drain());
+    let incidents: Vec<i64> =
+        records.iter().filter(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Incident(_))).map(|r| r.key).collect();
+    assert_eq!(incidents.len(), 1, "one incident on the body");
+    // a copy of the command (a restart) while the incident is open: refused, no second incident
+    partition.queue.push_back(next);
+    let copy = partition.drain();
+    assert!(copy.iter().any(|r| r.record_type == RecordType::CommandRejection));
+    assert!(!copy.iter().any(|r| matches!(r.value, RecordValue::Incident(_))));
+    records.extend(partition.batch(vec![set(&n.to_string())]));
+    records.extend(partition.batch(vec![Command::new(incidents[0], Intent::Resolve, RecordValue::Incident(IncidentRecord::default()))]));
+    records.extend(partition.drain());
+    assert_eq!(completed(&records, "SUB_PROCESS"), n);
+    assert_eq!(completed(&records, "PROCESS"), 1);
+    partition.check_replay();
+}

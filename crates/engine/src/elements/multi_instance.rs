@@ -127,6 +127,11 @@ pub(crate) fn activate_batch(p: P, command: &Record) {
         );
         return p.reject(command, None, RejectionType::NotFound, reason);
     };
+    if p.view().element_incident(body_key).is_some() {
+        // its collection failed to evaluate: resolving the incident asks for the chunk again
+        let reason = format!("Expected to activate the inner instances of multi-instance body '{body_key}', but it has an incident");
+        return p.reject(command, None, RejectionType::InvalidState, reason);
+    }
     let model = p.process_model(body.record.process_definition_key);
     let Some(idx) = model.element(&body.record.element_id) else { return };
     let element = &model.elements[idx];
