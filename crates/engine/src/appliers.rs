@@ -257,7 +257,11 @@ fn apply_multi_instance(state: &mut Overlay<'_>, processes: &mut ProcessCache, k
         return;
     }
     let scope = pi.flow_scope_key;
-    if scope <= 0 || !matches!(intent, Intent::ElementActivating | Intent::ElementCompleted | Intent::ElementTerminated) {
+    // an element directly in its process (most of them) is no inner instance: no lookup
+    if scope <= 0
+        || scope == pi.process_instance_key
+        || !matches!(intent, Intent::ElementActivating | Intent::ElementCompleted | Intent::ElementTerminated)
+    {
         return;
     }
     let view = StateView::new(state);
