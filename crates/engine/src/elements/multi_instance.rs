@@ -70,7 +70,7 @@ impl ElementBehavior for MultiInstanceBody {
             return p.command(key, Intent::CompleteElement, RecordValue::ProcessInstance(body));
         }
         if mi.sequential {
-            return activate_inner(p, element, &body, key, 1, &items[0]);
+            return activate_inner(p, element, &body, key, 1, json_text(&items[0].to_json()));
         }
         let batch = batch_record(&body, key, items.len());
         let batch_key = p.new_key();
@@ -144,7 +144,7 @@ pub(crate) fn activate_batch(p: P, command: &Record) {
     let room = MI_ACTIVATIONS_PER_BATCH.saturating_sub(p.mi_activations).max(1);
     let end = items.len().min(start + room);
     for (i, item) in items[start..end].iter().enumerate() {
-        activate_inner(p, element, &body.record, body_key, start + i + 1, item);
+        activate_inner(p, element, &body.record, body_key, start + i + 1, json_text(&item.to_json()));
     }
     p.mi_activations += end - start;
     if end < items.len() {
@@ -177,29 +177,13 @@ pub(crate) fn pending_batches(view: crate::tables::StateView<'_>) -> Vec<Command
         .collect()
 }
 
-/// After an incident on an active body is resolved (its collection failed to evaluate when a
-/// chunk or the next sequential inner instance was due): a parallel body asks for its next
-/// chunk again; a sequential body with no inner instance active activates the next one, or
-/// completes when none is left.
+/// After an incident on a parallel body is resolved (its collection failed to evaluate when a
+/// chunk was due): the next PROCESS_INSTANCE_BATCH ACTIVATE.
 pub(crate) fn resume_after_incident(p: P, body: &ElementInstance) {
-    let Some(counters) = p.view().mi_body(body.key) else { return };
-    if counters.activating {
+    if p.view().mi_body(body.key).is_some_and(|c| c.activating) {
         let batch = batch_record(&body.record, body.key, 0);
         let key = p.new_key();
-        return p.command(key, Intent::Activate, RecordValue::ProcessInstanceBatch(batch));
-    }
-    let model = p.process_model(body.record.process_definition_key);
-    let Some(idx) = model.element(&body.record.element_id) else { return };
-    let element = &model.elements[idx];
-    let Some(mi) = element.multi_instance.as_ref().filter(|mi| mi.sequential) else { return };
-    if body.active_children > 0 {
-        return;
-    }
-    let next = counters.activated as usize;
-    match input_list(p, body.key, mi) {
-        Ok(items) if next < items.len() => activate_inner(p, element, &body.record, body.key, next + 1, &items[next]),
-        Ok(_) => p.command(body.key, Intent::CompleteElement, RecordValue::ProcessInstance(body.record.clone())),
-        Err(message) => incident(p, &body.record, body.key, -1, error_type::EXTRACT_VALUE_ERROR, message),
+        p.command(key, Intent::Activate, RecordValue::ProcessInstanceBatch(batch));
     }
 }
 
@@ -217,18 +201,26 @@ fn input_list(p: P, scope: i64, mi: &MultiInstance) -> Result<Vec<Value>, String
 }
 
 /// ACTIVATE_ELEMENT for the inner instance with `loop_counter` (from 1) and its item.
-fn activate_inner(p: P, element: &Element, body: &ProcessInstanceRecord, body_key: i64, loop_counter: usize, item: &Value) {
+fn activate_inner(p: P, element: &Element, body: &ProcessInstanceRecord, body_key: i64, loop_counter: usize, item: String) {
     let record = child_record(body, body_key, &element.id, element.kind.bpmn_element_type());
     let key = p.new_key();
-    p.set_loop_item(key, loop_counter, json_text(&item.to_json()));
+    p.set_loop_item(key, loop_counter, item);
     p.command(key, Intent::ActivateElement, RecordValue::ProcessInstance(record));
 }
 
-/// An inner instance activates (ACTIVATING written): its input element and `loopCounter`, local.
+/// An inner instance activates (ACTIVATING written): its input element, the variable an output
+/// element that is just a variable (or a path into one) reads, as `null` (so that a worker's or
+/// an inner flow's result lands in the inner instance, not in the process; not for the input
+/// element or `loopCounter`), and `loopCounter`, all local, in that order (as Zeebe's
+/// `MultiInstanceBodyProcessor` sets them).
 pub(crate) fn inner_activating(p: P, element: &Element, key: i64) {
     let (Some(mi), Some((loop_counter, item))) = (&element.multi_instance, p.take_loop_item(key)) else { return };
     if let Some(name) = &mi.input_element {
         variables::set_local_text(p, key, name, item);
+    }
+    let output = mi.output_element.as_ref().and_then(|e| e.variable_name());
+    if let Some(name) = output.filter(|n| Some(*n) != mi.input_element.as_deref() && *n != "loopCounter") {
+        variables::set_local_text(p, key, name, "null".to_string());
     }
     variables::set_local_text(p, key, "loopCounter", loop_counter.to_string());
 }
@@ -238,6 +230,8 @@ pub(crate) struct InnerCompletion {
     loop_counter: usize,
     /// The completion condition held: the body completes now.
     satisfied: bool,
+    /// A sequential body's next item (JSON text), if any is left.
+    next_item: Option<String>,
 }
 
 /// An inner instance completes (COMPLETING written, output mappings applied): its output
@@ -249,7 +243,7 @@ pub(crate) struct InnerCompletion {
 /// completes, from the output elements kept apart: the element is set as a local variable of
 /// the inner instance (named as the collection), which its COMPLETED's applier keeps in `MO/`.
 pub(crate) fn inner_completing(p: P, element: &Element, key: i64, inner: &ProcessInstanceRecord) -> Result<InnerCompletion, String> {
-    let Some(mi) = &element.multi_instance else { return Ok(InnerCompletion { loop_counter: 0, satisfied: false }) };
+    let Some(mi) = &element.multi_instance else { return Ok(InnerCompletion { loop_counter: 0, satisfied: false, next_item: None }) };
     let body_key = inner.flow_scope_key;
     let counters = p.view().mi_body(body_key).unwrap_or_default();
     let loop_counter = p.view().variable(key, "loopCounter").and_then(|v| v.value.parse::<usize>().ok()).unwrap_or(0);
@@ -266,13 +260,25 @@ pub(crate) fn inner_completing(p: P, element: &Element, key: i64, inner: &Proces
             }
         }
     }
-    let Some(condition) = &mi.completion_condition else { return Ok(InnerCompletion { loop_counter, satisfied: false }) };
-    let active = p.view().element(body_key).map_or(0, |b| b.active_children).saturating_sub(1);
-    let numbers = completion_variables(&counters, active);
-    match evaluate(p, Vars::ScopeWith(key, &numbers), condition)? {
-        Value::Bool(satisfied) => Ok(InnerCompletion { loop_counter, satisfied }),
-        other => Err(type_error(condition, "BOOLEAN", &other)),
-    }
+    let satisfied = match &mi.completion_condition {
+        None => false,
+        Some(condition) => {
+            let active = p.view().element(body_key).map_or(0, |b| b.active_children).saturating_sub(1);
+            let numbers = completion_variables(&counters, active);
+            match evaluate(p, Vars::ScopeWith(key, &numbers), condition)? {
+                Value::Bool(satisfied) => satisfied,
+                other => return Err(type_error(condition, "BOOLEAN", &other)),
+            }
+        }
+    };
+    // a sequential body's next item, read now: a collection that no longer evaluates to a list
+    // is an incident on this inner instance, as on Zeebe (a parallel body does not read it
+    // again at each completion, which would be quadratic)
+    let next_item = match mi.sequential {
+        true => input_list(p, body_key, mi)?.get(loop_counter).map(|item| json_text(&item.to_json())),
+        false => None,
+    };
+    Ok(InnerCompletion { loop_counter, satisfied, next_item })
 }
 
 /// The variables a completion condition sees when an inner instance completes (it counts as
@@ -300,14 +306,8 @@ pub(crate) fn inner_completed(p: P, model: &Process, idx: usize, inner: &Process
         }
         return p.command(body.key, Intent::CompleteElement, RecordValue::ProcessInstance(body.record));
     }
-    if mi.sequential {
-        match input_list(p, body.key, mi) {
-            Ok(items) if done.loop_counter < items.len() => {
-                return activate_inner(p, element, &body.record, body.key, done.loop_counter + 1, &items[done.loop_counter]);
-            }
-            Ok(_) => {}
-            Err(message) => return incident(p, &body.record, body.key, -1, error_type::EXTRACT_VALUE_ERROR, message),
-        }
+    if let Some(item) = done.next_item.filter(|_| mi.sequential) {
+        return activate_inner(p, element, &body.record, body.key, done.loop_counter + 1, item);
     }
     let activating = p.view().mi_body(body.key).is_some_and(|c| c.activating);
     if body.active_children == 0 && !activating {
