@@ -252,12 +252,9 @@ pub(crate) fn inner_completing(p: P, element: &Element, key: i64, inner: &Proces
         if counters.outputs > MAX_REWRITTEN_OUTPUT_COLLECTION {
             variables::set_local_text(p, key, name, json_text(&value));
         } else {
-            let mut collection: Vec<Json> =
-                p.view().variable(body_key, name).and_then(|v| serde_json::from_str(&v.value).ok()).unwrap_or_default();
-            if let Some(slot) = loop_counter.checked_sub(1).and_then(|i| collection.get_mut(i)) {
-                *slot = value;
-                variables::set_local_text(p, body_key, name, json_text(&Json::Array(collection)));
-            }
+            let mut collection = output_collection(p, body_key, name, loop_counter)?;
+            collection[loop_counter - 1] = value;
+            variables::set_local_text(p, body_key, name, json_text(&Json::Array(collection)));
         }
     }
     let satisfied = match &mi.completion_condition {
@@ -279,6 +276,38 @@ pub(crate) fn inner_completing(p: P, element: &Element, key: i64, inner: &Proces
         false => None,
     };
     Ok(InnerCompletion { loop_counter, satisfied, next_item })
+}
+
+/// The body's output collection `name`, which must be a list with a place for `loop_counter`
+/// (another element may have written the variable): else an error with Zeebe's message
+/// (`MultiInstanceOutputCollectionBehavior`).
+fn output_collection(p: P, body_key: i64, name: &str, loop_counter: usize) -> Result<Vec<Json>, String> {
+    let Some(current) = p.view().variable(body_key, name) else {
+        return Err(format!("Expected the output collection variable '{name}' to be of type list, but it was NIL"));
+    };
+    let items = match serde_json::from_str::<Json>(&current.value).unwrap_or(Json::Null) {
+        Json::Array(items) => items,
+        other => {
+            let kind = match other {
+                Json::Null => "NIL",
+                Json::Bool(_) => "BOOLEAN",
+                Json::Number(n) if n.is_i64() || n.is_u64() => "INTEGER",
+                Json::Number(_) => "FLOAT",
+                Json::String(_) => "STRING",
+                _ => "MAP",
+            };
+            return Err(format!(
+                "Unable to update an item in output collection '{name}' because the type of the output collection is: {kind}. This may happen when multiple BPMN elements write to the same variable."
+            ));
+        }
+    };
+    if loop_counter == 0 || loop_counter > items.len() {
+        return Err(format!(
+            "Unable to update an item in output collection '{name}' at position {loop_counter} because the size of the collection is: {}. This may happen when multiple BPMN elements write to the same variable.",
+            items.len()
+        ));
+    }
+    Ok(items)
 }
 
 /// The variables a completion condition sees when an inner instance completes (it counts as
