@@ -10,7 +10,9 @@
 //! commands: each activates at most what is left of the batch's
 //! [`MI_ACTIVATIONS_PER_BATCH`](crate::limits::MI_ACTIVATIONS_PER_BATCH) and, while items are
 //! left, asks for the next chunk with another ACTIVATE command handed back to this partition
-//! after the batch is committed (a later batch); the last writes ACTIVATED. State keeps which
+//! after the batch is committed (a later batch); the last writes ACTIVATED (Zeebe's ACTIVATE
+//! activates one inner instance and writes the next ACTIVATE, its batches bounded by their size
+//! in bytes; Waggle's activates a chunk, `index` still the count left). State keeps which
 //! bodies are still activating (`MB/`), so a partition that restarts or changes leader sends
 //! their next command again ([`crate::pending_commands`]); a command for a body that completed,
 //! terminated or advanced meanwhile only goes on from where the body is.
