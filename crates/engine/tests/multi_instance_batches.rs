@@ -326,3 +326,44 @@ fn a_collection_failing_between_chunks_is_an_incident_and_resolving_it_goes_on()
     assert_eq!(completed(&records, "PROCESS"), 1);
     partition.check_replay();
 }
+
+/// Cancelling an instance whose body has 20,000 active inner instances (jobs): every one is
+/// terminated and its job canceled, nothing is left in state. Unlike the activation, the
+/// termination takes one batch (docs/compatibility.md): this prints its size.
+#[test]
+fn cancelling_a_wide_body_terminates_every_inner_instance() {
+    let n = 20_000;
+    let mut partition = Partition::new();
+    partition.deploy(model(true));
+    let mut records = partition.create(n);
+    records.extend(partition.drain());
+    let jobs = records.iter().filter(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Job(_))).count();
+    assert_eq!(jobs, n);
+    let instance = records
+        .iter()
+        .find_map(|r| match &r.value {
+            RecordValue::ProcessInstance(pi) if r.intent == Intent::ElementActivating && pi.bpmn_element_type.as_str() == "PROCESS" => {
+                Some(r.key)
+            }
+            _ => None,
+        })
+        .expect("the instance");
+    let largest_before = partition.largest;
+    let cancel =
+        partition.batch(vec![Command::new(instance, Intent::Cancel, RecordValue::ProcessInstance(ProcessInstanceRecord::default()))]);
+    let canceled = cancel.iter().filter(|r| r.intent == Intent::Canceled && matches!(r.value, RecordValue::Job(_))).count();
+    assert_eq!(canceled, n, "every job canceled");
+    println!(
+        "cancelling {n} inner instances: one batch of {} records / {} bytes (the largest activation batch: {} records / {} bytes)",
+        partition.largest.0, partition.largest.1, largest_before.0, largest_before.1
+    );
+    let left: Vec<Vec<u8>> = partition
+        .store
+        .dump()
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| [&b"E/"[..], b"MB/", b"MO/", b"V/", b"J/", b"A/"].iter().any(|t| k.starts_with(t)))
+        .collect();
+    assert!(left.is_empty(), "{} rows left", left.len());
+    partition.check_replay();
+}
