@@ -368,6 +368,22 @@ pub struct MessageDefinition {
 }
 
 impl ElementKind {
+    /// Whether an element of this kind may be multi-instance: activities (every task, an
+    /// embedded subprocess), as Zeebe allows
+    /// (https://docs.camunda.io/docs/components/modeler/bpmn/multi-instance/). A new activity
+    /// kind (a call activity) is added here.
+    pub fn supports_multi_instance(&self) -> bool {
+        match self {
+            ElementKind::ServiceTask(_)
+            | ElementKind::ReceiveTask(_)
+            | ElementKind::ScriptTask { .. }
+            | ElementKind::PlainTask { .. }
+            | ElementKind::SubProcess { .. } => true,
+            ElementKind::JobElement { element_type, .. } => element_type.ends_with("_TASK"),
+            _ => false,
+        }
+    }
+
     /// The name Zeebe's records use for this kind (`bpmnElementType`).
     pub fn bpmn_element_type(&self) -> &'static str {
         match self {

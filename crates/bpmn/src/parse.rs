@@ -30,6 +30,9 @@ const IGNORED: &[&str] = &[
     // references to the flows of a flow node, as modelers write them; the flows say the same
     "incoming",
     "outgoing",
+    // a subprocess's own loop characteristics (read with the subprocess)
+    "multiInstanceLoopCharacteristics",
+    "standardLoopCharacteristics",
 ];
 
 /// Bounds on what a deployed resource may ask of the parser and of the engine that runs it:
@@ -319,23 +322,39 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                 flow_nodes.push(child);
             } else if IGNORED.contains(&tag) {
                 continue;
-            } else if let Some(mut element) = self.element(child) {
-                element.scope = scope;
-                let index = elements.len();
-                if let ElementKind::BoundaryEvent { .. } = element.kind {
-                    let attached = child.attribute("attachedToRef").unwrap_or_default().to_string();
-                    self.attachments.push((index, attached));
-                }
-                let is_subprocess = matches!(element.kind, ElementKind::SubProcess { .. } | ElementKind::EventSubProcess { .. });
-                elements.push(element);
-                element_nodes.push(child);
-                if is_subprocess {
-                    self.collect(child, Some(index), elements, element_nodes, flow_nodes);
-                }
-            } else if let Some(id) = child.attribute("id") {
-                self.rejected.insert(id.to_string());
+            } else if let Some(index) = self.collect_element(child, scope, elements, element_nodes) {
+                self.collect(child, Some(index), elements, element_nodes, flow_nodes);
             }
         }
+    }
+
+    /// Adds flow element `child` of `scope`; the index of a subprocess, whose contents come
+    /// next. Never inlined: `collect` recurses once per nesting level, and an `Element` on each
+    /// of its frames made a model nested to the ceiling overflow the stack.
+    #[inline(never)]
+    fn collect_element<'n>(
+        &mut self,
+        child: Node<'n, 'd>,
+        scope: Option<usize>,
+        elements: &mut Vec<Element>,
+        element_nodes: &mut Vec<Node<'n, 'd>>,
+    ) -> Option<usize> {
+        let Some(mut element) = self.element(child) else {
+            if let Some(id) = child.attribute("id") {
+                self.rejected.insert(id.to_string());
+            }
+            return None;
+        };
+        element.scope = scope;
+        let index = elements.len();
+        if let ElementKind::BoundaryEvent { .. } = element.kind {
+            let attached = child.attribute("attachedToRef").unwrap_or_default().to_string();
+            self.attachments.push((index, attached));
+        }
+        let is_subprocess = matches!(element.kind, ElementKind::SubProcess { .. } | ElementKind::EventSubProcess { .. });
+        elements.push(element);
+        element_nodes.push(child);
+        is_subprocess.then_some(index)
     }
 
     /// Links boundary events to their activities (which must be tasks or subprocesses).
@@ -735,7 +754,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
         let mut multi_instance = None;
         for child in node.children().filter(|n| n.is_element()) {
             let name = child.tag_name().name();
-            if name == "multiInstanceLoopCharacteristics" && matches!(kind, ElementKind::ServiceTask(_)) {
+            if name == "multiInstanceLoopCharacteristics" && kind.supports_multi_instance() {
                 multi_instance = Some(self.multi_instance(child)?);
             } else if name.ends_with("LoopCharacteristics") {
                 self.fail(node, format!("'{name}' (multi-instance and loops) is currently not supported"));

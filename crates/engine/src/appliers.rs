@@ -20,7 +20,13 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
                 state.put(process_latest_key(&p.bpmn_process_id), encode(&(p.version, record.key)));
             }
         }
-        RecordValue::ProcessInstance(pi) => apply_element(state, processes, record.key, record.intent, pi),
+        RecordValue::ProcessInstance(pi) => {
+            apply_multi_instance(state, processes, record.key, record.intent, pi);
+            apply_element(state, processes, record.key, record.intent, pi)
+        }
+        RecordValue::ProcessInstanceBatch(batch) if record.intent == Intent::Activated => {
+            update_mi_body(state, batch.batch_element_instance_key, |b| b.activating = false);
+        }
         RecordValue::Job(job) => apply_job(state, record.key, record.intent, job),
         RecordValue::JobBatch(batch) if record.intent == Intent::Activated => {
             for (key, job) in batch.job_keys.iter().zip(&batch.jobs) {
@@ -210,6 +216,78 @@ fn update_decoded<T: serde::de::DeserializeOwned + waggle_state::DecodedValue>(
             f(value.as_any_mut().downcast_mut::<T>().expect("the table's type"));
         }
     });
+}
+
+fn update_mi_body(state: &mut Overlay<'_>, body: i64, f: impl FnOnce(&mut MultiInstanceBody)) {
+    if let Some(mut row) = StateView::new(state).mi_body(body) {
+        f(&mut row);
+        state.put(mi_body_key(body), encode(&row));
+    }
+}
+
+/// The counters of a multi-instance body (`MB/`) and its output elements kept apart (`MO/`),
+/// before [`apply_element`] (which removes a completed instance's variables).
+fn apply_multi_instance(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64, intent: Intent, pi: &ProcessInstanceRecord) {
+    const BODY: &str = "MULTI_INSTANCE_BODY";
+    if pi.bpmn_element_type.as_str() == BODY {
+        match intent {
+            Intent::ElementActivating => state.put(mi_body_key(key), encode(&MultiInstanceBody::default())),
+            Intent::ElementActivated => {
+                let model = processes.get(pi.process_definition_key, StateView::new(state));
+                let Some(mi) = model.element(&pi.element_id).and_then(|i| model.elements[i].multi_instance.as_ref()) else { return };
+                // the output collection as the body initialised it: its length
+                let outputs = mi
+                    .output_collection
+                    .as_ref()
+                    .and_then(|name| StateView::new(state).variable(key, name))
+                    .map_or(0, |v| serde_json::from_str::<Vec<serde::de::IgnoredAny>>(&v.value).map_or(0, |items| items.len() as u32));
+                let parallel = !mi.sequential;
+                update_mi_body(state, key, |b| {
+                    b.activating = parallel;
+                    b.outputs = outputs;
+                });
+            }
+            Intent::ElementCompleted | Intent::ElementTerminated => {
+                state.delete(mi_body_key(key));
+                let kept: Vec<Vec<u8>> = state.scan_prefix(&mi_output_prefix(key)).map(|(k, _)| k).collect();
+                for k in kept {
+                    state.delete(k);
+                }
+            }
+            _ => {}
+        }
+        return;
+    }
+    let scope = pi.flow_scope_key;
+    // an element directly in its process (most of them) is no inner instance: no lookup
+    if scope <= 0
+        || scope == pi.process_instance_key
+        || !matches!(intent, Intent::ElementActivating | Intent::ElementCompleted | Intent::ElementTerminated)
+    {
+        return;
+    }
+    let view = StateView::new(state);
+    if view.element_with(scope, |s| s.record.bpmn_element_type.as_str() == BODY) != Some(true) {
+        return;
+    }
+    let Some(body) = view.mi_body(scope) else { return };
+    match intent {
+        Intent::ElementActivating => update_mi_body(state, scope, |b| b.activated += 1),
+        Intent::ElementTerminated => update_mi_body(state, scope, |b| b.terminated += 1),
+        _ => {
+            if body.outputs > crate::limits::MAX_REWRITTEN_OUTPUT_COLLECTION {
+                let model = processes.get(pi.process_definition_key, StateView::new(state));
+                let name = model.element(&pi.element_id).and_then(|i| model.elements[i].multi_instance.as_ref()?.output_collection.clone());
+                let view = StateView::new(state);
+                let output = name.and_then(|n| view.variable(key, &n));
+                let counter = view.variable(key, "loopCounter").and_then(|v| v.value.parse::<u32>().ok());
+                if let (Some(output), Some(counter)) = (output, counter) {
+                    state.put(mi_output_key(scope, counter), encode(&output.value));
+                }
+            }
+            update_mi_body(state, scope, |b| b.completed += 1);
+        }
+    }
 }
 
 fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64, intent: Intent, pi: &ProcessInstanceRecord) {

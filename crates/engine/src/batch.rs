@@ -177,5 +177,6 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::CommandDistribution(_) => ValueType::CommandDistribution,
         RecordValue::ProcessInstanceModification(_) => ValueType::ProcessInstanceModification,
         RecordValue::ProcessInstanceMigration(_) => ValueType::ProcessInstanceMigration,
+        RecordValue::ProcessInstanceBatch(_) => ValueType::ProcessInstanceBatch,
     }
 }

@@ -94,7 +94,7 @@ pub(crate) fn acknowledged(p: &mut Processing<'_, '_, '_>, command: &Record) {
 
 /// Every command in the outbox, as the broker delivers it again (after a restart, or when no
 /// acknowledgement came): (receiver, command), oldest first per receiver.
-pub fn pending_commands(state: StateView<'_>, source: PartitionId) -> Vec<(PartitionId, Command)> {
+pub(crate) fn outbox_commands(state: StateView<'_>, source: PartitionId) -> Vec<(PartitionId, Command)> {
     let mut oldest: Option<(PartitionId, i64)> = None;
     let mut out = Vec::new();
     for (key, record) in state.pending_distributions() {

@@ -29,9 +29,7 @@ mod tables;
 mod variables;
 
 pub use batch::{BatchOutput, Command, Distribution, JobStreamTarget, JobStreams, NoJobStreams, ProcessingContext, RequestId, SideEffect};
-pub use distribution::pending_commands;
-pub use elements::multi_instance::MAX_MULTI_INSTANCE_ITEMS;
-pub use limits::EngineLimits;
+pub use limits::{EngineLimits, MAX_INPUT_COLLECTION_ITEMS, MAX_REWRITTEN_OUTPUT_COLLECTION, MI_ACTIVATIONS_PER_BATCH};
 pub use tables::{stored_absence, ElementInstance, ElementState, JobState, StateView, StoredJob, POINT_TABLES};
 pub use waggle_bpmn::ParseLimits;
 
@@ -41,6 +39,17 @@ use waggle_state::{KvRead, Overlay};
 
 use processes::ProcessCache;
 use tables::{META_LAST_POSITION, META_NEXT_KEY};
+
+/// The commands the broker must deliver again when a partition starts (after a restart, or in a
+/// cluster when it starts leading), oldest first per receiver: the outbox of commands for other
+/// partitions (see `distribution`), then, for this partition itself, the next
+/// PROCESS_INSTANCE_BATCH ACTIVATE of each multi-instance body still activating its inner
+/// instances (see `elements::multi_instance`).
+pub fn pending_commands(state: StateView<'_>, source: PartitionId) -> Vec<(PartitionId, Command)> {
+    let mut out = distribution::outbox_commands(state, source);
+    out.extend(elements::multi_instance::pending_batches(state).into_iter().map(|c| (source, c)));
+    out
+}
 
 /// One partition's engine. Holds only caches derived from state (parsed process models).
 pub struct Engine {

@@ -26,3 +26,20 @@ impl Default for EngineLimits {
         EngineLimits { bpmn: ParseLimits::default(), max_document_variables: 250_000, max_deployment_process_bytes: 32 << 20 }
     }
 }
+
+/// Most items a multi-instance body's input collection may have: a longer one is an incident
+/// on the body naming this limit. It bounds the memory a body's evaluated collection takes
+/// (each chunk of inner instances evaluates it again, as Zeebe evaluates it per inner
+/// instance); FEEL itself builds at most 1,000,000 elements per iteration.
+pub const MAX_INPUT_COLLECTION_ITEMS: usize = 1_000_000;
+
+/// Most inner instances of parallel multi-instance bodies one batch activates: a body over more
+/// items activates them over several batches (PROCESS_INSTANCE_BATCH ACTIVATE commands, as
+/// Zeebe does), so that a batch stays bounded whatever a collection's size.
+pub const MI_ACTIVATIONS_PER_BATCH: usize = 500;
+
+/// Longest output collection rewritten at each inner instance's completion (as Zeebe does: a
+/// VARIABLE record of the whole collection each time). Beyond it, each inner instance's output
+/// element is kept apart (a VARIABLE of the inner instance, kept in `MO/` when it completes)
+/// and the collection is written once, when the body completes: linear instead of quadratic.
+pub const MAX_REWRITTEN_OUTPUT_COLLECTION: u32 = 1_000;

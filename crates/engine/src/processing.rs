@@ -45,6 +45,9 @@ pub(crate) struct Processing<'o, 's, 'c> {
     /// to create: by (process instance, element id), in the order of its instructions, until
     /// the element's ACTIVATING takes them.
     modification_locals: HashMap<(i64, String), VecDeque<VariableTexts>>,
+    /// Inner instances of parallel multi-instance bodies this batch activated (bounded by
+    /// `limits::MI_ACTIVATIONS_PER_BATCH`).
+    pub(crate) mi_activations: usize,
     /// Jobs found for the client's activation command before it was written.
     prefetched_activation: Option<Vec<i64>>,
     out: BatchOutput,
@@ -82,6 +85,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             start_elements: HashMap::new(),
             loop_items: HashMap::new(),
             modification_locals: HashMap::new(),
+            mi_activations: 0,
             prefetched_activation: None,
             out: BatchOutput { records, ..Default::default() },
         }

@@ -37,6 +37,9 @@
 //! - `DR/<partition u16>/<distribution key>` → () commands received from a partition and processed
 //! - `DL/<partition u16>`                 → i64: that partition had every command below this key
 //!   acknowledged (`DR/` rows below it are gone; a copy below it is a duplicate)
+//! - `MB/<body key>`                     → MultiInstanceBody: counters of a multi-instance body
+//! - `MO/<body key>/<loop counter u32>`  → JSON text: an inner instance's output element, for a
+//!   body whose output collection is too long to rewrite at each completion
 //! - `X/...`                             → broker metadata (applied index, counters)
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
@@ -65,6 +68,7 @@ fn owned_by_key(table: &[u8]) -> bool {
             | [b'I', b'E' | b'J', b'/']
             | [b'M', b'C', b'/']
             | [b'M', b'A', b'R', b'/']
+            | [b'M', b'B' | b'O', b'/']
     )
 }
 
@@ -190,6 +194,15 @@ pub(crate) fn deadline_key(deadline_ms: i64, key: i64) -> Vec<u8> {
 }
 pub(crate) fn backoff_key(due_ms: i64, key: i64) -> Vec<u8> {
     k(&[b"B/", &be(due_ms), b"/", &be(key)])
+}
+pub(crate) fn mi_body_key(body: i64) -> Vec<u8> {
+    k(&[b"MB/", &be(body)])
+}
+pub(crate) fn mi_output_prefix(body: i64) -> Vec<u8> {
+    k(&[b"MO/", &be(body), b"/"])
+}
+pub(crate) fn mi_output_key(body: i64, loop_counter: u32) -> Vec<u8> {
+    k(&[b"MO/", &be(body), b"/", &loop_counter.to_be_bytes()])
 }
 pub(crate) fn incident_key(key: i64) -> Vec<u8> {
     k(&[b"I/", &be(key)])
@@ -324,6 +337,22 @@ pub struct ElementInstance {
     /// Whether a variable was ever created in this scope. Scopes without one (most of them)
     /// are passed over by lookups and by the clean-up at completion without a prefix scan.
     pub has_variables: bool,
+}
+
+/// What state keeps of a multi-instance body beside its element instance (Zeebe keeps these
+/// counters on the body's element instance): written by the appliers of its inner instances'
+/// lifecycle events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MultiInstanceBody {
+    /// Inner instances activated so far (`numberOfInstances`; the last one's `loopCounter`).
+    pub activated: u32,
+    pub completed: u32,
+    pub terminated: u32,
+    /// A parallel body whose inner instances are still being activated, a chunk per batch
+    /// (PROCESS_INSTANCE_BATCH ACTIVATE commands until ACTIVATED).
+    pub activating: bool,
+    /// Items of the output collection (0: none).
+    pub outputs: u32,
 }
 
 /// Tables whose rows an overlay keeps decoded for a batch (see `Overlay::put_decoded`): element
@@ -550,6 +579,26 @@ impl<'a> StateView<'a> {
     }
     /// Commands sent to other partitions and not acknowledged yet, by receiver and then key:
     /// (distribution key, record).
+    /// The counters of multi-instance body `body`.
+    pub(crate) fn mi_body(&self, body: i64) -> Option<MultiInstanceBody> {
+        self.get(&mi_body_key(body))
+    }
+    /// Multi-instance bodies whose inner instances are still being activated.
+    pub(crate) fn activating_mi_bodies(&self) -> Vec<i64> {
+        self.kv
+            .scan_prefix(b"MB/")
+            .filter(|(_, v)| decode::<MultiInstanceBody>(v).activating)
+            .map(|(key, _)| i64::from_be_bytes(key[3..11].try_into().expect("body key")))
+            .collect()
+    }
+    /// The output elements kept apart for body `body`: (loop counter, JSON text), in order.
+    pub(crate) fn mi_outputs(&self, body: i64) -> Vec<(u32, String)> {
+        let prefix = mi_output_prefix(body);
+        self.kv
+            .scan_prefix(&prefix)
+            .map(|(key, v)| (u32::from_be_bytes(key[prefix.len()..].try_into().expect("loop counter")), decode(&v)))
+            .collect()
+    }
     pub fn pending_distributions(&self) -> Vec<(i64, CommandDistributionRecord)> {
         self.kv
             .scan_prefix(b"O/")

@@ -31,7 +31,7 @@
 
 use std::path::PathBuf;
 
-use waggle_engine::{Command, Engine, NoJobStreams, ProcessingContext};
+use waggle_engine::{Command, Engine, NoJobStreams, ProcessingContext, SideEffect};
 use waggle_protocol::codec::Entry;
 use waggle_protocol::value::*;
 use waggle_protocol::{Intent, Record, RecordType, RecordValue};
@@ -66,11 +66,24 @@ impl Scenario {
         word.parse::<i64>().unwrap_or_else(|_| *self.newest.get(word).unwrap_or_else(|| panic!("nothing named '{word}' yet")))
     }
 
+    /// Runs a command as one batch, then the commands that batch handed back to its own
+    /// partition (a multi-instance body's next PROCESS_INSTANCE_BATCH ACTIVATE), each as a batch
+    /// of its own, until none is left.
     fn run(&mut self, intent: Intent, key: i64, value: RecordValue) {
+        let mut queue = std::collections::VecDeque::from([Command { request_id: Some(1), ..Command::new(key, intent, value) }]);
+        while let Some(command) = queue.pop_front() {
+            for effect in self.run_batch(command) {
+                if let SideEffect::SendCommand { partition: 1, command } = effect {
+                    queue.push_back(*command);
+                }
+            }
+        }
+    }
+
+    fn run_batch(&mut self, command: Command) -> Vec<SideEffect> {
         let ctx = ProcessingContext { now_ms: self.now_ms, job_streams: &NoJobStreams, partition_count: 1 };
         let mut overlay = Overlay::new(&self.store);
-        let output =
-            self.engine.process_batch(&mut overlay, &ctx, vec![Command { request_id: Some(1), ..Command::new(key, intent, value) }]);
+        let output = self.engine.process_batch(&mut overlay, &ctx, vec![command]);
         let writes = overlay.into_writes();
         self.store.commit(&writes).unwrap();
         if let Some(entry) = output.entry() {
@@ -93,6 +106,7 @@ impl Scenario {
                 self.out.push_str(&format!("  -> answered by position {}\n", r.position));
             }
         }
+        output.side_effects
     }
 
     fn note(&mut self, r: &Record) {
@@ -454,6 +468,7 @@ fn render(r: &Record) -> String {
             let terminate: Vec<String> = m.terminate_instructions.iter().map(|k| format!("-{}", short(*k))).collect();
             format!("instance={} {} {}", short(m.process_instance_key), activate.join(" "), terminate.join(" "))
         }
+        RecordValue::ProcessInstanceBatch(b) => format!("body={} index={}", short(b.batch_element_instance_key), b.index),
     };
     let rejection = r.rejection.as_ref().map(|x| format!(" !{} \"{}\"", x.rejection_type.as_str(), x.reason)).unwrap_or_default();
     format!("{:>3} {:>3} {:>4} {kind} {} {} {details}{rejection}", r.position, r.source_position, short(r.key), r.value_type, r.intent)

@@ -274,6 +274,12 @@ pub fn value(value: &RecordValue) -> Value {
             })).collect::<Vec<_>>(),
             "tenantId": DEFAULT_TENANT,
         }),
+        RecordValue::ProcessInstanceBatch(b) => json!({
+            "processInstanceKey": b.process_instance_key,
+            "batchElementInstanceKey": b.batch_element_instance_key,
+            "index": b.index,
+            "tenantId": tenant(&b.tenant_id),
+        }),
         RecordValue::ProcessInstanceMigration(m) => json!({
             "processInstanceKey": m.process_instance_key,
             "targetProcessDefinitionKey": m.target_process_definition_key,

@@ -185,6 +185,19 @@ impl Expression {
         &self.source
     }
 
+    /// The variable the expression reads when it is just a variable (`x`) or a property path
+    /// of one (`x.a.b`): that variable's name (`x`); else `None`.
+    pub fn variable_name(&self) -> Option<&str> {
+        let mut expr = &self.expr;
+        loop {
+            match expr {
+                ast::Expr::Name(name) => return Some(name),
+                ast::Expr::Path(inner, _) => expr = inner,
+                _ => return None,
+            }
+        }
+    }
+
     /// Evaluates against variables looked up lazily by name. Never panics.
     pub fn evaluate(&self, vars: &dyn VariableLookup) -> Value {
         self.evaluate_with(vars, &EvalContext::default())

@@ -827,3 +827,13 @@ fn work_beyond_the_budget_fails_the_evaluation() {
         assert_eq!(e.value, Value::number(want), "{s}");
     }
 }
+
+#[test]
+fn variable_name_is_the_variable_a_name_or_path_reads() {
+    let name = |source: &str| Expression::parse(source).unwrap().variable_name().map(str::to_string);
+    assert_eq!(name("result").as_deref(), Some("result"));
+    assert_eq!(name("result.a.b").as_deref(), Some("result"));
+    assert_eq!(name("result + 1"), None);
+    assert_eq!(name("f(x)"), None);
+    assert_eq!(name("[x]"), None);
+}

@@ -78,6 +78,7 @@ names! {
         CommandDistribution => "COMMAND_DISTRIBUTION",
         ProcessInstanceModification => "PROCESS_INSTANCE_MODIFICATION",
         ProcessInstanceMigration => "PROCESS_INSTANCE_MIGRATION",
+        ProcessInstanceBatch => "PROCESS_INSTANCE_BATCH",
     }
 }
 

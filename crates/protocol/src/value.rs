@@ -29,6 +29,7 @@ pub enum RecordValue {
     CommandDistribution(CommandDistributionRecord),
     ProcessInstanceModification(ProcessInstanceModificationRecord),
     ProcessInstanceMigration(ProcessInstanceMigrationRecord),
+    ProcessInstanceBatch(ProcessInstanceBatchRecord),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +79,19 @@ pub struct ProcessInstanceRecord {
     /// Zeebe's BpmnElementType name, e.g. "SERVICE_TASK".
     pub bpmn_element_type: SharedStr,
     pub parent_process_instance_key: i64,
+    pub tenant_id: SharedStr,
+}
+
+/// Zeebe's PROCESS_INSTANCE_BATCH: the activation of a multi-instance body's inner instances,
+/// spread over several batches (ACTIVATE commands, each activating a chunk and asking for the
+/// next; ACTIVATED once every inner instance is activated).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ProcessInstanceBatchRecord {
+    pub process_instance_key: i64,
+    /// The multi-instance body whose inner instances are activated.
+    pub batch_element_instance_key: i64,
+    /// The inner instances still to activate when the command was written.
+    pub index: i64,
     pub tenant_id: SharedStr,
 }
 

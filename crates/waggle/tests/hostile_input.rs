@@ -422,7 +422,8 @@ async fn cancelling_an_instance_of_200000_variables_does_not_hold_the_partition(
     runs_an_instance_end_to_end(&node).await;
 }
 
-/// A parallel multi-instance service task over 10,000 items (the most a body takes) with an
+/// A parallel multi-instance service task over 10,000 items (activated 500 a batch, over 20
+/// batches: `waggle_engine::MI_ACTIVATIONS_PER_BATCH`) with an
 /// output collection: its creation does not hold the partition (an instance runs end to end
 /// within a second after it), every inner job is activated and completed, and the body completes
 /// with all 10,000 results in place (issue 26).

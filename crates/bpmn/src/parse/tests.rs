@@ -401,14 +401,14 @@ fn multi_instance_without_input_collection_or_with_half_an_output_is_rejected() 
 }
 
 #[test]
-fn loops_and_multi_instance_on_other_elements_are_still_rejected() {
+fn loops_and_multi_instance_on_non_activities_are_still_rejected() {
     let standard = multi_instance_task("<bpmn:standardLoopCharacteristics />");
     assert!(errors(&standard)[0].message.contains("'standardLoopCharacteristics' (multi-instance and loops) is currently not supported"));
-    let subprocess = model(
+    let gateway = model(
         r#"
     <bpmn:startEvent id="start" />
-    <bpmn:subProcess id="task"><bpmn:multiInstanceLoopCharacteristics /></bpmn:subProcess>
+    <bpmn:exclusiveGateway id="task"><bpmn:multiInstanceLoopCharacteristics /></bpmn:exclusiveGateway>
     <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="task" />"#,
     );
-    assert!(errors(&subprocess).iter().any(|e| e.message.contains("'multiInstanceLoopCharacteristics' (multi-instance and loops)")));
+    assert!(errors(&gateway).iter().any(|e| e.message.contains("'multiInstanceLoopCharacteristics' (multi-instance and loops)")));
 }

@@ -222,6 +222,10 @@ pub(crate) fn resolve_incident(p: P, command: &Record, request: Option<RequestId
                 let error = ThrownError { code: &code, message: "", variables: &[], job_key: -1 };
                 elements::throw_error(p, &model, element.key, &element.record, &error);
             }
+            if crate::behaviors::flows::is_multi_instance_body(&element.record) {
+                // a body whose next chunk of inner instances failed to evaluate its collection
+                crate::elements::multi_instance::resume_after_incident(p, &element);
+            }
         }
         _ => {}
     }

@@ -27,6 +27,9 @@ pub(crate) fn run(p: P, command: Command) {
             return;
         }
     }
+    if elements::multi_instance::defer_if_full(p, &command) {
+        return;
+    }
     // An activation that finds no job writes nothing: answer it without touching the log.
     let jobs = job_batch::jobs_to_activate(p, &command);
     if jobs.as_ref().is_some_and(|j| j.is_empty()) {
@@ -72,6 +75,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         (RecordValue::ProcessMessageSubscription(_), Intent::Correlate) => subscription::correlate_process_subscription(p, command),
         (RecordValue::Signal(_), Intent::Broadcast) => signal::broadcast(p, command, request),
         (RecordValue::CommandDistribution(_), Intent::Acknowledge) => distribution::acknowledged(p, command),
+        (RecordValue::ProcessInstanceBatch(_), Intent::Activate) => elements::multi_instance::activate_batch(p, command),
         _ => p.reject(
             command,
             request,

@@ -282,8 +282,17 @@ fn every_value_type_has_zeebes_field_names() {
             }),
             &["processInstanceKey", "targetProcessDefinitionKey", "mappingInstructions", "tenantId"],
         ),
+        (
+            RecordValue::ProcessInstanceBatch(ProcessInstanceBatchRecord {
+                process_instance_key: 1,
+                batch_element_instance_key: 2,
+                index: 3,
+                tenant_id: "".into(),
+            }),
+            &["processInstanceKey", "batchElementInstanceKey", "index", "tenantId"],
+        ),
     ];
-    assert_eq!(cases.len(), 20, "one case per value type");
+    assert_eq!(cases.len(), 21, "one case per value type");
     for (value, fields) in &cases {
         let v = super::value(value);
         assert_eq!(keys(&v), *fields, "{value:?}");

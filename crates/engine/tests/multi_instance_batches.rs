@@ -1,0 +1,369 @@
+//! Parallel multi-instance bodies over many items (issue 26): the inner instances are activated
+//! a chunk per batch (PROCESS_INSTANCE_BATCH ACTIVATE commands the engine hands back to its own
+//! partition, as Zeebe's `ProcessInstanceBatchActivateProcessor` writes follow-up batch
+//! commands), so every batch stays bounded whatever the collection's size; the output collection
+//! is written once past `MAX_REWRITTEN_OUTPUT_COLLECTION` items, not at every completion; state
+//! rebuilt from the log alone equals the processed state (C1).
+
+use std::collections::VecDeque;
+
+use waggle_engine::{Command, Engine, NoJobStreams, ProcessingContext, SideEffect, MI_ACTIVATIONS_PER_BATCH};
+use waggle_protocol::codec::Entry;
+use waggle_protocol::value::*;
+use waggle_protocol::{Intent, Record, RecordType, RecordValue};
+use waggle_state::{KvStore, MemoryStore, Overlay};
+
+/// A parallel multi-instance activity over `=for i in 1..n return i`: an embedded subprocess
+/// with nothing to wait for (`wait: false`: every inner instance completes in the batch that
+/// activates it), or a service task of type `item`. The output collection `results` takes
+/// `item * 2`.
+fn model(wait: bool) -> String {
+    let inner = if wait {
+        r#"<bpmn:serviceTask id="t"><bpmn:extensionElements><zeebe:taskDefinition type="item"/></bpmn:extensionElements>LOOP</bpmn:serviceTask>"#
+    } else {
+        r#"<bpmn:subProcess id="t">LOOP<bpmn:startEvent id="is"/><bpmn:endEvent id="ie"/><bpmn:sequenceFlow id="i1" sourceRef="is" targetRef="ie"/></bpmn:subProcess>"#
+    };
+    let lc = r#"<bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=for i in 1..n return i" inputElement="item" outputCollection="results" outputElement="=item * 2"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics>"#;
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d">
+<bpmn:process id="wide" isExecutable="true"><bpmn:startEvent id="s"/><bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="t"/>
+{}<bpmn:sequenceFlow id="f2" sourceRef="t" targetRef="e"/><bpmn:endEvent id="e"/></bpmn:process></bpmn:definitions>"#,
+        inner.replace("LOOP", lc)
+    )
+}
+
+/// One partition's engine over a memory store, as the broker drives it: a batch at a time, the
+/// commands a batch hands back to its own partition queued for later batches.
+struct Partition {
+    engine: Engine,
+    store: MemoryStore,
+    entries: Vec<Entry>,
+    queue: VecDeque<Command>,
+    /// The largest batch: records, and encoded bytes.
+    largest: (usize, usize),
+    /// Inner instances activated per batch, at most.
+    most_activations: usize,
+    batches: usize,
+}
+
+impl Partition {
+    fn new() -> Self {
+        Self {
+            engine: Engine::new(1),
+            store: MemoryStore::new(),
+            entries: vec![],
+            queue: VecDeque::new(),
+            largest: (0, 0),
+            most_activations: 0,
+            batches: 0,
+        }
+    }
+
+    /// Processes `commands` as one batch; returns its records.
+    fn batch(&mut self, commands: Vec<Command>) -> Vec<Record> {
+        let ctx = ProcessingContext { now_ms: 0, job_streams: &NoJobStreams, partition_count: 1 };
+        let mut overlay = Overlay::new(&self.store);
+        let output = self.engine.process_batch(&mut overlay, &ctx, commands);
+        self.store.commit(&overlay.into_writes()).unwrap();
+        self.batches += 1;
+        if let Some(entry) = output.entry() {
+            let bytes = output.encoded_entry().expect("bytes").len();
+            self.largest = (self.largest.0.max(entry.records.len()), self.largest.1.max(bytes));
+            self.entries.push(entry);
+        }
+        let activations = output
+            .records
+            .iter()
+            .filter(|r| {
+                r.intent == Intent::ActivateElement
+                    && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.element_id.as_str() == "t" && pi.bpmn_element_type.as_str() != "MULTI_INSTANCE_BODY")
+            })
+            .count();
+        self.most_activations = self.most_activations.max(activations);
+        for effect in output.side_effects {
+            if let SideEffect::SendCommand { partition: 1, command } = effect {
+                self.queue.push_back(*command);
+            }
+        }
+        output.records
+    }
+
+    /// Runs the queued commands (up to 512 a batch, as the broker takes them) until none is left;
+    /// returns every record written.
+    fn drain(&mut self) -> Vec<Record> {
+        let mut records = Vec::new();
+        while !self.queue.is_empty() {
+            let n = self.queue.len().min(512);
+            let commands: Vec<Command> = self.queue.drain(..n).collect();
+            records.extend(self.batch(commands));
+        }
+        records
+    }
+
+    fn deploy(&mut self, xml: String) {
+        let resources = vec![DeploymentResource { resource_name: "wide.bpmn".into(), resource: xml.into_bytes() }];
+        self.batch(vec![Command::new(-1, Intent::Create, RecordValue::Deployment(DeploymentRecord { resources, ..Default::default() }))]);
+    }
+
+    /// Creates an instance with `n` items: the batch that activates the body (and the first
+    /// chunk of its inner instances).
+    fn create(&mut self, n: usize) -> Vec<Record> {
+        let creation = ProcessInstanceCreationRecord {
+            bpmn_process_id: "wide".into(),
+            version: -1,
+            variables: format!(r#"{{"n": {n}}}"#),
+            ..Default::default()
+        };
+        self.batch(vec![Command::new(-1, Intent::Create, RecordValue::ProcessInstanceCreation(creation))])
+    }
+
+    fn check_replay(&self) {
+        let replayed = MemoryStore::new();
+        let mut engine = Engine::new(1);
+        for entry in &self.entries {
+            let mut overlay = Overlay::new(&replayed);
+            engine.replay(&mut overlay, entry);
+            replayed.commit(&overlay.into_writes()).unwrap();
+        }
+        assert!(self.store.dump() == replayed.dump(), "state rebuilt from the log differs from the processed state");
+    }
+}
+
+fn completed(records: &[Record], element_type: &str) -> usize {
+    records
+        .iter()
+        .filter(|r| {
+            r.intent == Intent::ElementCompleted
+                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == element_type)
+        })
+        .count()
+}
+
+/// The last value the records gave variable `results`, and the bytes of all its values.
+fn results(records: &[Record]) -> (Vec<u64>, usize) {
+    let values: Vec<&VariableRecord> = records
+        .iter()
+        .filter_map(|r| match &r.value {
+            RecordValue::Variable(v) if r.record_type == RecordType::Event && v.name == "results" => Some(v),
+            _ => None,
+        })
+        .collect();
+    let bytes = values.iter().map(|v| v.value.len()).sum();
+    let last: serde_json::Value = serde_json::from_str(&values.last().expect("results written").value).unwrap();
+    (last.as_array().unwrap().iter().map(|v| v.as_u64().expect("a number")).collect(), bytes)
+}
+
+/// Bounds every batch must keep, whatever the collection's size: an inner subprocess that runs
+/// through its start and end event writes 22 records; the last batch writes the output
+/// collection once (~7 bytes an item for 100,000 items).
+const MAX_BATCH_RECORDS: usize = 24 * MI_ACTIVATIONS_PER_BATCH;
+const MAX_BATCH_BYTES: usize = 4 << 20;
+
+fn run_to_completion(n: usize) -> Partition {
+    let mut partition = Partition::new();
+    partition.deploy(model(false));
+    let mut records = partition.create(n);
+    records.extend(partition.drain());
+    assert_eq!(completed(&records, "SUB_PROCESS"), n, "every inner instance completed");
+    assert_eq!(completed(&records, "MULTI_INSTANCE_BODY"), 1);
+    assert_eq!(completed(&records, "PROCESS"), 1, "the instance completed");
+    let (results, bytes) = results(&records);
+    assert_eq!(results.len(), n);
+    assert!(results.iter().enumerate().all(|(i, &r)| r == 2 * (i as u64 + 1)), "results out of place");
+    // written twice (the initial nulls, the final list), not once per completion
+    let final_len = serde_json::to_string(&results).unwrap().len();
+    assert!(bytes <= 3 * final_len, "the output collection took {bytes} bytes of records for a final {final_len}");
+    assert!(partition.most_activations <= MI_ACTIVATIONS_PER_BATCH, "{} activations in one batch", partition.most_activations);
+    assert!(partition.largest.0 <= MAX_BATCH_RECORDS, "a batch of {} records", partition.largest.0);
+    assert!(partition.largest.1 <= MAX_BATCH_BYTES, "a batch of {} bytes", partition.largest.1);
+    assert!(partition.batches >= n / MI_ACTIVATIONS_PER_BATCH, "{} batches for {n} items", partition.batches);
+    let left: Vec<String> = partition
+        .store
+        .dump()
+        .into_iter()
+        .filter(|(k, _)| [&b"E/"[..], b"MB/", b"MO/", b"V/"].iter().any(|t| k.starts_with(t)))
+        .map(|(k, _)| String::from_utf8_lossy(&k).into_owned())
+        .collect();
+    assert!(left.is_empty(), "left in state: {:?}", &left[..left.len().min(5)]);
+    partition
+}
+
+#[test]
+fn a_parallel_body_over_2000_items_activates_them_a_chunk_per_batch() {
+    let partition = run_to_completion(2_000);
+    partition.check_replay();
+}
+
+/// 100,000 inner instances (issue 26): every batch stays under the bounds above; prints the
+/// time and the largest batch.
+#[test]
+fn a_parallel_body_over_100000_items_completes_with_bounded_batches() {
+    let started = std::time::Instant::now();
+    let partition = run_to_completion(100_000);
+    println!(
+        "100,000 inner instances in {:?}: {} batches, the largest {} records / {} bytes, at most {} activations a batch",
+        started.elapsed(),
+        partition.batches,
+        partition.largest.0,
+        partition.largest.1,
+        partition.most_activations
+    );
+}
+
+/// Inner instances that wait (jobs), completed by a worker while the body is still activating
+/// the rest; the output collection (over `MAX_REWRITTEN_OUTPUT_COLLECTION` items) is kept apart
+/// and put together once.
+#[test]
+fn jobs_completed_while_the_body_still_activates_are_collected() {
+    let n = 1_500;
+    let mut partition = Partition::new();
+    partition.deploy(model(true));
+    let mut records = partition.create(n);
+    let mut jobs: Vec<i64> = Vec::new();
+    let mut done = 0;
+    let mut all = records.clone();
+    loop {
+        jobs.extend(records.iter().filter(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Job(_))).map(|r| r.key));
+        // complete the jobs there are before the body's next chunk comes
+        let completions: Vec<Command> =
+            jobs.drain(..).map(|key| Command::new(key, Intent::Complete, RecordValue::Job(JobRecord::default()))).collect();
+        done += completions.len();
+        let mut next = if completions.is_empty() { vec![] } else { partition.batch(completions) };
+        if let Some(command) = partition.queue.pop_front() {
+            next.extend(partition.batch(vec![command]));
+        }
+        if next.is_empty() {
+            break;
+        }
+        all.extend(next.iter().cloned());
+        records = next;
+        if completed(&records, "PROCESS") == 1 {
+            break;
+        }
+    }
+    assert_eq!(done, n);
+    assert_eq!(completed(&all, "PROCESS"), 1, "the instance completed");
+    assert!(partition.most_activations <= MI_ACTIVATIONS_PER_BATCH);
+    let (results, _) = results(&all);
+    assert_eq!(results.len(), n);
+    assert!(results.iter().enumerate().all(|(i, &r)| r == 2 * (i as u64 + 1)), "results out of place");
+    partition.check_replay();
+}
+
+/// A partition that restarts (or changes leader) between two chunks loses the command it had
+/// handed back to itself: `pending_commands` finds the body still activating in state and gives
+/// its next command again; a duplicate copy only goes on from where the body is.
+#[test]
+fn after_a_restart_the_next_chunk_is_asked_for_again() {
+    let n = 1_200;
+    let mut partition = Partition::new();
+    partition.deploy(model(false));
+    let mut records = partition.create(n);
+    assert_eq!(partition.queue.len(), 1, "the next chunk handed back");
+    partition.queue.clear(); // lost with the restart
+    partition.engine = Engine::new(1);
+    let pending = waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let (target, command) = pending.into_iter().next().unwrap();
+    assert_eq!(target, 1);
+    assert!(matches!(command.value, RecordValue::ProcessInstanceBatch(_)));
+    // delivered twice: the copy continues where the first left the body
+    partition.queue.push_back(command.clone());
+    partition.queue.push_back(command);
+    records.extend(partition.drain());
+    assert_eq!(completed(&records, "SUB_PROCESS"), n, "every inner instance completed, once");
+    assert_eq!(completed(&records, "PROCESS"), 1);
+    let (results, _) = results(&records);
+    assert!(results.iter().enumerate().all(|(i, &r)| r == 2 * (i as u64 + 1)), "results out of place");
+    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
+    let rejected = records.iter().filter(|r| r.record_type == RecordType::CommandRejection).count();
+    assert!(rejected <= 2, "{rejected} rejected copies");
+    partition.check_replay();
+}
+
+/// The input collection fails to evaluate when a later chunk is due: an incident on the body
+/// (no copy of the command raises a second one); once the variable is fixed and the incident
+/// resolved, the body asks for the chunk again and completes.
+#[test]
+fn a_collection_failing_between_chunks_is_an_incident_and_resolving_it_goes_on() {
+    let n = 1_200;
+    let mut partition = Partition::new();
+    partition.deploy(model(false));
+    let mut records = partition.create(n);
+    let instance = records
+        .iter()
+        .find_map(|r| match &r.value {
+            RecordValue::ProcessInstance(pi) if r.intent == Intent::ElementActivating && pi.bpmn_element_type.as_str() == "PROCESS" => {
+                Some(r.key)
+            }
+            _ => None,
+        })
+        .expect("the instance");
+    let set = |n: &str| {
+        let document = VariableDocumentRecord {
+            scope_key: instance,
+            update_semantics: UpdateSemantics::Propagate,
+            variables: format!(r#"{{"n": {n}}}"#),
+        };
+        Command::new(-1, Intent::Update, RecordValue::VariableDocument(document))
+    };
+    records.extend(partition.batch(vec![set(r#""x""#)]));
+    let next = partition.queue.front().cloned().expect("the next chunk");
+    records.extend(partition.drain());
+    let incidents: Vec<i64> =
+        records.iter().filter(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Incident(_))).map(|r| r.key).collect();
+    assert_eq!(incidents.len(), 1, "one incident on the body");
+    // a copy of the command (a restart) while the incident is open: refused, no second incident
+    partition.queue.push_back(next);
+    let copy = partition.drain();
+    assert!(copy.iter().any(|r| r.record_type == RecordType::CommandRejection));
+    assert!(!copy.iter().any(|r| matches!(r.value, RecordValue::Incident(_))));
+    records.extend(partition.batch(vec![set(&n.to_string())]));
+    records.extend(partition.batch(vec![Command::new(incidents[0], Intent::Resolve, RecordValue::Incident(IncidentRecord::default()))]));
+    records.extend(partition.drain());
+    assert_eq!(completed(&records, "SUB_PROCESS"), n);
+    assert_eq!(completed(&records, "PROCESS"), 1);
+    partition.check_replay();
+}
+
+/// Cancelling an instance whose body has 20,000 active inner instances (jobs): every one is
+/// terminated and its job canceled, nothing is left in state. Unlike the activation, the
+/// termination takes one batch (docs/compatibility.md): this prints its size.
+#[test]
+fn cancelling_a_wide_body_terminates_every_inner_instance() {
+    let n = 20_000;
+    let mut partition = Partition::new();
+    partition.deploy(model(true));
+    let mut records = partition.create(n);
+    records.extend(partition.drain());
+    let jobs = records.iter().filter(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Job(_))).count();
+    assert_eq!(jobs, n);
+    let instance = records
+        .iter()
+        .find_map(|r| match &r.value {
+            RecordValue::ProcessInstance(pi) if r.intent == Intent::ElementActivating && pi.bpmn_element_type.as_str() == "PROCESS" => {
+                Some(r.key)
+            }
+            _ => None,
+        })
+        .expect("the instance");
+    let largest_before = partition.largest;
+    let cancel =
+        partition.batch(vec![Command::new(instance, Intent::Cancel, RecordValue::ProcessInstance(ProcessInstanceRecord::default()))]);
+    let canceled = cancel.iter().filter(|r| r.intent == Intent::Canceled && matches!(r.value, RecordValue::Job(_))).count();
+    assert_eq!(canceled, n, "every job canceled");
+    println!(
+        "cancelling {n} inner instances: one batch of {} records / {} bytes (the largest activation batch: {} records / {} bytes)",
+        partition.largest.0, partition.largest.1, largest_before.0, largest_before.1
+    );
+    let left: Vec<Vec<u8>> = partition
+        .store
+        .dump()
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| [&b"E/"[..], b"MB/", b"MO/", b"V/", b"J/", b"A/"].iter().any(|t| k.starts_with(t)))
+        .collect();
+    assert!(left.is_empty(), "{} rows left", left.len());
+    partition.check_replay();
+}
