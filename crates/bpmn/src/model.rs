@@ -15,6 +15,8 @@ pub struct Process {
     /// Index of the process's none start event in `elements`, if it has one (a process may
     /// start only by timer, message or signal start events).
     pub start: Option<usize>,
+    /// `zeebe:versionTag` of the process (what a call activity's `versionTag` binding names).
+    pub version_tag: Option<String>,
     /// Derived once from `elements` (see [`Process::new`]): lookups on the command path must
     /// not scan the model.
     index: ModelIndex,
@@ -79,7 +81,7 @@ impl Process {
                 _ => {}
             }
         }
-        let mut process = Process { id, name, elements, flows, start, index };
+        let mut process = Process { id, name, elements, flows, start, version_tag: None, index };
         process.index.waits = (0..process.elements.len()).map(|i| process.compute_wait_kinds(Some(i))).collect();
         process.index.process_waits = process.compute_wait_kinds(None);
         process
@@ -231,7 +233,9 @@ impl Element {
     /// Tasks and subprocesses: what boundary events may be attached to.
     pub fn is_activity(&self) -> bool {
         match &self.kind {
-            ElementKind::ServiceTask(_) | ElementKind::ReceiveTask(_) | ElementKind::SubProcess { .. } => true,
+            ElementKind::ServiceTask(_) | ElementKind::ReceiveTask(_) | ElementKind::SubProcess { .. } | ElementKind::CallActivity(_) => {
+                true
+            }
             ElementKind::JobElement { element_type, .. } => element_type.ends_with("_TASK"),
             _ => false,
         }
@@ -317,6 +321,33 @@ pub enum ElementKind {
     },
     /// Terminates every element of its flow scope.
     TerminateEndEvent,
+    /// Creates an instance of another process and waits for it to end.
+    CallActivity(CalledElement),
+}
+
+/// `zeebe:calledElement` of a call activity.
+#[derive(Debug, Clone)]
+pub struct CalledElement {
+    /// The BPMN process id of the called process (static, or an expression giving a string).
+    pub process_id: ExprOrStatic,
+    pub binding: CalledBinding,
+    /// `propagateAllChildVariables` (default true): the called instance's variables go to the
+    /// call activity when it ends (output mappings take them in any case).
+    pub propagate_all_child_variables: bool,
+    /// `propagateAllParentVariables` (default true): every variable visible at the call
+    /// activity is copied to the called instance; else only its input mappings' results.
+    pub propagate_all_parent_variables: bool,
+}
+
+/// Which version of the called process a call activity starts (`bindingType`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CalledBinding {
+    /// The latest version when the call activity activates.
+    Latest,
+    /// The version deployed together with the calling process.
+    Deployment,
+    /// The latest version whose `zeebe:versionTag` is this.
+    VersionTag(String),
 }
 
 /// What a catch event waits for.
@@ -376,6 +407,7 @@ impl ElementKind {
             ElementKind::ReceiveTask(_) => "RECEIVE_TASK",
             ElementKind::BoundaryEvent { .. } => "BOUNDARY_EVENT",
             ElementKind::ErrorEndEvent { .. } | ElementKind::TerminateEndEvent => "END_EVENT",
+            ElementKind::CallActivity(_) => "CALL_ACTIVITY",
         }
     }
 }

@@ -254,6 +254,7 @@ impl NodeArgs {
                         .max_deployment_process_bytes
                         .or(file.max_deployment_process_bytes)
                         .unwrap_or(d.max_deployment_process_bytes),
+                    ..d
                 }
             },
         };

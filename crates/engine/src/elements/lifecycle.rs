@@ -18,7 +18,7 @@ use crate::behaviors::waits::{self, Wait};
 use crate::elements::behavior::{Activation, ElementBehavior, Then, Transitions};
 use crate::elements::events::{self, ThrownError};
 use crate::elements::table::{behavior_for, behavior_of};
-use crate::elements::{gateways, multi_instance, process, subprocesses};
+use crate::elements::{call_activity, gateways, multi_instance, process, subprocesses};
 use crate::processing::P;
 use crate::tables::{ElementInstance, ElementState};
 use crate::variables::{self, Vars};
@@ -123,11 +123,21 @@ pub(crate) fn continue_completion(p: P, key: i64) {
     let pi = instance.record.clone();
     let model = p.process_model(pi.process_definition_key);
     if pi.element_id == model.id {
-        return process::complete(p, &model, key, pi);
+        // an instance a call activity created completes that call activity
+        let caller = call_activity::child_completing(p, key, &pi);
+        process::complete(p, &model, key, pi);
+        if let Some(caller) = caller {
+            call_activity::child_completed(p, caller);
+        }
+        return;
     }
     let Some(idx) = model.element(&pi.element_id) else { return };
     let element = &model.elements[idx];
     let body = element.multi_instance.is_some() && is_multi_instance_body(&pi);
+    let behavior = behavior_for(element, &pi);
+    if !body {
+        behavior.on_completing(p, &model, idx, key);
+    }
     if body {
         multi_instance::body_completing(p, element, key, &pi);
     } else if !element.outputs.is_empty() {
@@ -146,7 +156,6 @@ pub(crate) fn continue_completion(p: P, key: i64) {
         p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
         return multi_instance::inner_completed(p, &model, idx, &pi, done, TRANSITIONS);
     }
-    let behavior = behavior_for(element, &pi);
     let flows = match behavior.outgoing(p, &model, idx, key) {
         Ok(flows) => flows,
         Err(message) => return incident(p, &pi, key, -1, error_type::CONDITION_ERROR, message),
@@ -242,6 +251,6 @@ pub(crate) fn event_occurred(p: P, instance: &ElementInstance, target: &str, var
 
 /// Throws an error at element instance `from` (a worker's, or an error end event's again
 /// after its incident is resolved): see [`events::throw_error`].
-pub(crate) fn throw_error(p: P, model: &Process, from: i64, pi: &ProcessInstanceRecord, error: &ThrownError<'_>) {
-    events::throw_error(p, model, from, pi, error, TRANSITIONS)
+pub(crate) fn throw_error(p: P, from: i64, pi: &ProcessInstanceRecord, error: &ThrownError<'_>) {
+    events::throw_error(p, from, pi, error, TRANSITIONS)
 }
