@@ -96,7 +96,13 @@ fn the_default_limit_bounds_the_recursion_too() {
     let store = MemoryStore::new();
     let mut engine = Engine::new(1);
     let limit = EngineLimits::default().max_process_depth;
-    let (records, _) = start_loop(&mut engine, &store);
+    let (records, root) = start_loop(&mut engine, &store);
     assert_eq!(instances_created(&records), limit);
     assert!(records.iter().any(|r| matches!(&r.value, RecordValue::Incident(i) if i.error_type == "CALLED_ELEMENT_ERROR")));
+    // cancelling terminates the thousand levels without recursing per level
+    let records =
+        run(&mut engine, &store, Command::new(root, Intent::Cancel, RecordValue::ProcessInstance(ProcessInstanceRecord::default())));
+    let terminated = records.iter().filter(|r| r.intent == Intent::ElementTerminated).count();
+    assert_eq!(terminated, 2 * limit, "every process instance and its call activity");
+    assert!(store.dump().into_iter().all(|(k, _)| !k.starts_with(b"E/")), "no element instance is left");
 }

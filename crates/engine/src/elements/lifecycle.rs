@@ -211,16 +211,36 @@ fn maybe_complete_scope(p: P, scope: i64) {
     }
 }
 
-/// Terminates an element instance and everything inside it (cancel).
+/// Terminates an element instance and everything inside it (cancel): TERMINATING, then each
+/// child's whole termination in turn, then the instance's own end. Walks the tree with a stack of
+/// its own, not by recursion: through call activities, the instances below one can be as deep as
+/// `max_process_depth` times the nesting of scopes a model may have.
 pub(crate) fn terminate(p: P, key: i64) {
-    let Some(instance) = p.view().element(key) else { return };
-    if matches!(instance.state, ElementState::Terminating | ElementState::Terminated | ElementState::Completed) {
-        return;
+    enum Step {
+        Enter(i64),
+        Leave(Box<ElementInstance>),
     }
-    p.event(key, Intent::ElementTerminating, RecordValue::ProcessInstance(instance.record.clone()));
-    for child in p.view().children(key) {
-        terminate(p, child);
+    let mut steps = vec![Step::Enter(key)];
+    while let Some(step) = steps.pop() {
+        match step {
+            Step::Enter(key) => {
+                let Some(instance) = p.view().element(key) else { continue };
+                if matches!(instance.state, ElementState::Terminating | ElementState::Terminated | ElementState::Completed) {
+                    continue;
+                }
+                p.event(key, Intent::ElementTerminating, RecordValue::ProcessInstance(instance.record.clone()));
+                steps.push(Step::Leave(Box::new(instance)));
+                // the first child ends first
+                steps.extend(p.view().children(key).into_iter().rev().map(Step::Enter));
+            }
+            Step::Leave(instance) => terminated(p, *instance),
+        }
     }
+}
+
+/// The end of a terminating instance once everything inside it has terminated.
+fn terminated(p: P, instance: ElementInstance) {
+    let key = instance.key;
     let model = p.process_model(instance.record.process_definition_key);
     if let Some(idx) = model.element(&instance.record.element_id) {
         behavior_for(&model.elements[idx], &instance.record).on_terminate(p, &instance);
