@@ -123,6 +123,13 @@ fn depth_of(p: P, pi: &ProcessInstanceRecord, max: usize) -> usize {
     depth
 }
 
+/// Whether `pi` is a called instance being activated whose call activity is no longer active.
+pub(crate) fn caller_gone(p: P, pi: &ProcessInstanceRecord) -> bool {
+    pi.flow_scope_key < 0
+        && pi.parent_element_instance_key > 0
+        && p.view().element_with(pi.parent_element_instance_key, |e| e.state == ElementState::Activated) != Some(true)
+}
+
 /// A process instance (`key`, record `pi`) completes, its COMPLETING written: when a call
 /// activity that still waits created it, the variables it hands over are kept for the call
 /// activity (read now: COMPLETED removes them), and the call activity is returned for

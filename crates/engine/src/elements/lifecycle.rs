@@ -44,6 +44,12 @@ pub(crate) fn activate(p: P, command: &Record) {
         }
     }
     p.event(command.key, Intent::ElementActivating, RecordValue::ProcessInstance(pi.clone()));
+    if call_activity::caller_gone(p, pi) {
+        // the call activity ended before its called instance began (an error thrown on a
+        // parallel path interrupted it in the same batch): the instance ends at once, with the
+        // variables it was given
+        return terminate(p, command.key);
+    }
     continue_activation(p, command.key);
 }
 
