@@ -19,7 +19,8 @@ A scenario is {"description": ..., "steps": [...]}; each step is an object with 
   broadcastSignal name, variables
   setVariables  variables, local, instance (ordinal, default the last created) or job (type: the
                 element instance of the last job of that type)
-  cancel        instance (ordinal, default the last created)
+  cancel        instance (ordinal, default the last created) or job (type: the process instance
+                of the last job of that type, such as one a call activity created)
   modify        instance (ordinal, default the last created; or a key: "instanceKey"), activate:
                 [{elementId, ancestor (optional: "job:TYPE", the element instance of the last job
                 of that type, or "instance"), variables: [{scopeId, variables}]}], terminate:
@@ -293,7 +294,12 @@ class Scenario:
             status, _, _ = await self.call(lambda: self.stub.SetVariables(request))
             record["status"] = status
         elif op == "cancel":
-            status, _, _ = await self.call(lambda: self.stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=self.instance_key(step))))
+            if "job" in step:
+                job = self.last_job.get(self.sub(step["job"]))
+                key = job.processInstanceKey if job else 0
+            else:
+                key = self.instance_key(step)
+            status, _, _ = await self.call(lambda: self.stub.CancelProcessInstance(pb.CancelProcessInstanceRequest(processInstanceKey=key)))
             record["status"] = status
         elif op == "modify":
             def element_instance(ref):

@@ -5,7 +5,7 @@
 //! `zeebe:taskHeaders`, `zeebe:ioMapping`), exclusive gateways (conditions, default flow),
 //! parallel gateways, sequence flows, embedded subprocesses, timer and message intermediate
 //! catch events, receive tasks, timer/message/error boundary events, none intermediate throw
-//! events, error and terminate end events. Any other flow element is rejected with its name and
+//! events, error and terminate end events, call activities (`zeebe:calledElement`). Any other flow element is rejected with its name and
 //! line, never silently ignored. Artifacts and diagram information are ignored.
 
 mod model;
@@ -13,8 +13,8 @@ mod parse;
 pub mod timer;
 
 pub use model::{
-    Element, ElementKind, EventTrigger, ExprOrStatic, Mapping, MessageDefinition, MultiInstance, Process, SequenceFlow, TaskDefinition,
-    TimerDefinition, WaitKinds,
+    CalledBinding, CalledElement, Element, ElementKind, EventTrigger, ExprOrStatic, Mapping, MessageDefinition, MultiInstance, Process,
+    SequenceFlow, TaskDefinition, TimerDefinition, WaitKinds,
 };
 pub use parse::{parse_definitions, parse_definitions_with, ParseLimits, MAX_TARGET_PATH_SEGMENTS};
 

@@ -15,6 +15,8 @@ pub struct Process {
     /// Index of the process's none start event in `elements`, if it has one (a process may
     /// start only by timer, message or signal start events).
     pub start: Option<usize>,
+    /// `zeebe:versionTag` of the process (what a call activity's `versionTag` binding names).
+    pub version_tag: Option<String>,
     /// Derived once from `elements` (see [`Process::new`]): lookups on the command path must
     /// not scan the model.
     index: ModelIndex,
@@ -79,7 +81,7 @@ impl Process {
                 _ => {}
             }
         }
-        let mut process = Process { id, name, elements, flows, start, index };
+        let mut process = Process { id, name, elements, flows, start, version_tag: None, index };
         process.index.waits = (0..process.elements.len()).map(|i| process.compute_wait_kinds(Some(i))).collect();
         process.index.process_waits = process.compute_wait_kinds(None);
         process
@@ -235,7 +237,8 @@ impl Element {
             | ElementKind::ReceiveTask(_)
             | ElementKind::ScriptTask { .. }
             | ElementKind::PlainTask { .. }
-            | ElementKind::SubProcess { .. } => true,
+            | ElementKind::SubProcess { .. }
+            | ElementKind::CallActivity(_) => true,
             ElementKind::JobElement { element_type, .. } => element_type.ends_with("_TASK"),
             _ => false,
         }
@@ -331,6 +334,33 @@ pub enum ElementKind {
     },
     /// Terminates every element of its flow scope.
     TerminateEndEvent,
+    /// Creates an instance of another process and waits for it to end.
+    CallActivity(CalledElement),
+}
+
+/// `zeebe:calledElement` of a call activity.
+#[derive(Debug, Clone)]
+pub struct CalledElement {
+    /// The BPMN process id of the called process (static, or an expression giving a string).
+    pub process_id: ExprOrStatic,
+    pub binding: CalledBinding,
+    /// `propagateAllChildVariables` (default true): the called instance's variables go to the
+    /// call activity when it ends (output mappings take them in any case).
+    pub propagate_all_child_variables: bool,
+    /// `propagateAllParentVariables` (default true): every variable visible at the call
+    /// activity is copied to the called instance; else only its input mappings' results.
+    pub propagate_all_parent_variables: bool,
+}
+
+/// Which version of the called process a call activity starts (`bindingType`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CalledBinding {
+    /// The latest version when the call activity activates.
+    Latest,
+    /// The version deployed together with the calling process.
+    Deployment,
+    /// The latest version whose `zeebe:versionTag` is this.
+    VersionTag(String),
 }
 
 /// What a catch event waits for.
@@ -370,15 +400,15 @@ pub struct MessageDefinition {
 impl ElementKind {
     /// Whether an element of this kind may be multi-instance: activities (every task, an
     /// embedded subprocess), as Zeebe allows
-    /// (https://docs.camunda.io/docs/components/modeler/bpmn/multi-instance/). A new activity
-    /// kind (a call activity) is added here.
+    /// (https://docs.camunda.io/docs/components/modeler/bpmn/multi-instance/).
     pub fn supports_multi_instance(&self) -> bool {
         match self {
             ElementKind::ServiceTask(_)
             | ElementKind::ReceiveTask(_)
             | ElementKind::ScriptTask { .. }
             | ElementKind::PlainTask { .. }
-            | ElementKind::SubProcess { .. } => true,
+            | ElementKind::SubProcess { .. }
+            | ElementKind::CallActivity(_) => true,
             ElementKind::JobElement { element_type, .. } => element_type.ends_with("_TASK"),
             _ => false,
         }
@@ -408,6 +438,7 @@ impl ElementKind {
             ElementKind::PlainTask { element_type } => element_type,
             ElementKind::BoundaryEvent { .. } => "BOUNDARY_EVENT",
             ElementKind::ErrorEndEvent { .. } | ElementKind::TerminateEndEvent => "END_EVENT",
+            ElementKind::CallActivity(_) => "CALL_ACTIVITY",
         }
     }
 }

@@ -6,8 +6,8 @@ use roxmltree::{Document, Node};
 use waggle_feel::Expression;
 
 use crate::model::{
-    Element, ElementKind, EventTrigger, ExprOrStatic, Mapping, MessageDefinition, MultiInstance, Process, SequenceFlow, TaskDefinition,
-    TimerDefinition,
+    CalledBinding, CalledElement, Element, ElementKind, EventTrigger, ExprOrStatic, Mapping, MessageDefinition, MultiInstance, Process,
+    SequenceFlow, TaskDefinition, TimerDefinition,
 };
 use crate::BpmnError;
 
@@ -300,7 +300,15 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             return None;
         }
         let name = process.attribute("name").map(str::to_string);
-        Some(Process::new(id, name, elements, flows, start))
+        let mut parsed = Process::new(id, name, elements, flows, start);
+        parsed.version_tag = self
+            .extensions(process)
+            .find(|n| is_zeebe(*n, "versionTag"))
+            .and_then(|n| n.attribute("value"))
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string);
+        Some(parsed)
     }
 
     /// Flow elements of a process or subprocess, depth first; subprocess contents follow their
@@ -725,6 +733,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                 ElementKind::JobElement { def: self.task_definition(node)?, element_type }
             }
             ("userTask", _) => ElementKind::JobElement { def: self.user_task(node)?, element_type: "USER_TASK" },
+            ("callActivity", _) => ElementKind::CallActivity(self.called_element(node)?),
             ("exclusiveGateway", _) => ElementKind::ExclusiveGateway { default_flow: None },
             ("inclusiveGateway", _) => ElementKind::InclusiveGateway { default_flow: None },
             ("parallelGateway", _) => ElementKind::ParallelGateway,
@@ -772,6 +781,46 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             scope: None,
             boundary_events: vec![],
             multi_instance,
+        })
+    }
+
+    /// `zeebe:calledElement` of a call activity: exactly one, with a `processId`; `bindingType`
+    /// `latest` (the default), `deployment` or `versionTag` (with a `versionTag`).
+    fn called_element(&mut self, node: Node) -> Option<CalledElement> {
+        let called: Vec<Node> = self.extensions(node).filter(|n| is_zeebe(*n, "calledElement")).collect();
+        let [called] = called.as_slice() else {
+            self.fail(node, "Must have exactly one 'zeebe:calledElement' extension element");
+            return None;
+        };
+        let Some(process_id) = called.attribute("processId").map(str::trim).filter(|v| !v.is_empty()) else {
+            self.fail(node, "Attribute 'processId' must be present and not empty");
+            return None;
+        };
+        let process_id = self.expr_or_static(node, process_id);
+        let flag = |attribute: &str| called.attribute(attribute).map(str::trim) != Some("false");
+        let binding = match called.attribute("bindingType").map(str::trim) {
+            None | Some("latest") => CalledBinding::Latest,
+            Some("deployment") => CalledBinding::Deployment,
+            Some("versionTag") => match called.attribute("versionTag").map(str::trim).filter(|v| !v.is_empty()) {
+                Some(tag) => CalledBinding::VersionTag(tag.to_string()),
+                None => {
+                    self.fail(node, "Attribute 'versionTag' must be present and not empty if 'bindingType' is 'versionTag'");
+                    return None;
+                }
+            },
+            Some(other) => {
+                self.fail(
+                    node,
+                    format!("Attribute 'bindingType' must be one of 'latest', 'deployment' or 'versionTag', but was '{other}'"),
+                );
+                return None;
+            }
+        };
+        Some(CalledElement {
+            process_id,
+            binding,
+            propagate_all_child_variables: flag("propagateAllChildVariables"),
+            propagate_all_parent_variables: flag("propagateAllParentVariables"),
         })
     }
 

@@ -19,6 +19,22 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             if newer {
                 state.put(process_latest_key(&p.bpmn_process_id), encode(&(p.version, record.key)));
             }
+            // the model is parsed once per run (the deployment put it in the cache already)
+            if let Some(tag) = processes.get(record.key, StateView::new(state)).version_tag.clone() {
+                let tagged = process_version_tag_key(&p.bpmn_process_id, &tag);
+                if StateView::new(state).get_raw::<(i32, i64)>(&tagged).is_none_or(|(v, _)| v < p.version) {
+                    state.put(tagged, encode(&(p.version, record.key)));
+                }
+            }
+        }
+        // which deployment holds which process version (a call activity's `deployment` binding)
+        RecordValue::Deployment(d) if matches!(record.intent, Intent::Created | Intent::Distributed) => {
+            for m in &d.processes_metadata {
+                state.put(deployment_process_key(record.key, &m.bpmn_process_id), encode(&m.process_definition_key));
+                if !m.duplicate {
+                    state.put(process_deployment_key(m.process_definition_key), encode(&record.key));
+                }
+            }
         }
         RecordValue::ProcessInstance(pi) => {
             apply_multi_instance(state, processes, record.key, record.intent, pi);
@@ -351,6 +367,12 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
                     s.active_children += 1;
                     s.active_flows = if interrupts { 0 } else { s.active_flows.saturating_sub(n) };
                 });
+            } else if pi.parent_element_instance_key > 0 {
+                // an instance a call activity created is the call activity's child: terminating
+                // the call activity terminates it
+                let parent = pi.parent_element_instance_key;
+                state.put(child_key(parent, key), vec![]);
+                update_element(state, parent, |s| s.active_children += 1);
             }
         }
         Intent::ElementActivated => update_element(state, key, |e| e.state = ElementState::Activated),
@@ -378,6 +400,10 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
             if scope > 0 {
                 state.delete(child_key(scope, key));
                 update_element(state, scope, |s| s.active_children = s.active_children.saturating_sub(1));
+            } else if pi.parent_element_instance_key > 0 {
+                let parent = pi.parent_element_instance_key;
+                state.delete(child_key(parent, key));
+                update_element(state, parent, |s| s.active_children = s.active_children.saturating_sub(1));
             } else if let Some((bpmn_id, correlation)) =
                 StateView::new(state).get_raw::<(String, String)>(&message_started_reverse_key(key))
             {

@@ -19,11 +19,20 @@ pub struct EngineLimits {
     /// its whole resource (as Zeebe's does), so a 4 MB resource of 50,000 tiny processes would
     /// write 200 GB; this bounds the product of resource size and processes in it.
     pub max_deployment_process_bytes: usize,
+    /// Deepest nesting of process instances created by call activities (the root instance is
+    /// at depth 1): a call activity that would create an instance deeper raises an incident, as
+    /// Zeebe's `maxProcessDepth` (default 1000) does, so that a process calling itself stops.
+    pub max_process_depth: usize,
 }
 
 impl Default for EngineLimits {
     fn default() -> Self {
-        EngineLimits { bpmn: ParseLimits::default(), max_document_variables: 250_000, max_deployment_process_bytes: 32 << 20 }
+        EngineLimits {
+            bpmn: ParseLimits::default(),
+            max_document_variables: 250_000,
+            max_deployment_process_bytes: 32 << 20,
+            max_process_depth: 1_000,
+        }
     }
 }
 

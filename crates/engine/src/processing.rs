@@ -48,6 +48,10 @@ pub(crate) struct Processing<'o, 's, 'c> {
     /// Inner instances of parallel multi-instance bodies this batch activated (bounded by
     /// `limits::MI_ACTIVATIONS_PER_BATCH`).
     pub(crate) mi_activations: usize,
+    /// The variables a called process instance left to its call activity (by the call
+    /// activity's key), from the instance's completion until the call activity's completion
+    /// takes them (a follow-up command of the same batch).
+    called_results: HashMap<i64, Vec<(String, String)>>,
     /// Jobs found for the client's activation command before it was written.
     prefetched_activation: Option<Vec<i64>>,
     out: BatchOutput,
@@ -86,6 +90,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             loop_items: HashMap::new(),
             modification_locals: HashMap::new(),
             mi_activations: 0,
+            called_results: HashMap::new(),
             prefetched_activation: None,
             out: BatchOutput { records, ..Default::default() },
         }
@@ -159,6 +164,17 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
 
     pub fn take_loop_item(&mut self, key: i64) -> Option<(usize, String)> {
         self.loop_items.remove(&key)
+    }
+
+    pub fn set_called_result(&mut self, call_activity: i64, variables: Vec<(String, String)>) {
+        self.called_results.insert(call_activity, variables);
+    }
+
+    pub fn take_called_result(&mut self, call_activity: i64) -> Option<Vec<(String, String)>> {
+        if self.called_results.is_empty() {
+            return None; // nearly always: looked up for every call activity completing
+        }
+        self.called_results.remove(&call_activity)
     }
 
     /// A client's variables document split into its variables (see

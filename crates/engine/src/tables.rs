@@ -5,6 +5,9 @@
 //! - `P/k/<process key>`                 → ProcessRecord
 //! - `P/v/<bpmn id>\0<version>`          → process key
 //! - `P/l/<bpmn id>`                     → latest version (i32) + key
+//! - `P/t/<bpmn id>\0<version tag>`      → latest version (i32) + key with that `zeebe:versionTag`
+//! - `P/d/<process key>`                 → key of the deployment that created the process
+//! - `P/D/<deployment key><bpmn id>`     → key of the process of that id in the deployment
 //! - `E/<element instance key>`          → ElementInstance
 //! - `C/<flow scope key>/<child key>`    → () (children of a scope)
 //! - `V/<scope key>/<name>`              → StoredVariable
@@ -145,6 +148,15 @@ pub(crate) fn process_version_key(id: &str, version: i32) -> Vec<u8> {
 }
 pub(crate) fn process_latest_key(id: &str) -> Vec<u8> {
     k(&[b"P/l/", id.as_bytes()])
+}
+pub(crate) fn process_version_tag_key(id: &str, tag: &str) -> Vec<u8> {
+    k(&[b"P/t/", id.as_bytes(), b"\0", tag.as_bytes()])
+}
+pub(crate) fn process_deployment_key(process: i64) -> Vec<u8> {
+    k(&[b"P/d/", &be(process)])
+}
+pub(crate) fn deployment_process_key(deployment: i64, id: &str) -> Vec<u8> {
+    k(&[b"P/D/", &be(deployment), id.as_bytes()])
 }
 /// Tables only ever read by key, never scanned (element instances, jobs): a store may keep
 /// their rows unordered (`RocksStore::open_with_point_tables`).
@@ -440,6 +452,18 @@ impl<'a> StateView<'a> {
     }
     pub fn process_by_version(&self, bpmn_id: &str, version: i32) -> Option<i64> {
         self.get(&process_version_key(bpmn_id, version))
+    }
+    /// (version, key) of the newest version of a process with a `zeebe:versionTag`.
+    pub fn process_by_version_tag(&self, bpmn_id: &str, tag: &str) -> Option<(i32, i64)> {
+        self.get(&process_version_tag_key(bpmn_id, tag))
+    }
+    /// The key of the deployment that created a process version.
+    pub fn deployment_of(&self, process: i64) -> Option<i64> {
+        self.get(&process_deployment_key(process))
+    }
+    /// The key of the process `bpmn_id` a deployment holds (new or unchanged).
+    pub fn process_in_deployment(&self, deployment: i64, bpmn_id: &str) -> Option<i64> {
+        self.get(&deployment_process_key(deployment, bpmn_id))
     }
     pub fn element(&self, key: i64) -> Option<ElementInstance> {
         self.element_with(key, ElementInstance::clone)

@@ -145,16 +145,7 @@ pub(crate) fn evaluate<'a>(
 /// and printing them again: a job's 46 KB of variables used to be parsed and printed on every
 /// activation.
 pub(crate) fn visible_variables(view: StateView<'_>, scope: i64, names: &[String]) -> String {
-    let mut found: Vec<(String, String)> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
-    for s in variable_scopes(view, scope) {
-        for (name, value) in view.variables_of(s) {
-            if (!names.is_empty() && !names.contains(&name)) || !seen.insert(name.clone()) {
-                continue;
-            }
-            found.push((name, value));
-        }
-    }
+    let mut found = visible_variable_texts(view, scope, names);
     if !names.is_empty() {
         // keep the order the caller asked for
         found.sort_by_key(|(n, _)| names.iter().position(|x| x == n));
@@ -171,6 +162,22 @@ pub(crate) fn visible_variables(view: StateView<'_>, scope: i64, names: &[String
     }
     out.push('}');
     out
+}
+
+/// All variables visible from `scope` (inner scopes shadow outer ones), optionally only `names`:
+/// (name, JSON text), innermost scope first.
+pub(crate) fn visible_variable_texts(view: StateView<'_>, scope: i64, names: &[String]) -> Vec<(String, String)> {
+    let mut found: Vec<(String, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for s in variable_scopes(view, scope) {
+        for (name, value) in view.variables_of(s) {
+            if (!names.is_empty() && !names.contains(&name)) || !seen.insert(name.clone()) {
+                continue;
+            }
+            found.push((name, value));
+        }
+    }
+    found
 }
 
 /// The variables of a document built in the engine (output mappings), as

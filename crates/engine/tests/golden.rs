@@ -382,7 +382,14 @@ fn render(r: &Record) -> String {
             .collect::<Vec<_>>()
             .join(", "),
         RecordValue::Process(p) => format!("{} v{}", p.bpmn_process_id, p.version),
-        RecordValue::ProcessInstance(pi) => format!("{} {} scope={}", pi.bpmn_element_type, pi.element_id, short(pi.flow_scope_key)),
+        RecordValue::ProcessInstance(pi) => {
+            let parent = if pi.parent_process_instance_key > 0 {
+                format!(" parent={}/{}", short(pi.parent_process_instance_key), short(pi.parent_element_instance_key))
+            } else {
+                String::new()
+            };
+            format!("{} {} scope={}{parent}", pi.bpmn_element_type, pi.element_id, short(pi.flow_scope_key))
+        }
         RecordValue::ProcessInstanceCreation(c) => format!("{} instance={}", c.bpmn_process_id, short(c.process_instance_key)),
         RecordValue::ProcessInstanceResult(res) => format!("{} variables={}", res.bpmn_process_id, res.variables),
         RecordValue::Job(j) => format!(

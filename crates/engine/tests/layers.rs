@@ -24,6 +24,7 @@ const LAYERS: &[&[&str]] = &[
         "elements::boundary",
         "elements::subprocesses",
         "elements::process",
+        "elements::call_activity",
         "elements::multi_instance",
     ],
     &["elements::events"],

@@ -67,7 +67,10 @@ pub struct ProcessRecord {
     pub tenant_id: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// Encoded by `process_instance_serde`: the fields in order, `parent_element_instance_key` only
+/// when `parent_process_instance_key` is a key (> 0), so that a record of an instance no call
+/// activity created encodes exactly as before the field existed (state and log unchanged).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ProcessInstanceRecord {
     pub bpmn_process_id: SharedStr,
     pub version: i32,
@@ -78,8 +81,12 @@ pub struct ProcessInstanceRecord {
     pub flow_scope_key: i64,
     /// Zeebe's BpmnElementType name, e.g. "SERVICE_TASK".
     pub bpmn_element_type: SharedStr,
+    /// The process instance whose call activity created this instance (-1: none).
     pub parent_process_instance_key: i64,
     pub tenant_id: SharedStr,
+    /// The call activity's element instance that created this instance (without a parent: the
+    /// same as `parent_process_instance_key`, see `process_instance_serde`).
+    pub parent_element_instance_key: i64,
 }
 
 /// Zeebe's PROCESS_INSTANCE_BATCH: the activation of a multi-instance body's inner instances,
@@ -94,6 +101,8 @@ pub struct ProcessInstanceBatchRecord {
     pub index: i64,
     pub tenant_id: SharedStr,
 }
+
+mod process_instance_serde;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct ProcessInstanceCreationRecord {

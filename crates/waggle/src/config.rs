@@ -284,6 +284,7 @@ impl NodeArgs {
                         .max_deployment_process_bytes
                         .or(file.max_deployment_process_bytes)
                         .unwrap_or(d.max_deployment_process_bytes),
+                    ..d
                 }
             },
             debug_exporter: match (&self.exporters_debug_path, file.exporters.as_ref().and_then(|e| e.debug.as_ref())) {

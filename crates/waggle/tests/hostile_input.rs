@@ -482,3 +482,27 @@ async fn a_parallel_multi_instance_over_10000_items_runs_to_completion() {
     println!("{ITEMS} inner instances created, completed and collected in {:?}", started.elapsed());
     runs_an_instance_end_to_end(&node).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_calling_itself_from_nested_subprocesses_stops_and_cancels() {
+    let node = Node::start(&[]);
+    let mut client = grpc_client(&node).await;
+    // each level: 20 nested subprocesses, and in the innermost a call activity calling the process
+    // again; the recursion stops at the depth limit (1,000 levels, 21,000 nested scopes in all)
+    let task = r#"<serviceTask id="t"><extensionElements><zeebe:taskDefinition type="deep-task"/></extensionElements></serviceTask>"#;
+    let call = r#"<callActivity id="t"><extensionElements><zeebe:calledElement processId="deep" propagateAllParentVariables="false"/></extensionElements></callActivity>"#;
+    let model = nested_subprocesses(20, true).replace(task, call);
+    deploy(&mut client, "recursive.bpmn", model.into_bytes()).await.expect("a process calling itself deploys");
+    let started = Instant::now();
+    let created = client
+        .create_process_instance(CreateProcessInstanceRequest { bpmn_process_id: "deep".into(), version: -1, ..Default::default() })
+        .await
+        .expect("the recursion is bounded")
+        .into_inner();
+    client
+        .cancel_process_instance(CancelProcessInstanceRequest { process_instance_key: created.process_instance_key })
+        .await
+        .expect("cancel terminates every level");
+    eprintln!("recursion to the depth limit and its cancellation took {:?}", started.elapsed());
+    runs_an_instance_end_to_end(&node).await;
+}

@@ -75,17 +75,53 @@ fn exclusive_gateway_gets_conditions_and_default_flow() {
 fn unsupported_elements_are_rejected_by_name_and_line() {
     let xml = model(
         r#"    <bpmn:startEvent id="start" />
-    <bpmn:callActivity id="approve" />"#,
+    <bpmn:complexGateway id="approve" />"#,
     );
     let errs = errors(&xml);
     assert_eq!(errs.len(), 1);
     assert_eq!(errs[0].element_id, "approve");
     assert_eq!(errs[0].line, 5);
-    assert!(errs[0].message.contains("'callActivity'"), "{}", errs[0].message);
+    assert!(errs[0].message.contains("'complexGateway'"), "{}", errs[0].message);
     assert_eq!(
         errs[0].to_string(),
-        "- Element: approve (line 5)\n    - ERROR: Elements of type 'callActivity' are currently not supported"
+        "- Element: approve (line 5)\n    - ERROR: Elements of type 'complexGateway' are currently not supported"
     );
+}
+
+#[test]
+fn call_activities_name_the_called_process_and_its_binding() {
+    let xml = model(
+        r#"    <bpmn:startEvent id="start" />
+    <bpmn:callActivity id="call">
+      <bpmn:extensionElements>
+        <zeebe:calledElement processId="=child" bindingType="versionTag" versionTag="v2" propagateAllChildVariables="false" />
+      </bpmn:extensionElements>
+    </bpmn:callActivity>
+    <bpmn:boundaryEvent id="timeout" attachedToRef="call"><bpmn:timerEventDefinition><bpmn:timeDuration>PT1M</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:boundaryEvent>
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="call" />"#,
+    );
+    let p = &parse_definitions(xml.as_bytes()).unwrap()[0];
+    let call = &p.elements[p.element("call").unwrap()];
+    let ElementKind::CallActivity(called) = &call.kind else { panic!("not a call activity: {:?}", call.kind) };
+    assert!(matches!(&called.process_id, ExprOrStatic::Expression(e) if e.source() == "child"));
+    assert_eq!(called.binding, CalledBinding::VersionTag("v2".into()));
+    assert!(!called.propagate_all_child_variables && called.propagate_all_parent_variables);
+    assert_eq!(call.kind.bpmn_element_type(), "CALL_ACTIVITY");
+    assert_eq!(call.boundary_events.len(), 1, "boundary events attach to call activities");
+
+    for (called, message) in [
+        ("", "Must have exactly one 'zeebe:calledElement' extension element"),
+        (r#"<zeebe:calledElement processId=" " />"#, "Attribute 'processId' must be present and not empty"),
+        (r#"<zeebe:calledElement processId="c" bindingType="versionTag" />"#, "Attribute 'versionTag' must be present"),
+        (r#"<zeebe:calledElement processId="c" bindingType="newest" />"#, "but was 'newest'"),
+    ] {
+        let xml = model(&format!(
+            r#"    <bpmn:startEvent id="start" />
+    <bpmn:callActivity id="call"><bpmn:extensionElements>{called}</bpmn:extensionElements></bpmn:callActivity>"#
+        ));
+        let errs = errors(&xml);
+        assert!(errs.iter().any(|e| e.element_id == "call" && e.message.contains(message)), "{called}: {errs:?}");
+    }
 }
 
 #[test]

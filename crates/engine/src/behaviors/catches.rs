@@ -17,10 +17,14 @@ pub(crate) enum Catch {
 
 /// The catch event for an error or escalation thrown at element instance `from`: from `from`
 /// outwards, at each level the event subprocesses inside it and then its boundary events; an
-/// exact match (`matches(trigger) == Some(true)`) before a catch-all (`Some(false)`).
-pub(crate) fn find_catch(p: P, model: &Process, from: i64, matches: impl Fn(&EventTrigger) -> Option<bool>) -> Option<Catch> {
+/// exact match (`matches(trigger) == Some(true)`) before a catch-all (`Some(false)`). From a
+/// process instance a call activity created, the search goes on at that call activity, in the
+/// calling process (as Zeebe propagates errors and escalations to the caller).
+pub(crate) fn find_catch(p: P, from: i64, matches: impl Fn(&EventTrigger) -> Option<bool>) -> Option<Catch> {
     let mut current = p.view().element(from);
     while let Some(instance) = current {
+        let model = p.process_model(instance.record.process_definition_key);
+        let model: &Process = &model;
         let idx = model.element(&instance.record.element_id);
         let is_scope = idx.is_none_or(|i| model.is_scope(i));
         for exact in [true, false] {
@@ -45,7 +49,11 @@ pub(crate) fn find_catch(p: P, model: &Process, from: i64, matches: impl Fn(&Eve
                 }
             }
         }
-        current = (instance.record.flow_scope_key > 0).then(|| p.view().element(instance.record.flow_scope_key)).flatten();
+        let next = match instance.record.flow_scope_key {
+            scope if scope > 0 => scope,
+            _ => instance.record.parent_element_instance_key,
+        };
+        current = (next > 0).then(|| p.view().element(next)).flatten();
     }
     None
 }

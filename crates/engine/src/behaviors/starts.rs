@@ -26,6 +26,34 @@ pub(crate) fn start_instance(
     starts: Option<Vec<usize>>,
     variables: VariableTexts,
 ) {
+    start(p, definition, definition_key, pi_key, starts, variables, (-1, -1))
+}
+
+/// Starts an instance of process `definition_key` (new key `pi_key`) for the call activity
+/// instance `call_activity` of `caller`: its records carry both as their parent, and it starts at
+/// its none start event with `variables`.
+pub(crate) fn start_called_instance(
+    p: P,
+    definition: &ProcessRecord,
+    definition_key: i64,
+    pi_key: i64,
+    caller: &ProcessInstanceRecord,
+    call_activity: i64,
+    variables: VariableTexts,
+) {
+    start(p, definition, definition_key, pi_key, None, variables, (caller.process_instance_key, call_activity))
+}
+
+/// `parents`: (parent process instance key, parent element instance key), -1 for none.
+fn start(
+    p: P,
+    definition: &ProcessRecord,
+    definition_key: i64,
+    pi_key: i64,
+    starts: Option<Vec<usize>>,
+    variables: VariableTexts,
+    parents: (i64, i64),
+) {
     let model = p.process_model(definition_key);
     let pi = ProcessInstanceRecord {
         bpmn_process_id: definition.bpmn_process_id.as_str().into(),
@@ -35,8 +63,9 @@ pub(crate) fn start_instance(
         element_id: model.id.as_str().into(),
         flow_scope_key: -1,
         bpmn_element_type: waggle_protocol::SharedStr::from_static("PROCESS"),
-        parent_process_instance_key: -1,
+        parent_process_instance_key: parents.0,
         tenant_id: definition.tenant_id.as_str().into(),
+        parent_element_instance_key: parents.1,
     };
     if let Some(starts) = starts {
         p.set_start_elements(pi_key, starts);

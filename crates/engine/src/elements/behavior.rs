@@ -85,6 +85,10 @@ pub(crate) trait ElementBehavior: Sync {
         pass_through(p, a.key, a.record)
     }
 
+    /// COMPLETING written (again, after an incident), before the output mappings: takes in
+    /// what the element's work left (a call activity: its called instance's variables).
+    fn on_completing(&self, _p: P, _model: &Process, _idx: usize, _key: i64) {}
+
     /// The outgoing flows taken on completion (after output mappings); an error message for a
     /// CONDITION_ERROR incident.
     fn outgoing(&self, _p: P, model: &Process, idx: usize, _key: i64) -> Result<Vec<usize>, String> {

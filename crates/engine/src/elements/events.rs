@@ -118,7 +118,7 @@ impl ElementBehavior for ErrorEndEvent {
         let ElementKind::ErrorEndEvent { error_code } = &model.elements[idx].kind else { return };
         p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
         let error = ThrownError { code: error_code, message: "", variables: &[], job_key: -1 };
-        throw_error(p, model, key, &pi, &error, t);
+        throw_error(p, key, &pi, &error, t);
     }
 }
 
@@ -131,8 +131,8 @@ impl ElementBehavior for EscalationThrowEvent {
         let Activation { model, idx, key, record: pi, .. } = a;
         let ElementKind::EscalationThrowEvent { code, .. } = &model.elements[idx].kind else { return };
         p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
-        if let Some(found) = catches::find_catch(p, model, key, catches::escalation_matcher(code)) {
-            catch(p, model, found, &[], t);
+        if let Some(found) = catches::find_catch(p, key, catches::escalation_matcher(code)) {
+            catch(p, found, &[], t);
         }
         // an uncaught or non-interrupting escalation lets the throw event go on
         if is_active(p, key) {
@@ -172,10 +172,10 @@ pub(crate) struct ThrownError<'a> {
 /// Throws an error at element instance `from`: the nearest matching error boundary event
 /// catches it (with its variables), else an UNHANDLED_ERROR_EVENT incident (on the job when
 /// there is one).
-pub(crate) fn throw_error(p: P, model: &Process, from: i64, pi: &ProcessInstanceRecord, error: &ThrownError<'_>, t: Transitions) {
+pub(crate) fn throw_error(p: P, from: i64, pi: &ProcessInstanceRecord, error: &ThrownError<'_>, t: Transitions) {
     let ThrownError { code, message, variables, job_key } = *error;
-    match catches::find_catch(p, model, from, catches::error_matcher(code)) {
-        Some(found) => catch(p, model, found, variables, t),
+    match catches::find_catch(p, from, catches::error_matcher(code)) {
+        Some(found) => catch(p, found, variables, t),
         None => {
             let message = if job_key > 0 {
                 format!(
@@ -189,11 +189,18 @@ pub(crate) fn throw_error(p: P, model: &Process, from: i64, pi: &ProcessInstance
     }
 }
 
-/// Activates the catch event found for a thrown error or escalation; the variables of the
+/// Activates the catch event found for a thrown error or escalation (in the model of the
+/// instance that catches it: the thrower's, or a calling process's); the variables of the
 /// throw stay local to the catching event.
-pub(crate) fn catch(p: P, model: &Process, found: Catch, variables: &[(String, String)], t: Transitions) {
+pub(crate) fn catch(p: P, found: Catch, variables: &[(String, String)], t: Transitions) {
     match found {
-        Catch::Boundary(instance, boundary) => boundary::activate(p, model, &instance, boundary, variables, true, t),
-        Catch::EventSubProcess(scope, esp) => subprocesses::start_event_subprocess(p, model, &scope, esp, variables, true, t),
+        Catch::Boundary(instance, boundary) => {
+            let model = p.process_model(instance.record.process_definition_key);
+            boundary::activate(p, &model, &instance, boundary, variables, true, t)
+        }
+        Catch::EventSubProcess(scope, esp) => {
+            let model = p.process_model(scope.record.process_definition_key);
+            subprocesses::start_event_subprocess(p, &model, &scope, esp, variables, true, t)
+        }
     }
 }

@@ -18,7 +18,7 @@ use crate::behaviors::waits::{self, Wait};
 use crate::elements::behavior::{Activation, ElementBehavior, Then, Transitions};
 use crate::elements::events::{self, ThrownError};
 use crate::elements::table::{behavior_for, behavior_of};
-use crate::elements::{gateways, multi_instance, process, subprocesses};
+use crate::elements::{call_activity, gateways, multi_instance, process, subprocesses};
 use crate::processing::P;
 use crate::tables::{ElementInstance, ElementState};
 use crate::variables::{self, Vars};
@@ -46,6 +46,12 @@ pub(crate) fn activate(p: P, command: &Record) {
     p.event(command.key, Intent::ElementActivating, RecordValue::ProcessInstance(pi.clone()));
     if let Some(locals) = p.take_modification_locals(pi.process_instance_key, &pi.element_id) {
         variables::merge_local(p, command.key, &locals);
+    }
+    if call_activity::caller_gone(p, pi) {
+        // the call activity ended before its called instance began (an error thrown on a
+        // parallel path interrupted it in the same batch): the instance ends at once, with the
+        // variables it was given
+        return terminate(p, command.key);
     }
     continue_activation(p, command.key);
 }
@@ -126,11 +132,21 @@ pub(crate) fn continue_completion(p: P, key: i64) {
     let pi = instance.record.clone();
     let model = p.process_model(pi.process_definition_key);
     if pi.element_id == model.id {
-        return process::complete(p, &model, key, pi);
+        // an instance a call activity created completes that call activity
+        let caller = call_activity::child_completing(p, key, &pi);
+        process::complete(p, &model, key, pi);
+        if let Some(caller) = caller {
+            call_activity::child_completed(p, caller);
+        }
+        return;
     }
     let Some(idx) = model.element(&pi.element_id) else { return };
     let element = &model.elements[idx];
     let body = element.multi_instance.is_some() && is_multi_instance_body(&pi);
+    let behavior = behavior_for(element, &pi);
+    if !body {
+        behavior.on_completing(p, &model, idx, key);
+    }
     if body {
         multi_instance::body_completing(p, element, key, &pi);
     } else if !element.outputs.is_empty() {
@@ -149,7 +165,6 @@ pub(crate) fn continue_completion(p: P, key: i64) {
         p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
         return multi_instance::inner_completed(p, &model, idx, &pi, done, TRANSITIONS);
     }
-    let behavior = behavior_for(element, &pi);
     let flows = match behavior.outgoing(p, &model, idx, key) {
         Ok(flows) => flows,
         Err(message) => return incident(p, &pi, key, -1, error_type::CONDITION_ERROR, message),
@@ -205,16 +220,36 @@ fn maybe_complete_scope(p: P, scope: i64) {
     }
 }
 
-/// Terminates an element instance and everything inside it (cancel).
+/// Terminates an element instance and everything inside it (cancel): TERMINATING, then each
+/// child's whole termination in turn, then the instance's own end. Walks the tree with a stack of
+/// its own, not by recursion: through call activities, the instances below one can be as deep as
+/// `max_process_depth` times the nesting of scopes a model may have.
 pub(crate) fn terminate(p: P, key: i64) {
-    let Some(instance) = p.view().element(key) else { return };
-    if matches!(instance.state, ElementState::Terminating | ElementState::Terminated | ElementState::Completed) {
-        return;
+    enum Step {
+        Enter(i64),
+        Leave(Box<ElementInstance>),
     }
-    p.event(key, Intent::ElementTerminating, RecordValue::ProcessInstance(instance.record.clone()));
-    for child in p.view().children(key) {
-        terminate(p, child);
+    let mut steps = vec![Step::Enter(key)];
+    while let Some(step) = steps.pop() {
+        match step {
+            Step::Enter(key) => {
+                let Some(instance) = p.view().element(key) else { continue };
+                if matches!(instance.state, ElementState::Terminating | ElementState::Terminated | ElementState::Completed) {
+                    continue;
+                }
+                p.event(key, Intent::ElementTerminating, RecordValue::ProcessInstance(instance.record.clone()));
+                steps.push(Step::Leave(Box::new(instance)));
+                // the first child ends first
+                steps.extend(p.view().children(key).into_iter().rev().map(Step::Enter));
+            }
+            Step::Leave(instance) => terminated(p, *instance),
+        }
     }
+}
+
+/// The end of a terminating instance once everything inside it has terminated.
+fn terminated(p: P, instance: ElementInstance) {
+    let key = instance.key;
     let model = p.process_model(instance.record.process_definition_key);
     if let Some(idx) = model.element(&instance.record.element_id) {
         behavior_for(&model.elements[idx], &instance.record).on_terminate(p, &instance);
@@ -245,6 +280,6 @@ pub(crate) fn event_occurred(p: P, instance: &ElementInstance, target: &str, var
 
 /// Throws an error at element instance `from` (a worker's, or an error end event's again
 /// after its incident is resolved): see [`events::throw_error`].
-pub(crate) fn throw_error(p: P, model: &Process, from: i64, pi: &ProcessInstanceRecord, error: &ThrownError<'_>) {
-    events::throw_error(p, model, from, pi, error, TRANSITIONS)
+pub(crate) fn throw_error(p: P, from: i64, pi: &ProcessInstanceRecord, error: &ThrownError<'_>) {
+    events::throw_error(p, from, pi, error, TRANSITIONS)
 }

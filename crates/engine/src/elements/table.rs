@@ -8,6 +8,7 @@ use crate::behaviors::flows::is_multi_instance_body;
 
 use crate::elements::behavior::ElementBehavior;
 use crate::elements::boundary::BoundaryEvent;
+use crate::elements::call_activity::CallActivity;
 use crate::elements::events::{
     ErrorEndEvent, EscalationThrowEvent, EventStartEvent, IntermediateCatchEvent, LinkThrowEvent, PassThroughEvent, SignalThrowEvent,
     TerminateEndEvent,
@@ -50,5 +51,6 @@ pub(crate) fn behavior_of(kind: &ElementKind) -> &'static dyn ElementBehavior {
         ElementKind::ErrorEndEvent { .. } => &ErrorEndEvent,
         ElementKind::EscalationThrowEvent { .. } => &EscalationThrowEvent,
         ElementKind::SignalThrowEvent { .. } => &SignalThrowEvent,
+        ElementKind::CallActivity(_) => &CallActivity,
     }
 }

@@ -153,6 +153,14 @@ pub(crate) fn cancel(p: P, command: &Record, request: Option<RequestId>) {
         let reason = format!("Expected to cancel a process instance with key '{}', but no such process was found", command.key);
         return p.reject(command, request, RejectionType::NotFound, reason);
     };
+    if instance.record.parent_process_instance_key > 0 {
+        let reason = format!(
+            "Expected to cancel a process instance with key '{}', but it is created by a parent process instance. Cancel the root process instance '{}' instead.",
+            command.key,
+            root_instance(p, &instance.record)
+        );
+        return p.reject(command, request, RejectionType::InvalidState, reason);
+    }
     if instance.state == ElementState::Terminating {
         let reason = format!("Expected to cancel a process instance with key '{}', but it is already being terminated", command.key);
         return p.reject(command, request, RejectionType::InvalidState, reason);
@@ -162,6 +170,17 @@ pub(crate) fn cancel(p: P, command: &Record, request: Option<RequestId>) {
     answer.value = RecordValue::ProcessInstance(instance.record);
     answer.intent = Intent::ElementTerminated;
     p.respond(request, answer);
+}
+
+/// The root of the process instances call activities created, up from `record`'s instance.
+fn root_instance(p: P, record: &waggle_protocol::value::ProcessInstanceRecord) -> i64 {
+    let mut root = record.process_instance_key;
+    let mut parent = record.parent_process_instance_key;
+    while parent > 0 {
+        root = parent;
+        parent = p.view().element_with(parent, |e| e.record.parent_process_instance_key).unwrap_or(-1);
+    }
+    root
 }
 
 /// VARIABLE_DOCUMENT UPDATE (SetVariables): local or propagated merge into an element's scope.
@@ -220,7 +239,7 @@ pub(crate) fn resolve_incident(p: P, command: &Record, request: Option<RequestId
             });
             if let Some(code) = error_end {
                 let error = ThrownError { code: &code, message: "", variables: &[], job_key: -1 };
-                elements::throw_error(p, &model, element.key, &element.record, &error);
+                elements::throw_error(p, element.key, &element.record, &error);
             }
             if crate::behaviors::flows::is_multi_instance_body(&element.record) {
                 // a body whose next chunk of inner instances failed to evaluate its collection

@@ -169,7 +169,6 @@ fn throw_error(p: P, command: &Record, request: Option<RequestId>, job: StoredJo
     let event = p.event_record(command.key, Intent::ErrorThrown, RecordValue::Job(record.clone()));
     p.respond(request, event);
     let Some(element) = p.view().element(record.element_instance_key) else { return };
-    let model = p.process_model(element.record.process_definition_key);
     let error = ThrownError { code: &record.error_code, message: &record.error_message, variables: &vars, job_key: command.key };
-    elements::throw_error(p, &model, element.key, &element.record, &error);
+    elements::throw_error(p, element.key, &element.record, &error);
 }
