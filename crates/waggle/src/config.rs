@@ -77,6 +77,11 @@ pub struct NodeArgs {
     /// [default: 33554432].
     #[arg(long, env = "WAGGLE_MAX_DEPLOYMENT_PROCESS_BYTES")]
     pub max_deployment_process_bytes: Option<usize>,
+    /// Limit: deepest nesting of process instances created by call activities (the root
+    /// instance is 1); a call activity that would go deeper raises an incident, as Zeebe's
+    /// `maxProcessDepth` [default: 1000, at least 1].
+    #[arg(long, env = "WAGGLE_MAX_PROCESS_DEPTH")]
+    pub max_process_depth: Option<usize>,
     /// The debug exporter: every committed record as a line of Zeebe's record JSON, appended to
     /// this file (`-`: standard output). In the TOML file: `[exporters.debug]` with `path = "..."`
     /// (no path: standard output) [default: off].
@@ -166,6 +171,7 @@ struct FileConfig {
     max_bpmn_element_depth: Option<usize>,
     max_document_variables: Option<usize>,
     max_deployment_process_bytes: Option<usize>,
+    max_process_depth: Option<usize>,
     exporters: Option<ExportersFile>,
     exporter_stuck_after_ms: Option<u64>,
 }
@@ -284,6 +290,7 @@ impl NodeArgs {
                         .max_deployment_process_bytes
                         .or(file.max_deployment_process_bytes)
                         .unwrap_or(d.max_deployment_process_bytes),
+                    max_process_depth: self.max_process_depth.or(file.max_process_depth).unwrap_or(d.max_process_depth),
                     ..d
                 }
             },
@@ -309,6 +316,7 @@ impl NodeArgs {
             (3..=ceiling).contains(&config.limits.bpmn.max_element_depth),
             "--max-bpmn-element-depth must be between 3 and {ceiling} (deeper nesting is refused to keep the parser and the engine within their stack)"
         );
+        anyhow::ensure!(config.limits.max_process_depth >= 1, "--max-process-depth must be at least 1");
         Ok(config)
     }
 }
@@ -500,6 +508,10 @@ mod tests {
         assert_eq!(NodeArgs::default().resolve().unwrap().limits, EngineLimits::default());
         let err = NodeArgs { max_bpmn_element_depth: Some(1_001), ..Default::default() }.resolve().unwrap_err();
         assert!(err.to_string().contains("--max-bpmn-element-depth must be between 3 and 1000"), "{err}");
+        let depth = NodeArgs { max_process_depth: Some(12), ..Default::default() }.resolve().unwrap();
+        assert_eq!(depth.limits.max_process_depth, 12);
+        let err = NodeArgs { max_process_depth: Some(0), ..Default::default() }.resolve().unwrap_err();
+        assert!(err.to_string().contains("--max-process-depth must be at least 1"), "{err}");
     }
 
     fn broker(cluster: ClusterArgs) -> anyhow::Result<ClusterSpec> {
