@@ -54,6 +54,18 @@ public class Driver {
     }
   }
 
+  /** Activates, until one comes, a job of the benchmark process's task in instance {@code instance}. */
+  static ActivatedJob benchmarkJobOf(ZeebeClient client, long instance, String what) throws InterruptedException {
+    return eventually(
+        () ->
+            client.newActivateJobsCommand().jobType("benchmark-task").maxJobsToActivate(10).timeout(Duration.ofMinutes(1)).workerName("java-driver")
+                .requestTimeout(Duration.ofSeconds(1)).send().join().getJobs().stream()
+                .filter(j -> j.getProcessInstanceKey() == instance)
+                .findFirst()
+                .orElse(null),
+        what);
+  }
+
   static void expectStatus(Runnable call, Status.Code code, String what) {
     try {
       call.run();
@@ -217,14 +229,7 @@ public class Driver {
         client.newCreateInstanceCommand().bpmnProcessId("benchmark").latestVersion().variables(Map.of("n", 1)).send().join();
     client.newSetVariablesCommand(idle.getProcessInstanceKey()).variables(Map.of("extra", 42)).send().join();
     ActivatedJob job =
-        eventually(
-            () ->
-                client.newActivateJobsCommand().jobType("benchmark-task").maxJobsToActivate(10).timeout(Duration.ofMinutes(1)).workerName("java-driver")
-                    .requestTimeout(Duration.ofSeconds(1)).send().join().getJobs().stream()
-                    .filter(j -> j.getProcessInstanceKey() == idle.getProcessInstanceKey())
-                    .findFirst()
-                    .orElse(null),
-            "the benchmark job");
+        benchmarkJobOf(client, idle.getProcessInstanceKey(), "the benchmark job");
     check(job.getVariablesAsMap().equals(Map.of("n", 1, "extra", 42)), "variables after SetVariables: " + job.getVariables());
     ok("set-variables");
 
@@ -239,14 +244,7 @@ public class Driver {
         .join();
     expectStatus(() -> client.newCompleteCommand(job.getKey()).send().join(), Status.Code.NOT_FOUND, "job of a terminated task");
     ActivatedJob again =
-        eventually(
-            () ->
-                client.newActivateJobsCommand().jobType("benchmark-task").maxJobsToActivate(10).timeout(Duration.ofMinutes(1)).workerName("java-driver")
-                    .requestTimeout(Duration.ofSeconds(1)).send().join().getJobs().stream()
-                    .filter(j -> j.getProcessInstanceKey() == idle.getProcessInstanceKey())
-                    .findFirst()
-                    .orElse(null),
-            "the job of the task activated by the modification");
+        benchmarkJobOf(client, idle.getProcessInstanceKey(), "the job of the task activated by the modification");
     check(again.getVariablesAsMap().equals(Map.of("n", 1, "extra", 42, "again", true)), "variables after ModifyProcessInstance: " + again.getVariables());
     expectStatus(
         () -> client.newModifyProcessInstanceCommand(idle.getProcessInstanceKey()).activateElement("no-such-element").send().join(),
@@ -267,14 +265,7 @@ public class Driver {
     client.newMigrateProcessInstanceCommand(idle.getProcessInstanceKey()).migrationPlan(targetKey).addMappingInstruction("task", "task2").send().join();
     client.newFailCommand(again.getKey()).retries(1).errorMessage("once more").send().join();
     ActivatedJob migrated =
-        eventually(
-            () ->
-                client.newActivateJobsCommand().jobType("benchmark-task").maxJobsToActivate(10).timeout(Duration.ofMinutes(1)).workerName("java-driver")
-                    .requestTimeout(Duration.ofSeconds(1)).send().join().getJobs().stream()
-                    .filter(j -> j.getProcessInstanceKey() == idle.getProcessInstanceKey())
-                    .findFirst()
-                    .orElse(null),
-            "the job of the migrated task");
+        benchmarkJobOf(client, idle.getProcessInstanceKey(), "the job of the migrated task");
     check(migrated.getKey() == again.getKey(), "the migrated job keeps its key: " + migrated.getKey());
     check(migrated.getElementId().equals("task2") && migrated.getBpmnProcessId().equals("benchmark-v2"), "migrated job " + migrated);
     check(migrated.getProcessDefinitionKey() == targetKey, "migrated job's definition " + migrated.getProcessDefinitionKey());

@@ -230,18 +230,9 @@ impl Element {
         }
     }
 
-    /// Tasks and subprocesses: what boundary events may be attached to.
+    /// Tasks, subprocesses and call activities: what boundary events may be attached to.
     pub fn is_activity(&self) -> bool {
-        match &self.kind {
-            ElementKind::ServiceTask(_)
-            | ElementKind::ReceiveTask(_)
-            | ElementKind::ScriptTask { .. }
-            | ElementKind::PlainTask { .. }
-            | ElementKind::SubProcess { .. }
-            | ElementKind::CallActivity(_) => true,
-            ElementKind::JobElement { element_type, .. } => element_type.ends_with("_TASK"),
-            _ => false,
-        }
+        self.kind.is_activity()
     }
 
     /// The job definition of an element that creates a job when it activates.
@@ -398,10 +389,10 @@ pub struct MessageDefinition {
 }
 
 impl ElementKind {
-    /// Whether an element of this kind may be multi-instance: activities (every task, an
-    /// embedded subprocess), as Zeebe allows
+    /// Tasks, embedded subprocesses and call activities: the activities (what boundary events
+    /// attach to), each of which may be multi-instance
     /// (https://docs.camunda.io/docs/components/modeler/bpmn/multi-instance/).
-    pub fn supports_multi_instance(&self) -> bool {
+    pub fn is_activity(&self) -> bool {
         match self {
             ElementKind::ServiceTask(_)
             | ElementKind::ReceiveTask(_)
@@ -412,6 +403,11 @@ impl ElementKind {
             ElementKind::JobElement { element_type, .. } => element_type.ends_with("_TASK"),
             _ => false,
         }
+    }
+
+    /// Whether the kind may carry `multiInstanceLoopCharacteristics`: every activity.
+    pub fn supports_multi_instance(&self) -> bool {
+        self.is_activity()
     }
 
     /// The name Zeebe's records use for this kind (`bpmnElementType`).
