@@ -25,6 +25,7 @@ const LAYERS: &[&[&str]] = &[
         "elements::subprocesses",
         "elements::process",
         "elements::multi_instance",
+        "elements::compensation",
     ],
     &["elements::events"],
     &["elements::table"],

@@ -2,13 +2,14 @@
 //! and the lifecycle that calls their hooks.
 //!
 //! Layers, lowest first: `behavior` (the hooks and what they are given); the kinds' files
-//! (`tasks`, `gateways`, `boundary`, `subprocesses`, `process`, `multi_instance`, then `events`, which throws to
+//! (`tasks`, `gateways`, `boundary`, `subprocesses`, `process`, `multi_instance`, `compensation`, then `events`, which throws to
 //! boundary events and event subprocesses); `table` (kind → behaviour); `lifecycle`. A
 //! behaviour reaches the lifecycle only through the [`Transitions`](behavior::Transitions) it
 //! is handed.
 
 pub(crate) mod behavior;
 pub(crate) mod boundary;
+pub(crate) mod compensation;
 pub(crate) mod events;
 pub(crate) mod gateways;
 pub(crate) mod lifecycle;

@@ -8,6 +8,7 @@ use crate::behaviors::flows::is_multi_instance_body;
 
 use crate::elements::behavior::ElementBehavior;
 use crate::elements::boundary::BoundaryEvent;
+use crate::elements::compensation::{CompensationBoundaryEvent, CompensationThrowEvent};
 use crate::elements::events::{
     ErrorEndEvent, EscalationThrowEvent, EventStartEvent, IntermediateCatchEvent, LinkThrowEvent, PassThroughEvent, SignalThrowEvent,
     TerminateEndEvent,
@@ -50,5 +51,7 @@ pub(crate) fn behavior_of(kind: &ElementKind) -> &'static dyn ElementBehavior {
         ElementKind::ErrorEndEvent { .. } => &ErrorEndEvent,
         ElementKind::EscalationThrowEvent { .. } => &EscalationThrowEvent,
         ElementKind::SignalThrowEvent { .. } => &SignalThrowEvent,
+        ElementKind::CompensationBoundaryEvent { .. } => &CompensationBoundaryEvent,
+        ElementKind::CompensationThrowEvent { .. } => &CompensationThrowEvent,
     }
 }
