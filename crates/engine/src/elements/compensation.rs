@@ -2,9 +2,11 @@
 //! .../bpmn/compensation-events/; facts from its engine test
 //! `bpmn/compensation/CompensationEventExecutionTest.java`):
 //! - an activity with a compensation boundary event that completes gets a COMPENSATION_SUBSCRIPTION
-//!   (CREATED), once per completion (each inner instance of a multi-instance activity);
-//! - a subprocess that completes while subscriptions of its activities exist gets one too, with
-//!   no handler: compensating it compensates them;
+//!   (CREATED), once per completion; a multi-instance activity once, when its body completed
+//!   (its handler "is invoked only once, rather than for each item");
+//! - a subprocess (or a multi-instance body) that completes while subscriptions of the
+//!   activities inside exist gets one too, with no handler: compensating it compensates them (a
+//!   multi-instance subprocess's inner instances each hold those of their own activities);
 //! - a compensation throw event (intermediate or end) triggers the subscriptions of its scope
 //!   (the scope of its event subprocess, when it is in one), or those of its `activityRef`:
 //!   TRIGGERED, the boundary event passes (ACTIVATING … COMPLETED), the handler is activated in
@@ -114,10 +116,9 @@ fn trigger(p: P, model: &Process, throw: &Throw<'_>, sub_key: i64, sub: Compensa
 }
 
 /// After ELEMENT_COMPLETED of `key` (element `idx`; `pi` its record): a compensation handler
-/// completing finishes its subscription (and what waits for it); an activity that can be
-/// compensated, or a subprocess holding subscriptions, gets a subscription of its own. Not
-/// called for a multi-instance body (its inner instances are the completions; a multi-instance
-/// handler finishes with its body).
+/// completing finishes its subscription (and what waits for it; a multi-instance handler with
+/// its body); an activity that can be compensated, or a subprocess or multi-instance body
+/// holding subscriptions, gets a subscription of its own.
 pub(crate) fn completed(p: P, model: &Process, idx: usize, key: i64, pi: &ProcessInstanceRecord) {
     if !model.has_compensation() {
         return;
@@ -130,14 +131,13 @@ pub(crate) fn completed(p: P, model: &Process, idx: usize, key: i64, pi: &Proces
         }
         return;
     }
-    if body {
-        return;
-    }
-    let handler = model.compensation_of(idx).map(|(_, h)| model.elements[h].id.clone());
+    let inner = element.multi_instance.is_some() && !body;
     let scope_like = matches!(element.kind, ElementKind::SubProcess { .. } | ElementKind::EventSubProcess { .. });
-    let handler_id = match handler {
-        Some(id) => id,
-        None if scope_like => {
+    let handler_id = match model.compensation_of(idx) {
+        Some((_, handler)) if !inner => model.elements[handler].id.clone(),
+        // a multi-instance activity is compensated once, when its body completed
+        Some(_) => return,
+        None if scope_like || body => {
             let subs = p.view().compensation_subscriptions(pi.process_instance_key);
             if !subs.iter().any(|(_, s)| s.compensable_activity_scope_key == key) {
                 return;
@@ -146,12 +146,7 @@ pub(crate) fn completed(p: P, model: &Process, idx: usize, key: i64, pi: &Proces
         }
         None => return,
     };
-    // an inner instance of a multi-instance activity completed in the body's scope
-    let scope_key = if element.multi_instance.is_some() {
-        p.view().element(pi.flow_scope_key).map_or(pi.flow_scope_key, |b| b.record.flow_scope_key)
-    } else {
-        pi.flow_scope_key
-    };
+    let scope_key = pi.flow_scope_key;
     let scope_id = p.view().element(scope_key).map(|s| s.record.element_id.to_string()).unwrap_or_default();
     let sub = CompensationSubscriptionRecord {
         tenant_id: pi.tenant_id.to_string(),
