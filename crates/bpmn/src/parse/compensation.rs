@@ -1,6 +1,7 @@
 //! Compensation in a model: handlers (`isForCompensation="true"`), the association from a
 //! compensation boundary event to its handler, and a throw event's `activityRef`; checked with
-//! Zeebe 8.5's messages (its engine test `bpmn/compensation/CompensationEventTest.java`, and
+//! Zeebe 8.5's messages (its engine test `bpmn/compensation/CompensationEventTest.java`, its
+//! model's `CompensationEventDefinitionValidator` for `activityRef`, and
 //! https://docs.camunda.io/docs/components/modeler/bpmn/compensation-handler/).
 
 use std::collections::HashMap;
@@ -49,14 +50,33 @@ pub(super) fn link(parser: &mut ProcessParser, process: Node, nodes: &[Node], el
             ElementKind::CompensationThrowEvent { end, .. } => {
                 let definition = nodes[i].children().find(|n| is_bpmn(*n, "compensateEventDefinition"));
                 let Some(reference) = definition.and_then(|d| d.attribute("activityRef")).filter(|r| !r.is_empty()) else { continue };
-                match index.get(reference) {
-                    Some(&activity) if elements[activity].is_activity() => {
-                        elements[i].kind = ElementKind::CompensationThrowEvent { activity: Some(activity), end };
-                    }
-                    _ => parser.fail(
+                let Some(&activity) = index.get(reference) else {
+                    parser.fail(nodes[i], format!("The referenced compensation activity '{reference}' doesn't exist"));
+                    continue;
+                };
+                let target = &elements[activity];
+                let compensable = matches!(target.kind, ElementKind::SubProcess { .. })
+                    || target.boundary_events.iter().any(|&b| matches!(elements[b].kind, ElementKind::CompensationBoundaryEvent { .. }));
+                if !compensable {
+                    parser.fail(
                         nodes[i],
-                        format!("Attribute 'activityRef' refers to '{reference}', which is not an activity of this process"),
-                    ),
+                        format!("The referenced compensation activity '{reference}' must have either a compensation boundary event or be a subprocess"),
+                    );
+                }
+                // the throw event's scope, or the one around its event subprocess
+                let scope = elements[i].scope;
+                let outer = scope.filter(|&s| matches!(elements[s].kind, ElementKind::EventSubProcess { .. })).map(|s| elements[s].scope);
+                let same_scope = target.scope == scope || outer == Some(target.scope);
+                if !same_scope {
+                    parser.fail(
+                        nodes[i],
+                        format!(
+                            "The referenced compensation activity '{reference}' must be in the same scope as the compensation throw event"
+                        ),
+                    );
+                }
+                if compensable && same_scope {
+                    elements[i].kind = ElementKind::CompensationThrowEvent { activity: Some(activity), end };
                 }
             }
             _ => {}

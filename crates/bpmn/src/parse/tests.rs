@@ -472,7 +472,17 @@ fn compensation_is_linked_and_checked() {
         (
             r#"<bpmn:intermediateThrowEvent id="t"><bpmn:compensateEventDefinition activityRef="nope" /></bpmn:intermediateThrowEvent>"#,
             "t",
-            "Attribute 'activityRef' refers to 'nope', which is not an activity of this process",
+            "The referenced compensation activity 'nope' doesn't exist",
+        ),
+        (
+            r#"<bpmn:intermediateThrowEvent id="t"><bpmn:compensateEventDefinition activityRef="A" /></bpmn:intermediateThrowEvent>"#,
+            "t",
+            "The referenced compensation activity 'A' must have either a compensation boundary event or be a subprocess",
+        ),
+        (
+            r#"<bpmn:subProcess id="s"><bpmn:startEvent id="s1" /><bpmn:sequenceFlow id="sf" sourceRef="s1" targetRef="t" /><bpmn:endEvent id="t"><bpmn:compensateEventDefinition activityRef="A" /></bpmn:endEvent></bpmn:subProcess>"#,
+            "t",
+            "The referenced compensation activity 'A' must be in the same scope as the compensation throw event",
         ),
     ];
     for (extra, id, message) in cases {
