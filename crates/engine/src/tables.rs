@@ -71,6 +71,7 @@ fn owned_by_key(table: &[u8]) -> bool {
             | [b'M', b'C', b'/']
             | [b'M', b'A', b'R', b'/']
             | [b'M', b'B' | b'O', b'/']
+            | [b'C', b'S', b'/']
     )
 }
 
@@ -708,5 +709,7 @@ mod tests {
         assert!(!absent(&element_key(-1)));
         assert!(!rule(b"E/", false), "a prefix shorter than the owner's key");
         assert!(!absent(&taken_flow_key(old, "f")), "tables not owned by a key");
+        assert!(rule(&compensation_prefix(new), false), "a new process instance's compensation subscriptions");
+        assert!(!absent(&compensation_key(old, new)), "a new subscription of an old process instance");
     }
 }
