@@ -31,6 +31,8 @@ struct ModelIndex {
     /// Per element, then for the process itself: what its instances can wait for.
     waits: Vec<WaitKinds>,
     process_waits: WaitKinds,
+    /// Compensation handlers (activities associated with a compensation boundary event).
+    compensation_handlers: Vec<usize>,
 }
 
 /// The kinds of waits an element instance can hold (timers, message subscriptions, signal
@@ -78,6 +80,7 @@ impl Process {
                     }
                 }
                 ElementKind::InclusiveGateway { .. } if e.incoming.len() > 1 => scope.inclusive_joins.push(i),
+                ElementKind::CompensationBoundaryEvent { handler, .. } => index.compensation_handlers.push(*handler),
                 _ => {}
             }
         }
@@ -170,6 +173,25 @@ impl Process {
             .enumerate()
             .filter(|(_, e)| e.scope.is_none() && matches!(e.kind, ElementKind::EventStartEvent { .. }))
             .map(|(i, _)| i)
+    }
+
+    /// Whether any activity of the process can be compensated (it has a compensation boundary
+    /// event): without one, completions create no compensation subscriptions.
+    pub fn has_compensation(&self) -> bool {
+        !self.index.compensation_handlers.is_empty()
+    }
+
+    /// Whether `element` is a compensation handler (entered only when compensation is thrown).
+    pub fn is_compensation_handler(&self, element: usize) -> bool {
+        self.index.compensation_handlers.contains(&element)
+    }
+
+    /// The compensation boundary event of `activity` and its handler, if it has one.
+    pub fn compensation_of(&self, activity: usize) -> Option<(usize, usize)> {
+        self.elements[activity].boundary_events.iter().find_map(|&b| match self.elements[b].kind {
+            ElementKind::CompensationBoundaryEvent { handler, .. } => Some((b, handler)),
+            _ => None,
+        })
     }
 
     /// Subprocesses (embedded and event): elements with a flow of their own inside.
@@ -325,6 +347,19 @@ pub enum ElementKind {
     },
     /// Terminates every element of its flow scope.
     TerminateEndEvent,
+    /// A compensation boundary event on `attached_to`: never waited for; entered when
+    /// compensation is thrown for a completed instance of its activity, it activates `handler`
+    /// (the `isForCompensation` activity its association points to).
+    CompensationBoundaryEvent {
+        attached_to: usize,
+        handler: usize,
+    },
+    /// A compensation intermediate throw event, or an end event (`end`): compensates `activity`
+    /// (its `activityRef`), or every completed activity of its scope, and waits for the handlers.
+    CompensationThrowEvent {
+        activity: Option<usize>,
+        end: bool,
+    },
     /// Creates an instance of another process and waits for it to end.
     CallActivity(CalledElement),
 }
@@ -432,7 +467,9 @@ impl ElementKind {
             ElementKind::ReceiveTask(_) => "RECEIVE_TASK",
             ElementKind::ScriptTask { .. } => "SCRIPT_TASK",
             ElementKind::PlainTask { element_type } => element_type,
-            ElementKind::BoundaryEvent { .. } => "BOUNDARY_EVENT",
+            ElementKind::BoundaryEvent { .. } | ElementKind::CompensationBoundaryEvent { .. } => "BOUNDARY_EVENT",
+            ElementKind::CompensationThrowEvent { end: false, .. } => "INTERMEDIATE_THROW_EVENT",
+            ElementKind::CompensationThrowEvent { end: true, .. } => "END_EVENT",
             ElementKind::ErrorEndEvent { .. } | ElementKind::TerminateEndEvent => "END_EVENT",
             ElementKind::CallActivity(_) => "CALL_ACTIVITY",
         }

@@ -274,6 +274,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             element.outgoing.reverse();
         }
         self.attach_boundary_events(&element_nodes, &mut elements, &index);
+        compensation::link(&mut self, process, &element_nodes, &mut elements, &index);
         for (i, e) in elements.iter().enumerate() {
             self.scopes.entry(e.scope).or_default().push(i);
         }
@@ -355,7 +356,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
         };
         element.scope = scope;
         let index = elements.len();
-        if let ElementKind::BoundaryEvent { .. } = element.kind {
+        if let ElementKind::BoundaryEvent { .. } | ElementKind::CompensationBoundaryEvent { .. } = element.kind {
             let attached = child.attribute("attachedToRef").unwrap_or_default().to_string();
             self.attachments.push((index, attached));
         }
@@ -384,7 +385,9 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             }
             elements[target].boundary_events.push(i);
             elements[i].scope = elements[target].scope;
-            if let ElementKind::BoundaryEvent { attached_to, .. } = &mut elements[i].kind {
+            if let ElementKind::BoundaryEvent { attached_to, .. } | ElementKind::CompensationBoundaryEvent { attached_to, .. } =
+                &mut elements[i].kind
+            {
                 *attached_to = target;
             }
         }
@@ -705,6 +708,23 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                     return None;
                 }
                 ElementKind::BoundaryEvent { attached_to: usize::MAX, cancel_activity, trigger }
+            }
+            ("boundaryEvent", Some("compensateEventDefinition")) => {
+                ElementKind::CompensationBoundaryEvent { attached_to: usize::MAX, handler: usize::MAX }
+            }
+            ("intermediateThrowEvent" | "endEvent", Some("compensateEventDefinition")) => {
+                // Zeebe 8.5 always waits for the handlers (its CompensationEventTest)
+                if definition.and_then(|d| d.attribute("waitForCompletion")) == Some("false") {
+                    let what = if tag == "endEvent" { "A compensation end event" } else { "A compensation intermediate throwing event" };
+                    self.fail(node, format!("{what} waitForCompletion attribute must be true or not present"));
+                    return None;
+                }
+                ElementKind::CompensationThrowEvent { activity: None, end: tag == "endEvent" }
+            }
+            ("startEvent", Some("compensateEventDefinition")) => {
+                // no compensation event subprocesses in Zeebe 8.5
+                self.fail(node, "Start events in event subprocesses must be one of: message, timer, error, signal or escalation");
+                return None;
             }
             ("receiveTask", _) => ElementKind::ReceiveTask(self.message(node, node.attribute("messageRef"))?),
             ("serviceTask", _) => ElementKind::ServiceTask(self.task_definition(node)?),
@@ -1194,6 +1214,7 @@ fn mapping_context(mappings: &[Mapping]) -> String {
     out
 }
 
+mod compensation;
 mod depth;
 
 #[cfg(test)]

@@ -200,6 +200,11 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             }
             _ => {}
         },
+        RecordValue::CompensationSubscription(c) => match record.intent {
+            Intent::Created | Intent::Triggered => state.put(compensation_key(c.process_instance_key, record.key), encode(c)),
+            Intent::Completed | Intent::Deleted => state.delete(compensation_key(c.process_instance_key, record.key)),
+            _ => {}
+        },
         // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED,
         // PROCESS_INSTANCE_MODIFICATION MODIFIED, PROCESS_INSTANCE_MIGRATION MIGRATED and
         // JOB_BATCH records carry no state of their own.

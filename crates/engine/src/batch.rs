@@ -178,5 +178,6 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::ProcessInstanceModification(_) => ValueType::ProcessInstanceModification,
         RecordValue::ProcessInstanceMigration(_) => ValueType::ProcessInstanceMigration,
         RecordValue::ProcessInstanceBatch(_) => ValueType::ProcessInstanceBatch,
+        RecordValue::CompensationSubscription(_) => ValueType::CompensationSubscription,
     }
 }

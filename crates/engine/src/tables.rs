@@ -41,14 +41,16 @@
 //! - `DL/<partition u16>`                 → i64: that partition had every command below this key
 //!   acknowledged (`DR/` rows below it are gone; a copy below it is a duplicate)
 //! - `MB/<body key>`                     → MultiInstanceBody: counters of a multi-instance body
+//! - `CS/<process instance key>/<subscription key>` → CompensationSubscriptionRecord
 //! - `MO/<body key>/<loop counter u32>`  → JSON text: an inner instance's output element, for a
 //!   body whose output collection is too long to rewrite at each completion
 //! - `X/...`                             → broker metadata (applied index, counters)
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use waggle_protocol::value::{
-    CommandDistributionRecord, IncidentRecord, JobRecord, MessageRecord, MessageStartEventSubscriptionRecord, MessageSubscriptionRecord,
-    ProcessInstanceRecord, ProcessMessageSubscriptionRecord, ProcessRecord, SignalSubscriptionRecord, TimerRecord,
+    CommandDistributionRecord, CompensationSubscriptionRecord, IncidentRecord, JobRecord, MessageRecord,
+    MessageStartEventSubscriptionRecord, MessageSubscriptionRecord, ProcessInstanceRecord, ProcessMessageSubscriptionRecord, ProcessRecord,
+    SignalSubscriptionRecord, TimerRecord,
 };
 use waggle_protocol::{key_counter, partition_of, PartitionId};
 use waggle_state::{AbsentFromBase, DecodedValue, KvRead};
@@ -72,6 +74,7 @@ fn owned_by_key(table: &[u8]) -> bool {
             | [b'M', b'C', b'/']
             | [b'M', b'A', b'R', b'/']
             | [b'M', b'B' | b'O', b'/']
+            | [b'C', b'S', b'/']
     )
 }
 
@@ -215,6 +218,13 @@ pub(crate) fn mi_output_prefix(body: i64) -> Vec<u8> {
 }
 pub(crate) fn mi_output_key(body: i64, loop_counter: u32) -> Vec<u8> {
     k(&[b"MO/", &be(body), b"/", &loop_counter.to_be_bytes()])
+}
+/// `CS/<process instance>/<subscription>`: the compensation subscriptions of a process instance.
+pub(crate) fn compensation_prefix(process_instance: i64) -> Vec<u8> {
+    k(&[b"CS/", &be(process_instance), b"/"])
+}
+pub(crate) fn compensation_key(process_instance: i64, subscription: i64) -> Vec<u8> {
+    k(&[b"CS/", &be(process_instance), b"/", &be(subscription)])
 }
 pub(crate) fn incident_key(key: i64) -> Vec<u8> {
     k(&[b"I/", &be(key)])
@@ -488,6 +498,14 @@ impl<'a> StateView<'a> {
         let prefix = child_prefix(scope);
         self.kv.scan_prefix(&prefix).map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("child key"))).collect()
     }
+    /// The compensation subscriptions of a process instance, oldest first: (key, record).
+    pub fn compensation_subscriptions(&self, process_instance: i64) -> Vec<(i64, CompensationSubscriptionRecord)> {
+        let prefix = compensation_prefix(process_instance);
+        self.kv
+            .scan_prefix(&prefix)
+            .map(|(key, v)| (i64::from_be_bytes(key[prefix.len()..].try_into().expect("subscription key")), decode(&v)))
+            .collect()
+    }
     pub fn variable(&self, scope: i64, name: &str) -> Option<StoredVariable> {
         self.get(&variable_key(scope, name))
     }
@@ -715,5 +733,7 @@ mod tests {
         assert!(!absent(&element_key(-1)));
         assert!(!rule(b"E/", false), "a prefix shorter than the owner's key");
         assert!(!absent(&taken_flow_key(old, "f")), "tables not owned by a key");
+        assert!(rule(&compensation_prefix(new), false), "a new process instance's compensation subscriptions");
+        assert!(!absent(&compensation_key(old, new)), "a new subscription of an old process instance");
     }
 }

@@ -476,6 +476,17 @@ fn render(r: &Record) -> String {
             format!("instance={} {} {}", short(m.process_instance_key), activate.join(" "), terminate.join(" "))
         }
         RecordValue::ProcessInstanceBatch(b) => format!("body={} index={}", short(b.batch_element_instance_key), b.index),
+        RecordValue::CompensationSubscription(c) => format!(
+            "{}@{} in {}@{} handler={}@{} throw={}@{}",
+            c.compensable_activity_id,
+            short(c.compensable_activity_instance_key),
+            c.compensable_activity_scope_id,
+            short(c.compensable_activity_scope_key),
+            c.compensation_handler_id,
+            short(c.compensation_handler_instance_key),
+            c.throw_event_id,
+            short(c.throw_event_instance_key)
+        ),
     };
     let rejection = r.rejection.as_ref().map(|x| format!(" !{} \"{}\"", x.rejection_type.as_str(), x.reason)).unwrap_or_default();
     format!("{:>3} {:>3} {:>4} {kind} {} {} {details}{rejection}", r.position, r.source_position, short(r.key), r.value_type, r.intent)

@@ -26,6 +26,7 @@ const LAYERS: &[&[&str]] = &[
         "elements::process",
         "elements::call_activity",
         "elements::multi_instance",
+        "elements::compensation",
     ],
     &["elements::events"],
     &["elements::table"],

@@ -289,6 +289,20 @@ pub fn value(value: &RecordValue) -> Value {
             })).collect::<Vec<_>>(),
             "tenantId": DEFAULT_TENANT,
         }),
+        RecordValue::CompensationSubscription(c) => json!({
+            "tenantId": tenant(&c.tenant_id),
+            "processInstanceKey": c.process_instance_key,
+            "processDefinitionKey": c.process_definition_key,
+            "compensableActivityId": c.compensable_activity_id,
+            "compensableActivityScopeId": c.compensable_activity_scope_id,
+            "compensableActivityInstanceKey": c.compensable_activity_instance_key,
+            "compensableActivityScopeKey": c.compensable_activity_scope_key,
+            "throwEventId": c.throw_event_id,
+            "throwEventInstanceKey": c.throw_event_instance_key,
+            "compensationHandlerId": c.compensation_handler_id,
+            "compensationHandlerInstanceKey": c.compensation_handler_instance_key,
+            "variables": document(&c.variables),
+        }),
     }
 }
 

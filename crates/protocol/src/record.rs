@@ -79,6 +79,8 @@ names! {
         ProcessInstanceModification => "PROCESS_INSTANCE_MODIFICATION",
         ProcessInstanceMigration => "PROCESS_INSTANCE_MIGRATION",
         ProcessInstanceBatch => "PROCESS_INSTANCE_BATCH",
+        // appended: the log stores value types by position
+        CompensationSubscription => "COMPENSATION_SUBSCRIPTION",
     }
 }
 

@@ -30,6 +30,8 @@ pub enum RecordValue {
     ProcessInstanceModification(ProcessInstanceModificationRecord),
     ProcessInstanceMigration(ProcessInstanceMigrationRecord),
     ProcessInstanceBatch(ProcessInstanceBatchRecord),
+    // appended: the log stores variants by position
+    CompensationSubscription(CompensationSubscriptionRecord),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -479,4 +481,31 @@ pub struct ProcessInstanceMigrationRecord {
     pub target_process_definition_key: i64,
     /// (source element id, target element id).
     pub mapping_instructions: Vec<(String, String)>,
+}
+
+/// Zeebe's COMPENSATION_SUBSCRIPTION (8.5): a completed activity that can be compensated
+/// (CREATED when it completes), its compensation triggered by a throw event (TRIGGERED), its
+/// handler done (COMPLETED), or the instance over without compensation (DELETED). A completed
+/// subprocess holding such subscriptions has one too, with an empty `compensation_handler_id`.
+/// Fields as Zeebe's `CompensationSubscriptionRecordValue`
+/// (zeebe/engine/src/test/.../bpmn/compensation/CompensationEventExecutionTest.java).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct CompensationSubscriptionRecord {
+    pub tenant_id: String,
+    pub process_instance_key: i64,
+    pub process_definition_key: i64,
+    pub compensable_activity_id: String,
+    pub compensable_activity_instance_key: i64,
+    /// The element id and instance of the scope the activity completed in.
+    pub compensable_activity_scope_id: String,
+    pub compensable_activity_scope_key: i64,
+    /// Empty and -1 until a throw event triggers the subscription.
+    pub throw_event_id: String,
+    pub throw_event_instance_key: i64,
+    /// Empty for a subprocess's subscription (its activities' handlers are invoked instead).
+    pub compensation_handler_id: String,
+    /// -1 until the handler is activated.
+    pub compensation_handler_instance_key: i64,
+    /// A JSON object (always `{}`: handlers run with the variables of their scope).
+    pub variables: String,
 }

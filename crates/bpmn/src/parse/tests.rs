@@ -131,10 +131,10 @@ fn event_definitions_are_rejected() {
     assert!(errs.iter().any(|e| e.element_id == "start" && e.message.contains("timeDuration")), "{errs:?}");
     let xml = model(
         r#"    <bpmn:startEvent id="start" />
-    <bpmn:endEvent id="undo"><bpmn:compensateEventDefinition /></bpmn:endEvent>"#,
+    <bpmn:endEvent id="undo"><bpmn:cancelEventDefinition /></bpmn:endEvent>"#,
     );
     let errs = errors(&xml);
-    assert!(errs.iter().any(|e| e.element_id == "undo" && e.message.contains("compensateEventDefinition")), "{errs:?}");
+    assert!(errs.iter().any(|e| e.element_id == "undo" && e.message.contains("cancelEventDefinition")), "{errs:?}");
 }
 
 #[test]
@@ -447,4 +447,88 @@ fn loops_and_multi_instance_on_non_activities_are_still_rejected() {
     <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="task" />"#,
     );
     assert!(errors(&gateway).iter().any(|e| e.message.contains("'multiInstanceLoopCharacteristics' (multi-instance and loops)")));
+}
+
+/// Zeebe 8.5's deploy-time checks of compensation (its engine test
+/// `bpmn/compensation/CompensationEventTest.java`).
+#[test]
+fn compensation_is_linked_and_checked() {
+    let ok = model(
+        r#"    <bpmn:startEvent id="start" />
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="A" />
+    <bpmn:task id="A" />
+    <bpmn:boundaryEvent id="b" attachedToRef="A"><bpmn:compensateEventDefinition /></bpmn:boundaryEvent>
+    <bpmn:task id="undo" isForCompensation="true" />
+    <bpmn:association id="as" associationDirection="One" sourceRef="b" targetRef="undo" />
+    <bpmn:sequenceFlow id="f2" sourceRef="A" targetRef="throw" />
+    <bpmn:intermediateThrowEvent id="throw"><bpmn:compensateEventDefinition activityRef="A" /></bpmn:intermediateThrowEvent>
+    <bpmn:sequenceFlow id="f3" sourceRef="throw" targetRef="end" />
+    <bpmn:endEvent id="end"><bpmn:compensateEventDefinition waitForCompletion="true" /></bpmn:endEvent>"#,
+    );
+    let process = crate::parse_definitions(ok.as_bytes()).expect("valid").remove(0);
+    let (a, undo) = (process.element("A").unwrap(), process.element("undo").unwrap());
+    assert_eq!(process.compensation_of(a), Some((process.element("b").unwrap(), undo)));
+    assert!(process.is_compensation_handler(undo) && process.has_compensation());
+    assert!(
+        matches!(process.elements[process.element("throw").unwrap()].kind, ElementKind::CompensationThrowEvent { activity: Some(x), end: false } if x == a)
+    );
+    assert_eq!(process.elements[process.element("end").unwrap()].kind.bpmn_element_type(), "END_EVENT");
+
+    let cases = [
+        (
+            r#"<bpmn:boundaryEvent id="b" attachedToRef="A"><bpmn:compensateEventDefinition /></bpmn:boundaryEvent>"#,
+            "b",
+            "Compensation boundary events must have a compensation association and no outgoing sequence flows",
+        ),
+        (
+            r#"<bpmn:intermediateThrowEvent id="t"><bpmn:compensateEventDefinition waitForCompletion="false" /></bpmn:intermediateThrowEvent>"#,
+            "t",
+            "A compensation intermediate throwing event waitForCompletion attribute must be true or not present",
+        ),
+        (
+            r#"<bpmn:endEvent id="t"><bpmn:compensateEventDefinition waitForCompletion="false" /></bpmn:endEvent>"#,
+            "t",
+            "A compensation end event waitForCompletion attribute must be true or not present",
+        ),
+        (
+            r#"<bpmn:task id="h" isForCompensation="true" /><bpmn:sequenceFlow id="x" sourceRef="h" targetRef="A" />"#,
+            "h",
+            "A compensation handler should have no outgoing sequence flows",
+        ),
+        (
+            r#"<bpmn:task id="h" isForCompensation="true" /><bpmn:sequenceFlow id="x" sourceRef="A" targetRef="h" />"#,
+            "h",
+            "A compensation handler should have no incoming sequence flows",
+        ),
+        (
+            r#"<bpmn:task id="h" isForCompensation="true" /><bpmn:boundaryEvent id="hb" attachedToRef="h"><bpmn:timerEventDefinition><bpmn:timeDuration>PT1H</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:boundaryEvent>"#,
+            "h",
+            "A compensation handler should have no boundary events",
+        ),
+        (
+            r#"<bpmn:intermediateThrowEvent id="t"><bpmn:compensateEventDefinition activityRef="nope" /></bpmn:intermediateThrowEvent>"#,
+            "t",
+            "The referenced compensation activity 'nope' doesn't exist",
+        ),
+        (
+            r#"<bpmn:intermediateThrowEvent id="t"><bpmn:compensateEventDefinition activityRef="A" /></bpmn:intermediateThrowEvent>"#,
+            "t",
+            "The referenced compensation activity 'A' must have either a compensation boundary event or be a subprocess",
+        ),
+        (
+            r#"<bpmn:subProcess id="s"><bpmn:startEvent id="s1" /><bpmn:sequenceFlow id="sf" sourceRef="s1" targetRef="t" /><bpmn:endEvent id="t"><bpmn:compensateEventDefinition activityRef="A" /></bpmn:endEvent></bpmn:subProcess>"#,
+            "t",
+            "The referenced compensation activity 'A' must be in the same scope as the compensation throw event",
+        ),
+    ];
+    for (extra, id, message) in cases {
+        let xml = model(&format!(
+            r#"    <bpmn:startEvent id="start" />
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="A" />
+    <bpmn:task id="A" />
+    {extra}"#
+        ));
+        let errs = errors(&xml);
+        assert!(errs.iter().any(|e| e.element_id == id && e.message == message), "{message}: {errs:?}");
+    }
 }

@@ -18,7 +18,7 @@ use crate::behaviors::waits::{self, Wait};
 use crate::elements::behavior::{Activation, ElementBehavior, Then, Transitions};
 use crate::elements::events::{self, ThrownError};
 use crate::elements::table::{behavior_for, behavior_of};
-use crate::elements::{call_activity, gateways, multi_instance, process, subprocesses};
+use crate::elements::{call_activity, compensation, gateways, multi_instance, process, subprocesses};
 use crate::processing::P;
 use crate::tables::{ElementInstance, ElementState};
 use crate::variables::{self, Vars};
@@ -132,6 +132,7 @@ pub(crate) fn continue_completion(p: P, key: i64) {
     let pi = instance.record.clone();
     let model = p.process_model(pi.process_definition_key);
     if pi.element_id == model.id {
+        compensation::process_ended(p, &model, key);
         // an instance a call activity created completes that call activity
         let caller = call_activity::child_completing(p, key, &pi);
         process::complete(p, &model, key, pi);
@@ -163,6 +164,7 @@ pub(crate) fn continue_completion(p: P, key: i64) {
         };
         waits::close(p, &model, &pi.element_id, key);
         p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
+        compensation::completed(p, &model, idx, key, &pi);
         return multi_instance::inner_completed(p, &model, idx, &pi, done, TRANSITIONS);
     }
     let flows = match behavior.outgoing(p, &model, idx, key) {
@@ -171,6 +173,7 @@ pub(crate) fn continue_completion(p: P, key: i64) {
     };
     waits::close(p, &model, &pi.element_id, key);
     p.event(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
+    compensation::completed(p, &model, idx, key, &pi);
     if behavior.on_completed(p, &model, idx, key, &pi, TRANSITIONS) == Then::Done {
         return;
     }
@@ -257,8 +260,10 @@ fn terminated(p: P, instance: ElementInstance) {
     resolve_incident_of(p, p.view().element_incident(key));
     waits::close(p, &model, &instance.record.element_id, key);
     if instance.record.flow_scope_key < 0 {
+        compensation::process_ended(p, &model, key);
         return process::terminated(p, key, &instance.record);
     }
+    compensation::scope_terminated(p, &model, &instance);
     p.event(key, Intent::ElementTerminated, RecordValue::ProcessInstance(instance.record));
 }
 

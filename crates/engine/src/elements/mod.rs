@@ -2,7 +2,7 @@
 //! and the lifecycle that calls their hooks.
 //!
 //! Layers, lowest first: `behavior` (the hooks and what they are given); the kinds' files
-//! (`tasks`, `gateways`, `boundary`, `subprocesses`, `process`, `call_activity`, `multi_instance`, then `events`, which throws to
+//! (`tasks`, `gateways`, `boundary`, `subprocesses`, `process`, `call_activity`, `multi_instance`, `compensation`, then `events`, which throws to
 //! boundary events and event subprocesses); `table` (kind → behaviour); `lifecycle`. A
 //! behaviour reaches the lifecycle only through the [`Transitions`](behavior::Transitions) it
 //! is handed.
@@ -10,6 +10,7 @@
 pub(crate) mod behavior;
 pub(crate) mod boundary;
 pub(crate) mod call_activity;
+pub(crate) mod compensation;
 pub(crate) mod events;
 pub(crate) mod gateways;
 pub(crate) mod lifecycle;

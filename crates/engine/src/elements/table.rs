@@ -9,6 +9,7 @@ use crate::behaviors::flows::is_multi_instance_body;
 use crate::elements::behavior::ElementBehavior;
 use crate::elements::boundary::BoundaryEvent;
 use crate::elements::call_activity::CallActivity;
+use crate::elements::compensation::{CompensationBoundaryEvent, CompensationThrowEvent};
 use crate::elements::events::{
     ErrorEndEvent, EscalationThrowEvent, EventStartEvent, IntermediateCatchEvent, LinkThrowEvent, PassThroughEvent, SignalThrowEvent,
     TerminateEndEvent,
@@ -52,5 +53,7 @@ pub(crate) fn behavior_of(kind: &ElementKind) -> &'static dyn ElementBehavior {
         ElementKind::EscalationThrowEvent { .. } => &EscalationThrowEvent,
         ElementKind::SignalThrowEvent { .. } => &SignalThrowEvent,
         ElementKind::CallActivity(_) => &CallActivity,
+        ElementKind::CompensationBoundaryEvent { .. } => &CompensationBoundaryEvent,
+        ElementKind::CompensationThrowEvent { .. } => &CompensationThrowEvent,
     }
 }

@@ -220,6 +220,7 @@ fn boundary_event_types(model: &Process, idx: usize) -> Option<String> {
                 EventTrigger::Escalation { .. } => "ESCALATION",
                 EventTrigger::Signal { .. } => "SIGNAL",
             }),
+            ElementKind::CompensationBoundaryEvent { .. } => Some("COMPENSATION"),
             _ => None,
         })
         .collect();

@@ -291,8 +291,31 @@ fn every_value_type_has_zeebes_field_names() {
             }),
             &["processInstanceKey", "batchElementInstanceKey", "index", "tenantId"],
         ),
+        (
+            RecordValue::CompensationSubscription(CompensationSubscriptionRecord {
+                process_instance_key: 1,
+                compensable_activity_id: "A".into(),
+                compensation_handler_id: "undo-A".into(),
+                throw_event_instance_key: -1,
+                ..Default::default()
+            }),
+            &[
+                "tenantId",
+                "processInstanceKey",
+                "processDefinitionKey",
+                "compensableActivityId",
+                "compensableActivityScopeId",
+                "compensableActivityInstanceKey",
+                "compensableActivityScopeKey",
+                "throwEventId",
+                "throwEventInstanceKey",
+                "compensationHandlerId",
+                "compensationHandlerInstanceKey",
+                "variables",
+            ],
+        ),
     ];
-    assert_eq!(cases.len(), 21, "one case per value type");
+    assert_eq!(cases.len(), 22, "one case per value type");
     for (value, fields) in &cases {
         let v = super::value(value);
         assert_eq!(keys(&v), *fields, "{value:?}");
