@@ -234,6 +234,7 @@ impl Element {
             ElementKind::ServiceTask(_)
             | ElementKind::ReceiveTask(_)
             | ElementKind::ScriptTask { .. }
+            | ElementKind::BusinessRuleTask { .. }
             | ElementKind::PlainTask { .. }
             | ElementKind::SubProcess { .. } => true,
             ElementKind::JobElement { element_type, .. } => element_type.ends_with("_TASK"),
@@ -315,6 +316,12 @@ pub enum ElementKind {
         expression: Expression,
         result_variable: String,
     },
+    /// A business rule task with `zeebe:calledDecision`: the engine evaluates the decision
+    /// `decision_id` (static or an expression) and puts its output in `result_variable`.
+    BusinessRuleTask {
+        decision_id: ExprOrStatic,
+        result_variable: String,
+    },
     /// An undefined (`bpmn:task`, `TASK`) or manual task (`MANUAL_TASK`): passes through.
     PlainTask {
         element_type: &'static str,
@@ -377,6 +384,7 @@ impl ElementKind {
             ElementKind::ServiceTask(_)
             | ElementKind::ReceiveTask(_)
             | ElementKind::ScriptTask { .. }
+            | ElementKind::BusinessRuleTask { .. }
             | ElementKind::PlainTask { .. }
             | ElementKind::SubProcess { .. } => true,
             ElementKind::JobElement { element_type, .. } => element_type.ends_with("_TASK"),
@@ -405,6 +413,7 @@ impl ElementKind {
             ElementKind::EscalationThrowEvent { end: true, .. } | ElementKind::SignalThrowEvent { end: true, .. } => "END_EVENT",
             ElementKind::ReceiveTask(_) => "RECEIVE_TASK",
             ElementKind::ScriptTask { .. } => "SCRIPT_TASK",
+            ElementKind::BusinessRuleTask { .. } => "BUSINESS_RULE_TASK",
             ElementKind::PlainTask { element_type } => element_type,
             ElementKind::BoundaryEvent { .. } => "BOUNDARY_EVENT",
             ElementKind::ErrorEndEvent { .. } | ElementKind::TerminateEndEvent => "END_EVENT",

@@ -20,6 +20,29 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
                 state.put(process_latest_key(&p.bpmn_process_id), encode(&(p.version, record.key)));
             }
         }
+        RecordValue::DecisionRequirements(r) if record.intent == Intent::Created => {
+            state.put(drg_key(record.key), encode(r));
+            let newer =
+                StateView::new(state).latest_drg(&r.decision_requirements_id).is_none_or(|(v, _)| v < r.decision_requirements_version);
+            if newer {
+                state.put(drg_latest_key(&r.decision_requirements_id), encode(&(r.decision_requirements_version, record.key)));
+            }
+        }
+        RecordValue::Decision(d) if record.intent == Intent::Created => {
+            state.put(decision_key(record.key), encode(d));
+            state.put(decision_in_drg_key(d.decision_requirements_key, &d.decision_id), encode(&record.key));
+            let newer = StateView::new(state).latest_decision(&d.decision_id).is_none_or(|(v, _)| v < d.version);
+            if newer {
+                state.put(decision_latest_key(&d.decision_id), encode(&(d.version, record.key)));
+            }
+        }
+        RecordValue::Form(f) if record.intent == Intent::Created => {
+            state.put(form_key(record.key), encode(f));
+            let newer = StateView::new(state).latest_form(&f.form_id).is_none_or(|(v, _)| v < f.version);
+            if newer {
+                state.put(form_latest_key(&f.form_id), encode(&(f.version, record.key)));
+            }
+        }
         RecordValue::ProcessInstance(pi) => {
             apply_multi_instance(state, processes, record.key, record.intent, pi);
             apply_element(state, processes, record.key, record.intent, pi)

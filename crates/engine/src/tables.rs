@@ -5,6 +5,13 @@
 //! - `P/k/<process key>`                 → ProcessRecord
 //! - `P/v/<bpmn id>\0<version>`          → process key
 //! - `P/l/<bpmn id>`                     → latest version (i32) + key
+//! - `DQ/k/<drg key>`                   → DecisionRequirementsRecord (with its resource)
+//! - `DQ/l/<drg id>`                    → latest version (i32) + key
+//! - `DC/k/<decision key>`              → DecisionRecord
+//! - `DC/l/<decision id>`               → latest version (i32) + key
+//! - `DC/r/<drg key>/<decision id>`     → decision key (the decisions of a DRG)
+//! - `FO/k/<form key>`                  → FormRecord (with its resource)
+//! - `FO/l/<form id>`                   → latest version (i32) + key
 //! - `E/<element instance key>`          → ElementInstance
 //! - `C/<flow scope key>/<child key>`    → () (children of a scope)
 //! - `V/<scope key>/<name>`              → StoredVariable
@@ -44,8 +51,9 @@
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use waggle_protocol::value::{
-    CommandDistributionRecord, IncidentRecord, JobRecord, MessageRecord, MessageStartEventSubscriptionRecord, MessageSubscriptionRecord,
-    ProcessInstanceRecord, ProcessMessageSubscriptionRecord, ProcessRecord, SignalSubscriptionRecord, TimerRecord,
+    CommandDistributionRecord, DecisionRecord, DecisionRequirementsRecord, FormRecord, IncidentRecord, JobRecord, MessageRecord,
+    MessageStartEventSubscriptionRecord, MessageSubscriptionRecord, ProcessInstanceRecord, ProcessMessageSubscriptionRecord, ProcessRecord,
+    SignalSubscriptionRecord, TimerRecord,
 };
 use waggle_protocol::{key_counter, partition_of, PartitionId};
 use waggle_state::{AbsentFromBase, DecodedValue, KvRead};
@@ -145,6 +153,27 @@ pub(crate) fn process_version_key(id: &str, version: i32) -> Vec<u8> {
 }
 pub(crate) fn process_latest_key(id: &str) -> Vec<u8> {
     k(&[b"P/l/", id.as_bytes()])
+}
+pub(crate) fn drg_key(key: i64) -> Vec<u8> {
+    k(&[b"DQ/k/", &be(key)])
+}
+pub(crate) fn drg_latest_key(id: &str) -> Vec<u8> {
+    k(&[b"DQ/l/", id.as_bytes()])
+}
+pub(crate) fn decision_key(key: i64) -> Vec<u8> {
+    k(&[b"DC/k/", &be(key)])
+}
+pub(crate) fn decision_latest_key(id: &str) -> Vec<u8> {
+    k(&[b"DC/l/", id.as_bytes()])
+}
+pub(crate) fn decision_in_drg_key(drg: i64, id: &str) -> Vec<u8> {
+    k(&[b"DC/r/", &be(drg), b"/", id.as_bytes()])
+}
+pub(crate) fn form_key(key: i64) -> Vec<u8> {
+    k(&[b"FO/k/", &be(key)])
+}
+pub(crate) fn form_latest_key(id: &str) -> Vec<u8> {
+    k(&[b"FO/l/", id.as_bytes()])
 }
 /// Tables only ever read by key, never scanned (element instances, jobs): a store may keep
 /// their rows unordered (`RocksStore::open_with_point_tables`).
@@ -440,6 +469,31 @@ impl<'a> StateView<'a> {
     }
     pub fn process_by_version(&self, bpmn_id: &str, version: i32) -> Option<i64> {
         self.get(&process_version_key(bpmn_id, version))
+    }
+    pub fn drg(&self, key: i64) -> Option<DecisionRequirementsRecord> {
+        self.get(&drg_key(key))
+    }
+    /// (version, key) of the newest version of a decision requirements graph.
+    pub fn latest_drg(&self, id: &str) -> Option<(i32, i64)> {
+        self.get(&drg_latest_key(id))
+    }
+    pub fn decision(&self, key: i64) -> Option<DecisionRecord> {
+        self.get(&decision_key(key))
+    }
+    /// (version, key) of the newest version of a decision.
+    pub fn latest_decision(&self, id: &str) -> Option<(i32, i64)> {
+        self.get(&decision_latest_key(id))
+    }
+    /// The key of decision `id` of the decision requirements graph `drg`.
+    pub fn decision_in_drg(&self, drg: i64, id: &str) -> Option<i64> {
+        self.get(&decision_in_drg_key(drg, id))
+    }
+    pub fn form(&self, key: i64) -> Option<FormRecord> {
+        self.get(&form_key(key))
+    }
+    /// (version, key) of the newest version of a form.
+    pub fn latest_form(&self, id: &str) -> Option<(i32, i64)> {
+        self.get(&form_latest_key(id))
     }
     pub fn element(&self, key: i64) -> Option<ElementInstance> {
         self.element_with(key, ElementInstance::clone)

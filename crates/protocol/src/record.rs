@@ -79,6 +79,11 @@ names! {
         ProcessInstanceModification => "PROCESS_INSTANCE_MODIFICATION",
         ProcessInstanceMigration => "PROCESS_INSTANCE_MIGRATION",
         ProcessInstanceBatch => "PROCESS_INSTANCE_BATCH",
+        // DMN and forms (appended: the log stores value types by position)
+        DecisionRequirements => "DECISION_REQUIREMENTS",
+        Decision => "DECISION",
+        DecisionEvaluation => "DECISION_EVALUATION",
+        Form => "FORM",
     }
 }
 
@@ -165,6 +170,9 @@ names! {
         Migrate => "MIGRATE",
         Migrated => "MIGRATED",
         ElementMigrated => "ELEMENT_MIGRATED",
+        // DECISION_EVALUATION (EVALUATE from EvaluateDecision; EVALUATED or FAILED)
+        Evaluate => "EVALUATE",
+        Evaluated => "EVALUATED",
     }
 }
 

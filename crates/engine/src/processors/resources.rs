@@ -1,0 +1,189 @@
+//! The DMN and form resources of a deployment: parsed and checked with the rest of the
+//! deployment (all succeed or none), then written as DECISION_REQUIREMENTS, DECISION and FORM
+//! CREATED with their versions, and distributed with the deployment to the other partitions
+//! (https://docs.camunda.io/docs/apis-tools/zeebe-api/gateway-service/#deployresource-rpc;
+//! Zeebe's `DmnResourceTransformer`, `FormResourceTransformer` and their tests in
+//! `zeebe/engine/src/test/java/io/camunda/zeebe/engine/processing/deployment/`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use waggle_dmn::Drg;
+use waggle_protocol::value::{DecisionRecord, DecisionRequirementsRecord, DeploymentRecord, DeploymentResource, FormRecord};
+use waggle_protocol::{Intent, RecordValue};
+
+use crate::processing::Processing;
+
+const TENANT: &str = "<default>";
+
+/// A DMN resource's decision requirements graph, or why it can not be deployed.
+pub(crate) fn parse_dmn(bytes: &[u8]) -> Result<Drg, String> {
+    let xml = std::str::from_utf8(bytes).map_err(|_| "Expected the DMN resource to be UTF-8 text, but it is not".to_string())?;
+    waggle_dmn::parse(xml).map_err(|e| e.message)
+}
+
+/// A form's id: the `id` of its JSON object (Zeebe's `FormResourceTransformer`).
+pub(crate) fn form_id(bytes: &[u8]) -> Result<String, String> {
+    let json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("Failed to parse the form's JSON: {e}"))?;
+    match json.get("id").and_then(|id| id.as_str()) {
+        Some(id) if !id.is_empty() => Ok(id.to_string()),
+        _ => Err("Expected the form id to be present, but none given".to_string()),
+    }
+}
+
+/// Rejects decision requirements, decision and form ids that occur in two resources of the
+/// deployment, with Zeebe's messages.
+pub(crate) fn check_unique_ids(drgs: &[(&DeploymentResource, Drg)], forms: &[(&DeploymentResource, String)]) -> Result<(), String> {
+    let mut drg_ids: HashMap<&str, &str> = HashMap::new();
+    let mut decision_ids: HashMap<&str, &str> = HashMap::new();
+    for (resource, drg) in drgs {
+        let name = resource.resource_name.as_str();
+        if let Some(first) = drg_ids.insert(&drg.id, name) {
+            return Err(format!(
+                "Expected the decision requirements ids to be unique within a deployment but found a duplicated id '{}' in the resources '{first}' and '{name}'.",
+                drg.id
+            ));
+        }
+        for decision in drg.decisions() {
+            if let Some(first) = decision_ids.insert(&decision.id, name) {
+                return Err(format!(
+                    "Expected the decision ids to be unique within a deployment but found a duplicated id '{}' in the resources '{first}' and '{name}'.",
+                    decision.id
+                ));
+            }
+        }
+    }
+    let mut form_ids: HashMap<&str, &str> = HashMap::new();
+    for (resource, id) in forms {
+        let name = resource.resource_name.as_str();
+        if let Some(first) = form_ids.insert(id, name) {
+            return Err(format!(
+                "Expected the form ids to be unique within a deployment but found a duplicated id '{id}' in the resources '{first}' and '{name}'."
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Writes a DMN resource's graph and decisions: DECISION_REQUIREMENTS CREATED and DECISION
+/// CREATED for a new version (the graph's next version; each decision's next version), or,
+/// when the newest version of the graph has the same resource name and content, the existing
+/// ones as duplicates. Adds them to the deployment's metadata.
+pub(crate) fn create_drg(p: &mut Processing<'_, '_, '_>, resource: &DeploymentResource, drg: Drg, deployment: &mut DeploymentRecord) {
+    let checksum = crc32fast::hash(&resource.resource);
+    let latest = p.view().latest_drg(&drg.id);
+    let duplicate = latest
+        .and_then(|(_, key)| p.view().drg(key))
+        .filter(|stored| stored.checksum == checksum && stored.resource_name == resource.resource_name);
+    if let Some(stored) = duplicate {
+        let key = stored.decision_requirements_key;
+        for decision in drg.decisions() {
+            if let Some(record) = p.view().decision_in_drg(key, &decision.id).and_then(|k| p.view().decision(k)) {
+                deployment.decisions_metadata.push(DecisionRecord { duplicate: true, ..record });
+            }
+        }
+        deployment.decision_requirements_metadata.push(DecisionRequirementsRecord { resource: Vec::new(), duplicate: true, ..stored });
+        return;
+    }
+    let key = p.new_key();
+    let record = DecisionRequirementsRecord {
+        decision_requirements_id: drg.id.clone(),
+        decision_requirements_name: drg.name.clone().unwrap_or_default(),
+        decision_requirements_version: latest.map_or(1, |(v, _)| v + 1),
+        decision_requirements_key: key,
+        namespace: drg.namespace.clone().unwrap_or_default(),
+        resource_name: resource.resource_name.clone(),
+        checksum,
+        resource: resource.resource.clone(),
+        duplicate: false,
+        tenant_id: TENANT.into(),
+    };
+    let decisions: Vec<DecisionRecord> = drg
+        .decisions()
+        .iter()
+        .map(|decision| DecisionRecord {
+            decision_id: decision.id.clone(),
+            decision_name: decision.name.clone().unwrap_or_default(),
+            version: p.view().latest_decision(&decision.id).map_or(1, |(v, _)| v + 1),
+            decision_key: p.new_key(),
+            decision_requirements_id: record.decision_requirements_id.clone(),
+            decision_requirements_key: key,
+            duplicate: false,
+            tenant_id: TENANT.into(),
+        })
+        .collect();
+    write_drg(p, Arc::new(drg), &record, &decisions);
+    deployment.decision_requirements_metadata.push(DecisionRequirementsRecord { resource: Vec::new(), ..record });
+    deployment.decisions_metadata.extend(decisions);
+}
+
+fn write_drg(p: &mut Processing<'_, '_, '_>, drg: Arc<Drg>, record: &DecisionRequirementsRecord, decisions: &[DecisionRecord]) {
+    p.processes_mut().insert_drg(record.decision_requirements_key, drg);
+    p.event(record.decision_requirements_key, Intent::Created, RecordValue::DecisionRequirements(record.clone()));
+    for decision in decisions {
+        p.event(decision.decision_key, Intent::Created, RecordValue::Decision(decision.clone()));
+    }
+}
+
+/// Writes a form: FORM CREATED with the next version, or, when the newest version has the
+/// same resource name and content, the existing one as a duplicate.
+pub(crate) fn create_form(
+    p: &mut Processing<'_, '_, '_>,
+    resource: &DeploymentResource,
+    form_id: String,
+    deployment: &mut DeploymentRecord,
+) {
+    let checksum = crc32fast::hash(&resource.resource);
+    let latest = p.view().latest_form(&form_id);
+    let duplicate = latest
+        .and_then(|(_, key)| p.view().form(key))
+        .filter(|stored| stored.checksum == checksum && stored.resource_name == resource.resource_name);
+    if let Some(stored) = duplicate {
+        deployment.form_metadata.push(FormRecord { resource: Vec::new(), duplicate: true, ..stored });
+        return;
+    }
+    let key = p.new_key();
+    let record = FormRecord {
+        form_id,
+        version: latest.map_or(1, |(v, _)| v + 1),
+        form_key: key,
+        resource_name: resource.resource_name.clone(),
+        checksum,
+        resource: resource.resource.clone(),
+        duplicate: false,
+        tenant_id: TENANT.into(),
+    };
+    p.event(key, Intent::Created, RecordValue::Form(record.clone()));
+    deployment.form_metadata.push(FormRecord { resource: Vec::new(), ..record });
+}
+
+/// DEPLOYMENT DISTRIBUTE: the graphs, decisions and forms another partition created, written
+/// here with the same keys and versions (those already here are left alone).
+pub(crate) fn distribute(p: &mut Processing<'_, '_, '_>, deployment: &DeploymentRecord) -> Result<(), String> {
+    for meta in deployment.decision_requirements_metadata.iter().filter(|m| !m.duplicate) {
+        if p.view().drg(meta.decision_requirements_key).is_some() {
+            continue;
+        }
+        let Some(resource) = deployment.resources.iter().find(|r| r.resource_name == meta.resource_name) else { continue };
+        let drg = parse_dmn(&resource.resource).map_err(|e| {
+            format!("Expected to distribute decision requirements '{}', but they do not parse: {e}", meta.decision_requirements_id)
+        })?;
+        let record = DecisionRequirementsRecord { resource: resource.resource.clone(), ..meta.clone() };
+        let decisions: Vec<DecisionRecord> = deployment
+            .decisions_metadata
+            .iter()
+            .filter(|d| d.decision_requirements_key == meta.decision_requirements_key && !d.duplicate)
+            .cloned()
+            .collect();
+        write_drg(p, Arc::new(drg), &record, &decisions);
+    }
+    for meta in deployment.form_metadata.iter().filter(|m| !m.duplicate) {
+        if p.view().form(meta.form_key).is_some() {
+            continue;
+        }
+        let Some(resource) = deployment.resources.iter().find(|r| r.resource_name == meta.resource_name) else { continue };
+        let record = FormRecord { resource: resource.resource.clone(), ..meta.clone() };
+        p.event(meta.form_key, Intent::Created, RecordValue::Form(record));
+    }
+    Ok(())
+}
