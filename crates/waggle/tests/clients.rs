@@ -22,8 +22,8 @@ const STEPS: &[&str] = &[
     "all",
 ];
 
-/// The Java driver's steps: ModifyProcessInstance and MigrateProcessInstance too (pyzeebe has
-/// no such commands).
+/// The Java driver's steps: ModifyProcessInstance, MigrateProcessInstance and DMN (deployment,
+/// business rule task, EvaluateDecision) too (pyzeebe has no such commands).
 const JAVA_STEPS: &[&str] = &[
     "topology",
     "deploy",
@@ -35,6 +35,7 @@ const JAVA_STEPS: &[&str] = &[
     "migrate-process-instance",
     "cancel",
     "publish-message",
+    "decisions",
     "bad-input",
     "all",
 ];
