@@ -30,6 +30,8 @@ A scenario is {"description": ..., "steps": [...]}; each step is an object with 
                 ["job:TYPE", ...] (ModifyProcessInstance)
   migrate       instance (as modify), process (the target: the newest deployed definition of that
                 process id, or "unknown"), mappings: [[source, target], ...] (MigrateProcessInstance)
+  deleteResource decisionRequirements, form or process (an id: the key of its newest version this
+                scenario deployed) or resourceKey (a number) (DeleteResource)
   sleep         ms
   expectNoJob   type, ms: one short activation; records whatever it gets (and holds it)
 
@@ -79,6 +81,7 @@ class Scenario:
         self.last_job = {}  # job type -> job
         self.definitions = {}  # bpmn process id -> key of the newest deployed definition
         self.decisions = {}  # decision id -> key of the newest deployed decision
+        self.resources = {}  # ("decisionRequirements" | "form", id) -> key of the newest version
         self.records = []
 
     # --- helpers -------------------------------------------------------------------------
@@ -192,6 +195,11 @@ class Scenario:
                         self.definitions[d.process.bpmnProcessId] = d.process.processDefinitionKey
                     if d.HasField("decision"):
                         self.decisions[d.decision.dmnDecisionId] = d.decision.decisionKey
+                    if d.HasField("decisionRequirements"):
+                        drg = d.decisionRequirements
+                        self.resources[("decisionRequirements", drg.dmnDecisionRequirementsId)] = drg.decisionRequirementsKey
+                    if d.HasField("form"):
+                        self.resources[("form", d.form.formId)] = d.form.formKey
                 decisions = sorted([d.decision.dmnDecisionId, d.decision.version] for d in response.deployments if d.HasField("decision"))
                 drgs = sorted(
                     [d.decisionRequirements.dmnDecisionRequirementsId, d.decisionRequirements.version]
@@ -363,6 +371,18 @@ class Scenario:
             if response is not None:
                 record.update(evaluation_record(response))
             else:
+                record["_message"] = details
+        elif op == "deleteResource":
+            if "resourceKey" in step:
+                key = step["resourceKey"]
+            elif "process" in step:
+                key = self.definitions.get(self.sub(step["process"]), 0)
+            else:
+                kind = "form" if "form" in step else "decisionRequirements"
+                key = self.resources.get((kind, self.sub(step[kind])), 0)
+            status, _, details = await self.call(lambda: self.stub.DeleteResource(pb.DeleteResourceRequest(resourceKey=key)))
+            record["status"] = status
+            if details is not None:
                 record["_message"] = details
         elif op == "sleep":
             await asyncio.sleep(step["ms"] / 1000)

@@ -302,7 +302,8 @@ public class Driver {
   }
 
   // DMN: a DRG, a process with a business rule task and a form in one deployment; the task
-  // evaluates the decision; EvaluateDecision by id and by key, a failure, an unknown id
+  // evaluates the decision; EvaluateDecision by id and by key, a failure, an unknown id;
+  // DeleteResource of the form and the graph
   static void decisions(ZeebeClient client, Path models) throws Exception {
     var deployment =
         client.newDeployResourceCommand()
@@ -348,6 +349,13 @@ public class Driver {
         "failed evaluation " + byKey);
     expectStatus(
         () -> client.newEvaluateDecisionCommand().decisionId("no-such-decision").send().join(), Status.Code.NOT_FOUND, "evaluation of an unknown decision");
+    // DeleteResource: the form, then the graph with its decisions
+    long formKey = deployment.getForm().get(0).getFormKey();
+    client.newDeleteResourceCommand(formKey).send().join();
+    expectStatus(() -> client.newDeleteResourceCommand(formKey).send().join(), Status.Code.NOT_FOUND, "deleting a deleted form");
+    client.newDeleteResourceCommand(deployment.getDecisionRequirements().get(0).getDecisionRequirementsKey()).send().join();
+    expectStatus(
+        () -> client.newEvaluateDecisionCommand().decisionKey(dishKey).send().join(), Status.Code.NOT_FOUND, "evaluation of a deleted decision");
     ok("decisions");
   }
 

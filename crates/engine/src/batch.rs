@@ -182,5 +182,6 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::Decision(_) => ValueType::Decision,
         RecordValue::DecisionEvaluation(_) => ValueType::DecisionEvaluation,
         RecordValue::Form(_) => ValueType::Form,
+        RecordValue::ResourceDeletion(_) => ValueType::ResourceDeletion,
     }
 }

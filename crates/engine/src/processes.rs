@@ -64,6 +64,10 @@ impl ProcessCache {
     pub fn insert_drg(&mut self, key: i64, drg: Arc<Drg>) {
         self.drgs.insert(key, drg);
     }
+
+    pub fn remove_drg(&mut self, key: i64) {
+        self.drgs.remove(&key);
+    }
 }
 
 /// Parses a resource and returns the process with the given id.

@@ -7,11 +7,14 @@
 //! - `P/l/<bpmn id>`                     → latest version (i32) + key
 //! - `DQ/k/<drg key>`                   → DecisionRequirementsRecord (with its resource)
 //! - `DQ/l/<drg id>`                    → latest version (i32) + key
+//! - `DQ/v/<drg id>\0<version>`         → key (every version still deployed)
 //! - `DC/k/<decision key>`              → DecisionRecord
 //! - `DC/l/<decision id>`               → latest version (i32) + key
+//! - `DC/v/<decision id>\0<version>`    → key
 //! - `DC/r/<drg key>/<decision id>`     → decision key (the decisions of a DRG)
 //! - `FO/k/<form key>`                  → FormRecord (with its resource)
 //! - `FO/l/<form id>`                   → latest version (i32) + key
+//! - `FO/v/<form id>\0<version>`        → key
 //! - `E/<element instance key>`          → ElementInstance
 //! - `C/<flow scope key>/<child key>`    → () (children of a scope)
 //! - `V/<scope key>/<name>`              → StoredVariable
@@ -168,6 +171,14 @@ pub(crate) fn decision_latest_key(id: &str) -> Vec<u8> {
 }
 pub(crate) fn decision_in_drg_key(drg: i64, id: &str) -> Vec<u8> {
     k(&[b"DC/r/", &be(drg), b"/", id.as_bytes()])
+}
+/// The version index of a decision requirements graph (`DQ/`), decision (`DC/`) or form
+/// (`FO/`) id: `<table>v/<id>\0` then the version.
+pub(crate) fn version_prefix(table: &[u8], id: &str) -> Vec<u8> {
+    k(&[table, b"v/", id.as_bytes(), b"\0"])
+}
+pub(crate) fn version_key(table: &[u8], id: &str, version: i32) -> Vec<u8> {
+    k(&[table, b"v/", id.as_bytes(), b"\0", &version.to_be_bytes()])
 }
 pub(crate) fn form_key(key: i64) -> Vec<u8> {
     k(&[b"FO/k/", &be(key)])
@@ -487,6 +498,26 @@ impl<'a> StateView<'a> {
     /// The key of decision `id` of the decision requirements graph `drg`.
     pub fn decision_in_drg(&self, drg: i64, id: &str) -> Option<i64> {
         self.get(&decision_in_drg_key(drg, id))
+    }
+    /// (version, key) of the newest version of `id` still deployed in a versioned table
+    /// (`DQ/`, `DC/`, `FO/`: see [`version_key`]).
+    pub fn newest_version(&self, table: &[u8], id: &str) -> Option<(i32, i64)> {
+        let prefix = version_prefix(table, id);
+        self.kv
+            .scan_prefix(&prefix)
+            .filter_map(|(key, value)| {
+                let version = i32::from_be_bytes(key.get(prefix.len()..)?.try_into().ok()?);
+                Some((version, decode::<i64>(&value)))
+            })
+            .last()
+    }
+    /// The decisions of the decision requirements graph `drg`: (decision id, key).
+    pub fn decisions_of(&self, drg: i64) -> Vec<(String, i64)> {
+        let prefix = k(&[b"DC/r/", &be(drg), b"/"]);
+        self.kv
+            .scan_prefix(&prefix)
+            .map(|(key, value)| (String::from_utf8_lossy(&key[prefix.len()..]).into_owned(), decode::<i64>(&value)))
+            .collect()
     }
     pub fn form(&self, key: i64) -> Option<FormRecord> {
         self.get(&form_key(key))

@@ -376,3 +376,29 @@ fn decisions_and_forms_reach_every_partition() {
 }
 
 type ValueTypeName = &'static str;
+
+/// DeleteResource on partition 1 deletes the graph on every partition (the deletion is
+/// distributed as the deployment was).
+#[test]
+fn a_deleted_graph_is_deleted_on_every_partition() {
+    let mut c = Cluster::new(2);
+    c.deploy("dish.dmn");
+    c.deliver_all();
+    let drg = c.partitions[0]
+        .records
+        .iter()
+        .find(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::DecisionRequirements(_)))
+        .expect("created")
+        .key;
+    let value = RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: drg, tenant_id: "<default>".into() });
+    c.submit(1, Command::new(drg, Intent::Delete, value));
+    c.deliver_all();
+    for p in 1..=2 {
+        assert_eq!(c.events(p, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::Decision(_))), 3, "partition {p}");
+        assert_eq!(c.events(p, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::ResourceDeletion(_))), 1, "partition {p}");
+        assert_eq!(c.rows(p, b"DC/"), 0, "partition {p}: no decision rows left");
+        assert_eq!(c.rows(p, b"DQ/"), 0, "partition {p}: no graph rows left");
+        assert_eq!(c.rows(p, b"O/"), 0, "partition {p}: outbox not empty");
+    }
+    c.check_replay();
+}

@@ -12,6 +12,8 @@
 //!   .dmn, .form: one deployment)
 //! - `evaluate DECISION_ID|decision:ID|KEY [JSON]` evaluate a decision (EvaluateDecision):
 //!   the newest version of an id, or by key
+//! - `delete KEY`                               delete a resource (DeleteResource), e.g.
+//!   `drg:ID` or `form:ID`
 //! - `create PROCESS_ID [JSON]`                 create an instance
 //! - `create-with-result PROCESS_ID [JSON]`
 //! - `activate TYPE [MAX] [TIMEOUT_MS]`         activate jobs
@@ -31,7 +33,7 @@
 //! References: a number, or `job`, `instance`, `incident`, `message`, `timer` for the key of the
 //! newest such entity, `job:TYPE` for the newest job of a type, `timer:ID` for the newest timer
 //! of an event, `element:ID` for the newest instance of an element, or `decision:ID` for the
-//! newest deployed decision of an id.
+//! newest deployed decision of an id (`drg:ID`, `form:ID`: graphs and forms).
 
 use std::path::PathBuf;
 
@@ -131,6 +133,12 @@ impl Scenario {
             }
             (RecordValue::Process(p), Intent::Created) => {
                 self.newest.insert(format!("process:{}", p.bpmn_process_id), r.key);
+            }
+            (RecordValue::DecisionRequirements(d), Intent::Created) => {
+                self.newest.insert(format!("drg:{}", d.decision_requirements_id), r.key);
+            }
+            (RecordValue::Form(f), Intent::Created) => {
+                self.newest.insert(format!("form:{}", f.form_id), r.key);
             }
             (RecordValue::Decision(d), Intent::Created) => {
                 self.newest.insert(format!("decision:{}", d.decision_id), r.key);
@@ -314,6 +322,11 @@ impl Scenario {
                 let value = DecisionEvaluationRecord { decision_key, decision_id, variables: rest(2), ..Default::default() };
                 self.run(Intent::Evaluate, -1, RecordValue::DecisionEvaluation(value));
             }
+            "delete" => {
+                let key = self.reference(arg(1));
+                let value = ResourceDeletionRecord { resource_key: key, tenant_id: "<default>".into() };
+                self.run(Intent::Delete, key, RecordValue::ResourceDeletion(value));
+            }
             "trigger" => {
                 let key = self.reference(arg(1));
                 self.run(Intent::Trigger, key, RecordValue::Timer(TimerRecord::default()));
@@ -430,6 +443,7 @@ fn render(r: &Record) -> String {
                 short(d.decision_requirements_key)
             )
         }
+        RecordValue::ResourceDeletion(d) => format!("resource={}", short(d.resource_key)),
         RecordValue::Form(f) => format!("{} v{} resource={} ({} bytes)", f.form_id, f.version, f.resource_name, f.resource.len()),
         RecordValue::DecisionEvaluation(e) => {
             let evaluated: Vec<String> = e

@@ -111,6 +111,10 @@ pub fn value(value: &RecordValue) -> Value {
         RecordValue::DecisionRequirements(r) => drg(r, true),
         RecordValue::Decision(d) => decision(d),
         RecordValue::Form(f) => form(f, true),
+        RecordValue::ResourceDeletion(r) => json!({
+            "resourceKey": r.resource_key,
+            "tenantId": tenant(&r.tenant_id),
+        }),
         RecordValue::DecisionEvaluation(e) => json!({
             "decisionKey": e.decision_key,
             "decisionId": e.decision_id,

@@ -590,8 +590,21 @@ impl Gateway for GatewayService {
         .await
     }
 
-    async fn delete_resource(&self, _r: Request<pb::DeleteResourceRequest>) -> Result<Response<pb::DeleteResourceResponse>, Status> {
-        Err(unimplemented("DeleteResource"))
+    /// Deletes a decision requirements graph (with its decisions) or a form by key, on
+    /// partition 1, which distributes the deletion to the others
+    /// (https://docs.camunda.io/docs/apis-tools/zeebe-api/gateway-service/#deleteresource-rpc).
+    async fn delete_resource(&self, request: Request<pb::DeleteResourceRequest>) -> Result<Response<pb::DeleteResourceResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("DeleteResource", async {
+            let value =
+                RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: req.resource_key, tenant_id: "<default>".into() });
+            let record = self.broker.deploy(Command::new(req.resource_key, Intent::Delete, value)).await.map_err(status::broker)?;
+            if record.rejection.is_some() {
+                return Err(status::rejection(&record));
+            }
+            Ok(Response::new(pb::DeleteResourceResponse {}))
+        })
+        .await
     }
 
     async fn broadcast_signal(
@@ -715,10 +728,6 @@ fn evaluation_response(key: i64, e: DecisionEvaluationRecord) -> pb::EvaluateDec
         tenant_id: e.tenant_id,
         decision_instance_key: key,
     }
-}
-
-fn unimplemented(rpc: &str) -> Status {
-    Status::unimplemented(format!("The RPC '{rpc}' is not implemented by Waggle yet"))
 }
 
 fn humantime(d: Duration) -> String {

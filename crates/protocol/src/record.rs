@@ -84,6 +84,7 @@ names! {
         Decision => "DECISION",
         DecisionEvaluation => "DECISION_EVALUATION",
         Form => "FORM",
+        ResourceDeletion => "RESOURCE_DELETION",
     }
 }
 

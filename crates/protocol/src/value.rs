@@ -39,6 +39,7 @@ pub enum RecordValue {
     Decision(DecisionRecord),
     DecisionEvaluation(DecisionEvaluationRecord),
     Form(FormRecord),
+    ResourceDeletion(ResourceDeletionRecord),
 }
 
 /// A value as the log lays it out (serialization side; see [`RecordValue`]).
@@ -70,6 +71,7 @@ enum WireRef<'a> {
     Decision(&'a DecisionRecord),
     DecisionEvaluation(&'a DecisionEvaluationRecord),
     Form(&'a FormRecord),
+    ResourceDeletion(&'a ResourceDeletionRecord),
     /// A deployment with decisions, decision requirements or forms.
     DeploymentV2(&'a DeploymentRecord),
 }
@@ -103,6 +105,7 @@ enum Wire {
     Decision(DecisionRecord),
     DecisionEvaluation(DecisionEvaluationRecord),
     Form(FormRecord),
+    ResourceDeletion(ResourceDeletionRecord),
     DeploymentV2(DeploymentRecord),
 }
 
@@ -155,6 +158,7 @@ impl Serialize for RecordValue {
             RecordValue::Decision(x) => WireRef::Decision(x),
             RecordValue::DecisionEvaluation(x) => WireRef::DecisionEvaluation(x),
             RecordValue::Form(x) => WireRef::Form(x),
+            RecordValue::ResourceDeletion(x) => WireRef::ResourceDeletion(x),
         };
         wire.serialize(serializer)
     }
@@ -194,6 +198,7 @@ impl<'de> Deserialize<'de> for RecordValue {
             Wire::Decision(x) => RecordValue::Decision(x),
             Wire::DecisionEvaluation(x) => RecordValue::DecisionEvaluation(x),
             Wire::Form(x) => RecordValue::Form(x),
+            Wire::ResourceDeletion(x) => RecordValue::ResourceDeletion(x),
         })
     }
 }
@@ -277,6 +282,14 @@ pub struct FormRecord {
     pub checksum: u32,
     pub resource: Vec<u8>,
     pub duplicate: bool,
+    pub tenant_id: String,
+}
+
+/// Zeebe's RESOURCE_DELETION: DELETE (DeleteResource) a decision requirements graph with its
+/// decisions, or a form, by key; DELETED once done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ResourceDeletionRecord {
+    pub resource_key: i64,
     pub tenant_id: String,
 }
 

@@ -78,6 +78,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         (RecordValue::Signal(_), Intent::Broadcast) => signal::broadcast(p, command, request),
         (RecordValue::CommandDistribution(_), Intent::Acknowledge) => distribution::acknowledged(p, command),
         (RecordValue::DecisionEvaluation(_), Intent::Evaluate) => decision::evaluate(p, command, request),
+        (RecordValue::ResourceDeletion(_), Intent::Delete | Intent::Distribute) => resources::delete(p, command, request),
         (RecordValue::ProcessInstanceBatch(_), Intent::Activate) => elements::multi_instance::activate_batch(p, command),
         _ => p.reject(
             command,

@@ -10,8 +10,10 @@ use std::sync::Arc;
 
 use waggle_dmn::Drg;
 use waggle_protocol::value::{DecisionRecord, DecisionRequirementsRecord, DeploymentRecord, DeploymentResource, FormRecord};
-use waggle_protocol::{Intent, RecordValue};
+use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
+use crate::batch::RequestId;
+use crate::distribution;
 use crate::processing::Processing;
 
 const TENANT: &str = "<default>";
@@ -186,4 +188,47 @@ pub(crate) fn distribute(p: &mut Processing<'_, '_, '_>, deployment: &Deployment
         p.event(meta.form_key, Intent::Created, RecordValue::Form(record));
     }
     Ok(())
+}
+
+/// RESOURCE_DELETION DELETE (DeleteResource; DISTRIBUTE: the copy another partition sends): a
+/// decision requirements graph with its decisions (DECISION DELETED each, DECISION_REQUIREMENTS
+/// DELETED) or a form (FORM DELETED), then RESOURCE_DELETION DELETED; the previous version of
+/// each id becomes the latest again. The command is distributed to every other partition.
+/// Zeebe's `ResourceDeletionTest`;
+/// https://docs.camunda.io/docs/apis-tools/zeebe-api/gateway-service/#deleteresource-rpc.
+/// Deleting a process definition is not supported yet (rejected, see docs/compatibility.md).
+pub(crate) fn delete(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
+    let RecordValue::ResourceDeletion(deletion) = &command.value else { return };
+    let key = deletion.resource_key;
+    let distributed = command.intent == Intent::Distribute;
+    if let Some(drg) = p.view().drg(key) {
+        for (_, decision_key) in p.view().decisions_of(key) {
+            if let Some(decision) = p.view().decision(decision_key) {
+                p.event(decision_key, Intent::Deleted, RecordValue::Decision(decision));
+            }
+        }
+        p.event(key, Intent::Deleted, RecordValue::DecisionRequirements(drg));
+        p.processes_mut().remove_drg(key);
+    } else if let Some(form) = p.view().form(key) {
+        p.event(key, Intent::Deleted, RecordValue::Form(form));
+    } else if distributed {
+        // deleted here already (a copy processed twice is caught before; this is a resource
+        // this partition never had): nothing to do
+    } else if p.view().process(key).is_some() {
+        let reason =
+            format!("Expected to delete resource with key `{key}`, but deleting process definitions is not supported by Waggle yet");
+        return p.reject(command, request, RejectionType::InvalidState, reason);
+    } else {
+        let reason = format!("Expected to delete resource but no resource found with key `{key}`");
+        return p.reject(command, request, RejectionType::NotFound, reason);
+    }
+    let value = RecordValue::ResourceDeletion(deletion.clone());
+    let deleted = p.event_record(key, Intent::Deleted, value.clone());
+    p.respond(request, deleted);
+    if !distributed {
+        let this = p.partition;
+        for partition in (1..=p.partition_count as u16).filter(|q| *q != this) {
+            distribution::send(p, partition, key, Intent::Distribute, value.clone());
+        }
+    }
 }

@@ -357,8 +357,9 @@ fn every_value_type_has_zeebes_field_names() {
             RecordValue::Form(FormRecord::default()),
             &["formId", "version", "formKey", "resourceName", "checksum", "duplicate", "tenantId", "resource"],
         ),
+        (RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: 5, tenant_id: "".into() }), &["resourceKey", "tenantId"]),
     ];
-    assert_eq!(cases.len(), 25, "one case per value type");
+    assert_eq!(cases.len(), 26, "one case per value type");
     let evaluation = super::value(&cases[23].0);
     assert_eq!(
         keys(&evaluation["evaluatedDecisions"][0]),
