@@ -74,9 +74,16 @@ pub(crate) fn check_unique_ids(drgs: &[(&DeploymentResource, Drg)], forms: &[(&D
 pub(crate) fn create_drg(p: &mut Processing<'_, '_, '_>, resource: &DeploymentResource, drg: Drg, deployment: &mut DeploymentRecord) {
     let checksum = crc32fast::hash(&resource.resource);
     let latest = p.view().latest_drg(&drg.id);
-    let duplicate = latest
-        .and_then(|(_, key)| p.view().drg(key))
-        .filter(|stored| stored.checksum == checksum && stored.resource_name == resource.resource_name);
+    // a duplicate: the latest version has the same name and content, and is still where the
+    // latest version of each of its decisions lives (Zeebe's DmnResourceTransformer)
+    let duplicate = latest.and_then(|(_, key)| p.view().drg(key)).filter(|stored| {
+        stored.checksum == checksum
+            && stored.resource_name == resource.resource_name
+            && drg.decisions().iter().all(|d| {
+                let latest_decision = p.view().latest_decision(&d.id).and_then(|(_, k)| p.view().decision(k));
+                latest_decision.is_some_and(|l| l.decision_requirements_key == stored.decision_requirements_key)
+            })
+    });
     if let Some(stored) = duplicate {
         let key = stored.decision_requirements_key;
         for decision in drg.decisions() {
