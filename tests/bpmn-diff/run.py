@@ -7,7 +7,11 @@ Usage: run.py --address HOST:PORT --out DIR [--only NAME[,NAME...]] [--parallel 
 
 A scenario is {"description": ..., "steps": [...]}; each step is an object with an "op":
 
-  deploy        files: [model file names under models/]
+  deploy        files: [resource file names under models/: .bpmn, .dmn, .form]; the outcome lists
+                the decisions, decision requirements and forms deployed (id, version) when
+                there are any
+  evaluateDecision decisionId, or byKey (a decision id: the key of its newest version this
+                scenario deployed) or decisionKey (a number), variables (EvaluateDecision)
   create        process, variables, withResult, fetchVariables, requestTimeout, startInstructions
   activate      type, wait: activate one job and hold it (the next step on that type uses it)
   complete      type, variables, wait: complete the held job of that type, else activate one first
@@ -27,6 +31,8 @@ A scenario is {"description": ..., "steps": [...]}; each step is an object with 
                 ["job:TYPE", ...] (ModifyProcessInstance)
   migrate       instance (as modify), process (the target: the newest deployed definition of that
                 process id, or "unknown"), mappings: [[source, target], ...] (MigrateProcessInstance)
+  deleteResource decisionRequirements, form or process (an id: the key of its newest version this
+                scenario deployed) or resourceKey (a number) (DeleteResource)
   sleep         ms
   expectNoJob   type, ms: one short activation; records whatever it gets (and holds it)
 
@@ -75,6 +81,8 @@ class Scenario:
         self.held = {}  # job type -> job
         self.last_job = {}  # job type -> job
         self.definitions = {}  # bpmn process id -> key of the newest deployed definition
+        self.decisions = {}  # decision id -> key of the newest deployed decision
+        self.resources = {}  # ("decisionRequirements" | "form", id) -> key of the newest version
         self.records = []
 
     # --- helpers -------------------------------------------------------------------------
@@ -186,6 +194,26 @@ class Scenario:
                 for d in response.deployments:
                     if d.HasField("process"):
                         self.definitions[d.process.bpmnProcessId] = d.process.processDefinitionKey
+                    if d.HasField("decision"):
+                        self.decisions[d.decision.dmnDecisionId] = d.decision.decisionKey
+                    if d.HasField("decisionRequirements"):
+                        drg = d.decisionRequirements
+                        self.resources[("decisionRequirements", drg.dmnDecisionRequirementsId)] = drg.decisionRequirementsKey
+                    if d.HasField("form"):
+                        self.resources[("form", d.form.formId)] = d.form.formKey
+                decisions = sorted([d.decision.dmnDecisionId, d.decision.version] for d in response.deployments if d.HasField("decision"))
+                drgs = sorted(
+                    [d.decisionRequirements.dmnDecisionRequirementsId, d.decisionRequirements.version]
+                    for d in response.deployments
+                    if d.HasField("decisionRequirements")
+                )
+                forms = sorted([d.form.formId, d.form.version] for d in response.deployments if d.HasField("form"))
+                if decisions:
+                    record["decisions"] = decisions
+                if drgs:
+                    record["decisionRequirements"] = drgs
+                if forms:
+                    record["forms"] = forms
             if details is not None:
                 record["_message"] = details
                 record["mentions"] = {m: (self.sub(m) in details) for m in step.get("mentions", [])}
@@ -336,6 +364,32 @@ class Scenario:
             record["status"] = status
             if details is not None:
                 record["_message"] = details
+        elif op == "evaluateDecision":
+            if "byKey" in step:
+                key = self.decisions.get(self.sub(step["byKey"]), 0)
+            else:
+                key = step.get("decisionKey", 0)
+            request = pb.EvaluateDecisionRequest(
+                decisionId=self.sub(step.get("decisionId", "")), decisionKey=key, variables=json.dumps(self.sub(step.get("variables", {})))
+            )
+            status, response, details = await self.call(lambda: self.stub.EvaluateDecision(request))
+            record["status"] = status
+            if response is not None:
+                record.update(evaluation_record(response))
+            else:
+                record["_message"] = details
+        elif op == "deleteResource":
+            if "resourceKey" in step:
+                key = step["resourceKey"]
+            elif "process" in step:
+                key = self.definitions.get(self.sub(step["process"]), 0)
+            else:
+                kind = "form" if "form" in step else "decisionRequirements"
+                key = self.resources.get((kind, self.sub(step[kind])), 0)
+            status, _, details = await self.call(lambda: self.stub.DeleteResource(pb.DeleteResourceRequest(resourceKey=key)))
+            record["status"] = status
+            if details is not None:
+                record["_message"] = details
         elif op == "sleep":
             await asyncio.sleep(step["ms"] / 1000)
             record["ms"] = step["ms"]
@@ -363,6 +417,50 @@ class Scenario:
         for key in self.created:
             instances[self.instance(key)] = await self.alive(key)
         return self.unsub({"steps": self.records, "instances": instances})
+
+
+def json_or_text(text):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def evaluation_record(r):
+    """What an EvaluateDecision answer says, keys left out (they differ between servers)."""
+    return {
+        "decisionId": r.decisionId,
+        "decisionName": r.decisionName,
+        "decisionVersion": r.decisionVersion,
+        "decisionRequirementsId": r.decisionRequirementsId,
+        "decisionOutput": json_or_text(r.decisionOutput),
+        "failedDecisionId": r.failedDecisionId,
+        "failureMessage": r.failureMessage,
+        "evaluatedDecisions": [
+            {
+                "decisionId": d.decisionId,
+                "decisionName": d.decisionName,
+                "decisionVersion": d.decisionVersion,
+                "decisionType": d.decisionType,
+                "decisionOutput": json_or_text(d.decisionOutput),
+                "evaluatedInputs": [
+                    {"inputId": i.inputId, "inputName": i.inputName, "inputValue": json_or_text(i.inputValue)} for i in d.evaluatedInputs
+                ],
+                "matchedRules": [
+                    {
+                        "ruleId": m.ruleId,
+                        "ruleIndex": m.ruleIndex,
+                        "evaluatedOutputs": [
+                            {"outputId": o.outputId, "outputName": o.outputName, "outputValue": json_or_text(o.outputValue)}
+                            for o in m.evaluatedOutputs
+                        ],
+                    }
+                    for m in d.matchedRules
+                ],
+            }
+            for d in r.evaluatedDecisions
+        ],
+    }
 
 
 def load(only):

@@ -218,6 +218,7 @@ public class Driver {
       ok("incident");
 
       operations(client);
+      decisions(client, models);
       badInput(client);
     } finally {
       workers.forEach(JobWorker::close);
@@ -289,6 +290,64 @@ public class Driver {
         Status.Code.ALREADY_EXISTS,
         "duplicate messageId");
     ok("publish-message");
+  }
+
+  // DMN: a DRG, a process with a business rule task and a form in one deployment; the task
+  // evaluates the decision; EvaluateDecision by id and by key, a failure, an unknown id;
+  // DeleteResource of the form and the graph
+  static void decisions(ZeebeClient client, Path models) throws Exception {
+    var deployment =
+        client.newDeployResourceCommand()
+            .addResourceFile(models.resolve("dish.dmn").toString())
+            .addResourceFile(models.resolve("dinner.bpmn").toString())
+            .addResourceFile(models.resolve("order.form").toString())
+            .send()
+            .join();
+    List<String> decisionIds = deployment.getDecisions().stream().map(d -> d.getDmnDecisionId() + " v" + d.getVersion()).toList();
+    check(decisionIds.equals(List.of("season v1", "dish v1", "greeting v1")), "deployed decisions " + decisionIds);
+    check(deployment.getDecisionRequirements().size() == 1 && deployment.getDecisionRequirements().get(0).getDmnDecisionRequirementsId().equals("dinnerDecisions"),
+        "deployed decision requirements " + deployment.getDecisionRequirements());
+    check(deployment.getForm().size() == 1 && deployment.getForm().get(0).getFormId().equals("order-form") && deployment.getForm().get(0).getVersion() == 1,
+        "deployed forms " + deployment.getForm());
+    check(deployment.getProcesses().size() == 1 && deployment.getProcesses().get(0).getBpmnProcessId().equals("dinner"), "deployed processes " + deployment.getProcesses());
+    long dishKey = deployment.getDecisions().stream().filter(d -> d.getDmnDecisionId().equals("dish")).findFirst().orElseThrow().getDecisionKey();
+
+    ProcessInstanceEvent dinner =
+        client.newCreateInstanceCommand().bpmnProcessId("dinner").latestVersion().variables(Map.of("month", 10, "guestCount", 4)).send().join();
+    ActivatedJob serve =
+        eventually(
+            () ->
+                client.newActivateJobsCommand().jobType("serve").maxJobsToActivate(10).timeout(Duration.ofMinutes(1)).workerName("java-driver")
+                    .requestTimeout(Duration.ofSeconds(1)).send().join().getJobs().stream()
+                    .filter(j -> j.getProcessInstanceKey() == dinner.getProcessInstanceKey())
+                    .findFirst()
+                    .orElse(null),
+            "the job after the business rule task");
+    check("Spareribs".equals(serve.getVariablesAsMap().get("meal")), "result variable of the business rule task: " + serve.getVariables());
+    client.newCompleteCommand(serve.getKey()).send().join();
+
+    var byId = client.newEvaluateDecisionCommand().decisionId("dish").variables(Map.of("month", 12, "guestCount", 2)).send().join();
+    check(byId.getDecisionOutput().equals("\"Roastbeef\"") && byId.getDecisionVersion() == 1 && byId.getDecisionKey() == dishKey, "evaluated by id " + byId);
+    check(byId.getDecisionRequirementsId().equals("dinnerDecisions") && byId.getFailedDecisionId().isEmpty(), "evaluated by id " + byId);
+    List<String> evaluated = byId.getEvaluatedDecisions().stream().map(d -> d.getDecisionId() + ":" + d.getDecisionType() + "=" + d.getDecisionOutput()).toList();
+    check(evaluated.equals(List.of("season:DECISION_TABLE=\"Winter\"", "dish:DECISION_TABLE=\"Roastbeef\"")), "evaluated decisions " + evaluated);
+    var dish = byId.getEvaluatedDecisions().get(1);
+    check(dish.getMatchedRules().size() == 1 && dish.getMatchedRules().get(0).getRuleId().equals("r2") && dish.getMatchedRules().get(0).getRuleIndex() == 2,
+        "matched rules " + dish.getMatchedRules());
+    check(dish.getEvaluatedInputs().size() == 2 && dish.getEvaluatedInputs().get(1).getInputValue().equals("2"), "evaluated inputs " + dish.getEvaluatedInputs());
+    var byKey = client.newEvaluateDecisionCommand().decisionKey(dishKey).variables(Map.of("month", 7, "guestCount", 30)).send().join();
+    check(byKey.getFailedDecisionId().equals("dish") && byKey.getFailureMessage().startsWith("Expected to evaluate decision 'dish', but multiple values aren't allowed"),
+        "failed evaluation " + byKey);
+    expectStatus(
+        () -> client.newEvaluateDecisionCommand().decisionId("no-such-decision").send().join(), Status.Code.NOT_FOUND, "evaluation of an unknown decision");
+    // DeleteResource: the form, then the graph with its decisions
+    long formKey = deployment.getForm().get(0).getFormKey();
+    client.newDeleteResourceCommand(formKey).send().join();
+    expectStatus(() -> client.newDeleteResourceCommand(formKey).send().join(), Status.Code.NOT_FOUND, "deleting a deleted form");
+    client.newDeleteResourceCommand(deployment.getDecisionRequirements().get(0).getDecisionRequirementsKey()).send().join();
+    expectStatus(
+        () -> client.newEvaluateDecisionCommand().decisionKey(dishKey).send().join(), Status.Code.NOT_FOUND, "evaluation of a deleted decision");
+    ok("decisions");
   }
 
   static void badInput(ZeebeClient client) {

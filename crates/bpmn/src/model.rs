@@ -331,6 +331,12 @@ pub enum ElementKind {
         expression: Expression,
         result_variable: String,
     },
+    /// A business rule task with `zeebe:calledDecision`: the engine evaluates the decision
+    /// `decision_id` (static or an expression) and puts its output in `result_variable`.
+    BusinessRuleTask {
+        decision_id: ExprOrStatic,
+        result_variable: String,
+    },
     /// An undefined (`bpmn:task`, `TASK`) or manual task (`MANUAL_TASK`): passes through.
     PlainTask {
         element_type: &'static str,
@@ -432,6 +438,7 @@ impl ElementKind {
             ElementKind::ServiceTask(_)
             | ElementKind::ReceiveTask(_)
             | ElementKind::ScriptTask { .. }
+            | ElementKind::BusinessRuleTask { .. }
             | ElementKind::PlainTask { .. }
             | ElementKind::SubProcess { .. }
             | ElementKind::CallActivity(_) => true,
@@ -466,6 +473,7 @@ impl ElementKind {
             ElementKind::EscalationThrowEvent { end: true, .. } | ElementKind::SignalThrowEvent { end: true, .. } => "END_EVENT",
             ElementKind::ReceiveTask(_) => "RECEIVE_TASK",
             ElementKind::ScriptTask { .. } => "SCRIPT_TASK",
+            ElementKind::BusinessRuleTask { .. } => "BUSINESS_RULE_TASK",
             ElementKind::PlainTask { element_type } => element_type,
             ElementKind::BoundaryEvent { .. } | ElementKind::CompensationBoundaryEvent { .. } => "BOUNDARY_EVENT",
             ElementKind::CompensationThrowEvent { end: false, .. } => "INTERMEDIATE_THROW_EVENT",

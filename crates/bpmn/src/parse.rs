@@ -734,6 +734,12 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
             {
                 self.script_task(node)?
             }
+            ("businessRuleTask", _)
+                if self.extensions(node).any(|n| is_zeebe(n, "calledDecision"))
+                    || !self.extensions(node).any(|n| is_zeebe(n, "taskDefinition")) =>
+            {
+                self.business_rule_task(node)?
+            }
             ("task", _) => ElementKind::PlainTask { element_type: "TASK" },
             ("manualTask", _) => ElementKind::PlainTask { element_type: "MANUAL_TASK" },
             ("sendTask" | "scriptTask" | "businessRuleTask", _) => {
@@ -1050,6 +1056,31 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
         }
         let expression = self.expression(*script, text, true)?;
         Some(ElementKind::ScriptTask { expression, result_variable: result_variable.to_string() })
+    }
+
+    /// A business rule task the engine evaluates (`zeebe:calledDecision`: the decision's id,
+    /// static or `=` FEEL, and the variable its output goes to), as in
+    /// https://docs.camunda.io/docs/components/modeler/bpmn/business-rule-tasks/; one with a
+    /// `zeebe:taskDefinition` is a job worker's instead (not both).
+    fn business_rule_task(&mut self, node: Node) -> Option<ElementKind> {
+        let called: Vec<Node> = self.extensions(node).filter(|n| is_zeebe(*n, "calledDecision")).collect();
+        let has_job = self.extensions(node).any(|n| is_zeebe(n, "taskDefinition"));
+        let ([called], false) = (called.as_slice(), has_job) else {
+            self.fail(node, "Must have either one 'zeebe:calledDecision' or one 'zeebe:taskDefinition' extension element");
+            return None;
+        };
+        let decision_id = called.attribute("decisionId").map(str::trim).unwrap_or_default();
+        if decision_id.is_empty() {
+            self.fail(*called, "Attribute 'decisionId' must be present and not empty");
+            return None;
+        }
+        let result_variable = called.attribute("resultVariable").map(str::trim).unwrap_or_default();
+        if result_variable.is_empty() {
+            self.fail(*called, "Attribute 'resultVariable' must be present and not empty");
+            return None;
+        }
+        let decision_id = self.expr_or_static(*called, decision_id);
+        Some(ElementKind::BusinessRuleTask { decision_id, result_variable: result_variable.to_string() })
     }
 
     /// A job-based user task, as Zeebe 8.5 runs it: a job of type `io.camunda.zeebe:userTask`

@@ -102,7 +102,12 @@ fn deployment() -> Command {
     Command::new(
         -1,
         Intent::Create,
-        RecordValue::Deployment(DeploymentRecord { resources, processes_metadata: vec![], tenant_id: "<default>".into() }),
+        RecordValue::Deployment(DeploymentRecord {
+            resources,
+            processes_metadata: vec![],
+            tenant_id: "<default>".into(),
+            ..Default::default()
+        }),
     )
 }
 

@@ -9,6 +9,16 @@ use waggle_state::{KvRead, Overlay};
 use crate::processes::ProcessCache;
 use crate::tables::*;
 
+/// A deleted version of a graph, decision or form leaves the version index; the newest version
+/// left (if any) becomes the latest.
+fn unversion(state: &mut Overlay<'_>, table: &[u8], latest_key: Vec<u8>, id: &str, version: i32) {
+    state.delete(version_key(table, id, version));
+    match StateView::new(state).newest_version(table, id) {
+        Some(newest) => state.put(latest_key, encode(&newest)),
+        None => state.delete(latest_key),
+    }
+}
+
 pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, record: &Record) {
     debug_assert!(record.is_event(), "only events are applied");
     match &record.value {
@@ -35,6 +45,51 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
                     state.put(process_deployment_key(m.process_definition_key), encode(&record.key));
                 }
             }
+        }
+        RecordValue::DecisionRequirements(r) if record.intent == Intent::Created => {
+            state.put(drg_key(record.key), encode(r));
+            state.put(version_key(b"DQ/", &r.decision_requirements_id, r.decision_requirements_version), encode(&record.key));
+            let newer =
+                StateView::new(state).latest_drg(&r.decision_requirements_id).is_none_or(|(v, _)| v < r.decision_requirements_version);
+            if newer {
+                state.put(drg_latest_key(&r.decision_requirements_id), encode(&(r.decision_requirements_version, record.key)));
+            }
+        }
+        RecordValue::Decision(d) if record.intent == Intent::Created => {
+            state.put(decision_key(record.key), encode(d));
+            state.put(version_key(b"DC/", &d.decision_id, d.version), encode(&record.key));
+            state.put(decision_in_drg_key(d.decision_requirements_key, &d.decision_id), encode(&record.key));
+            let newer = StateView::new(state).latest_decision(&d.decision_id).is_none_or(|(v, _)| v < d.version);
+            if newer {
+                state.put(decision_latest_key(&d.decision_id), encode(&(d.version, record.key)));
+            }
+        }
+        RecordValue::Form(f) if record.intent == Intent::Created => {
+            state.put(form_key(record.key), encode(f));
+            state.put(version_key(b"FO/", &f.form_id, f.version), encode(&record.key));
+            let newer = StateView::new(state).latest_form(&f.form_id).is_none_or(|(v, _)| v < f.version);
+            if newer {
+                state.put(form_latest_key(&f.form_id), encode(&(f.version, record.key)));
+            }
+        }
+        RecordValue::DecisionRequirements(r) if record.intent == Intent::Deleted => {
+            state.delete(drg_key(record.key));
+            unversion(
+                state,
+                b"DQ/",
+                drg_latest_key(&r.decision_requirements_id),
+                &r.decision_requirements_id,
+                r.decision_requirements_version,
+            );
+        }
+        RecordValue::Decision(d) if record.intent == Intent::Deleted => {
+            state.delete(decision_key(record.key));
+            state.delete(decision_in_drg_key(d.decision_requirements_key, &d.decision_id));
+            unversion(state, b"DC/", decision_latest_key(&d.decision_id), &d.decision_id, d.version);
+        }
+        RecordValue::Form(f) if record.intent == Intent::Deleted => {
+            state.delete(form_key(record.key));
+            unversion(state, b"FO/", form_latest_key(&f.form_id), &f.form_id, f.version);
         }
         RecordValue::ProcessInstance(pi) => {
             apply_multi_instance(state, processes, record.key, record.intent, pi);

@@ -178,6 +178,11 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::ProcessInstanceModification(_) => ValueType::ProcessInstanceModification,
         RecordValue::ProcessInstanceMigration(_) => ValueType::ProcessInstanceMigration,
         RecordValue::ProcessInstanceBatch(_) => ValueType::ProcessInstanceBatch,
+        RecordValue::DecisionRequirements(_) => ValueType::DecisionRequirements,
+        RecordValue::Decision(_) => ValueType::Decision,
+        RecordValue::DecisionEvaluation(_) => ValueType::DecisionEvaluation,
+        RecordValue::Form(_) => ValueType::Form,
+        RecordValue::ResourceDeletion(_) => ValueType::ResourceDeletion,
         RecordValue::CompensationSubscription(_) => ValueType::CompensationSubscription,
     }
 }

@@ -1,10 +1,12 @@
-//! Parsed process models, cached by process definition key. Parsing happens once per key per
-//! run (at deploy, or on first use after a restart), never per command.
+//! Parsed process models, cached by process definition key, and parsed decision requirements
+//! graphs, cached by their key. Parsing happens once per key per run (at deploy, or on first
+//! use after a restart), never per command.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use waggle_bpmn::Process;
+use waggle_dmn::Drg;
 use waggle_protocol::value::ProcessRecord;
 
 use crate::tables::StateView;
@@ -14,6 +16,8 @@ pub(crate) struct ProcessCache {
     by_key: HashMap<i64, Arc<Process>, foldhash::fast::RandomState>,
     /// Stored process records, decoded once (they never change once deployed).
     records: HashMap<i64, Arc<ProcessRecord>, foldhash::fast::RandomState>,
+    /// Parsed decision requirements graphs by key.
+    drgs: HashMap<i64, Arc<Drg>, foldhash::fast::RandomState>,
 }
 
 impl ProcessCache {
@@ -42,6 +46,27 @@ impl ProcessCache {
 
     pub fn insert(&mut self, key: i64, process: Arc<Process>) {
         self.by_key.insert(key, process);
+    }
+
+    /// The parsed decision requirements graph `key` (None when it is not deployed). Panics if
+    /// its stored DMN no longer parses: only valid graphs are ever stored.
+    pub fn drg(&mut self, key: i64, view: StateView<'_>) -> Option<Arc<Drg>> {
+        if let Some(d) = self.drgs.get(&key) {
+            return Some(d.clone());
+        }
+        let record = view.drg(key)?;
+        let xml = String::from_utf8_lossy(&record.resource);
+        let drg = Arc::new(waggle_dmn::parse(&xml).unwrap_or_else(|e| panic!("stored decision requirements {key} do not parse: {e}")));
+        self.drgs.insert(key, drg.clone());
+        Some(drg)
+    }
+
+    pub fn insert_drg(&mut self, key: i64, drg: Arc<Drg>) {
+        self.drgs.insert(key, drg);
+    }
+
+    pub fn remove_drg(&mut self, key: i64) {
+        self.drgs.remove(&key);
     }
 }
 

@@ -114,6 +114,11 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
         self.processes.record(key, StateView::new(&*self.state))
     }
 
+    /// The parsed decision requirements graph `key` (None when not deployed).
+    pub fn drg(&mut self, key: i64) -> Option<std::sync::Arc<waggle_dmn::Drg>> {
+        self.processes.drg(key, StateView::new(&*self.state))
+    }
+
     pub fn processes_mut(&mut self) -> &mut ProcessCache {
         self.processes
     }

@@ -8,6 +8,16 @@
 //! - `P/t/<bpmn id>\0<version tag>`      → latest version (i32) + key with that `zeebe:versionTag`
 //! - `P/d/<process key>`                 → key of the deployment that created the process
 //! - `P/D/<deployment key><bpmn id>`     → key of the process of that id in the deployment
+//! - `DQ/k/<drg key>`                   → DecisionRequirementsRecord (with its resource)
+//! - `DQ/l/<drg id>`                    → latest version (i32) + key
+//! - `DQ/v/<drg id>\0<version>`         → key (every version still deployed)
+//! - `DC/k/<decision key>`              → DecisionRecord
+//! - `DC/l/<decision id>`               → latest version (i32) + key
+//! - `DC/v/<decision id>\0<version>`    → key
+//! - `DC/r/<drg key>/<decision id>`     → decision key (the decisions of a DRG)
+//! - `FO/k/<form key>`                  → FormRecord (with its resource)
+//! - `FO/l/<form id>`                   → latest version (i32) + key
+//! - `FO/v/<form id>\0<version>`        → key
 //! - `E/<element instance key>`          → ElementInstance
 //! - `C/<flow scope key>/<child key>`    → () (children of a scope)
 //! - `V/<scope key>/<name>`              → StoredVariable
@@ -48,9 +58,9 @@
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use waggle_protocol::value::{
-    CommandDistributionRecord, CompensationSubscriptionRecord, IncidentRecord, JobRecord, MessageRecord,
-    MessageStartEventSubscriptionRecord, MessageSubscriptionRecord, ProcessInstanceRecord, ProcessMessageSubscriptionRecord, ProcessRecord,
-    SignalSubscriptionRecord, TimerRecord,
+    CommandDistributionRecord, CompensationSubscriptionRecord, DecisionRecord, DecisionRequirementsRecord, FormRecord, IncidentRecord,
+    JobRecord, MessageRecord, MessageStartEventSubscriptionRecord, MessageSubscriptionRecord, ProcessInstanceRecord,
+    ProcessMessageSubscriptionRecord, ProcessRecord, SignalSubscriptionRecord, TimerRecord,
 };
 use waggle_protocol::{key_counter, partition_of, PartitionId};
 use waggle_state::{AbsentFromBase, DecodedValue, KvRead};
@@ -160,6 +170,35 @@ pub(crate) fn process_deployment_key(process: i64) -> Vec<u8> {
 }
 pub(crate) fn deployment_process_key(deployment: i64, id: &str) -> Vec<u8> {
     k(&[b"P/D/", &be(deployment), id.as_bytes()])
+}
+pub(crate) fn drg_key(key: i64) -> Vec<u8> {
+    k(&[b"DQ/k/", &be(key)])
+}
+pub(crate) fn drg_latest_key(id: &str) -> Vec<u8> {
+    k(&[b"DQ/l/", id.as_bytes()])
+}
+pub(crate) fn decision_key(key: i64) -> Vec<u8> {
+    k(&[b"DC/k/", &be(key)])
+}
+pub(crate) fn decision_latest_key(id: &str) -> Vec<u8> {
+    k(&[b"DC/l/", id.as_bytes()])
+}
+pub(crate) fn decision_in_drg_key(drg: i64, id: &str) -> Vec<u8> {
+    k(&[b"DC/r/", &be(drg), b"/", id.as_bytes()])
+}
+/// The version index of a decision requirements graph (`DQ/`), decision (`DC/`) or form
+/// (`FO/`) id: `<table>v/<id>\0` then the version.
+pub(crate) fn version_prefix(table: &[u8], id: &str) -> Vec<u8> {
+    k(&[table, b"v/", id.as_bytes(), b"\0"])
+}
+pub(crate) fn version_key(table: &[u8], id: &str, version: i32) -> Vec<u8> {
+    k(&[table, b"v/", id.as_bytes(), b"\0", &version.to_be_bytes()])
+}
+pub(crate) fn form_key(key: i64) -> Vec<u8> {
+    k(&[b"FO/k/", &be(key)])
+}
+pub(crate) fn form_latest_key(id: &str) -> Vec<u8> {
+    k(&[b"FO/l/", id.as_bytes()])
 }
 /// Tables only ever read by key, never scanned (element instances, jobs): a store may keep
 /// their rows unordered (`RocksStore::open_with_point_tables`).
@@ -474,6 +513,51 @@ impl<'a> StateView<'a> {
     /// The key of the process `bpmn_id` a deployment holds (new or unchanged).
     pub fn process_in_deployment(&self, deployment: i64, bpmn_id: &str) -> Option<i64> {
         self.get(&deployment_process_key(deployment, bpmn_id))
+    }
+    pub fn drg(&self, key: i64) -> Option<DecisionRequirementsRecord> {
+        self.get(&drg_key(key))
+    }
+    /// (version, key) of the newest version of a decision requirements graph.
+    pub fn latest_drg(&self, id: &str) -> Option<(i32, i64)> {
+        self.get(&drg_latest_key(id))
+    }
+    pub fn decision(&self, key: i64) -> Option<DecisionRecord> {
+        self.get(&decision_key(key))
+    }
+    /// (version, key) of the newest version of a decision.
+    pub fn latest_decision(&self, id: &str) -> Option<(i32, i64)> {
+        self.get(&decision_latest_key(id))
+    }
+    /// The key of decision `id` of the decision requirements graph `drg`.
+    pub fn decision_in_drg(&self, drg: i64, id: &str) -> Option<i64> {
+        self.get(&decision_in_drg_key(drg, id))
+    }
+    /// (version, key) of the newest version of `id` still deployed in a versioned table
+    /// (`DQ/`, `DC/`, `FO/`: see [`version_key`]).
+    pub fn newest_version(&self, table: &[u8], id: &str) -> Option<(i32, i64)> {
+        let prefix = version_prefix(table, id);
+        self.kv
+            .scan_prefix(&prefix)
+            .filter_map(|(key, value)| {
+                let version = i32::from_be_bytes(key.get(prefix.len()..)?.try_into().ok()?);
+                Some((version, decode::<i64>(&value)))
+            })
+            .last()
+    }
+    /// The decisions of the decision requirements graph `drg`: (decision id, key).
+    pub fn decisions_of(&self, drg: i64) -> Vec<(String, i64)> {
+        let prefix = k(&[b"DC/r/", &be(drg), b"/"]);
+        self.kv
+            .scan_prefix(&prefix)
+            .map(|(key, value)| (String::from_utf8_lossy(&key[prefix.len()..]).into_owned(), decode::<i64>(&value)))
+            .collect()
+    }
+    pub fn form(&self, key: i64) -> Option<FormRecord> {
+        self.get(&form_key(key))
+    }
+    /// (version, key) of the newest version of a form.
+    pub fn latest_form(&self, id: &str) -> Option<(i32, i64)> {
+        self.get(&form_latest_key(id))
     }
     pub fn element(&self, key: i64) -> Option<ElementInstance> {
         self.element_with(key, ElementInstance::clone)

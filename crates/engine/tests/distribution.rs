@@ -328,3 +328,77 @@ fn simulated_faults_never_lose_or_repeat_a_command() {
         c.check_replay();
     }
 }
+
+/// A deployment of BPMN, DMN and a form reaches every partition with the same keys and
+/// versions (as Zeebe distributes deployments), a duplicate is not distributed again, and a
+/// business rule task and EvaluateDecision work on the other partition after a restart (its
+/// graph parsed again from state).
+#[test]
+fn decisions_and_forms_reach_every_partition() {
+    let mut c = Cluster::new(3);
+    let resources = ["business_rules.bpmn", "dish.dmn", "order.form"]
+        .iter()
+        .map(|f| DeploymentResource { resource_name: f.to_string(), resource: model(f) })
+        .collect::<Vec<_>>();
+    let deploy = |resources: Vec<DeploymentResource>| {
+        Command::new(-1, Intent::Create, RecordValue::Deployment(DeploymentRecord { resources, ..Default::default() }))
+    };
+    c.submit(1, deploy(resources.clone()));
+    c.deliver_all();
+    let created = |c: &Cluster, p: PartitionId| -> Vec<(ValueTypeName, i64)> {
+        c.partitions[p as usize - 1]
+            .records
+            .iter()
+            .filter(|r| r.record_type == RecordType::Event && r.intent == Intent::Created)
+            .filter(|r| matches!(r.value, RecordValue::DecisionRequirements(_) | RecordValue::Decision(_) | RecordValue::Form(_)))
+            .map(|r| (r.value_type.as_str(), r.key))
+            .collect()
+    };
+    let on_1 = created(&c, 1);
+    assert_eq!(on_1.len(), 5, "1 graph, 3 decisions, 1 form: {on_1:?}");
+    for p in 2..=3 {
+        assert_eq!(created(&c, p), on_1, "partition {p} has the same records with the same keys");
+    }
+    // the same resources again: duplicates, nothing distributed
+    c.submit(1, deploy(resources));
+    assert!(c.network.is_empty(), "a duplicate deployment is not distributed");
+    c.restart(3);
+    c.deliver_all();
+    c.submit(3, create("dinner", r#"{"month": 10, "guestCount": 4}"#));
+    assert_eq!(c.events(3, |r| r.intent == Intent::Evaluated && matches!(r.value, RecordValue::DecisionEvaluation(_))), 1);
+    let evaluate =
+        DecisionEvaluationRecord { decision_id: "greeting".into(), variables: r#"{"name": "Ada"}"#.into(), ..Default::default() };
+    let records = c.submit(2, Command::new(-1, Intent::Evaluate, RecordValue::DecisionEvaluation(evaluate)));
+    let answer = records.iter().find(|r| r.intent == Intent::Evaluated).expect("evaluated on partition 2");
+    let RecordValue::DecisionEvaluation(e) = &answer.value else { unreachable!() };
+    assert_eq!(e.decision_output, r#""Hello Ada""#);
+    c.check_replay();
+}
+
+type ValueTypeName = &'static str;
+
+/// DeleteResource on partition 1 deletes the graph on every partition (the deletion is
+/// distributed as the deployment was).
+#[test]
+fn a_deleted_graph_is_deleted_on_every_partition() {
+    let mut c = Cluster::new(2);
+    c.deploy("dish.dmn");
+    c.deliver_all();
+    let drg = c.partitions[0]
+        .records
+        .iter()
+        .find(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::DecisionRequirements(_)))
+        .expect("created")
+        .key;
+    let value = RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: drg, tenant_id: "<default>".into() });
+    c.submit(1, Command::new(drg, Intent::Delete, value));
+    c.deliver_all();
+    for p in 1..=2 {
+        assert_eq!(c.events(p, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::Decision(_))), 3, "partition {p}");
+        assert_eq!(c.events(p, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::ResourceDeletion(_))), 1, "partition {p}");
+        assert_eq!(c.rows(p, b"DC/"), 0, "partition {p}: no decision rows left");
+        assert_eq!(c.rows(p, b"DQ/"), 0, "partition {p}: no graph rows left");
+        assert_eq!(c.rows(p, b"O/"), 0, "partition {p}: outbox not empty");
+    }
+    c.check_replay();
+}

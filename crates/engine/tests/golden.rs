@@ -8,7 +8,12 @@
 //!
 //! Scenario lines (`#` starts a comment):
 //! - `time MS`                                  set the clock
-//! - `deploy FILE [FILE..]`                     deploy models from tests/models
+//! - `deploy FILE [FILE..]`                     deploy resources from tests/models (.bpmn,
+//!   .dmn, .form: one deployment)
+//! - `evaluate DECISION_ID|decision:ID|KEY [JSON]` evaluate a decision (EvaluateDecision):
+//!   the newest version of an id, or by key
+//! - `delete KEY`                               delete a resource (DeleteResource), e.g.
+//!   `drg:ID` or `form:ID`
 //! - `create PROCESS_ID [JSON]`                 create an instance
 //! - `create-with-result PROCESS_ID [JSON]`
 //! - `activate TYPE [MAX] [TIMEOUT_MS]`         activate jobs
@@ -27,7 +32,8 @@
 //!
 //! References: a number, or `job`, `instance`, `incident`, `message`, `timer` for the key of the
 //! newest such entity, `job:TYPE` for the newest job of a type, `timer:ID` for the newest timer
-//! of an event, or `element:ID` for the newest instance of an element.
+//! of an event, `element:ID` for the newest instance of an element, or `decision:ID` for the
+//! newest deployed decision of an id (`drg:ID`, `form:ID`: graphs and forms).
 
 use std::path::PathBuf;
 
@@ -127,6 +133,15 @@ impl Scenario {
             }
             (RecordValue::Process(p), Intent::Created) => {
                 self.newest.insert(format!("process:{}", p.bpmn_process_id), r.key);
+            }
+            (RecordValue::DecisionRequirements(d), Intent::Created) => {
+                self.newest.insert(format!("drg:{}", d.decision_requirements_id), r.key);
+            }
+            (RecordValue::Form(f), Intent::Created) => {
+                self.newest.insert(format!("form:{}", f.form_id), r.key);
+            }
+            (RecordValue::Decision(d), Intent::Created) => {
+                self.newest.insert(format!("decision:{}", d.decision_id), r.key);
             }
             (RecordValue::Message(_), Intent::Published) => {
                 self.newest.insert("message".into(), r.key);
@@ -299,6 +314,19 @@ impl Scenario {
                 };
                 self.run(Intent::Create, -1, RecordValue::ProcessInstanceCreation(value));
             }
+            "evaluate" => {
+                let (decision_key, decision_id) = match arg(1) {
+                    word if word.starts_with("decision:") || word.parse::<i64>().is_ok() => (self.reference(word), String::new()),
+                    word => (-1, word.to_string()),
+                };
+                let value = DecisionEvaluationRecord { decision_key, decision_id, variables: rest(2), ..Default::default() };
+                self.run(Intent::Evaluate, -1, RecordValue::DecisionEvaluation(value));
+            }
+            "delete" => {
+                let key = self.reference(arg(1));
+                let value = ResourceDeletionRecord { resource_key: key, tenant_id: "<default>".into() };
+                self.run(Intent::Delete, key, RecordValue::ResourceDeletion(value));
+            }
             "trigger" => {
                 let key = self.reference(arg(1));
                 self.run(Intent::Trigger, key, RecordValue::Timer(TimerRecord::default()));
@@ -367,20 +395,104 @@ fn render(r: &Record) -> String {
         RecordType::CommandRejection => "R",
     };
     let details = match &r.value {
-        RecordValue::Deployment(d) => d
-            .processes_metadata
-            .iter()
-            .map(|m| {
+        RecordValue::Deployment(d) => {
+            let dup = |duplicate: bool| if duplicate { " duplicate" } else { "" };
+            let processes = d
+                .processes_metadata
+                .iter()
+                .map(|m| format!("{} v{} key={}{}", m.bpmn_process_id, m.version, short(m.process_definition_key), dup(m.duplicate)));
+            let drgs = d.decision_requirements_metadata.iter().map(|m| {
                 format!(
-                    "{} v{} key={}{}",
-                    m.bpmn_process_id,
-                    m.version,
-                    short(m.process_definition_key),
-                    if m.duplicate { " duplicate" } else { "" }
+                    "drg {} v{} key={}{}",
+                    m.decision_requirements_id,
+                    m.decision_requirements_version,
+                    short(m.decision_requirements_key),
+                    dup(m.duplicate)
                 )
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
+            });
+            let decisions = d.decisions_metadata.iter().map(|m| {
+                format!(
+                    "decision {} v{} key={} drg={}{}",
+                    m.decision_id,
+                    m.version,
+                    short(m.decision_key),
+                    short(m.decision_requirements_key),
+                    dup(m.duplicate)
+                )
+            });
+            let forms =
+                d.form_metadata.iter().map(|m| format!("form {} v{} key={}{}", m.form_id, m.version, short(m.form_key), dup(m.duplicate)));
+            processes.chain(drgs).chain(decisions).chain(forms).collect::<Vec<_>>().join(", ")
+        }
+        RecordValue::DecisionRequirements(r) => format!(
+            "{} v{} name={} namespace={} resource={} ({} bytes)",
+            r.decision_requirements_id,
+            r.decision_requirements_version,
+            r.decision_requirements_name,
+            r.namespace,
+            r.resource_name,
+            r.resource.len()
+        ),
+        RecordValue::Decision(d) => {
+            format!(
+                "{} v{} name={} drg={} key={}",
+                d.decision_id,
+                d.version,
+                d.decision_name,
+                d.decision_requirements_id,
+                short(d.decision_requirements_key)
+            )
+        }
+        RecordValue::ResourceDeletion(d) => format!("resource={}", short(d.resource_key)),
+        RecordValue::Form(f) => format!("{} v{} resource={} ({} bytes)", f.form_id, f.version, f.resource_name, f.resource.len()),
+        RecordValue::DecisionEvaluation(e) => {
+            let evaluated: Vec<String> = e
+                .evaluated_decisions
+                .iter()
+                .map(|d| {
+                    let inputs: Vec<String> =
+                        d.evaluated_inputs.iter().map(|i| format!("{}:{}={}", i.input_id, i.input_name, i.input_value)).collect();
+                    let rules: Vec<String> = d
+                        .matched_rules
+                        .iter()
+                        .map(|r| {
+                            let outputs: Vec<String> = r
+                                .evaluated_outputs
+                                .iter()
+                                .map(|o| format!("{}:{}={}", o.output_id, o.output_name, o.output_value))
+                                .collect();
+                            format!("#{} {} -> {}", r.rule_index, r.rule_id, outputs.join(" "))
+                        })
+                        .collect();
+                    format!(
+                        "{{{} v{} key={} {} output={} inputs=[{}] rules=[{}]}}",
+                        d.decision_id,
+                        d.decision_version,
+                        short(d.decision_key),
+                        d.decision_type,
+                        d.decision_output,
+                        inputs.join(" "),
+                        rules.join("; ")
+                    )
+                })
+                .collect();
+            let failure = if e.failed_decision_id.is_empty() {
+                String::new()
+            } else {
+                format!(" failed={} \"{}\"", e.failed_decision_id, e.evaluation_failure_message)
+            };
+            format!(
+                "{} v{} key={} drg={} element={} output={} vars={} evaluated=[{}]{failure}",
+                e.decision_id,
+                e.decision_version,
+                short(e.decision_key),
+                e.decision_requirements_id,
+                short(e.element_instance_key),
+                e.decision_output,
+                e.variables,
+                evaluated.join(", ")
+            )
+        }
         RecordValue::Process(p) => format!("{} v{}", p.bpmn_process_id, p.version),
         RecordValue::ProcessInstance(pi) => {
             let parent = if pi.parent_process_instance_key > 0 {

@@ -103,10 +103,58 @@ pub fn value(value: &RecordValue) -> Value {
                 "duplicate": p.duplicate,
                 "tenantId": tenant(&d.tenant_id),
             })).collect::<Vec<_>>(),
-            "decisionRequirementsMetadata": [],
-            "decisionsMetadata": [],
-            "formMetadata": [],
+            "decisionRequirementsMetadata": d.decision_requirements_metadata.iter().map(|r| drg(r, false)).collect::<Vec<_>>(),
+            "decisionsMetadata": d.decisions_metadata.iter().map(decision).collect::<Vec<_>>(),
+            "formMetadata": d.form_metadata.iter().map(|f| form(f, false)).collect::<Vec<_>>(),
             "tenantId": tenant(&d.tenant_id),
+        }),
+        RecordValue::DecisionRequirements(r) => drg(r, true),
+        RecordValue::Decision(d) => decision(d),
+        RecordValue::Form(f) => form(f, true),
+        RecordValue::ResourceDeletion(r) => json!({
+            "resourceKey": r.resource_key,
+            "tenantId": tenant(&r.tenant_id),
+        }),
+        RecordValue::DecisionEvaluation(e) => json!({
+            "decisionKey": e.decision_key,
+            "decisionId": e.decision_id,
+            "decisionName": e.decision_name,
+            "decisionVersion": e.decision_version,
+            "decisionRequirementsId": e.decision_requirements_id,
+            "decisionRequirementsKey": e.decision_requirements_key,
+            "decisionOutput": e.decision_output,
+            "variables": document(&e.variables),
+            "bpmnProcessId": e.bpmn_process_id,
+            "processDefinitionKey": e.process_definition_key,
+            "processInstanceKey": e.process_instance_key,
+            "elementId": e.element_id,
+            "elementInstanceKey": e.element_instance_key,
+            "evaluatedDecisions": e.evaluated_decisions.iter().map(|d| json!({
+                "decisionId": d.decision_id,
+                "decisionName": d.decision_name,
+                "decisionKey": d.decision_key,
+                "decisionVersion": d.decision_version,
+                "decisionType": d.decision_type,
+                "decisionOutput": d.decision_output,
+                "evaluatedInputs": d.evaluated_inputs.iter().map(|i| json!({
+                    "inputId": i.input_id,
+                    "inputName": i.input_name,
+                    "inputValue": i.input_value,
+                })).collect::<Vec<_>>(),
+                "matchedRules": d.matched_rules.iter().map(|r| json!({
+                    "ruleId": r.rule_id,
+                    "ruleIndex": r.rule_index,
+                    "evaluatedOutputs": r.evaluated_outputs.iter().map(|o| json!({
+                        "outputId": o.output_id,
+                        "outputName": o.output_name,
+                        "outputValue": o.output_value,
+                    })).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+                "tenantId": tenant(&d.tenant_id),
+            })).collect::<Vec<_>>(),
+            "evaluationFailureMessage": e.evaluation_failure_message,
+            "failedDecisionId": e.failed_decision_id,
+            "tenantId": tenant(&e.tenant_id),
         }),
         RecordValue::Process(p) => json!({
             "bpmnProcessId": p.bpmn_process_id,
@@ -304,6 +352,55 @@ pub fn value(value: &RecordValue) -> Value {
             "variables": document(&c.variables),
         }),
     }
+}
+
+/// DECISION_REQUIREMENTS (`with_resource`) or an entry of a deployment's metadata.
+fn drg(r: &v::DecisionRequirementsRecord, with_resource: bool) -> Value {
+    let mut value = json!({
+        "decisionRequirementsId": r.decision_requirements_id,
+        "decisionRequirementsName": r.decision_requirements_name,
+        "decisionRequirementsVersion": r.decision_requirements_version,
+        "decisionRequirementsKey": r.decision_requirements_key,
+        "namespace": r.namespace,
+        "resourceName": r.resource_name,
+        "checksum": base64(&r.checksum.to_be_bytes()),
+        "duplicate": r.duplicate,
+        "tenantId": tenant(&r.tenant_id),
+    });
+    if with_resource {
+        value["resource"] = json!(base64(&r.resource));
+    }
+    value
+}
+
+fn decision(d: &v::DecisionRecord) -> Value {
+    json!({
+        "decisionId": d.decision_id,
+        "decisionName": d.decision_name,
+        "version": d.version,
+        "decisionKey": d.decision_key,
+        "decisionRequirementsId": d.decision_requirements_id,
+        "decisionRequirementsKey": d.decision_requirements_key,
+        "duplicate": d.duplicate,
+        "tenantId": tenant(&d.tenant_id),
+    })
+}
+
+/// FORM (`with_resource`) or an entry of a deployment's metadata.
+fn form(f: &v::FormRecord, with_resource: bool) -> Value {
+    let mut value = json!({
+        "formId": f.form_id,
+        "version": f.version,
+        "formKey": f.form_key,
+        "resourceName": f.resource_name,
+        "checksum": base64(&f.checksum.to_be_bytes()),
+        "duplicate": f.duplicate,
+        "tenantId": tenant(&f.tenant_id),
+    });
+    if with_resource {
+        value["resource"] = json!(base64(&f.resource));
+    }
+    value
 }
 
 fn job(j: &v::JobRecord) -> Value {

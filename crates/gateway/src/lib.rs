@@ -213,7 +213,12 @@ impl GatewayService {
         if resources.is_empty() {
             return Err(status::invalid("Expected to deploy at least one resource, but none given"));
         }
-        let value = RecordValue::Deployment(DeploymentRecord { resources, processes_metadata: vec![], tenant_id: "<default>".into() });
+        let value = RecordValue::Deployment(DeploymentRecord {
+            resources,
+            processes_metadata: vec![],
+            tenant_id: "<default>".into(),
+            ..Default::default()
+        });
         let command = Command::new(-1, Intent::Create, value);
         let record = self.broker.deploy(command).await.map_err(status::broker)?;
         if record.rejection.is_some() {
@@ -346,8 +351,32 @@ impl Gateway for GatewayService {
         .await
     }
 
-    async fn evaluate_decision(&self, _r: Request<pb::EvaluateDecisionRequest>) -> Result<Response<pb::EvaluateDecisionResponse>, Status> {
-        Err(unimplemented("EvaluateDecision"))
+    /// Evaluates a decision by key, or the newest version of a decision id, on any partition
+    /// (deployments reach them all); a failed evaluation is an answer carrying the failure
+    /// (https://docs.camunda.io/docs/apis-tools/zeebe-api/gateway-service/#evaluatedecision-rpc).
+    async fn evaluate_decision(
+        &self,
+        request: Request<pb::EvaluateDecisionRequest>,
+    ) -> Result<Response<pb::EvaluateDecisionResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("EvaluateDecision", async {
+            self.check_size(&req)?;
+            status::check_variables("variables", &req.variables)?;
+            let value = RecordValue::DecisionEvaluation(DecisionEvaluationRecord {
+                decision_key: req.decision_key,
+                decision_id: req.decision_id,
+                variables: req.variables,
+                tenant_id: "<default>".into(),
+                ..Default::default()
+            });
+            let partition = self.broker.next_partition();
+            let record = self.submit(partition, -1, Intent::Evaluate, value).await?;
+            let RecordValue::DecisionEvaluation(e) = record.value else {
+                return Err(Status::internal("unexpected answer to a decision evaluation"));
+            };
+            Ok(Response::new(evaluation_response(record.key, e)))
+        })
+        .await
     }
 
     async fn deploy_process(&self, request: Request<pb::DeployProcessRequest>) -> Result<Response<pb::DeployProcessResponse>, Status> {
@@ -379,20 +408,7 @@ impl Gateway for GatewayService {
             self.check_size(&req)?;
             let resources = req.resources.into_iter().map(|r| DeploymentResource { resource_name: r.name, resource: r.content }).collect();
             let (key, deployment) = self.deploy(resources).await?;
-            let deployments = deployment
-                .processes_metadata
-                .into_iter()
-                .map(|m| pb::Deployment {
-                    metadata: Some(pb::deployment::Metadata::Process(pb::ProcessMetadata {
-                        bpmn_process_id: m.bpmn_process_id,
-                        version: m.version,
-                        process_definition_key: m.process_definition_key,
-                        resource_name: m.resource_name,
-                        tenant_id: deployment.tenant_id.clone(),
-                    })),
-                })
-                .collect();
-            Ok(Response::new(pb::DeployResourceResponse { key, deployments, tenant_id: deployment.tenant_id }))
+            Ok(Response::new(deploy_response(key, deployment)))
         })
         .await
     }
@@ -574,8 +590,21 @@ impl Gateway for GatewayService {
         .await
     }
 
-    async fn delete_resource(&self, _r: Request<pb::DeleteResourceRequest>) -> Result<Response<pb::DeleteResourceResponse>, Status> {
-        Err(unimplemented("DeleteResource"))
+    /// Deletes a decision requirements graph (with its decisions) or a form by key, on
+    /// partition 1, which distributes the deletion to the others
+    /// (https://docs.camunda.io/docs/apis-tools/zeebe-api/gateway-service/#deleteresource-rpc).
+    async fn delete_resource(&self, request: Request<pb::DeleteResourceRequest>) -> Result<Response<pb::DeleteResourceResponse>, Status> {
+        let req = request.into_inner();
+        self.measured("DeleteResource", async {
+            let value =
+                RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: req.resource_key, tenant_id: "<default>".into() });
+            let record = self.broker.deploy(Command::new(req.resource_key, Intent::Delete, value)).await.map_err(status::broker)?;
+            if record.rejection.is_some() {
+                return Err(status::rejection(&record));
+            }
+            Ok(Response::new(pb::DeleteResourceResponse {}))
+        })
+        .await
     }
 
     async fn broadcast_signal(
@@ -599,8 +628,106 @@ impl Gateway for GatewayService {
     }
 }
 
-fn unimplemented(rpc: &str) -> Status {
-    Status::unimplemented(format!("The RPC '{rpc}' is not implemented by Waggle yet"))
+/// The DeployResource answer from DEPLOYMENT CREATED: processes, decisions, decision
+/// requirements, then forms, as Zeebe's gateway lists them.
+fn deploy_response(key: i64, d: DeploymentRecord) -> pb::DeployResourceResponse {
+    use pb::deployment::Metadata;
+    let tenant = d.tenant_id;
+    let processes = d.processes_metadata.into_iter().map(|m| {
+        Metadata::Process(pb::ProcessMetadata {
+            bpmn_process_id: m.bpmn_process_id,
+            version: m.version,
+            process_definition_key: m.process_definition_key,
+            resource_name: m.resource_name,
+            tenant_id: tenant.clone(),
+        })
+    });
+    let decisions = d.decisions_metadata.into_iter().map(|m| {
+        Metadata::Decision(pb::DecisionMetadata {
+            dmn_decision_id: m.decision_id,
+            dmn_decision_name: m.decision_name,
+            version: m.version,
+            decision_key: m.decision_key,
+            dmn_decision_requirements_id: m.decision_requirements_id,
+            decision_requirements_key: m.decision_requirements_key,
+            tenant_id: tenant.clone(),
+        })
+    });
+    let drgs = d.decision_requirements_metadata.into_iter().map(|m| {
+        Metadata::DecisionRequirements(pb::DecisionRequirementsMetadata {
+            dmn_decision_requirements_id: m.decision_requirements_id,
+            dmn_decision_requirements_name: m.decision_requirements_name,
+            version: m.decision_requirements_version,
+            decision_requirements_key: m.decision_requirements_key,
+            resource_name: m.resource_name,
+            tenant_id: tenant.clone(),
+        })
+    });
+    let forms = d.form_metadata.into_iter().map(|m| {
+        Metadata::Form(pb::FormMetadata {
+            form_id: m.form_id,
+            version: m.version,
+            form_key: m.form_key,
+            resource_name: m.resource_name,
+            tenant_id: tenant.clone(),
+        })
+    });
+    let deployments =
+        processes.chain(decisions).chain(drgs).chain(forms).map(|metadata| pb::Deployment { metadata: Some(metadata) }).collect();
+    pb::DeployResourceResponse { key, deployments, tenant_id: tenant }
+}
+
+/// The EvaluateDecision answer from DECISION_EVALUATION EVALUATED or FAILED (`key`: the
+/// evaluation's, Zeebe's `decisionInstanceKey`).
+fn evaluation_response(key: i64, e: DecisionEvaluationRecord) -> pb::EvaluateDecisionResponse {
+    pb::EvaluateDecisionResponse {
+        decision_key: e.decision_key,
+        decision_id: e.decision_id,
+        decision_name: e.decision_name,
+        decision_version: e.decision_version,
+        decision_requirements_id: e.decision_requirements_id,
+        decision_requirements_key: e.decision_requirements_key,
+        decision_output: e.decision_output,
+        evaluated_decisions: e
+            .evaluated_decisions
+            .into_iter()
+            .map(|d| pb::EvaluatedDecision {
+                decision_key: d.decision_key,
+                decision_id: d.decision_id,
+                decision_name: d.decision_name,
+                decision_version: d.decision_version,
+                decision_type: d.decision_type,
+                decision_output: d.decision_output,
+                matched_rules: d
+                    .matched_rules
+                    .into_iter()
+                    .map(|r| pb::MatchedDecisionRule {
+                        rule_id: r.rule_id,
+                        rule_index: r.rule_index,
+                        evaluated_outputs: r
+                            .evaluated_outputs
+                            .into_iter()
+                            .map(|o| pb::EvaluatedDecisionOutput {
+                                output_id: o.output_id,
+                                output_name: o.output_name,
+                                output_value: o.output_value,
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+                evaluated_inputs: d
+                    .evaluated_inputs
+                    .into_iter()
+                    .map(|i| pb::EvaluatedDecisionInput { input_id: i.input_id, input_name: i.input_name, input_value: i.input_value })
+                    .collect(),
+                tenant_id: d.tenant_id,
+            })
+            .collect(),
+        failed_decision_id: e.failed_decision_id,
+        failure_message: e.evaluation_failure_message,
+        tenant_id: e.tenant_id,
+        decision_instance_key: key,
+    }
 }
 
 fn humantime(d: Duration) -> String {

@@ -79,7 +79,12 @@ names! {
         ProcessInstanceModification => "PROCESS_INSTANCE_MODIFICATION",
         ProcessInstanceMigration => "PROCESS_INSTANCE_MIGRATION",
         ProcessInstanceBatch => "PROCESS_INSTANCE_BATCH",
-        // appended: the log stores value types by position
+        // DMN and forms (appended: the log stores value types by position)
+        DecisionRequirements => "DECISION_REQUIREMENTS",
+        Decision => "DECISION",
+        DecisionEvaluation => "DECISION_EVALUATION",
+        Form => "FORM",
+        ResourceDeletion => "RESOURCE_DELETION",
         CompensationSubscription => "COMPENSATION_SUBSCRIPTION",
     }
 }
@@ -167,6 +172,9 @@ names! {
         Migrate => "MIGRATE",
         Migrated => "MIGRATED",
         ElementMigrated => "ELEMENT_MIGRATED",
+        // DECISION_EVALUATION (EVALUATE from EvaluateDecision; EVALUATED or FAILED)
+        Evaluate => "EVALUATE",
+        Evaluated => "EVALUATED",
     }
 }
 

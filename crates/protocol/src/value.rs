@@ -7,7 +7,12 @@ use serde::{Deserialize, Serialize};
 use crate::SharedStr;
 
 /// The value of a record. The variant matches the record's value type.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// In the log (postcard, which is not self-describing) a value is its variant's position and
+/// its fields in order, so variants are only ever appended, and a struct stored in the log
+/// never gains a field: a deployment with decisions or forms is written as a variant of its
+/// own at the end ([`Wire`]), one without them exactly as before the DMN fields existed.
+#[derive(Debug, Clone, PartialEq)]
 pub enum RecordValue {
     Deployment(DeploymentRecord),
     Process(ProcessRecord),
@@ -30,8 +35,177 @@ pub enum RecordValue {
     ProcessInstanceModification(ProcessInstanceModificationRecord),
     ProcessInstanceMigration(ProcessInstanceMigrationRecord),
     ProcessInstanceBatch(ProcessInstanceBatchRecord),
-    // appended: the log stores variants by position
+    DecisionRequirements(DecisionRequirementsRecord),
+    Decision(DecisionRecord),
+    DecisionEvaluation(DecisionEvaluationRecord),
+    Form(FormRecord),
+    ResourceDeletion(ResourceDeletionRecord),
     CompensationSubscription(CompensationSubscriptionRecord),
+}
+
+/// A value as the log lays it out (serialization side; see [`RecordValue`]).
+#[derive(Serialize)]
+#[serde(rename = "RecordValue")]
+enum WireRef<'a> {
+    Deployment(DeploymentV1Ref<'a>),
+    Process(&'a ProcessRecord),
+    ProcessInstance(&'a ProcessInstanceRecord),
+    ProcessInstanceCreation(&'a ProcessInstanceCreationRecord),
+    ProcessInstanceResult(&'a ProcessInstanceResultRecord),
+    Job(&'a JobRecord),
+    JobBatch(&'a JobBatchRecord),
+    Variable(&'a VariableRecord),
+    VariableDocument(&'a VariableDocumentRecord),
+    Incident(&'a IncidentRecord),
+    Message(&'a MessageRecord),
+    Timer(&'a TimerRecord),
+    MessageSubscription(&'a MessageSubscriptionRecord),
+    ProcessMessageSubscription(&'a ProcessMessageSubscriptionRecord),
+    MessageStartEventSubscription(&'a MessageStartEventSubscriptionRecord),
+    Signal(&'a SignalRecord),
+    SignalSubscription(&'a SignalSubscriptionRecord),
+    CommandDistribution(&'a CommandDistributionRecord),
+    ProcessInstanceModification(&'a ProcessInstanceModificationRecord),
+    ProcessInstanceMigration(&'a ProcessInstanceMigrationRecord),
+    ProcessInstanceBatch(&'a ProcessInstanceBatchRecord),
+    DecisionRequirements(&'a DecisionRequirementsRecord),
+    Decision(&'a DecisionRecord),
+    DecisionEvaluation(&'a DecisionEvaluationRecord),
+    Form(&'a FormRecord),
+    ResourceDeletion(&'a ResourceDeletionRecord),
+    /// A deployment with decisions, decision requirements or forms.
+    DeploymentV2(&'a DeploymentRecord),
+    CompensationSubscription(&'a CompensationSubscriptionRecord),
+}
+
+/// A value as the log lays it out (deserialization side; see [`RecordValue`]).
+#[derive(Deserialize)]
+#[serde(rename = "RecordValue")]
+enum Wire {
+    Deployment(DeploymentV1),
+    Process(ProcessRecord),
+    ProcessInstance(ProcessInstanceRecord),
+    ProcessInstanceCreation(ProcessInstanceCreationRecord),
+    ProcessInstanceResult(ProcessInstanceResultRecord),
+    Job(JobRecord),
+    JobBatch(JobBatchRecord),
+    Variable(VariableRecord),
+    VariableDocument(VariableDocumentRecord),
+    Incident(IncidentRecord),
+    Message(MessageRecord),
+    Timer(TimerRecord),
+    MessageSubscription(MessageSubscriptionRecord),
+    ProcessMessageSubscription(ProcessMessageSubscriptionRecord),
+    MessageStartEventSubscription(MessageStartEventSubscriptionRecord),
+    Signal(SignalRecord),
+    SignalSubscription(SignalSubscriptionRecord),
+    CommandDistribution(CommandDistributionRecord),
+    ProcessInstanceModification(ProcessInstanceModificationRecord),
+    ProcessInstanceMigration(ProcessInstanceMigrationRecord),
+    ProcessInstanceBatch(ProcessInstanceBatchRecord),
+    DecisionRequirements(DecisionRequirementsRecord),
+    Decision(DecisionRecord),
+    DecisionEvaluation(DecisionEvaluationRecord),
+    Form(FormRecord),
+    ResourceDeletion(ResourceDeletionRecord),
+    DeploymentV2(DeploymentRecord),
+    CompensationSubscription(CompensationSubscriptionRecord),
+}
+
+/// [`DeploymentRecord`] as it was before decisions and forms: how a deployment without them
+/// is written (byte for byte as before), and how one of an older log is read.
+#[derive(Deserialize)]
+struct DeploymentV1 {
+    resources: Vec<DeploymentResource>,
+    processes_metadata: Vec<ProcessMetadata>,
+    tenant_id: String,
+}
+
+#[derive(Serialize)]
+struct DeploymentV1Ref<'a> {
+    resources: &'a Vec<DeploymentResource>,
+    processes_metadata: &'a Vec<ProcessMetadata>,
+    tenant_id: &'a String,
+}
+
+impl Serialize for RecordValue {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let wire = match self {
+            RecordValue::Deployment(d) if d.has_only_processes() => WireRef::Deployment(DeploymentV1Ref {
+                resources: &d.resources,
+                processes_metadata: &d.processes_metadata,
+                tenant_id: &d.tenant_id,
+            }),
+            RecordValue::Deployment(d) => WireRef::DeploymentV2(d),
+            RecordValue::Process(x) => WireRef::Process(x),
+            RecordValue::ProcessInstance(x) => WireRef::ProcessInstance(x),
+            RecordValue::ProcessInstanceCreation(x) => WireRef::ProcessInstanceCreation(x),
+            RecordValue::ProcessInstanceResult(x) => WireRef::ProcessInstanceResult(x),
+            RecordValue::Job(x) => WireRef::Job(x),
+            RecordValue::JobBatch(x) => WireRef::JobBatch(x),
+            RecordValue::Variable(x) => WireRef::Variable(x),
+            RecordValue::VariableDocument(x) => WireRef::VariableDocument(x),
+            RecordValue::Incident(x) => WireRef::Incident(x),
+            RecordValue::Message(x) => WireRef::Message(x),
+            RecordValue::Timer(x) => WireRef::Timer(x),
+            RecordValue::MessageSubscription(x) => WireRef::MessageSubscription(x),
+            RecordValue::ProcessMessageSubscription(x) => WireRef::ProcessMessageSubscription(x),
+            RecordValue::MessageStartEventSubscription(x) => WireRef::MessageStartEventSubscription(x),
+            RecordValue::Signal(x) => WireRef::Signal(x),
+            RecordValue::SignalSubscription(x) => WireRef::SignalSubscription(x),
+            RecordValue::CommandDistribution(x) => WireRef::CommandDistribution(x),
+            RecordValue::ProcessInstanceModification(x) => WireRef::ProcessInstanceModification(x),
+            RecordValue::ProcessInstanceMigration(x) => WireRef::ProcessInstanceMigration(x),
+            RecordValue::ProcessInstanceBatch(x) => WireRef::ProcessInstanceBatch(x),
+            RecordValue::DecisionRequirements(x) => WireRef::DecisionRequirements(x),
+            RecordValue::Decision(x) => WireRef::Decision(x),
+            RecordValue::DecisionEvaluation(x) => WireRef::DecisionEvaluation(x),
+            RecordValue::Form(x) => WireRef::Form(x),
+            RecordValue::ResourceDeletion(x) => WireRef::ResourceDeletion(x),
+            RecordValue::CompensationSubscription(x) => WireRef::CompensationSubscription(x),
+        };
+        wire.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for RecordValue {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match Wire::deserialize(deserializer)? {
+            Wire::Deployment(d) => RecordValue::Deployment(DeploymentRecord {
+                resources: d.resources,
+                processes_metadata: d.processes_metadata,
+                tenant_id: d.tenant_id,
+                ..Default::default()
+            }),
+            Wire::DeploymentV2(d) => RecordValue::Deployment(d),
+            Wire::Process(x) => RecordValue::Process(x),
+            Wire::ProcessInstance(x) => RecordValue::ProcessInstance(x),
+            Wire::ProcessInstanceCreation(x) => RecordValue::ProcessInstanceCreation(x),
+            Wire::ProcessInstanceResult(x) => RecordValue::ProcessInstanceResult(x),
+            Wire::Job(x) => RecordValue::Job(x),
+            Wire::JobBatch(x) => RecordValue::JobBatch(x),
+            Wire::Variable(x) => RecordValue::Variable(x),
+            Wire::VariableDocument(x) => RecordValue::VariableDocument(x),
+            Wire::Incident(x) => RecordValue::Incident(x),
+            Wire::Message(x) => RecordValue::Message(x),
+            Wire::Timer(x) => RecordValue::Timer(x),
+            Wire::MessageSubscription(x) => RecordValue::MessageSubscription(x),
+            Wire::ProcessMessageSubscription(x) => RecordValue::ProcessMessageSubscription(x),
+            Wire::MessageStartEventSubscription(x) => RecordValue::MessageStartEventSubscription(x),
+            Wire::Signal(x) => RecordValue::Signal(x),
+            Wire::SignalSubscription(x) => RecordValue::SignalSubscription(x),
+            Wire::CommandDistribution(x) => RecordValue::CommandDistribution(x),
+            Wire::ProcessInstanceModification(x) => RecordValue::ProcessInstanceModification(x),
+            Wire::ProcessInstanceMigration(x) => RecordValue::ProcessInstanceMigration(x),
+            Wire::ProcessInstanceBatch(x) => RecordValue::ProcessInstanceBatch(x),
+            Wire::DecisionRequirements(x) => RecordValue::DecisionRequirements(x),
+            Wire::Decision(x) => RecordValue::Decision(x),
+            Wire::DecisionEvaluation(x) => RecordValue::DecisionEvaluation(x),
+            Wire::Form(x) => RecordValue::Form(x),
+            Wire::ResourceDeletion(x) => RecordValue::ResourceDeletion(x),
+            Wire::CompensationSubscription(x) => RecordValue::CompensationSubscription(x),
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,6 +230,133 @@ pub struct DeploymentRecord {
     pub resources: Vec<DeploymentResource>,
     pub processes_metadata: Vec<ProcessMetadata>,
     pub tenant_id: String,
+    /// The deployment's decisions (Zeebe's `decisionsMetadata`).
+    pub decisions_metadata: Vec<DecisionRecord>,
+    /// Its decision requirements graphs, without their resource (`decisionRequirementsMetadata`).
+    pub decision_requirements_metadata: Vec<DecisionRequirementsRecord>,
+    /// Its forms, without their resource (`formMetadata`).
+    pub form_metadata: Vec<FormRecord>,
+}
+
+impl DeploymentRecord {
+    /// Whether the deployment holds nothing but processes (then it is written in the log as
+    /// deployments were before decisions and forms).
+    pub fn has_only_processes(&self) -> bool {
+        self.decisions_metadata.is_empty() && self.decision_requirements_metadata.is_empty() && self.form_metadata.is_empty()
+    }
+}
+
+/// A deployed decision (Zeebe's DECISION record; also an entry of a deployment's
+/// `decisionsMetadata`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct DecisionRecord {
+    pub decision_id: String,
+    pub decision_name: String,
+    pub version: i32,
+    pub decision_key: i64,
+    pub decision_requirements_id: String,
+    pub decision_requirements_key: i64,
+    /// True when an identical resource was already deployed: no new version was created.
+    pub duplicate: bool,
+    pub tenant_id: String,
+}
+
+/// A deployed decision requirements graph, one DMN resource (Zeebe's DECISION_REQUIREMENTS
+/// record; in a deployment's metadata without its resource).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct DecisionRequirementsRecord {
+    pub decision_requirements_id: String,
+    pub decision_requirements_name: String,
+    pub decision_requirements_version: i32,
+    pub decision_requirements_key: i64,
+    pub namespace: String,
+    pub resource_name: String,
+    pub checksum: u32,
+    pub resource: Vec<u8>,
+    pub duplicate: bool,
+    pub tenant_id: String,
+}
+
+/// A deployed form (Zeebe's FORM record; in a deployment's metadata without its resource).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct FormRecord {
+    pub form_id: String,
+    pub version: i32,
+    pub form_key: i64,
+    pub resource_name: String,
+    pub checksum: u32,
+    pub resource: Vec<u8>,
+    pub duplicate: bool,
+    pub tenant_id: String,
+}
+
+/// Zeebe's RESOURCE_DELETION: DELETE (DeleteResource) a decision requirements graph with its
+/// decisions, or a form, by key; DELETED once done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ResourceDeletionRecord {
+    pub resource_key: i64,
+    pub tenant_id: String,
+}
+
+/// A decision evaluated (Zeebe's DECISION_EVALUATION: EVALUATE from EvaluateDecision,
+/// EVALUATED or FAILED from it or from a business rule task). Outputs and values are JSON texts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct DecisionEvaluationRecord {
+    pub decision_key: i64,
+    pub decision_id: String,
+    pub decision_name: String,
+    pub decision_version: i32,
+    pub decision_requirements_id: String,
+    pub decision_requirements_key: i64,
+    pub decision_output: String,
+    /// The EVALUATE command's variables (a JSON object's text, "" for none).
+    pub variables: String,
+    pub bpmn_process_id: String,
+    pub process_definition_key: i64,
+    pub process_instance_key: i64,
+    pub element_id: String,
+    pub element_instance_key: i64,
+    pub evaluated_decisions: Vec<EvaluatedDecisionValue>,
+    pub evaluation_failure_message: String,
+    pub failed_decision_id: String,
+    pub tenant_id: String,
+}
+
+/// One decision of an evaluation (Zeebe's `EvaluatedDecisionValue`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct EvaluatedDecisionValue {
+    pub decision_id: String,
+    pub decision_name: String,
+    pub decision_key: i64,
+    pub decision_version: i32,
+    /// `DECISION_TABLE` or `LITERAL_EXPRESSION`.
+    pub decision_type: String,
+    pub decision_output: String,
+    pub evaluated_inputs: Vec<EvaluatedInputValue>,
+    pub matched_rules: Vec<MatchedRuleValue>,
+    pub tenant_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct EvaluatedInputValue {
+    pub input_id: String,
+    pub input_name: String,
+    pub input_value: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MatchedRuleValue {
+    pub rule_id: String,
+    /// From 1.
+    pub rule_index: i32,
+    pub evaluated_outputs: Vec<EvaluatedOutputValue>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct EvaluatedOutputValue {
+    pub output_id: String,
+    pub output_name: String,
+    pub output_value: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -409,6 +710,75 @@ impl VariableDocumentRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `DeploymentRecord` as logs hold it from before decisions and forms, and the
+    /// `RecordValue` it was in (variant 0).
+    #[derive(Serialize)]
+    struct OldDeploymentRecord {
+        resources: Vec<DeploymentResource>,
+        processes_metadata: Vec<ProcessMetadata>,
+        tenant_id: String,
+    }
+    #[derive(Serialize)]
+    enum OldRecordValue {
+        Deployment(OldDeploymentRecord),
+    }
+
+    fn process_metadata() -> ProcessMetadata {
+        ProcessMetadata {
+            bpmn_process_id: "p".into(),
+            version: 2,
+            process_definition_key: 7,
+            resource_name: "p.bpmn".into(),
+            checksum: 9,
+            duplicate: false,
+        }
+    }
+
+    #[test]
+    fn a_deployment_of_an_older_log_still_decodes_and_encodes_the_same() {
+        let resources = vec![DeploymentResource { resource_name: "p.bpmn".into(), resource: b"<xml/>".to_vec() }];
+        let old = OldRecordValue::Deployment(OldDeploymentRecord {
+            resources: resources.clone(),
+            processes_metadata: vec![process_metadata()],
+            tenant_id: "<default>".into(),
+        });
+        let bytes = postcard::to_allocvec(&old).unwrap();
+        let decoded: RecordValue = postcard::from_bytes(&bytes).unwrap();
+        let expected = DeploymentRecord {
+            resources,
+            processes_metadata: vec![process_metadata()],
+            tenant_id: "<default>".into(),
+            ..Default::default()
+        };
+        assert_eq!(decoded, RecordValue::Deployment(expected));
+        // a deployment of processes only is still written exactly as before
+        assert_eq!(postcard::to_allocvec(&decoded).unwrap(), bytes);
+    }
+
+    #[test]
+    fn a_deployment_with_decisions_and_forms_round_trips() {
+        let value = RecordValue::Deployment(DeploymentRecord {
+            processes_metadata: vec![process_metadata()],
+            decisions_metadata: vec![DecisionRecord { decision_id: "d".into(), version: 1, decision_key: 3, ..Default::default() }],
+            decision_requirements_metadata: vec![DecisionRequirementsRecord { decision_requirements_id: "r".into(), ..Default::default() }],
+            form_metadata: vec![FormRecord { form_id: "f".into(), ..Default::default() }],
+            tenant_id: "<default>".into(),
+            ..Default::default()
+        });
+        let bytes = postcard::to_allocvec(&value).unwrap();
+        assert_eq!(postcard::from_bytes::<RecordValue>(&bytes).unwrap(), value);
+        let evaluation = RecordValue::DecisionEvaluation(DecisionEvaluationRecord {
+            decision_id: "d".into(),
+            evaluated_decisions: vec![EvaluatedDecisionValue {
+                matched_rules: vec![MatchedRuleValue { rule_index: 1, ..Default::default() }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let bytes = postcard::to_allocvec(&evaluation).unwrap();
+        assert_eq!(postcard::from_bytes::<RecordValue>(&bytes).unwrap(), evaluation);
+    }
 
     #[test]
     fn without_variables_keeps_everything_else() {

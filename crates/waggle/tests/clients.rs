@@ -20,13 +20,14 @@ const STEPS: &[&str] = &[
     "migrate-process-instance",
     "cancel",
     "publish-message",
+    "decisions",
     "bad-input",
     "all",
 ];
 
-/// The steps only the Java driver verifies (pyzeebe has no ModifyProcessInstance or
-/// MigrateProcessInstance).
-const JAVA_ONLY: &[&str] = &["modify-process-instance", "migrate-process-instance"];
+/// The steps only the Java driver verifies (pyzeebe has no ModifyProcessInstance,
+/// MigrateProcessInstance or EvaluateDecision).
+const JAVA_ONLY: &[&str] = &["modify-process-instance", "migrate-process-instance", "decisions"];
 
 /// The steps a driver verifies: all of them for the Java driver.
 fn steps(java: bool) -> Vec<&'static str> {

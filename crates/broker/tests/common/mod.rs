@@ -27,6 +27,7 @@ pub fn deployment(xml: &str) -> Command {
             resources: vec![DeploymentResource { resource_name: "model.bpmn".into(), resource: xml.as_bytes().to_vec() }],
             processes_metadata: vec![],
             tenant_id: "<default>".into(),
+            ..Default::default()
         }),
     )
 }

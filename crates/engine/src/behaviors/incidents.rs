@@ -14,6 +14,8 @@ pub(crate) mod error_type {
     pub const CONDITION_ERROR: &str = "CONDITION_ERROR";
     pub const UNHANDLED_ERROR_EVENT: &str = "UNHANDLED_ERROR_EVENT";
     pub const CALLED_ELEMENT_ERROR: &str = "CALLED_ELEMENT_ERROR";
+    pub const CALLED_DECISION_ERROR: &str = "CALLED_DECISION_ERROR";
+    pub const DECISION_EVALUATION_ERROR: &str = "DECISION_EVALUATION_ERROR";
 }
 
 /// Raises an incident for an element (job_key -1) or a job.

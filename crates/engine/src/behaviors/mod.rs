@@ -4,6 +4,7 @@
 //! layers").
 
 pub(crate) mod catches;
+pub(crate) mod decisions;
 pub(crate) mod expressions;
 pub(crate) mod flows;
 pub(crate) mod incidents;

@@ -17,7 +17,7 @@ use crate::elements::events::{
 use crate::elements::gateways::{EventBasedGateway, ExclusiveGateway, InclusiveGateway, ParallelGateway};
 use crate::elements::multi_instance::MultiInstanceBody;
 use crate::elements::subprocesses::SubProcess;
-use crate::elements::tasks::{JobTask, PlainTask, ReceiveTask, ScriptTask};
+use crate::elements::tasks::{BusinessRuleTask, JobTask, PlainTask, ReceiveTask, ScriptTask};
 
 /// The behaviour of element instance `record` of `element`: its multi-instance body's, or its
 /// kind's.
@@ -35,6 +35,7 @@ pub(crate) fn behavior_of(kind: &ElementKind) -> &'static dyn ElementBehavior {
         ElementKind::ServiceTask(_) | ElementKind::JobElement { .. } => &JobTask,
         ElementKind::ReceiveTask(_) => &ReceiveTask,
         ElementKind::ScriptTask { .. } => &ScriptTask,
+        ElementKind::BusinessRuleTask { .. } => &BusinessRuleTask,
         ElementKind::PlainTask { .. } => &PlainTask,
         ElementKind::ExclusiveGateway { .. } => &ExclusiveGateway,
         ElementKind::InclusiveGateway { .. } => &InclusiveGateway,

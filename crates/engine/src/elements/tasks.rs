@@ -1,10 +1,13 @@
 //! Tasks: those that create a job (service, send, script, business rule and user tasks, and
 //! message throw and end events, which Zeebe also serves with jobs), the receive task, the
-//! script task the engine evaluates itself, and undefined and manual tasks.
+//! script task and the business rule task the engine evaluates itself, and undefined and
+//! manual tasks.
 
 use waggle_bpmn::{ElementKind, Process};
 use waggle_protocol::{Intent, RecordValue};
 
+use crate::behaviors::decisions;
+use crate::behaviors::expressions;
 use crate::behaviors::incidents::{error_type, incident};
 use crate::behaviors::jobs;
 use crate::behaviors::waits::{self, message_wait, Wait};
@@ -72,6 +75,59 @@ impl ElementBehavior for ScriptTask {
             Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
         };
         let result = [(result_variable.clone(), result)];
+        if element.outputs.is_empty() {
+            variables::merge_propagate(p, key, &result);
+        } else {
+            variables::merge_local(p, key, &result);
+        }
+        waits::open(p, &pi, key, waits);
+        pass_through(p, key, pi);
+    }
+}
+
+/// A business rule task with `zeebe:calledDecision`: once input mappings are applied, the
+/// newest version of the decision (its id static or an expression) is evaluated with the
+/// task's variables: DECISION_EVALUATION EVALUATED, the output in the result variable (as a
+/// script task's result), and the task completes. A decision id that does not evaluate is an
+/// EXTRACT_VALUE_ERROR incident, a decision not deployed a CALLED_DECISION_ERROR one, a failed
+/// evaluation DECISION_EVALUATION FAILED and a DECISION_EVALUATION_ERROR incident; resolving
+/// one evaluates again (https://docs.camunda.io/docs/components/modeler/bpmn/business-rule-tasks/,
+/// Zeebe's `BusinessRuleTaskTest` and `BusinessRuleTaskIncidentTest`).
+pub(crate) struct BusinessRuleTask;
+
+impl ElementBehavior for BusinessRuleTask {
+    fn on_activate(&self, p: P, a: Activation<'_>, _t: Transitions) {
+        let Activation { model, idx, key, record: pi, waits, .. } = a;
+        let element = &model.elements[idx];
+        let ElementKind::BusinessRuleTask { decision_id, result_variable } = &element.kind else { return };
+        let decision_id = match expressions::string_of(p, key, decision_id) {
+            Ok(id) => id,
+            Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
+        };
+        let Some(decision) = decisions::latest(p, &decision_id) else {
+            return incident(p, &pi, key, -1, error_type::CALLED_DECISION_ERROR, decisions::not_found_by_id(&decision_id));
+        };
+        let drg = decisions::drg_of(p, &decision);
+        let lookup = variables::ScopeLookup::new(p.view(), key);
+        let mut evaluated = decisions::evaluate(p, drg.as_deref(), &decision, &lookup);
+        drop(lookup);
+        evaluated.record.bpmn_process_id = pi.bpmn_process_id.to_string();
+        evaluated.record.process_definition_key = pi.process_definition_key;
+        evaluated.record.process_instance_key = pi.process_instance_key;
+        evaluated.record.element_id = pi.element_id.to_string();
+        evaluated.record.element_instance_key = key;
+        let evaluation_key = p.new_key();
+        let output = match evaluated.output {
+            Ok(output) => {
+                p.event(evaluation_key, Intent::Evaluated, RecordValue::DecisionEvaluation(evaluated.record));
+                output
+            }
+            Err(message) => {
+                p.event(evaluation_key, Intent::Failed, RecordValue::DecisionEvaluation(evaluated.record));
+                return incident(p, &pi, key, -1, error_type::DECISION_EVALUATION_ERROR, message);
+            }
+        };
+        let result = [(result_variable.clone(), output)];
         if element.outputs.is_empty() {
             variables::merge_propagate(p, key, &result);
         } else {

@@ -7,13 +7,16 @@ use crate::batch::RequestId;
 use crate::behaviors::starts;
 use crate::distribution;
 use crate::processing::Processing;
+use crate::processors::resources;
 
 /// Errors a rejected resource lists; the rest are counted (a model of 50,000 faulty elements
 /// would otherwise be rejected with megabytes of text).
 const MAX_LISTED_ERRORS: usize = 100;
 
-/// DEPLOYMENT CREATE: validates every resource, then writes PROCESS CREATED per new process
-/// version and DEPLOYMENT CREATED. An unchanged resource is a duplicate: same key and version.
+/// DEPLOYMENT CREATE: validates every resource (BPMN, DMN, forms: all succeed or the command is
+/// rejected), then writes PROCESS CREATED per new process version, DECISION_REQUIREMENTS and
+/// DECISION CREATED per new DMN resource, FORM CREATED per new form, and DEPLOYMENT CREATED. An
+/// unchanged resource is a duplicate: same keys and versions.
 pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
     let RecordValue::Deployment(deployment) = &command.value else { return };
     if deployment.resources.is_empty() {
@@ -26,11 +29,27 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
     }
     let mut errors = String::new();
     let mut parsed = Vec::new();
+    let mut drgs = Vec::new();
+    let mut forms = Vec::new();
     for resource in &deployment.resources {
         let name = &resource.resource_name;
+        if name.ends_with(".dmn") {
+            match resources::parse_dmn(&resource.resource) {
+                Ok(drg) => drgs.push((resource, drg)),
+                Err(message) => errors.push_str(&format!("\n'{name}': {message}")),
+            }
+            continue;
+        }
+        if name.ends_with(".form") {
+            match resources::form_id(&resource.resource) {
+                Ok(id) => forms.push((resource, id)),
+                Err(message) => errors.push_str(&format!("\n'{name}': {message}")),
+            }
+            continue;
+        }
         if !(name.ends_with(".bpmn") || name.ends_with(".xml")) {
             errors.push_str(&format!(
-                "\n'{name}': Expected the resource to be a BPMN model (.bpmn or .xml); other resource types (DMN, forms) are not supported yet"
+                "\n'{name}': Expected the resource to be a BPMN model (.bpmn or .xml), a DMN model (.dmn) or a form (.form)"
             ));
             continue;
         }
@@ -71,6 +90,10 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
                 return p.reject(command, request, RejectionType::InvalidArgument, reason);
             }
         }
+    }
+    if let Err(message) = resources::check_unique_ids(&drgs, &forms) {
+        let reason = format!("Expected to deploy new resources, but encountered the following errors:\n{message}");
+        return p.reject(command, request, RejectionType::InvalidArgument, reason);
     }
     let deployment_key = p.new_key();
     let mut metadata = Vec::new();
@@ -118,11 +141,25 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
             });
         }
     }
-    let record = DeploymentRecord { resources: deployment.resources.clone(), processes_metadata: metadata, tenant_id: "<default>".into() };
+    let mut record = DeploymentRecord {
+        resources: deployment.resources.clone(),
+        processes_metadata: metadata,
+        tenant_id: "<default>".into(),
+        ..Default::default()
+    };
+    for (resource, drg) in drgs {
+        resources::create_drg(p, resource, drg, &mut record);
+    }
+    for (resource, form_id) in forms {
+        resources::create_form(p, resource, form_id, &mut record);
+    }
     let created = p.event_record(deployment_key, Intent::Created, RecordValue::Deployment(record.clone()));
     p.respond(request, created);
     // every other partition gets the new versions with the same keys (durably: see `distribution`)
-    if record.processes_metadata.iter().any(|m| !m.duplicate) {
+    let anything_new = record.processes_metadata.iter().any(|m| !m.duplicate)
+        || record.decision_requirements_metadata.iter().any(|m| !m.duplicate)
+        || record.form_metadata.iter().any(|m| !m.duplicate);
+    if anything_new {
         let this = p.partition;
         for partition in (1..=p.partition_count as u16).filter(|q| *q != this) {
             distribution::send(p, partition, deployment_key, Intent::Distribute, RecordValue::Deployment(record.clone()));
@@ -160,6 +197,9 @@ pub(crate) fn distribute(p: &mut Processing<'_, '_, '_>, command: &Record, reque
         if latest {
             starts::open_start_events(p, &model, meta.process_definition_key, &record, previous, false);
         }
+    }
+    if let Err(reason) = resources::distribute(p, deployment) {
+        return p.reject(command, request, RejectionType::InvalidArgument, reason);
     }
     let event = p.event_record(command.key, Intent::Distributed, RecordValue::Deployment(deployment.clone()));
     p.respond(request, event);

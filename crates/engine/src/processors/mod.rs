@@ -2,6 +2,7 @@
 //! commands, rejections and responses. The top of the engine: [`run`] processes a command from
 //! outside and every follow-up command it causes.
 
+pub(crate) mod decision;
 pub(crate) mod deployment;
 pub(crate) mod instance;
 pub(crate) mod job;
@@ -9,6 +10,7 @@ pub(crate) mod job_batch;
 pub(crate) mod message;
 pub(crate) mod migration;
 pub(crate) mod modification;
+pub(crate) mod resources;
 pub(crate) mod signal;
 pub(crate) mod subscription;
 pub(crate) mod timer;
@@ -75,6 +77,8 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         (RecordValue::ProcessMessageSubscription(_), Intent::Correlate) => subscription::correlate_process_subscription(p, command),
         (RecordValue::Signal(_), Intent::Broadcast) => signal::broadcast(p, command, request),
         (RecordValue::CommandDistribution(_), Intent::Acknowledge) => distribution::acknowledged(p, command),
+        (RecordValue::DecisionEvaluation(_), Intent::Evaluate) => decision::evaluate(p, command, request),
+        (RecordValue::ResourceDeletion(_), Intent::Delete | Intent::Distribute) => resources::delete(p, command, request),
         (RecordValue::ProcessInstanceBatch(_), Intent::Activate) => elements::multi_instance::activate_batch(p, command),
         _ => p.reject(
             command,

@@ -119,6 +119,7 @@ fn every_value_type_has_zeebes_field_names() {
                     duplicate: false,
                 }],
                 tenant_id: "<default>".into(),
+                ..Default::default()
             }),
             &["resources", "processesMetadata", "decisionRequirementsMetadata", "decisionsMetadata", "formMetadata", "tenantId"],
         ),
@@ -292,6 +293,72 @@ fn every_value_type_has_zeebes_field_names() {
             &["processInstanceKey", "batchElementInstanceKey", "index", "tenantId"],
         ),
         (
+            RecordValue::DecisionRequirements(DecisionRequirementsRecord::default()),
+            &[
+                "decisionRequirementsId",
+                "decisionRequirementsName",
+                "decisionRequirementsVersion",
+                "decisionRequirementsKey",
+                "namespace",
+                "resourceName",
+                "checksum",
+                "duplicate",
+                "tenantId",
+                "resource",
+            ],
+        ),
+        (
+            RecordValue::Decision(DecisionRecord::default()),
+            &[
+                "decisionId",
+                "decisionName",
+                "version",
+                "decisionKey",
+                "decisionRequirementsId",
+                "decisionRequirementsKey",
+                "duplicate",
+                "tenantId",
+            ],
+        ),
+        (
+            RecordValue::DecisionEvaluation(DecisionEvaluationRecord {
+                variables: r#"{"x":1}"#.into(),
+                evaluated_decisions: vec![EvaluatedDecisionValue {
+                    evaluated_inputs: vec![EvaluatedInputValue::default()],
+                    matched_rules: vec![MatchedRuleValue {
+                        evaluated_outputs: vec![EvaluatedOutputValue::default()],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            &[
+                "decisionKey",
+                "decisionId",
+                "decisionName",
+                "decisionVersion",
+                "decisionRequirementsId",
+                "decisionRequirementsKey",
+                "decisionOutput",
+                "variables",
+                "bpmnProcessId",
+                "processDefinitionKey",
+                "processInstanceKey",
+                "elementId",
+                "elementInstanceKey",
+                "evaluatedDecisions",
+                "evaluationFailureMessage",
+                "failedDecisionId",
+                "tenantId",
+            ],
+        ),
+        (
+            RecordValue::Form(FormRecord::default()),
+            &["formId", "version", "formKey", "resourceName", "checksum", "duplicate", "tenantId", "resource"],
+        ),
+        (RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: 5, tenant_id: "".into() }), &["resourceKey", "tenantId"]),
+        (
             RecordValue::CompensationSubscription(CompensationSubscriptionRecord {
                 process_instance_key: 1,
                 compensable_activity_id: "A".into(),
@@ -315,7 +382,28 @@ fn every_value_type_has_zeebes_field_names() {
             ],
         ),
     ];
-    assert_eq!(cases.len(), 22, "one case per value type");
+    assert_eq!(cases.len(), 27, "one case per value type");
+    let evaluation = super::value(&cases[23].0);
+    assert_eq!(
+        keys(&evaluation["evaluatedDecisions"][0]),
+        [
+            "decisionId",
+            "decisionName",
+            "decisionKey",
+            "decisionVersion",
+            "decisionType",
+            "decisionOutput",
+            "evaluatedInputs",
+            "matchedRules",
+            "tenantId"
+        ]
+    );
+    assert_eq!(keys(&evaluation["evaluatedDecisions"][0]["evaluatedInputs"][0]), ["inputId", "inputName", "inputValue"]);
+    assert_eq!(keys(&evaluation["evaluatedDecisions"][0]["matchedRules"][0]), ["ruleId", "ruleIndex", "evaluatedOutputs"]);
+    assert_eq!(
+        keys(&evaluation["evaluatedDecisions"][0]["matchedRules"][0]["evaluatedOutputs"][0]),
+        ["outputId", "outputName", "outputValue"]
+    );
     for (value, fields) in &cases {
         let v = super::value(value);
         assert_eq!(keys(&v), *fields, "{value:?}");

@@ -1,0 +1,241 @@
+//! The DMN and form resources of a deployment: parsed and checked with the rest of the
+//! deployment (all succeed or none), then written as DECISION_REQUIREMENTS, DECISION and FORM
+//! CREATED with their versions, and distributed with the deployment to the other partitions
+//! (https://docs.camunda.io/docs/apis-tools/zeebe-api/gateway-service/#deployresource-rpc;
+//! Zeebe's `DmnResourceTransformer`, `FormResourceTransformer` and their tests in
+//! `zeebe/engine/src/test/java/io/camunda/zeebe/engine/processing/deployment/`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use waggle_dmn::Drg;
+use waggle_protocol::value::{DecisionRecord, DecisionRequirementsRecord, DeploymentRecord, DeploymentResource, FormRecord};
+use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
+
+use crate::batch::RequestId;
+use crate::distribution;
+use crate::processing::Processing;
+
+const TENANT: &str = "<default>";
+
+/// A DMN resource's decision requirements graph, or why it can not be deployed.
+pub(crate) fn parse_dmn(bytes: &[u8]) -> Result<Drg, String> {
+    let xml = std::str::from_utf8(bytes).map_err(|_| "Expected the DMN resource to be UTF-8 text, but it is not".to_string())?;
+    waggle_dmn::parse(xml).map_err(|e| e.message)
+}
+
+/// A form's id: the `id` of its JSON object (Zeebe's `FormResourceTransformer`).
+pub(crate) fn form_id(bytes: &[u8]) -> Result<String, String> {
+    let json: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| format!("Failed to parse the form's JSON: {e}"))?;
+    match json.get("id").and_then(|id| id.as_str()) {
+        Some(id) if !id.is_empty() => Ok(id.to_string()),
+        _ => Err("Expected the form id to be present, but none given".to_string()),
+    }
+}
+
+/// Rejects decision requirements, decision and form ids that occur in two resources of the
+/// deployment, with Zeebe's messages.
+pub(crate) fn check_unique_ids(drgs: &[(&DeploymentResource, Drg)], forms: &[(&DeploymentResource, String)]) -> Result<(), String> {
+    let mut drg_ids: HashMap<&str, &str> = HashMap::new();
+    let mut decision_ids: HashMap<&str, &str> = HashMap::new();
+    for (resource, drg) in drgs {
+        let name = resource.resource_name.as_str();
+        if let Some(first) = drg_ids.insert(&drg.id, name) {
+            return Err(format!(
+                "Expected the decision requirements ids to be unique within a deployment but found a duplicated id '{}' in the resources '{first}' and '{name}'.",
+                drg.id
+            ));
+        }
+        for decision in drg.decisions() {
+            if let Some(first) = decision_ids.insert(&decision.id, name) {
+                return Err(format!(
+                    "Expected the decision ids to be unique within a deployment but found a duplicated id '{}' in the resources '{first}' and '{name}'.",
+                    decision.id
+                ));
+            }
+        }
+    }
+    let mut form_ids: HashMap<&str, &str> = HashMap::new();
+    for (resource, id) in forms {
+        let name = resource.resource_name.as_str();
+        if let Some(first) = form_ids.insert(id, name) {
+            return Err(format!(
+                "Expected the form ids to be unique within a deployment but found a duplicated id '{id}' in the resources '{first}' and '{name}'."
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Writes a DMN resource's graph and decisions: DECISION_REQUIREMENTS CREATED and DECISION
+/// CREATED for a new version (the graph's next version; each decision's next version), or,
+/// when the newest version of the graph has the same resource name and content, the existing
+/// ones as duplicates. Adds them to the deployment's metadata.
+pub(crate) fn create_drg(p: &mut Processing<'_, '_, '_>, resource: &DeploymentResource, drg: Drg, deployment: &mut DeploymentRecord) {
+    let checksum = crc32fast::hash(&resource.resource);
+    let latest = p.view().latest_drg(&drg.id);
+    // a duplicate: the latest version has the same name and content, and is still where the
+    // latest version of each of its decisions lives (Zeebe's DmnResourceTransformer)
+    let duplicate = latest.and_then(|(_, key)| p.view().drg(key)).filter(|stored| {
+        stored.checksum == checksum
+            && stored.resource_name == resource.resource_name
+            && drg.decisions().iter().all(|d| {
+                let latest_decision = p.view().latest_decision(&d.id).and_then(|(_, k)| p.view().decision(k));
+                latest_decision.is_some_and(|l| l.decision_requirements_key == stored.decision_requirements_key)
+            })
+    });
+    if let Some(stored) = duplicate {
+        let key = stored.decision_requirements_key;
+        for decision in drg.decisions() {
+            if let Some(record) = p.view().decision_in_drg(key, &decision.id).and_then(|k| p.view().decision(k)) {
+                deployment.decisions_metadata.push(DecisionRecord { duplicate: true, ..record });
+            }
+        }
+        deployment.decision_requirements_metadata.push(DecisionRequirementsRecord { resource: Vec::new(), duplicate: true, ..stored });
+        return;
+    }
+    let key = p.new_key();
+    let record = DecisionRequirementsRecord {
+        decision_requirements_id: drg.id.clone(),
+        decision_requirements_name: drg.name.clone().unwrap_or_default(),
+        decision_requirements_version: latest.map_or(1, |(v, _)| v + 1),
+        decision_requirements_key: key,
+        namespace: drg.namespace.clone().unwrap_or_default(),
+        resource_name: resource.resource_name.clone(),
+        checksum,
+        resource: resource.resource.clone(),
+        duplicate: false,
+        tenant_id: TENANT.into(),
+    };
+    let decisions: Vec<DecisionRecord> = drg
+        .decisions()
+        .iter()
+        .map(|decision| DecisionRecord {
+            decision_id: decision.id.clone(),
+            decision_name: decision.name.clone().unwrap_or_default(),
+            version: p.view().latest_decision(&decision.id).map_or(1, |(v, _)| v + 1),
+            decision_key: p.new_key(),
+            decision_requirements_id: record.decision_requirements_id.clone(),
+            decision_requirements_key: key,
+            duplicate: false,
+            tenant_id: TENANT.into(),
+        })
+        .collect();
+    write_drg(p, Arc::new(drg), &record, &decisions);
+    deployment.decision_requirements_metadata.push(DecisionRequirementsRecord { resource: Vec::new(), ..record });
+    deployment.decisions_metadata.extend(decisions);
+}
+
+fn write_drg(p: &mut Processing<'_, '_, '_>, drg: Arc<Drg>, record: &DecisionRequirementsRecord, decisions: &[DecisionRecord]) {
+    p.processes_mut().insert_drg(record.decision_requirements_key, drg);
+    p.event(record.decision_requirements_key, Intent::Created, RecordValue::DecisionRequirements(record.clone()));
+    for decision in decisions {
+        p.event(decision.decision_key, Intent::Created, RecordValue::Decision(decision.clone()));
+    }
+}
+
+/// Writes a form: FORM CREATED with the next version, or, when the newest version has the
+/// same resource name and content, the existing one as a duplicate.
+pub(crate) fn create_form(
+    p: &mut Processing<'_, '_, '_>,
+    resource: &DeploymentResource,
+    form_id: String,
+    deployment: &mut DeploymentRecord,
+) {
+    let checksum = crc32fast::hash(&resource.resource);
+    let latest = p.view().latest_form(&form_id);
+    let duplicate = latest
+        .and_then(|(_, key)| p.view().form(key))
+        .filter(|stored| stored.checksum == checksum && stored.resource_name == resource.resource_name);
+    if let Some(stored) = duplicate {
+        deployment.form_metadata.push(FormRecord { resource: Vec::new(), duplicate: true, ..stored });
+        return;
+    }
+    let key = p.new_key();
+    let record = FormRecord {
+        form_id,
+        version: latest.map_or(1, |(v, _)| v + 1),
+        form_key: key,
+        resource_name: resource.resource_name.clone(),
+        checksum,
+        resource: resource.resource.clone(),
+        duplicate: false,
+        tenant_id: TENANT.into(),
+    };
+    p.event(key, Intent::Created, RecordValue::Form(record.clone()));
+    deployment.form_metadata.push(FormRecord { resource: Vec::new(), ..record });
+}
+
+/// DEPLOYMENT DISTRIBUTE: the graphs, decisions and forms another partition created, written
+/// here with the same keys and versions (those already here are left alone).
+pub(crate) fn distribute(p: &mut Processing<'_, '_, '_>, deployment: &DeploymentRecord) -> Result<(), String> {
+    for meta in deployment.decision_requirements_metadata.iter().filter(|m| !m.duplicate) {
+        if p.view().drg(meta.decision_requirements_key).is_some() {
+            continue;
+        }
+        let Some(resource) = deployment.resources.iter().find(|r| r.resource_name == meta.resource_name) else { continue };
+        let drg = parse_dmn(&resource.resource).map_err(|e| {
+            format!("Expected to distribute decision requirements '{}', but they do not parse: {e}", meta.decision_requirements_id)
+        })?;
+        let record = DecisionRequirementsRecord { resource: resource.resource.clone(), ..meta.clone() };
+        let decisions: Vec<DecisionRecord> = deployment
+            .decisions_metadata
+            .iter()
+            .filter(|d| d.decision_requirements_key == meta.decision_requirements_key && !d.duplicate)
+            .cloned()
+            .collect();
+        write_drg(p, Arc::new(drg), &record, &decisions);
+    }
+    for meta in deployment.form_metadata.iter().filter(|m| !m.duplicate) {
+        if p.view().form(meta.form_key).is_some() {
+            continue;
+        }
+        let Some(resource) = deployment.resources.iter().find(|r| r.resource_name == meta.resource_name) else { continue };
+        let record = FormRecord { resource: resource.resource.clone(), ..meta.clone() };
+        p.event(meta.form_key, Intent::Created, RecordValue::Form(record));
+    }
+    Ok(())
+}
+
+/// RESOURCE_DELETION DELETE (DeleteResource; DISTRIBUTE: the copy another partition sends): a
+/// decision requirements graph with its decisions (DECISION DELETED each, DECISION_REQUIREMENTS
+/// DELETED) or a form (FORM DELETED), then RESOURCE_DELETION DELETED; the previous version of
+/// each id becomes the latest again. The command is distributed to every other partition.
+/// Zeebe's `ResourceDeletionTest`;
+/// https://docs.camunda.io/docs/apis-tools/zeebe-api/gateway-service/#deleteresource-rpc.
+/// Deleting a process definition is not supported yet (rejected, see docs/compatibility.md).
+pub(crate) fn delete(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
+    let RecordValue::ResourceDeletion(deletion) = &command.value else { return };
+    let key = deletion.resource_key;
+    let distributed = command.intent == Intent::Distribute;
+    if let Some(drg) = p.view().drg(key) {
+        for (_, decision_key) in p.view().decisions_of(key) {
+            if let Some(decision) = p.view().decision(decision_key) {
+                p.event(decision_key, Intent::Deleted, RecordValue::Decision(decision));
+            }
+        }
+        p.event(key, Intent::Deleted, RecordValue::DecisionRequirements(drg));
+        p.processes_mut().remove_drg(key);
+    } else if let Some(form) = p.view().form(key) {
+        p.event(key, Intent::Deleted, RecordValue::Form(form));
+    } else if distributed {
+        // deleted here already (a copy processed twice is caught before; this is a resource
+        // this partition never had): nothing to do
+    } else if p.view().process(key).is_some() {
+        let reason =
+            format!("Expected to delete resource with key `{key}`, but deleting process definitions is not supported by Waggle yet");
+        return p.reject(command, request, RejectionType::InvalidState, reason);
+    } else {
+        let reason = format!("Expected to delete resource but no resource found with key `{key}`");
+        return p.reject(command, request, RejectionType::NotFound, reason);
+    }
+    let value = RecordValue::ResourceDeletion(deletion.clone());
+    let deleted = p.event_record(key, Intent::Deleted, value.clone());
+    p.respond(request, deleted);
+    if !distributed {
+        let this = p.partition;
+        for partition in (1..=p.partition_count as u16).filter(|q| *q != this) {
+            distribution::send(p, partition, key, Intent::Distribute, value.clone());
+        }
+    }
+}
