@@ -1,0 +1,224 @@
+//! The query store and the REST API v2 on the real binary (issue 27): instances created and
+//! completed over gRPC are found through `/v2/.../search` with filters, sorting and paging; a
+//! malformed request is a 400 problem detail; REST creates and cancels through the engine.
+//! Then `kill -9` while exporting under load, and a restart: every acknowledged instance is in
+//! the store, each once.
+
+mod common;
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{deploy_one_task, Node};
+use serde_json::{json, Value};
+use tonic::transport::Channel;
+use waggle_protocol::gateway::gateway_client::GatewayClient;
+use waggle_protocol::gateway::*;
+
+/// An HTTP/1.0 request with a JSON body: (status, content type, body).
+fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to the REST port");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("status");
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let content_type = head
+        .lines()
+        .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-type")).map(|(_, v)| v.trim().to_owned()))
+        .unwrap_or_default();
+    (status, content_type, body.to_owned())
+}
+
+/// POSTs a search; expects 200 and returns the JSON answer.
+fn search(node: &Node, entity: &str, request: Value) -> Value {
+    let (status, _, body) = http(node.rest_port, "POST", &format!("/v2/{entity}/search"), &request.to_string());
+    assert_eq!(status, 200, "{entity} search {request}: {body}");
+    serde_json::from_str(&body).expect("search json")
+}
+
+fn keys(result: &Value, field: &str) -> Vec<i64> {
+    result["items"].as_array().expect("items").iter().map(|i| i[field].as_str().expect("string key").parse().unwrap()).collect()
+}
+
+/// Waits until the query store exporter acknowledged every committed entry (`/health`).
+fn caught_up(node: &Node, partitions: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, body) = node.get("/health");
+        let health: Value = serde_json::from_str(&body).expect("health json");
+        let exporters: Vec<Value> =
+            health["exporters"].as_array().cloned().unwrap_or_default().into_iter().filter(|e| e["exporter"] == "query-store").collect();
+        if exporters.len() == partitions && exporters.iter().all(|e| e["lagEntries"] == 0 && e["unacknowledgedEntries"] == 0) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the query store did not catch up: {body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every process instance in the store, paged through with `after` cursors.
+fn all_instances(node: &Node) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut page = json!({"limit": 500});
+    loop {
+        let r = search(node, "process-instances", json!({"page": page}));
+        let got = r["items"].as_array().unwrap().clone();
+        if got.is_empty() {
+            return items;
+        }
+        items.extend(got);
+        page = json!({"limit": 500, "after": r["page"]["endCursor"]});
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_v2_searches_the_query_store_and_survives_kill_9() {
+    let mut node = Node::start(&["--partitions", "2"]);
+    let mut c = common::grpc_client(&node).await;
+    deploy_one_task(&mut c).await;
+    let mut created = Vec::new();
+    for i in 0..10 {
+        let request = CreateProcessInstanceRequest { variables: format!(r#"{{"i": {i}}}"#), ..common::one_task_creation() };
+        created.push(c.create_process_instance(request).await.expect("create").into_inner().process_instance_key);
+    }
+    created.sort();
+    let mut completed = HashSet::new();
+    while completed.len() < 4 {
+        let mut stream = c.activate_jobs(common::one_task_activation(4 - completed.len() as i32)).await.expect("activate").into_inner();
+        while let Some(batch) = stream.message().await.expect("jobs") {
+            for job in batch.jobs {
+                c.complete_job(CompleteJobRequest { job_key: job.key, variables: "{}".into() }).await.expect("complete");
+                completed.insert(job.process_instance_key);
+            }
+        }
+    }
+    caught_up(&node, 2);
+
+    // topology
+    let (status, _, body) = http(node.rest_port, "GET", "/v2/topology", "");
+    assert_eq!(status, 200, "{body}");
+    let topology: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(topology["partitionsCount"], 2);
+    assert_eq!(topology["brokers"][0]["partitions"][0]["role"], "leader");
+
+    // process instances: all, filtered, sorted, paged
+    let all = search(&node, "process-instances", json!({}));
+    assert_eq!(all["page"]["totalItems"], 10);
+    assert_eq!(keys(&all, "processInstanceKey"), created);
+    let done = search(&node, "process-instances", json!({"filter": {"state": "COMPLETED", "processDefinitionId": "benchmark"}}));
+    assert_eq!(keys(&done, "processInstanceKey").into_iter().collect::<HashSet<_>>(), completed);
+    assert!(done["items"][0]["endDate"].as_str().unwrap().ends_with('Z'));
+    let active = search(&node, "process-instances", json!({"filter": {"state": {"$in": ["ACTIVE"]}, "endDate": {"$exists": false}}}));
+    assert_eq!(active["page"]["totalItems"], 6);
+    let desc = search(&node, "process-instances", json!({"sort": [{"field": "processInstanceKey", "order": "DESC"}]}));
+    assert_eq!(keys(&desc, "processInstanceKey"), created.iter().rev().copied().collect::<Vec<_>>());
+    let mut paged = Vec::new();
+    let mut r = search(&node, "process-instances", json!({"page": {"limit": 3}}));
+    while !r["items"].as_array().unwrap().is_empty() {
+        assert_eq!(r["page"]["totalItems"], 10);
+        paged.extend(keys(&r, "processInstanceKey"));
+        r = search(&node, "process-instances", json!({"page": {"limit": 3, "after": r["page"]["endCursor"]}}));
+    }
+    assert_eq!(paged, created, "paging with after cursors walks every instance once");
+    let (status, _, body) = http(node.rest_port, "GET", &format!("/v2/process-instances/{}", created[0]), "");
+    assert_eq!(status, 200, "{body}");
+    let one: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(one["processInstanceKey"], created[0].to_string());
+    assert_eq!(one["processDefinitionId"], "benchmark");
+
+    // process definitions and their XML
+    let defs = search(&node, "process-definitions", json!({"filter": {"processDefinitionId": {"$like": "bench*"}}}));
+    assert_eq!(defs["page"]["totalItems"], 1, "{defs}");
+    let def_key = defs["items"][0]["processDefinitionKey"].as_str().unwrap().to_owned();
+    let (status, content_type, xml) = http(node.rest_port, "GET", &format!("/v2/process-definitions/{def_key}/xml"), "");
+    assert_eq!((status, content_type.as_str()), (200, "text/xml"));
+    assert!(xml.contains("benchmark-task"), "{xml}");
+
+    // element instances, variables, jobs, incidents
+    let tasks =
+        search(&node, "element-instances", json!({"filter": {"processInstanceKey": created[0].to_string(), "type": "SERVICE_TASK"}}));
+    assert_eq!(tasks["page"]["totalItems"], 1, "{tasks}");
+    let vars = search(&node, "variables", json!({"filter": {"name": "i"}, "sort": [{"field": "value", "order": "ASC"}]}));
+    assert_eq!(vars["page"]["totalItems"], 10);
+    assert_eq!(vars["items"][0]["value"], "0");
+    let jobs = search(&node, "jobs", json!({"filter": {"state": "COMPLETED", "type": "benchmark-task"}}));
+    assert_eq!(jobs["page"]["totalItems"], 4, "{jobs}");
+    assert_eq!(search(&node, "incidents", json!({}))["page"]["totalItems"], 0);
+
+    // malformed requests: 400 problem details, never 500; an unknown key 404
+    for (method, path, body) in [
+        ("POST", "/v2/process-instances/search", "{"),
+        ("POST", "/v2/process-instances/search", r#"{"filter": {"noSuchField": 1}}"#),
+        ("POST", "/v2/process-instances/search", r#"{"filter": {"processInstanceKey": {"$like": "1*"}}}"#),
+        ("POST", "/v2/process-instances/search", r#"{"page": {"limit": "ten"}}"#),
+        ("POST", "/v2/variables/search", r#"{"sort": [{"field": "name", "order": "sideways"}]}"#),
+        ("GET", "/v2/process-instances/not-a-key", ""),
+        ("POST", "/v2/process-instances", r#"{"variables": {}}"#),
+    ] {
+        let (status, content_type, answer) = http(node.rest_port, method, path, body);
+        assert_eq!((status, content_type.as_str()), (400, "application/problem+json"), "{method} {path} {body}: {answer}");
+        let problem: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(problem["status"], 400);
+        assert_eq!(problem["title"], "INVALID_ARGUMENT");
+        assert!(problem["detail"].as_str().is_some_and(|d| !d.is_empty()));
+    }
+    let (status, content_type, _) = http(node.rest_port, "GET", "/v2/process-instances/1", "");
+    assert_eq!((status, content_type.as_str()), (404, "application/problem+json"));
+
+    // commands through the engine: create, then cancel
+    let (status, _, body) =
+        http(node.rest_port, "POST", "/v2/process-instances", r#"{"processDefinitionId": "benchmark", "variables": {"rest": true}}"#);
+    assert_eq!(status, 200, "{body}");
+    let key = serde_json::from_str::<Value>(&body).unwrap()["processInstanceKey"].as_str().unwrap().to_owned();
+    let (status, _, body) = http(node.rest_port, "POST", &format!("/v2/process-instances/{key}/cancellation"), "");
+    assert_eq!(status, 204, "{body}");
+    let (status, _, body) = http(node.rest_port, "POST", &format!("/v2/process-instances/{key}/cancellation"), "");
+    assert_eq!(status, 404, "a second cancellation: {body}");
+    caught_up(&node, 2);
+    let terminated = search(&node, "process-instances", json!({"filter": {"processInstanceKey": key, "state": "TERMINATED"}}));
+    assert_eq!(terminated["page"]["totalItems"], 1, "{terminated}");
+
+    // kill -9 while exporting under load, restart: every acknowledged instance once
+    let acked = Arc::new(Mutex::new(HashSet::<i64>::new()));
+    let stop = Instant::now() + Duration::from_secs(30);
+    let mut load = Vec::new();
+    for _ in 0..3 {
+        load.push(tokio::spawn(creator(c.clone(), acked.clone(), stop)));
+    }
+    common::kill9_under_load(&mut node, load, || acked.lock().unwrap().len() >= 300, || format!("{} created", acked.lock().unwrap().len()))
+        .await;
+    let acked = std::mem::take(&mut *acked.lock().unwrap());
+    node.restart();
+    caught_up(&node, 2);
+    let items = all_instances(&node);
+    let in_store: Vec<i64> = items.iter().map(|i| i["processInstanceKey"].as_str().unwrap().parse().unwrap()).collect();
+    let unique: HashSet<i64> = in_store.iter().copied().collect();
+    assert_eq!(unique.len(), in_store.len(), "an instance is in the store twice");
+    for k in &acked {
+        assert!(unique.contains(k), "acknowledged instance {k} is not in the store");
+    }
+    let total = search(&node, "process-instances", json!({}))["page"]["totalItems"].as_u64().unwrap();
+    assert_eq!(total as usize, in_store.len());
+    let process_elements =
+        search(&node, "element-instances", json!({"filter": {"type": "PROCESS"}}))["page"]["totalItems"].as_u64().unwrap();
+    assert_eq!(process_elements, total, "one PROCESS element instance per process instance");
+    eprintln!("after kill -9: {} acknowledged creations, {total} instances in the store", acked.len());
+}
+
+async fn creator(mut c: GatewayClient<Channel>, acked: Arc<Mutex<HashSet<i64>>>, stop: Instant) {
+    while Instant::now() < stop {
+        if let Ok(r) = c.create_process_instance(common::one_task_creation()).await {
+            acked.lock().unwrap().insert(r.into_inner().process_instance_key);
+        }
+    }
+}
