@@ -222,3 +222,88 @@ async fn creator(mut c: GatewayClient<Channel>, acked: Arc<Mutex<HashSet<i64>>>,
         }
     }
 }
+
+/// Data lag, issue 27's benchmark (not a timed test; run it with `cargo test -p waggle --test
+/// rest -- --ignored --nocapture` on an optimised build): W1's load (one-task instances created
+/// at 150/s, each job completed after 50 ms of work) for 20 s; for every third instance, the
+/// time from its job completion's acknowledgement (the instance completes in the same batch) to
+/// the instance being found COMPLETED through `/v2/process-instances/search`, polled every
+/// millisecond by one poller (a poller that falls behind overstates the lag).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn data_lag_from_completion_to_search() {
+    let node = Node::start(&[]);
+    let mut c = common::grpc_client(&node).await;
+    deploy_one_task(&mut c).await;
+    let run_for = Duration::from_secs(20);
+    let stop = Instant::now() + run_for;
+    let (tx, rx) = std::sync::mpsc::channel::<(i64, Instant)>();
+    let creator = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / 150));
+            while Instant::now() < stop {
+                tick.tick().await;
+                let mut c = c.clone();
+                tokio::spawn(async move {
+                    let _ = c.create_process_instance(common::one_task_creation()).await;
+                });
+            }
+        })
+    };
+    let worker = tokio::spawn(async move {
+        let mut n = 0u64;
+        while Instant::now() < stop + Duration::from_secs(1) {
+            let Ok(stream) = c.activate_jobs(ActivateJobsRequest { request_timeout: 200, ..common::one_task_activation(32) }).await else {
+                continue;
+            };
+            let mut stream = stream.into_inner();
+            while let Ok(Some(batch)) = stream.message().await {
+                for job in batch.jobs {
+                    n += 1;
+                    let (mut c, tx) = (c.clone(), (n % 3 == 0).then(|| tx.clone()));
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        if c.complete_job(CompleteJobRequest { job_key: job.key, variables: "{}".into() }).await.is_ok() {
+                            if let Some(tx) = tx {
+                                let _ = tx.send((job.process_instance_key, Instant::now()));
+                            }
+                        }
+                    });
+                }
+            }
+        }
+    });
+    let rest_port = node.rest_port;
+    let poller = std::thread::spawn(move || {
+        let mut lags = Vec::new();
+        while let Ok((key, acked)) = rx.recv_timeout(Duration::from_secs(3)) {
+            let request = json!({"filter": {"processInstanceKey": key.to_string(), "state": "COMPLETED"}}).to_string();
+            loop {
+                let (status, _, body) = http(rest_port, "POST", "/v2/process-instances/search", &request);
+                assert_eq!(status, 200, "{body}");
+                if serde_json::from_str::<Value>(&body).unwrap()["page"]["totalItems"] == 1 {
+                    lags.push(acked.elapsed());
+                    break;
+                }
+                assert!(acked.elapsed() < Duration::from_secs(30), "instance {key} not visible after 30 s");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        lags
+    });
+    creator.await.unwrap();
+    worker.await.unwrap();
+    let mut lags = tokio::task::spawn_blocking(move || poller.join().unwrap()).await.unwrap();
+    lags.sort();
+    assert!(lags.len() > 100, "only {} samples", lags.len());
+    let at = |q: f64| lags[((lags.len() as f64 * q) as usize).min(lags.len() - 1)];
+    eprintln!(
+        "data lag over {} samples: p50 {:?}, p90 {:?}, p99 {:?}, max {:?}",
+        lags.len(),
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        lags[lags.len() - 1]
+    );
+}
