@@ -73,3 +73,20 @@ impl From<tonic::Status> for Problem {
         Problem::new(status, title, s.message())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn back_pressure_is_503_resource_exhausted_and_bad_input_400() {
+        let p = Problem::from(tonic::Status::resource_exhausted("partition 1 is overloaded"));
+        assert_eq!((p.status, p.title.as_str()), (StatusCode::SERVICE_UNAVAILABLE, "RESOURCE_EXHAUSTED"));
+        let p = Problem::from(tonic::Status::invalid_argument("no"));
+        assert_eq!((p.status, p.title.as_str()), (StatusCode::BAD_REQUEST, "INVALID_ARGUMENT"));
+        let p = Problem::from(StoreError::Invalid("unknown field".into()));
+        assert_eq!(p.status, StatusCode::BAD_REQUEST);
+        let p = Problem::from(tonic::Status::not_found("gone"));
+        assert_eq!(p.status, StatusCode::NOT_FOUND);
+    }
+}

@@ -5,7 +5,8 @@
 //!
 //! - `filter`: per field, a value (equality) or an object of operators: `$eq`, `$neq`, `$in`,
 //!   `$notIn`, `$like` (`*` any characters, `?` one; strings only), `$gt`, `$gte`, `$lt`,
-//!   `$lte` (numbers, keys and dates), `$exists`.
+//!   `$lte` (numbers, keys and dates), `$exists`. A `null`, `[]` or `{}` is no condition (the
+//!   8.8 Java client sends `"$in": []` and `"tags": []` for what it leaves unset).
 //! - `sort`: `[{field, order: ASC|DESC}]`, then by the entity's key.
 //! - `page`: `limit` (default 100, at most 10,000) and one of `from` (an offset), `after` or
 //!   `before` (a cursor from a previous response's `endCursor` / `startCursor`).
@@ -242,6 +243,16 @@ fn field<'a>(entity: &'a Entity, name: &str) -> Result<&'a Field, StoreError> {
     })
 }
 
+/// An unset filter value: `null`, `[]` or `{}` (no condition).
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
 /// The WHERE clause of a `filter` object and its parameters (plus any fixed conditions).
 fn where_clause(entity: &Entity, filter: Option<&Value>, fixed: &[(&str, Sql)]) -> Result<(String, Vec<Sql>), StoreError> {
     let mut conds = Vec::new();
@@ -254,6 +265,10 @@ fn where_clause(entity: &Entity, filter: Option<&Value>, fixed: &[(&str, Sql)]) 
         None | Some(Value::Null) => {}
         Some(Value::Object(map)) => {
             for (name, value) in map {
+                // the 8.8 Java client sends unset filters as empty (`"tags": []`, `"$or": []`)
+                if is_empty(value) {
+                    continue;
+                }
                 let fd = field(entity, name)?;
                 let ops: Vec<(&str, &Value)> = match value {
                     Value::Object(o) if o.keys().all(|k| k.starts_with('$')) && !o.is_empty() => {
@@ -262,6 +277,10 @@ fn where_clause(entity: &Entity, filter: Option<&Value>, fixed: &[(&str, Sql)]) 
                     v => vec![("$eq", v)],
                 };
                 for (op, v) in ops {
+                    // likewise unset operators (`"$in": []` beside `"$eq"`)
+                    if is_empty(v) {
+                        continue;
+                    }
                     let sql = fd.sql;
                     match op {
                         "$eq" | "$neq" | "$gt" | "$gte" | "$lt" | "$lte" => {
@@ -285,10 +304,6 @@ fn where_clause(entity: &Entity, filter: Option<&Value>, fixed: &[(&str, Sql)]) 
                         }
                         "$in" | "$notIn" => {
                             let items = v.as_array().ok_or_else(|| invalid(format!("{op} of '{name}' takes an array")))?;
-                            if items.is_empty() {
-                                conds.push(if op == "$in" { "0".into() } else { "1".into() });
-                                continue;
-                            }
                             let marks = vec!["?"; items.len()].join(", ");
                             conds.push(if op == "$in" {
                                 format!("{sql} IN ({marks})")

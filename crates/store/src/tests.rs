@@ -140,6 +140,13 @@ fn filters_sort_and_pages() {
     assert_eq!(keys(&r, "processInstanceKey"), ["300"]);
     let r = search(&conn, pi, json!({"filter": {"startDate": {"$gt": "1970-01-01T00:00:02.000Z", "$lte": "1970-01-01T00:00:06.000Z"}}}));
     assert_eq!(keys(&r, "processInstanceKey"), ["200"]);
+    // the Java client's shape: unset operators and filters as empty values
+    let r = search(
+        &conn,
+        pi,
+        json!({"sort": [], "filter": {"processDefinitionId": {"$eq": "order", "$in": [], "$notIn": []}, "tags": [], "$or": []}}),
+    );
+    assert_eq!(r["page"]["totalItems"], 3);
     let r = search(&conn, pi, json!({"filter": {"processInstanceKey": 200, "hasIncident": false}}));
     assert_eq!(keys(&r, "processInstanceKey"), ["200"]);
     // pages: from/limit, then cursors forwards and back
