@@ -45,8 +45,8 @@ pub fn open(path: &Path) -> Result<rusqlite::Connection, StoreError> {
     let conn = rusqlite::Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
-    // WAL with NORMAL: a commit is durable once the WAL is synced at checkpoints; FULL syncs
-    // each commit, which an acknowledgement needs (the position must not run ahead of the rows)
+    // FULL: each commit syncs the WAL, so a position acknowledged after a commit is durable
+    // (with NORMAL, the last commits may be lost on power failure while the log is compacted)
     conn.pragma_update(None, "synchronous", "FULL")?;
     conn.execute_batch(schema::SCHEMA)?;
     Ok(conn)
