@@ -67,6 +67,20 @@ fn caught_up(node: &Node, partitions: usize) {
     }
 }
 
+/// Repeats a search until its `totalItems` is `expected` (export is asynchronous: `/health`'s
+/// lag is not a barrier for what was acknowledged a moment ago), within 20 s.
+fn eventually(node: &Node, entity: &str, request: Value, expected: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = search(node, entity, request.clone());
+        if r["page"]["totalItems"] == expected {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "{entity} {request}: {expected} expected, got {r}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Every process instance in the store, paged through with `after` cursors.
 fn all_instances(node: &Node) -> Vec<Value> {
     let mut items = Vec::new();
@@ -104,6 +118,8 @@ async fn rest_v2_searches_the_query_store_and_survives_kill_9() {
         }
     }
     caught_up(&node, 2);
+    eventually(&node, "process-instances", json!({"filter": {"state": "COMPLETED"}}), 4);
+    eventually(&node, "jobs", json!({"filter": {"state": "COMPLETED"}}), 4);
 
     // topology
     let (status, _, body) = http(node.rest_port, "GET", "/v2/topology", "");
@@ -185,9 +201,7 @@ async fn rest_v2_searches_the_query_store_and_survives_kill_9() {
     assert_eq!(status, 204, "{body}");
     let (status, _, body) = http(node.rest_port, "POST", &format!("/v2/process-instances/{key}/cancellation"), "");
     assert_eq!(status, 404, "a second cancellation: {body}");
-    caught_up(&node, 2);
-    let terminated = search(&node, "process-instances", json!({"filter": {"processInstanceKey": key, "state": "TERMINATED"}}));
-    assert_eq!(terminated["page"]["totalItems"], 1, "{terminated}");
+    eventually(&node, "process-instances", json!({"filter": {"processInstanceKey": key, "state": "TERMINATED"}}), 1);
 
     // kill -9 while exporting under load, restart: every acknowledged instance once
     let acked = Arc::new(Mutex::new(HashSet::<i64>::new()));
@@ -201,7 +215,17 @@ async fn rest_v2_searches_the_query_store_and_survives_kill_9() {
     let acked = std::mem::take(&mut *acked.lock().unwrap());
     node.restart();
     caught_up(&node, 2);
-    let items = all_instances(&node);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let items = loop {
+        let items = all_instances(&node);
+        let keys: HashSet<&str> = items.iter().map(|i| i["processInstanceKey"].as_str().unwrap()).collect();
+        let missing = acked.iter().filter(|k| !keys.contains(k.to_string().as_str())).count();
+        if missing == 0 {
+            break items;
+        }
+        assert!(Instant::now() < deadline, "{missing} acknowledged instances not in the store 30 s after the restart");
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let in_store: Vec<i64> = items.iter().map(|i| i["processInstanceKey"].as_str().unwrap().parse().unwrap()).collect();
     let unique: HashSet<i64> = in_store.iter().copied().collect();
     assert_eq!(unique.len(), in_store.len(), "an instance is in the store twice");
