@@ -117,6 +117,14 @@ async fn rest_v2_searches_the_query_store_and_survives_kill_9() {
             }
         }
     }
+    // one job fails without retries: an incident
+    let failed = loop {
+        let mut stream = c.activate_jobs(common::one_task_activation(1)).await.expect("activate").into_inner();
+        if let Some(job) = stream.message().await.expect("jobs").and_then(|b| b.jobs.into_iter().next()) {
+            break job;
+        }
+    };
+    c.fail_job(FailJobRequest { job_key: failed.key, retries: 0, error_message: "boom".into(), ..Default::default() }).await.expect("fail");
     caught_up(&node, 2);
     eventually(&node, "process-instances", json!({"filter": {"state": "COMPLETED"}}), 4);
     eventually(&node, "jobs", json!({"filter": {"state": "COMPLETED"}}), 4);
@@ -170,7 +178,24 @@ async fn rest_v2_searches_the_query_store_and_survives_kill_9() {
     assert_eq!(vars["items"][0]["value"], "0");
     let jobs = search(&node, "jobs", json!({"filter": {"state": "COMPLETED", "type": "benchmark-task"}}));
     assert_eq!(jobs["page"]["totalItems"], 4, "{jobs}");
-    assert_eq!(search(&node, "incidents", json!({}))["page"]["totalItems"], 0);
+
+    // the incident: searched, flagged on its instance and element, then resolved
+    let incidents = eventually(&node, "incidents", json!({"filter": {"state": "ACTIVE"}}), 1);
+    let incident = &incidents["items"][0];
+    assert_eq!(incident["errorType"], "JOB_NO_RETRIES");
+    assert_eq!(incident["errorMessage"], "boom");
+    assert_eq!(incident["processInstanceKey"], failed.process_instance_key.to_string());
+    assert_eq!(incident["jobKey"], failed.key.to_string());
+    let flagged = search(&node, "process-instances", json!({"filter": {"hasIncident": true}}));
+    assert_eq!(keys(&flagged, "processInstanceKey"), [failed.process_instance_key]);
+    let element = search(&node, "element-instances", json!({"filter": {"hasIncident": true}}));
+    assert_eq!(element["items"][0]["incidentKey"], incident["incidentKey"]);
+    assert_eq!(search(&node, "jobs", json!({"filter": {"state": "FAILED"}}))["items"][0]["retries"], 0);
+    let incident_key: i64 = incident["incidentKey"].as_str().unwrap().parse().unwrap();
+    c.update_job_retries(UpdateJobRetriesRequest { job_key: failed.key, retries: 1 }).await.expect("retries");
+    c.resolve_incident(ResolveIncidentRequest { incident_key }).await.expect("resolve");
+    eventually(&node, "incidents", json!({"filter": {"state": "RESOLVED", "incidentKey": incident_key.to_string()}}), 1);
+    eventually(&node, "process-instances", json!({"filter": {"hasIncident": true}}), 0);
 
     // malformed requests: 400 problem details, never 500; an unknown key 404
     for (method, path, body) in [
