@@ -273,6 +273,19 @@ async fn creator(mut c: GatewayClient<Channel>, acked: Arc<Mutex<HashSet<i64>>>,
     }
 }
 
+/// `--query-store false`: no store file, searches answer 503 problem details, the rest of the
+/// API still serves.
+#[test]
+fn the_query_store_can_be_turned_off() {
+    let node = Node::start(&["--query-store", "false"]);
+    let (status, content_type, body) = http(node.rest_port, "POST", "/v2/process-instances/search", "{}");
+    assert_eq!((status, content_type.as_str()), (503, "application/problem+json"), "{body}");
+    assert!(!node.data_dir.join("query-store.sqlite").exists());
+    assert_eq!(http(node.rest_port, "GET", "/v2/topology", "").0, 200);
+    let (_, body) = node.get("/health");
+    assert!(!body.contains("query-store"), "no query store exporter: {body}");
+}
+
 /// The 8.8 Java client over REST (`tests/clients/RestSearch.java`): topology, create and
 /// cancel, then searches of every entity with filters (`$in` included), sorting, cursor paging,
 /// a get, a definition's XML, and a 404 problem for an unknown key.
