@@ -11,6 +11,7 @@
 #   --gateway-port G        broker i's gRPC gateway listens on G + 10 i [default: 26500]
 #   --internal-port I       broker i's internal (broker-to-broker) port is I + 10 i [default: 26502]
 #   --management-port M     broker i's management API listens on M + 10 i [default: 9600]
+#   --rest-port R           broker i's REST API v2 listens on R + 10 i [default: 8080]
 #   --wait S                seconds to wait for every broker's /ready [default: 120]
 #   --bin PATH              the waggle binary [default: $WAGGLE_BIN, else the optimised build
 #                           scripts/run.sh starts, built first if needed]
@@ -53,6 +54,7 @@ replication_factor=""
 gateway_base=26500
 internal_base=26502
 management_base=9600
+rest_base=8080
 wait_s=120
 bin=${WAGGLE_BIN:-}
 with_gateway=""
@@ -65,6 +67,7 @@ while [ $# -gt 0 ]; do
     --gateway-port) gateway_base=$2; shift 2 ;;
     --internal-port) internal_base=$2; shift 2 ;;
     --management-port) management_base=$2; shift 2 ;;
+    --rest-port) rest_base=$2; shift 2 ;;
     --wait) wait_s=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --gateway) with_gateway=1; shift ;;
@@ -163,6 +166,7 @@ start() {
       --node-id "$i" --cluster-size "$count" --partitions "$partitions" --replication-factor "$replication_factor" \
       --contact-points "$contact_points" --internal-host 127.0.0.1 --internal-port "$((internal_base + 10 * i))" \
       --host 127.0.0.1 --port "$((gateway_base + 10 * i))" --management-port "$((management_base + 10 * i))" \
+      --rest-port "$((rest_base + 10 * i))" \
       --data-dir "$b/data" "${extra[@]}" </dev/null >/dev/null 2>>"$b/waggle.log" &
     echo $! >"$b/waggle.pid"
   done

@@ -5,13 +5,15 @@
 #   install-clients.sh java     io.camunda:zeebe-client-java:8.5.8 + slf4j-simple    -> $PEERS/java-client/lib/*.jar
 #   install-clients.sh python   pyzeebe 4.7.0 in a venv                              -> $PEERS/py/bin/python
 #   install-clients.sh node     @camunda8/sdk 8.8.13                                 -> $PEERS/node/node_modules
-#   install-clients.sh all      (default) all four
+#   install-clients.sh java88   io.camunda:camunda-client-java:8.8.14 (REST API v2)  -> $PEERS/java-client-88/lib/*.jar
+#   install-clients.sh all      (default) all five
 # Needs: go, mvn + a JDK (17 is enough for the client), python3 with venv, node + npm.
 # Each client is skipped when already present, so re-running is cheap.
 set -euo pipefail
 ZEEBE_VERSION=8.5.8
 PYZEEBE_VERSION=4.7.0
 SDK_VERSION=8.8.13
+CAMUNDA_CLIENT_VERSION=8.8.14
 PEERS="${WAGGLE_PEERS:-$HOME/.cache/waggle-peers}"
 mkdir -p "$PEERS/bin"
 
@@ -52,6 +54,29 @@ POM
   say "java client: javac/java -cp '$d/lib/*'"
 }
 
+# The 8.8 Java client, whose REST side (preferRestOverGrpc) drives tests/clients/RestSearch.java.
+install_java88() {
+  local d="$PEERS/java-client-88"
+  mkdir -p "$d"
+  if ! ls "$d"/lib/camunda-client-java-"$CAMUNDA_CLIENT_VERSION".jar >/dev/null 2>&1; then
+    need mvn "the 8.8 Java client"
+    cat > "$d/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>waggle.peers</groupId><artifactId>java-client-88</artifactId><version>1</version>
+  <dependencies>
+    <dependency><groupId>io.camunda</groupId><artifactId>camunda-client-java</artifactId><version>$CAMUNDA_CLIENT_VERSION</version></dependency>
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>2.0.13</version></dependency>
+  </dependencies>
+</project>
+POM
+    rm -rf "$d/lib.tmp"
+    ( cd "$d" && mvn -B -q dependency:copy-dependencies -DoutputDirectory=lib.tmp )
+    rm -rf "$d/lib" && mv "$d/lib.tmp" "$d/lib"
+  fi
+  say "8.8 java client: javac/java -cp '$d/lib/*'"
+}
+
 install_python() {
   local v="$PEERS/py"
   if ! { [ -x "$v/bin/python" ] && "$v/bin/python" -c 'import pyzeebe' >/dev/null 2>&1; }; then
@@ -77,6 +102,7 @@ case "${1:-all}" in
   java) install_java ;;
   python) install_python ;;
   node) install_node ;;
-  all) install_zbctl; install_java; install_python; install_node ;;
-  *) sed -n '2,11p' "$0"; exit 2 ;;
+  java88) install_java88 ;;
+  all) install_zbctl; install_java; install_python; install_node; install_java88 ;;
+  *) sed -n '2,12p' "$0"; exit 2 ;;
 esac

@@ -90,6 +90,8 @@ impl Cluster {
                 port.to_string(),
                 "--management-port".into(),
                 management_port.to_string(),
+                "--rest-port".into(),
+                free_port()?.to_string(),
                 "--data-dir".into(),
                 dir.join("data").display().to_string(),
             ];

@@ -106,6 +106,7 @@ impl Server {
             .arg("--data-dir")
             .arg(data.path().join("data"))
             .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--management-port", &mgmt.to_string()])
+            .args(["--rest-port", &free_port()?.to_string()])
             .env("WAGGLE_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -74,7 +74,11 @@ pub struct GrpcServer {
 
 impl GrpcServer {
     pub fn new(gateway: GatewayService) -> Self {
-        let gateway = Arc::new(gateway);
+        Self::from_arc(Arc::new(gateway))
+    }
+
+    /// The server of a gateway that others share (the REST API submits through it too).
+    pub fn from_arc(gateway: Arc<GatewayService>) -> Self {
         let tonic = gateway.tonic_server();
         Self { gateway, tonic }
     }

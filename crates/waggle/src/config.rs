@@ -91,6 +91,18 @@ pub struct NodeArgs {
     /// milliseconds is reported stuck (`/health` DOWN, `waggle_exporter_stuck`) [default: 60000].
     #[arg(long, env = "WAGGLE_EXPORTER_STUCK_AFTER_MS")]
     pub exporter_stuck_after_ms: Option<u64>,
+    /// The embedded query store: committed records exported into `query-store.sqlite` in the
+    /// data folder, which the REST API's searches read [default: true standalone, false for
+    /// `waggle broker`].
+    #[arg(long, env = "WAGGLE_QUERY_STORE", action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub query_store: Option<bool>,
+    /// History clean-up: finished process instances older than this many seconds are deleted
+    /// from the query store (0: kept forever) [default: 2592000, 30 days].
+    #[arg(long, env = "WAGGLE_QUERY_STORE_HISTORY_TTL_SECS")]
+    pub query_store_history_ttl_secs: Option<u64>,
+    /// Port of the REST API v2 (Camunda 8.8's Orchestration Cluster API, under /v2) [default: 8080].
+    #[arg(long, env = "WAGGLE_REST_PORT")]
+    pub rest_port: Option<u16>,
 }
 
 /// A cluster broker's settings beside the node's (`waggle broker`).
@@ -174,6 +186,9 @@ struct FileConfig {
     max_process_depth: Option<usize>,
     exporters: Option<ExportersFile>,
     exporter_stuck_after_ms: Option<u64>,
+    query_store: Option<bool>,
+    query_store_history_ttl_secs: Option<u64>,
+    rest_port: Option<u16>,
 }
 
 /// `[exporters.*]` tables of the TOML file.
@@ -208,6 +223,11 @@ pub struct NodeConfig {
     /// Where the debug exporter writes, if it is on.
     pub debug_exporter: Option<DebugTarget>,
     pub exporter_stuck_after: Duration,
+    /// The query store on or off; `None`: the mode's default (on standalone).
+    pub query_store: Option<bool>,
+    /// History clean-up's time to live; `None`: kept forever.
+    pub query_store_history_ttl: Option<Duration>,
+    pub rest_port: u16,
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -300,6 +320,13 @@ impl NodeArgs {
                 (None, None) => None,
             },
             exporter_stuck_after: Duration::from_millis(self.exporter_stuck_after_ms.or(file.exporter_stuck_after_ms).unwrap_or(60_000)),
+            query_store: self.query_store.or(file.query_store),
+            query_store_history_ttl: Some(
+                self.query_store_history_ttl_secs.or(file.query_store_history_ttl_secs).unwrap_or(30 * 24 * 3600),
+            )
+            .filter(|&s| s > 0)
+            .map(Duration::from_secs),
+            rest_port: self.rest_port.or(file.rest_port).unwrap_or(8080),
         };
         anyhow::ensure!(config.partitions >= 1, "--partitions must be at least 1");
         anyhow::ensure!(config.max_message_size >= 1024, "--max-message-size must be at least 1024 bytes");
@@ -467,6 +494,21 @@ mod tests {
         std::fs::write(&file, "[exporters.kafka]\n").unwrap();
         let err = NodeArgs { config: Some(file), ..Default::default() }.resolve().unwrap_err();
         assert!(format!("{err:#}").contains("kafka"), "{err:#}");
+    }
+
+    #[test]
+    fn the_query_store_and_the_rest_port_from_the_file_and_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = NodeArgs::default().resolve().unwrap();
+        assert_eq!((c.query_store, c.rest_port), (None, 8080), "the mode decides; port 8080");
+        assert_eq!(c.query_store_history_ttl, Some(Duration::from_secs(30 * 24 * 3600)));
+        let file = dir.path().join("waggle.toml");
+        std::fs::write(&file, "query_store = false\nquery_store_history_ttl_secs = 0\nrest_port = 8181\n").unwrap();
+        let c = NodeArgs { config: Some(file.clone()), ..Default::default() }.resolve().unwrap();
+        assert_eq!((c.query_store, c.query_store_history_ttl, c.rest_port), (Some(false), None, 8181));
+        let flags = NodeArgs { config: Some(file), query_store: Some(true), rest_port: Some(9090), ..Default::default() };
+        let c = flags.resolve().unwrap();
+        assert_eq!((c.query_store, c.rest_port), (Some(true), 9090), "flags over the file");
     }
 
     #[test]

@@ -113,9 +113,23 @@ fn gateway_threads(partitions: u16) -> usize {
     cores.saturating_sub(usize::from(partitions)).max(1)
 }
 
+/// The query store's file, if it is on (by default on the standalone node, off on a broker).
+fn query_store_path(config: &config::NodeConfig, cluster: Option<&ClusterSpec>) -> Option<std::path::PathBuf> {
+    config.query_store.unwrap_or(cluster.is_none()).then(|| waggle_store::path_in(&config.data_dir))
+}
+
 /// The exporters the configuration turns on.
-fn export_config(config: &config::NodeConfig) -> anyhow::Result<waggle_broker::export::ExportConfig> {
+fn export_config(
+    config: &config::NodeConfig,
+    query_store: Option<&std::path::Path>,
+) -> anyhow::Result<waggle_broker::export::ExportConfig> {
     let mut exporters = Vec::new();
+    if let Some(path) = query_store {
+        let store = waggle_store::exporter::StoreConfig { path: path.to_owned(), history_ttl: config.query_store_history_ttl };
+        let factory =
+            waggle_store::exporter::factory("query-store", store).with_context(|| format!("opening the query store {}", path.display()))?;
+        exporters.push(Arc::new(factory));
+    }
     if let Some(target) = &config.debug_exporter {
         let factory =
             waggle_exporter::debug::factory("debug", target).with_context(|| format!("opening the debug exporter's {target:?}"))?;
@@ -138,6 +152,7 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     });
     let started = Instant::now();
     let registry = prometheus::Registry::new();
+    let query_store = query_store_path(&config, cluster.as_ref());
     let broker = Broker::start(
         BrokerConfig {
             data_dir: config.data_dir.clone(),
@@ -147,13 +162,14 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
             snapshot_every_entries: config.snapshot_every_entries,
             limits: config.limits,
             cluster: cluster.clone(),
-            export: export_config(&config)?,
+            export: export_config(&config, query_store.as_deref())?,
         },
         &registry,
     )
     .context("starting the broker")?;
     let grpc_addr: SocketAddr = format!("{}:{}", config.host, config.port).parse().context("gateway address")?;
     let mgmt_addr: SocketAddr = format!("{}:{}", config.host, config.management_port).parse().context("management address")?;
+    let rest_addr: SocketAddr = format!("{}:{}", config.host, config.rest_port).parse().context("REST address")?;
     // a cluster broker gossips its membership, and describes the cluster from the gossip
     let (gossip, topology): (Option<gossip::Gossip>, Arc<dyn TopologySource>) = match &cluster {
         Some(spec) => {
@@ -174,10 +190,30 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
         &registry,
     )
     .with_topology(topology.clone());
+    let gateway = Arc::new(gateway);
     let grpc_listener = tokio::net::TcpListener::bind(grpc_addr).await.with_context(|| format!("binding gRPC on {grpc_addr}"))?;
     let mgmt_listener = tokio::net::TcpListener::bind(mgmt_addr).await.with_context(|| format!("binding management on {mgmt_addr}"))?;
+    let rest_listener = tokio::net::TcpListener::bind(rest_addr).await.with_context(|| format!("binding the REST API on {rest_addr}"))?;
+    let store_reader = match &query_store {
+        Some(path) => {
+            Some(Arc::new(waggle_store::Reader::new(path.clone()).with_context(|| format!("opening the query store {}", path.display()))?))
+        }
+        None => None,
+    };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let grpc = tokio::spawn(serve_grpc(grpc_listener, GrpcServer::new(gateway), stop_rx.clone()));
+    let grpc = tokio::spawn(serve_grpc(grpc_listener, GrpcServer::from_arc(gateway.clone()), stop_rx.clone()));
+    let mut rest_stop = stop_rx.clone();
+    let rest = tokio::spawn(
+        axum::serve(
+            rest_listener,
+            waggle_rest::router(Arc::new(waggle_rest::RestState { store: store_reader, gateway, topology: topology.clone() }))
+                .into_make_service(),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = rest_stop.changed().await;
+        })
+        .into_future(),
+    );
     let mut mgmt_stop = stop_rx.clone();
     let mgmt = tokio::spawn(
         axum::serve(
@@ -190,7 +226,7 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
         .into_future(),
     );
     tracing::info!(
-        grpc = %grpc_addr, management = %mgmt_addr, partitions = config.partitions, cluster = cluster_log.as_deref().unwrap_or("none (standalone)"),
+        grpc = %grpc_addr, management = %mgmt_addr, rest = %rest_addr, partitions = config.partitions, cluster = cluster_log.as_deref().unwrap_or("none (standalone)"),
         data = %config.data_dir.display(), ready_ms = started.elapsed().as_millis() as u64, build = env!("WAGGLE_BUILD"),
         "waggle is ready"
     );
@@ -203,6 +239,7 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(10), grpc).await;
     let _ = tokio::time::timeout(Duration::from_secs(5), mgmt).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), rest).await;
     if let Some(gossip) = gossip {
         gossip.shutdown().await;
     }

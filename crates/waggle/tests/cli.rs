@@ -43,6 +43,9 @@ fn help_explains_every_flag() {
         "--backpressure-max-limit",
         "--backpressure-request-timeout-ms",
         "--exporters-debug-path",
+        "--query-store",
+        "--query-store-history-ttl-secs",
+        "--rest-port",
         "--exporter-stuck-after-ms",
         "standalone",
     ] {

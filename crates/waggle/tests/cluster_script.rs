@@ -16,7 +16,7 @@ use common::{free_port, http_get, repo_root, run_with_timeout};
 fn free_bases(count: u16) -> u16 {
     for _ in 0..100 {
         let base = free_port();
-        let ports: Vec<u16> = (0..count).flat_map(|i| [base + 10 * i, base + 10 * i + 2, base + 10 * i + 5]).collect();
+        let ports: Vec<u16> = (0..count).flat_map(|i| [base + 10 * i, base + 10 * i + 2, base + 10 * i + 5, base + 10 * i + 6]).collect();
         if ports.iter().all(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok()) {
             return base;
         }
@@ -34,6 +34,8 @@ fn script(args: &[&str], dir: &Path, base: u16) -> Output {
         (base + 2).to_string(),
         "--management-port".into(),
         (base + 5).to_string(),
+        "--rest-port".into(),
+        (base + 6).to_string(),
     ];
     let mut command = Command::new(repo_root().join("scripts/cluster.sh"));
     command.args(args);

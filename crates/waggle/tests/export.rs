@@ -48,7 +48,9 @@ fn exported(node: &Node, path: &Path, partitions: usize) -> Vec<(String, Value)>
     loop {
         let (code, body) = node.get("/health");
         let health: Value = serde_json::from_str(&body).expect("health json");
-        let exporters = health["exporters"].as_array().cloned().unwrap_or_default();
+        // the query store exports too (on by default): only the debug exporter's entries
+        let exporters: Vec<Value> =
+            health["exporters"].as_array().cloned().unwrap_or_default().into_iter().filter(|e| e["exporter"] == "debug").collect();
         let caught_up = exporters.len() == partitions
             && exporters.iter().all(|e| e["lagEntries"] == 0 && e["unacknowledgedEntries"] == 0 && e["status"] == "EXPORTING");
         if caught_up {

@@ -16,6 +16,8 @@ pub struct Node {
     child: Option<Child>,
     pub grpc_port: u16,
     pub management_port: u16,
+    /// The REST API's port (not a standalone gateway's: it has none).
+    pub rest_port: u16,
     pub data_dir: PathBuf,
     extra_args: Vec<String>,
     envs: Vec<(String, String)>,
@@ -42,6 +44,7 @@ impl Node {
             child: None,
             grpc_port: free_port(),
             management_port: free_port(),
+            rest_port: free_port(),
             data_dir: temp.path().join("data"),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             envs: envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
@@ -57,7 +60,7 @@ impl Node {
         let mut command = Command::new(env!("CARGO_BIN_EXE_waggle"));
         let rest = match self.extra_args.first().map(String::as_str) {
             Some(sub @ ("broker" | "standalone")) => {
-                command.arg(sub).arg("--data-dir").arg(&self.data_dir);
+                command.arg(sub).arg("--data-dir").arg(&self.data_dir).args(["--rest-port", &self.rest_port.to_string()]);
                 &self.extra_args[1..]
             }
             // a standalone gateway has no data (its log still goes beside `data_dir`)
@@ -66,7 +69,7 @@ impl Node {
                 &self.extra_args[1..]
             }
             _ => {
-                command.arg("--data-dir").arg(&self.data_dir);
+                command.arg("--data-dir").arg(&self.data_dir).args(["--rest-port", &self.rest_port.to_string()]);
                 &self.extra_args[..]
             }
         };

@@ -1,0 +1,481 @@
+//! Searches over the store in the shape of Camunda 8.8's Orchestration Cluster API
+//! (<https://docs.camunda.io/docs/apis-tools/orchestration-cluster-api-rest/orchestration-cluster-api-rest-overview/>):
+//! a request `{filter, sort, page}` and a response `{items, page: {totalItems, startCursor,
+//! endCursor}}`, keys as strings, dates as ISO 8601 text.
+//!
+//! - `filter`: per field, a value (equality) or an object of operators: `$eq`, `$neq`, `$in`,
+//!   `$notIn`, `$like` (`*` any characters, `?` one; strings only), `$gt`, `$gte`, `$lt`,
+//!   `$lte` (numbers, keys and dates), `$exists`. A `null`, `[]` or `{}` is no condition (the
+//!   8.8 Java client sends `"$in": []` and `"tags": []` for what it leaves unset).
+//! - `sort`: `[{field, order: ASC|DESC}]`, then by the entity's key.
+//! - `page`: `limit` (default 100, at most 10,000) and one of `from` (an offset), `after` or
+//!   `before` (a cursor from a previous response's `endCursor` / `startCursor`).
+//!
+//! Anything else (an unknown field, a value of the wrong type) is [`StoreError::Invalid`].
+
+use base64::Engine as _;
+use rusqlite::types::Value as Sql;
+use rusqlite::Connection;
+use serde_json::{json, Map, Value};
+
+use crate::StoreError;
+
+/// A field's type, for parsing filter values and writing results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A 64-bit key, a string in JSON.
+    Key,
+    Int,
+    Str,
+    /// Epoch milliseconds in the store, ISO 8601 in JSON.
+    Date,
+    Bool,
+    /// JSON text in the store, a JSON value in results; not filterable.
+    Json,
+}
+
+/// A field of an entity: its API name, its SQL expression (over the table aliased `t`).
+#[derive(Debug)]
+pub struct Field {
+    pub api: &'static str,
+    pub sql: &'static str,
+    pub kind: Kind,
+}
+
+const fn f(api: &'static str, sql: &'static str, kind: Kind) -> Field {
+    Field { api, sql, kind }
+}
+
+/// A searchable entity.
+#[derive(Debug)]
+pub struct Entity {
+    pub name: &'static str,
+    pub table: &'static str,
+    /// The key column, the last sort criterion (results are in a total order).
+    pub key: &'static str,
+    pub fields: &'static [Field],
+}
+
+const HAS_INCIDENT_PI: &str =
+    "EXISTS (SELECT 1 FROM incident i WHERE i.process_instance_key = t.process_instance_key AND i.state = 'ACTIVE')";
+
+pub static PROCESS_INSTANCE: Entity = Entity {
+    name: "process instance",
+    table: "process_instance",
+    key: "t.process_instance_key",
+    fields: &[
+        f("processInstanceKey", "t.process_instance_key", Kind::Key),
+        f("processDefinitionId", "t.process_definition_id", Kind::Str),
+        f(
+            "processDefinitionName",
+            "(SELECT d.name FROM process_definition d WHERE d.process_definition_key = t.process_definition_key)",
+            Kind::Str,
+        ),
+        f("processDefinitionVersion", "t.version", Kind::Int),
+        f(
+            "processDefinitionVersionTag",
+            "(SELECT d.version_tag FROM process_definition d WHERE d.process_definition_key = t.process_definition_key)",
+            Kind::Str,
+        ),
+        f("processDefinitionKey", "t.process_definition_key", Kind::Key),
+        f("parentProcessInstanceKey", "t.parent_process_instance_key", Kind::Key),
+        f("parentElementInstanceKey", "t.parent_element_instance_key", Kind::Key),
+        f("startDate", "t.start_date", Kind::Date),
+        f("endDate", "t.end_date", Kind::Date),
+        f("state", "t.state", Kind::Str),
+        f("hasIncident", HAS_INCIDENT_PI, Kind::Bool),
+        f("tenantId", "t.tenant_id", Kind::Str),
+    ],
+};
+
+pub static PROCESS_DEFINITION: Entity = Entity {
+    name: "process definition",
+    table: "process_definition",
+    key: "t.process_definition_key",
+    fields: &[
+        f("processDefinitionKey", "t.process_definition_key", Kind::Key),
+        f("processDefinitionId", "t.process_definition_id", Kind::Str),
+        f("name", "t.name", Kind::Str),
+        f("resourceName", "t.resource_name", Kind::Str),
+        f("version", "t.version", Kind::Int),
+        f("versionTag", "t.version_tag", Kind::Str),
+        f("tenantId", "t.tenant_id", Kind::Str),
+        f("hasStartForm", "0", Kind::Bool),
+    ],
+};
+
+pub static ELEMENT_INSTANCE: Entity = Entity {
+    name: "element instance",
+    table: "flow_node_instance",
+    key: "t.flow_node_instance_key",
+    fields: &[
+        f("elementInstanceKey", "t.flow_node_instance_key", Kind::Key),
+        f("processInstanceKey", "t.process_instance_key", Kind::Key),
+        f("processDefinitionKey", "t.process_definition_key", Kind::Key),
+        f("processDefinitionId", "t.process_definition_id", Kind::Str),
+        f("elementId", "t.flow_node_id", Kind::Str),
+        f("elementName", "t.flow_node_id", Kind::Str),
+        f("type", "t.type", Kind::Str),
+        f("state", "t.state", Kind::Str),
+        f("startDate", "t.start_date", Kind::Date),
+        f("endDate", "t.end_date", Kind::Date),
+        f("hasIncident", "(t.incident_key IS NOT NULL)", Kind::Bool),
+        f("incidentKey", "t.incident_key", Kind::Key),
+        f("tenantId", "t.tenant_id", Kind::Str),
+    ],
+};
+
+pub static VARIABLE: Entity = Entity {
+    name: "variable",
+    table: "variable",
+    key: "t.var_key",
+    fields: &[
+        f("variableKey", "t.var_key", Kind::Key),
+        f("name", "t.name", Kind::Str),
+        f("value", "t.value", Kind::Str),
+        f("isTruncated", "0", Kind::Bool),
+        f("scopeKey", "t.scope_key", Kind::Key),
+        f("processInstanceKey", "t.process_instance_key", Kind::Key),
+        f("tenantId", "t.tenant_id", Kind::Str),
+    ],
+};
+
+pub static INCIDENT: Entity = Entity {
+    name: "incident",
+    table: "incident",
+    key: "t.incident_key",
+    fields: &[
+        f("incidentKey", "t.incident_key", Kind::Key),
+        f("processDefinitionKey", "t.process_definition_key", Kind::Key),
+        f("processDefinitionId", "t.process_definition_id", Kind::Str),
+        f("processInstanceKey", "t.process_instance_key", Kind::Key),
+        f("elementInstanceKey", "t.flow_node_instance_key", Kind::Key),
+        f("elementId", "t.flow_node_id", Kind::Str),
+        f("jobKey", "t.job_key", Kind::Key),
+        f("errorType", "t.error_type", Kind::Str),
+        f("errorMessage", "t.error_message", Kind::Str),
+        f("state", "t.state", Kind::Str),
+        f("creationTime", "t.creation_date", Kind::Date),
+        f("tenantId", "t.tenant_id", Kind::Str),
+    ],
+};
+
+pub static JOB: Entity = Entity {
+    name: "job",
+    table: "job",
+    key: "t.job_key",
+    fields: &[
+        f("jobKey", "t.job_key", Kind::Key),
+        f("type", "t.type", Kind::Str),
+        f("worker", "t.worker", Kind::Str),
+        f("state", "t.state", Kind::Str),
+        f("kind", "t.kind", Kind::Str),
+        f("listenerEventType", "'UNSPECIFIED'", Kind::Str),
+        f("retries", "t.retries", Kind::Int),
+        f("errorMessage", "t.error_message", Kind::Str),
+        f("errorCode", "t.error_code", Kind::Str),
+        f("deadline", "t.deadline", Kind::Date),
+        f("endTime", "t.end_time", Kind::Date),
+        f("customHeaders", "t.custom_headers", Kind::Json),
+        f("processInstanceKey", "t.process_instance_key", Kind::Key),
+        f("processDefinitionKey", "t.process_definition_key", Kind::Key),
+        f("processDefinitionId", "t.process_definition_id", Kind::Str),
+        f("elementId", "t.element_id", Kind::Str),
+        f("elementInstanceKey", "t.element_instance_key", Kind::Key),
+        f("hasFailedWithRetriesLeft", "(t.state = 'FAILED' AND t.retries > 0)", Kind::Bool),
+        f("isDenied", "0", Kind::Bool),
+        f("tenantId", "t.tenant_id", Kind::Str),
+    ],
+};
+
+fn invalid(msg: impl Into<String>) -> StoreError {
+    StoreError::Invalid(msg.into())
+}
+
+/// Epoch milliseconds as ISO 8601 (UTC, milliseconds), as 8.8 writes dates.
+pub fn iso(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map(|d| d.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()).unwrap_or_default()
+}
+
+fn parse_value(field: &Field, v: &Value) -> Result<Sql, StoreError> {
+    let bad = || invalid(format!("the filter value {v} of '{}' is not a {:?}", field.api, field.kind));
+    Ok(match field.kind {
+        Kind::Key => match v {
+            Value::String(s) => Sql::Integer(s.parse().map_err(|_| bad())?),
+            Value::Number(n) => Sql::Integer(n.as_i64().ok_or_else(bad)?),
+            _ => return Err(bad()),
+        },
+        Kind::Int => Sql::Integer(v.as_i64().ok_or_else(bad)?),
+        Kind::Str => Sql::Text(v.as_str().ok_or_else(bad)?.to_owned()),
+        Kind::Date => {
+            let s = v.as_str().ok_or_else(bad)?;
+            Sql::Integer(chrono::DateTime::parse_from_rfc3339(s).map_err(|_| bad())?.timestamp_millis())
+        }
+        Kind::Bool => Sql::Integer(i64::from(v.as_bool().ok_or_else(bad)?)),
+        Kind::Json => return Err(invalid(format!("'{}' cannot be filtered on", field.api))),
+    })
+}
+
+/// `*`/`?` wildcards as a LIKE pattern (escaping `%`, `_` and `\`).
+fn like_pattern(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '*' => out.push('%'),
+            '?' => out.push('_'),
+            '%' | '_' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn field<'a>(entity: &'a Entity, name: &str) -> Result<&'a Field, StoreError> {
+    entity.fields.iter().find(|f| f.api == name).ok_or_else(|| {
+        invalid(format!(
+            "unknown {} field '{name}' (known: {})",
+            entity.name,
+            entity.fields.iter().map(|f| f.api).collect::<Vec<_>>().join(", ")
+        ))
+    })
+}
+
+/// An unset filter value: `null`, `[]` or `{}` (no condition).
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+/// The WHERE clause of a `filter` object and its parameters (plus any fixed conditions).
+fn where_clause(entity: &Entity, filter: Option<&Value>, fixed: &[(&str, Sql)]) -> Result<(String, Vec<Sql>), StoreError> {
+    let mut conds = Vec::new();
+    let mut args = Vec::new();
+    for (column, value) in fixed {
+        conds.push(format!("{column} = ?"));
+        args.push(value.clone());
+    }
+    match filter {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => {
+            for (name, value) in map {
+                // the 8.8 Java client sends unset filters as empty (`"tags": []`, `"$or": []`)
+                if is_empty(value) {
+                    continue;
+                }
+                let fd = field(entity, name)?;
+                let ops: Vec<(&str, &Value)> = match value {
+                    Value::Object(o) if o.keys().all(|k| k.starts_with('$')) && !o.is_empty() => {
+                        o.iter().map(|(k, v)| (k.as_str(), v)).collect()
+                    }
+                    v => vec![("$eq", v)],
+                };
+                for (op, v) in ops {
+                    // likewise unset operators (`"$in": []` beside `"$eq"`)
+                    if is_empty(v) {
+                        continue;
+                    }
+                    let sql = fd.sql;
+                    match op {
+                        "$eq" | "$neq" | "$gt" | "$gte" | "$lt" | "$lte" => {
+                            let cmp = match op {
+                                "$eq" => "=",
+                                "$neq" => "<>",
+                                "$gt" => ">",
+                                "$gte" => ">=",
+                                "$lt" => "<",
+                                _ => "<=",
+                            };
+                            if matches!(op, "$gt" | "$gte" | "$lt" | "$lte") && matches!(fd.kind, Kind::Str | Kind::Bool) {
+                                return Err(invalid(format!("{op} does not apply to '{name}'")));
+                            }
+                            if op == "$neq" {
+                                conds.push(format!("({sql} IS NULL OR {sql} <> ?)"));
+                            } else {
+                                conds.push(format!("{sql} {cmp} ?"));
+                            }
+                            args.push(parse_value(fd, v)?);
+                        }
+                        "$in" | "$notIn" => {
+                            let items = v.as_array().ok_or_else(|| invalid(format!("{op} of '{name}' takes an array")))?;
+                            let marks = vec!["?"; items.len()].join(", ");
+                            conds.push(if op == "$in" {
+                                format!("{sql} IN ({marks})")
+                            } else {
+                                format!("({sql} IS NULL OR {sql} NOT IN ({marks}))")
+                            });
+                            for item in items {
+                                args.push(parse_value(fd, item)?);
+                            }
+                        }
+                        "$like" => {
+                            if fd.kind != Kind::Str {
+                                return Err(invalid(format!("$like applies to strings, not '{name}'")));
+                            }
+                            let s = v.as_str().ok_or_else(|| invalid(format!("$like of '{name}' takes a string")))?;
+                            conds.push(format!("{sql} LIKE ? ESCAPE '\\'"));
+                            args.push(Sql::Text(like_pattern(s)));
+                        }
+                        "$exists" => {
+                            let b = v.as_bool().ok_or_else(|| invalid(format!("$exists of '{name}' takes a boolean")))?;
+                            conds.push(format!("{sql} IS {}NULL", if b { "NOT " } else { "" }));
+                        }
+                        other => return Err(invalid(format!("unknown filter operator '{other}' on '{name}'"))),
+                    }
+                }
+            }
+        }
+        Some(other) => return Err(invalid(format!("filter must be an object, not {other}"))),
+    }
+    let clause = if conds.is_empty() { String::new() } else { format!(" WHERE {}", conds.join(" AND ")) };
+    Ok((clause, args))
+}
+
+fn order_by(entity: &Entity, sort: Option<&Value>) -> Result<String, StoreError> {
+    let mut parts = Vec::new();
+    match sort {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for item in items {
+                let name = item.get("field").and_then(Value::as_str).ok_or_else(|| invalid("a sort item needs a 'field'"))?;
+                let fd = field(entity, name)?;
+                let dir = match item.get("order") {
+                    None => "ASC",
+                    Some(o) => match o.as_str().map(str::to_ascii_uppercase).as_deref() {
+                        Some("ASC") => "ASC",
+                        Some("DESC") => "DESC",
+                        _ => return Err(invalid(format!("sort order of '{name}' must be ASC or DESC"))),
+                    },
+                };
+                parts.push(format!("{} {dir}", fd.sql));
+            }
+        }
+        Some(other) => return Err(invalid(format!("sort must be an array, not {other}"))),
+    }
+    parts.push(format!("{} ASC", entity.key));
+    Ok(parts.join(", "))
+}
+
+fn cursor(index: u64) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{{\"i\":{index}}}"))
+}
+
+fn uncursor(c: &Value) -> Result<u64, StoreError> {
+    let bad = || invalid(format!("invalid page cursor {c}"));
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c.as_str().ok_or_else(bad)?).map_err(|_| bad())?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
+    v.get("i").and_then(Value::as_u64).ok_or_else(bad)
+}
+
+/// The offset and limit of a `page` object.
+fn page(page: Option<&Value>) -> Result<(u64, u64), StoreError> {
+    let Some(page) = page.filter(|p| !p.is_null()) else {
+        return Ok((0, 100));
+    };
+    let obj = page.as_object().ok_or_else(|| invalid("page must be an object"))?;
+    for k in obj.keys() {
+        if !matches!(k.as_str(), "from" | "limit" | "after" | "before") {
+            return Err(invalid(format!("unknown page field '{k}'")));
+        }
+    }
+    let limit = match obj.get("limit") {
+        None => 100,
+        Some(l) => l.as_u64().filter(|&l| l <= 10_000).ok_or_else(|| invalid("page.limit must be an integer from 0 to 10000"))?,
+    };
+    let given = ["from", "after", "before"].iter().filter(|k| obj.contains_key(**k)).count();
+    if given > 1 {
+        return Err(invalid("page takes only one of from, after, before"));
+    }
+    let from = if let Some(from) = obj.get("from") {
+        from.as_u64().ok_or_else(|| invalid("page.from must be a non-negative integer"))?
+    } else if let Some(after) = obj.get("after") {
+        uncursor(after)? + 1
+    } else if let Some(before) = obj.get("before") {
+        uncursor(before)?.saturating_sub(limit)
+    } else {
+        0
+    };
+    Ok((from, limit))
+}
+
+fn item(entity: &Entity, row: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
+    let mut out = Map::new();
+    for (n, fd) in entity.fields.iter().enumerate() {
+        let v = match fd.kind {
+            Kind::Key => row.get::<_, Option<i64>>(n)?.map_or(Value::Null, |k| Value::String(k.to_string())),
+            Kind::Int => row.get::<_, Option<i64>>(n)?.map_or(Value::Null, Value::from),
+            Kind::Str => row.get::<_, Option<String>>(n)?.map_or(Value::Null, Value::String),
+            Kind::Date => row.get::<_, Option<i64>>(n)?.map_or(Value::Null, |ms| Value::String(iso(ms))),
+            Kind::Bool => Value::Bool(row.get::<_, Option<i64>>(n)?.unwrap_or(0) != 0),
+            Kind::Json => row.get::<_, Option<String>>(n)?.map_or(Value::Null, |s| serde_json::from_str(&s).unwrap_or(Value::String(s))),
+        };
+        if !v.is_null() {
+            out.insert(fd.api.to_owned(), v);
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+/// Runs a search request (`{filter, sort, page}`) on an entity.
+pub fn search(conn: &Connection, entity: &Entity, request: &Value) -> Result<Value, StoreError> {
+    let obj = match request {
+        Value::Null => Map::new(),
+        Value::Object(o) => o.clone(),
+        other => return Err(invalid(format!("the request body must be an object, not {other}"))),
+    };
+    for k in obj.keys() {
+        if !matches!(k.as_str(), "filter" | "sort" | "page") {
+            return Err(invalid(format!("unknown request field '{k}' (expected filter, sort, page)")));
+        }
+    }
+    let (clause, args) = where_clause(entity, obj.get("filter"), &[])?;
+    let order = order_by(entity, obj.get("sort"))?;
+    let (from, limit) = page(obj.get("page"))?;
+    let total: i64 =
+        conn.query_row(&format!("SELECT COUNT(*) FROM {} t{clause}", entity.table), rusqlite::params_from_iter(args.iter()), |r| r.get(0))?;
+    let columns = entity.fields.iter().map(|f| f.sql).collect::<Vec<_>>().join(", ");
+    let mut stmt =
+        conn.prepare(&format!("SELECT {columns} FROM {} t{clause} ORDER BY {order} LIMIT {limit} OFFSET {from}", entity.table))?;
+    let items = stmt.query_map(rusqlite::params_from_iter(args.iter()), |r| item(entity, r))?.collect::<Result<Vec<_>, _>>()?;
+    let (start, end) = if items.is_empty() {
+        (Value::Null, Value::Null)
+    } else {
+        (Value::String(cursor(from)), Value::String(cursor(from + items.len() as u64 - 1)))
+    };
+    Ok(json!({
+        "items": items,
+        "page": { "totalItems": total, "hasMoreTotalItems": false, "startCursor": start, "endCursor": end },
+    }))
+}
+
+/// One entity by its key (`NotFound` if absent).
+pub fn get(conn: &Connection, entity: &Entity, key: i64) -> Result<Value, StoreError> {
+    let columns = entity.fields.iter().map(|f| f.sql).collect::<Vec<_>>().join(", ");
+    let mut stmt = conn.prepare(&format!("SELECT {columns} FROM {} t WHERE {} = ?1", entity.table, entity.key))?;
+    let mut rows = stmt.query_map([key], |r| item(entity, r))?;
+    match rows.next() {
+        Some(row) => Ok(row?),
+        None => Err(StoreError::NotFound(format!("{} with key {key}", entity.name))),
+    }
+}
+
+/// A process definition's BPMN XML.
+pub fn process_definition_xml(conn: &Connection, key: i64) -> Result<String, StoreError> {
+    let xml: Option<Option<String>> = conn
+        .query_row("SELECT bpmn_xml FROM process_definition WHERE process_definition_key = ?1", [key], |r| r.get(0))
+        .map(Some)
+        .or_else(|e| if e == rusqlite::Error::QueryReturnedNoRows { Ok(None) } else { Err(e) })?;
+    xml.flatten().ok_or_else(|| StoreError::NotFound(format!("process definition with key {key}")))
+}
+
+/// The number of process instances in the store (tests and the bench's data lag).
+pub fn count(conn: &Connection, entity: &Entity, filter: &Value) -> Result<i64, StoreError> {
+    let (clause, args) = where_clause(entity, Some(filter), &[])?;
+    Ok(conn.query_row(&format!("SELECT COUNT(*) FROM {} t{clause}", entity.table), rusqlite::params_from_iter(args.iter()), |r| r.get(0))?)
+}

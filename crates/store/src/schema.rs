@@ -1,0 +1,117 @@
+//! The store's tables, after Camunda's RDBMS exporter schema (camunda/camunda,
+//! `db/rdbms-schema/src/main/resources/db/changelog/rdbms-exporter/changesets/8.8.0.xml`):
+//! the same entities and column names where Waggle has the data, keys as 64-bit integers,
+//! dates as epoch milliseconds. `partition_id` says which partition's exporter wrote a row.
+
+/// Idempotent: run on every open.
+pub const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS exporter_position (
+    partition_id INTEGER PRIMARY KEY,
+    exporter TEXT NOT NULL,
+    last_exported_position INTEGER NOT NULL,
+    last_updated INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS process_definition (
+    process_definition_key INTEGER PRIMARY KEY,
+    process_definition_id TEXT NOT NULL,
+    name TEXT,
+    resource_name TEXT,
+    bpmn_xml TEXT,
+    version INTEGER NOT NULL,
+    version_tag TEXT,
+    tenant_id TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS process_instance (
+    process_instance_key INTEGER PRIMARY KEY,
+    process_definition_id TEXT NOT NULL,
+    process_definition_key INTEGER NOT NULL,
+    version INTEGER,
+    state TEXT NOT NULL,
+    start_date INTEGER,
+    end_date INTEGER,
+    parent_process_instance_key INTEGER,
+    parent_element_instance_key INTEGER,
+    tenant_id TEXT NOT NULL,
+    partition_id INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS process_instance_end ON process_instance (end_date);
+CREATE INDEX IF NOT EXISTS process_instance_definition ON process_instance (process_definition_id, state);
+CREATE TABLE IF NOT EXISTS flow_node_instance (
+    flow_node_instance_key INTEGER PRIMARY KEY,
+    process_instance_key INTEGER NOT NULL,
+    process_definition_key INTEGER NOT NULL,
+    process_definition_id TEXT NOT NULL,
+    flow_node_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    state TEXT NOT NULL,
+    start_date INTEGER,
+    end_date INTEGER,
+    flow_scope_key INTEGER,
+    incident_key INTEGER,
+    tenant_id TEXT NOT NULL,
+    partition_id INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS flow_node_instance_pi ON flow_node_instance (process_instance_key);
+CREATE TABLE IF NOT EXISTS variable (
+    var_key INTEGER PRIMARY KEY,
+    process_instance_key INTEGER NOT NULL,
+    process_definition_id TEXT,
+    scope_key INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    partition_id INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS variable_pi ON variable (process_instance_key);
+CREATE TABLE IF NOT EXISTS incident (
+    incident_key INTEGER PRIMARY KEY,
+    process_definition_key INTEGER,
+    process_definition_id TEXT,
+    process_instance_key INTEGER NOT NULL,
+    flow_node_instance_key INTEGER,
+    flow_node_id TEXT,
+    job_key INTEGER,
+    error_type TEXT,
+    error_message TEXT,
+    state TEXT NOT NULL,
+    creation_date INTEGER,
+    tenant_id TEXT NOT NULL,
+    partition_id INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS incident_pi ON incident (process_instance_key, state);
+CREATE TABLE IF NOT EXISTS job (
+    job_key INTEGER PRIMARY KEY,
+    type TEXT NOT NULL,
+    worker TEXT,
+    state TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    retries INTEGER,
+    error_message TEXT,
+    error_code TEXT,
+    deadline INTEGER,
+    end_time INTEGER,
+    custom_headers TEXT,
+    process_instance_key INTEGER NOT NULL,
+    process_definition_key INTEGER,
+    process_definition_id TEXT,
+    element_id TEXT,
+    element_instance_key INTEGER,
+    tenant_id TEXT NOT NULL,
+    partition_id INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS job_pi ON job (process_instance_key);
+CREATE TABLE IF NOT EXISTS message_subscription (
+    flow_node_instance_key INTEGER NOT NULL,
+    message_name TEXT NOT NULL,
+    process_instance_key INTEGER NOT NULL,
+    process_definition_id TEXT,
+    flow_node_id TEXT,
+    correlation_key TEXT,
+    state TEXT NOT NULL,
+    date_time INTEGER,
+    tenant_id TEXT NOT NULL,
+    partition_id INTEGER NOT NULL,
+    PRIMARY KEY (flow_node_instance_key, message_name)
+);
+CREATE INDEX IF NOT EXISTS message_subscription_pi ON message_subscription (process_instance_key);
+"#;

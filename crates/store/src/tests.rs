@@ -1,0 +1,202 @@
+//! The exporter's writes (idempotent under re-export) and the searches over them.
+
+use serde_json::{json, Value};
+use waggle_exporter::{Context, Controller};
+use waggle_protocol::record::{Intent, RecordType, ValueType};
+use waggle_protocol::value::{ProcessInstanceRecord, ProcessRecord, VariableRecord};
+use waggle_protocol::{Record, RecordValue};
+
+use crate::exporter::{self, StoreConfig};
+use crate::query;
+
+const XML: &str =
+    r#"<definitions xmlns="http://www.omg.org/spec/BPMN/20100524/MODEL"><process id="order" name="Order process"/></definitions>"#;
+
+fn event(position: u64, key: i64, timestamp_ms: i64, value_type: ValueType, intent: Intent, value: RecordValue) -> Record {
+    Record { position, source_position: 0, key, timestamp_ms, record_type: RecordType::Event, value_type, intent, rejection: None, value }
+}
+
+fn element(position: u64, key: i64, pi: i64, element: &str, kind: &str, intent: Intent) -> Record {
+    let value = RecordValue::ProcessInstance(ProcessInstanceRecord {
+        bpmn_process_id: "order".into(),
+        version: 1,
+        process_definition_key: 10,
+        process_instance_key: pi,
+        element_id: element.into(),
+        flow_scope_key: if kind == "PROCESS" { -1 } else { pi },
+        bpmn_element_type: kind.into(),
+        parent_process_instance_key: -1,
+        tenant_id: "".into(),
+    });
+    event(position, key, 1_000 * position as i64, ValueType::ProcessInstance, intent, value)
+}
+
+/// A deployment, then three instances: 100 and 200 complete, 300 stays active with a variable.
+fn records() -> Vec<Record> {
+    let mut r = vec![event(
+        1,
+        10,
+        1_000,
+        ValueType::Process,
+        Intent::Created,
+        RecordValue::Process(ProcessRecord {
+            bpmn_process_id: "order".into(),
+            version: 1,
+            process_definition_key: 10,
+            resource_name: "order.bpmn".into(),
+            resource: XML.as_bytes().to_vec(),
+            checksum: 1,
+            tenant_id: String::new(),
+        }),
+    )];
+    let mut pos = 2;
+    for pi in [100, 200, 300] {
+        r.push(element(pos, pi, pi, "order", "PROCESS", Intent::ElementActivating));
+        r.push(element(pos + 1, pi + 1, pi, "start", "START_EVENT", Intent::ElementActivating));
+        r.push(element(pos + 2, pi + 1, pi, "start", "START_EVENT", Intent::ElementCompleted));
+        pos += 3;
+        if pi != 300 {
+            r.push(element(pos, pi, pi, "order", "PROCESS", Intent::ElementCompleted));
+            pos += 1;
+        }
+    }
+    let var = |value: &str| {
+        RecordValue::Variable(VariableRecord {
+            name: "amount".into(),
+            value: value.into(),
+            scope_key: 300,
+            process_instance_key: 300,
+            process_definition_key: 10,
+            bpmn_process_id: "order".into(),
+            tenant_id: String::new(),
+        })
+    };
+    r.push(event(pos, 301_000, 1, ValueType::Variable, Intent::Created, var("1")));
+    r.push(event(pos + 1, 301_000, 1, ValueType::Variable, Intent::Updated, var("2")));
+    r
+}
+
+fn export(path: &std::path::Path, records: &[Record], acknowledged: u64) -> u64 {
+    let factory = exporter::factory("query-store", StoreConfig { path: path.to_owned(), history_ttl: None }).unwrap();
+    let mut e = factory.make();
+    e.configure(&Context { exporter_id: "query-store".into(), partition_id: 1 }).unwrap();
+    let mut c = Controller::new(acknowledged);
+    e.open(&mut c).unwrap();
+    for r in records {
+        e.export(r, &mut c).unwrap();
+    }
+    e.flush(&mut c).unwrap();
+    e.close();
+    c.last_acknowledged()
+}
+
+fn search(conn: &rusqlite::Connection, entity: &query::Entity, request: Value) -> Value {
+    query::search(conn, entity, &request).unwrap()
+}
+
+fn keys(result: &Value, field: &str) -> Vec<String> {
+    result["items"].as_array().unwrap().iter().map(|i| i[field].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn re_export_leaves_each_entity_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    let all = records();
+    let last = all.last().unwrap().position;
+    assert_eq!(export(&path, &all[..7], 0), 7);
+    // as after a kill -9: the runner resumes from an older position than the store's
+    assert_eq!(export(&path, &all, 3), last);
+    assert_eq!(export(&path, &all, 0), last, "records the store has are skipped");
+    let conn = crate::open(&path).unwrap();
+    let instances = search(&conn, &query::PROCESS_INSTANCE, Value::Null);
+    assert_eq!(instances["page"]["totalItems"], 3);
+    assert_eq!(keys(&instances, "processInstanceKey"), ["100", "200", "300"]);
+    assert_eq!(instances["items"][0]["state"], "COMPLETED");
+    assert_eq!(instances["items"][0]["processDefinitionName"], "Order process");
+    assert_eq!(instances["items"][2]["state"], "ACTIVE");
+    assert!(instances["items"][2].get("endDate").is_none());
+    assert_eq!(instances["items"][0]["startDate"], "1970-01-01T00:00:02.000Z");
+    let elements = search(&conn, &query::ELEMENT_INSTANCE, json!({"filter": {"type": "START_EVENT"}}));
+    assert_eq!(elements["page"]["totalItems"], 3);
+    let vars = search(&conn, &query::VARIABLE, Value::Null);
+    assert_eq!(vars["page"]["totalItems"], 1);
+    assert_eq!(vars["items"][0]["value"], "2", "the update wins");
+    assert_eq!(query::process_definition_xml(&conn, 10).unwrap(), XML);
+}
+
+#[test]
+fn filters_sort_and_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    export(&path, &records(), 0);
+    let conn = crate::open(&path).unwrap();
+    let pi = &query::PROCESS_INSTANCE;
+    let r = search(&conn, pi, json!({"filter": {"state": {"$neq": "ACTIVE"}}, "sort": [{"field": "processInstanceKey", "order": "DESC"}]}));
+    assert_eq!(keys(&r, "processInstanceKey"), ["200", "100"]);
+    let r = search(&conn, pi, json!({"filter": {"processInstanceKey": {"$in": ["100", "300"]}}}));
+    assert_eq!(keys(&r, "processInstanceKey"), ["100", "300"]);
+    let r = search(&conn, pi, json!({"filter": {"processDefinitionId": {"$like": "ord*"}, "endDate": {"$exists": false}}}));
+    assert_eq!(keys(&r, "processInstanceKey"), ["300"]);
+    let r = search(&conn, pi, json!({"filter": {"startDate": {"$gt": "1970-01-01T00:00:02.000Z", "$lte": "1970-01-01T00:00:06.000Z"}}}));
+    assert_eq!(keys(&r, "processInstanceKey"), ["200"]);
+    // the Java client's shape: unset operators and filters as empty values
+    let r = search(
+        &conn,
+        pi,
+        json!({"sort": [], "filter": {"processDefinitionId": {"$eq": "order", "$in": [], "$notIn": []}, "tags": [], "$or": []}}),
+    );
+    assert_eq!(r["page"]["totalItems"], 3);
+    let r = search(&conn, pi, json!({"filter": {"processInstanceKey": 200, "hasIncident": false}}));
+    assert_eq!(keys(&r, "processInstanceKey"), ["200"]);
+    // pages: from/limit, then cursors forwards and back
+    let first = search(&conn, pi, json!({"page": {"limit": 2}}));
+    assert_eq!(keys(&first, "processInstanceKey"), ["100", "200"]);
+    assert_eq!(first["page"]["totalItems"], 3);
+    let next = search(&conn, pi, json!({"page": {"limit": 2, "after": first["page"]["endCursor"]}}));
+    assert_eq!(keys(&next, "processInstanceKey"), ["300"]);
+    let back = search(&conn, pi, json!({"page": {"limit": 1, "before": next["page"]["startCursor"]}}));
+    assert_eq!(keys(&back, "processInstanceKey"), ["200"]);
+    let from = search(&conn, pi, json!({"page": {"from": 1, "limit": 1}}));
+    assert_eq!(keys(&from, "processInstanceKey"), ["200"]);
+    assert_eq!(query::get(&conn, pi, 300).unwrap()["state"], "ACTIVE");
+    assert!(matches!(query::get(&conn, pi, 999), Err(crate::StoreError::NotFound(_))));
+}
+
+#[test]
+fn malformed_requests_are_invalid() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = crate::open(&dir.path().join("store.sqlite")).unwrap();
+    for bad in [
+        json!([]),
+        json!({"filter": {"nope": 1}}),
+        json!({"filter": {"processInstanceKey": "abc"}}),
+        json!({"filter": {"state": {"$gt": "A"}}}),
+        json!({"filter": {"state": {"$foo": "A"}}}),
+        json!({"filter": {"startDate": "yesterday"}}),
+        json!({"sort": [{"field": "state", "order": "UP"}]}),
+        json!({"page": {"limit": -1}}),
+        json!({"page": {"after": "!!"}}),
+        json!({"page": {"from": 0, "after": "eyJpIjoxfQ"}}),
+        json!({"extra": 1}),
+    ] {
+        let r = query::search(&conn, &query::PROCESS_INSTANCE, &bad);
+        assert!(matches!(r, Err(crate::StoreError::Invalid(_))), "{bad} gave {r:?}");
+    }
+}
+
+#[test]
+fn history_clean_up_deletes_finished_instances_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    export(&path, &records(), 0);
+    let conn = crate::open(&path).unwrap();
+    // 100 ended at 5 s, 200 at 9 s; 300 is active
+    assert_eq!(exporter::clean_up(&conn, 1, 6_000).unwrap(), 1);
+    let r = search(&conn, &query::PROCESS_INSTANCE, Value::Null);
+    assert_eq!(keys(&r, "processInstanceKey"), ["200", "300"]);
+    let elements = search(&conn, &query::ELEMENT_INSTANCE, json!({"filter": {"processInstanceKey": "100"}}));
+    assert_eq!(elements["page"]["totalItems"], 0);
+    assert_eq!(exporter::clean_up(&conn, 1, i64::MAX).unwrap(), 1);
+    assert_eq!(search(&conn, &query::VARIABLE, Value::Null)["page"]["totalItems"], 1, "the active instance keeps its variables");
+}

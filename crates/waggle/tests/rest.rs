@@ -1,0 +1,400 @@
+//! The query store and the REST API v2 on the real binary (issue 27): instances created and
+//! completed over gRPC are found through `/v2/.../search` with filters, sorting and paging; a
+//! malformed request is a 400 problem detail; REST creates and cancels through the engine.
+//! Then `kill -9` while exporting under load, and a restart: every acknowledged instance is in
+//! the store, each once. And the real Camunda 8.8 Java client with `preferRestOverGrpc(true)`
+//! (installed by `scripts/install-clients.sh java88`) runs its searches against the API.
+
+mod common;
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{deploy_one_task, Node};
+use serde_json::{json, Value};
+use tonic::transport::Channel;
+use waggle_protocol::gateway::gateway_client::GatewayClient;
+use waggle_protocol::gateway::*;
+
+/// An HTTP/1.0 request with a JSON body: (status, content type, body).
+fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to the REST port");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).expect("status");
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let content_type = head
+        .lines()
+        .find_map(|l| l.split_once(':').filter(|(k, _)| k.eq_ignore_ascii_case("content-type")).map(|(_, v)| v.trim().to_owned()))
+        .unwrap_or_default();
+    (status, content_type, body.to_owned())
+}
+
+/// POSTs a search; expects 200 and returns the JSON answer.
+fn search(node: &Node, entity: &str, request: Value) -> Value {
+    let (status, _, body) = http(node.rest_port, "POST", &format!("/v2/{entity}/search"), &request.to_string());
+    assert_eq!(status, 200, "{entity} search {request}: {body}");
+    serde_json::from_str(&body).expect("search json")
+}
+
+fn keys(result: &Value, field: &str) -> Vec<i64> {
+    result["items"].as_array().expect("items").iter().map(|i| i[field].as_str().expect("string key").parse().unwrap()).collect()
+}
+
+/// Waits until the query store exporter acknowledged every committed entry (`/health`).
+fn caught_up(node: &Node, partitions: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, body) = node.get("/health");
+        let health: Value = serde_json::from_str(&body).expect("health json");
+        let exporters: Vec<Value> =
+            health["exporters"].as_array().cloned().unwrap_or_default().into_iter().filter(|e| e["exporter"] == "query-store").collect();
+        if exporters.len() == partitions && exporters.iter().all(|e| e["lagEntries"] == 0 && e["unacknowledgedEntries"] == 0) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the query store did not catch up: {body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Repeats a search until its `totalItems` is `expected` (export is asynchronous: `/health`'s
+/// lag is not a barrier for what was acknowledged a moment ago), within 20 s.
+fn eventually(node: &Node, entity: &str, request: Value, expected: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = search(node, entity, request.clone());
+        if r["page"]["totalItems"] == expected {
+            return r;
+        }
+        assert!(Instant::now() < deadline, "{entity} {request}: {expected} expected, got {r}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every process instance in the store, paged through with `after` cursors.
+fn all_instances(node: &Node) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut page = json!({"limit": 500});
+    loop {
+        let r = search(node, "process-instances", json!({"page": page}));
+        let got = r["items"].as_array().unwrap().clone();
+        if got.is_empty() {
+            return items;
+        }
+        items.extend(got);
+        page = json!({"limit": 500, "after": r["page"]["endCursor"]});
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_v2_searches_the_query_store_and_survives_kill_9() {
+    let mut node = Node::start(&["--partitions", "2"]);
+    let mut c = common::grpc_client(&node).await;
+    deploy_one_task(&mut c).await;
+    let mut created = Vec::new();
+    for i in 0..10 {
+        let request = CreateProcessInstanceRequest { variables: format!(r#"{{"i": {i}}}"#), ..common::one_task_creation() };
+        created.push(c.create_process_instance(request).await.expect("create").into_inner().process_instance_key);
+    }
+    created.sort();
+    let mut completed = HashSet::new();
+    while completed.len() < 4 {
+        let mut stream = c.activate_jobs(common::one_task_activation(4 - completed.len() as i32)).await.expect("activate").into_inner();
+        while let Some(batch) = stream.message().await.expect("jobs") {
+            for job in batch.jobs {
+                c.complete_job(CompleteJobRequest { job_key: job.key, variables: "{}".into() }).await.expect("complete");
+                completed.insert(job.process_instance_key);
+            }
+        }
+    }
+    // one job fails without retries: an incident
+    let failed = loop {
+        let mut stream = c.activate_jobs(common::one_task_activation(1)).await.expect("activate").into_inner();
+        if let Some(job) = stream.message().await.expect("jobs").and_then(|b| b.jobs.into_iter().next()) {
+            break job;
+        }
+    };
+    c.fail_job(FailJobRequest { job_key: failed.key, retries: 0, error_message: "boom".into(), ..Default::default() }).await.expect("fail");
+    caught_up(&node, 2);
+    eventually(&node, "process-instances", json!({"filter": {"state": "COMPLETED"}}), 4);
+    eventually(&node, "jobs", json!({"filter": {"state": "COMPLETED"}}), 4);
+
+    // topology
+    let (status, _, body) = http(node.rest_port, "GET", "/v2/topology", "");
+    assert_eq!(status, 200, "{body}");
+    let topology: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(topology["partitionsCount"], 2);
+    assert_eq!(topology["brokers"][0]["partitions"][0]["role"], "leader");
+
+    // process instances: all, filtered, sorted, paged
+    let all = search(&node, "process-instances", json!({}));
+    assert_eq!(all["page"]["totalItems"], 10);
+    assert_eq!(keys(&all, "processInstanceKey"), created);
+    let done = search(&node, "process-instances", json!({"filter": {"state": "COMPLETED", "processDefinitionId": "benchmark"}}));
+    assert_eq!(keys(&done, "processInstanceKey").into_iter().collect::<HashSet<_>>(), completed);
+    assert!(done["items"][0]["endDate"].as_str().unwrap().ends_with('Z'));
+    let active = search(&node, "process-instances", json!({"filter": {"state": {"$in": ["ACTIVE"]}, "endDate": {"$exists": false}}}));
+    assert_eq!(active["page"]["totalItems"], 6);
+    let desc = search(&node, "process-instances", json!({"sort": [{"field": "processInstanceKey", "order": "DESC"}]}));
+    assert_eq!(keys(&desc, "processInstanceKey"), created.iter().rev().copied().collect::<Vec<_>>());
+    let mut paged = Vec::new();
+    let mut r = search(&node, "process-instances", json!({"page": {"limit": 3}}));
+    while !r["items"].as_array().unwrap().is_empty() {
+        assert_eq!(r["page"]["totalItems"], 10);
+        paged.extend(keys(&r, "processInstanceKey"));
+        r = search(&node, "process-instances", json!({"page": {"limit": 3, "after": r["page"]["endCursor"]}}));
+    }
+    assert_eq!(paged, created, "paging with after cursors walks every instance once");
+    let (status, _, body) = http(node.rest_port, "GET", &format!("/v2/process-instances/{}", created[0]), "");
+    assert_eq!(status, 200, "{body}");
+    let one: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(one["processInstanceKey"], created[0].to_string());
+    assert_eq!(one["processDefinitionId"], "benchmark");
+
+    // process definitions and their XML
+    let defs = search(&node, "process-definitions", json!({"filter": {"processDefinitionId": {"$like": "bench*"}}}));
+    assert_eq!(defs["page"]["totalItems"], 1, "{defs}");
+    let def_key = defs["items"][0]["processDefinitionKey"].as_str().unwrap().to_owned();
+    let (status, content_type, xml) = http(node.rest_port, "GET", &format!("/v2/process-definitions/{def_key}/xml"), "");
+    assert_eq!((status, content_type.as_str()), (200, "text/xml"));
+    assert!(xml.contains("benchmark-task"), "{xml}");
+
+    // element instances, variables, jobs, incidents
+    let tasks =
+        search(&node, "element-instances", json!({"filter": {"processInstanceKey": created[0].to_string(), "type": "SERVICE_TASK"}}));
+    assert_eq!(tasks["page"]["totalItems"], 1, "{tasks}");
+    let vars = search(&node, "variables", json!({"filter": {"name": "i"}, "sort": [{"field": "value", "order": "ASC"}]}));
+    assert_eq!(vars["page"]["totalItems"], 10);
+    assert_eq!(vars["items"][0]["value"], "0");
+    let jobs = search(&node, "jobs", json!({"filter": {"state": "COMPLETED", "type": "benchmark-task"}}));
+    assert_eq!(jobs["page"]["totalItems"], 4, "{jobs}");
+
+    // the incident: searched, flagged on its instance and element, then resolved
+    let incidents = eventually(&node, "incidents", json!({"filter": {"state": "ACTIVE"}}), 1);
+    let incident = &incidents["items"][0];
+    assert_eq!(incident["errorType"], "JOB_NO_RETRIES");
+    assert_eq!(incident["errorMessage"], "boom");
+    assert_eq!(incident["processInstanceKey"], failed.process_instance_key.to_string());
+    assert_eq!(incident["jobKey"], failed.key.to_string());
+    let flagged = search(&node, "process-instances", json!({"filter": {"hasIncident": true}}));
+    assert_eq!(keys(&flagged, "processInstanceKey"), [failed.process_instance_key]);
+    let element = search(&node, "element-instances", json!({"filter": {"hasIncident": true}}));
+    assert_eq!(element["items"][0]["incidentKey"], incident["incidentKey"]);
+    assert_eq!(search(&node, "jobs", json!({"filter": {"state": "FAILED"}}))["items"][0]["retries"], 0);
+    let incident_key: i64 = incident["incidentKey"].as_str().unwrap().parse().unwrap();
+    c.update_job_retries(UpdateJobRetriesRequest { job_key: failed.key, retries: 1 }).await.expect("retries");
+    c.resolve_incident(ResolveIncidentRequest { incident_key }).await.expect("resolve");
+    eventually(&node, "incidents", json!({"filter": {"state": "RESOLVED", "incidentKey": incident_key.to_string()}}), 1);
+    eventually(&node, "process-instances", json!({"filter": {"hasIncident": true}}), 0);
+
+    // malformed requests: 400 problem details, never 500; an unknown key 404
+    for (method, path, body) in [
+        ("POST", "/v2/process-instances/search", "{"),
+        ("POST", "/v2/process-instances/search", r#"{"filter": {"noSuchField": 1}}"#),
+        ("POST", "/v2/process-instances/search", r#"{"filter": {"processInstanceKey": {"$like": "1*"}}}"#),
+        ("POST", "/v2/process-instances/search", r#"{"page": {"limit": "ten"}}"#),
+        ("POST", "/v2/variables/search", r#"{"sort": [{"field": "name", "order": "sideways"}]}"#),
+        ("GET", "/v2/process-instances/not-a-key", ""),
+        ("POST", "/v2/process-instances", r#"{"variables": {}}"#),
+    ] {
+        let (status, content_type, answer) = http(node.rest_port, method, path, body);
+        assert_eq!((status, content_type.as_str()), (400, "application/problem+json"), "{method} {path} {body}: {answer}");
+        let problem: Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(problem["status"], 400);
+        assert_eq!(problem["title"], "INVALID_ARGUMENT");
+        assert!(problem["detail"].as_str().is_some_and(|d| !d.is_empty()));
+    }
+    let (status, content_type, _) = http(node.rest_port, "GET", "/v2/process-instances/1", "");
+    assert_eq!((status, content_type.as_str()), (404, "application/problem+json"));
+
+    // commands through the engine: create, then cancel
+    let (status, _, body) =
+        http(node.rest_port, "POST", "/v2/process-instances", r#"{"processDefinitionId": "benchmark", "variables": {"rest": true}}"#);
+    assert_eq!(status, 200, "{body}");
+    let key = serde_json::from_str::<Value>(&body).unwrap()["processInstanceKey"].as_str().unwrap().to_owned();
+    let (status, _, body) = http(node.rest_port, "POST", &format!("/v2/process-instances/{key}/cancellation"), "");
+    assert_eq!(status, 204, "{body}");
+    let (status, _, body) = http(node.rest_port, "POST", &format!("/v2/process-instances/{key}/cancellation"), "");
+    assert_eq!(status, 404, "a second cancellation: {body}");
+    eventually(&node, "process-instances", json!({"filter": {"processInstanceKey": key, "state": "TERMINATED"}}), 1);
+
+    // kill -9 while exporting under load, restart: every acknowledged instance once
+    let acked = Arc::new(Mutex::new(HashSet::<i64>::new()));
+    let stop = Instant::now() + Duration::from_secs(30);
+    let mut load = Vec::new();
+    for _ in 0..3 {
+        load.push(tokio::spawn(creator(c.clone(), acked.clone(), stop)));
+    }
+    common::kill9_under_load(&mut node, load, || acked.lock().unwrap().len() >= 300, || format!("{} created", acked.lock().unwrap().len()))
+        .await;
+    let acked = std::mem::take(&mut *acked.lock().unwrap());
+    node.restart();
+    caught_up(&node, 2);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let items = loop {
+        let items = all_instances(&node);
+        let keys: HashSet<&str> = items.iter().map(|i| i["processInstanceKey"].as_str().unwrap()).collect();
+        let missing = acked.iter().filter(|k| !keys.contains(k.to_string().as_str())).count();
+        if missing == 0 {
+            break items;
+        }
+        assert!(Instant::now() < deadline, "{missing} acknowledged instances not in the store 30 s after the restart");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let in_store: Vec<i64> = items.iter().map(|i| i["processInstanceKey"].as_str().unwrap().parse().unwrap()).collect();
+    let unique: HashSet<i64> = in_store.iter().copied().collect();
+    assert_eq!(unique.len(), in_store.len(), "an instance is in the store twice");
+    for k in &acked {
+        assert!(unique.contains(k), "acknowledged instance {k} is not in the store");
+    }
+    let total = search(&node, "process-instances", json!({}))["page"]["totalItems"].as_u64().unwrap();
+    assert_eq!(total as usize, in_store.len());
+    let process_elements =
+        search(&node, "element-instances", json!({"filter": {"type": "PROCESS"}}))["page"]["totalItems"].as_u64().unwrap();
+    assert_eq!(process_elements, total, "one PROCESS element instance per process instance");
+    eprintln!("after kill -9: {} acknowledged creations, {total} instances in the store", acked.len());
+}
+
+async fn creator(mut c: GatewayClient<Channel>, acked: Arc<Mutex<HashSet<i64>>>, stop: Instant) {
+    while Instant::now() < stop {
+        if let Ok(r) = c.create_process_instance(common::one_task_creation()).await {
+            acked.lock().unwrap().insert(r.into_inner().process_instance_key);
+        }
+    }
+}
+
+/// `--query-store false`: no store file, searches answer 503 problem details, the rest of the
+/// API still serves.
+#[test]
+fn the_query_store_can_be_turned_off() {
+    let node = Node::start(&["--query-store", "false"]);
+    let (status, content_type, body) = http(node.rest_port, "POST", "/v2/process-instances/search", "{}");
+    assert_eq!((status, content_type.as_str()), (503, "application/problem+json"), "{body}");
+    assert!(!node.data_dir.join("query-store.sqlite").exists());
+    assert_eq!(http(node.rest_port, "GET", "/v2/topology", "").0, 200);
+    let (_, body) = node.get("/health");
+    assert!(!body.contains("query-store"), "no query store exporter: {body}");
+}
+
+/// The 8.8 Java client over REST (`tests/clients/RestSearch.java`): topology, create and
+/// cancel, then searches of every entity with filters (`$in` included), sorting, cursor paging,
+/// a get, a definition's XML, and a 404 problem for an unknown key.
+#[test]
+fn the_camunda_8_8_java_client_searches_over_rest() {
+    let lib = common::peers().join("java-client-88/lib");
+    assert!(lib.exists(), "{} missing: run scripts/install-clients.sh java88", lib.display());
+    let node = Node::start(&[]);
+    let output = common::run_with_timeout(
+        std::process::Command::new("java")
+            .arg("-cp")
+            .arg(format!("{}/*", lib.display()))
+            .arg(common::repo_root().join("tests/clients/RestSearch.java"))
+            .arg(node.grpc_port.to_string())
+            .arg(node.rest_port.to_string())
+            .arg(common::client_models().join("one_task.bpmn")),
+        Duration::from_secs(180),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("OK"),
+        "the 8.8 Java client failed ({}):\n{stdout}\n{}\nnode log:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr),
+        node.log()
+    );
+}
+
+/// Data lag, issue 27's benchmark (not a timed test; run it with `cargo test -p waggle --test
+/// rest -- --ignored --nocapture` on an optimised build): W1's load (one-task instances created
+/// at 150/s, each job completed after 50 ms of work) for 20 s; for every third instance, the
+/// time from its job completion's acknowledgement (the instance completes in the same batch) to
+/// the instance being found COMPLETED through `/v2/process-instances/search`, polled every
+/// millisecond by one poller (a poller that falls behind overstates the lag).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn data_lag_from_completion_to_search() {
+    let node = Node::start(&[]);
+    let mut c = common::grpc_client(&node).await;
+    deploy_one_task(&mut c).await;
+    let run_for = Duration::from_secs(20);
+    let stop = Instant::now() + run_for;
+    let (tx, rx) = std::sync::mpsc::channel::<(i64, Instant)>();
+    let creator = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / 150));
+            while Instant::now() < stop {
+                tick.tick().await;
+                let mut c = c.clone();
+                tokio::spawn(async move {
+                    let _ = c.create_process_instance(common::one_task_creation()).await;
+                });
+            }
+        })
+    };
+    let worker = tokio::spawn(async move {
+        let mut n = 0u64;
+        while Instant::now() < stop + Duration::from_secs(1) {
+            let Ok(stream) = c.activate_jobs(ActivateJobsRequest { request_timeout: 200, ..common::one_task_activation(32) }).await else {
+                continue;
+            };
+            let mut stream = stream.into_inner();
+            while let Ok(Some(batch)) = stream.message().await {
+                for job in batch.jobs {
+                    n += 1;
+                    let (mut c, tx) = (c.clone(), (n % 3 == 1).then(|| tx.clone()));
+                    tokio::spawn(async move {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        if c.complete_job(CompleteJobRequest { job_key: job.key, variables: "{}".into() }).await.is_ok() {
+                            if let Some(tx) = tx {
+                                let _ = tx.send((job.process_instance_key, Instant::now()));
+                            }
+                        }
+                    });
+                }
+            }
+        }
+    });
+    let rest_port = node.rest_port;
+    let poller = std::thread::spawn(move || {
+        let mut lags = Vec::new();
+        while let Ok((key, acked)) = rx.recv_timeout(Duration::from_secs(3)) {
+            let request = json!({"filter": {"processInstanceKey": key.to_string(), "state": "COMPLETED"}}).to_string();
+            loop {
+                let (status, _, body) = http(rest_port, "POST", "/v2/process-instances/search", &request);
+                assert_eq!(status, 200, "{body}");
+                if serde_json::from_str::<Value>(&body).unwrap()["page"]["totalItems"] == 1 {
+                    lags.push(acked.elapsed());
+                    break;
+                }
+                assert!(acked.elapsed() < Duration::from_secs(30), "instance {key} not visible after 30 s");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        lags
+    });
+    creator.await.unwrap();
+    worker.await.unwrap();
+    let mut lags = tokio::task::spawn_blocking(move || poller.join().unwrap()).await.unwrap();
+    lags.sort();
+    assert!(lags.len() > 100, "only {} samples", lags.len());
+    let at = |q: f64| lags[((lags.len() as f64 * q) as usize).min(lags.len() - 1)];
+    eprintln!(
+        "data lag over {} samples: p50 {:?}, p90 {:?}, p99 {:?}, max {:?}",
+        lags.len(),
+        at(0.5),
+        at(0.9),
+        at(0.99),
+        lags[lags.len() - 1]
+    );
+}
