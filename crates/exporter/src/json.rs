@@ -11,8 +11,8 @@
 //!   (resources, checksums) in base64, as Jackson writes them.
 //!
 //! Where Waggle's records hold less than Zeebe's, the field is still written with Zeebe's
-//! "unset" value: `bpmnEventType` is `UNSPECIFIED` and `parentElementInstanceKey` -1 (the log
-//! does not carry them); a process checksum is Waggle's 32-bit checksum (4 bytes) rather than
+//! "unset" value: `bpmnEventType` is `UNSPECIFIED` (the log does not carry it); a process
+//! checksum is Waggle's 32-bit checksum (4 bytes) rather than
 //! an MD5 digest; a command's variables are `{}` when the log form left them out (they live in
 //! the VARIABLE events that follow). COMMAND_DISTRIBUTION's Waggle-only RECEIVED intent is
 //! exported as it is.
@@ -176,7 +176,7 @@ pub fn value(value: &RecordValue) -> Value {
             "bpmnElementType": &*p.bpmn_element_type,
             "bpmnEventType": "UNSPECIFIED",
             "parentProcessInstanceKey": p.parent_process_instance_key,
-            "parentElementInstanceKey": -1,
+            "parentElementInstanceKey": p.parent_element_instance_key,
             "tenantId": tenant(&p.tenant_id),
         }),
         RecordValue::ProcessInstanceCreation(c) => json!({

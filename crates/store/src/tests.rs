@@ -26,6 +26,7 @@ fn element(position: u64, key: i64, pi: i64, element: &str, kind: &str, intent: 
         flow_scope_key: if kind == "PROCESS" { -1 } else { pi },
         bpmn_element_type: kind.into(),
         parent_process_instance_key: -1,
+        parent_element_instance_key: -1,
         tenant_id: "".into(),
     });
     event(position, key, 1_000 * position as i64, ValueType::ProcessInstance, intent, value)

@@ -311,7 +311,6 @@ impl NodeArgs {
                         .or(file.max_deployment_process_bytes)
                         .unwrap_or(d.max_deployment_process_bytes),
                     max_process_depth: self.max_process_depth.or(file.max_process_depth).unwrap_or(d.max_process_depth),
-                    ..d
                 }
             },
             debug_exporter: match (&self.exporters_debug_path, file.exporters.as_ref().and_then(|e| e.debug.as_ref())) {
