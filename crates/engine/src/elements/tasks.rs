@@ -3,7 +3,8 @@
 //! script task and the business rule task the engine evaluates itself, and undefined and
 //! manual tasks.
 
-use waggle_bpmn::{ElementKind, Process};
+use waggle_bpmn::{Element, ElementKind, Process};
+use waggle_protocol::value::ProcessInstanceRecord;
 use waggle_protocol::{Intent, RecordValue};
 
 use crate::behaviors::decisions;
@@ -74,14 +75,7 @@ impl ElementBehavior for ScriptTask {
             Ok(value) => json_text(&value.to_json()),
             Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
         };
-        let result = [(result_variable.clone(), result)];
-        if element.outputs.is_empty() {
-            variables::merge_propagate(p, key, &result);
-        } else {
-            variables::merge_local(p, key, &result);
-        }
-        waits::open(p, &pi, key, waits);
-        pass_through(p, key, pi);
+        complete_with_result(p, element, key, pi, waits, result_variable, result);
     }
 }
 
@@ -127,15 +121,31 @@ impl ElementBehavior for BusinessRuleTask {
                 return incident(p, &pi, key, -1, error_type::DECISION_EVALUATION_ERROR, message);
             }
         };
-        let result = [(result_variable.clone(), output)];
-        if element.outputs.is_empty() {
-            variables::merge_propagate(p, key, &result);
-        } else {
-            variables::merge_local(p, key, &result);
-        }
-        waits::open(p, &pi, key, waits);
-        pass_through(p, key, pi);
+        complete_with_result(p, element, key, pi, waits, result_variable, output);
     }
+}
+
+/// A task the engine evaluated itself (script, business rule): its result (a JSON text) goes
+/// to the result variable, merged into the process instance, or local to the task when it has
+/// output mappings (which then decide what leaves it); then the task's waits open, ACTIVATED,
+/// and it completes.
+fn complete_with_result(
+    p: P,
+    element: &Element,
+    key: i64,
+    pi: ProcessInstanceRecord,
+    waits: Vec<Wait>,
+    result_variable: &str,
+    result: String,
+) {
+    let result = [(result_variable.to_string(), result)];
+    if element.outputs.is_empty() {
+        variables::merge_propagate(p, key, &result);
+    } else {
+        variables::merge_local(p, key, &result);
+    }
+    waits::open(p, &pi, key, waits);
+    pass_through(p, key, pi);
 }
 
 /// An undefined (`bpmn:task`) or manual task: nothing to do, it passes through.
