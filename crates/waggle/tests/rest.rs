@@ -314,19 +314,20 @@ fn the_camunda_8_8_java_client_searches_over_rest() {
     );
 }
 
-/// Data lag, issue 27's benchmark (not a timed test; run it with `cargo test -p waggle --test
-/// rest -- --ignored --nocapture` on an optimised build): W1's load (one-task instances created
-/// at 150/s, each job completed after 50 ms of work) for 20 s; for every third instance, the
-/// time from its job completion's acknowledgement (the instance completes in the same batch) to
-/// the instance being found COMPLETED through `/v2/process-instances/search`, polled every
-/// millisecond by one poller (a poller that falls behind overstates the lag).
+/// Data lag, issue 27's measurement, and a check that every instance completed under load
+/// becomes visible to search (within 30 s; no timing is asserted): W1's load (one-task instances
+/// created at 150/s, each job completed after 50 ms of work) for 3 s (`WAGGLE_DATA_LAG_SECS`
+/// seconds: 20 for docs/performance.md, with `--nocapture` on an optimised build); for every
+/// third instance, the time from its job completion's acknowledgement (the instance completes in
+/// the same batch) to the instance being found COMPLETED through `/v2/process-instances/search`,
+/// polled every millisecond by one poller (a poller that falls behind overstates the lag).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore]
 async fn data_lag_from_completion_to_search() {
     let node = Node::start(&[]);
     let mut c = common::grpc_client(&node).await;
     deploy_one_task(&mut c).await;
-    let run_for = Duration::from_secs(20);
+    let secs = std::env::var("WAGGLE_DATA_LAG_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(3);
+    let run_for = Duration::from_secs(secs);
     let stop = Instant::now() + run_for;
     let (tx, rx) = std::sync::mpsc::channel::<(i64, Instant)>();
     let creator = {
@@ -387,7 +388,7 @@ async fn data_lag_from_completion_to_search() {
     worker.await.unwrap();
     let mut lags = tokio::task::spawn_blocking(move || poller.join().unwrap()).await.unwrap();
     lags.sort();
-    assert!(lags.len() > 100, "only {} samples", lags.len());
+    assert!(lags.len() as u64 > 5 * secs, "only {} samples in {secs} s", lags.len());
     let at = |q: f64| lags[((lags.len() as f64 * q) as usize).min(lags.len() - 1)];
     eprintln!(
         "data lag over {} samples: p50 {:?}, p90 {:?}, p99 {:?}, max {:?}",
