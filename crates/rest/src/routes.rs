@@ -37,6 +37,11 @@ pub fn router(state: Arc<RestState>) -> Router {
         .route("/v2/incidents/search", post(|s: S, b: Bytes| search(s, &query::INCIDENT, b)))
         .route("/v2/incidents/:key", get(|s: S, k: Path<String>| by_key(s, &query::INCIDENT, k)))
         .route("/v2/jobs/search", post(|s: S, b: Bytes| search(s, &query::JOB, b)))
+        .merge(crate::deployments::routes())
+        .merge(crate::jobs::routes())
+        .merge(crate::messages::routes())
+        .merge(crate::decisions::routes())
+        .merge(crate::instances::routes())
         .fallback(|| async { Problem::not_found("no such endpoint") })
         .with_state(state)
 }
