@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The Node SDK (@camunda8/sdk 8.8) driving Waggle's REST API v2 command endpoints through its
 // CamundaRestClient, with a gRPC address where nothing listens (every command goes over REST):
-// deploy, create, activate, fail to an incident, update the job, resolve the incident, set
+// deploy, create, activate, a polling job worker, fail to an incident, update the job, resolve the incident, set
 // variables, complete, publish, broadcast a signal, modify an instance, throw an error, evaluate
 // a decision, delete a resource; correlation answers 501 (docs/compatibility.md).
 // Needs NODE_PATH pointing at the SDK's node_modules.
@@ -86,6 +86,29 @@ async function main() {
     'the instance completed',
   )
   await expectStatus(rest.correlateMessage({ name: 'paid', correlationKey: 'n-2' }), 501, 'correlation')
+
+  // the SDK's polling job worker (long-polling activations over REST) completes a job
+  const handled = []
+  const worker = rest.createJobWorker({
+    type: 'rest-work',
+    worker: 'node-worker',
+    timeout: 30000,
+    maxJobsToActivate: 4,
+    pollIntervalMs: 100,
+    jobHandler: (job) => {
+      handled.push(String(job.processInstanceKey))
+      return job.complete({ byWorker: true })
+    },
+  })
+  const third = String((await rest.createProcessInstance({ processDefinitionId: 'rest_commands', variables: { orderId: 'n-3' } })).processInstanceKey)
+  await eventually(async () => handled.includes(third), 'the worker handled the job')
+  await worker.stop()
+  await rest.publishMessage({ name: 'paid', correlationKey: 'n-3', timeToLive: 60000 })
+  await rest.broadcastSignal({ signalName: 'go' })
+  await eventually(
+    async () => (await rest.searchProcessInstances({ filter: { processInstanceKey: third, state: 'COMPLETED' } })).items.length === 1,
+    'the worker-driven instance completed',
+  )
 
   const second = String((await rest.createProcessInstance({ processDefinitionId: 'rest_commands', variables: { orderId: 'n-2' } })).processInstanceKey)
   jobs = await activate('rest-work')
