@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Multipart, State};
+use axum::extract::multipart::MultipartError;
+use axum::extract::{DefaultBodyLimit, Multipart, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -17,13 +19,21 @@ use waggle_protocol::gateway::gateway_server::Gateway as _;
 use crate::input;
 use crate::{Problem, RestState};
 
+/// The largest multipart body taken: the gateway's default maximum message size (4 MB), where
+/// axum's default would stop at 2 MB.
+const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
 /// The deployment route.
 pub fn routes() -> Router<Arc<RestState>> {
-    Router::new().route("/v2/deployments", post(deploy))
+    Router::new().route("/v2/deployments", post(deploy).layer(DefaultBodyLimit::max(MAX_BODY_BYTES)))
 }
 
-fn malformed(e: impl std::fmt::Display) -> Problem {
-    Problem::bad_request(format!("the multipart request is malformed: {e}"))
+/// A multipart error: 413 past the size limit, else 400.
+fn malformed(e: MultipartError) -> Problem {
+    match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => Problem::new(StatusCode::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE", e.body_text()),
+        _ => Problem::bad_request(format!("the multipart request is malformed: {}", e.body_text())),
+    }
 }
 
 /// Deploys the `resources` parts; answers `{deploymentKey, tenantId, deployments: [...]}`, each

@@ -468,6 +468,14 @@ fn rest_v2_commands_answer_malformed_requests_with_400_problems() {
     assert_eq!(status, 400, "{answer}");
     let (status, _, answer) = http(port, "POST", "/v2/deployments", r#"{"resources":[]}"#);
     assert_eq!(status, 400, "{answer}");
+    // a resource past the gateway's maximum message size (4 MB)
+    let big = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"resources\"; filename=\"big.bpmn\"\r\n\r\n{}\r\n--{boundary}--\r\n",
+        "x".repeat(5 << 20)
+    );
+    let (status, content_type, answer) =
+        http_typed(port, "POST", "/v2/deployments", &format!("multipart/form-data; boundary={boundary}"), &big);
+    assert_eq!((status, content_type.as_str()), (413, "application/problem+json"), "{answer}");
     // well-formed, but unknown to the engine
     for (method, path, body) in [
         ("POST", "/v2/jobs/2251799813685249/completion", "{}"),
