@@ -402,3 +402,38 @@ fn a_deleted_graph_is_deleted_on_every_partition() {
     }
     c.check_replay();
 }
+
+/// A deleted process definition is deleted on every partition (Zeebe 8.5's
+/// `ResourceDeletionMultiPartitionTest`): PROCESS DELETED on each, its rows and its message
+/// start event subscription (open on every partition) gone.
+#[test]
+fn a_deleted_process_is_deleted_on_every_partition() {
+    let mut c = Cluster::new(2);
+    c.deploy("deletable_v1.bpmn");
+    c.deliver_all();
+    let process = c.partitions[0]
+        .records
+        .iter()
+        .find(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Process(_)))
+        .expect("created")
+        .key;
+    for p in 1..=2 {
+        assert_eq!(c.rows(p, b"MSS/"), 1, "partition {p}: the message start event is open");
+    }
+    let value = RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: process, tenant_id: "<default>".into() });
+    c.submit(1, Command::new(process, Intent::Delete, value));
+    c.deliver_all();
+    for p in 1..=2 {
+        assert_eq!(c.events(p, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::Process(_))), 1, "partition {p}");
+        assert_eq!(
+            c.events(p, |r| r.intent == Intent::Deleting && matches!(r.value, RecordValue::ResourceDeletion(_))),
+            1,
+            "partition {p}"
+        );
+        assert_eq!(c.rows(p, b"P/k/"), 0, "partition {p}: no process rows left");
+        assert_eq!(c.rows(p, b"P/l/"), 0, "partition {p}: no latest version left");
+        assert_eq!(c.rows(p, b"MSS/"), 0, "partition {p}: the message start event is closed");
+        assert_eq!(c.rows(p, b"O/"), 0, "partition {p}: outbox not empty");
+    }
+    c.check_replay();
+}
