@@ -610,6 +610,15 @@ impl<'a> StateView<'a> {
         });
         out
     }
+    /// The first `n` children of a scope, oldest first.
+    pub fn first_children(&self, scope: i64, n: usize) -> Vec<i64> {
+        let prefix = child_prefix(scope);
+        self.kv
+            .scan_prefix(&prefix)
+            .take(n)
+            .map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("child key")))
+            .collect()
+    }
     pub fn children(&self, scope: i64) -> Vec<i64> {
         let prefix = child_prefix(scope);
         self.kv.scan_prefix(&prefix).map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("child key"))).collect()
@@ -742,6 +751,10 @@ impl<'a> StateView<'a> {
         self.get(&mi_body_key(body))
     }
     /// Multi-instance bodies whose inner instances are still being activated.
+    /// Every multi-instance body's key.
+    pub(crate) fn mi_bodies(&self) -> Vec<i64> {
+        self.kv.scan_prefix(b"MB/").map(|(key, _)| i64::from_be_bytes(key[3..11].try_into().expect("body key"))).collect()
+    }
     pub(crate) fn activating_mi_bodies(&self) -> Vec<i64> {
         self.kv
             .scan_prefix(b"MB/")
