@@ -437,3 +437,36 @@ fn a_deleted_process_is_deleted_on_every_partition() {
     }
     c.check_replay();
 }
+
+/// A partition where instances of the deleted definition still run keeps it (Zeebe 8.5 refuses
+/// the deletion there with the same INVALID_STATE rejection); the others delete it. The copy is
+/// acknowledged either way, so the sender's outbox empties.
+#[test]
+fn a_partition_with_running_instances_keeps_a_deleted_process() {
+    let mut c = Cluster::new(2);
+    c.deploy("deletable_v2.bpmn");
+    c.deliver_all();
+    let process = c.partitions[0]
+        .records
+        .iter()
+        .find(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Process(_)))
+        .expect("created")
+        .key;
+    let creation = ProcessInstanceCreationRecord { bpmn_process_id: "deletable".into(), version: -1, ..Default::default() };
+    c.submit(2, Command::new(-1, Intent::Create, RecordValue::ProcessInstanceCreation(creation)));
+    c.deliver_all();
+    let value = RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: process, tenant_id: "<default>".into() });
+    c.submit(1, Command::new(process, Intent::Delete, value));
+    c.deliver_all();
+    assert_eq!(c.events(1, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::Process(_))), 1);
+    assert_eq!(c.rows(1, b"P/k/"), 0);
+    assert_eq!(c.events(2, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::Process(_))), 0);
+    assert_eq!(c.rows(2, b"P/k/"), 1, "partition 2 keeps the definition its instance runs on");
+    let rejected = c.partitions[1].records.iter().any(|r| {
+        r.rejection.as_ref().is_some_and(|x| x.reason.contains("there are still running instances"))
+            && matches!(r.value, RecordValue::ResourceDeletion(_))
+    });
+    assert!(rejected, "partition 2 refused the copy");
+    assert_eq!(c.rows(1, b"O/"), 0, "partition 1's outbox not empty");
+    c.check_replay();
+}
