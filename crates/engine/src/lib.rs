@@ -29,7 +29,9 @@ mod tables;
 mod variables;
 
 pub use batch::{BatchOutput, Command, Distribution, JobStreamTarget, JobStreams, NoJobStreams, ProcessingContext, RequestId, SideEffect};
-pub use limits::{EngineLimits, MAX_INPUT_COLLECTION_ITEMS, MAX_REWRITTEN_OUTPUT_COLLECTION, MI_ACTIVATIONS_PER_BATCH};
+pub use limits::{
+    EngineLimits, MAX_INPUT_COLLECTION_ITEMS, MAX_REWRITTEN_OUTPUT_COLLECTION, MI_ACTIVATIONS_PER_BATCH, MI_TERMINATIONS_PER_BATCH,
+};
 pub use tables::{stored_absence, ElementInstance, ElementState, JobState, StateView, StoredJob, POINT_TABLES};
 pub use waggle_bpmn::ParseLimits;
 

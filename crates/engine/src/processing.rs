@@ -48,6 +48,9 @@ pub(crate) struct Processing<'o, 's, 'c> {
     /// Inner instances of parallel multi-instance bodies this batch activated (bounded by
     /// `limits::MI_ACTIVATIONS_PER_BATCH`).
     pub(crate) mi_activations: usize,
+    /// Inner instances of multi-instance bodies this batch terminated through
+    /// PROCESS_INSTANCE_BATCH TERMINATE (bounded by `limits::MI_TERMINATIONS_PER_BATCH`).
+    pub(crate) mi_terminations: usize,
     /// The variables a called process instance left to its call activity (by the call
     /// activity's key), from the instance's completion until the call activity's completion
     /// takes them (a follow-up command of the same batch).
@@ -90,6 +93,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             loop_items: HashMap::new(),
             modification_locals: HashMap::new(),
             mi_activations: 0,
+            mi_terminations: 0,
             called_results: HashMap::new(),
             prefetched_activation: None,
             out: BatchOutput { records, ..Default::default() },

@@ -402,3 +402,71 @@ fn a_deleted_graph_is_deleted_on_every_partition() {
     }
     c.check_replay();
 }
+
+/// A deleted process definition is deleted on every partition (Zeebe 8.5's
+/// `ResourceDeletionMultiPartitionTest`): PROCESS DELETED on each, its rows and its message
+/// start event subscription (open on every partition) gone.
+#[test]
+fn a_deleted_process_is_deleted_on_every_partition() {
+    let mut c = Cluster::new(2);
+    c.deploy("deletable_v1.bpmn");
+    c.deliver_all();
+    let process = c.partitions[0]
+        .records
+        .iter()
+        .find(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Process(_)))
+        .expect("created")
+        .key;
+    for p in 1..=2 {
+        assert_eq!(c.rows(p, b"MSS/"), 1, "partition {p}: the message start event is open");
+    }
+    let value = RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: process, tenant_id: "<default>".into() });
+    c.submit(1, Command::new(process, Intent::Delete, value));
+    c.deliver_all();
+    for p in 1..=2 {
+        assert_eq!(c.events(p, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::Process(_))), 1, "partition {p}");
+        assert_eq!(
+            c.events(p, |r| r.intent == Intent::Deleting && matches!(r.value, RecordValue::ResourceDeletion(_))),
+            1,
+            "partition {p}"
+        );
+        assert_eq!(c.rows(p, b"P/k/"), 0, "partition {p}: no process rows left");
+        assert_eq!(c.rows(p, b"P/l/"), 0, "partition {p}: no latest version left");
+        assert_eq!(c.rows(p, b"MSS/"), 0, "partition {p}: the message start event is closed");
+        assert_eq!(c.rows(p, b"O/"), 0, "partition {p}: outbox not empty");
+    }
+    c.check_replay();
+}
+
+/// A partition where instances of the deleted definition still run keeps it (Zeebe 8.5 refuses
+/// the deletion there with the same INVALID_STATE rejection); the others delete it. The copy is
+/// acknowledged either way, so the sender's outbox empties.
+#[test]
+fn a_partition_with_running_instances_keeps_a_deleted_process() {
+    let mut c = Cluster::new(2);
+    c.deploy("deletable_v2.bpmn");
+    c.deliver_all();
+    let process = c.partitions[0]
+        .records
+        .iter()
+        .find(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Process(_)))
+        .expect("created")
+        .key;
+    let creation = ProcessInstanceCreationRecord { bpmn_process_id: "deletable".into(), version: -1, ..Default::default() };
+    c.submit(2, Command::new(-1, Intent::Create, RecordValue::ProcessInstanceCreation(creation)));
+    c.deliver_all();
+    let value = RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: process, tenant_id: "<default>".into() });
+    c.submit(1, Command::new(process, Intent::Delete, value));
+    c.deliver_all();
+    assert_eq!(c.events(1, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::Process(_))), 1);
+    assert_eq!(c.rows(1, b"P/k/"), 0);
+    assert_eq!(c.events(2, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::Process(_))), 0);
+    assert_eq!(c.rows(2, b"P/k/"), 1, "partition 2 keeps the definition its instance runs on");
+    let rejected = c.partitions[1].records.iter().any(|r| {
+        r.rejection.as_ref().is_some_and(|x| x.reason.contains("there are still running instances"))
+            && matches!(r.value, RecordValue::ResourceDeletion(_))
+    });
+    assert!(rejected, "partition 2 refused the copy");
+    assert_eq!(c.rows(1, b"O/"), 0, "partition 1's outbox not empty");
+    c.check_replay();
+}

@@ -175,6 +175,11 @@ names! {
         // DECISION_EVALUATION (EVALUATE from EvaluateDecision; EVALUATED or FAILED)
         Evaluate => "EVALUATE",
         Evaluated => "EVALUATED",
+        // RESOURCE_DELETION and PROCESS (a deletion under way); PROCESS_INSTANCE_BATCH
+        // (terminating a multi-instance body's inner instances a chunk at a time)
+        Deleting => "DELETING",
+        Terminate => "TERMINATE",
+        Terminated => "TERMINATED",
     }
 }
 

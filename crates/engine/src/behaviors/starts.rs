@@ -152,7 +152,7 @@ pub(crate) fn open_start_events(
 }
 
 /// Closes the start events of a process definition that is no longer the latest.
-fn close_start_events(p: P, definition_key: i64) {
+pub(crate) fn close_start_events(p: P, definition_key: i64) {
     let model = p.process_model(definition_key);
     for start in model.event_start_events() {
         let ElementKind::EventStartEvent { trigger: EventTrigger::Message(message), .. } = &model.elements[start].kind else { continue };
