@@ -9,6 +9,7 @@
 
 mod problem;
 mod routes;
+mod user_tasks;
 
 use std::sync::Arc;
 
