@@ -391,8 +391,55 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
                 ],
             )?;
         }
+        ("USER_TASK", intent @ ("CREATED" | "ASSIGNED" | "UPDATED" | "COMPLETED" | "CANCELED" | "MIGRATED")) => {
+            user_task(tx, partition, p, intent, &tenant)?;
+        }
         _ => {}
     }
+    Ok(())
+}
+
+/// A Zeebe user task's row (8.8's `user_task`): inserted when CREATED, its assignee, dates and
+/// candidates as each event leaves them, and its end (COMPLETED, CANCELED).
+fn user_task(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending, intent: &str, tenant: &str) -> rusqlite::Result<()> {
+    let v = &p.value;
+    let state = match intent {
+        "COMPLETED" | "CANCELED" => intent,
+        _ => "CREATED",
+    };
+    let end = matches!(intent, "COMPLETED" | "CANCELED").then_some(p.timestamp);
+    let text = |field: &str| s(v, field).filter(|t| !t.is_empty());
+    tx.execute(
+        "INSERT INTO user_task (user_task_key, flow_node_bpmn_id, process_definition_id, creation_date, completion_date, assignee, state,
+           form_key, process_definition_key, process_instance_key, element_instance_key, tenant_id, due_date, follow_up_date,
+           candidate_groups, candidate_users, external_form_reference, process_definition_version, custom_headers, partition_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
+         ON CONFLICT (user_task_key) DO UPDATE SET completion_date = excluded.completion_date, assignee = excluded.assignee,
+           state = excluded.state, due_date = excluded.due_date, follow_up_date = excluded.follow_up_date,
+           candidate_groups = excluded.candidate_groups, candidate_users = excluded.candidate_users",
+        params![
+            p.key,
+            s(v, "elementId"),
+            s(v, "bpmnProcessId"),
+            i(v, "creationTimestamp").unwrap_or(p.timestamp),
+            end,
+            text("assignee"),
+            state,
+            k(v, "formKey"),
+            i(v, "processDefinitionKey"),
+            i(v, "processInstanceKey"),
+            i(v, "elementInstanceKey"),
+            tenant,
+            text("dueDate"),
+            text("followUpDate"),
+            v.get("candidateGroupsList").map(Value::to_string),
+            v.get("candidateUsersList").map(Value::to_string),
+            text("externalFormReference"),
+            i(v, "processDefinitionVersion"),
+            v.get("customHeaders").map(Value::to_string),
+            partition
+        ],
+    )?;
     Ok(())
 }
 
@@ -400,7 +447,7 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
 /// everything belonging to them. Returns how many instances went.
 pub fn clean_up(conn: &Connection, partition: PartitionId, before: i64) -> rusqlite::Result<usize> {
     let finished = "SELECT process_instance_key FROM process_instance WHERE partition_id = ?1 AND end_date IS NOT NULL AND end_date < ?2";
-    for table in ["flow_node_instance", "variable", "incident", "job", "message_subscription"] {
+    for table in ["flow_node_instance", "variable", "incident", "job", "message_subscription", "user_task"] {
         conn.execute(&format!("DELETE FROM {table} WHERE process_instance_key IN ({finished})"), params![partition, before])?;
     }
     conn.execute(
