@@ -2,10 +2,18 @@
 //!
 //! Every partition's instance shares one write connection. Records are buffered as they come
 //! and written on `flush` (or every [`BATCH`] records) in one transaction that also stores the
-//! partition's last exported position; the position is acknowledged only after the commit.
-//! Records at or below the stored position are skipped (after a `kill -9` the runner resumes
-//! from its own, possibly older, position), and every write is an upsert keyed by the
-//! entity's key, so each entity is in the store once, whatever is exported again.
+//! partition's last exported position. Records at or below the stored position are skipped
+//! (after a `kill -9` the runner resumes from its own, possibly older, position), and every
+//! write is an upsert keyed by the entity's key, so each entity is in the store once, whatever
+//! is exported again.
+//!
+//! Cost (issue 27, docs/performance.md "Data lag of the query store"): only the events a table
+//! takes are mapped to JSON ([`stored`]); each statement is prepared once per connection; and a
+//! transaction's commit is durable against a crash of the process (WAL, `synchronous=NORMAL`)
+//! but synced to disk only every [`DURABLE_EVERY`]: a position is **acknowledged only once a
+//! synced commit covers it** (`synchronous=FULL` for that commit: its fsync of the WAL makes
+//! every earlier commit durable too), so the log is never compacted past records a power loss
+//! could take from the store.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -21,7 +29,10 @@ use waggle_protocol::{PartitionId, Record};
 use crate::StoreError;
 
 /// Records written per transaction at most (a long catch-up writes as it goes).
-pub const BATCH: usize = 5_000;
+pub const BATCH: usize = 20_000;
+/// A commit is synced to disk (and its position acknowledged) at least this often.
+pub const DURABLE_EVERY: Duration = Duration::from_millis(200);
+const SYNC_TASK: u64 = 2;
 /// How often history clean-up runs.
 const CLEANUP_EVERY: Duration = Duration::from_secs(60);
 const CLEANUP_TASK: u64 = 1;
@@ -49,7 +60,10 @@ fn sql(e: rusqlite::Error) -> ExportError {
 /// The factory of store exporters sharing one write connection (opened here, creating the
 /// file and its tables).
 pub fn factory(id: impl Into<String>, config: StoreConfig) -> Result<ExporterFactory, StoreError> {
-    let conn = Arc::new(Mutex::new(crate::open(&config.path)?));
+    let conn = crate::open(&config.path)?;
+    // every statement of `apply` stays prepared
+    conn.set_prepared_statement_cache_capacity(64);
+    let conn = Arc::new(Mutex::new(conn));
     let id = id.into();
     let exporter_id = id.clone();
     Ok(ExporterFactory::new(id, move || {
@@ -58,15 +72,23 @@ pub fn factory(id: impl Into<String>, config: StoreConfig) -> Result<ExporterFac
             id: exporter_id.clone(),
             partition: 0,
             stored: 0,
+            last_seen: 0,
+            unsynced: 0,
+            durable_at: None,
+            sync_scheduled: false,
             batch: Vec::new(),
             history_ttl: config.history_ttl,
+            timings: Timings::new(),
         }) as Box<dyn Exporter>
     }))
 }
 
 /// One record as the store needs it.
 struct Pending {
-    position: u64,
+    /// An activation's end later in the same batch: (state, end date).
+    ended: Option<(&'static str, i64)>,
+    /// An end folded into its activation (written with it).
+    folded: bool,
     key: i64,
     timestamp: i64,
     value_type: &'static str,
@@ -81,8 +103,57 @@ pub struct StoreExporter {
     partition: PartitionId,
     /// The partition's last position in the store (records up to it are there).
     stored: u64,
+    /// The last position handed over (the batch holds the stored events after `stored`).
+    last_seen: u64,
+    /// A committed position not yet synced to disk, so not yet acknowledged (0: none).
+    unsynced: u64,
+    /// When a commit was last synced (`None`: not since opening; the first commit is).
+    durable_at: Option<std::time::Instant>,
+    sync_scheduled: bool,
     batch: Vec<Pending>,
     history_ttl: Option<Duration>,
+    timings: Timings,
+}
+
+/// Where the store exporter's time goes, logged at debug level every 10 s: mapping records
+/// (in `export`), the SQL statements of a batch, and its commit.
+struct Timings {
+    since: std::time::Instant,
+    records: u64,
+    batches: u64,
+    map: Duration,
+    statements: Duration,
+    commit: Duration,
+}
+
+impl Timings {
+    fn new() -> Self {
+        Timings {
+            since: std::time::Instant::now(),
+            records: 0,
+            batches: 0,
+            map: Duration::ZERO,
+            statements: Duration::ZERO,
+            commit: Duration::ZERO,
+        }
+    }
+
+    fn report(&mut self, partition: PartitionId) {
+        if self.since.elapsed() < Duration::from_secs(10) {
+            return;
+        }
+        let ms = |d: Duration| (d.as_secs_f64() * 1e3) as u64;
+        tracing::debug!(
+            partition,
+            records = self.records,
+            batches = self.batches,
+            map_ms = ms(self.map),
+            statements_ms = ms(self.statements),
+            commit_ms = ms(self.commit),
+            "query store exporter times"
+        );
+        *self = Timings::new();
+    }
 }
 
 impl Exporter for StoreExporter {
@@ -98,6 +169,7 @@ impl Exporter for StoreExporter {
             .optional()
             .map_err(sql)?;
         self.stored = stored.unwrap_or(0) as u64;
+        self.last_seen = self.stored;
         // what the store holds need not come again
         controller.acknowledge(self.stored);
         if self.history_ttl.is_some() {
@@ -110,16 +182,24 @@ impl Exporter for StoreExporter {
         if record.position <= self.stored {
             return Ok(());
         }
-        // commands and rejections change no entity; they still advance the position
-        let value = if record.record_type == RecordType::Event { json::value(&record.value) } else { Value::Null };
-        self.batch.push(Pending {
-            position: record.position,
-            key: record.key,
-            timestamp: record.timestamp_ms,
-            value_type: record.value_type.as_str(),
-            intent: record.intent.as_str(),
-            value,
-        });
+        let started = std::time::Instant::now();
+        self.last_seen = record.position;
+        // commands, rejections and the events no table takes change no row; they still
+        // advance the position
+        let (value_type, intent) = (record.value_type.as_str(), record.intent.as_str());
+        if record.record_type == RecordType::Event && stored(value_type, intent) {
+            self.batch.push(Pending {
+                ended: None,
+                folded: false,
+                key: record.key,
+                timestamp: record.timestamp_ms,
+                value_type,
+                intent,
+                value: row_value(&record.value),
+            });
+        }
+        self.timings.map += started.elapsed();
+        self.timings.records += 1;
         if self.batch.len() >= BATCH {
             self.write_out(controller)?;
         }
@@ -131,6 +211,12 @@ impl Exporter for StoreExporter {
     }
 
     fn on_scheduled(&mut self, task: u64, controller: &mut Controller) -> Result<(), ExportError> {
+        if task == SYNC_TASK {
+            self.sync_scheduled = false;
+            if self.unsynced > 0 {
+                self.commit(controller, true)?;
+            }
+        }
         if task == CLEANUP_TASK {
             if let Some(ttl) = self.history_ttl {
                 let before = chrono::Utc::now().timestamp_millis() - ttl.as_millis() as i64;
@@ -147,18 +233,30 @@ impl Exporter for StoreExporter {
 }
 
 impl StoreExporter {
+    /// Writes the batch, if anything was handed over since the last commit.
     fn write_out(&mut self, controller: &mut Controller) -> Result<(), ExportError> {
-        let Some(last) = self.batch.last().map(|p| p.position) else {
+        if self.last_seen <= self.stored {
             return Ok(());
-        };
-        let mut conn = self.conn.lock().expect("store connection");
-        let tx = conn.transaction().map_err(sql)?;
-        for p in &self.batch {
-            if !p.value.is_null() {
-                apply(&tx, self.partition, p).map_err(sql)?;
-            }
         }
-        tx.execute(
+        let durable = self.durable_at.is_none_or(|at| at.elapsed() >= DURABLE_EVERY);
+        self.commit(controller, durable)
+    }
+
+    /// Commits the batch and the partition's position in one transaction; `durable`: synced
+    /// to disk, acknowledging it (and every commit before it). Otherwise the position is
+    /// acknowledged by a synced commit at most [`DURABLE_EVERY`] later.
+    fn commit(&mut self, controller: &mut Controller, durable: bool) -> Result<(), ExportError> {
+        let last = self.last_seen.max(self.stored);
+        let mut conn = self.conn.lock().expect("store connection");
+        conn.pragma_update(None, "synchronous", if durable { "FULL" } else { "NORMAL" }).map_err(sql)?;
+        let started = std::time::Instant::now();
+        let tx = conn.transaction().map_err(sql)?;
+        fold_ends(&mut self.batch);
+        for p in self.batch.iter().filter(|p| !p.folded) {
+            apply(&tx, self.partition, p).map_err(sql)?;
+        }
+        run(
+            &tx,
             "INSERT INTO exporter_position (partition_id, exporter, last_exported_position, last_updated)
              VALUES (?1, ?2, ?3, ?4)
              ON CONFLICT (partition_id) DO UPDATE SET last_exported_position = excluded.last_exported_position,
@@ -166,12 +264,110 @@ impl StoreExporter {
             params![self.partition, self.id, last as i64, chrono::Utc::now().timestamp_millis()],
         )
         .map_err(sql)?;
+        let statements_done = std::time::Instant::now();
         tx.commit().map_err(sql)?;
+        drop(conn);
+        self.timings.statements += statements_done - started;
+        self.timings.commit += statements_done.elapsed();
+        self.timings.batches += 1;
+        self.timings.report(self.partition);
         self.batch.clear();
         self.stored = last;
-        controller.acknowledge(last);
+        if durable {
+            self.durable_at = Some(std::time::Instant::now());
+            self.unsynced = 0;
+            controller.acknowledge(last);
+        } else {
+            self.unsynced = last;
+            if !self.sync_scheduled {
+                self.sync_scheduled = true;
+                controller.schedule(DURABLE_EVERY, SYNC_TASK);
+            }
+        }
         Ok(())
     }
+}
+
+/// The fields [`apply`] reads, in the exported JSON's names: jobs without their variables (a
+/// job batch's jobs with only worker and deadline), whose parsing was most of the mapping's
+/// time under W2; every other value as [`json::value`] writes it.
+fn row_value(value: &waggle_protocol::RecordValue) -> Value {
+    use waggle_protocol::RecordValue;
+    let job = |j: &waggle_protocol::value::JobRecord| {
+        let headers = j.custom_headers.trim();
+        let headers = if headers.is_empty() {
+            Value::Object(Default::default())
+        } else {
+            serde_json::from_str(headers).unwrap_or_else(|_| Value::Object(Default::default()))
+        };
+        serde_json::json!({
+            "type": &*j.job_type,
+            "worker": &*j.worker,
+            "retries": j.retries,
+            "deadline": j.deadline_ms,
+            "errorMessage": j.error_message,
+            "errorCode": j.error_code,
+            "customHeaders": headers,
+            "bpmnProcessId": &*j.bpmn_process_id,
+            "processDefinitionKey": j.process_definition_key,
+            "processInstanceKey": j.process_instance_key,
+            "elementId": &*j.element_id,
+            "elementInstanceKey": j.element_instance_key,
+            "tenantId": if j.tenant_id.is_empty() { "<default>" } else { &*j.tenant_id },
+        })
+    };
+    match value {
+        RecordValue::Job(j) => job(j),
+        RecordValue::JobBatch(b) => serde_json::json!({
+            "jobKeys": b.job_keys,
+            "jobs": b.jobs.iter().map(|j| serde_json::json!({ "worker": &*j.worker, "deadline": j.deadline_ms })).collect::<Vec<_>>(),
+        }),
+        other => json::value(other),
+    }
+}
+
+/// Folds an element's completion or termination into its activation when both are in the
+/// batch: one insert of the ended row instead of an insert and an update (most of W2's
+/// elements start and end within one batch).
+fn fold_ends(batch: &mut [Pending]) {
+    let mut activating: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
+    for i in 0..batch.len() {
+        if batch[i].value_type != "PROCESS_INSTANCE" || batch[i].folded {
+            continue;
+        }
+        let state = match batch[i].intent {
+            "ELEMENT_ACTIVATING" => {
+                activating.insert(batch[i].key, i);
+                continue;
+            }
+            "ELEMENT_COMPLETED" => "COMPLETED",
+            "ELEMENT_TERMINATED" => "TERMINATED",
+            _ => continue,
+        };
+        if let Some(at) = activating.remove(&batch[i].key) {
+            batch[at].ended = Some((state, batch[i].timestamp));
+            batch[i].folded = true;
+        }
+    }
+}
+
+/// Runs one statement, prepared once per connection.
+fn run<P: rusqlite::Params>(tx: &rusqlite::Transaction<'_>, statement: &str, params: P) -> rusqlite::Result<usize> {
+    tx.prepare_cached(statement)?.execute(params)
+}
+
+/// Whether an event of this value type and intent changes a row (what [`apply`] writes).
+pub fn stored(value_type: &str, intent: &str) -> bool {
+    matches!(
+        (value_type, intent),
+        ("PROCESS", "CREATED")
+            | ("PROCESS_INSTANCE", "ELEMENT_ACTIVATING" | "ELEMENT_COMPLETED" | "ELEMENT_TERMINATED")
+            | ("VARIABLE", "CREATED" | "UPDATED" | "MIGRATED")
+            | ("INCIDENT", "CREATED" | "RESOLVED")
+            | ("JOB", "CREATED" | "COMPLETED" | "FAILED" | "TIMED_OUT" | "CANCELED" | "ERROR_THROWN" | "RETRIES_UPDATED" | "MIGRATED")
+            | ("JOB_BATCH", "ACTIVATED")
+            | ("PROCESS_MESSAGE_SUBSCRIPTION", "CREATING" | "CREATED" | "CORRELATED" | "DELETED" | "MIGRATED")
+    )
 }
 
 fn s(v: &Value, field: &str) -> Option<String> {
@@ -211,7 +407,7 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
                 .map(|b| String::from_utf8_lossy(&b).into_owned());
             let id = s(v, "bpmnProcessId").unwrap_or_default();
             let (name, tag) = xml.as_deref().map_or((None, None), |x| process_name_and_tag(x, &id));
-            tx.execute(
+            run(tx,
                 "INSERT INTO process_definition (process_definition_key, process_definition_id, name, resource_name, bpmn_xml, version, version_tag, tenant_id)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (process_definition_key) DO NOTHING",
@@ -222,11 +418,21 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
             let element_type = s(v, "bpmnElementType").unwrap_or_default();
             let pi = i(v, "processInstanceKey").unwrap_or(-1);
             if intent == "ELEMENT_ACTIVATING" {
-                tx.execute(
-                    "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
-                       flow_node_id, type, state, start_date, flow_scope_key, tenant_id, partition_id)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'ACTIVE', ?7, ?8, ?9, ?10)
-                     ON CONFLICT (flow_node_instance_key) DO NOTHING",
+                // ended in the same batch: inserted ended (and so made ended if there already)
+                let (state, end) = p.ended.map_or(("ACTIVE", None), |(state, at)| (state, Some(at)));
+                run(
+                    tx,
+                    if end.is_some() {
+                        "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
+                           flow_node_id, type, start_date, flow_scope_key, tenant_id, partition_id, state, end_date)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                         ON CONFLICT (flow_node_instance_key) DO UPDATE SET state = excluded.state, end_date = excluded.end_date"
+                    } else {
+                        "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
+                           flow_node_id, type, start_date, flow_scope_key, tenant_id, partition_id, state, end_date)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                         ON CONFLICT (flow_node_instance_key) DO NOTHING"
+                    },
                     params![
                         p.key,
                         pi,
@@ -237,15 +443,25 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
                         p.timestamp,
                         k(v, "flowScopeKey"),
                         tenant,
-                        partition
+                        partition,
+                        state,
+                        end
                     ],
                 )?;
                 if element_type == "PROCESS" {
-                    tx.execute(
-                        "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version, state,
-                           start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id)
-                         VALUES (?1, ?2, ?3, ?4, 'ACTIVE', ?5, ?6, ?7, ?8, ?9)
-                         ON CONFLICT (process_instance_key) DO NOTHING",
+                    run(
+                        tx,
+                        if end.is_some() {
+                            "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version,
+                               start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id, state, end_date)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                             ON CONFLICT (process_instance_key) DO UPDATE SET state = excluded.state, end_date = excluded.end_date"
+                        } else {
+                            "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version,
+                               start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id, state, end_date)
+                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                             ON CONFLICT (process_instance_key) DO NOTHING"
+                        },
                         params![
                             pi,
                             s(v, "bpmnProcessId"),
@@ -255,18 +471,22 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
                             k(v, "parentProcessInstanceKey"),
                             k(v, "parentElementInstanceKey"),
                             tenant,
-                            partition
+                            partition,
+                            state,
+                            end
                         ],
                     )?;
                 }
             } else {
                 let state = if intent == "ELEMENT_COMPLETED" { "COMPLETED" } else { "TERMINATED" };
-                tx.execute(
+                run(
+                    tx,
                     "UPDATE flow_node_instance SET state = ?2, end_date = ?3 WHERE flow_node_instance_key = ?1",
                     params![p.key, state, p.timestamp],
                 )?;
                 if element_type == "PROCESS" {
-                    tx.execute(
+                    run(
+                        tx,
                         "UPDATE process_instance SET state = ?2, end_date = ?3 WHERE process_instance_key = ?1",
                         params![pi, state, p.timestamp],
                     )?;
@@ -274,7 +494,7 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
             }
         }
         ("VARIABLE", "CREATED" | "UPDATED" | "MIGRATED") => {
-            tx.execute(
+            run(tx,
                 "INSERT INTO variable (var_key, process_instance_key, process_definition_id, scope_key, name, value, tenant_id, partition_id)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (var_key) DO UPDATE SET value = excluded.value",
@@ -291,7 +511,7 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
             )?;
         }
         ("INCIDENT", "CREATED") => {
-            tx.execute(
+            run(tx,
                 "INSERT INTO incident (incident_key, process_definition_key, process_definition_id, process_instance_key, flow_node_instance_key,
                    flow_node_id, job_key, error_type, error_message, state, creation_date, tenant_id, partition_id)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'ACTIVE', ?10, ?11, ?12)
@@ -311,14 +531,15 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
                     partition
                 ],
             )?;
-            tx.execute(
+            run(
+                tx,
                 "UPDATE flow_node_instance SET incident_key = ?2 WHERE flow_node_instance_key = ?1",
                 params![k(v, "elementInstanceKey"), p.key],
             )?;
         }
         ("INCIDENT", "RESOLVED") => {
-            tx.execute("UPDATE incident SET state = 'RESOLVED' WHERE incident_key = ?1", [p.key])?;
-            tx.execute("UPDATE flow_node_instance SET incident_key = NULL WHERE incident_key = ?1", [p.key])?;
+            run(tx, "UPDATE incident SET state = 'RESOLVED' WHERE incident_key = ?1", [p.key])?;
+            run(tx, "UPDATE flow_node_instance SET incident_key = NULL WHERE incident_key = ?1", [p.key])?;
         }
         ("JOB", intent) => {
             let state = match intent {
@@ -333,7 +554,7 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
                 _ => return Ok(()),
             };
             let end = matches!(state, "COMPLETED" | "CANCELED" | "ERROR_THROWN").then_some(p.timestamp);
-            tx.execute(
+            run(tx,
                 "INSERT INTO job (job_key, type, worker, state, kind, retries, error_message, error_code, deadline, end_time, custom_headers,
                    process_instance_key, process_definition_key, process_definition_id, element_id, element_instance_key, tenant_id, partition_id)
                  VALUES (?1, ?2, ?3, ?4, 'BPMN_ELEMENT', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
@@ -365,14 +586,16 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
             let keys = v.get("jobKeys").and_then(Value::as_array).cloned().unwrap_or_default();
             let jobs = v.get("jobs").and_then(Value::as_array).cloned().unwrap_or_default();
             for (key, job) in keys.iter().zip(jobs.iter()) {
-                tx.execute(
+                run(
+                    tx,
                     "UPDATE job SET worker = ?2, deadline = ?3 WHERE job_key = ?1",
                     params![key.as_i64(), s(job, "worker"), k(job, "deadline")],
                 )?;
             }
         }
         ("PROCESS_MESSAGE_SUBSCRIPTION", intent @ ("CREATING" | "CREATED" | "CORRELATED" | "DELETED" | "MIGRATED")) => {
-            tx.execute(
+            run(
+                tx,
                 "INSERT INTO message_subscription (flow_node_instance_key, message_name, process_instance_key, process_definition_id,
                    flow_node_id, correlation_key, state, date_time, tenant_id, partition_id)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
