@@ -24,7 +24,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 use waggle_exporter::{json, Context, Controller, ExportError, Exporter, ExporterFactory};
 use waggle_protocol::record::RecordType;
-use waggle_protocol::{PartitionId, Record};
+use waggle_protocol::{PartitionId, Record, RecordValue};
 
 use crate::StoreError;
 
@@ -89,6 +89,8 @@ struct Pending {
     ended: Option<(&'static str, i64)>,
     /// An end folded into its activation (written with it).
     folded: bool,
+    /// The record's value, for the types [`apply_typed`] writes.
+    typed: Option<RecordValue>,
     key: i64,
     timestamp: i64,
     value_type: &'static str,
@@ -188,6 +190,11 @@ impl Exporter for StoreExporter {
         // advance the position
         let (value_type, intent) = (record.value_type.as_str(), record.intent.as_str());
         if record.record_type == RecordType::Event && stored(value_type, intent) {
+            // the frequent values are read as they are, the others through their JSON
+            let typed = matches!(
+                record.value,
+                RecordValue::ProcessInstance(_) | RecordValue::Variable(_) | RecordValue::Job(_) | RecordValue::JobBatch(_)
+            );
             self.batch.push(Pending {
                 ended: None,
                 folded: false,
@@ -195,7 +202,8 @@ impl Exporter for StoreExporter {
                 timestamp: record.timestamp_ms,
                 value_type,
                 intent,
-                value: row_value(&record.value),
+                typed: typed.then(|| record.value.clone()),
+                value: if typed { Value::Null } else { json::value(&record.value) },
             });
         }
         self.timings.map += started.elapsed();
@@ -288,44 +296,6 @@ impl StoreExporter {
     }
 }
 
-/// The fields [`apply`] reads, in the exported JSON's names: jobs without their variables (a
-/// job batch's jobs with only worker and deadline), whose parsing was most of the mapping's
-/// time under W2; every other value as [`json::value`] writes it.
-fn row_value(value: &waggle_protocol::RecordValue) -> Value {
-    use waggle_protocol::RecordValue;
-    let job = |j: &waggle_protocol::value::JobRecord| {
-        let headers = j.custom_headers.trim();
-        let headers = if headers.is_empty() {
-            Value::Object(Default::default())
-        } else {
-            serde_json::from_str(headers).unwrap_or_else(|_| Value::Object(Default::default()))
-        };
-        serde_json::json!({
-            "type": &*j.job_type,
-            "worker": &*j.worker,
-            "retries": j.retries,
-            "deadline": j.deadline_ms,
-            "errorMessage": j.error_message,
-            "errorCode": j.error_code,
-            "customHeaders": headers,
-            "bpmnProcessId": &*j.bpmn_process_id,
-            "processDefinitionKey": j.process_definition_key,
-            "processInstanceKey": j.process_instance_key,
-            "elementId": &*j.element_id,
-            "elementInstanceKey": j.element_instance_key,
-            "tenantId": if j.tenant_id.is_empty() { "<default>" } else { &*j.tenant_id },
-        })
-    };
-    match value {
-        RecordValue::Job(j) => job(j),
-        RecordValue::JobBatch(b) => serde_json::json!({
-            "jobKeys": b.job_keys,
-            "jobs": b.jobs.iter().map(|j| serde_json::json!({ "worker": &*j.worker, "deadline": j.deadline_ms })).collect::<Vec<_>>(),
-        }),
-        other => json::value(other),
-    }
-}
-
 /// Folds an element's completion or termination into its activation when both are in the
 /// batch: one insert of the ended row instead of an insert and an update (most of W2's
 /// elements start and end within one batch).
@@ -398,6 +368,9 @@ fn process_name_and_tag(xml: &str, process_id: &str) -> (Option<String>, Option<
 
 /// Writes one event's effect (an upsert: applying it again changes nothing).
 fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) -> rusqlite::Result<()> {
+    if let Some(value) = &p.typed {
+        return apply_typed(tx, partition, p, value);
+    }
     let v = &p.value;
     let tenant = s(v, "tenantId").unwrap_or_else(|| "<default>".into());
     match (p.value_type, p.intent) {
@@ -412,102 +385,6 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (process_definition_key) DO NOTHING",
                 params![i(v, "processDefinitionKey").unwrap_or(p.key), id, name, s(v, "resourceName"), xml, i(v, "version"), tag, tenant],
-            )?;
-        }
-        ("PROCESS_INSTANCE", intent @ ("ELEMENT_ACTIVATING" | "ELEMENT_COMPLETED" | "ELEMENT_TERMINATED")) => {
-            let element_type = s(v, "bpmnElementType").unwrap_or_default();
-            let pi = i(v, "processInstanceKey").unwrap_or(-1);
-            if intent == "ELEMENT_ACTIVATING" {
-                // ended in the same batch: inserted ended (and so made ended if there already)
-                let (state, end) = p.ended.map_or(("ACTIVE", None), |(state, at)| (state, Some(at)));
-                run(
-                    tx,
-                    if end.is_some() {
-                        "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
-                           flow_node_id, type, start_date, flow_scope_key, tenant_id, partition_id, state, end_date)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-                         ON CONFLICT (flow_node_instance_key) DO UPDATE SET state = excluded.state, end_date = excluded.end_date"
-                    } else {
-                        "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
-                           flow_node_id, type, start_date, flow_scope_key, tenant_id, partition_id, state, end_date)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-                         ON CONFLICT (flow_node_instance_key) DO NOTHING"
-                    },
-                    params![
-                        p.key,
-                        pi,
-                        i(v, "processDefinitionKey"),
-                        s(v, "bpmnProcessId"),
-                        s(v, "elementId"),
-                        element_type,
-                        p.timestamp,
-                        k(v, "flowScopeKey"),
-                        tenant,
-                        partition,
-                        state,
-                        end
-                    ],
-                )?;
-                if element_type == "PROCESS" {
-                    run(
-                        tx,
-                        if end.is_some() {
-                            "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version,
-                               start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id, state, end_date)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                             ON CONFLICT (process_instance_key) DO UPDATE SET state = excluded.state, end_date = excluded.end_date"
-                        } else {
-                            "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version,
-                               start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id, state, end_date)
-                             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                             ON CONFLICT (process_instance_key) DO NOTHING"
-                        },
-                        params![
-                            pi,
-                            s(v, "bpmnProcessId"),
-                            i(v, "processDefinitionKey"),
-                            i(v, "version"),
-                            p.timestamp,
-                            k(v, "parentProcessInstanceKey"),
-                            k(v, "parentElementInstanceKey"),
-                            tenant,
-                            partition,
-                            state,
-                            end
-                        ],
-                    )?;
-                }
-            } else {
-                let state = if intent == "ELEMENT_COMPLETED" { "COMPLETED" } else { "TERMINATED" };
-                run(
-                    tx,
-                    "UPDATE flow_node_instance SET state = ?2, end_date = ?3 WHERE flow_node_instance_key = ?1",
-                    params![p.key, state, p.timestamp],
-                )?;
-                if element_type == "PROCESS" {
-                    run(
-                        tx,
-                        "UPDATE process_instance SET state = ?2, end_date = ?3 WHERE process_instance_key = ?1",
-                        params![pi, state, p.timestamp],
-                    )?;
-                }
-            }
-        }
-        ("VARIABLE", "CREATED" | "UPDATED" | "MIGRATED") => {
-            run(tx,
-                "INSERT INTO variable (var_key, process_instance_key, process_definition_id, scope_key, name, value, tenant_id, partition_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (var_key) DO UPDATE SET value = excluded.value",
-                params![
-                    p.key,
-                    i(v, "processInstanceKey"),
-                    s(v, "bpmnProcessId"),
-                    i(v, "scopeKey"),
-                    s(v, "name"),
-                    s(v, "value").unwrap_or_else(|| "null".into()),
-                    tenant,
-                    partition
-                ],
             )?;
         }
         ("INCIDENT", "CREATED") => {
@@ -541,58 +418,6 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
             run(tx, "UPDATE incident SET state = 'RESOLVED' WHERE incident_key = ?1", [p.key])?;
             run(tx, "UPDATE flow_node_instance SET incident_key = NULL WHERE incident_key = ?1", [p.key])?;
         }
-        ("JOB", intent) => {
-            let state = match intent {
-                "CREATED" => "CREATED",
-                "COMPLETED" => "COMPLETED",
-                "FAILED" => "FAILED",
-                "TIMED_OUT" => "TIMED_OUT",
-                "CANCELED" => "CANCELED",
-                "ERROR_THROWN" => "ERROR_THROWN",
-                "RETRIES_UPDATED" => "RETRIES_UPDATED",
-                "MIGRATED" => "MIGRATED",
-                _ => return Ok(()),
-            };
-            let end = matches!(state, "COMPLETED" | "CANCELED" | "ERROR_THROWN").then_some(p.timestamp);
-            run(tx,
-                "INSERT INTO job (job_key, type, worker, state, kind, retries, error_message, error_code, deadline, end_time, custom_headers,
-                   process_instance_key, process_definition_key, process_definition_id, element_id, element_instance_key, tenant_id, partition_id)
-                 VALUES (?1, ?2, ?3, ?4, 'BPMN_ELEMENT', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
-                 ON CONFLICT (job_key) DO UPDATE SET worker = excluded.worker, state = excluded.state, retries = excluded.retries,
-                   error_message = excluded.error_message, error_code = excluded.error_code, deadline = excluded.deadline,
-                   end_time = excluded.end_time",
-                params![
-                    p.key,
-                    s(v, "type"),
-                    s(v, "worker").filter(|w| !w.is_empty()),
-                    state,
-                    i(v, "retries"),
-                    s(v, "errorMessage").filter(|m| !m.is_empty()),
-                    s(v, "errorCode").filter(|m| !m.is_empty()),
-                    k(v, "deadline"),
-                    end,
-                    v.get("customHeaders").map(Value::to_string),
-                    i(v, "processInstanceKey"),
-                    i(v, "processDefinitionKey"),
-                    s(v, "bpmnProcessId"),
-                    s(v, "elementId"),
-                    i(v, "elementInstanceKey"),
-                    tenant,
-                    partition
-                ],
-            )?;
-        }
-        ("JOB_BATCH", "ACTIVATED") => {
-            let keys = v.get("jobKeys").and_then(Value::as_array).cloned().unwrap_or_default();
-            let jobs = v.get("jobs").and_then(Value::as_array).cloned().unwrap_or_default();
-            for (key, job) in keys.iter().zip(jobs.iter()) {
-                run(
-                    tx,
-                    "UPDATE job SET worker = ?2, deadline = ?3 WHERE job_key = ?1",
-                    params![key.as_i64(), s(job, "worker"), k(job, "deadline")],
-                )?;
-            }
-        }
         ("PROCESS_MESSAGE_SUBSCRIPTION", intent @ ("CREATING" | "CREATED" | "CORRELATED" | "DELETED" | "MIGRATED")) => {
             run(
                 tx,
@@ -613,6 +438,157 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
                     partition
                 ],
             )?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn tenant_of(t: &str) -> &str {
+    if t.is_empty() {
+        "<default>"
+    } else {
+        t
+    }
+}
+
+/// A key that Zeebe writes as -1 (or 0) when unset.
+fn set(key: i64) -> Option<i64> {
+    (key > 0).then_some(key)
+}
+
+/// Writes the effect of the frequent events, read from the record's value itself (no JSON):
+/// elements, variables, jobs and job batches.
+fn apply_typed(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending, value: &RecordValue) -> rusqlite::Result<()> {
+    match (value, p.intent) {
+        (RecordValue::ProcessInstance(v), "ELEMENT_ACTIVATING") => {
+            // ended in the same batch: inserted ended (and so made ended if there already)
+            let (state, end) = p.ended.map_or(("ACTIVE", None), |(state, at)| (state, Some(at)));
+            let tenant = tenant_of(&v.tenant_id);
+            run(
+                tx,
+                if end.is_some() {
+                    "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
+                       flow_node_id, type, start_date, flow_scope_key, tenant_id, partition_id, state, end_date)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                     ON CONFLICT (flow_node_instance_key) DO UPDATE SET state = excluded.state, end_date = excluded.end_date"
+                } else {
+                    "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
+                       flow_node_id, type, start_date, flow_scope_key, tenant_id, partition_id, state, end_date)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                     ON CONFLICT (flow_node_instance_key) DO NOTHING"
+                },
+                params![
+                    p.key,
+                    v.process_instance_key,
+                    v.process_definition_key,
+                    &*v.bpmn_process_id,
+                    &*v.element_id,
+                    &*v.bpmn_element_type,
+                    p.timestamp,
+                    set(v.flow_scope_key),
+                    tenant,
+                    partition,
+                    state,
+                    end
+                ],
+            )?;
+            if &*v.bpmn_element_type == "PROCESS" {
+                run(
+                    tx,
+                    if end.is_some() {
+                        "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version,
+                           start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id, state, end_date)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                         ON CONFLICT (process_instance_key) DO UPDATE SET state = excluded.state, end_date = excluded.end_date"
+                    } else {
+                        "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version,
+                           start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id, state, end_date)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                         ON CONFLICT (process_instance_key) DO NOTHING"
+                    },
+                    params![
+                        v.process_instance_key,
+                        &*v.bpmn_process_id,
+                        v.process_definition_key,
+                        v.version,
+                        p.timestamp,
+                        set(v.parent_process_instance_key),
+                        set(v.parent_element_instance_key),
+                        tenant,
+                        partition,
+                        state,
+                        end
+                    ],
+                )?;
+            }
+        }
+        (RecordValue::ProcessInstance(v), intent @ ("ELEMENT_COMPLETED" | "ELEMENT_TERMINATED")) => {
+            let state = if intent == "ELEMENT_COMPLETED" { "COMPLETED" } else { "TERMINATED" };
+            run(
+                tx,
+                "UPDATE flow_node_instance SET state = ?2, end_date = ?3 WHERE flow_node_instance_key = ?1",
+                params![p.key, state, p.timestamp],
+            )?;
+            if &*v.bpmn_element_type == "PROCESS" {
+                run(
+                    tx,
+                    "UPDATE process_instance SET state = ?2, end_date = ?3 WHERE process_instance_key = ?1",
+                    params![v.process_instance_key, state, p.timestamp],
+                )?;
+            }
+        }
+        (RecordValue::Variable(v), _) => {
+            run(
+                tx,
+                "INSERT INTO variable (var_key, process_instance_key, process_definition_id, scope_key, name, value, tenant_id, partition_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (var_key) DO UPDATE SET value = excluded.value",
+                params![p.key, v.process_instance_key, v.bpmn_process_id, v.scope_key, v.name, v.value, tenant_of(&v.tenant_id), partition],
+            )?;
+        }
+        (RecordValue::Job(v), intent) => {
+            let end = matches!(intent, "COMPLETED" | "CANCELED" | "ERROR_THROWN").then_some(p.timestamp);
+            let headers = v.custom_headers.trim();
+            let headers = if headers.is_empty() {
+                "{}".to_owned()
+            } else {
+                serde_json::from_str::<Value>(headers).map_or_else(|_| "{}".to_owned(), |h| h.to_string())
+            };
+            let non_empty = |t: &str| (!t.is_empty()).then(|| t.to_owned());
+            run(
+                tx,
+                "INSERT INTO job (job_key, type, worker, state, kind, retries, error_message, error_code, deadline, end_time, custom_headers,
+                   process_instance_key, process_definition_key, process_definition_id, element_id, element_instance_key, tenant_id, partition_id)
+                 VALUES (?1, ?2, ?3, ?4, 'BPMN_ELEMENT', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                 ON CONFLICT (job_key) DO UPDATE SET worker = excluded.worker, state = excluded.state, retries = excluded.retries,
+                   error_message = excluded.error_message, error_code = excluded.error_code, deadline = excluded.deadline,
+                   end_time = excluded.end_time",
+                params![
+                    p.key,
+                    &*v.job_type,
+                    non_empty(&v.worker),
+                    intent,
+                    v.retries,
+                    non_empty(&v.error_message),
+                    non_empty(&v.error_code),
+                    set(v.deadline_ms),
+                    end,
+                    headers,
+                    v.process_instance_key,
+                    v.process_definition_key,
+                    &*v.bpmn_process_id,
+                    &*v.element_id,
+                    v.element_instance_key,
+                    tenant_of(&v.tenant_id),
+                    partition
+                ],
+            )?;
+        }
+        (RecordValue::JobBatch(b), _) => {
+            for (key, job) in b.job_keys.iter().zip(b.jobs.iter()) {
+                run(tx, "UPDATE job SET worker = ?2, deadline = ?3 WHERE job_key = ?1", params![key, &*job.worker, set(job.deadline_ms)])?;
+            }
         }
         _ => {}
     }

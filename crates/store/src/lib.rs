@@ -5,7 +5,7 @@
 //!   camunda/camunda): process definitions (with their XML), process instances, element (flow
 //!   node) instances, variables, incidents, jobs, message subscriptions, exporter positions.
 //! - [`exporter`]: the exporter writing them, a transaction per flushed batch, acknowledging
-//!   after the commit; every write is an upsert keyed by the entity's key and records at or
+//!   once a commit synced to disk covers it; every write is an upsert keyed by the entity's key and records at or
 //!   below the partition's stored position are skipped, so re-export after a crash leaves each
 //!   entity once. History clean-up deletes finished instances older than a time to live.
 //! - [`query`]: the searches (`filter` with Camunda 8.8's operators, `sort`, `page`) as JSON in
