@@ -35,9 +35,9 @@ cpu() { # utime+stime of the threads whose name starts with $1 ("" for all), in 
 sample() {
   local m; m=$(curl -sf "localhost:$MGMT/metrics" || true)
   local lag ack rec
-  lag=$(grep '^waggle_exporter_unacknowledged_entries{' <<<"$m" | awk '{s+=$2} END {print s+0}')
-  ack=$(grep '^zeebe_exporter_last_updated_exported_position{' <<<"$m" | awk '{s+=$2} END {print s+0}')
-  rec=$(grep '^waggle_processed_records_total{' <<<"$m" | awk '{s+=$2} END {print s+0}')
+  lag=$({ grep '^waggle_exporter_unacknowledged_entries{' <<<"$m" || true; } | awk '{s+=$2} END {print s+0}')
+  ack=$({ grep '^zeebe_exporter_last_updated_exported_position{' <<<"$m" || true; } | awk '{s+=$2} END {print s+0}')
+  rec=$({ grep '^waggle_processed_records_total{' <<<"$m" || true; } | awk '{s+=$2} END {print s+0}')
   printf '%6ss  lag_entries=%-7s acked_position=%-10s records=%-10s export_cpu_s=%-6s server_cpu_s=%s\n' \
     "$1" "$lag" "$ack" "$rec" "$(cpu export-)" "$(cpu '')"
 }
