@@ -91,6 +91,33 @@ fn export(path: &std::path::Path, records: &[Record], acknowledged: u64) -> u64 
     c.last_acknowledged()
 }
 
+#[test]
+fn a_position_is_acknowledged_once_a_synced_commit_covers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    let all = records();
+    let factory = exporter::factory("query-store", StoreConfig { path: path.clone(), history_ttl: None }).unwrap();
+    let mut e = factory.make();
+    e.configure(&Context { exporter_id: "query-store".into(), partition_id: 1 }).unwrap();
+    let mut c = Controller::new(0);
+    e.open(&mut c).unwrap();
+    e.export(&all[0], &mut c).unwrap();
+    e.flush(&mut c).unwrap();
+    assert_eq!(c.last_acknowledged(), 1, "the first commit is synced");
+    e.export(&all[1], &mut c).unwrap();
+    e.flush(&mut c).unwrap();
+    assert_eq!(c.last_acknowledged(), 1, "a commit right after a synced one is not synced");
+    let conn = crate::open(&path).unwrap();
+    let instances = search(&conn, &query::PROCESS_INSTANCE, Value::Null);
+    assert_eq!(instances["page"]["totalItems"], 1, "searches see the unsynced commit");
+    assert!(c.take_due(std::time::Instant::now()).is_empty());
+    std::thread::sleep(exporter::DURABLE_EVERY);
+    let due = c.take_due(std::time::Instant::now());
+    assert_eq!(due.len(), 1, "a sync is scheduled");
+    e.on_scheduled(due[0], &mut c).unwrap();
+    assert_eq!(c.last_acknowledged(), 2);
+}
+
 fn search(conn: &rusqlite::Connection, entity: &query::Entity, request: Value) -> Value {
     query::search(conn, entity, &request).unwrap()
 }
