@@ -351,6 +351,17 @@ pub fn value(value: &RecordValue) -> Value {
             "compensationHandlerInstanceKey": c.compensation_handler_instance_key,
             "variables": document(&c.variables),
         }),
+        // Zeebe 8.8's MessageCorrelationRecord; request ids are the broker's and not logged
+        RecordValue::MessageCorrelation(c) => json!({
+            "name": c.name,
+            "correlationKey": c.correlation_key,
+            "variables": document(&c.variables),
+            "tenantId": tenant(&c.tenant_id),
+            "messageKey": c.message_key,
+            "processInstanceKey": c.process_instance_key,
+            "requestId": -1,
+            "requestStreamId": -1,
+        }),
     }
 }
 

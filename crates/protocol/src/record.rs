@@ -86,6 +86,7 @@ names! {
         Form => "FORM",
         ResourceDeletion => "RESOURCE_DELETION",
         CompensationSubscription => "COMPENSATION_SUBSCRIPTION",
+        MessageCorrelation => "MESSAGE_CORRELATION",
     }
 }
 
@@ -175,6 +176,8 @@ names! {
         // DECISION_EVALUATION (EVALUATE from EvaluateDecision; EVALUATED or FAILED)
         Evaluate => "EVALUATE",
         Evaluated => "EVALUATED",
+        // MESSAGE_CORRELATION (CORRELATE, CORRELATING, CORRELATED above)
+        NotCorrelated => "NOT_CORRELATED",
     }
 }
 

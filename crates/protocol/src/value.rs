@@ -41,6 +41,7 @@ pub enum RecordValue {
     Form(FormRecord),
     ResourceDeletion(ResourceDeletionRecord),
     CompensationSubscription(CompensationSubscriptionRecord),
+    MessageCorrelation(MessageCorrelationRecord),
 }
 
 /// A value as the log lays it out (serialization side; see [`RecordValue`]).
@@ -76,6 +77,7 @@ enum WireRef<'a> {
     /// A deployment with decisions, decision requirements or forms.
     DeploymentV2(&'a DeploymentRecord),
     CompensationSubscription(&'a CompensationSubscriptionRecord),
+    MessageCorrelation(&'a MessageCorrelationRecord),
 }
 
 /// A value as the log lays it out (deserialization side; see [`RecordValue`]).
@@ -110,6 +112,7 @@ enum Wire {
     ResourceDeletion(ResourceDeletionRecord),
     DeploymentV2(DeploymentRecord),
     CompensationSubscription(CompensationSubscriptionRecord),
+    MessageCorrelation(MessageCorrelationRecord),
 }
 
 /// [`DeploymentRecord`] as it was before decisions and forms: how a deployment without them
@@ -163,6 +166,7 @@ impl Serialize for RecordValue {
             RecordValue::Form(x) => WireRef::Form(x),
             RecordValue::ResourceDeletion(x) => WireRef::ResourceDeletion(x),
             RecordValue::CompensationSubscription(x) => WireRef::CompensationSubscription(x),
+            RecordValue::MessageCorrelation(x) => WireRef::MessageCorrelation(x),
         };
         wire.serialize(serializer)
     }
@@ -204,6 +208,7 @@ impl<'de> Deserialize<'de> for RecordValue {
             Wire::Form(x) => RecordValue::Form(x),
             Wire::ResourceDeletion(x) => RecordValue::ResourceDeletion(x),
             Wire::CompensationSubscription(x) => RecordValue::CompensationSubscription(x),
+            Wire::MessageCorrelation(x) => RecordValue::MessageCorrelation(x),
         })
     }
 }
@@ -521,6 +526,21 @@ pub struct MessageRecord {
     /// When the message expires (ms since the epoch).
     pub deadline_ms: i64,
     pub tenant_id: String,
+}
+
+/// A message correlated at once (Zeebe 8.8's MessageCorrelationRecord, REST
+/// `POST /v2/messages/correlation`): published without time to live, it must reach a waiting
+/// subscription or a message start event, else the command is rejected NOT_FOUND.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MessageCorrelationRecord {
+    pub name: String,
+    pub correlation_key: String,
+    pub variables: String,
+    pub tenant_id: String,
+    /// The key of the message the correlation published (-1 on the command).
+    pub message_key: i64,
+    /// The process instance the message reached (-1 until known).
+    pub process_instance_key: i64,
 }
 
 /// A timer of a catch event or boundary event.

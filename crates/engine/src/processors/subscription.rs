@@ -2,7 +2,7 @@
 //! the message (by its correlation key): opening one, correlating a message to it from either
 //! side, and closing or rejecting it.
 
-use waggle_protocol::value::{MessageSubscriptionRecord, ProcessMessageSubscriptionRecord};
+use waggle_protocol::value::{MessageCorrelationRecord, MessageSubscriptionRecord, ProcessMessageSubscriptionRecord};
 use waggle_protocol::{partition_of, Intent, RecordValue};
 
 use crate::behaviors::waits::message_side;
@@ -52,9 +52,9 @@ fn correlate(p: P, key: i64, s: &MessageSubscriptionRecord, message_key: i64, va
 }
 
 /// After MESSAGE PUBLISHED: correlates the message to the open subscriptions of its name and
-/// correlation key, at most one per process (bpmn process id).
-pub(crate) fn correlate_published(p: P, message_key: i64) {
-    let Some(message) = p.view().message(message_key) else { return };
+/// correlation key, at most one per process (bpmn process id); returns how many.
+pub(crate) fn correlate_published(p: P, message_key: i64) -> usize {
+    let Some(message) = p.view().message(message_key) else { return 0 };
     let mut processes: Vec<String> = Vec::new();
     for s in p.view().message_subscriptions(&message.name, &message.correlation_key) {
         if s.message_key > 0 || processes.contains(&s.bpmn_process_id) || p.view().message_correlated_to(message_key, &s.bpmn_process_id) {
@@ -64,6 +64,7 @@ pub(crate) fn correlate_published(p: P, message_key: i64) {
         let key = p.new_key();
         correlate(p, key, &s, message_key, &message.variables);
     }
+    processes.len()
 }
 
 /// PROCESS_MESSAGE_SUBSCRIPTION CORRELATE (process partition): the message reached the
@@ -101,7 +102,11 @@ pub(crate) fn correlate_process_subscription(p: P, command: &waggle_protocol::Re
     elements::event_occurred(p, &instance, &subscription.element_id, &vars);
 }
 
-/// MESSAGE_SUBSCRIPTION CORRELATE / DELETE / REJECT (message partition).
+/// MESSAGE_SUBSCRIPTION CORRELATE / DELETE / REJECT (message partition). A confirmation or
+/// refusal of a message a client's correlation published answers that client (Zeebe 8.8's
+/// MessageSubscriptionCorrelateProcessor and MessageSubscriptionRejectProcessor): CORRELATED
+/// with the subscription's process instance, or, once every subscription asked refused,
+/// NOT_CORRELATED and a NOT_FOUND rejection.
 pub(crate) fn message_subscription(p: P, command: &waggle_protocol::Record) {
     let RecordValue::MessageSubscription(given) = &command.value else { return };
     let Some(stored) = p.view().message_subscription(&given.message_name, &given.correlation_key, given.element_instance_key) else {
@@ -110,7 +115,13 @@ pub(crate) fn message_subscription(p: P, command: &waggle_protocol::Record) {
     let key = p.new_key();
     match command.intent {
         Intent::Correlate => {
+            let process_instance_key = stored.process_instance_key;
             p.event(key, Intent::Correlated, RecordValue::MessageSubscription(MessageSubscriptionRecord { ..stored }));
+            if let Some((request, record)) = p.take_awaiting_correlation(given.message_key) {
+                let correlated = MessageCorrelationRecord { process_instance_key, ..record };
+                let event = p.event_record(given.message_key, Intent::Correlated, RecordValue::MessageCorrelation(correlated));
+                p.respond(Some(request), event);
+            }
         }
         Intent::Delete => {
             p.event(key, Intent::Deleted, RecordValue::MessageSubscription(stored));
@@ -118,7 +129,18 @@ pub(crate) fn message_subscription(p: P, command: &waggle_protocol::Record) {
         Intent::Reject => {
             let rejected = MessageSubscriptionRecord { message_key: given.message_key, ..stored };
             p.event(key, Intent::Rejected, RecordValue::MessageSubscription(rejected));
+            if let Some((request, record)) = p.refuse_awaiting_correlation(given.message_key) {
+                let reason = not_found_reason(&record.name, &record.correlation_key);
+                p.event(given.message_key, Intent::NotCorrelated, RecordValue::MessageCorrelation(record.clone()));
+                let value = RecordValue::MessageCorrelation(record);
+                p.reject_unwritten(request, Intent::Correlate, value, waggle_protocol::RejectionType::NotFound, reason);
+            }
         }
         _ => {}
     }
+}
+
+/// Zeebe's reason for a correlation that reached no subscription (MessageCorrelationCorrelateProcessor).
+pub(crate) fn not_found_reason(name: &str, correlation_key: &str) -> String {
+    format!("Expected to find subscription for message with name '{name}' and correlation key '{correlation_key}', but none was found.")
 }
