@@ -105,38 +105,53 @@ pub(crate) fn correlate_process_subscription(p: P, command: &waggle_protocol::Re
 /// MESSAGE_SUBSCRIPTION CORRELATE / DELETE / REJECT (message partition). A confirmation or
 /// refusal of a message a client's correlation published answers that client (Zeebe 8.8's
 /// MessageSubscriptionCorrelateProcessor and MessageSubscriptionRejectProcessor): CORRELATED
-/// with the subscription's process instance, or, once every subscription asked refused,
-/// NOT_CORRELATED and a NOT_FOUND rejection.
+/// with the process instance, or, once every subscription asked refused, NOT_CORRELATED and a
+/// NOT_FOUND rejection; also when the subscription was deleted meanwhile (the instance ended).
 pub(crate) fn message_subscription(p: P, command: &waggle_protocol::Record) {
     let RecordValue::MessageSubscription(given) = &command.value else { return };
-    let Some(stored) = p.view().message_subscription(&given.message_name, &given.correlation_key, given.element_instance_key) else {
-        return;
-    };
-    let key = p.new_key();
-    match command.intent {
-        Intent::Correlate => {
-            let process_instance_key = stored.process_instance_key;
-            p.event(key, Intent::Correlated, RecordValue::MessageSubscription(MessageSubscriptionRecord { ..stored }));
-            if let Some((request, record)) = p.take_awaiting_correlation(given.message_key) {
-                let correlated = MessageCorrelationRecord { process_instance_key, ..record };
-                let event = p.event_record(given.message_key, Intent::Correlated, RecordValue::MessageCorrelation(correlated));
-                p.respond(Some(request), event);
+    let stored = p.view().message_subscription(&given.message_name, &given.correlation_key, given.element_instance_key);
+    match (command.intent, stored) {
+        (Intent::Correlate, stored) => {
+            if let Some(stored) = stored {
+                let key = p.new_key();
+                p.event(key, Intent::Correlated, RecordValue::MessageSubscription(stored));
             }
+            answer_correlated(p, given.message_key, given.process_instance_key);
         }
-        Intent::Delete => {
+        (Intent::Delete, Some(stored)) => {
+            let key = p.new_key();
             p.event(key, Intent::Deleted, RecordValue::MessageSubscription(stored));
         }
-        Intent::Reject => {
-            let rejected = MessageSubscriptionRecord { message_key: given.message_key, ..stored };
-            p.event(key, Intent::Rejected, RecordValue::MessageSubscription(rejected));
-            if let Some((request, record)) = p.refuse_awaiting_correlation(given.message_key) {
-                let reason = not_found_reason(&record.name, &record.correlation_key);
-                p.event(given.message_key, Intent::NotCorrelated, RecordValue::MessageCorrelation(record.clone()));
-                let value = RecordValue::MessageCorrelation(record);
-                p.reject_unwritten(request, Intent::Correlate, value, waggle_protocol::RejectionType::NotFound, reason);
+        (Intent::Reject, stored) => {
+            if let Some(stored) = stored {
+                let key = p.new_key();
+                let rejected = MessageSubscriptionRecord { message_key: given.message_key, ..stored };
+                p.event(key, Intent::Rejected, RecordValue::MessageSubscription(rejected));
             }
+            answer_not_correlated(p, given.message_key);
         }
         _ => {}
+    }
+}
+
+/// A process partition confirmed message `message_key`: its correlation's request, if one
+/// waits, gets MESSAGE_CORRELATION CORRELATED with `process_instance_key`.
+fn answer_correlated(p: P, message_key: i64, process_instance_key: i64) {
+    if let Some((request, record)) = p.take_awaiting_correlation(message_key) {
+        let correlated = MessageCorrelationRecord { process_instance_key, ..record };
+        let event = p.event_record(message_key, Intent::Correlated, RecordValue::MessageCorrelation(correlated));
+        p.respond(Some(request), event);
+    }
+}
+
+/// A process partition refused message `message_key`: once no subscription asked can confirm
+/// it, its correlation's request gets NOT_CORRELATED and a NOT_FOUND rejection.
+fn answer_not_correlated(p: P, message_key: i64) {
+    if let Some((request, record)) = p.refuse_awaiting_correlation(message_key) {
+        let reason = not_found_reason(&record.name, &record.correlation_key);
+        p.event(message_key, Intent::NotCorrelated, RecordValue::MessageCorrelation(record.clone()));
+        let value = RecordValue::MessageCorrelation(record);
+        p.reject_unwritten(request, Intent::Correlate, value, waggle_protocol::RejectionType::NotFound, reason);
     }
 }
 
