@@ -3,8 +3,8 @@
 // every command below can only succeed over REST: deploy (multipart), create, activate jobs,
 // fail a job to an incident, update its retries, resolve the incident, set variables, complete,
 // publish a message, broadcast a signal, throw an error, modify an instance, evaluate a
-// decision, delete a resource; message correlation answers 501 (not implemented, see
-// docs/compatibility.md).
+// decision, delete a resource; correlate a message to a waiting catch event (the answer names
+// its process instance), and one nothing waits for (404, Zeebe's NOT_FOUND).
 // Run by crates/waggle/tests/rest.rs: java -cp '<8.8 client jars>/*' RestCommands.java
 // <rest port> <models dir>; prints OK and exits 0, or throws.
 
@@ -98,13 +98,31 @@ public class RestCommands {
       check(vars.stream().anyMatch(v -> v.getName().equals("extra") && v.getValue().equals("7")), "extra: " + vars);
       check(vars.stream().anyMatch(v -> v.getName().equals("paid") && v.getValue().equals("true")), "paid: " + vars);
 
-      // correlation: not implemented by Waggle's engine (501 problem)
+      // correlation: nothing waits for o-2 (404); the catch event of o-3 takes the message
       try {
         client.newCorrelateMessageCommand().messageName("paid").correlationKey("o-2").send().join();
-        throw new AssertionError("correlation answered");
+        throw new AssertionError("a correlation reached nothing but answered");
       } catch (ProblemException e) {
-        check(e.code() == 501, "501: " + e);
+        check(e.code() == 404 && e.getMessage().contains("Expected to find subscription for message with name 'paid'"), "404: " + e);
       }
+      long third = client.newCreateInstanceCommand().bpmnProcessId("rest_commands").latestVersion()
+          .variables(Map.of("orderId", "o-3")).send().join().getProcessInstanceKey();
+      jobs = activate(client, "rest-work");
+      check(jobs.size() == 1 && jobs.get(0).getProcessInstanceKey() == third, "the third job: " + jobs);
+      client.newCompleteCommand(jobs.get(0).getKey()).send().join();
+      var correlated = eventually(() -> {
+        try {
+          return client.newCorrelateMessageCommand().messageName("paid").correlationKey("o-3")
+              .variables(Map.of("correlated", true)).send().join();
+        } catch (ProblemException e) {
+          check(e.code() == 404, "404 until the catch event waits: " + e);
+          return null;
+        }
+      }, "the correlation to the catch event");
+      check(correlated.getProcessInstanceKey() == third, "correlated to the third instance: " + correlated.getProcessInstanceKey());
+      check(correlated.getMessageKey() > 0 && "<default>".equals(correlated.getTenantId()), "message key, tenant: " + correlated);
+      eventually(() -> client.newVariableSearchRequest().filter(f -> f.processInstanceKey(third)).send().join()
+          .items().stream().anyMatch(v -> v.getName().equals("correlated")) ? true : null, "the correlated message's variable");
 
       // modification: terminate the job's element, activate the signal catch, broadcast
       long second = client.newCreateInstanceCommand().bpmnProcessId("rest_commands").latestVersion()

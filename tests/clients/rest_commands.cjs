@@ -3,7 +3,8 @@
 // CamundaRestClient, with a gRPC address where nothing listens (every command goes over REST):
 // deploy, create, activate, a polling job worker, fail to an incident, update the job, resolve the incident, set
 // variables, complete, publish, broadcast a signal, modify an instance, throw an error, evaluate
-// a decision, delete a resource; correlation answers 501 (docs/compatibility.md).
+// a decision, delete a resource; correlate a message to a waiting catch event (the answer names
+// its instance), and one nothing waits for (404).
 // Needs NODE_PATH pointing at the SDK's node_modules.
 //   node rest_commands.cjs --rest PORT --models DIR
 // Prints OK at the end; exits 1 with the reason at the first failure.
@@ -85,7 +86,7 @@ async function main() {
     async () => (await rest.searchProcessInstances({ filter: { processInstanceKey: instance, state: 'COMPLETED' } })).items.length === 1,
     'the instance completed',
   )
-  await expectStatus(rest.correlateMessage({ name: 'paid', correlationKey: 'n-2' }), 501, 'correlation')
+  await expectStatus(rest.correlateMessage({ name: 'paid', correlationKey: 'n-2' }), 404, 'a correlation nothing waits for')
 
   // the SDK's polling job worker (long-polling activations over REST) completes a job
   const handled = []
@@ -103,7 +104,17 @@ async function main() {
   const third = String((await rest.createProcessInstance({ processDefinitionId: 'rest_commands', variables: { orderId: 'n-3' } })).processInstanceKey)
   await eventually(async () => handled.includes(third), 'the worker handled the job')
   await worker.stop()
-  await rest.publishMessage({ name: 'paid', correlationKey: 'n-3', timeToLive: 60000 })
+  // the worker completed the job: correlate to the catch event once it waits (404 until then)
+  const correlated = await eventually(async () => {
+    try {
+      return await rest.correlateMessage({ name: 'paid', correlationKey: 'n-3', variables: { correlated: true } })
+    } catch (e) {
+      check(e.statusCode === 404, `correlation: expected 404 until the catch event waits, got ${e.statusCode} (${e.message})`)
+      return null
+    }
+  }, 'the correlation to the catch event')
+  check(String(correlated.processInstanceKey) === third, `correlated ${JSON.stringify(correlated)}`)
+  check(BigInt(correlated.messageKey) > 0n && correlated.tenantId === '<default>', `correlated ${JSON.stringify(correlated)}`)
   await rest.broadcastSignal({ signalName: 'go' })
   await eventually(
     async () => (await rest.searchProcessInstances({ filter: { processInstanceKey: third, state: 'COMPLETED' } })).items.length === 1,

@@ -185,5 +185,6 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::ResourceDeletion(_) => ValueType::ResourceDeletion,
         RecordValue::CompensationSubscription(_) => ValueType::CompensationSubscription,
         RecordValue::UserTask(_) => ValueType::UserTask,
+        RecordValue::MessageCorrelation(_) => ValueType::MessageCorrelation,
     }
 }

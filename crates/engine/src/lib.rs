@@ -58,6 +58,7 @@ pub struct Engine {
     partition: PartitionId,
     processes: ProcessCache,
     awaiting: processing::AwaitingResults,
+    correlations: processing::AwaitingCorrelations,
     limits: EngineLimits,
     /// An emptied record vector of an earlier batch, for the next batch to write into.
     spare_records: Vec<waggle_protocol::Record>,
@@ -74,7 +75,14 @@ impl Engine {
 
     /// An engine that rejects commands beyond `limits`.
     pub fn with_limits(partition: PartitionId, limits: EngineLimits) -> Self {
-        Self { partition, processes: ProcessCache::default(), awaiting: Default::default(), limits, spare_records: Vec::new() }
+        Self {
+            partition,
+            processes: ProcessCache::default(),
+            awaiting: Default::default(),
+            correlations: Default::default(),
+            limits,
+            spare_records: Vec::new(),
+        }
     }
 
     pub fn partition(&self) -> PartitionId {
@@ -85,7 +93,15 @@ impl Engine {
     /// nothing is left to do (a wait state). All state changes are staged in `state`.
     pub fn process_batch(&mut self, state: &mut Overlay<'_>, ctx: &ProcessingContext<'_>, commands: Vec<Command>) -> BatchOutput {
         let records = std::mem::take(&mut self.spare_records);
-        let mut p = processing::Processing::new(self.partition, state, &mut self.processes, &mut self.awaiting, ctx, records);
+        let mut p = processing::Processing::new(
+            self.partition,
+            state,
+            &mut self.processes,
+            &mut self.awaiting,
+            &mut self.correlations,
+            ctx,
+            records,
+        );
         p.limits = self.limits;
         p.expect_commands(commands.len());
         for command in commands {

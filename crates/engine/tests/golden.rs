@@ -21,6 +21,7 @@
 //! - `retries JOB N`, `timeout JOB MS`, `time-out JOB`, `recur JOB`
 //! - `cancel INSTANCE`, `set SCOPE JSON [local]`, `resolve INCIDENT`
 //! - `publish NAME CORRELATION_KEY TTL_MS [MESSAGE_ID] [JSON]`, `expire MESSAGE`
+//! - `correlate NAME CORRELATION_KEY [JSON]`  correlate a message at once (MESSAGE_CORRELATION)
 //! - `signal NAME [JSON]`                       broadcast a signal
 //! - `create-at PROCESS_ID ELEMENT[,ELEMENT..] [JSON]`  create with start instructions
 //! - `trigger TIMER`                            fire a timer (when due)
@@ -344,6 +345,17 @@ impl Scenario {
                 };
                 self.run(Intent::Publish, -1, RecordValue::Message(value));
             }
+            "correlate" => {
+                let value = MessageCorrelationRecord {
+                    name: arg(1).into(),
+                    correlation_key: arg(2).into(),
+                    variables: rest(3),
+                    message_key: -1,
+                    process_instance_key: -1,
+                    ..Default::default()
+                };
+                self.run(Intent::Correlate, -1, RecordValue::MessageCorrelation(value));
+            }
             "signal" => {
                 let value = SignalRecord { signal_name: arg(1).into(), variables: rest(2), ..Default::default() };
                 self.run(Intent::Broadcast, -1, RecordValue::Signal(value));
@@ -658,6 +670,14 @@ fn render(r: &Record) -> String {
             u.variables,
             u.changed_attributes,
             u.action
+        ),
+        RecordValue::MessageCorrelation(c) => format!(
+            "{} key={} message={} instance={} vars={}",
+            c.name,
+            c.correlation_key,
+            short(c.message_key),
+            short(c.process_instance_key),
+            c.variables
         ),
     };
     let rejection = r.rejection.as_ref().map(|x| format!(" !{} \"{}\"", x.rejection_type.as_str(), x.reason)).unwrap_or_default();

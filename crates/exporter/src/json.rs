@@ -373,6 +373,17 @@ pub fn value(value: &RecordValue) -> Value {
             "action": u.action,
             "creationTimestamp": u.creation_timestamp,
         }),
+        // Zeebe 8.8's MessageCorrelationRecord; request ids are the broker's and not logged
+        RecordValue::MessageCorrelation(c) => json!({
+            "name": c.name,
+            "correlationKey": c.correlation_key,
+            "variables": document(&c.variables),
+            "tenantId": tenant(&c.tenant_id),
+            "messageKey": c.message_key,
+            "processInstanceKey": c.process_instance_key,
+            "requestId": -1,
+            "requestStreamId": -1,
+        }),
     }
 }
 

@@ -88,6 +88,7 @@ names! {
         CompensationSubscription => "COMPENSATION_SUBSCRIPTION",
         // Zeebe user tasks (8.5; appended)
         UserTask => "USER_TASK",
+        MessageCorrelation => "MESSAGE_CORRELATION",
     }
 }
 
@@ -192,6 +193,8 @@ names! {
         Assigned => "ASSIGNED",
         Claim => "CLAIM",
         Updating => "UPDATING",
+        // MESSAGE_CORRELATION (CORRELATE, CORRELATING, CORRELATED above)
+        NotCorrelated => "NOT_CORRELATED",
     }
 }
 

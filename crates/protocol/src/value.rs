@@ -42,6 +42,7 @@ pub enum RecordValue {
     ResourceDeletion(ResourceDeletionRecord),
     CompensationSubscription(CompensationSubscriptionRecord),
     UserTask(UserTaskRecord),
+    MessageCorrelation(MessageCorrelationRecord),
 }
 
 /// A value as the log lays it out (serialization side; see [`RecordValue`]).
@@ -78,6 +79,7 @@ enum WireRef<'a> {
     DeploymentV2(&'a DeploymentRecord),
     CompensationSubscription(&'a CompensationSubscriptionRecord),
     UserTask(&'a UserTaskRecord),
+    MessageCorrelation(&'a MessageCorrelationRecord),
 }
 
 /// A value as the log lays it out (deserialization side; see [`RecordValue`]).
@@ -113,6 +115,7 @@ enum Wire {
     DeploymentV2(DeploymentRecord),
     CompensationSubscription(CompensationSubscriptionRecord),
     UserTask(UserTaskRecord),
+    MessageCorrelation(MessageCorrelationRecord),
 }
 
 /// [`DeploymentRecord`] as it was before decisions and forms: how a deployment without them
@@ -167,6 +170,7 @@ impl Serialize for RecordValue {
             RecordValue::ResourceDeletion(x) => WireRef::ResourceDeletion(x),
             RecordValue::CompensationSubscription(x) => WireRef::CompensationSubscription(x),
             RecordValue::UserTask(x) => WireRef::UserTask(x),
+            RecordValue::MessageCorrelation(x) => WireRef::MessageCorrelation(x),
         };
         wire.serialize(serializer)
     }
@@ -209,6 +213,7 @@ impl<'de> Deserialize<'de> for RecordValue {
             Wire::ResourceDeletion(x) => RecordValue::ResourceDeletion(x),
             Wire::CompensationSubscription(x) => RecordValue::CompensationSubscription(x),
             Wire::UserTask(x) => RecordValue::UserTask(x),
+            Wire::MessageCorrelation(x) => RecordValue::MessageCorrelation(x),
         })
     }
 }
@@ -526,6 +531,21 @@ pub struct MessageRecord {
     /// When the message expires (ms since the epoch).
     pub deadline_ms: i64,
     pub tenant_id: String,
+}
+
+/// A message correlated at once (Zeebe 8.8's MessageCorrelationRecord, REST
+/// `POST /v2/messages/correlation`): published without time to live, it must reach a waiting
+/// subscription or a message start event, else the command is rejected NOT_FOUND.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MessageCorrelationRecord {
+    pub name: String,
+    pub correlation_key: String,
+    pub variables: String,
+    pub tenant_id: String,
+    /// The key of the message the correlation published (-1 on the command).
+    pub message_key: i64,
+    /// The process instance the message reached (-1 until known).
+    pub process_instance_key: i64,
 }
 
 /// A timer of a catch event or boundary event.

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use waggle_protocol::gateway as pb;
 use waggle_protocol::gateway::gateway_server::Gateway as _;
+use waggle_protocol::RecordValue;
 
 use crate::input::{self, parse};
 use crate::{Problem, RestState};
@@ -68,21 +69,26 @@ struct Correlation {
     tenant_id: Option<String>,
 }
 
-/// `POST /v2/messages/correlation`: validated, then refused with 501. Zeebe 8.8 answers it with
-/// the MESSAGE_CORRELATION value type (CORRELATE / CORRELATED / NOT_CORRELATED): the message's
-/// partition correlates it at once to one subscription or start event, and the answer, carrying
-/// the process instance key, waits for the process partition's confirmation. Waggle's engine has
-/// no such command yet (its messages are only published, with a time to live), so this endpoint
-/// cannot answer faithfully; see docs/compatibility.md.
-async fn correlate(State(_state): S, bytes: Bytes) -> Answer {
+/// `POST /v2/messages/correlation`: `{messageKey, tenantId, processInstanceKey}` once the
+/// engine's MESSAGE_CORRELATION CORRELATED is committed (for a waiting element, after its
+/// partition confirmed the correlation); a 404 problem when nothing waits for the message.
+async fn correlate(State(state): S, bytes: Bytes) -> Answer {
     let req: Correlation = parse(&bytes, false)?;
     input::tenant(&req.tenant_id)?;
-    let _ = (req.name, req.correlation_key, req.variables);
-    Err(Problem::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "NOT_IMPLEMENTED",
-        "message correlation (Zeebe 8.8's MESSAGE_CORRELATION command) is not implemented by Waggle's engine; publish the message instead",
-    ))
+    if req.name.is_empty() {
+        return Err(Problem::bad_request("No name provided"));
+    }
+    let variables = input::variables(&req.variables);
+    let record = state.gateway.correlate_message(req.name, req.correlation_key.unwrap_or_default(), variables).await?;
+    let RecordValue::MessageCorrelation(c) = &record.value else {
+        return Err(Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", "unexpected answer to a message correlation"));
+    };
+    Ok(Json(json!({
+        "messageKey": c.message_key.to_string(),
+        "tenantId": "<default>",
+        "processInstanceKey": c.process_instance_key.to_string(),
+    }))
+    .into_response())
 }
 
 #[derive(Deserialize)]

@@ -528,7 +528,8 @@ fn rest_v2_deploys_multipart_resources() {
 
 /// The 8.8 Java client's commands over REST only (`tests/clients/RestCommands.java`, its gRPC
 /// address unreachable): deploy, create, activate, fail, update, resolve, set variables,
-/// complete, publish, broadcast, modify, throw an error, evaluate, delete; correlation is 501.
+/// complete, publish, broadcast, modify, throw an error, evaluate, delete; correlate (to a waiting catch
+/// event, and a 404 when nothing waits).
 #[test]
 fn the_camunda_8_8_java_client_sends_commands_over_rest() {
     let lib = common::peers().join("java-client-88/lib");

@@ -71,6 +71,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         (RecordValue::JobBatch(_), Intent::Activate) => job_batch::activate(p, command, request),
         (RecordValue::Message(_), Intent::Publish) => message::publish(p, command, request),
         (RecordValue::Message(_), Intent::Expire) => message::expire(p, command),
+        (RecordValue::MessageCorrelation(_), Intent::Correlate) => message::correlate(p, command, request),
         (RecordValue::Timer(_), Intent::Trigger) => timer::trigger_timer(p, command),
         (RecordValue::MessageSubscription(_), Intent::Create) => subscription::create_message_subscription(p, command),
         (RecordValue::MessageSubscription(_), Intent::Correlate | Intent::Delete | Intent::Reject) => {

@@ -406,8 +406,19 @@ fn every_value_type_has_zeebes_field_names() {
                 "creationTimestamp",
             ],
         ),
+        (
+            RecordValue::MessageCorrelation(MessageCorrelationRecord {
+                name: "m".into(),
+                correlation_key: "k".into(),
+                variables: "{}".into(),
+                tenant_id: "".into(),
+                message_key: 3,
+                process_instance_key: -1,
+            }),
+            &["name", "correlationKey", "variables", "tenantId", "messageKey", "processInstanceKey", "requestId", "requestStreamId"],
+        ),
     ];
-    assert_eq!(cases.len(), 28, "one case per value type");
+    assert_eq!(cases.len(), 29, "one case per value type");
     let evaluation = super::value(&cases[23].0);
     assert_eq!(
         keys(&evaluation["evaluatedDecisions"][0]),
