@@ -42,6 +42,7 @@ pub fn router(state: Arc<RestState>) -> Router {
         .merge(crate::messages::routes())
         .merge(crate::decisions::routes())
         .merge(crate::instances::routes())
+        .merge(crate::ui::routes())
         .fallback(|| async { Problem::not_found("no such endpoint") })
         .with_state(state)
 }
