@@ -20,9 +20,7 @@ pub fn definition_counts(conn: &Connection) -> Result<Value, StoreError> {
                 SUM(t.state = 'TERMINATED')
          FROM process_instance t GROUP BY t.process_definition_key",
     )?;
-    let rows = stmt.query_map([], |r| {
-        Ok((r.get::<_, i64>(0)?, counts(r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
-    })?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, counts(r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))))?;
     let mut out = Map::new();
     for row in rows {
         let (key, c) = row?;
@@ -46,9 +44,8 @@ pub fn element_counts(conn: &Connection, process_definition_key: i64) -> Result<
          WHERE t.process_definition_key = ?1 AND t.type <> 'PROCESS'
          GROUP BY t.flow_node_id",
     )?;
-    let rows = stmt.query_map([process_definition_key], |r| {
-        Ok((r.get::<_, String>(0)?, counts(r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
-    })?;
+    let rows =
+        stmt.query_map([process_definition_key], |r| Ok((r.get::<_, String>(0)?, counts(r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))))?;
     let mut out = Map::new();
     for row in rows {
         let (id, c) = row?;

@@ -91,7 +91,11 @@ fn the_web_ui_shows_and_repairs_instances_live_in_chromium() {
     println!("{stdout}");
     eprintln!("{stderr}");
     println!("ui screenshots: {} ({:.1} s)", shots.display(), started.elapsed().as_secs_f64());
-    assert!(out.status.success() && stdout.lines().any(|l| l == "OK"), "the browser test failed:\n{stdout}\n{stderr}\nnode log:\n{}", node.log());
+    assert!(
+        out.status.success() && stdout.lines().any(|l| l == "OK"),
+        "the browser test failed:\n{stdout}\n{stderr}\nnode log:\n{}",
+        node.log()
+    );
 
     // every step left a screenshot
     let mut pngs: Vec<_> = std::fs::read_dir(&shots).expect("screenshots").map(|e| e.expect("entry").path()).collect();

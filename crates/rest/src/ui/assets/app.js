@@ -112,7 +112,7 @@
             .filter((k) => c[k] > 0)
             .map((k) => `<span class="badge badge-${k}" data-element="${esc(id)}" data-kind="${k}" title="${esc(id)}: ${c[k]} ${k}" aria-label="${esc(id)}: ${c[k]} ${k}">${c[k]}</span>`)
             .join('');
-          if (spans) overlays.add(id, 'badge', { position: { bottom: 12, left: -8 }, html: `<div class="badges">${spans}</div>` });
+          if (spans) overlays.add(id, 'badge', { position: { top: -12, left: -8 }, html: `<div class="badges">${spans}</div>` });
         }
       },
       /** wanted: Map(elementId -> marker class) */
