@@ -4,7 +4,8 @@
 // deploys tests/clients/models/ui_payment.bpmn over REST, runs a worker that fails the
 // "ui-charge" job while the card is "declined", starts four instances, then in the browser sees
 // the diagram with its badges, opens an instance with an incident, edits the variable, retries,
-// watches the instance complete without a reload, and cancels another from the list.
+// watches the instance complete without a reload, cancels another from the list and a third
+// through the list's selection; the incidents page groups the incidents.
 //   NODE_PATH=$PEERS/node/node_modules node ui_test.cjs --rest PORT --models DIR --shots DIR
 // Saves a screenshot per step in --shots; prints the instance keys as JSON and OK at the end;
 // exits 1 with the reason at the first failure.
@@ -79,10 +80,11 @@ async function main() {
   const start = async (variables) => (await rest('POST', '/v2/process-instances', { processDefinitionId: 'ui_payment', variables })).processInstanceKey
   const repaired = await start({ amount: 500, card: 'declined' })
   const canceled = await start({ amount: 300, card: 'declined' })
+  const bulkCanceled = await start({ amount: 400, card: 'declined' })
   const waived = await start({ amount: 20 })
   const charged = await start({ amount: 150, card: 'valid' })
   const search = (filter) => rest('POST', '/v2/process-instances/search', { filter })
-  await eventually(async () => (await search({ processDefinitionId: 'ui_payment', hasIncident: true })).page.totalItems === 2, 'two incidents')
+  await eventually(async () => (await search({ processDefinitionId: 'ui_payment', hasIncident: true })).page.totalItems === 3, 'three incidents')
   await eventually(async () => (await search({ processDefinitionId: 'ui_payment', state: 'COMPLETED' })).page.totalItems === 2, 'two completed instances')
 
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'waggle-ui-chromium-'))
@@ -113,19 +115,25 @@ async function main() {
     await page.waitForURL(`**/processes/${definitionKey}`)
 
     // the diagram with its badges, and bpmn.io's watermark
-    await badge('charge', 'incidents', 2)
+    await badge('charge', 'incidents', 3)
     await badge('waived', 'completed', 1)
     await badge('charged', 'completed', 1)
     await badge('charge', 'completed', 1)
     check(await page.locator('.bjs-powered-by').isVisible(), 'the bpmn.io watermark is visible')
-    check((await page.locator('#count-incidents').textContent()) === '2', 'two instances with an incident')
+    check((await page.locator('#count-incidents').textContent()) === '3', 'three instances with an incident')
     await shot('diagram-badges')
+
+    // the incidents, grouped by error type and process
+    await page.getByRole('link', { name: 'Incidents', exact: true }).click()
+    await page.locator('tr[data-group="JOB_NO_RETRIES|ui_payment"] td.num', { hasText: /^3$/ }).waitFor()
+    await page.getByRole('button', { name: 'Retry all JOB_NO_RETRIES incidents of ui_payment' }).waitFor()
+    await shot('incidents')
 
     // the instances with an incident; open one
     await page.getByRole('link', { name: 'Instances', exact: true }).click()
     await page.getByLabel('Process', { exact: true }).selectOption('ui_payment')
     await page.getByLabel('With incident only').check()
-    await page.locator('#page-info', { hasText: '2 instances' }).waitFor()
+    await page.locator('#page-info', { hasText: '3 instances' }).waitFor()
     await shot('instances-with-incident')
     await page.getByRole('link', { name: `Open instance ${repaired}` }).click()
     await page.waitForURL(`**/instances/${repaired}`)
@@ -159,10 +167,18 @@ async function main() {
     check(await page.evaluate(() => window.__sameDocument === true), 'the list was reloaded')
     await shot('instance-canceled')
 
+    // and one more through the selection
+    await page.getByLabel(`Select instance ${bulkCanceled}`).check()
+    await page.locator('#selected-count', { hasText: '1 selected' }).waitFor()
+    await page.getByRole('button', { name: 'Cancel selected instances' }).click()
+    await page.locator(`tr[data-instance="${bulkCanceled}"] td.state`, { hasText: 'Canceled' }).waitFor()
+    check(await page.evaluate(() => window.__sameDocument === true), 'the list was reloaded')
+    await shot('bulk-canceled')
+
     // the diagram's badges follow
     await page.goto(base + `/processes/${definitionKey}`)
     await badge('charged', 'completed', 2)
-    await badge('charge', 'canceled', 1)
+    await badge('charge', 'canceled', 2)
     check((await page.locator('.badge-incidents[data-element="charge"]').count()) === 0, 'no incident left on the diagram')
     await shot('diagram-after')
     check(errors.length === 0, `errors in the page: ${errors.join('; ')}`)
@@ -174,7 +190,7 @@ async function main() {
     fs.rmSync(profile, { recursive: true, force: true })
     await w.stop()
   }
-  console.log(JSON.stringify({ repaired, canceled, waived, charged }))
+  console.log(JSON.stringify({ repaired, canceled, bulkCanceled, waived, charged }))
   console.log('OK')
 }
 

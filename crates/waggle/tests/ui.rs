@@ -1,7 +1,8 @@
 //! The built-in web UI (issue 28) in a real headless Chromium: `tests/ui/ui_test.cjs` drives
 //! Debian's `chromium` through playwright-core (both installed by `scripts/install-clients.sh
 //! browser`) against the real binary: the diagram with badges, an instance's incident, a
-//! variable edited, Retry, the instance completing without a reload, a cancel from the list.
+//! variable edited, Retry, the instance completing without a reload, a cancel from the list and
+//! one through the list's selection, the incidents grouped on their page.
 //! Screenshots of every step go to `<target dir>/ui-screenshots/` (printed). Then the query store
 //! is asked, over `/v2`, whether the browser's commands really happened.
 
@@ -100,7 +101,7 @@ fn the_web_ui_shows_and_repairs_instances_live_in_chromium() {
     // every step left a screenshot
     let mut pngs: Vec<_> = std::fs::read_dir(&shots).expect("screenshots").map(|e| e.expect("entry").path()).collect();
     pngs.sort();
-    assert_eq!(pngs.len(), 8, "one screenshot per step: {pngs:?}");
+    assert_eq!(pngs.len(), 10, "one screenshot per step: {pngs:?}");
     for p in &pngs {
         let bytes = std::fs::read(p).expect("png");
         assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} is no screenshot", p.display());
@@ -112,6 +113,8 @@ fn the_web_ui_shows_and_repairs_instances_live_in_chromium() {
     assert_eq!(repaired["state"], "COMPLETED", "{repaired}");
     let canceled = instance(&node, key_of(&keys["canceled"]));
     assert_eq!(canceled["state"], "TERMINATED", "{canceled}");
+    let bulk = instance(&node, key_of(&keys["bulkCanceled"]));
+    assert_eq!(bulk["state"], "TERMINATED", "{bulk}");
     let vars = post_json(
         &node,
         "/v2/variables/search",

@@ -75,8 +75,9 @@ async fn process(State(state): S, Path(text): Path<String>) -> Answer {
     Ok(Json(out).into_response())
 }
 
-/// `GET /ui/api/instances/{key}`: one process instance with its element instances, variables
-/// and active incidents, read together so a refresh shows one moment of the store.
+/// `GET /ui/api/instances/{key}`: one process instance with its element instances, variables,
+/// active incidents and the instances it called (`children`), read together so a refresh
+/// shows one moment of the store.
 async fn instance(State(state): S, Path(text): Path<String>) -> Answer {
     let key = path_key(&text)?;
     let out = read(&state, move |c| {
@@ -93,6 +94,11 @@ async fn instance(State(state): S, Path(text): Path<String>) -> Answer {
             "elements": of_instance(&query::ELEMENT_INSTANCE, Value::Null)?,
             "variables": of_instance(&query::VARIABLE, Value::Null)?,
             "incidents": of_instance(&query::INCIDENT, json!({ "state": "ACTIVE" }))?,
+            "children": query::search(
+                c,
+                &query::PROCESS_INSTANCE,
+                &json!({ "filter": { "parentProcessInstanceKey": key.to_string() }, "page": { "limit": 100 } }),
+            )?["items"],
         }))
     })
     .await?;

@@ -1,7 +1,8 @@
 //! The built-in web UI (issue 28): pages to see and repair processes in the browser, served on
 //! the REST port at `/`, with every asset embedded in the binary (no CDN, no build step).
 //!
-//! - [`pages`]: the HTML pages (`/`, `/processes/{key}`, `/instances`, `/instances/{key}`): a
+//! - [`pages`]: the HTML pages (`/`, `/processes/{key}`, `/instances`, `/instances/{key}`,
+//!   `/incidents`): a
 //!   server-rendered frame whose script (`assets/app.js`) fills it from JSON and refreshes it
 //!   every second by polling, without reloading the page.
 //! - [`api`]: the JSON the pages read beyond the `/v2` searches (counts per definition and per

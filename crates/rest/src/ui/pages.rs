@@ -1,4 +1,4 @@
-//! The HTML pages: one frame (navigation, a status line, the view's container) per view; the
+//! The HTML pages (`/`, `/processes/{key}`, `/instances`, `/instances/{key}`, `/incidents`): one frame (navigation, a status line, the view's container) per view; the
 //! script fills the container from the JSON endpoints and keeps it current.
 
 use std::sync::Arc;
@@ -17,6 +17,7 @@ pub fn routes() -> Router<Arc<RestState>> {
         .route("/processes/:key", get(|Path(k): Path<String>| async move { keyed("Process", "process", &k) }))
         .route("/instances", get(|| async { page("Instances", "instances", None) }))
         .route("/instances/:key", get(|Path(k): Path<String>| async move { keyed("Instance", "instance", &k) }))
+        .route("/incidents", get(|| async { page("Incidents", "incidents", None) }))
 }
 
 fn keyed(title: &str, view: &str, key: &str) -> Response {
@@ -48,7 +49,7 @@ fn page(title: &str, view: &str, key: Option<&str>) -> Response {
 <body>
 <header>
 <span class="brand">Waggle</span>
-<nav aria-label="Main">{processes} {instances}</nav>
+<nav aria-label="Main">{processes} {instances} {incidents}</nav>
 <span id="live" class="live" aria-label="Live updates">live</span>
 </header>
 <div id="flash" role="status" aria-live="polite"></div>
@@ -64,6 +65,7 @@ fn page(title: &str, view: &str, key: Option<&str>) -> Response {
         title = escape(title),
         processes = nav("/", "Processes", &["processes", "process"]),
         instances = nav("/instances", "Instances", &["instances", "instance"]),
+        incidents = nav("/incidents", "Incidents", &["incidents"]),
         key = key.unwrap_or(""),
     );
     Html(html).into_response()

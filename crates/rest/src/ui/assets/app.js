@@ -195,6 +195,8 @@
       version: params.get('version') || '',
       state: params.get('state') || '',
       incident: params.get('incident') === 'true',
+      from: params.get('from') || '',
+      until: params.get('until') || '',
       page: Math.max(0, parseInt(params.get('page') || '0', 10) || 0),
     };
     const form = section(app, `<form class="filters" aria-label="Filters">
@@ -203,8 +205,15 @@
       <label>State <select name="state" aria-label="State">
         <option value="">Any state</option><option value="ACTIVE">Active</option>
         <option value="COMPLETED">Completed</option><option value="TERMINATED">Canceled</option></select></label>
+      <label>Started from <input type="date" name="from" aria-label="Started from"></label>
+      <label>Started until <input type="date" name="until" aria-label="Started until"></label>
       <label><span><input type="checkbox" name="incident" aria-label="With incident only"> with incident only</span></label>
     </form>`).firstElementChild;
+    const bulk = section(app, `<div class="filters" aria-label="Selection">
+      <span id="selected-count">0 selected</span>
+      <button type="button" class="danger" data-bulk="cancel" aria-label="Cancel selected instances">Cancel selected</button>
+      <button type="button" data-bulk="retry" aria-label="Retry incidents of selected instances">Retry selected</button></div>`);
+    const selected = new Set();
     const list = section(app, '<p class="muted">Loading…</p>');
     let definitions = [];
 
@@ -218,6 +227,8 @@
       form.version.disabled = !f.process;
       form.state.value = f.state;
       form.incident.checked = f.incident;
+      form.from.value = f.from;
+      form.until.value = f.until;
     }
 
     function syncUrl() {
@@ -226,6 +237,8 @@
       if (f.process && f.version) q.set('version', f.version);
       if (f.state) q.set('state', f.state);
       if (f.incident) q.set('incident', 'true');
+      if (f.from) q.set('from', f.from);
+      if (f.until) q.set('until', f.until);
       if (f.page) q.set('page', String(f.page));
       history.replaceState(null, '', '/instances' + (q.toString() ? '?' + q : ''));
     }
@@ -237,10 +250,62 @@
       f.process = form.process.value;
       f.state = form.state.value;
       f.incident = form.incident.checked;
+      f.from = form.from.value;
+      f.until = form.until.value;
       f.page = 0;
       fillSelects();
       syncUrl();
       refreshNow();
+    });
+
+    function showSelection() {
+      bulk.querySelector('#selected-count').textContent = `${selected.size} selected`;
+    }
+
+    list.addEventListener('change', (e) => {
+      const box = e.target;
+      if (box.dataset.select) {
+        if (box.checked) selected.add(box.dataset.select);
+        else selected.delete(box.dataset.select);
+      } else if (box.dataset.selectAll) {
+        for (const b of list.querySelectorAll('input[data-select]')) {
+          b.checked = box.checked;
+          if (box.checked) selected.add(b.dataset.select);
+          else selected.delete(b.dataset.select);
+        }
+      }
+      showSelection();
+    });
+
+    bulk.addEventListener('click', (e) => {
+      const b = e.target.closest('button');
+      if (!b || !selected.size) return;
+      const keys = [...selected];
+      if (b.dataset.bulk === 'cancel') {
+        act(`Canceled ${keys.length} instance(s)`, async () => {
+          const failed = [];
+          for (const k of keys) {
+            try {
+              await api('POST', `/v2/process-instances/${k}/cancellation`);
+            } catch (err) {
+              failed.push(`${k}: ${err.message}`);
+            }
+          }
+          selected.clear();
+          showSelection();
+          if (failed.length) throw new Error(failed.join('; '));
+        }, refreshNow);
+      } else if (b.dataset.bulk === 'retry') {
+        act(`Retried the incidents of ${keys.length} instance(s)`, async () => {
+          const r = await api('POST', '/v2/incidents/search', {
+            filter: { processInstanceKey: { $in: keys }, state: 'ACTIVE' },
+            page: { limit: 10000 },
+          });
+          for (const n of r.items) await api('POST', `/ui/api/incidents/${n.incidentKey}/retry`);
+          selected.clear();
+          showSelection();
+        }, refreshNow);
+      }
     });
 
     list.addEventListener('click', (e) => {
@@ -266,6 +331,10 @@
       if (f.process && f.version) filter.processDefinitionVersion = Number(f.version);
       if (f.state) filter.state = f.state;
       if (f.incident) filter.hasIncident = true;
+      const started = {};
+      if (f.from) started.$gte = `${f.from}T00:00:00Z`;
+      if (f.until) started.$lt = new Date(Date.parse(`${f.until}T00:00:00Z`) + 86400000).toISOString();
+      if (Object.keys(started).length) filter.startDate = started;
       const r = await api('POST', '/v2/process-instances/search', {
         filter,
         sort: [{ field: 'processInstanceKey', order: 'DESC' }],
@@ -274,14 +343,15 @@
       const total = r.page.totalItems;
       const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
       const rows = r.items.map((i) => `<tr data-instance="${esc(i.processInstanceKey)}">
+        <td><input type="checkbox" data-select="${esc(i.processInstanceKey)}" aria-label="Select instance ${esc(i.processInstanceKey)}" ${selected.has(i.processInstanceKey) ? 'checked' : ''}></td>
         <td><a class="mono" href="/instances/${esc(i.processInstanceKey)}" aria-label="Open instance ${esc(i.processInstanceKey)}">${esc(i.processInstanceKey)}</a></td>
         <td>${esc(i.processDefinitionId)}</td><td class="num">${i.processDefinitionVersion ?? ''}</td>
         <td class="state state-${esc(i.state)}">${esc(stateLabel(i.state))}</td>
         <td>${i.hasIncident ? '<span class="incident-flag">incident</span>' : ''}</td>
         <td>${date(i.startDate)}</td><td>${date(i.endDate)}</td>
         <td>${i.state === 'ACTIVE' ? `<button type="button" class="danger" data-cancel="${esc(i.processInstanceKey)}" aria-label="Cancel instance ${esc(i.processInstanceKey)}">Cancel</button>` : ''}</td></tr>`);
-      list.innerHTML = `<table aria-label="Process instances"><thead><tr><th>Instance</th><th>Process</th><th>Version</th><th>State</th>
-        <th>Incident</th><th>Started</th><th>Ended</th><th></th></tr></thead><tbody>${rows.join('') || '<tr><td colspan="8" class="muted">No instances match.</td></tr>'}</tbody></table>
+      list.innerHTML = `<table aria-label="Process instances"><thead><tr><th><input type="checkbox" data-select-all="1" aria-label="Select all on this page"></th><th>Instance</th><th>Process</th><th>Version</th><th>State</th>
+        <th>Incident</th><th>Started</th><th>Ended</th><th></th></tr></thead><tbody>${rows.join('') || '<tr><td colspan="9" class="muted">No instances match.</td></tr>'}</tbody></table>
         <div class="pager"><button type="button" data-page="-1" aria-label="Previous page" ${f.page === 0 ? 'disabled' : ''}>Previous</button>
         <span id="page-info">Page ${f.page + 1} of ${pages} · ${total} instances</span>
         <button type="button" data-page="1" aria-label="Next page" ${f.page + 1 >= pages ? 'disabled' : ''}>Next</button></div>`;
@@ -408,7 +478,9 @@
         <span>Process: <a href="/processes/${esc(i.processDefinitionKey)}">${esc(i.processDefinitionId)} version ${i.processDefinitionVersion ?? ''}</a></span>
         <span>State: <b id="instance-state" class="state state-${esc(i.state)}" aria-label="Instance state">${esc(stateLabel(i.state))}</b></span>
         <span>Started: ${date(i.startDate)}</span>${i.endDate ? `<span>Ended: ${date(i.endDate)}</span>` : ''}${parent}
-        ${i.state === 'ACTIVE' ? '<button type="button" class="danger" data-cancel-instance="1" aria-label="Cancel instance">Cancel instance</button>' : ''}</div>`;
+        ${i.state === 'ACTIVE' ? '<button type="button" class="danger" data-cancel-instance="1" aria-label="Cancel instance">Cancel instance</button>' : ''}</div>`
+        + (last.children.length ? `<div class="summary" aria-label="Called instances">Called: ${last.children.map((c) =>
+          `<a href="/instances/${esc(c.processInstanceKey)}" aria-label="Open called instance ${esc(c.processInstanceKey)}">${esc(c.processDefinitionId)} ${esc(c.processInstanceKey)}</a> <span class="state state-${esc(c.state)}">${esc(stateLabel(c.state))}</span>`).join(' · ')}</div>` : '');
 
       const incidents = last.incidents;
       incidentsBox.innerHTML = `<h2>Incidents (${incidents.length})</h2>` + (incidents.length
@@ -437,5 +509,44 @@
     });
   }
 
-  ({ processes, process, instances, instance }[view] || (() => {}))();
+  // ---- Incidents: every active incident, grouped by error type and process, with bulk retry ----
+  function incidents() {
+    const body = section(app, '<p class="muted">Loading…</p>');
+    let groups = new Map();
+    let refreshNow = null;
+    body.addEventListener('click', (e) => {
+      const b = e.target.closest('button');
+      if (!b || !b.dataset.group) return;
+      const g = groups.get(b.dataset.group);
+      if (!g) return;
+      b.disabled = true;
+      act(`Retried ${g.items.length} incident(s)`, async () => {
+        for (const n of g.items) await api('POST', `/ui/api/incidents/${n.incidentKey}/retry`);
+      }, refreshNow);
+    });
+    refreshNow = poll(async () => {
+      const r = await api('POST', '/v2/incidents/search', { filter: { state: 'ACTIVE' }, sort: [{ field: 'creationTime' }], page: { limit: 10000 } });
+      groups = new Map();
+      for (const n of r.items) {
+        const id = `${n.errorType}|${n.processDefinitionId}`;
+        if (!groups.has(id)) groups.set(id, { errorType: n.errorType, process: n.processDefinitionId, items: [] });
+        groups.get(id).items.push(n);
+      }
+      if (!groups.size) {
+        body.innerHTML = '<p>No active incidents.</p>';
+        return;
+      }
+      const rows = [...groups].map(([id, g]) => {
+        const instances = [...new Set(g.items.map((n) => n.processInstanceKey))];
+        const links = instances.slice(0, 5).map((k) => `<a class="mono" href="/instances/${esc(k)}">${esc(k)}</a>`).join(' ');
+        return `<tr data-group="${esc(id)}"><td>${esc(g.errorType)}</td><td>${esc(g.process)}</td><td class="num">${g.items.length}</td>
+          <td class="error-message">${esc(g.items[0].errorMessage)}</td><td>${links}${instances.length > 5 ? ' …' : ''}</td>
+          <td><button type="button" class="primary" data-group="${esc(id)}" aria-label="Retry all ${esc(g.errorType)} incidents of ${esc(g.process)}">Retry all</button></td></tr>`;
+      });
+      body.innerHTML = `<table aria-label="Incidents by error type and process"><thead><tr><th>Error type</th><th>Process</th><th>Incidents</th>
+        <th>First message</th><th>Instances</th><th></th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+    });
+  }
+
+  ({ processes, process, instances, instance, incidents }[view] || (() => {}))();
 })();
