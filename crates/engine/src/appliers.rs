@@ -2,7 +2,7 @@
 //! once released, an applier's behaviour never changes (a new behaviour gets a new intent or
 //! record version).
 
-use waggle_protocol::value::{JobRecord, MessageSubscriptionRecord, ProcessInstanceRecord, ProcessRecord};
+use waggle_protocol::value::{JobRecord, MessageSubscriptionRecord, ProcessInstanceRecord, ProcessRecord, UserTaskRecord};
 use waggle_protocol::{Intent, Record, RecordValue};
 use waggle_state::{KvRead, Overlay};
 
@@ -314,6 +314,7 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             Intent::Completed | Intent::Deleted => state.delete(compensation_key(c.process_instance_key, record.key)),
             _ => {}
         },
+        RecordValue::UserTask(u) => apply_user_task(state, record.key, record.intent, u),
         // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED,
         // PROCESS_INSTANCE_MODIFICATION MODIFIED, PROCESS_INSTANCE_MIGRATION MIGRATED and
         // JOB_BATCH records carry no state of their own.
@@ -589,6 +590,50 @@ fn unindex_job(state: &mut Overlay<'_>, key: i64, job: &JobIndex) {
     if job.recurring_time_ms > 0 {
         state.delete(backoff_key(job.recurring_time_ms, key));
     }
+}
+
+/// A Zeebe user task's lifecycle (Zeebe 8.5's `UserTask*Applier`s): the transitional states
+/// CREATING, ASSIGNING, UPDATING, COMPLETING, CANCELING, back to CREATED once assigned or
+/// updated (with the new assignee or the changed attributes), gone once completed or canceled.
+fn apply_user_task(state: &mut Overlay<'_>, key: i64, intent: Intent, task: &UserTaskRecord) {
+    let row = user_task_key(key);
+    if intent == Intent::Creating {
+        let stored = StoredUserTask { state: UserTaskState::Creating, record: UserTaskRecord { variables: String::new(), ..task.clone() } };
+        state.put(row, encode(&stored));
+        update_element(state, task.element_instance_key, |e| e.job_key = key);
+        return;
+    }
+    if matches!(intent, Intent::Completed | Intent::Canceled) {
+        state.delete(row);
+        return;
+    }
+    let Some(mut stored) = StateView::new(state).user_task(key) else { return };
+    match intent {
+        Intent::Created => stored.state = UserTaskState::Created,
+        Intent::Assigning => stored.state = UserTaskState::Assigning,
+        Intent::Updating => stored.state = UserTaskState::Updating,
+        Intent::Completing => stored.state = UserTaskState::Completing,
+        Intent::Canceling => stored.state = UserTaskState::Canceling,
+        Intent::Migrated => stored.record = UserTaskRecord { variables: String::new(), ..task.clone() },
+        Intent::Assigned => {
+            stored.state = UserTaskState::Created;
+            stored.record.assignee = task.assignee.clone();
+        }
+        Intent::Updated => {
+            stored.state = UserTaskState::Created;
+            for attribute in &task.changed_attributes {
+                match attribute.as_str() {
+                    "dueDate" => stored.record.due_date = task.due_date.clone(),
+                    "followUpDate" => stored.record.follow_up_date = task.follow_up_date.clone(),
+                    "candidateGroupsList" => stored.record.candidate_groups = task.candidate_groups.clone(),
+                    "candidateUsersList" => stored.record.candidate_users = task.candidate_users.clone(),
+                    _ => {}
+                }
+            }
+        }
+        _ => return,
+    }
+    state.put(row, encode(&stored));
 }
 
 fn apply_job(state: &mut Overlay<'_>, key: i64, intent: Intent, job: &JobRecord) {

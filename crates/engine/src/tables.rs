@@ -64,7 +64,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use waggle_protocol::value::{
     CommandDistributionRecord, CompensationSubscriptionRecord, DecisionRecord, DecisionRequirementsRecord, FormRecord, IncidentRecord,
     JobRecord, MessageRecord, MessageStartEventSubscriptionRecord, MessageSubscriptionRecord, ProcessInstanceRecord,
-    ProcessMessageSubscriptionRecord, ProcessRecord, SignalSubscriptionRecord, TimerRecord,
+    ProcessMessageSubscriptionRecord, ProcessRecord, SignalSubscriptionRecord, TimerRecord, UserTaskRecord,
 };
 use waggle_protocol::{key_counter, partition_of, PartitionId};
 use waggle_state::{AbsentFromBase, DecodedValue, KvRead};
@@ -89,6 +89,7 @@ fn owned_by_key(table: &[u8]) -> bool {
             | [b'M', b'A', b'R', b'/']
             | [b'M', b'B' | b'O', b'/']
             | [b'C', b'S', b'/']
+            | [b'U', b'T', b'/']
     )
 }
 
@@ -209,6 +210,10 @@ pub(crate) fn form_key(key: i64) -> Vec<u8> {
 }
 pub(crate) fn form_latest_key(id: &str) -> Vec<u8> {
     k(&[b"FO/l/", id.as_bytes()])
+}
+/// A Zeebe user task by its key (`UT/`).
+pub(crate) fn user_task_key(key: i64) -> Vec<u8> {
+    k(&[b"UT/", &be(key)])
 }
 /// Tables only ever read by key, never scanned (element instances, jobs): a store may keep
 /// their rows unordered (`RocksStore::open_with_point_tables`).
@@ -403,7 +408,7 @@ pub struct ElementInstance {
     pub active_children: u32,
     /// Sequence flows taken inside this scope whose target has not been activated yet.
     pub active_flows: u32,
-    /// The job of a service task (-1 when none).
+    /// The job of a service task (-1 when none); for a Zeebe user task, its user task's key.
     pub job_key: i64,
     /// Whether a variable was ever created in this scope. Scopes without one (most of them)
     /// are passed over by lookups and by the clean-up at completion without a prefix scan.
@@ -476,6 +481,37 @@ impl JobState {
             JobState::ErrorThrown => "ERROR_THROWN",
         }
     }
+}
+
+/// Zeebe's user task lifecycle states (its `UserTaskState.LifecycleState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UserTaskState {
+    Creating,
+    Created,
+    Assigning,
+    Updating,
+    Completing,
+    Canceling,
+}
+
+impl UserTaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UserTaskState::Creating => "CREATING",
+            UserTaskState::Created => "CREATED",
+            UserTaskState::Assigning => "ASSIGNING",
+            UserTaskState::Updating => "UPDATING",
+            UserTaskState::Completing => "COMPLETING",
+            UserTaskState::Canceling => "CANCELING",
+        }
+    }
+}
+
+/// A Zeebe user task in flight (`UT/`): its state and its record as last written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredUserTask {
+    pub state: UserTaskState,
+    pub record: UserTaskRecord,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -644,6 +680,9 @@ impl<'a> StateView<'a> {
                 (name, decode::<StoredVariable>(&v).value)
             })
             .collect()
+    }
+    pub fn user_task(&self, key: i64) -> Option<StoredUserTask> {
+        self.get(&user_task_key(key))
     }
     pub fn job(&self, key: i64) -> Option<StoredJob> {
         self.job_with(key, StoredJob::clone)

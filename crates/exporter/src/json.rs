@@ -351,6 +351,28 @@ pub fn value(value: &RecordValue) -> Value {
             "compensationHandlerInstanceKey": c.compensation_handler_instance_key,
             "variables": document(&c.variables),
         }),
+        RecordValue::UserTask(u) => json!({
+            "userTaskKey": u.user_task_key,
+            "assignee": u.assignee,
+            "candidateGroupsList": u.candidate_groups,
+            "candidateUsersList": u.candidate_users,
+            "dueDate": u.due_date,
+            "followUpDate": u.follow_up_date,
+            "formKey": u.form_key,
+            "changedAttributes": u.changed_attributes,
+            "variables": document(&u.variables),
+            "bpmnProcessId": u.bpmn_process_id,
+            "processDefinitionVersion": u.process_definition_version,
+            "processDefinitionKey": u.process_definition_key,
+            "processInstanceKey": u.process_instance_key,
+            "elementId": u.element_id,
+            "elementInstanceKey": u.element_instance_key,
+            "tenantId": tenant(&u.tenant_id),
+            "externalFormReference": u.external_form_reference,
+            "customHeaders": document(&u.custom_headers),
+            "action": u.action,
+            "creationTimestamp": u.creation_timestamp,
+        }),
     }
 }
 

@@ -15,6 +15,7 @@ mod metrics;
 mod status;
 mod topology;
 mod transport;
+mod user_tasks;
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -86,6 +86,8 @@ names! {
         Form => "FORM",
         ResourceDeletion => "RESOURCE_DELETION",
         CompensationSubscription => "COMPENSATION_SUBSCRIPTION",
+        // Zeebe user tasks (8.5; appended)
+        UserTask => "USER_TASK",
     }
 }
 
@@ -180,6 +182,16 @@ names! {
         Deleting => "DELETING",
         Terminate => "TERMINATE",
         Terminated => "TERMINATED",
+        // USER_TASK (Zeebe 8.5's UserTaskIntent; CREATED, COMPLETE, COMPLETED, CANCELED, UPDATE,
+        // UPDATED and MIGRATED are shared with the intents above)
+        Creating => "CREATING",
+        Completing => "COMPLETING",
+        Canceling => "CANCELING",
+        Assign => "ASSIGN",
+        Assigning => "ASSIGNING",
+        Assigned => "ASSIGNED",
+        Claim => "CLAIM",
+        Updating => "UPDATING",
     }
 }
 

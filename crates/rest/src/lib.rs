@@ -16,6 +16,7 @@ mod messages;
 mod problem;
 mod routes;
 mod ui;
+mod user_tasks;
 
 use std::sync::Arc;
 

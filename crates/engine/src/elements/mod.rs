@@ -19,6 +19,7 @@ pub(crate) mod process;
 pub(crate) mod subprocesses;
 pub(crate) mod table;
 pub(crate) mod tasks;
+pub(crate) mod user_task;
 
 pub(crate) use events::ThrownError;
 pub(crate) use lifecycle::{

@@ -87,6 +87,14 @@ pub(crate) fn migrate(p: P, command: &Record, request: Option<RequestId>) {
                 migrated.process_definition_version = target_definition.version;
                 migrated.element_id = record.element_id.clone();
                 p.event(instance.job_key, Intent::Migrated, RecordValue::Job(migrated));
+            } else if let Some(task) = p.view().user_task(instance.job_key) {
+                // a Zeebe user task moves with its element (USER_TASK MIGRATED, as Zeebe 8.5)
+                let mut migrated = task.record;
+                migrated.bpmn_process_id = record.bpmn_process_id.to_string();
+                migrated.process_definition_key = target_key;
+                migrated.process_definition_version = target_definition.version;
+                migrated.element_id = record.element_id.to_string();
+                p.event(instance.job_key, Intent::Migrated, RecordValue::UserTask(migrated));
             }
         }
         let incidents =

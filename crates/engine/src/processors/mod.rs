@@ -14,6 +14,7 @@ pub(crate) mod resources;
 pub(crate) mod signal;
 pub(crate) mod subscription;
 pub(crate) mod timer;
+pub(crate) mod user_task;
 
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
@@ -66,6 +67,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         (RecordValue::VariableDocument(_), Intent::Update) => instance::set_variables(p, command, request),
         (RecordValue::Incident(_), Intent::Resolve) => instance::resolve_incident(p, command, request),
         (RecordValue::Job(_), _) => job::process(p, command, request),
+        (RecordValue::UserTask(_), _) => user_task::process(p, command, request),
         (RecordValue::JobBatch(_), Intent::Activate) => job_batch::activate(p, command, request),
         (RecordValue::Message(_), Intent::Publish) => message::publish(p, command, request),
         (RecordValue::Message(_), Intent::Expire) => message::expire(p, command),

@@ -381,8 +381,33 @@ fn every_value_type_has_zeebes_field_names() {
                 "variables",
             ],
         ),
+        (
+            RecordValue::UserTask(UserTaskRecord { user_task_key: 1, assignee: "a".into(), form_key: -1, ..Default::default() }),
+            &[
+                "userTaskKey",
+                "assignee",
+                "candidateGroupsList",
+                "candidateUsersList",
+                "dueDate",
+                "followUpDate",
+                "formKey",
+                "changedAttributes",
+                "variables",
+                "bpmnProcessId",
+                "processDefinitionVersion",
+                "processDefinitionKey",
+                "processInstanceKey",
+                "elementId",
+                "elementInstanceKey",
+                "tenantId",
+                "externalFormReference",
+                "customHeaders",
+                "action",
+                "creationTimestamp",
+            ],
+        ),
     ];
-    assert_eq!(cases.len(), 27, "one case per value type");
+    assert_eq!(cases.len(), 28, "one case per value type");
     let evaluation = super::value(&cases[23].0);
     assert_eq!(
         keys(&evaluation["evaluatedDecisions"][0]),
