@@ -6,14 +6,18 @@
 #   install-clients.sh python   pyzeebe 4.7.0 in a venv                              -> $PEERS/py/bin/python
 #   install-clients.sh node     @camunda8/sdk 8.8.13                                 -> $PEERS/node/node_modules
 #   install-clients.sh java88   io.camunda:camunda-client-java:8.8.14 (REST API v2)  -> $PEERS/java-client-88/lib/*.jar
-#   install-clients.sh all      (default) all five
-# Needs: go, mvn + a JDK (17 is enough for the client), python3 with venv, node + npm.
+#   install-clients.sh browser  Debian's chromium + playwright-core 1.65.1 (the web UI's test)
+#                               -> /usr/bin/chromium, $PEERS/node/node_modules/playwright-core
+#   install-clients.sh all      (default) all six
+# Needs: go, mvn + a JDK (17 is enough for the client), python3 with venv, node + npm; root or
+# sudo for chromium (apt-get).
 # Each client is skipped when already present, so re-running is cheap.
 set -euo pipefail
 ZEEBE_VERSION=8.5.8
 PYZEEBE_VERSION=4.7.0
 SDK_VERSION=8.8.13
 CAMUNDA_CLIENT_VERSION=8.8.14
+PLAYWRIGHT_CORE_VERSION=1.65.1
 PEERS="${WAGGLE_PEERS:-$HOME/.cache/waggle-peers}"
 mkdir -p "$PEERS/bin"
 
@@ -97,12 +101,30 @@ install_node() {
   say "node: NODE_PATH=$d/node_modules"
 }
 
+# The web UI's browser test (crates/waggle/tests/ui.rs): a real headless Chromium from Debian's
+# packages, driven by playwright-core (which downloads no browser of its own).
+install_browser() {
+  if [ ! -x /usr/bin/chromium ]; then
+    local sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  fi
+  local d="$PEERS/node"
+  mkdir -p "$d"
+  if ! grep -qs "\"version\": \"$PLAYWRIGHT_CORE_VERSION\"" "$d/node_modules/playwright-core/package.json"; then
+    need npm playwright-core
+    ( cd "$d" && npm install --no-audit --no-fund "playwright-core@$PLAYWRIGHT_CORE_VERSION" >/dev/null )
+  fi
+  say "browser: /usr/bin/chromium, NODE_PATH=$d/node_modules (playwright-core)"
+}
+
 case "${1:-all}" in
   zbctl) install_zbctl ;;
   java) install_java ;;
   python) install_python ;;
   node) install_node ;;
   java88) install_java88 ;;
-  all) install_zbctl; install_java; install_python; install_node; install_java88 ;;
-  *) sed -n '2,12p' "$0"; exit 2 ;;
+  browser) install_browser ;;
+  all) install_zbctl; install_java; install_python; install_node; install_java88; install_browser ;;
+  *) sed -n '2,15p' "$0"; exit 2 ;;
 esac

@@ -11,6 +11,8 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/waggle-target}"
 ./tests/feel-diff/regenerate.sh --check
 # and so are the stored dmn-scala results the DMN differential test compares with
 ./tests/dmn-diff/regenerate.sh --check
+# the web UI's vendored bpmn-js is the pinned release, byte for byte
+./scripts/vendor-bpmn-js.sh --check
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace -- --test-threads 2

@@ -15,6 +15,7 @@ mod jobs;
 mod messages;
 mod problem;
 mod routes;
+mod ui;
 mod user_tasks;
 
 use std::sync::Arc;

@@ -43,7 +43,8 @@ pub fn router(state: Arc<RestState>) -> Router {
         .merge(crate::jobs::routes())
         .merge(crate::messages::routes())
         .merge(crate::decisions::routes())
-        .merge(crate::instances::routes());
+        .merge(crate::instances::routes())
+        .merge(crate::ui::routes());
     crate::user_tasks::routes(router).fallback(|| async { Problem::not_found("no such endpoint") }).with_state(state)
 }
 

@@ -12,6 +12,7 @@
 //!   the 8.8 Orchestration Cluster API's shape.
 
 pub mod exporter;
+pub mod overview;
 pub mod query;
 pub mod schema;
 

@@ -1,0 +1,124 @@
+//! The built-in web UI (issue 28) in a real headless Chromium: `tests/ui/ui_test.cjs` drives
+//! Debian's `chromium` through playwright-core (both installed by `scripts/install-clients.sh
+//! browser`) against the real binary: the diagram with badges, an instance's incident, a
+//! variable edited, Retry, the instance completing without a reload, a cancel from the list and
+//! one through the list's selection, the incidents grouped on their page.
+//! Screenshots of every step go to `<target dir>/ui-screenshots/` (printed). Then the query store
+//! is asked, over `/v2`, whether the browser's commands really happened.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{client_models, http_request, peers, repo_root, run_with_timeout, Node};
+use serde_json::Value;
+
+/// Where the screenshots go: beside the test binary, in the target directory.
+fn screenshot_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // <target>/debug/deps/ui-<hash>
+    let target = exe.ancestors().nth(3).expect("target dir").to_path_buf();
+    target.join("ui-screenshots")
+}
+
+/// A process instance read over `/v2`.
+fn instance(node: &Node, key: i64) -> Value {
+    let (status, body) = http_request(node.rest_port, "GET", &format!("/v2/process-instances/{key}")).expect("GET instance");
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&body).expect("instance json")
+}
+
+/// POSTs a JSON body to the REST port; expects 200 and returns the answer.
+fn post_json(node: &Node, path: &str, body: &str) -> Value {
+    let mut stream = TcpStream::connect(("127.0.0.1", node.rest_port)).expect("connect to the REST port");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, answer) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    assert!(head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"), "POST {path}: {response}");
+    serde_json::from_str(answer).expect("json answer")
+}
+
+fn key_of(v: &Value) -> i64 {
+    common::json_key(v)
+}
+
+#[test]
+fn the_web_ui_shows_and_repairs_instances_live_in_chromium() {
+    let chromium = PathBuf::from("/usr/bin/chromium");
+    let modules = peers().join("node/node_modules");
+    assert!(chromium.exists(), "{} is missing: run scripts/install-clients.sh browser", chromium.display());
+    assert!(
+        modules.join("playwright-core/package.json").exists(),
+        "playwright-core is missing in {}: run scripts/install-clients.sh browser",
+        modules.display()
+    );
+
+    let node = Node::start(&[]);
+    // the pages and assets are served by the node itself
+    let (status, html) = http_request(node.rest_port, "GET", "/").expect("GET /");
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("/ui/assets/bpmn-navigated-viewer.js"), "{html}");
+    let (status, _) = http_request(node.rest_port, "GET", "/ui/assets/bpmn-navigated-viewer.js").expect("the viewer");
+    assert_eq!(status, 200);
+    let (status, _) = http_request(node.rest_port, "GET", "/instances/12ab").expect("a bad key");
+    assert_eq!(status, 404);
+
+    let shots = screenshot_dir();
+    let _ = std::fs::remove_dir_all(&shots);
+    let mut command = Command::new("node");
+    command
+        .env("NODE_PATH", &modules)
+        .arg(repo_root().join("tests/ui/ui_test.cjs"))
+        .args(["--rest", &node.rest_port.to_string()])
+        .arg("--models")
+        .arg(client_models())
+        .arg("--shots")
+        .arg(&shots);
+    let started = Instant::now();
+    let out = run_with_timeout(&mut command, Duration::from_secs(240));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    eprintln!("{stderr}");
+    println!("ui screenshots: {} ({:.1} s)", shots.display(), started.elapsed().as_secs_f64());
+    assert!(
+        out.status.success() && stdout.lines().any(|l| l == "OK"),
+        "the browser test failed:\n{stdout}\n{stderr}\nnode log:\n{}",
+        node.log()
+    );
+
+    // every step left a screenshot
+    let mut pngs: Vec<_> = std::fs::read_dir(&shots).expect("screenshots").map(|e| e.expect("entry").path()).collect();
+    pngs.sort();
+    assert_eq!(pngs.len(), 10, "one screenshot per step: {pngs:?}");
+    for p in &pngs {
+        let bytes = std::fs::read(p).expect("png");
+        assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} is no screenshot", p.display());
+    }
+
+    // what the browser did, as the query store has it
+    let keys: Value = serde_json::from_str(stdout.lines().find(|l| l.starts_with('{')).expect("keys line")).expect("keys json");
+    let repaired = instance(&node, key_of(&keys["repaired"]));
+    assert_eq!(repaired["state"], "COMPLETED", "{repaired}");
+    let canceled = instance(&node, key_of(&keys["canceled"]));
+    assert_eq!(canceled["state"], "TERMINATED", "{canceled}");
+    let bulk = instance(&node, key_of(&keys["bulkCanceled"]));
+    assert_eq!(bulk["state"], "TERMINATED", "{bulk}");
+    let vars = post_json(
+        &node,
+        "/v2/variables/search",
+        &format!(r#"{{"filter":{{"processInstanceKey":"{}","name":"card"}}}}"#, key_of(&keys["repaired"])),
+    );
+    assert_eq!(vars["items"][0]["value"], "\"valid\"", "{vars}");
+}

@@ -1,0 +1,200 @@
+#!/usr/bin/env node
+// The web UI in a real headless Chromium (Debian's `chromium`, driven by playwright-core; both
+// installed by `scripts/install-clients.sh browser`), against a running Waggle node:
+// deploys tests/clients/models/ui_payment.bpmn over REST, runs a worker that fails the
+// "ui-charge" job while the card is "declined", starts four instances, then in the browser sees
+// the diagram with its badges, opens an instance with an incident, edits the variable, retries,
+// watches the instance complete without a reload, cancels another from the list and a third
+// through the list's selection; the incidents page groups the incidents.
+//   NODE_PATH=$PEERS/node/node_modules node ui_test.cjs --rest PORT --models DIR --shots DIR
+// Saves a screenshot per step in --shots; prints the instance keys as JSON and OK at the end;
+// exits 1 with the reason at the first failure.
+'use strict'
+const fs = require('fs')
+const os = require('os')
+const path = require('path')
+const { chromium } = require('playwright-core')
+
+const argv = process.argv.slice(2)
+const arg = (name) => argv[argv.indexOf(`--${name}`) + 1]
+const base = `http://127.0.0.1:${arg('rest')}`
+const shots = arg('shots')
+const STEP_MS = 20000
+
+function check(condition, message) {
+  if (!condition) throw new Error(message)
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+async function rest(method, p, body) {
+  const init = { method, headers: {} }
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json'
+    init.body = JSON.stringify(body)
+  }
+  const r = await fetch(base + p, init)
+  const text = await r.text()
+  check(r.ok, `${method} ${p}: ${r.status} ${text}`)
+  return text ? JSON.parse(text) : null
+}
+
+async function eventually(probe, what) {
+  const deadline = Date.now() + STEP_MS
+  for (;;) {
+    const value = await probe()
+    if (value) return value
+    check(Date.now() < deadline, `timed out waiting for ${what}`)
+    await sleep(100)
+  }
+}
+
+/** A worker over REST: fails the job (no retries left: an incident) while `card` is "declined". */
+function worker() {
+  let running = true
+  const done = (async () => {
+    while (running) {
+      const { jobs } = await rest('POST', '/v2/jobs/activation', { type: 'ui-charge', worker: 'ui-test', timeout: 30000, maxJobsToActivate: 10, requestTimeout: 300 })
+      for (const job of jobs) {
+        if (job.variables.card === 'declined') {
+          await rest('POST', `/v2/jobs/${job.jobKey}/failure`, { retries: 0, errorMessage: `card declined for ${job.variables.amount}` })
+        } else {
+          await rest('POST', `/v2/jobs/${job.jobKey}/completion`, { variables: { receipt: `r-${job.jobKey}` } })
+        }
+      }
+    }
+  })()
+  return { stop: async () => { running = false; await done } }
+}
+
+async function main() {
+  fs.mkdirSync(shots, { recursive: true })
+  const form = new FormData()
+  const xml = fs.readFileSync(path.join(arg('models'), 'ui_payment.bpmn'))
+  form.append('resources', new Blob([xml], { type: 'application/xml' }), 'ui_payment.bpmn')
+  const dep = await fetch(base + '/v2/deployments', { method: 'POST', body: form })
+  const deployed = await dep.text()
+  check(dep.ok, `deployment: ${dep.status} ${deployed}`)
+  const definitionKey = JSON.parse(deployed).deployments[0].processDefinition.processDefinitionKey
+
+  const w = worker()
+  const start = async (variables) => (await rest('POST', '/v2/process-instances', { processDefinitionId: 'ui_payment', variables })).processInstanceKey
+  const repaired = await start({ amount: 500, card: 'declined' })
+  const canceled = await start({ amount: 300, card: 'declined' })
+  const bulkCanceled = await start({ amount: 400, card: 'declined' })
+  const waived = await start({ amount: 20 })
+  const charged = await start({ amount: 150, card: 'valid' })
+  const search = (filter) => rest('POST', '/v2/process-instances/search', { filter })
+  await eventually(async () => (await search({ processDefinitionId: 'ui_payment', hasIncident: true })).page.totalItems === 3, 'three incidents')
+  await eventually(async () => (await search({ processDefinitionId: 'ui_payment', state: 'COMPLETED' })).page.totalItems === 2, 'two completed instances')
+
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'waggle-ui-chromium-'))
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    viewport: { width: 1280, height: 900 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  })
+  const page = context.pages()[0] || (await context.newPage())
+  page.setDefaultTimeout(STEP_MS)
+  const errors = []
+  page.on('pageerror', (e) => errors.push(e.message))
+  let step = 0
+  const shot = async (name) => {
+    const file = path.join(shots, `${String(++step).padStart(2, '0')}-${name}.png`)
+    await page.screenshot({ path: file, fullPage: true })
+    console.log(`screenshot ${file}`)
+  }
+  const badge = (element, kind, n) => page.locator(`.badge-${kind}[data-element="${element}"]`, { hasText: new RegExp(`^${n}$`) }).waitFor()
+  try {
+    // the processes
+    await page.goto(base + '/')
+    await page.getByRole('link', { name: 'Open ui_payment version 1' }).waitFor()
+    await shot('processes')
+    await page.getByRole('link', { name: 'Open ui_payment version 1' }).click()
+    await page.waitForURL(`**/processes/${definitionKey}`)
+
+    // the diagram with its badges, and bpmn.io's watermark
+    await badge('charge', 'incidents', 3)
+    await badge('waived', 'completed', 1)
+    await badge('charged', 'completed', 1)
+    await badge('charge', 'completed', 1)
+    check(await page.locator('.bjs-powered-by').isVisible(), 'the bpmn.io watermark is visible')
+    check((await page.locator('#count-incidents').textContent()) === '3', 'three instances with an incident')
+    await shot('diagram-badges')
+
+    // the incidents, grouped by error type and process
+    await page.getByRole('link', { name: 'Incidents', exact: true }).click()
+    await page.locator('tr[data-group="JOB_NO_RETRIES|ui_payment"] td.num', { hasText: /^3$/ }).waitFor()
+    await page.getByRole('button', { name: 'Retry all JOB_NO_RETRIES incidents of ui_payment' }).waitFor()
+    await shot('incidents')
+
+    // the instances with an incident; open one
+    await page.getByRole('link', { name: 'Instances', exact: true }).click()
+    await page.getByLabel('Process', { exact: true }).selectOption('ui_payment')
+    await page.getByLabel('With incident only').check()
+    await page.locator('#page-info', { hasText: '3 instances' }).waitFor()
+    await shot('instances-with-incident')
+    await page.getByRole('link', { name: `Open instance ${repaired}` }).click()
+    await page.waitForURL(`**/instances/${repaired}`)
+
+    // its incident
+    await page.locator('[data-incident]', { hasText: 'card declined for 500' }).waitFor()
+    await page.locator('g.ui-incident[data-element-id="charge"]').waitFor()
+    await page.evaluate(() => { window.__sameDocument = true })
+    await shot('instance-incident')
+
+    // edit the variable
+    await page.getByRole('button', { name: 'Edit variable card' }).click()
+    await page.getByLabel('New value of card').fill('"valid"')
+    await page.getByRole('button', { name: 'Save variable card' }).click()
+    await page.locator('tr[data-variable="card"] code', { hasText: '"valid"' }).waitFor()
+    await shot('variable-edited')
+
+    // retry, and the instance completes by itself
+    await page.getByRole('button', { name: /^Retry incident / }).click()
+    await page.locator('#instance-state', { hasText: 'Completed' }).waitFor()
+    await page.getByText('No active incidents.').waitFor()
+    await page.locator('tr[data-variable="receipt"]').waitFor()
+    check(await page.evaluate(() => window.__sameDocument === true), 'the page was reloaded')
+    await shot('instance-completed')
+
+    // cancel another from the list
+    await page.goto(base + '/instances?process=ui_payment')
+    await page.evaluate(() => { window.__sameDocument = true })
+    await page.getByRole('button', { name: `Cancel instance ${canceled}` }).click()
+    await page.locator(`tr[data-instance="${canceled}"] td.state`, { hasText: 'Canceled' }).waitFor()
+    check(await page.evaluate(() => window.__sameDocument === true), 'the list was reloaded')
+    await shot('instance-canceled')
+
+    // and one more through the selection
+    await page.getByLabel(`Select instance ${bulkCanceled}`).check()
+    await page.locator('#selected-count', { hasText: '1 selected' }).waitFor()
+    await page.getByRole('button', { name: 'Cancel selected instances' }).click()
+    await page.locator(`tr[data-instance="${bulkCanceled}"] td.state`, { hasText: 'Canceled' }).waitFor()
+    check(await page.evaluate(() => window.__sameDocument === true), 'the list was reloaded')
+    await shot('bulk-canceled')
+
+    // the diagram's badges follow
+    await page.goto(base + `/processes/${definitionKey}`)
+    await badge('charged', 'completed', 2)
+    await badge('charge', 'canceled', 2)
+    check((await page.locator('.badge-incidents[data-element="charge"]').count()) === 0, 'no incident left on the diagram')
+    await shot('diagram-after')
+    check(errors.length === 0, `errors in the page: ${errors.join('; ')}`)
+  } catch (e) {
+    await shot('failure').catch(() => {})
+    throw e
+  } finally {
+    await context.close()
+    fs.rmSync(profile, { recursive: true, force: true })
+    await w.stop()
+  }
+  console.log(JSON.stringify({ repaired, canceled, bulkCanceled, waived, charged }))
+  console.log('OK')
+}
+
+main().catch((e) => {
+  console.error(e.stack || String(e))
+  process.exit(1)
+})
