@@ -44,7 +44,8 @@ pub struct RunArgs {
     /// Gateway address of the server (loopback only).
     #[arg(long, default_value = "127.0.0.1:26500")]
     pub target: String,
-    /// W1..W6, W2-25, or custom (then --model and --payload).
+    /// W1..W6, W2-25, W8 (business rule tasks), W9 (multi-instance over 10,000 items), or custom
+    /// (then --model and --payload).
     #[arg(long, default_value = "W1")]
     pub workload: String,
     /// Pid of the server, to report its CPU time and memory from /proc.
@@ -215,6 +216,13 @@ pub fn parse_rate(text: &str, outstanding: usize) -> anyhow::Result<Pace> {
 impl PhaseArgs {
     /// The phases of a run of `w`: the warm-up given, else `w`'s default (see [`default_warmup`]).
     pub fn for_workload(&self, w: &Workload) -> crate::runner::Phases {
+        if w.one_at_a_time {
+            return crate::runner::Phases {
+                warmup: Duration::ZERO,
+                duration: Duration::from_secs(1),
+                drain: self.drain.max(Duration::from_secs(600)),
+            };
+        }
         crate::runner::Phases { warmup: self.warmup.unwrap_or_else(|| default_warmup(w)), duration: self.duration, drain: self.drain }
     }
 }

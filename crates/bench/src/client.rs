@@ -81,8 +81,17 @@ impl std::error::Error for Unsupported {}
 
 /// Deploys the model; a rejection becomes [`Unsupported`].
 pub async fn deploy(client: &mut Client, name: &str, model: &str) -> anyhow::Result<i64> {
+    deploy_all(client, &[(name, model)]).await
+}
+
+/// Deploys resources (name, content) in one deployment; a rejection becomes [`Unsupported`].
+pub async fn deploy_all(client: &mut Client, resources: &[(&str, &str)]) -> anyhow::Result<i64> {
+    let name = resources.first().map(|r| r.0).unwrap_or_default();
     let request = DeployResourceRequest {
-        resources: vec![Resource { name: name.into(), content: model.as_bytes().to_vec() }],
+        resources: resources
+            .iter()
+            .map(|(name, content)| Resource { name: (*name).into(), content: content.as_bytes().to_vec() })
+            .collect(),
         tenant_id: String::new(),
     };
     match client.deploy_resource(request).await {

@@ -143,13 +143,14 @@ pub fn metrics(r: &RunReport) -> Vec<Metric> {
             out.push(m("idle RSS", "MB", srv.and_then(|s| s.idle_rss_mb)));
             out.push(m("RSS under W2 (max sampled)", "MB", srv.and_then(|s| s.window_max_rss_mb)));
         }
-        "W2" => out.push(m("sustained (completed)", "PI/s", Some(r.completed_per_s))),
+        "W2" | "W8" => out.push(m("sustained (completed)", "PI/s", Some(r.completed_per_s))),
+        "W9" => out.push(m("time to complete one instance (p50)", "ms", r.execution.as_ref().map(|e| e.p50_ms))),
         _ => {}
     }
     if r.workload.name != "W4" {
         pcts(&mut out, "execution", &r.execution);
     }
-    if r.workload.name != "W2" {
+    if r.workload.name != "W2" && r.workload.name != "W8" {
         out.push(m("completed", "PI/s", Some(r.completed_per_s)));
     }
     out.push(m("created", "PI/s", Some(r.created_per_s)));

@@ -12,6 +12,9 @@ pub const TEN_TASKS: &str = include_str!("../../../workloads/ten_tasks.bpmn");
 pub const TIMER: &str = include_str!("../../../workloads/timer.bpmn");
 pub const MESSAGE_ONE_TASK: &str = include_str!("../../../workloads/message_one_task.bpmn");
 pub const MESSAGE_START_ONE_TASK: &str = include_str!("../../../workloads/message_start_one_task.bpmn");
+pub const RULES: &str = include_str!("../../../workloads/rules.bpmn");
+pub const RULES_DECISION: &str = include_str!("../../../workloads/rules.dmn");
+pub const MULTI_INSTANCE: &str = include_str!("../../../workloads/multi_instance.bpmn");
 pub const PAYLOAD_BIG: &str = include_str!("../../../workloads/payload_big.json");
 pub const PAYLOAD_TYPICAL: &str = include_str!("../../../workloads/payload_typical.json");
 pub const PAYLOAD_SMALL: &str = include_str!("../../../workloads/payload_small.json");
@@ -60,6 +63,20 @@ pub struct Workload {
     /// Expected timer duration inside the model, to report timer lateness.
     #[serde(with = "opt_ms")]
     pub timer: Option<Duration>,
+    /// Deployed with the model, in the same deployment: the DMN of its business rule task.
+    #[serde(skip)]
+    pub decision: Option<Decision>,
+    /// One instance at a time, each long (W9): no warm-up, a 1 s window (the instances begun in
+    /// it are measured), and at least 10 minutes to let them finish.
+    pub one_at_a_time: bool,
+}
+
+/// A DMN resource deployed beside a workload's model; the peers have their own dialect of it
+/// under the same name in `peers/models/<engine>/`.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub name: String,
+    pub content: String,
 }
 
 mod ms {
@@ -80,7 +97,7 @@ mod opt_ms {
 /// The named workloads. W6 runs W2 and reports the server's start-up time and memory; W2-25 is
 /// W2 with 25 instances in flight instead of 1,024, the closed loop at which the peers
 /// (Flowable, Camunda 7) are usually measured: latency at a load every server holds.
-pub const NAMES: [&str; 7] = ["W1", "W2", "W3", "W4", "W5", "W6", "W2-25"];
+pub const NAMES: [&str; 9] = ["W1", "W2", "W3", "W4", "W5", "W6", "W2-25", "W8", "W9"];
 
 /// Instances in flight in W2-25.
 pub const W2_25_OUTSTANDING: usize = 25;
@@ -104,6 +121,8 @@ pub fn named(name: &str) -> anyhow::Result<Workload> {
         publish_message: false,
         start_by_message: false,
         timer: None,
+        decision: None,
+        one_at_a_time: false,
     };
     let w = match name.to_uppercase().as_str() {
         "W1" => base(
@@ -154,6 +173,29 @@ pub fn named(name: &str) -> anyhow::Result<Workload> {
                 "message_one_task.bpmn",
                 PAYLOAD_SMALL,
                 Pace::Rate(500.0),
+            )
+        },
+        "W8" => Workload {
+            with_result: true,
+            decision: Some(Decision { name: "rules.dmn".into(), content: RULES_DECISION.into() }),
+            ..base(
+                "business rule task (a first-hit decision table, 4 rules, 2 inputs), 54 B payload, as fast as it holds",
+                RULES,
+                "rules.bpmn",
+                PAYLOAD_SMALL,
+                Pace::Max { outstanding: DEFAULT_OUTSTANDING },
+            )
+        },
+        "W9" => Workload {
+            with_result: true,
+            worker_delay: Duration::ZERO,
+            one_at_a_time: true,
+            ..base(
+                "parallel multi-instance service task over 10,000 items, one instance at a time, no worker delay",
+                MULTI_INSTANCE,
+                "multi_instance.bpmn",
+                PAYLOAD_SMALL,
+                Pace::Max { outstanding: 1 },
             )
         },
         "W7" | "FAILOVER" | "CATCHUP" | "CATCH-UP" => {
@@ -274,7 +316,9 @@ mod tests {
         assert_eq!(named("w2-25").unwrap().pace, Pace::Max { outstanding: 25 });
         assert_eq!(named("W2-25").unwrap().name, "W2-25");
         assert!(named("W4").unwrap().with_result);
-        assert!(named("W9").is_err());
+        assert!(named("W10").is_err());
+        assert!(named("W8").unwrap().decision.is_some() && named("W8").unwrap().with_result);
+        assert!(named("W9").unwrap().one_at_a_time && inspect(MULTI_INSTANCE).unwrap().has_tasks);
         for n in NAMES {
             serde_json::from_str::<serde_json::Value>(&named(n).unwrap().payload).unwrap();
         }

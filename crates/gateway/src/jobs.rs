@@ -5,14 +5,14 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::Stream;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
 use tonic::Status;
-use waggle_broker::{PushedJob, StreamId};
+use waggle_broker::{BrokerError, PushedJob, StreamId};
 use waggle_engine::Command;
 use waggle_protocol::gateway as pb;
 use waggle_protocol::value::{JobBatchRecord, JobRecord};
-use waggle_protocol::{Intent, RecordValue};
+use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
 
 use crate::status;
 use crate::Backend;
@@ -96,7 +96,8 @@ const ACTIVATION_CHUNK_JOBS: usize = 64;
 /// jobs other partitions activated are handed out, not dropped (they would stay locked until
 /// their time-out). Only when no partition answered is its error returned.
 async fn activate_once(broker: &Backend, req: &pb::ActivateJobsRequest) -> Result<Vec<pb::ActivatedJob>, Status> {
-    let mut jobs = Vec::new();
+    // held here until returned: if this future is dropped (the client went away), they go back
+    let mut jobs = Undelivered::new(broker.clone());
     let mut answered = false;
     let mut failure = None;
     let first = broker.next_partition();
@@ -105,8 +106,8 @@ async fn activate_once(broker: &Backend, req: &pb::ActivateJobsRequest) -> Resul
     for i in 0..n {
         let partition = (first - 1 + i) % n + 1;
         // chunk after chunk while the partition has jobs and the request wants more
-        while jobs.len() < wanted {
-            let chunk = (wanted - jobs.len()).min(ACTIVATION_CHUNK_JOBS);
+        while jobs.jobs.len() < wanted {
+            let chunk = (wanted - jobs.jobs.len()).min(ACTIVATION_CHUNK_JOBS);
             let batch = JobBatchRecord {
                 job_type: req.r#type.clone(),
                 worker: req.worker.clone(),
@@ -116,7 +117,7 @@ async fn activate_once(broker: &Backend, req: &pb::ActivateJobsRequest) -> Resul
                 ..Default::default()
             };
             let command = Command::new(-1, Intent::Activate, RecordValue::JobBatch(batch));
-            let record = match broker.submit(partition, command).await {
+            let record = match submit_activation(broker, partition, command).await {
                 Ok(record) => record,
                 Err(e) => {
                     failure = Some(status::broker(e));
@@ -129,7 +130,7 @@ async fn activate_once(broker: &Backend, req: &pb::ActivateJobsRequest) -> Resul
             }
             let RecordValue::JobBatch(b) = record.value else { break };
             let taken = b.job_keys.len();
-            jobs.extend(b.job_keys.into_iter().zip(b.jobs).map(|(k, j)| to_activated(k, j)));
+            jobs.jobs.extend(b.job_keys.into_iter().zip(b.jobs).map(|(k, j)| to_activated(k, j)));
             if taken < chunk {
                 break; // the partition has no more
             }
@@ -137,7 +138,106 @@ async fn activate_once(broker: &Backend, req: &pb::ActivateJobsRequest) -> Resul
     }
     match failure {
         Some(error) if !answered => Err(error),
-        _ => Ok(jobs),
+        _ => Ok(jobs.take()),
+    }
+}
+
+/// Submits one activation so that its jobs are never stranded: the command runs in a task of its
+/// own, and if the request waiting for it has gone by the time it answers (the client cancelled
+/// its long poll, or went away), the jobs it activated go straight back to the pool.
+async fn submit_activation(broker: &Backend, partition: PartitionId, command: Command) -> Result<Record, BrokerError> {
+    let (tx, rx) = oneshot::channel();
+    let owner = broker.clone();
+    tokio::spawn(async move {
+        if let Err(Ok(record)) = tx.send(owner.submit(partition, command).await) {
+            if let RecordValue::JobBatch(batch) = record.value {
+                let mut stranded = Undelivered::new(owner);
+                stranded.jobs.extend(batch.job_keys.into_iter().zip(batch.jobs).map(|(k, j)| to_activated(k, j)));
+            }
+        }
+    });
+    rx.await.map_err(|_| BrokerError::Unavailable(partition))?
+}
+
+/// What a failed-back job says: Zeebe's gateway's message for activated jobs it could not send.
+pub const NOT_SENT_MESSAGE: &str = "Failed to send activated jobs to client";
+
+/// Activated jobs not yet handed to a client. Dropped with jobs still in it (the client went away
+/// before they were sent, or the request was cancelled part-way), it fails each back to its
+/// pool with its retries unchanged and no back-off, as Zeebe's gateway does, instead of leaving
+/// it locked to nobody until its time-out.
+pub struct Undelivered {
+    broker: Backend,
+    pub jobs: Vec<pb::ActivatedJob>,
+}
+
+impl Undelivered {
+    pub fn new(broker: Backend) -> Self {
+        Self { broker, jobs: Vec::new() }
+    }
+
+    /// The jobs, now the caller's to deliver.
+    pub fn take(&mut self) -> Vec<pb::ActivatedJob> {
+        std::mem::take(&mut self.jobs)
+    }
+}
+
+impl Drop for Undelivered {
+    fn drop(&mut self) {
+        let jobs = self.take();
+        if jobs.is_empty() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(jobs = jobs.len(), "activated jobs not sent and not failed back: no runtime; they wait for their time-out");
+            return;
+        };
+        let broker = self.broker.clone();
+        runtime.spawn(async move {
+            for job in jobs {
+                let Some(partition) = broker.partition_of_key(job.key) else { continue };
+                let value = RecordValue::Job(JobRecord {
+                    retries: job.retries,
+                    error_message: NOT_SENT_MESSAGE.into(),
+                    retry_backoff_ms: 0,
+                    deadline_ms: -1,
+                    element_instance_key: -1,
+                    process_instance_key: job.key,
+                    ..Default::default()
+                });
+                if let Err(e) = broker.submit(partition, Command::new(job.key, Intent::Fail, value)).await {
+                    tracing::info!(job = job.key, error = %e, "could not fail back a job the client did not receive; it waits for its time-out");
+                }
+            }
+        });
+    }
+}
+
+/// The responses of one `ActivateJobs` call. Those the client has not taken when the stream is
+/// dropped (it went away) fail their jobs back to the pool.
+pub struct ActivatedResponses {
+    responses: std::collections::VecDeque<pb::ActivateJobsResponse>,
+    broker: Backend,
+}
+
+impl ActivatedResponses {
+    pub fn new(broker: Backend, responses: Vec<pb::ActivateJobsResponse>) -> Self {
+        Self { responses: responses.into(), broker }
+    }
+}
+
+impl Stream for ActivatedResponses {
+    type Item = Result<pb::ActivateJobsResponse, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Poll::Ready(self.responses.pop_front().map(Ok))
+    }
+}
+
+impl Drop for ActivatedResponses {
+    fn drop(&mut self) {
+        let mut unsent = Undelivered::new(self.broker.clone());
+        unsent.jobs.extend(self.responses.drain(..).flat_map(|r| r.jobs));
     }
 }
 

@@ -268,8 +268,8 @@ impl Gateway for GatewayService {
             self.check_size(&req)?;
             jobs::validate_activation(&req)?;
             let jobs = jobs::activate_with_long_polling(&self.broker, &req, self.config.long_polling_timeout).await?;
-            let responses = jobs::split_responses(jobs, self.config.max_message_bytes).into_iter().map(Ok).collect::<Vec<_>>();
-            Ok(Response::new(Box::pin(tokio_stream::iter(responses)) as Self::ActivateJobsStream))
+            let responses = jobs::split_responses(jobs, self.config.max_message_bytes);
+            Ok(Response::new(Box::pin(jobs::ActivatedResponses::new(self.broker.clone(), responses)) as Self::ActivateJobsStream))
         })
         .await
     }

@@ -285,3 +285,59 @@ fn jobs_pushed_to_a_stream_whose_client_went_away_return_at_once() {
         assert_eq!(activated, created, "the jobs pushed to the gone worker are activatable again");
     });
 }
+
+/// Zeebe's gateway fails back, with their retries unchanged, the activated jobs it could not send
+/// to the client ("Failed to send activated jobs to client"); so does Waggle's, instead of leaving
+/// them locked to nobody until their time-out (issue 32: a job lost after clients come and go).
+#[test]
+fn activated_jobs_the_client_never_received_return_at_once() {
+    let node = Node::start(&[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = grpc_client(&node).await;
+        deploy_one_task(&mut client).await;
+        const JOBS: usize = 20;
+        let mut created = Vec::new();
+        for _ in 0..JOBS {
+            created.push(client.create_process_instance(one_task_instance()).await.expect("create").into_inner().process_instance_key);
+        }
+
+        // a worker activates them for a minute, but its window is 0: the answer cannot leave the
+        // server, and the worker goes away before reading any of it
+        let address = node.address();
+        let tcp = tokio::net::TcpStream::connect(&address).await.expect("connect");
+        let (send, connection) = h2::client::Builder::new().initial_window_size(0).handshake(tcp).await.expect("handshake");
+        let connection = tokio::spawn(connection);
+        let mut send = send.ready().await.expect("ready");
+        let request = http::Request::post(format!("http://{address}/gateway_protocol.Gateway/ActivateJobs"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (answer, mut body) = send.send_request(request, false).expect("send request");
+        body.send_data(framed(&activation(100, -1).encode_to_vec()), true).expect("send body");
+        let answer = answer.await.expect("answer headers");
+        assert_eq!(answer.status(), 200);
+        // the headers come once the activation has answered: every job is the stuck worker's
+        let mut none = client.activate_jobs(activation(100, -1)).await.expect("activate").into_inner();
+        assert!(none.message().await.expect("stream").is_none(), "a job was not activated for the stuck worker");
+        drop(answer);
+        drop(send);
+        connection.abort();
+
+        let mut activated = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while activated.len() < JOBS && tokio::time::Instant::now() < deadline {
+            let mut answers = client.activate_jobs(activation(100, 1_000)).await.expect("activate").into_inner();
+            while let Some(jobs) = answers.message().await.expect("stream") {
+                for job in &jobs.jobs {
+                    assert_eq!(job.retries, 3, "a job failed back keeps its retries");
+                }
+                activated.extend(jobs.jobs.iter().map(|j| j.process_instance_key));
+            }
+        }
+        activated.sort_unstable();
+        created.sort_unstable();
+        assert_eq!(activated, created, "the jobs the gone worker never received are activatable again");
+    });
+}

@@ -5,8 +5,9 @@
 //! 1,000, 5 s): that instance's job must come back. Drivers: `tests/clients/stream_handover.*`.
 //! The sequence runs a few times, since a job lost this way was lost in 3 runs of 4. (The loss
 //! did not recur here on the sources before the fix either, in ~40 runs; what the fix changed,
-//! jobs left on the server's side of a stream whose client went away, is pinned down by
-//! `grpc_transport`'s `jobs_pushed_to_a_stream_whose_client_went_away_return_at_once`.)
+//! jobs left on the server's side of a stream or of an `ActivateJobs` answer whose client went
+//! away, is pinned down by `grpc_transport`'s `jobs_pushed_to_a_stream_whose_client_went_away_return_at_once`
+//! and `activated_jobs_the_client_never_received_return_at_once`.)
 
 mod common;
 

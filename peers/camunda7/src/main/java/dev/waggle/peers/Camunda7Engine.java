@@ -69,8 +69,10 @@ public final class Camunda7Engine implements Engine {
     }
 
     @Override
-    public void deploy(String resourceName, String bpmnXml) {
-        engine.getRepositoryService().createDeployment().addString(resourceName, bpmnXml).deploy();
+    public void deploy(Map<String, String> resources) {
+        org.camunda.bpm.engine.repository.DeploymentBuilder deployment = engine.getRepositoryService().createDeployment();
+        resources.forEach(deployment::addString);
+        deployment.deploy();
     }
 
     @Override

@@ -11,8 +11,8 @@ public interface Engine extends AutoCloseable {
     /** The settings that matter for the figures (history level, pools), for the report. */
     String settings();
 
-    /** Deploys one BPMN model; returns the id of its process. */
-    void deploy(String resourceName, String bpmnXml);
+    /** Deploys resources (a BPMN model, and a DMN decision it calls) in one deployment: name to content. */
+    void deploy(Map<String, String> resources);
 
     /** Starts an instance of process {@code processKey}; returns its id. */
     String start(String processKey, String businessKey, Map<String, Object> variables);

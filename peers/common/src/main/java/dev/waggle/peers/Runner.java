@@ -14,6 +14,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -146,8 +147,13 @@ public final class Runner {
         double startupS = Duration.between(jvmStart, Instant.now()).toMillis() / 1000.0;
         Thread.sleep(2000);
         double idleRss = Proc.statusMb("VmRSS");
-        String resource = Path.of(opt("model", null)).getFileName().toString();
-        engine.deploy(resource, model);
+        Map<String, String> resources = new java.util.LinkedHashMap<>();
+        resources.put(Path.of(opt("model", null)).getFileName().toString(), model);
+        String decision = opts.get("decision");
+        if (decision != null) {
+            resources.put(Path.of(decision).getFileName().toString(), Files.readString(Path.of(decision)));
+        }
+        engine.deploy(resources);
         String processKey = processId(model);
         if (!rate.equals("max")) {
             inFlight = null;
@@ -329,7 +335,7 @@ public final class Runner {
                             if (inst != null) {
                                 inst.lastTrigger = sent;
                             }
-                            engine.complete(job);
+                            completeRetrying(engine, job);
                             long acked = System.nanoTime();
                             jobSamples.add(new long[] {inst == null ? -1 : inst.sent, at - trigger, acked - at, inst == null ? 0 : 1});
                         } catch (RuntimeException e) {
@@ -343,6 +349,25 @@ public final class Runner {
                 return;
             } catch (RuntimeException e) {
                 error("acquire", e);
+            }
+        }
+    }
+
+    /**
+     * Completes a job, again when the engine refuses it for a concurrent change of the same rows
+     * (both engines' optimistic locking: completions of a parallel multi-instance's inner
+     * instances all update its body), as their own job executors retry.
+     */
+    private static void completeRetrying(Engine engine, Engine.Job job) {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                engine.complete(job);
+                return;
+            } catch (RuntimeException e) {
+                if (attempt >= 50 || !e.getClass().getSimpleName().contains("OptimisticLocking")) {
+                    throw e;
+                }
+                LockSupport.parkNanos(ThreadLocalRandom.current().nextLong(1_000_000L, 5_000_000L));
             }
         }
     }

@@ -9,6 +9,7 @@ import org.flowable.common.engine.api.delegate.event.FlowableEvent;
 import org.flowable.common.engine.api.delegate.event.FlowableEventListener;
 import org.flowable.common.engine.impl.cfg.TransactionState;
 import org.flowable.common.engine.impl.persistence.StrongUuidGenerator;
+import org.flowable.dmn.engine.configurator.DmnEngineConfigurator;
 import org.flowable.engine.ProcessEngine;
 import org.flowable.engine.ProcessEngineConfiguration;
 import org.flowable.engine.impl.cfg.ProcessEngineConfigurationImpl;
@@ -37,6 +38,8 @@ public final class FlowableEngine implements Engine {
         // as for Camunda 7: UUIDs, not blocks of ids taken from the database under a lock
         config.setIdGenerator(new StrongUuidGenerator());
         config.setTypedEventListeners(new java.util.HashMap<>(Map.of(FlowableEngineEventType.PROCESS_COMPLETED.name(), new java.util.ArrayList<>(List.of(new EndOnCommit(onEnd))))));
+        // business rule tasks (`flowable:type="dmn"`) run on Flowable's DMN engine, configured into this one
+        config.addConfigurator(new DmnEngineConfigurator());
         engine = config.buildProcessEngine();
     }
 
@@ -56,8 +59,10 @@ public final class FlowableEngine implements Engine {
     }
 
     @Override
-    public void deploy(String resourceName, String bpmnXml) {
-        engine.getRepositoryService().createDeployment().addString(resourceName, bpmnXml).deploy();
+    public void deploy(Map<String, String> resources) {
+        org.flowable.engine.repository.DeploymentBuilder deployment = engine.getRepositoryService().createDeployment();
+        resources.forEach(deployment::addString);
+        deployment.deploy();
     }
 
     @Override
