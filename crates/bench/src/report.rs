@@ -30,7 +30,7 @@ pub struct ServerStats {
     pub idle_rss_mb: Option<f64>,
     /// Highest resident memory sampled (each second) in the window.
     pub window_max_rss_mb: Option<f64>,
-    /// VmHWM at the end of the window: the peak since the process started.
+    /// VmHWM after the drain: the peak since the process started.
     pub peak_rss_mb: Option<f64>,
     /// CPU time (user + system) spent in the window.
     pub cpu_s: Option<f64>,

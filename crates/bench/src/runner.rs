@@ -183,6 +183,8 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
     if let Some(worker) = worker {
         worker.abort();
     }
+    // the peak since the server started, read after the drain: a long instance (W9) peaks there
+    let peak_rss = server_info.sample().map(|s| s.peak_rss_bytes);
 
     let window = t1 - t0;
     let lat = recorder::latencies(&recorder.events(), t0, t1);
@@ -190,6 +192,9 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
     report.client_cpu_s = client1.cpu_s - client0.cpu_s;
     report.load_average = load0.zip(load1);
     report.server = server_stats(server_info, idle, s0, s1, max_rss, window);
+    if let (Some(server), Some(peak)) = (report.server.as_mut(), peak_rss) {
+        server.peak_rss_mb = Some(mb(peak));
+    }
     Ok(report)
 }
 

@@ -235,13 +235,14 @@ public final class Runner {
         counts.add(end);
         double cpu1 = Proc.cpuSeconds();
         double load1 = Proc.loadAverage();
-        double peakRss = Proc.statusMb("VmHWM");
 
         // drain: the measured instances may still be running
         long drainEnd = System.nanoTime() + drain.toNanos();
         while (System.nanoTime() < drainEnd && measured(t0, t1).stream().anyMatch(i -> i.ended == 0)) {
             Thread.sleep(50);
         }
+        // the peak since the JVM started, read after the drain: a long instance (W9) peaks there
+        double peakRss = Proc.statusMb("VmHWM");
         stopping = true;
         acquirer.interrupt();
         acquirer.join(5000);
