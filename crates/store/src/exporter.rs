@@ -1,4 +1,5 @@
-//! The query store's exporter: committed records into the SQLite tables of [`crate::schema`].
+//! The query store's exporter: committed records into the tables of [`crate::schema`], in
+//! SQLite or PostgreSQL.
 //!
 //! Every partition's instance shares one write connection. Records are buffered as they come
 //! and written on `flush` (or every [`BATCH`] records) in one transaction that also stores the
@@ -7,18 +8,16 @@
 //! from its own, possibly older, position), and every write is an upsert keyed by the
 //! entity's key, so each entity is in the store once, whatever is exported again.
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
-use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 use waggle_exporter::{json, Context, Controller, ExportError, Exporter, ExporterFactory};
 use waggle_protocol::record::RecordType;
 use waggle_protocol::{PartitionId, Record};
 
-use crate::StoreError;
+use crate::{params, Connection, Location, StoreError};
 
 /// Records written per transaction at most (a long catch-up writes as it goes).
 pub const BATCH: usize = 5_000;
@@ -29,8 +28,8 @@ const CLEANUP_TASK: u64 = 1;
 /// The store exporter's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
-    /// The SQLite file.
-    pub path: PathBuf,
+    /// The SQLite file or the PostgreSQL database.
+    pub location: Location,
     /// Finished process instances (and their elements, variables, incidents, jobs and
     /// subscriptions) whose end is older than this are deleted; `None` keeps them.
     pub history_ttl: Option<Duration>,
@@ -42,14 +41,14 @@ impl From<StoreError> for ExportError {
     }
 }
 
-fn sql(e: rusqlite::Error) -> ExportError {
-    ExportError::Other(format!("query store: {e}"))
+fn sql(e: StoreError) -> ExportError {
+    e.into()
 }
 
 /// The factory of store exporters sharing one write connection (opened here, creating the
-/// file and its tables).
+/// file or database and its tables).
 pub fn factory(id: impl Into<String>, config: StoreConfig) -> Result<ExporterFactory, StoreError> {
-    let conn = Arc::new(Mutex::new(crate::open(&config.path)?));
+    let conn = Arc::new(Mutex::new(Connection::open(&config.location)?));
     let id = id.into();
     let exporter_id = id.clone();
     Ok(ExporterFactory::new(id, move || {
@@ -93,10 +92,10 @@ impl Exporter for StoreExporter {
 
     fn open(&mut self, controller: &mut Controller) -> Result<(), ExportError> {
         let conn = self.conn.lock().expect("store connection");
-        let stored: Option<i64> = conn
-            .query_row("SELECT last_exported_position FROM exporter_position WHERE partition_id = ?1", [self.partition], |r| r.get(0))
-            .optional()
-            .map_err(sql)?;
+        let stored = conn
+            .query_row("SELECT last_exported_position FROM exporter_position WHERE partition_id = ?1", params![self.partition])
+            .map_err(sql)?
+            .and_then(|row| row.first().and_then(crate::db::Value::as_i64));
         self.stored = stored.unwrap_or(0) as u64;
         // what the store holds need not come again
         controller.acknowledge(self.stored);
@@ -151,22 +150,22 @@ impl StoreExporter {
         let Some(last) = self.batch.last().map(|p| p.position) else {
             return Ok(());
         };
-        let mut conn = self.conn.lock().expect("store connection");
-        let tx = conn.transaction().map_err(sql)?;
-        for p in &self.batch {
-            if !p.value.is_null() {
-                apply(&tx, self.partition, p).map_err(sql)?;
+        let conn = self.conn.lock().expect("store connection");
+        conn.transaction(|tx| {
+            for p in &self.batch {
+                if !p.value.is_null() {
+                    apply(tx, self.partition, p)?;
+                }
             }
-        }
-        tx.execute(
-            "INSERT INTO exporter_position (partition_id, exporter, last_exported_position, last_updated)
-             VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (partition_id) DO UPDATE SET last_exported_position = excluded.last_exported_position,
-               last_updated = excluded.last_updated",
-            params![self.partition, self.id, last as i64, chrono::Utc::now().timestamp_millis()],
-        )
+            tx.execute(
+                "INSERT INTO exporter_position (partition_id, exporter, last_exported_position, last_updated)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (partition_id) DO UPDATE SET last_exported_position = excluded.last_exported_position,
+                   last_updated = excluded.last_updated",
+                params![self.partition, &self.id, last as i64, chrono::Utc::now().timestamp_millis()],
+            )
+        })
         .map_err(sql)?;
-        tx.commit().map_err(sql)?;
         self.batch.clear();
         self.stored = last;
         controller.acknowledge(last);
@@ -201,7 +200,7 @@ fn process_name_and_tag(xml: &str, process_id: &str) -> (Option<String>, Option<
 }
 
 /// Writes one event's effect (an upsert: applying it again changes nothing).
-fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) -> rusqlite::Result<()> {
+fn apply(tx: &Connection, partition: PartitionId, p: &Pending) -> Result<(), StoreError> {
     let v = &p.value;
     let tenant = s(v, "tenantId").unwrap_or_else(|| "<default>".into());
     match (p.value_type, p.intent) {
@@ -317,8 +316,8 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
             )?;
         }
         ("INCIDENT", "RESOLVED") => {
-            tx.execute("UPDATE incident SET state = 'RESOLVED' WHERE incident_key = ?1", [p.key])?;
-            tx.execute("UPDATE flow_node_instance SET incident_key = NULL WHERE incident_key = ?1", [p.key])?;
+            tx.execute("UPDATE incident SET state = 'RESOLVED' WHERE incident_key = ?1", params![p.key])?;
+            tx.execute("UPDATE flow_node_instance SET incident_key = NULL WHERE incident_key = ?1", params![p.key])?;
         }
         ("JOB", intent) => {
             let state = match intent {
@@ -398,7 +397,7 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
 
 /// Deletes the partition's process instances that ended before `before` (epoch ms), with
 /// everything belonging to them. Returns how many instances went.
-pub fn clean_up(conn: &Connection, partition: PartitionId, before: i64) -> rusqlite::Result<usize> {
+pub fn clean_up(conn: &Connection, partition: PartitionId, before: i64) -> Result<u64, StoreError> {
     let finished = "SELECT process_instance_key FROM process_instance WHERE partition_id = ?1 AND end_date IS NOT NULL AND end_date < ?2";
     for table in ["flow_node_instance", "variable", "incident", "job", "message_subscription"] {
         conn.execute(&format!("DELETE FROM {table} WHERE process_instance_key IN ({finished})"), params![partition, before])?;

@@ -78,7 +78,8 @@ fn records() -> Vec<Record> {
 }
 
 fn export(path: &std::path::Path, records: &[Record], acknowledged: u64) -> u64 {
-    let factory = exporter::factory("query-store", StoreConfig { path: path.to_owned(), history_ttl: None }).unwrap();
+    let factory =
+        exporter::factory("query-store", StoreConfig { location: crate::Location::Sqlite(path.to_owned()), history_ttl: None }).unwrap();
     let mut e = factory.make();
     e.configure(&Context { exporter_id: "query-store".into(), partition_id: 1 }).unwrap();
     let mut c = Controller::new(acknowledged);
@@ -91,7 +92,7 @@ fn export(path: &std::path::Path, records: &[Record], acknowledged: u64) -> u64 
     c.last_acknowledged()
 }
 
-fn search(conn: &rusqlite::Connection, entity: &query::Entity, request: Value) -> Value {
+fn search(conn: &crate::Connection, entity: &query::Entity, request: Value) -> Value {
     query::search(conn, entity, &request).unwrap()
 }
 

@@ -1,0 +1,188 @@
+//! A connection to a PostgreSQL store (`--query-store postgres://…`), with the synchronous
+//! client of rust-postgres.
+//!
+//! - The schema ([`crate::schema::SCHEMA`] in PostgreSQL's types) is created or completed on
+//!   every connect, in a transaction holding an advisory lock, so nodes starting together do not
+//!   race on it.
+//! - Prepared statements are cached per connection; a connection the server closed is opened
+//!   again on next use (after the error of the statement that found it closed).
+//! - The client runs its own small runtime: it is connected and dropped on a thread of its own,
+//!   so that neither happens inside the node's async runtime (which forbids both); its
+//!   statements are run from the exporter threads and the REST API's blocking pool.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::error::Error;
+
+use bytes::BytesMut;
+use postgres::types::{FromSql, IsNull, ToSql, Type};
+use postgres::{Client, NoTls, Statement};
+
+use crate::db::Value;
+use crate::dialect::Dialect;
+use crate::StoreError;
+
+/// Statements kept prepared per connection at most (searches vary by filter).
+const STATEMENT_CACHE: usize = 256;
+/// The advisory lock taken while the schema is created (any fixed number: "waggle" in ASCII).
+const SCHEMA_LOCK: i64 = 0x7761_6767_6c65;
+
+/// A PostgreSQL connection (not shared between threads: each user takes one).
+pub struct PgConnection {
+    config: postgres::Config,
+    client: RefCell<Option<Client>>,
+    statements: RefCell<HashMap<String, Statement>>,
+}
+
+/// `url` without its password, for messages.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((user, host)) if user.contains(':') => {
+            format!("{scheme}://{}:***@{host}{tail}", user.split(':').next().unwrap_or_default())
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// Connects, then runs `setup` (on a thread of its own: the caller may be on an async thread).
+fn connect(config: &postgres::Config, setup: Option<String>) -> Result<Client, postgres::Error> {
+    let config = config.clone();
+    std::thread::spawn(move || {
+        let mut client = config.connect(NoTls)?;
+        if let Some(sql) = setup {
+            client.batch_execute(&sql)?;
+        }
+        Ok(client)
+    })
+    .join()
+    .expect("the PostgreSQL connect thread panicked")
+}
+
+impl PgConnection {
+    /// Connects to `url` and creates the schema where missing.
+    pub fn connect(url: &str) -> Result<PgConnection, StoreError> {
+        let config: postgres::Config =
+            url.parse().map_err(|e| StoreError::Invalid(format!("invalid PostgreSQL URL {}: {e}", redact(url))))?;
+        let ddl = Dialect::Postgres.schema(crate::schema::SCHEMA);
+        let client = connect(&config, Some(format!("BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {ddl} COMMIT;")))?;
+        Ok(PgConnection { config, client: RefCell::new(Some(client)), statements: RefCell::new(HashMap::new()) })
+    }
+
+    /// Runs `f` on the client, opening it again first if the server closed it.
+    fn with<T>(&self, f: impl FnOnce(&mut Client, &mut HashMap<String, Statement>) -> Result<T, postgres::Error>) -> Result<T, StoreError> {
+        let mut client = self.client.borrow_mut();
+        let mut statements = self.statements.borrow_mut();
+        if client.as_ref().is_none_or(Client::is_closed) {
+            statements.clear();
+            *client = Some(connect(&self.config, None)?);
+        }
+        Ok(f(client.as_mut().expect("connected"), &mut statements)?)
+    }
+
+    fn prepared(client: &mut Client, cache: &mut HashMap<String, Statement>, sql: &str) -> Result<Statement, postgres::Error> {
+        if let Some(s) = cache.get(sql) {
+            return Ok(s.clone());
+        }
+        let statement = client.prepare(sql)?;
+        if cache.len() >= STATEMENT_CACHE {
+            cache.clear();
+        }
+        cache.insert(sql.to_owned(), statement.clone());
+        Ok(statement)
+    }
+
+    /// Runs a statement in PostgreSQL's form.
+    pub fn execute(&self, sql: &str, params: &[Value]) -> Result<u64, StoreError> {
+        self.with(|client, cache| {
+            let statement = Self::prepared(client, cache, sql)?;
+            client.execute(&statement, &refs(params))
+        })
+    }
+
+    /// Runs a query in PostgreSQL's form.
+    pub fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, StoreError> {
+        self.with(|client, cache| {
+            let statement = Self::prepared(client, cache, sql)?;
+            let rows = client.query(&statement, &refs(params))?;
+            rows.iter().map(|row| (0..row.len()).map(|i| row.try_get::<_, Value>(i)).collect()).collect()
+        })
+    }
+
+    /// Runs statements without parameters.
+    pub fn batch(&self, sql: &str) -> Result<(), StoreError> {
+        self.with(|client, _| client.batch_execute(sql))
+    }
+}
+
+impl Drop for PgConnection {
+    fn drop(&mut self) {
+        // dropping the client drops its runtime, which must not happen on an async thread
+        if let Some(client) = self.client.get_mut().take() {
+            let _ = std::thread::Builder::new().name("pg-close".into()).spawn(move || drop(client));
+        }
+    }
+}
+
+fn refs(params: &[Value]) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
+}
+
+type BoxError = Box<dyn Error + Sync + Send>;
+
+/// A parameter takes the type PostgreSQL infers for its place: an integer is sent as any
+/// integer type, a `boolean` (non-zero) or text; text as any text type.
+impl ToSql for Value {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        match self {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Integer(i) => match *ty {
+                Type::INT8 => i.to_sql(ty, out),
+                Type::INT4 => i32::try_from(*i)?.to_sql(ty, out),
+                Type::INT2 => i16::try_from(*i)?.to_sql(ty, out),
+                Type::BOOL => (*i != 0).to_sql(ty, out),
+                _ => i.to_string().to_sql(ty, out),
+            },
+            Value::Text(s) => s.as_str().to_sql(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    postgres::types::to_sql_checked!();
+}
+
+/// A result column: integers, booleans (as 0 and 1) and text.
+impl<'a> FromSql<'a> for Value {
+    fn from_sql(ty: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
+        Ok(match *ty {
+            Type::INT8 => Value::Integer(i64::from_sql(ty, raw)?),
+            Type::INT4 => Value::Integer(i32::from_sql(ty, raw)?.into()),
+            Type::INT2 => Value::Integer(i16::from_sql(ty, raw)?.into()),
+            Type::BOOL => Value::Integer(bool::from_sql(ty, raw)?.into()),
+            _ => Value::Text(<&str>::from_sql(ty, raw)?.to_owned()),
+        })
+    }
+
+    fn from_sql_null(_: &Type) -> Result<Self, BoxError> {
+        Ok(Value::Null)
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        matches!(*ty, Type::INT8 | Type::INT4 | Type::INT2 | Type::BOOL) || <&str as FromSql>::accepts(ty)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(super::redact("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
+        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
+    }
+}
