@@ -6,7 +6,7 @@
 //! entity, every filter operator including `$or`, sorting, paging with from/limit/after/before,
 //! gets and 404s, malformed requests) must give the expected instances on both, and the same
 //! JSON answer from both. Re-exporting everything (the stored positions dropped) must change
-//! no answer: every write is an idempotent upsert.
+//! no answer: every write is an idempotent upsert. History clean-up deletes the same on both.
 
 use std::collections::BTreeMap;
 
@@ -442,6 +442,18 @@ fn the_same_searches_give_the_same_answers_on_sqlite_and_postgresql() {
         export(location, &log);
     }
     assert_eq!(suite(&stores, &names), answers, "re-exporting changed an answer");
+
+    // history clean-up: the instance that ended before the cut goes with everything of it
+    for conn in [&stores.sqlite, &stores.postgres] {
+        assert_eq!(exporter::clean_up(conn, 1, 12_000).unwrap(), 1, "only instance a ended before 12 s");
+    }
+    let left = stores.search(&query::PROCESS_INSTANCE, &json!({}));
+    let left: Vec<&str> = left["items"].as_array().unwrap().iter().map(|i| i["processInstanceKey"].as_str().unwrap()).collect();
+    let expected: Vec<String> = ["b", "c", "d", "e"].iter().map(|n| names[n].to_string()).collect();
+    assert_eq!(left, expected);
+    let a_elements = stores.search(&query::ELEMENT_INSTANCE, &json!({"filter": {"processInstanceKey": names["a"].to_string()}}));
+    assert_eq!(a_elements["page"]["totalItems"], 0);
+    assert_eq!(stores.search(&query::VARIABLE, &json!({"filter": {"processInstanceKey": names["c"]}}))["page"]["totalItems"], 2);
 
     // what the exporter stored as its position is its last record's, on both
     for conn in [&stores.sqlite, &stores.postgres] {
