@@ -51,6 +51,8 @@ pub enum SqlError {
     Sqlite(#[from] rusqlite::Error),
     #[error("PostgreSQL: {0}")]
     Postgres(#[from] postgres::Error),
+    #[error("PostgreSQL closed the connection during a transaction")]
+    ClosedInTransaction,
 }
 
 impl From<rusqlite::Error> for StoreError {

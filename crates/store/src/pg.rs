@@ -4,13 +4,14 @@
 //! - The schema ([`crate::schema::SCHEMA`] in PostgreSQL's types) is created or completed on
 //!   every connect, in a transaction holding an advisory lock, so nodes starting together do not
 //!   race on it.
-//! - Prepared statements are cached per connection; a connection the server closed is opened
-//!   again on next use (after the error of the statement that found it closed).
+//! - Prepared statements are cached per connection. A connection the server closed is opened
+//!   again: at once for a statement outside a transaction (run again on the new connection),
+//!   on the next use for one inside (the transaction fails; its writer tries it again).
 //! - The client runs its own small runtime: it is connected and dropped on a thread of its own,
 //!   so that neither happens inside the node's async runtime (which forbids both); its
 //!   statements are run from the exporter threads and the REST API's blocking pool.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::error::Error;
 
@@ -20,7 +21,7 @@ use postgres::{Client, NoTls, Statement};
 
 use crate::db::Value;
 use crate::dialect::Dialect;
-use crate::StoreError;
+use crate::{SqlError, StoreError};
 
 /// Statements kept prepared per connection at most (searches vary by filter).
 const STATEMENT_CACHE: usize = 256;
@@ -32,6 +33,8 @@ pub struct PgConnection {
     config: postgres::Config,
     client: RefCell<Option<Client>>,
     statements: RefCell<HashMap<String, Statement>>,
+    /// Between BEGIN and COMMIT or ROLLBACK: a statement is not run again on a new connection.
+    in_transaction: Cell<bool>,
 }
 
 /// `url` without its password, for messages.
@@ -69,18 +72,40 @@ impl PgConnection {
             url.parse().map_err(|e| StoreError::Invalid(format!("invalid PostgreSQL URL {}: {e}", redact(url))))?;
         let ddl = Dialect::Postgres.schema(crate::schema::SCHEMA);
         let client = connect(&config, Some(format!("BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {ddl} COMMIT;")))?;
-        Ok(PgConnection { config, client: RefCell::new(Some(client)), statements: RefCell::new(HashMap::new()) })
+        Ok(PgConnection {
+            config,
+            client: RefCell::new(Some(client)),
+            statements: RefCell::new(HashMap::new()),
+            in_transaction: Cell::new(false),
+        })
     }
 
-    /// Runs `f` on the client, opening it again first if the server closed it.
-    fn with<T>(&self, f: impl FnOnce(&mut Client, &mut HashMap<String, Statement>) -> Result<T, postgres::Error>) -> Result<T, StoreError> {
+    /// Runs `f` on the client, opening it again first if the server closed it; outside a
+    /// transaction, once more on a new connection if it failed because the server closed it.
+    fn with<T>(
+        &self,
+        mut f: impl FnMut(&mut Client, &mut HashMap<String, Statement>) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
         let mut client = self.client.borrow_mut();
         let mut statements = self.statements.borrow_mut();
-        if client.as_ref().is_none_or(Client::is_closed) {
-            statements.clear();
-            *client = Some(connect(&self.config, None)?);
+        let mut retried = false;
+        loop {
+            if client.as_ref().is_none_or(Client::is_closed) {
+                if self.in_transaction.get() {
+                    return Err(StoreError::Sql(SqlError::ClosedInTransaction));
+                }
+                statements.clear();
+                *client = None;
+                *client = Some(connect(&self.config, None)?);
+            }
+            match f(client.as_mut().expect("connected"), &mut statements) {
+                Err(e) if !retried && !self.in_transaction.get() && client.as_ref().is_some_and(Client::is_closed) => {
+                    tracing::debug!(error = %e, "query store: PostgreSQL closed the connection; connecting again");
+                    retried = true;
+                }
+                out => return Ok(out?),
+            }
         }
-        Ok(f(client.as_mut().expect("connected"), &mut statements)?)
     }
 
     fn prepared(client: &mut Client, cache: &mut HashMap<String, Statement>, sql: &str) -> Result<Statement, postgres::Error> {
@@ -112,9 +137,22 @@ impl PgConnection {
         })
     }
 
-    /// Runs statements without parameters.
+    /// Runs statements without parameters (`BEGIN`, `COMMIT` and `ROLLBACK` alone mark the
+    /// transaction).
     pub fn batch(&self, sql: &str) -> Result<(), StoreError> {
-        self.with(|client, _| client.batch_execute(sql))
+        match sql {
+            "COMMIT" | "ROLLBACK" => {
+                let out = self.with(|client, _| client.batch_execute(sql));
+                self.in_transaction.set(false);
+                out
+            }
+            "BEGIN" => {
+                self.with(|client, _| client.batch_execute(sql))?;
+                self.in_transaction.set(true);
+                Ok(())
+            }
+            _ => self.with(|client, _| client.batch_execute(sql)),
+        }
     }
 }
 

@@ -70,15 +70,25 @@ impl TestCluster {
             listener.local_addr().expect("its address").port()
         };
         let cluster = TestCluster { bin, dir, as_postgres, port };
-        let data = cluster.data();
-        cluster.run("initdb", &["-D", &data, "-U", "waggle", "--auth=trust", "--encoding=UTF8", "--locale=C"]);
-        let options = format!(
-            "-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=on -c max_connections=50",
-            cluster.dir.path().display()
-        );
-        let log = cluster.dir.path().join("server.log");
-        cluster.run("pg_ctl", &["-D", &data, "-l", &log.display().to_string(), "-o", &options, "-w", "-t", "60", "start"]);
+        cluster.run("initdb", &["-D", &cluster.data(), "-U", "waggle", "--auth=trust", "--encoding=UTF8", "--locale=C"]);
+        cluster.resume();
         cluster
+    }
+
+    /// Starts the (stopped) server again, on the same port and data.
+    pub fn resume(&self) {
+        let options = format!(
+            "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} -c fsync=on -c max_connections=50",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("server.log");
+        self.run("pg_ctl", &["-D", &self.data(), "-l", &log.display().to_string(), "-o", &options, "-w", "-t", "60", "start"]);
+    }
+
+    /// Stops the server (`fast`: open connections are closed).
+    pub fn stop(&self) {
+        self.run("pg_ctl", &["-D", &self.data(), "-m", "fast", "-w", "stop"]);
     }
 
     fn data(&self) -> String {

@@ -3,8 +3,8 @@
 //! test fails, naming `scripts/install-system-deps.sh`), a node with two partitions exporting
 //! into it; instances created, completed and failed into an incident over gRPC are found
 //! through `/v2/.../search` with filters (`$or` included), sorting, paging and gets. Then
-//! `kill -9` and a restart: each instance is still in the database once; and SIGTERM: a clean
-//! exit.
+//! `kill -9` and a restart: each instance is still in the database once; PostgreSQL stopped and
+//! started again under the node: the store catches up; and SIGTERM: a clean exit.
 
 mod common;
 
@@ -170,6 +170,20 @@ async fn rest_v2_searches_a_postgresql_query_store() {
     eventually(&node, "element-instances", json!({"filter": {"type": "PROCESS"}}), 12);
     assert_eq!(rows(&url, "process_instance"), 12);
     assert_eq!(rows(&url, "variable"), 8, "each variable once");
+
+    // PostgreSQL stopped under the node: the engine goes on, searches fail (500), the exporters
+    // retry; once it is back, the readers and the exporters connect again and catch up
+    cluster.stop();
+    for _ in 0..2 {
+        let _ = c.create_process_instance(common::one_task_creation()).await.expect("create while PostgreSQL is down");
+    }
+    let (status, body) = http(node.rest_port, "POST", "/v2/process-instances/search", "{}");
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("PostgreSQL"), "{body}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cluster.resume();
+    eventually(&node, "process-instances", json!({}), 14);
+    assert_eq!(rows(&url, "process_instance"), 14);
 
     // SIGTERM: the node closes its PostgreSQL connections and exits cleanly
     let status = node.terminate();
