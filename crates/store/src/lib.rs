@@ -50,7 +50,7 @@ pub enum SqlError {
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
     #[error("PostgreSQL: {0}")]
-    Postgres(#[from] postgres::Error),
+    Postgres(#[from] tokio_postgres::Error),
     #[error("PostgreSQL closed the connection during a transaction")]
     ClosedInTransaction,
 }
@@ -61,8 +61,8 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
-impl From<postgres::Error> for StoreError {
-    fn from(e: postgres::Error) -> Self {
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
         StoreError::Sql(e.into())
     }
 }
