@@ -33,6 +33,14 @@ A scenario is {"description": ..., "steps": [...]}; each step is an object with 
                 process id, or "unknown"), mappings: [[source, target], ...] (MigrateProcessInstance)
   deleteResource decisionRequirements, form or process (an id: the key of its newest version this
                 scenario deployed) or resourceKey (a number) (DeleteResource)
+  userTask      element (the element id of a Zeebe user task of the instance: instance ordinal,
+                default the last created; its task is found through the REST API's
+                POST /v2/user-tasks/search, waiting up to 5 s), action: "read" (records the task's
+                state, assignee, candidateGroups, candidateUsers, dueDate, followUpDate,
+                externalFormReference, customHeaders and whether it has a formKey), "complete"
+                (variables), "assign" (assignee, allowOverride), "unassign" or "update"
+                (changeset); a command records the HTTP status (204 done) and a problem's title,
+                over Zeebe 8.5's /v1/user-tasks endpoints (needs --rest)
   sleep         ms
   expectNoJob   type, ms: one short activation; records whatever it gets (and holds it)
 
@@ -390,12 +398,63 @@ class Scenario:
             record["status"] = status
             if details is not None:
                 record["_message"] = details
+        elif op == "userTask":
+            await self.user_task(step, record)
         elif op == "sleep":
             await asyncio.sleep(step["ms"] / 1000)
             record["ms"] = step["ms"]
         else:
             raise ValueError(f"{self.name}: unknown op {op}")
         return record
+
+    async def user_task(self, step, record):
+        """A Zeebe user task command or read over REST (see the docstring)."""
+        if not REST:
+            raise ValueError("userTask needs --rest")
+        instance = self.instance_key(step)
+        element = self.sub(step["element"])
+        action = step["action"]
+        # a task already done is searched without the state filter (read after complete)
+        query = {"filter": {"processInstanceKey": str(instance), "elementId": element}, "sort": [{"field": "creationDate", "order": "DESC"}]}
+        task = None
+        deadline = time.monotonic() + 5
+        while task is None and time.monotonic() < deadline:
+            status, body = await http("POST", "/v2/user-tasks/search", query)
+            items = body.get("items", []) if status == 200 and isinstance(body, dict) else []
+            if items and (action == "read" or items[0].get("state") == "CREATED"):
+                task = items[0]
+            else:
+                await asyncio.sleep(0.1)
+        record["found"] = task is not None
+        if task is None:
+            return
+        if action == "read":
+            for field in ["state", "assignee", "candidateGroups", "candidateUsers", "dueDate", "followUpDate", "externalFormReference", "customHeaders"]:
+                record[field] = task.get(field)
+            record["hasFormKey"] = task.get("formKey") is not None
+            return
+        key = task["userTaskKey"]
+        if action == "complete":
+            method, path, body = "POST", f"/v1/user-tasks/{key}/completion", {"variables": self.sub(step.get("variables", {}))}
+        elif action == "assign":
+            body = {"assignee": self.sub(step["assignee"])}
+            if "allowOverride" in step:
+                body["allowOverride"] = step["allowOverride"]
+            method, path = "POST", f"/v1/user-tasks/{key}/assignment"
+        elif action == "unassign":
+            method, path, body = "DELETE", f"/v1/user-tasks/{key}/assignee", None
+        elif action == "update":
+            method, path, body = "PATCH", f"/v1/user-tasks/{key}", {"changeset": self.sub(step.get("changeset", {}))}
+        else:
+            raise ValueError(f"{self.name}: unknown user task action {action}")
+        status, answer = await http(method, path, body)
+        record["status"] = status
+        if isinstance(answer, dict) and "title" in answer:
+            record["title"] = answer["title"]
+            record["_detail"] = answer.get("detail")
+        # the store sees the change after the exporter ran: wait until the task shows it
+        if status == 204 and step.get("settle", True):
+            await asyncio.sleep(0.3)
 
     async def alive(self, key):
         """An instance is alive while SetVariables on it is accepted (NOT_FOUND once it ended)."""
@@ -417,6 +476,27 @@ class Scenario:
         for key in self.created:
             instances[self.instance(key)] = await self.alive(key)
         return self.unsub({"steps": self.records, "instances": instances})
+
+
+REST = None  # the REST API's base URL (--rest)
+
+
+async def http(method, path, body):
+    """(status, parsed JSON body or text) of a REST request (urllib, off the event loop)."""
+    import urllib.error
+    import urllib.request
+
+    def send():
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        request = urllib.request.Request(REST + path, data=data, method=method, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, response.read().decode("utf-8")
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode("utf-8")
+
+    status, text = await asyncio.to_thread(send)
+    return status, json_or_text(text) if text else None
 
 
 def json_or_text(text):
@@ -482,7 +562,10 @@ async def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--only", help="comma-separated scenario names")
     parser.add_argument("--parallel", type=int, default=24)
+    parser.add_argument("--rest", help="the REST API's base URL (http://HOST:PORT), for userTask steps")
     args = parser.parse_args()
+    global REST
+    REST = args.rest
     os.makedirs(args.out, exist_ok=True)
     specs = load(args.only)
     limit = asyncio.Semaphore(args.parallel)

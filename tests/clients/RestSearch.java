@@ -1,6 +1,6 @@
 // The Camunda 8.8 Java client (io.camunda:camunda-client-java 8.8) against Waggle's REST API v2
-// with preferRestOverGrpc(true): deploys over gRPC (the REST deployment endpoint is not there
-// yet), then creates and cancels over REST and searches every entity the query store holds.
+// with preferRestOverGrpc(true): deploys, creates and cancels over REST and searches every
+// entity the query store holds (RestCommands.java drives the other commands).
 // Run by crates/waggle/tests/clients.rs: java -cp '<8.8 client jars>/*' RestSearch.java
 // <grpc port> <rest port> <one_task.bpmn>; prints OK and exits 0, or throws.
 
@@ -35,7 +35,7 @@ public class RestSearch {
       check(topology.getPartitionsCount() == 1, "partitions: " + topology);
       check(topology.getBrokers().get(0).getPartitions().get(0).isLeader(), "leader: " + topology);
 
-      client.newDeployResourceCommand().useGrpc().addResourceBytes(Files.readAllBytes(Path.of(args[2])), "one_task.bpmn").send().join();
+      client.newDeployResourceCommand().addResourceBytes(Files.readAllBytes(Path.of(args[2])), "one_task.bpmn").send().join();
       List<Long> keys = new ArrayList<>();
       for (int i = 0; i < 5; i++) {
         var created = client.newCreateInstanceCommand().bpmnProcessId("benchmark").latestVersion().variables(Map.of("i", i)).send().join();

@@ -14,9 +14,9 @@ pub mod timer;
 
 pub use model::{
     CalledBinding, CalledElement, Element, ElementKind, EventTrigger, ExprOrStatic, Mapping, MessageDefinition, MultiInstance, Process,
-    SequenceFlow, TaskDefinition, TimerDefinition, WaitKinds,
+    SequenceFlow, TaskDefinition, TimerDefinition, UserTaskProperties, WaitKinds,
 };
-pub use parse::{parse_definitions, parse_definitions_with, ParseLimits, MAX_TARGET_PATH_SEGMENTS};
+pub use parse::{parse_definitions, parse_definitions_with, zoned_date_time, ParseLimits, MAX_TARGET_PATH_SEGMENTS};
 
 /// One reason a model is rejected, located at an element and a line of the XML.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

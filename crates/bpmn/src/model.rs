@@ -368,6 +368,25 @@ pub enum ElementKind {
     },
     /// Creates an instance of another process and waits for it to end.
     CallActivity(CalledElement),
+    /// A Zeebe user task (`zeebe:userTask`): the engine keeps the task itself, no job.
+    ZeebeUserTask(Box<UserTaskProperties>),
+}
+
+/// What a Zeebe user task is created with (https://docs.camunda.io/docs/components/modeler/bpmn/user-tasks/):
+/// each attribute static or FEEL, evaluated when the task activates.
+#[derive(Debug, Clone, Default)]
+pub struct UserTaskProperties {
+    pub assignee: Option<ExprOrStatic>,
+    /// Static lists are kept as `Static` JSON arrays' texts (`["a","b"]`).
+    pub candidate_groups: Option<ExprOrStatic>,
+    pub candidate_users: Option<ExprOrStatic>,
+    pub due_date: Option<ExprOrStatic>,
+    pub follow_up_date: Option<ExprOrStatic>,
+    /// A linked form's id: the latest deployed form with this id is linked at activation.
+    pub form_id: Option<ExprOrStatic>,
+    pub external_reference: Option<ExprOrStatic>,
+    /// `zeebe:taskHeaders`, static.
+    pub headers: Vec<(String, String)>,
 }
 
 /// `zeebe:calledElement` of a call activity.
@@ -441,7 +460,8 @@ impl ElementKind {
             | ElementKind::BusinessRuleTask { .. }
             | ElementKind::PlainTask { .. }
             | ElementKind::SubProcess { .. }
-            | ElementKind::CallActivity(_) => true,
+            | ElementKind::CallActivity(_)
+            | ElementKind::ZeebeUserTask(_) => true,
             ElementKind::JobElement { element_type, .. } => element_type.ends_with("_TASK"),
             _ => false,
         }
@@ -480,6 +500,7 @@ impl ElementKind {
             ElementKind::CompensationThrowEvent { end: true, .. } => "END_EVENT",
             ElementKind::ErrorEndEvent { .. } | ElementKind::TerminateEndEvent => "END_EVENT",
             ElementKind::CallActivity(_) => "CALL_ACTIVITY",
+            ElementKind::ZeebeUserTask(_) => "USER_TASK",
         }
     }
 }

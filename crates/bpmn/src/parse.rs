@@ -758,6 +758,7 @@ impl<'a, 'd, 'e> ProcessParser<'a, 'd, 'e> {
                 }
                 ElementKind::JobElement { def: self.task_definition(node)?, element_type }
             }
+            ("userTask", _) if self.extensions(node).any(|n| is_zeebe(n, "userTask")) => self.zeebe_user_task(node)?,
             ("userTask", _) => ElementKind::JobElement { def: self.user_task(node)?, element_type: "USER_TASK" },
             ("callActivity", _) => ElementKind::CallActivity(self.called_element(node)?),
             ("exclusiveGateway", _) => ElementKind::ExclusiveGateway { default_flow: None },
@@ -1247,6 +1248,8 @@ fn mapping_context(mappings: &[Mapping]) -> String {
 
 mod compensation;
 mod depth;
+mod user_task;
+pub use user_task::zoned_date_time;
 
 #[cfg(test)]
 mod tests;

@@ -13,10 +13,18 @@
 //!   that entry and skips the records up to the position: at least once.
 //! - **Compaction:** each exporter publishes the last log index whose records it acknowledged
 //!   *and persisted* ([`ExportBounds`]); the partition compacts its log no further than the
-//!   lowest. (In a cluster only the leader holds compaction back: a follower knows nothing of
-//!   the exporters, and a new leader whose log was compacted past its exporters' positions
-//!   goes on at its first entry, counting the entries skipped; Zeebe shares exporter
-//!   positions with followers, Waggle does not yet.)
+//!   lowest. A new leader whose log was compacted past its exporters' positions goes on at its
+//!   first entry, counting the entries skipped.
+//! - **Followers:** in a cluster the leader's runners send their persisted progress to the
+//!   partition's other replicas every [`DISTRIBUTE_EVERY`] ([`Distribution`]); a follower's
+//!   runner persists a received progress higher than its own and holds its replica's
+//!   compaction back to it, so a new leader resumes export at a recent position (Zeebe's
+//!   `ExporterDirector` distributes its exporters' positions to the followers at a fixed rate,
+//!   and a follower keeps a received position when it is higher than its own:
+//!   `zeebe/broker/.../exporter/stream/ExporterDirector.java`, camunda/camunda). An exporter
+//!   whose target is local to the node (the SQLite query store, the debug file) therefore
+//!   holds, after a failover, what this node exported while it led plus what the new leader
+//!   exports; a shared target (a database every broker writes) is whole.
 //! - **Failures:** a call that fails is retried with back-off ([`MIN_BACKOFF`] doubling to
 //!   [`MAX_BACKOFF`]), counted in `waggle_exporter_errors_total`; it holds back only its own
 //!   exporter (and compaction).
@@ -36,6 +44,72 @@ use waggle_protocol::{PartitionId, Record};
 
 use crate::metrics::{BrokerMetrics, ExporterMetrics};
 
+/// How often a partition's leader sends its exporters' persisted progress to the other
+/// replicas (Zeebe's `distributionInterval`; a message of a few bytes per exporter).
+pub const DISTRIBUTE_EVERY: Duration = Duration::from_secs(1);
+
+/// The network group carrying partition `p`'s exporter positions (above the command groups
+/// of `relay.rs`).
+pub(crate) fn positions_group(p: PartitionId) -> u64 {
+    (2 << 40) | u64::from(p)
+}
+
+/// The way a partition's exporter positions travel between its replicas (a cluster only): the
+/// leader's runners send, the followers' runners receive. Best effort, as the network is: a
+/// lost message is superseded by the next one.
+pub(crate) struct Distribution {
+    transport: Mutex<waggle_replication::net::NetTransport>,
+    inbox: Mutex<std::sync::mpsc::Receiver<waggle_replication::Message>>,
+    /// This replica's Raft id, and the others'.
+    from: u64,
+    to: Vec<u64>,
+    /// Progress received and not yet taken by its exporter's runner, by exporter id.
+    received: Mutex<std::collections::HashMap<String, Progress>>,
+}
+
+impl Distribution {
+    /// Registers partition `id`'s positions group on `network`; `voters` are the replicas'
+    /// Raft ids (this one's, `from`, included).
+    pub fn new(id: PartitionId, network: &waggle_replication::net::RaftNetwork, from: u64, voters: &[u64]) -> Distribution {
+        let (transport, inbox) = network.register(positions_group(id));
+        Distribution {
+            transport: Mutex::new(transport),
+            inbox: Mutex::new(inbox),
+            from,
+            to: voters.iter().copied().filter(|&v| v != from).collect(),
+            received: Mutex::default(),
+        }
+    }
+
+    fn send(&self, exporter: &str, progress: Progress) {
+        use waggle_replication::Transport;
+        let Ok(context) = postcard::to_allocvec(&(exporter, progress.position, progress.index)) else { return };
+        let messages = self
+            .to
+            .iter()
+            .map(|&to| waggle_replication::Message { to, from: self.from, context: context.clone(), ..Default::default() })
+            .collect();
+        self.transport.lock().expect("distribution lock").send(messages);
+    }
+
+    /// The highest progress received for `exporter` since the last call, if any.
+    fn take(&self, exporter: &str) -> Option<Progress> {
+        let mut received = self.received.lock().expect("distribution lock");
+        for message in self.inbox.lock().expect("distribution lock").try_iter() {
+            match postcard::from_bytes::<(String, u64, u64)>(&message.context) {
+                Ok((id, position, index)) => {
+                    let known = received.entry(id).or_default();
+                    if position > known.position {
+                        *known = Progress { position, index };
+                    }
+                }
+                Err(e) => tracing::warn!(from = message.from, error = %e, "an undecodable exporter position dropped"),
+            }
+        }
+        received.remove(exporter)
+    }
+}
+
 /// The first retry of a failed call waits this long; each further failure doubles it.
 pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -43,6 +117,9 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 pub const PERSIST_EVERY: Duration = Duration::from_millis(200);
 /// Log entries read before the records read so far are flushed.
 const ENTRIES_PER_ROUND: usize = 256;
+/// Records queued before the records read so far are flushed (a W2 entry holds thousands:
+/// a round of 256 of them took the store 20 s, acknowledging nothing meanwhile).
+const RECORDS_PER_ROUND: usize = 20_000;
 /// How long an exporter with nothing to do waits before looking at the commit index again.
 const IDLE_WAIT: Duration = Duration::from_millis(2);
 /// How long a runner of a partition not led here waits before looking again.
@@ -101,7 +178,7 @@ pub struct ExporterStatus {
 
 /// The persisted progress of one exporter on one partition.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Progress {
+pub(crate) struct Progress {
     /// The highest acknowledged position (0: none).
     position: u64,
     /// The log index export resumes at: every entry before it is acknowledged.
@@ -144,6 +221,7 @@ pub(crate) fn start(
     leading: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     metrics: &BrokerMetrics,
+    distribution: Option<Arc<Distribution>>,
 ) -> std::io::Result<Runners> {
     let mut bounds = ExportBounds { committed: committed.clone(), acknowledged: Vec::new() };
     let (mut statuses, mut threads) = (Vec::new(), Vec::new());
@@ -173,6 +251,7 @@ pub(crate) fn start(
             status: status.clone(),
             metrics: metrics.exporter(&factory.id, id),
             stuck_after: config.stuck_after,
+            distribution: distribution.clone(),
         };
         let thread = std::thread::Builder::new().name(format!("export-{id}-{}", factory.id)).spawn(move || runner.run())?;
         bounds.acknowledged.push(bound);
@@ -201,6 +280,7 @@ struct Runner {
     status: Arc<Mutex<ExporterStatus>>,
     metrics: ExporterMetrics,
     stuck_after: Duration,
+    distribution: Option<Arc<Distribution>>,
 }
 
 /// What failed last, to be retried.
@@ -232,6 +312,64 @@ struct Active {
     persisted_at: Instant,
     retry: Option<(Retry, Instant, Duration)>,
     last_progress: Instant,
+    stages: Stages,
+    /// When the persisted progress was last sent to the other replicas.
+    distributed_at: Option<Instant>,
+}
+
+/// Where an exporter's time goes, logged at debug level every [`STAGES_EVERY`] (target
+/// `waggle_broker::export`): journal reads, entry decoding, `export` calls, `flush` calls.
+#[derive(Debug)]
+struct Stages {
+    since: Instant,
+    entries: u64,
+    records: u64,
+    read: Duration,
+    decode: Duration,
+    export: Duration,
+    flush: Duration,
+    flushes: u64,
+}
+
+const STAGES_EVERY: Duration = Duration::from_secs(10);
+
+impl Stages {
+    fn new() -> Self {
+        Stages {
+            since: Instant::now(),
+            entries: 0,
+            records: 0,
+            read: Duration::ZERO,
+            decode: Duration::ZERO,
+            export: Duration::ZERO,
+            flush: Duration::ZERO,
+            flushes: 0,
+        }
+    }
+
+    fn report(&mut self, partition: PartitionId, exporter: &str) {
+        let elapsed = self.since.elapsed();
+        if elapsed < STAGES_EVERY {
+            return;
+        }
+        let busy = self.read + self.decode + self.export + self.flush;
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        tracing::debug!(
+            partition,
+            exporter,
+            elapsed_ms = ms(elapsed) as u64,
+            entries = self.entries,
+            records = self.records,
+            flushes = self.flushes,
+            read_ms = ms(self.read) as u64,
+            decode_ms = ms(self.decode) as u64,
+            export_ms = ms(self.export) as u64,
+            flush_ms = ms(self.flush) as u64,
+            records_per_busy_s = (self.records as f64 / busy.as_secs_f64().max(1e-9)) as u64,
+            "exporter stage times"
+        );
+        *self = Stages::new();
+    }
 }
 
 impl Runner {
@@ -242,12 +380,14 @@ impl Runner {
                 if let Some(a) = active.take() {
                     self.close(a);
                 }
+                self.follow();
                 std::thread::sleep(FOLLOWER_WAIT);
                 continue;
             }
             let a = active.get_or_insert_with(|| self.activate());
             let busy = self.step(a);
             self.report(a);
+            self.distribute(a);
             if !busy {
                 let wait = a.retry.map_or(IDLE_WAIT, |(_, at, _)| at.saturating_duration_since(Instant::now()).min(FOLLOWER_WAIT));
                 let wait = a.controller.next_due().map_or(wait, |due| wait.min(due.saturating_duration_since(Instant::now())));
@@ -256,6 +396,35 @@ impl Runner {
         }
         if let Some(a) = active.take() {
             self.close(a);
+        }
+    }
+
+    /// The leader's part of [`Distribution`]: sends the persisted progress every
+    /// [`DISTRIBUTE_EVERY`].
+    fn distribute(&self, a: &mut Active) {
+        let Some(distribution) = &self.distribution else { return };
+        if a.persisted.position == 0 || a.distributed_at.is_some_and(|at| at.elapsed() < DISTRIBUTE_EVERY) {
+            return;
+        }
+        distribution.send(&self.factory.id, a.persisted);
+        a.distributed_at = Some(Instant::now());
+    }
+
+    /// A follower's part of [`Distribution`]: persists a received progress higher than the
+    /// persisted one, then holds compaction back to it (a new leader here resumes after it).
+    fn follow(&self) {
+        let Some(received) = self.distribution.as_ref().and_then(|d| d.take(&self.factory.id)) else { return };
+        let persisted = read_progress(&self.progress_path);
+        if received.position <= persisted.position || received.index < persisted.index {
+            return;
+        }
+        match write_progress(&self.progress_path, received) {
+            Ok(()) => {
+                self.bound.store(received.index - 1, Ordering::Release);
+                self.status.lock().expect("exporter status").acknowledged_position = received.position;
+                self.metrics.acknowledged_position.set(received.position as i64);
+            }
+            Err(e) => self.count_error(&format!("persisting the leader's exporter position: {e}")),
         }
     }
 
@@ -276,11 +445,13 @@ impl Runner {
             persisted_at: Instant::now(),
             retry: Some((Retry::Open, Instant::now(), Duration::ZERO)),
             last_progress: Instant::now(),
+            stages: Stages::new(),
+            distributed_at: None,
         }
     }
 
     /// One round: a due retry, due scheduled tasks, then up to [`ENTRIES_PER_ROUND`] entries
-    /// read, exported and flushed. Whether there was work.
+    /// (or [`RECORDS_PER_ROUND`] records) read, exported and flushed. Whether there was work.
     fn step(&self, a: &mut Active) -> bool {
         let now = Instant::now();
         if let Some((what, at, backoff)) = a.retry {
@@ -313,11 +484,17 @@ impl Runner {
         }
         let committed = self.committed.load(Ordering::Acquire);
         let mut read = 0;
-        while read < ENTRIES_PER_ROUND {
-            match a.reader.next(committed) {
+        while read < ENTRIES_PER_ROUND && a.queue.len() < RECORDS_PER_ROUND {
+            let started = Instant::now();
+            let next = a.reader.next(committed);
+            a.stages.read += started.elapsed();
+            match next {
                 Ok(Some(entry)) => {
                     read += 1;
+                    let started = Instant::now();
                     self.take_entry(a, entry);
+                    a.stages.decode += started.elapsed();
+                    a.stages.entries += 1;
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -327,17 +504,25 @@ impl Runner {
                 }
             }
         }
-        if let Err(e) = self.export_queue(a) {
+        let started = Instant::now();
+        let exported = self.export_queue(a);
+        a.stages.export += started.elapsed();
+        if let Err(e) = exported {
             self.failed(a, Retry::Export, Duration::ZERO, e);
             return read > 0;
         }
         if a.unflushed {
-            if let Err(e) = self.flush(a) {
+            let started = Instant::now();
+            let flushed = self.flush(a);
+            a.stages.flush += started.elapsed();
+            a.stages.flushes += 1;
+            if let Err(e) = flushed {
                 self.failed(a, Retry::Flush, Duration::ZERO, e);
                 return read > 0;
             }
         }
         self.acknowledged(a, false);
+        a.stages.report(self.partition, &self.factory.id);
         read > 0
     }
 
@@ -376,6 +561,7 @@ impl Runner {
             a.exporter.export(record, &mut a.controller)?;
             a.last_exported = record.position;
             a.unflushed = true;
+            a.stages.records += 1;
             a.queue.pop_front();
         }
         Ok(())
@@ -464,7 +650,10 @@ impl Runner {
             self.acknowledged(&mut a, true);
             a.exporter.close();
         }
-        self.bound.store(u64::MAX, Ordering::Release);
+        // a replica goes on holding compaction back to the persisted progress, which the
+        // leader's distribution moves on; without one nothing would move it
+        let bound = if self.distribution.is_some() { a.persisted.index - 1 } else { u64::MAX };
+        self.bound.store(bound, Ordering::Release);
         self.status.lock().expect("exporter status").running = false;
         tracing::info!(partition = self.partition, exporter = %self.factory.id, "exporter closed");
     }

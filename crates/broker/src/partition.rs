@@ -299,6 +299,7 @@ pub(crate) fn start(
     let stop = Arc::new(AtomicBool::new(false));
     let scheduled_in_flight = Arc::new(AtomicUsize::new(0));
     let limiter = Arc::new(Limiter::new(config.backpressure, metrics.limiter(id)));
+    let distribution = replica.as_ref().map(|r| Arc::new(crate::export::Distribution::new(id, r.network, r.id, &r.voters)));
     let crate::export::Runners { bounds: export, statuses: exporters, threads: export_threads } = crate::export::start(
         id,
         &config.export,
@@ -308,6 +309,7 @@ pub(crate) fn start(
         leading.clone(),
         stop.clone(),
         &metrics,
+        distribution,
     )
     .map_err(|e| start_err(id, e))?;
     let mut processor = Processor {

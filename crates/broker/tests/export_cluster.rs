@@ -1,7 +1,8 @@
 //! Exporters in a cluster (crates/broker/src/export.rs): three brokers in this process replicate
-//! one partition; only the leader's exporter runs, and after the leader is shut down the new
-//! leader's exporter exports the partition's records (from the start: followers persist no
-//! exporter position yet, so delivery is at least once across a failover).
+//! one partition; only the leader's exporter runs, the followers learn its acknowledged
+//! position (the leader distributes it, as Zeebe's `ExporterDirector` does), and after the
+//! leader is shut down the new leader's exporter resumes after that position, not from the
+//! start, leaving no record out.
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
@@ -67,7 +68,7 @@ fn leader(brokers: &[Option<Arc<Broker>>]) -> Option<usize> {
 }
 
 #[test]
-fn only_the_leader_exports_and_a_new_leader_takes_over() {
+fn only_the_leader_exports_and_a_new_leader_resumes_after_the_distributed_position() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let members = free_addrs(3);
@@ -97,6 +98,13 @@ fn only_the_leader_exports_and_a_new_leader_takes_over() {
     wait_for("the leader's export", Duration::from_secs(10), || exported[first].lock().unwrap().contains(&last).then_some(()));
     let positions = exported[first].lock().unwrap().clone();
     assert_eq!(positions, (1..=positions.len() as u64).collect::<Vec<_>>(), "every record once, in order");
+    // the followers learn the leader's acknowledged position
+    for i in (0..3).filter(|&i| i != first) {
+        let follower = brokers[i].clone().unwrap();
+        wait_for("the follower to learn the position", Duration::from_secs(10), || {
+            follower.exporters().iter().all(|e| e.acknowledged_position >= last).then_some(())
+        });
+    }
     for (i, b) in brokers.iter().enumerate().filter(|&(i, _)| i != first) {
         assert!(exported[i].lock().unwrap().is_empty(), "follower {i} exported");
         assert!(b.as_ref().unwrap().exporters().iter().all(|e| !e.running), "follower {i}'s exporter runs");
@@ -104,6 +112,7 @@ fn only_the_leader_exports_and_a_new_leader_takes_over() {
     assert!(lead.exporters().iter().all(|e| e.running));
 
     // the leader goes: the new leader's exporter takes over
+    let old_leader_exported = *exported[first].lock().unwrap().last().unwrap();
     lead.shutdown();
     drop(lead);
     brokers[first] = None;
@@ -118,9 +127,11 @@ fn only_the_leader_exports_and_a_new_leader_takes_over() {
     let mut positions = exported[second].lock().unwrap().clone();
     positions.dedup();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "in position order: {positions:?}");
-    for p in 1..=last {
-        assert!(positions.contains(&p), "the new leader's exporter lacks position {p}");
-    }
+    let resumed = positions[0];
+    assert!(resumed > last, "the new leader resumed at {resumed}, before the distributed position {last}");
+    assert!(resumed <= old_leader_exported + 1, "records {}..{resumed} were exported by no leader", old_leader_exported + 1);
+    assert_eq!(positions, (resumed..=resumed + positions.len() as u64 - 1).collect::<Vec<_>>(), "no record left out");
+    assert!(positions.contains(&after.position));
     for b in brokers.iter().flatten() {
         b.shutdown();
     }

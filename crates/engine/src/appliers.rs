@@ -2,7 +2,7 @@
 //! once released, an applier's behaviour never changes (a new behaviour gets a new intent or
 //! record version).
 
-use waggle_protocol::value::{JobRecord, MessageSubscriptionRecord, ProcessInstanceRecord};
+use waggle_protocol::value::{JobRecord, MessageSubscriptionRecord, ProcessInstanceRecord, ProcessRecord, UserTaskRecord};
 use waggle_protocol::{Intent, Record, RecordValue};
 use waggle_state::{KvRead, Overlay};
 
@@ -16,6 +16,59 @@ fn unversion(state: &mut Overlay<'_>, table: &[u8], latest_key: Vec<u8>, id: &st
     match StateView::new(state).newest_version(table, id) {
         Some(newest) => state.put(latest_key, encode(&newest)),
         None => state.delete(latest_key),
+    }
+}
+
+/// PROCESS DELETED: the definition leaves every index; the newest version left (if any) becomes
+/// the latest, and the deleted version stays reserved (`P/n/`) when it was the latest.
+fn delete_process(state: &mut Overlay<'_>, processes: &mut ProcessCache, p: &ProcessRecord) {
+    let key = p.process_definition_key;
+    let id = p.bpmn_process_id.as_str();
+    let tag = StateView::new(state).process(key).and_then(|_| processes.get(key, StateView::new(state)).version_tag.clone());
+    if StateView::new(state).latest_process(id).is_some_and(|(v, _)| v == p.version) {
+        state.put(process_deleted_version_key(id), encode(&p.version));
+    }
+    state.delete(process_key(key));
+    unversion(state, b"P/", process_latest_key(id), id, p.version);
+    if let Some(tag) = tag {
+        let tagged = process_version_tag_key(id, &tag);
+        if StateView::new(state).get_raw::<(i32, i64)>(&tagged).is_some_and(|(_, k)| k == key) {
+            // the newest version left with the same tag, if any
+            let versions: Vec<(i32, i64)> = {
+                let prefix = version_prefix(b"P/", id);
+                state
+                    .scan_prefix(&prefix)
+                    .filter_map(|(k, v)| Some((i32::from_be_bytes(k.get(prefix.len()..)?.try_into().ok()?), decode::<i64>(&v))))
+                    .collect()
+            };
+            let newest = versions
+                .into_iter()
+                .rev()
+                .find(|&(_, k)| processes.get(k, StateView::new(state)).version_tag.as_deref() == Some(tag.as_str()));
+            match newest {
+                Some(found) => state.put(tagged, encode(&found)),
+                None => state.delete(tagged),
+            }
+        }
+    }
+    if let Some(deployment) = StateView::new(state).get_raw::<i64>(&process_deployment_key(key)) {
+        state.delete(process_deployment_key(key));
+        if StateView::new(state).get_raw::<i64>(&deployment_process_key(deployment, id)) == Some(key) {
+            state.delete(deployment_process_key(deployment, id));
+        }
+    }
+    state.delete(running_instances_key(key));
+    processes.remove(key);
+}
+
+/// Counts a process instance of `definition` starting (+1) or ending (-1) (`PR/`).
+fn count_instance(state: &mut Overlay<'_>, definition: i64, delta: i64) {
+    let key = running_instances_key(definition);
+    let n = StateView::new(state).running_instances(definition) + delta;
+    if n > 0 {
+        state.put(key, encode(&n));
+    } else {
+        state.delete(key);
     }
 }
 
@@ -37,6 +90,7 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
                 }
             }
         }
+        RecordValue::Process(p) if record.intent == Intent::Deleted => delete_process(state, processes, p),
         // which deployment holds which process version (a call activity's `deployment` binding)
         RecordValue::Deployment(d) if matches!(record.intent, Intent::Created | Intent::Distributed) => {
             for m in &d.processes_metadata {
@@ -260,6 +314,7 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             Intent::Completed | Intent::Deleted => state.delete(compensation_key(c.process_instance_key, record.key)),
             _ => {}
         },
+        RecordValue::UserTask(u) => apply_user_task(state, record.key, record.intent, u),
         // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED,
         // PROCESS_INSTANCE_MODIFICATION MODIFIED, PROCESS_INSTANCE_MIGRATION MIGRATED and
         // JOB_BATCH records carry no state of their own.
@@ -434,9 +489,21 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
                 state.put(child_key(parent, key), vec![]);
                 update_element(state, parent, |s| s.active_children += 1);
             }
+            if scope <= 0 {
+                count_instance(state, pi.process_definition_key, 1);
+            }
         }
         Intent::ElementActivated => update_element(state, key, |e| e.state = ElementState::Activated),
-        Intent::ElementMigrated => update_element(state, key, |e| e.record = pi.clone()),
+        Intent::ElementMigrated => {
+            if scope <= 0 {
+                let before = StateView::new(state).element_with(key, |e| e.record.process_definition_key);
+                if let Some(before) = before.filter(|b| *b != pi.process_definition_key) {
+                    count_instance(state, before, -1);
+                    count_instance(state, pi.process_definition_key, 1);
+                }
+            }
+            update_element(state, key, |e| e.record = pi.clone())
+        }
         Intent::ElementCompleting => update_element(state, key, |e| e.state = ElementState::Completing),
         Intent::ElementTerminating => update_element(state, key, |e| e.state = ElementState::Terminating),
         Intent::ElementCompleted | Intent::ElementTerminated => {
@@ -456,6 +523,9 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
                 for f in flows {
                     state.delete(f);
                 }
+            }
+            if scope <= 0 {
+                count_instance(state, pi.process_definition_key, -1);
             }
             if scope > 0 {
                 state.delete(child_key(scope, key));
@@ -520,6 +590,50 @@ fn unindex_job(state: &mut Overlay<'_>, key: i64, job: &JobIndex) {
     if job.recurring_time_ms > 0 {
         state.delete(backoff_key(job.recurring_time_ms, key));
     }
+}
+
+/// A Zeebe user task's lifecycle (Zeebe 8.5's `UserTask*Applier`s): the transitional states
+/// CREATING, ASSIGNING, UPDATING, COMPLETING, CANCELING, back to CREATED once assigned or
+/// updated (with the new assignee or the changed attributes), gone once completed or canceled.
+fn apply_user_task(state: &mut Overlay<'_>, key: i64, intent: Intent, task: &UserTaskRecord) {
+    let row = user_task_key(key);
+    if intent == Intent::Creating {
+        let stored = StoredUserTask { state: UserTaskState::Creating, record: UserTaskRecord { variables: String::new(), ..task.clone() } };
+        state.put(row, encode(&stored));
+        update_element(state, task.element_instance_key, |e| e.job_key = key);
+        return;
+    }
+    if matches!(intent, Intent::Completed | Intent::Canceled) {
+        state.delete(row);
+        return;
+    }
+    let Some(mut stored) = StateView::new(state).user_task(key) else { return };
+    match intent {
+        Intent::Created => stored.state = UserTaskState::Created,
+        Intent::Assigning => stored.state = UserTaskState::Assigning,
+        Intent::Updating => stored.state = UserTaskState::Updating,
+        Intent::Completing => stored.state = UserTaskState::Completing,
+        Intent::Canceling => stored.state = UserTaskState::Canceling,
+        Intent::Migrated => stored.record = UserTaskRecord { variables: String::new(), ..task.clone() },
+        Intent::Assigned => {
+            stored.state = UserTaskState::Created;
+            stored.record.assignee = task.assignee.clone();
+        }
+        Intent::Updated => {
+            stored.state = UserTaskState::Created;
+            for attribute in &task.changed_attributes {
+                match attribute.as_str() {
+                    "dueDate" => stored.record.due_date = task.due_date.clone(),
+                    "followUpDate" => stored.record.follow_up_date = task.follow_up_date.clone(),
+                    "candidateGroupsList" => stored.record.candidate_groups = task.candidate_groups.clone(),
+                    "candidateUsersList" => stored.record.candidate_users = task.candidate_users.clone(),
+                    _ => {}
+                }
+            }
+        }
+        _ => return,
+    }
+    state.put(row, encode(&stored));
 }
 
 fn apply_job(state: &mut Overlay<'_>, key: i64, intent: Intent, job: &JobRecord) {

@@ -184,5 +184,7 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::Form(_) => ValueType::Form,
         RecordValue::ResourceDeletion(_) => ValueType::ResourceDeletion,
         RecordValue::CompensationSubscription(_) => ValueType::CompensationSubscription,
+        RecordValue::UserTask(_) => ValueType::UserTask,
+        RecordValue::MessageCorrelation(_) => ValueType::MessageCorrelation,
     }
 }

@@ -29,7 +29,9 @@ mod tables;
 mod variables;
 
 pub use batch::{BatchOutput, Command, Distribution, JobStreamTarget, JobStreams, NoJobStreams, ProcessingContext, RequestId, SideEffect};
-pub use limits::{EngineLimits, MAX_INPUT_COLLECTION_ITEMS, MAX_REWRITTEN_OUTPUT_COLLECTION, MI_ACTIVATIONS_PER_BATCH};
+pub use limits::{
+    EngineLimits, MAX_INPUT_COLLECTION_ITEMS, MAX_REWRITTEN_OUTPUT_COLLECTION, MI_ACTIVATIONS_PER_BATCH, MI_TERMINATIONS_PER_BATCH,
+};
 pub use tables::{stored_absence, ElementInstance, ElementState, JobState, StateView, StoredJob, POINT_TABLES};
 pub use waggle_bpmn::ParseLimits;
 
@@ -56,6 +58,7 @@ pub struct Engine {
     partition: PartitionId,
     processes: ProcessCache,
     awaiting: processing::AwaitingResults,
+    correlations: processing::AwaitingCorrelations,
     limits: EngineLimits,
     /// An emptied record vector of an earlier batch, for the next batch to write into.
     spare_records: Vec<waggle_protocol::Record>,
@@ -72,7 +75,14 @@ impl Engine {
 
     /// An engine that rejects commands beyond `limits`.
     pub fn with_limits(partition: PartitionId, limits: EngineLimits) -> Self {
-        Self { partition, processes: ProcessCache::default(), awaiting: Default::default(), limits, spare_records: Vec::new() }
+        Self {
+            partition,
+            processes: ProcessCache::default(),
+            awaiting: Default::default(),
+            correlations: Default::default(),
+            limits,
+            spare_records: Vec::new(),
+        }
     }
 
     pub fn partition(&self) -> PartitionId {
@@ -83,7 +93,15 @@ impl Engine {
     /// nothing is left to do (a wait state). All state changes are staged in `state`.
     pub fn process_batch(&mut self, state: &mut Overlay<'_>, ctx: &ProcessingContext<'_>, commands: Vec<Command>) -> BatchOutput {
         let records = std::mem::take(&mut self.spare_records);
-        let mut p = processing::Processing::new(self.partition, state, &mut self.processes, &mut self.awaiting, ctx, records);
+        let mut p = processing::Processing::new(
+            self.partition,
+            state,
+            &mut self.processes,
+            &mut self.awaiting,
+            &mut self.correlations,
+            ctx,
+            records,
+        );
         p.limits = self.limits;
         p.expect_commands(commands.len());
         for command in commands {

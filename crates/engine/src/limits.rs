@@ -47,6 +47,12 @@ pub const MAX_INPUT_COLLECTION_ITEMS: usize = 1_000_000;
 /// Zeebe does), so that a batch stays bounded whatever a collection's size.
 pub const MI_ACTIVATIONS_PER_BATCH: usize = 500;
 
+/// Most inner instances of parallel multi-instance bodies one batch terminates when an instance
+/// is cancelled or a completion condition holds: a body with more active inner instances
+/// terminates them over several batches (PROCESS_INSTANCE_BATCH TERMINATE commands, as Zeebe
+/// 8.5's `ProcessInstanceBatchTerminateProcessor` does).
+pub const MI_TERMINATIONS_PER_BATCH: usize = 500;
+
 /// Longest output collection rewritten at each inner instance's completion (as Zeebe does: a
 /// VARIABLE record of the whole collection each time). Beyond it, each inner instance's output
 /// element is kept apart (a VARIABLE of the inner instance, kept in `MO/` when it completes)

@@ -61,6 +61,12 @@ impl ProcessCache {
         Some(drg)
     }
 
+    /// Forgets a deleted process definition.
+    pub fn remove(&mut self, key: i64) {
+        self.by_key.remove(&key);
+        self.records.remove(&key);
+    }
+
     pub fn insert_drg(&mut self, key: i64, drg: Arc<Drg>) {
         self.drgs.insert(key, drg);
     }

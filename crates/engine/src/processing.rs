@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use waggle_protocol::record::Rejection;
+use waggle_protocol::value::MessageCorrelationRecord;
 use waggle_protocol::{encode_key, Intent, PartitionId, Record, RecordType, RecordValue, RejectionType};
 use waggle_state::{KvRead, Overlay};
 
@@ -21,11 +22,17 @@ pub(crate) type P<'a, 'b, 'c, 'd> = &'a mut Processing<'b, 'c, 'd>;
 /// request ids mean nothing after a restart, so this is not part of state.
 pub(crate) type AwaitingResults = HashMap<i64, (RequestId, Vec<String>)>;
 
+/// A message correlation's request waiting for a process partition to confirm (by the
+/// message's key): the request, the MESSAGE_CORRELATION record to answer with, and how many
+/// subscriptions were asked and have not refused yet. Runtime only, as [`AwaitingResults`].
+pub(crate) type AwaitingCorrelations = HashMap<i64, (RequestId, MessageCorrelationRecord, usize)>;
+
 pub(crate) struct Processing<'o, 's, 'c> {
     pub(crate) partition: PartitionId,
     state: &'o mut Overlay<'s>,
     processes: &'o mut ProcessCache,
     awaiting: &'o mut AwaitingResults,
+    correlations: &'o mut AwaitingCorrelations,
     pub(crate) now_ms: i64,
     pub(crate) job_streams: &'c dyn JobStreams,
     pub(crate) partition_count: u32,
@@ -48,6 +55,9 @@ pub(crate) struct Processing<'o, 's, 'c> {
     /// Inner instances of parallel multi-instance bodies this batch activated (bounded by
     /// `limits::MI_ACTIVATIONS_PER_BATCH`).
     pub(crate) mi_activations: usize,
+    /// Inner instances of multi-instance bodies this batch terminated through
+    /// PROCESS_INSTANCE_BATCH TERMINATE (bounded by `limits::MI_TERMINATIONS_PER_BATCH`).
+    pub(crate) mi_terminations: usize,
     /// The variables a called process instance left to its call activity (by the call
     /// activity's key), from the instance's completion until the call activity's completion
     /// takes them (a follow-up command of the same batch).
@@ -67,6 +77,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
         state: &'o mut Overlay<'s>,
         processes: &'o mut ProcessCache,
         awaiting: &'o mut AwaitingResults,
+        correlations: &'o mut AwaitingCorrelations,
         ctx: &ProcessingContext<'c>,
         records: Vec<Record>,
     ) -> Self {
@@ -78,6 +89,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             state,
             processes,
             awaiting,
+            correlations,
             now_ms: ctx.now_ms,
             job_streams: ctx.job_streams,
             partition_count: ctx.partition_count.max(1),
@@ -90,6 +102,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             loop_items: HashMap::new(),
             modification_locals: HashMap::new(),
             mi_activations: 0,
+            mi_terminations: 0,
             called_results: HashMap::new(),
             prefetched_activation: None,
             out: BatchOutput { records, ..Default::default() },
@@ -130,6 +143,31 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
 
     pub fn take_awaiting_result(&mut self, pi: i64) -> Option<(RequestId, Vec<String>)> {
         self.awaiting.remove(&pi)
+    }
+
+    /// Remembers that `request` waits for `pending` subscriptions' confirmation of the
+    /// correlation of message `message_key`, to be answered with `record`.
+    pub fn await_correlation(&mut self, message_key: i64, request: RequestId, record: MessageCorrelationRecord, pending: usize) {
+        self.correlations.insert(message_key, (request, record, pending));
+    }
+
+    /// A subscription confirmed the correlation of `message_key`: the waiting request, if any.
+    pub fn take_awaiting_correlation(&mut self, message_key: i64) -> Option<(RequestId, MessageCorrelationRecord)> {
+        if self.correlations.is_empty() {
+            return None;
+        }
+        self.correlations.remove(&message_key).map(|(request, record, _)| (request, record))
+    }
+
+    /// A subscription refused the correlation of `message_key`: the waiting request once no
+    /// other subscription asked can still confirm it.
+    pub fn refuse_awaiting_correlation(&mut self, message_key: i64) -> Option<(RequestId, MessageCorrelationRecord)> {
+        let (_, _, pending) = self.correlations.get_mut(&message_key)?;
+        *pending = pending.saturating_sub(1);
+        if *pending > 0 {
+            return None;
+        }
+        self.correlations.remove(&message_key).map(|(request, record, _)| (request, record))
     }
 
     pub fn set_start_elements(&mut self, pi: i64, elements: Vec<usize>) {
@@ -267,6 +305,21 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
         if !self.out.side_effects.contains(&effect) {
             self.out.side_effects.push(effect);
         }
+    }
+
+    /// Answers `request` with a rejection of a command processed earlier (its answer waited),
+    /// without writing it: the rejection is the answer, as Zeebe's response writer gives it.
+    pub(crate) fn reject_unwritten(
+        &mut self,
+        request: RequestId,
+        intent: Intent,
+        value: RecordValue,
+        rejection_type: RejectionType,
+        reason: String,
+    ) {
+        let mut record = Self::make(-1, RecordType::CommandRejection, intent, value);
+        record.rejection = Some(Rejection { rejection_type, reason });
+        self.respond(Some(request), record);
     }
 
     /// Answers a command from outside without writing it (an activation that found no job:

@@ -8,6 +8,10 @@
 //! - `P/t/<bpmn id>\0<version tag>`      → latest version (i32) + key with that `zeebe:versionTag`
 //! - `P/d/<process key>`                 → key of the deployment that created the process
 //! - `P/D/<deployment key><bpmn id>`     → key of the process of that id in the deployment
+//! - `P/n/<bpmn id>`                     → highest version (i32) of a process id that was deleted
+//!   while it was the latest (versions are never given twice)
+//! - `PR/<process key>`                  → i64: how many process instances of that definition
+//!   are active (a deletion is refused while any are)
 //! - `DQ/k/<drg key>`                   → DecisionRequirementsRecord (with its resource)
 //! - `DQ/l/<drg id>`                    → latest version (i32) + key
 //! - `DQ/v/<drg id>\0<version>`         → key (every version still deployed)
@@ -60,7 +64,7 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use waggle_protocol::value::{
     CommandDistributionRecord, CompensationSubscriptionRecord, DecisionRecord, DecisionRequirementsRecord, FormRecord, IncidentRecord,
     JobRecord, MessageRecord, MessageStartEventSubscriptionRecord, MessageSubscriptionRecord, ProcessInstanceRecord,
-    ProcessMessageSubscriptionRecord, ProcessRecord, SignalSubscriptionRecord, TimerRecord,
+    ProcessMessageSubscriptionRecord, ProcessRecord, SignalSubscriptionRecord, TimerRecord, UserTaskRecord,
 };
 use waggle_protocol::{key_counter, partition_of, PartitionId};
 use waggle_state::{AbsentFromBase, DecodedValue, KvRead};
@@ -85,6 +89,7 @@ fn owned_by_key(table: &[u8]) -> bool {
             | [b'M', b'A', b'R', b'/']
             | [b'M', b'B' | b'O', b'/']
             | [b'C', b'S', b'/']
+            | [b'U', b'T', b'/']
     )
 }
 
@@ -165,6 +170,12 @@ pub(crate) fn process_latest_key(id: &str) -> Vec<u8> {
 pub(crate) fn process_version_tag_key(id: &str, tag: &str) -> Vec<u8> {
     k(&[b"P/t/", id.as_bytes(), b"\0", tag.as_bytes()])
 }
+pub(crate) fn process_deleted_version_key(id: &str) -> Vec<u8> {
+    k(&[b"P/n/", id.as_bytes()])
+}
+pub(crate) fn running_instances_key(process: i64) -> Vec<u8> {
+    k(&[b"PR/", &be(process)])
+}
 pub(crate) fn process_deployment_key(process: i64) -> Vec<u8> {
     k(&[b"P/d/", &be(process)])
 }
@@ -199,6 +210,10 @@ pub(crate) fn form_key(key: i64) -> Vec<u8> {
 }
 pub(crate) fn form_latest_key(id: &str) -> Vec<u8> {
     k(&[b"FO/l/", id.as_bytes()])
+}
+/// A Zeebe user task by its key (`UT/`).
+pub(crate) fn user_task_key(key: i64) -> Vec<u8> {
+    k(&[b"UT/", &be(key)])
 }
 /// Tables only ever read by key, never scanned (element instances, jobs): a store may keep
 /// their rows unordered (`RocksStore::open_with_point_tables`).
@@ -393,7 +408,7 @@ pub struct ElementInstance {
     pub active_children: u32,
     /// Sequence flows taken inside this scope whose target has not been activated yet.
     pub active_flows: u32,
-    /// The job of a service task (-1 when none).
+    /// The job of a service task (-1 when none); for a Zeebe user task, its user task's key.
     pub job_key: i64,
     /// Whether a variable was ever created in this scope. Scopes without one (most of them)
     /// are passed over by lookups and by the clean-up at completion without a prefix scan.
@@ -468,6 +483,37 @@ impl JobState {
     }
 }
 
+/// Zeebe's user task lifecycle states (its `UserTaskState.LifecycleState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UserTaskState {
+    Creating,
+    Created,
+    Assigning,
+    Updating,
+    Completing,
+    Canceling,
+}
+
+impl UserTaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UserTaskState::Creating => "CREATING",
+            UserTaskState::Created => "CREATED",
+            UserTaskState::Assigning => "ASSIGNING",
+            UserTaskState::Updating => "UPDATING",
+            UserTaskState::Completing => "COMPLETING",
+            UserTaskState::Canceling => "CANCELING",
+        }
+    }
+}
+
+/// A Zeebe user task in flight (`UT/`): its state and its record as last written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredUserTask {
+    pub state: UserTaskState,
+    pub record: UserTaskRecord,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredJob {
     pub state: JobState,
@@ -498,6 +544,28 @@ impl<'a> StateView<'a> {
     /// (version, key) of the newest version of a process.
     pub fn latest_process(&self, bpmn_id: &str) -> Option<(i32, i64)> {
         self.get(&process_latest_key(bpmn_id))
+    }
+    /// The version the next deployment of a process id gets: one above the newest version,
+    /// deleted ones included.
+    pub fn next_process_version(&self, bpmn_id: &str) -> i32 {
+        let latest = self.latest_process(bpmn_id).map_or(0, |(v, _)| v);
+        let deleted = self.get::<i32>(&process_deleted_version_key(bpmn_id)).unwrap_or(0);
+        latest.max(deleted) + 1
+    }
+    /// (version, key) of the newest version of a process below `version`.
+    pub fn process_version_before(&self, bpmn_id: &str, version: i32) -> Option<(i32, i64)> {
+        let prefix = version_prefix(b"P/", bpmn_id);
+        self.kv
+            .scan_prefix(&prefix)
+            .filter_map(|(key, value)| {
+                let v = i32::from_be_bytes(key.get(prefix.len()..)?.try_into().ok()?);
+                (v < version).then(|| (v, decode::<i64>(&value)))
+            })
+            .last()
+    }
+    /// How many process instances of definition `process` are active.
+    pub fn running_instances(&self, process: i64) -> i64 {
+        self.get(&running_instances_key(process)).unwrap_or(0)
     }
     pub fn process_by_version(&self, bpmn_id: &str, version: i32) -> Option<i64> {
         self.get(&process_version_key(bpmn_id, version))
@@ -578,6 +646,15 @@ impl<'a> StateView<'a> {
         });
         out
     }
+    /// The first `n` children of a scope, oldest first.
+    pub fn first_children(&self, scope: i64, n: usize) -> Vec<i64> {
+        let prefix = child_prefix(scope);
+        self.kv
+            .scan_prefix(&prefix)
+            .take(n)
+            .map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("child key")))
+            .collect()
+    }
     pub fn children(&self, scope: i64) -> Vec<i64> {
         let prefix = child_prefix(scope);
         self.kv.scan_prefix(&prefix).map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("child key"))).collect()
@@ -603,6 +680,9 @@ impl<'a> StateView<'a> {
                 (name, decode::<StoredVariable>(&v).value)
             })
             .collect()
+    }
+    pub fn user_task(&self, key: i64) -> Option<StoredUserTask> {
+        self.get(&user_task_key(key))
     }
     pub fn job(&self, key: i64) -> Option<StoredJob> {
         self.job_with(key, StoredJob::clone)
@@ -710,6 +790,10 @@ impl<'a> StateView<'a> {
         self.get(&mi_body_key(body))
     }
     /// Multi-instance bodies whose inner instances are still being activated.
+    /// Every multi-instance body's key.
+    pub(crate) fn mi_bodies(&self) -> Vec<i64> {
+        self.kv.scan_prefix(b"MB/").map(|(key, _)| i64::from_be_bytes(key[3..11].try_into().expect("body key"))).collect()
+    }
     pub(crate) fn activating_mi_bodies(&self) -> Vec<i64> {
         self.kv
             .scan_prefix(b"MB/")

@@ -24,6 +24,8 @@ struct Partition {
     store: MemoryStore,
     entries: Vec<Entry>,
     records: Vec<Record>,
+    /// Answers to requests, as the broker would send them.
+    responses: Vec<(u64, Record)>,
 }
 
 struct Cluster {
@@ -52,7 +54,14 @@ fn model(name: &str) -> Vec<u8> {
 impl Cluster {
     fn new(count: u16) -> Self {
         let partitions = (1..=count)
-            .map(|id| Partition { id, engine: Engine::new(id), store: MemoryStore::new(), entries: vec![], records: vec![] })
+            .map(|id| Partition {
+                id,
+                engine: Engine::new(id),
+                store: MemoryStore::new(),
+                entries: vec![],
+                records: vec![],
+                responses: vec![],
+            })
             .collect();
         Self { partitions, network: VecDeque::new(), now_ms: 1_000 }
     }
@@ -75,6 +84,7 @@ impl Cluster {
             p.entries.push(entry);
         }
         p.records.extend(output.records.iter().cloned());
+        p.responses.extend(output.responses.iter().cloned());
         for effect in output.side_effects {
             if let SideEffect::SendCommand { partition, command } = effect {
                 self.network.push_back((partition, *command));
@@ -398,6 +408,130 @@ fn a_deleted_graph_is_deleted_on_every_partition() {
         assert_eq!(c.events(p, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::ResourceDeletion(_))), 1, "partition {p}");
         assert_eq!(c.rows(p, b"DC/"), 0, "partition {p}: no decision rows left");
         assert_eq!(c.rows(p, b"DQ/"), 0, "partition {p}: no graph rows left");
+        assert_eq!(c.rows(p, b"O/"), 0, "partition {p}: outbox not empty");
+    }
+    c.check_replay();
+}
+
+/// A deleted process definition is deleted on every partition (Zeebe 8.5's
+/// `ResourceDeletionMultiPartitionTest`): PROCESS DELETED on each, its rows and its message
+/// start event subscription (open on every partition) gone.
+#[test]
+fn a_deleted_process_is_deleted_on_every_partition() {
+    let mut c = Cluster::new(2);
+    c.deploy("deletable_v1.bpmn");
+    c.deliver_all();
+    let process = c.partitions[0]
+        .records
+        .iter()
+        .find(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Process(_)))
+        .expect("created")
+        .key;
+    for p in 1..=2 {
+        assert_eq!(c.rows(p, b"MSS/"), 1, "partition {p}: the message start event is open");
+    }
+    let value = RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: process, tenant_id: "<default>".into() });
+    c.submit(1, Command::new(process, Intent::Delete, value));
+    c.deliver_all();
+    for p in 1..=2 {
+        assert_eq!(c.events(p, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::Process(_))), 1, "partition {p}");
+        assert_eq!(
+            c.events(p, |r| r.intent == Intent::Deleting && matches!(r.value, RecordValue::ResourceDeletion(_))),
+            1,
+            "partition {p}"
+        );
+        assert_eq!(c.rows(p, b"P/k/"), 0, "partition {p}: no process rows left");
+        assert_eq!(c.rows(p, b"P/l/"), 0, "partition {p}: no latest version left");
+        assert_eq!(c.rows(p, b"MSS/"), 0, "partition {p}: the message start event is closed");
+        assert_eq!(c.rows(p, b"O/"), 0, "partition {p}: outbox not empty");
+    }
+    c.check_replay();
+}
+
+/// A partition where instances of the deleted definition still run keeps it (Zeebe 8.5 refuses
+/// the deletion there with the same INVALID_STATE rejection); the others delete it. The copy is
+/// acknowledged either way, so the sender's outbox empties.
+#[test]
+fn a_partition_with_running_instances_keeps_a_deleted_process() {
+    let mut c = Cluster::new(2);
+    c.deploy("deletable_v2.bpmn");
+    c.deliver_all();
+    let process = c.partitions[0]
+        .records
+        .iter()
+        .find(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Process(_)))
+        .expect("created")
+        .key;
+    let creation = ProcessInstanceCreationRecord { bpmn_process_id: "deletable".into(), version: -1, ..Default::default() };
+    c.submit(2, Command::new(-1, Intent::Create, RecordValue::ProcessInstanceCreation(creation)));
+    c.deliver_all();
+    let value = RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: process, tenant_id: "<default>".into() });
+    c.submit(1, Command::new(process, Intent::Delete, value));
+    c.deliver_all();
+    assert_eq!(c.events(1, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::Process(_))), 1);
+    assert_eq!(c.rows(1, b"P/k/"), 0);
+    assert_eq!(c.events(2, |r| r.intent == Intent::Deleted && matches!(r.value, RecordValue::Process(_))), 0);
+    assert_eq!(c.rows(2, b"P/k/"), 1, "partition 2 keeps the definition its instance runs on");
+    let rejected = c.partitions[1].records.iter().any(|r| {
+        r.rejection.as_ref().is_some_and(|x| x.reason.contains("there are still running instances"))
+            && matches!(r.value, RecordValue::ResourceDeletion(_))
+    });
+    assert!(rejected, "partition 2 refused the copy");
+    assert_eq!(c.rows(1, b"O/"), 0, "partition 1's outbox not empty");
+    c.check_replay();
+}
+
+fn correlate(name: &str, correlation_key: &str, request: u64) -> Command {
+    let value = MessageCorrelationRecord {
+        name: name.into(),
+        correlation_key: correlation_key.into(),
+        variables: "{}".into(),
+        message_key: -1,
+        process_instance_key: -1,
+        ..Default::default()
+    };
+    Command { request_id: Some(request), ..Command::new(-1, Intent::Correlate, RecordValue::MessageCorrelation(value)) }
+}
+
+/// Zeebe 8.8's MESSAGE_CORRELATION across partitions (MessageCorrelationCorrelateProcessor,
+/// MessageSubscriptionCorrelateProcessor, MessageSubscriptionRejectProcessor): the message's
+/// partition answers only once the instance's partition confirmed (CORRELATED, with the
+/// instance's key); when the waiting element is gone by the time the correlation arrives, the
+/// refusal comes back and the request gets NOT_CORRELATED's NOT_FOUND rejection.
+#[test]
+fn a_correlation_is_answered_once_the_process_partition_confirms_or_refuses() {
+    let mut c = Cluster::new(2);
+    let order = setup(&mut c);
+    c.deliver_all();
+    let instance = c.partitions[0]
+        .records
+        .iter()
+        .find_map(|r| match &r.value {
+            RecordValue::ProcessInstanceCreation(x) if r.intent == Intent::Created => Some(x.process_instance_key),
+            _ => None,
+        })
+        .expect("the instance");
+    let answer = |c: &Cluster, request: u64| c.partitions[1].responses.iter().find(|(id, _)| *id == request).map(|(_, r)| r.clone());
+
+    c.submit(2, correlate("order-paid", &order, 7));
+    assert!(answer(&c, 7).is_none(), "answered before the instance's partition confirmed");
+    c.deliver_all();
+    let correlated = answer(&c, 7).expect("an answer once confirmed");
+    assert!(correlated.rejection.is_none() && correlated.intent == Intent::Correlated, "{correlated:?}");
+    let RecordValue::MessageCorrelation(value) = &correlated.value else { panic!("{correlated:?}") };
+    assert_eq!(value.process_instance_key, instance);
+    assert_eq!(value.message_key, correlated.key);
+
+    // the receive task waits now; the instance is cancelled before the correlation reaches it
+    c.submit(2, correlate("order-paid", &order, 8));
+    c.submit(1, Command::new(instance, Intent::Cancel, RecordValue::ProcessInstance(ProcessInstanceRecord::default())));
+    c.deliver_all();
+    let refused = answer(&c, 8).expect("an answer once refused");
+    let rejection = refused.rejection.as_ref().expect("a rejection");
+    assert_eq!(rejection.rejection_type.as_str(), "NOT_FOUND");
+    assert!(rejection.reason.starts_with("Expected to find subscription for message with name 'order-paid'"), "{rejection:?}");
+    assert_eq!(c.events(2, |r| r.intent == Intent::NotCorrelated), 1);
+    for p in 1..=2 {
         assert_eq!(c.rows(p, b"O/"), 0, "partition {p}: outbox not empty");
     }
     c.check_replay();

@@ -21,6 +21,7 @@
 //! - `retries JOB N`, `timeout JOB MS`, `time-out JOB`, `recur JOB`
 //! - `cancel INSTANCE`, `set SCOPE JSON [local]`, `resolve INCIDENT`
 //! - `publish NAME CORRELATION_KEY TTL_MS [MESSAGE_ID] [JSON]`, `expire MESSAGE`
+//! - `correlate NAME CORRELATION_KEY [JSON]`  correlate a message at once (MESSAGE_CORRELATION)
 //! - `signal NAME [JSON]`                       broadcast a signal
 //! - `create-at PROCESS_ID ELEMENT[,ELEMENT..] [JSON]`  create with start instructions
 //! - `trigger TIMER`                            fire a timer (when due)
@@ -130,6 +131,9 @@ impl Scenario {
             }
             (RecordValue::Incident(_), Intent::Created) => {
                 self.newest.insert("incident".into(), r.key);
+            }
+            (RecordValue::UserTask(_), Intent::Created) => {
+                self.newest.insert("usertask".into(), r.key);
             }
             (RecordValue::Process(p), Intent::Created) => {
                 self.newest.insert(format!("process:{}", p.bpmn_process_id), r.key);
@@ -285,6 +289,47 @@ impl Scenario {
                 };
                 self.run(Intent::Migrate, instance, RecordValue::ProcessInstanceMigration(value));
             }
+            // `task <ref> complete <vars>` | `assign <who>` | `unassign` | `claim <who>` |
+            // `update <field>=<value>...` (fields: dueDate, followUpDate, candidateGroupsList,
+            // candidateUsersList with comma-separated values)
+            "task" => {
+                let key = self.reference(arg(1));
+                let mut value = UserTaskRecord::default();
+                let intent = match arg(2) {
+                    "complete" => {
+                        value.variables = rest(3);
+                        Intent::Complete
+                    }
+                    "assign" => {
+                        value.assignee = arg(3).into();
+                        Intent::Assign
+                    }
+                    "unassign" => {
+                        value.action = "unassign".into();
+                        Intent::Assign
+                    }
+                    "claim" => {
+                        value.assignee = arg(3).into();
+                        Intent::Claim
+                    }
+                    "update" => {
+                        for (field, v) in words[3..].iter().filter_map(|w| w.split_once('=')) {
+                            let list = || v.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
+                            match field {
+                                "dueDate" => value.due_date = v.into(),
+                                "followUpDate" => value.follow_up_date = v.into(),
+                                "candidateGroupsList" => value.candidate_groups = list(),
+                                "candidateUsersList" => value.candidate_users = list(),
+                                _ => {}
+                            }
+                            value.changed_attributes.push(field.into());
+                        }
+                        Intent::Update
+                    }
+                    other => panic!("unknown task command {other}"),
+                };
+                self.run(intent, key, RecordValue::UserTask(value));
+            }
             "resolve" => {
                 let key = self.reference(arg(1));
                 self.run(Intent::Resolve, key, RecordValue::Incident(IncidentRecord::default()));
@@ -299,6 +344,17 @@ impl Scenario {
                     ..Default::default()
                 };
                 self.run(Intent::Publish, -1, RecordValue::Message(value));
+            }
+            "correlate" => {
+                let value = MessageCorrelationRecord {
+                    name: arg(1).into(),
+                    correlation_key: arg(2).into(),
+                    variables: rest(3),
+                    message_key: -1,
+                    process_instance_key: -1,
+                    ..Default::default()
+                };
+                self.run(Intent::Correlate, -1, RecordValue::MessageCorrelation(value));
             }
             "signal" => {
                 let value = SignalRecord { signal_name: arg(1).into(), variables: rest(2), ..Default::default() };
@@ -598,6 +654,30 @@ fn render(r: &Record) -> String {
             short(c.compensation_handler_instance_key),
             c.throw_event_id,
             short(c.throw_event_instance_key)
+        ),
+        RecordValue::UserTask(u) => format!(
+            "{}@{} assignee={} groups={:?} users={:?} due={} followUp={} form={} ref={} headers={} vars={} changed={:?} action={}",
+            u.element_id,
+            short(u.element_instance_key),
+            u.assignee,
+            u.candidate_groups,
+            u.candidate_users,
+            u.due_date,
+            u.follow_up_date,
+            short(u.form_key),
+            u.external_form_reference,
+            u.custom_headers,
+            u.variables,
+            u.changed_attributes,
+            u.action
+        ),
+        RecordValue::MessageCorrelation(c) => format!(
+            "{} key={} message={} instance={} vars={}",
+            c.name,
+            c.correlation_key,
+            short(c.message_key),
+            short(c.process_instance_key),
+            c.variables
         ),
     };
     let rejection = r.rejection.as_ref().map(|x| format!(" !{} \"{}\"", x.rejection_type.as_str(), x.reason)).unwrap_or_default();

@@ -27,6 +27,7 @@ const LAYERS: &[&[&str]] = &[
         "elements::call_activity",
         "elements::multi_instance",
         "elements::compensation",
+        "elements::user_task",
     ],
     &["elements::events"],
     &["elements::table"],
@@ -40,7 +41,7 @@ const LAYERS: &[&[&str]] = &[
         "processors::resources",
         "processors::decision",
     ],
-    &["processors::deployment", "processors::instance", "processors::job", "processors::message"],
+    &["processors::deployment", "processors::instance", "processors::job", "processors::message", "processors::user_task"],
     &["processors"],
 ];
 

@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 
-use waggle_engine::{Command, Engine, NoJobStreams, ProcessingContext, SideEffect, MI_ACTIVATIONS_PER_BATCH};
+use waggle_engine::{Command, Engine, NoJobStreams, ProcessingContext, SideEffect, MI_ACTIVATIONS_PER_BATCH, MI_TERMINATIONS_PER_BATCH};
 use waggle_protocol::codec::Entry;
 use waggle_protocol::value::*;
 use waggle_protocol::{Intent, Record, RecordType, RecordValue};
@@ -44,6 +44,8 @@ struct Partition {
     largest: (usize, usize),
     /// Inner instances activated per batch, at most.
     most_activations: usize,
+    /// Inner instances terminated per batch, at most.
+    most_terminations: usize,
     batches: usize,
 }
 
@@ -56,6 +58,7 @@ impl Partition {
             queue: VecDeque::new(),
             largest: (0, 0),
             most_activations: 0,
+            most_terminations: 0,
             batches: 0,
         }
     }
@@ -81,6 +84,15 @@ impl Partition {
             })
             .count();
         self.most_activations = self.most_activations.max(activations);
+        let terminations = output
+            .records
+            .iter()
+            .filter(|r| {
+                r.intent == Intent::ElementTerminated
+                    && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.element_id.as_str() == "t" && pi.bpmn_element_type.as_str() != "MULTI_INSTANCE_BODY")
+            })
+            .count();
+        self.most_terminations = self.most_terminations.max(terminations);
         for effect in output.side_effects {
             if let SideEffect::SendCommand { partition: 1, command } = effect {
                 self.queue.push_back(*command);
@@ -327,12 +339,14 @@ fn a_collection_failing_between_chunks_is_an_incident_and_resolving_it_goes_on()
     partition.check_replay();
 }
 
-/// Cancelling an instance whose body has 20,000 active inner instances (jobs): every one is
-/// terminated and its job canceled, nothing is left in state. Unlike the activation, the
-/// termination takes one batch (docs/compatibility.md): this prints its size.
+/// Cancelling an instance whose body has 10,000 active inner instances (jobs): the inner
+/// instances terminate a chunk per batch (PROCESS_INSTANCE_BATCH TERMINATE, as Zeebe 8.5's
+/// `ProcessInstanceBatchTerminateProcessor`), the body and the process once the last has; every
+/// job is canceled and nothing is left in state. The partition restarts between two chunks: the
+/// next is asked for again, and a copy only goes on from where the body is.
 #[test]
-fn cancelling_a_wide_body_terminates_every_inner_instance() {
-    let n = 20_000;
+fn cancelling_a_wide_body_terminates_every_inner_instance_a_chunk_per_batch() {
+    let n = 10_000;
     let mut partition = Partition::new();
     partition.deploy(model(true));
     let mut records = partition.create(n);
@@ -349,21 +363,94 @@ fn cancelling_a_wide_body_terminates_every_inner_instance() {
         })
         .expect("the instance");
     let largest_before = partition.largest;
-    let cancel =
+    partition.largest = (0, 0);
+    let mut cancel =
         partition.batch(vec![Command::new(instance, Intent::Cancel, RecordValue::ProcessInstance(ProcessInstanceRecord::default()))]);
+    assert!(!cancel.iter().any(|r| r.record_type == RecordType::CommandRejection));
+    assert_eq!(terminated(&cancel, "PROCESS"), 0, "the process ends with its body's last inner instance");
+    // a chunk, then a restart: the command handed back is lost and asked for again (twice)
+    let first = partition.queue.pop_front().expect("the first chunk");
+    cancel.extend(partition.batch(vec![first]));
+    assert_eq!(partition.queue.len(), 1, "the next chunk handed back");
+    partition.queue.clear();
+    partition.engine = Engine::new(1);
+    let pending = waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1);
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    let (_, command) = pending.into_iter().next().unwrap();
+    assert_eq!(command.intent, Intent::Terminate);
+    partition.queue.push_back(command.clone());
+    partition.queue.push_back(command);
+    cancel.extend(partition.drain());
     let canceled = cancel.iter().filter(|r| r.intent == Intent::Canceled && matches!(r.value, RecordValue::Job(_))).count();
     assert_eq!(canceled, n, "every job canceled");
+    assert_eq!(terminated(&cancel, "SERVICE_TASK"), n, "every inner instance terminated, once");
+    assert_eq!(terminated(&cancel, "MULTI_INSTANCE_BODY"), 1);
+    assert_eq!(terminated(&cancel, "PROCESS"), 1);
+    assert!(
+        partition.most_terminations <= MI_TERMINATIONS_PER_BATCH,
+        "{} inner instances terminated in one batch",
+        partition.most_terminations
+    );
+    assert!(partition.batches >= n / MI_TERMINATIONS_PER_BATCH, "{} batches", partition.batches);
     println!(
-        "cancelling {n} inner instances: one batch of {} records / {} bytes (the largest activation batch: {} records / {} bytes)",
+        "cancelling {n} inner instances: the largest batch {} records / {} bytes (the largest activation batch: {} records / {} bytes)",
         partition.largest.0, partition.largest.1, largest_before.0, largest_before.1
     );
+    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "a batch of {} records", partition.largest.0);
     let left: Vec<Vec<u8>> = partition
         .store
         .dump()
         .into_iter()
         .map(|(k, _)| k)
-        .filter(|k| [&b"E/"[..], b"MB/", b"MO/", b"V/", b"J/", b"A/"].iter().any(|t| k.starts_with(t)))
+        .filter(|k| [&b"E/"[..], b"MB/", b"MO/", b"V/", b"J/", b"A/", b"PR/"].iter().any(|t| k.starts_with(t)))
         .collect();
     assert!(left.is_empty(), "{} rows left", left.len());
+    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
+    partition.check_replay();
+}
+
+fn terminated(records: &[Record], element_type: &str) -> usize {
+    records
+        .iter()
+        .filter(|r| {
+            r.intent == Intent::ElementTerminated
+                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == element_type)
+        })
+        .count()
+}
+
+/// A completion condition that holds while a parallel body has more than
+/// `MI_TERMINATIONS_PER_BATCH` other inner instances active (and is still activating the rest):
+/// no more are activated, the others terminate a chunk per batch, then the body and the process
+/// complete.
+#[test]
+fn a_completion_condition_terminates_a_wide_body_a_chunk_per_batch() {
+    let n = 2_000;
+    let mut partition = Partition::new();
+    let xml = model(true).replace(
+        "</bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics>",
+        "</bpmn:extensionElements><bpmn:completionCondition>=numberOfCompletedInstances &gt;= 1</bpmn:completionCondition></bpmn:multiInstanceLoopCharacteristics>",
+    );
+    partition.deploy(xml);
+    let mut records = partition.create(n);
+    // two chunks activated (1,000 inner instances), the third still to come
+    let second = partition.queue.pop_front().expect("the second chunk");
+    records.extend(partition.batch(vec![second]));
+    let job = records.iter().find(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Job(_))).expect("a job").key;
+    records.extend(partition.batch(vec![Command::new(job, Intent::Complete, RecordValue::Job(JobRecord::default()))]));
+    records.extend(partition.drain());
+    let activated = records
+        .iter()
+        .filter(|r| {
+            r.intent == Intent::ElementActivated
+                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "SERVICE_TASK")
+        })
+        .count();
+    assert_eq!(activated, 1_000, "no inner instance activated once the condition held");
+    assert_eq!(terminated(&records, "SERVICE_TASK"), activated - 1);
+    assert_eq!(completed(&records, "MULTI_INSTANCE_BODY"), 1);
+    assert_eq!(completed(&records, "PROCESS"), 1);
+    assert!(partition.most_terminations <= MI_TERMINATIONS_PER_BATCH, "{}", partition.most_terminations);
+    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
     partition.check_replay();
 }

@@ -15,6 +15,7 @@ mod metrics;
 mod status;
 mod topology;
 mod transport;
+mod user_tasks;
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -125,6 +126,27 @@ impl GatewayService {
             return Err(status::rejection(&record));
         }
         Ok(record)
+    }
+
+    /// Correlates a message at once (Zeebe 8.8's MESSAGE_CORRELATION CORRELATE, which the gRPC
+    /// protocol lacks; REST's `POST /v2/messages/correlation`) on the partition of its
+    /// correlation key: the CORRELATED record, with the message's key and the process instance
+    /// it reached, once that is known; NOT_FOUND when nothing waits for it.
+    pub async fn correlate_message(&self, name: String, correlation_key: String, variables: String) -> Result<Record, Status> {
+        self.measured("CorrelateMessage", async {
+            status::check_variables("variables", &variables)?;
+            let partition = self.broker.partition_of_correlation_key(&correlation_key);
+            let value = RecordValue::MessageCorrelation(MessageCorrelationRecord {
+                name,
+                correlation_key,
+                variables,
+                tenant_id: "<default>".into(),
+                message_key: -1,
+                process_instance_key: -1,
+            });
+            self.submit(partition, -1, Intent::Correlate, value).await
+        })
+        .await
     }
 
     fn partition_of(&self, key: i64, what: &str) -> Result<PartitionId, Status> {

@@ -8,7 +8,7 @@
 //! reader goes on at the first entry still there and says so ([`LogReader::skipped`]).
 
 use std::fs::{self, File};
-use std::os::unix::fs::FileExt;
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use crate::segment::{self, HEADER_BYTES};
@@ -23,9 +23,12 @@ pub struct LogReader {
     next_index: u64,
     /// The segment being read: its file and the offset of `next_index`'s record in it.
     segment: Option<(File, u64)>,
-    /// Bytes of the segment from the offset on (only whole records at or below the last
-    /// `upto`, or bytes read in this call).
+    /// Bytes of the segment from the offset on, from `start` (only whole records at or below
+    /// the last `upto`, or bytes read in this call); the bytes before `start` are consumed and
+    /// dropped at the next read (not per entry: moving the rest of a 1 MiB buffer for each
+    /// entry taken was most of an exporter's reading time, issue 27).
     buffer: Vec<u8>,
+    start: usize,
     /// Entries the journal no longer held when the reader came to them.
     skipped: u64,
 }
@@ -34,7 +37,7 @@ impl LogReader {
     /// A reader whose first entry is `from` (or the first one the journal still holds, if it
     /// was compacted past `from`).
     pub fn open(dir: &Path, from: u64) -> LogReader {
-        LogReader { dir: dir.to_path_buf(), next_index: from.max(1), segment: None, buffer: Vec::new(), skipped: 0 }
+        LogReader { dir: dir.to_path_buf(), next_index: from.max(1), segment: None, buffer: Vec::new(), start: 0, skipped: 0 }
     }
 
     /// The index of the entry the next [`Self::next`] returns.
@@ -63,15 +66,16 @@ impl LogReader {
                 return Ok(None);
             }
             // not a whole record in the buffer: read more of the segment
-            let (file, offset) = self.segment.as_ref().expect("a segment");
-            let at = offset + self.buffer.len() as u64;
-            let had = self.buffer.len();
-            self.buffer.resize(had + READ_AHEAD, 0);
-            let read = file.read_at(&mut self.buffer[had..], at)?;
-            self.buffer.truncate(had + read);
+            self.buffer.drain(..self.start);
+            self.start = 0;
+            let (file, offset) = self.segment.as_mut().expect("a segment");
+            let at = *offset + self.buffer.len() as u64;
+            // into the spare capacity, without zeroing a whole read-ahead first
+            file.seek(SeekFrom::Start(at))?;
+            let read = Read::take(&*file, READ_AHEAD as u64).read_to_end(&mut self.buffer)?;
             if read == 0 {
                 // the segment ends here: the entry is in the next one, or not written yet
-                self.buffer.clear();
+                self.clear();
                 let next = self.dir.join(segment::file_name(self.next_index));
                 match File::open(&next) {
                     Ok(file) => self.segment = Some((file, 0)),
@@ -86,7 +90,7 @@ impl LogReader {
     /// `next_index` (a compacted segment's first ones) are passed over.
     fn parse_buffered(&mut self, upto: u64) -> Result<Option<Entry>, JournalError> {
         loop {
-            let Some((index, term, size)) = segment::parse(&self.buffer) else { return Ok(None) };
+            let Some((index, term, size)) = segment::parse(&self.buffer[self.start..]) else { return Ok(None) };
             if index < self.next_index {
                 self.consume(size);
                 continue;
@@ -96,18 +100,24 @@ impl LogReader {
             }
             if index > upto {
                 // not committed yet: its bytes may still change
-                self.buffer.clear();
+                self.clear();
                 return Ok(None);
             }
-            let data = self.buffer[HEADER_BYTES..size].to_vec();
+            let data = self.buffer[self.start + HEADER_BYTES..self.start + size].to_vec();
             self.consume(size);
             self.next_index += 1;
             return Ok(Some(Entry { index, term, data }));
         }
     }
 
+    /// Forgets the buffered bytes (the offset stays at `next_index`'s record).
+    fn clear(&mut self) {
+        self.buffer.clear();
+        self.start = 0;
+    }
+
     fn consume(&mut self, size: usize) {
-        self.buffer.drain(..size);
+        self.start += size;
         if let Some((_, offset)) = &mut self.segment {
             *offset += size as u64;
         }
@@ -144,7 +154,7 @@ impl LogReader {
             Err(e) => return Err(e.into()),
         };
         self.segment = Some((file, 0));
-        self.buffer.clear();
+        self.clear();
         Ok(true)
     }
 }

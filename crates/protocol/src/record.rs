@@ -86,6 +86,9 @@ names! {
         Form => "FORM",
         ResourceDeletion => "RESOURCE_DELETION",
         CompensationSubscription => "COMPENSATION_SUBSCRIPTION",
+        // Zeebe user tasks (8.5; appended)
+        UserTask => "USER_TASK",
+        MessageCorrelation => "MESSAGE_CORRELATION",
     }
 }
 
@@ -175,6 +178,23 @@ names! {
         // DECISION_EVALUATION (EVALUATE from EvaluateDecision; EVALUATED or FAILED)
         Evaluate => "EVALUATE",
         Evaluated => "EVALUATED",
+        // RESOURCE_DELETION and PROCESS (a deletion under way); PROCESS_INSTANCE_BATCH
+        // (terminating a multi-instance body's inner instances a chunk at a time)
+        Deleting => "DELETING",
+        Terminate => "TERMINATE",
+        Terminated => "TERMINATED",
+        // USER_TASK (Zeebe 8.5's UserTaskIntent; CREATED, COMPLETE, COMPLETED, CANCELED, UPDATE,
+        // UPDATED and MIGRATED are shared with the intents above)
+        Creating => "CREATING",
+        Completing => "COMPLETING",
+        Canceling => "CANCELING",
+        Assign => "ASSIGN",
+        Assigning => "ASSIGNING",
+        Assigned => "ASSIGNED",
+        Claim => "CLAIM",
+        Updating => "UPDATING",
+        // MESSAGE_CORRELATION (CORRELATE, CORRELATING, CORRELATED above)
+        NotCorrelated => "NOT_CORRELATED",
     }
 }
 

@@ -41,6 +41,8 @@ pub enum RecordValue {
     Form(FormRecord),
     ResourceDeletion(ResourceDeletionRecord),
     CompensationSubscription(CompensationSubscriptionRecord),
+    UserTask(UserTaskRecord),
+    MessageCorrelation(MessageCorrelationRecord),
 }
 
 /// A value as the log lays it out (serialization side; see [`RecordValue`]).
@@ -76,6 +78,8 @@ enum WireRef<'a> {
     /// A deployment with decisions, decision requirements or forms.
     DeploymentV2(&'a DeploymentRecord),
     CompensationSubscription(&'a CompensationSubscriptionRecord),
+    UserTask(&'a UserTaskRecord),
+    MessageCorrelation(&'a MessageCorrelationRecord),
 }
 
 /// A value as the log lays it out (deserialization side; see [`RecordValue`]).
@@ -110,6 +114,8 @@ enum Wire {
     ResourceDeletion(ResourceDeletionRecord),
     DeploymentV2(DeploymentRecord),
     CompensationSubscription(CompensationSubscriptionRecord),
+    UserTask(UserTaskRecord),
+    MessageCorrelation(MessageCorrelationRecord),
 }
 
 /// [`DeploymentRecord`] as it was before decisions and forms: how a deployment without them
@@ -163,6 +169,8 @@ impl Serialize for RecordValue {
             RecordValue::Form(x) => WireRef::Form(x),
             RecordValue::ResourceDeletion(x) => WireRef::ResourceDeletion(x),
             RecordValue::CompensationSubscription(x) => WireRef::CompensationSubscription(x),
+            RecordValue::UserTask(x) => WireRef::UserTask(x),
+            RecordValue::MessageCorrelation(x) => WireRef::MessageCorrelation(x),
         };
         wire.serialize(serializer)
     }
@@ -204,6 +212,8 @@ impl<'de> Deserialize<'de> for RecordValue {
             Wire::Form(x) => RecordValue::Form(x),
             Wire::ResourceDeletion(x) => RecordValue::ResourceDeletion(x),
             Wire::CompensationSubscription(x) => RecordValue::CompensationSubscription(x),
+            Wire::UserTask(x) => RecordValue::UserTask(x),
+            Wire::MessageCorrelation(x) => RecordValue::MessageCorrelation(x),
         })
     }
 }
@@ -521,6 +531,21 @@ pub struct MessageRecord {
     /// When the message expires (ms since the epoch).
     pub deadline_ms: i64,
     pub tenant_id: String,
+}
+
+/// A message correlated at once (Zeebe 8.8's MessageCorrelationRecord, REST
+/// `POST /v2/messages/correlation`): published without time to live, it must reach a waiting
+/// subscription or a message start event, else the command is rejected NOT_FOUND.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MessageCorrelationRecord {
+    pub name: String,
+    pub correlation_key: String,
+    pub variables: String,
+    pub tenant_id: String,
+    /// The key of the message the correlation published (-1 on the command).
+    pub message_key: i64,
+    /// The process instance the message reached (-1 until known).
+    pub process_instance_key: i64,
 }
 
 /// A timer of a catch event or boundary event.
@@ -878,4 +903,42 @@ pub struct CompensationSubscriptionRecord {
     pub compensation_handler_instance_key: i64,
     /// A JSON object (always `{}`: handlers run with the variables of their scope).
     pub variables: String,
+}
+
+/// Zeebe 8.5's USER_TASK: a Zeebe user task (`zeebe:userTask`). Events CREATING/CREATED when its
+/// element activates, ASSIGNING/ASSIGNED, UPDATING/UPDATED, COMPLETING/COMPLETED,
+/// CANCELING/CANCELED; commands COMPLETE, ASSIGN (also unassigning: an empty assignee), CLAIM
+/// and UPDATE. Fields as Zeebe's `UserTaskRecordValue`
+/// (https://docs.camunda.io/docs/components/modeler/bpmn/user-tasks/, Zeebe's
+/// `zeebe/engine/src/test/.../processing/usertask/*Test.java`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct UserTaskRecord {
+    pub user_task_key: i64,
+    /// Empty: unassigned.
+    pub assignee: String,
+    pub candidate_groups: Vec<String>,
+    pub candidate_users: Vec<String>,
+    /// ISO 8601 date-time with offset, empty for none.
+    pub due_date: String,
+    pub follow_up_date: String,
+    /// The linked form's key (-1: none).
+    pub form_key: i64,
+    pub external_form_reference: String,
+    /// The task headers: a JSON object's text.
+    pub custom_headers: String,
+    /// A JSON object's text (the variables a COMPLETE command or its events carry; `{}` else).
+    pub variables: String,
+    /// On UPDATE/UPDATING/UPDATED: which attributes the changeset names (`dueDate`,
+    /// `followUpDate`, `candidateUsersList`, `candidateGroupsList`).
+    pub changed_attributes: Vec<String>,
+    /// The client's action (`complete`, `assign`, `claim`, `unassign`, `update` by default).
+    pub action: String,
+    pub bpmn_process_id: String,
+    pub process_definition_version: i32,
+    pub process_definition_key: i64,
+    pub process_instance_key: i64,
+    pub element_id: String,
+    pub element_instance_key: i64,
+    pub tenant_id: String,
+    pub creation_timestamp: i64,
 }

@@ -7,8 +7,15 @@
 //! every error is an RFC 9457 problem detail (`application/problem+json`): a malformed request
 //! is 400, an unknown key 404, back pressure 503 with the title `RESOURCE_EXHAUSTED`.
 
+mod decisions;
+mod deployments;
+mod input;
+mod instances;
+mod jobs;
+mod messages;
 mod problem;
 mod routes;
+mod user_tasks;
 
 use std::sync::Arc;
 

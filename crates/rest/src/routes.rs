@@ -1,4 +1,4 @@
-//! The `/v2` routes.
+//! The `/v2` routes (and, in `user_tasks`, 8.5's `/v1/user-tasks`).
 
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ type Answer = Result<Response, Problem>;
 
 /// The API's routes (the caller serves them, on port 8080 by default).
 pub fn router(state: Arc<RestState>) -> Router {
-    Router::new()
+    let router = Router::new()
         .route("/v2/topology", get(topology))
         .route("/v2/process-instances", post(create_process_instance))
         .route("/v2/process-instances/search", post(|s: S, b: Bytes| search(s, &query::PROCESS_INSTANCE, b)))
@@ -37,19 +37,25 @@ pub fn router(state: Arc<RestState>) -> Router {
         .route("/v2/incidents/search", post(|s: S, b: Bytes| search(s, &query::INCIDENT, b)))
         .route("/v2/incidents/:key", get(|s: S, k: Path<String>| by_key(s, &query::INCIDENT, k)))
         .route("/v2/jobs/search", post(|s: S, b: Bytes| search(s, &query::JOB, b)))
-        .fallback(|| async { Problem::not_found("no such endpoint") })
-        .with_state(state)
+        .route("/v2/user-tasks/search", post(|s: S, b: Bytes| search(s, &query::USER_TASK, b)))
+        .route("/v2/user-tasks/:key", get(|s: S, k: Path<String>| by_key(s, &query::USER_TASK, k)))
+        .merge(crate::deployments::routes())
+        .merge(crate::jobs::routes())
+        .merge(crate::messages::routes())
+        .merge(crate::decisions::routes())
+        .merge(crate::instances::routes());
+    crate::user_tasks::routes(router).fallback(|| async { Problem::not_found("no such endpoint") }).with_state(state)
 }
 
 /// A request body as JSON (empty: `null`); malformed JSON is a 400.
-fn body(bytes: &Bytes) -> Result<Value, Problem> {
+pub(crate) fn body(bytes: &Bytes) -> Result<Value, Problem> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Null);
     }
     serde_json::from_slice(bytes).map_err(|e| Problem::bad_request(format!("the request body is not valid JSON: {e}")))
 }
 
-fn key(text: &str) -> Result<i64, Problem> {
+pub(crate) fn key(text: &str) -> Result<i64, Problem> {
     text.parse::<i64>().ok().filter(|k| *k > 0).ok_or_else(|| Problem::bad_request(format!("'{text}' is not a key")))
 }
 
@@ -115,7 +121,7 @@ async fn topology(State(state): S) -> Json<Value> {
     }))
 }
 
-fn opt_str<'a>(v: &'a Value, field: &str) -> Result<Option<&'a str>, Problem> {
+pub(crate) fn opt_str<'a>(v: &'a Value, field: &str) -> Result<Option<&'a str>, Problem> {
     match v.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),

@@ -187,6 +187,20 @@ impl Connection {
         }
     }
 
+    /// Whether the next commits are synced to disk, asked as `synced`; returns whether they
+    /// are. SQLite syncs a commit's WAL only with `synchronous=FULL` (`NORMAL`: durable against
+    /// a crash of the process, not of the machine; a later synced commit makes it durable too);
+    /// PostgreSQL's commits are always durable.
+    pub fn sync_commits(&self, synced: bool) -> Result<bool, StoreError> {
+        match self {
+            Connection::Sqlite(c) => {
+                c.pragma_update(None, "synchronous", if synced { "FULL" } else { "NORMAL" })?;
+                Ok(synced)
+            }
+            Connection::Postgres(_) => Ok(true),
+        }
+    }
+
     /// Runs statements without parameters (the schema, BEGIN, COMMIT).
     pub fn batch(&self, sql: &str) -> Result<(), StoreError> {
         match self {

@@ -1,12 +1,23 @@
 //! The query store's exporter: committed records into the tables of [`crate::schema`], in
-//! SQLite or PostgreSQL.
+//! SQLite or PostgreSQL (every statement through [`crate::db::Connection`]).
 //!
 //! Every partition's instance shares one write connection. Records are buffered as they come
 //! and written on `flush` (or every [`BATCH`] records) in one transaction that also stores the
-//! partition's last exported position; the position is acknowledged only after the commit.
-//! Records at or below the stored position are skipped (after a `kill -9` the runner resumes
-//! from its own, possibly older, position), and every write is an upsert keyed by the
-//! entity's key, so each entity is in the store once, whatever is exported again.
+//! partition's last exported position. Records at or below the stored position are skipped
+//! (after a `kill -9` the runner resumes from its own, possibly older, position), and every
+//! write is an upsert keyed by the entity's key, so each entity is in the store once, whatever
+//! is exported again.
+//!
+//! Cost (issue 27, docs/performance.md "Data lag of the query store"): only the events a table
+//! takes are mapped to JSON ([`stored`]), the frequent ones not at all ([`apply_typed`]); each
+//! statement is prepared once per connection; an element's end is folded into its insert when
+//! both are in one batch ([`fold_ends`]). In SQLite a transaction's commit is durable against a
+//! crash of the process (WAL, `synchronous=NORMAL`) but synced to disk only every
+//! [`DURABLE_EVERY`]: a position is **acknowledged only once a synced commit covers it**
+//! (`synchronous=FULL` for that commit: its fsync of the WAL makes every earlier commit durable
+//! too), so the log is never compacted past records a power loss could take from the store. In
+//! PostgreSQL every commit is durable, so each is acknowledged at once
+//! ([`Connection::sync_commits`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,12 +26,15 @@ use base64::Engine as _;
 use serde_json::Value;
 use waggle_exporter::{json, Context, Controller, ExportError, Exporter, ExporterFactory};
 use waggle_protocol::record::RecordType;
-use waggle_protocol::{PartitionId, Record};
+use waggle_protocol::{PartitionId, Record, RecordValue};
 
 use crate::{params, Connection, Location, StoreError};
 
 /// Records written per transaction at most (a long catch-up writes as it goes).
-pub const BATCH: usize = 5_000;
+pub const BATCH: usize = 20_000;
+/// A commit is synced to disk (and its position acknowledged) at least this often.
+pub const DURABLE_EVERY: Duration = Duration::from_millis(200);
+const SYNC_TASK: u64 = 2;
 /// How often history clean-up runs.
 const CLEANUP_EVERY: Duration = Duration::from_secs(60);
 const CLEANUP_TASK: u64 = 1;
@@ -46,7 +60,7 @@ fn sql(e: StoreError) -> ExportError {
 }
 
 /// The factory of store exporters sharing one write connection (opened here, creating the
-/// file or database and its tables).
+/// file or database and its tables; every statement of `apply` stays prepared on it).
 pub fn factory(id: impl Into<String>, config: StoreConfig) -> Result<ExporterFactory, StoreError> {
     let conn = Arc::new(Mutex::new(Connection::open(&config.location)?));
     let id = id.into();
@@ -57,15 +71,25 @@ pub fn factory(id: impl Into<String>, config: StoreConfig) -> Result<ExporterFac
             id: exporter_id.clone(),
             partition: 0,
             stored: 0,
+            last_seen: 0,
+            unsynced: 0,
+            durable_at: None,
+            sync_scheduled: false,
             batch: Vec::new(),
             history_ttl: config.history_ttl,
+            timings: Timings::new(),
         }) as Box<dyn Exporter>
     }))
 }
 
 /// One record as the store needs it.
 struct Pending {
-    position: u64,
+    /// An activation's end later in the same batch: (state, end date).
+    ended: Option<(&'static str, i64)>,
+    /// An end folded into its activation (written with it).
+    folded: bool,
+    /// The record's value, for the types [`apply_typed`] writes.
+    typed: Option<RecordValue>,
     key: i64,
     timestamp: i64,
     value_type: &'static str,
@@ -80,8 +104,57 @@ pub struct StoreExporter {
     partition: PartitionId,
     /// The partition's last position in the store (records up to it are there).
     stored: u64,
+    /// The last position handed over (the batch holds the stored events after `stored`).
+    last_seen: u64,
+    /// A committed position not yet synced to disk, so not yet acknowledged (0: none).
+    unsynced: u64,
+    /// When a commit was last synced (`None`: not since opening; the first commit is).
+    durable_at: Option<std::time::Instant>,
+    sync_scheduled: bool,
     batch: Vec<Pending>,
     history_ttl: Option<Duration>,
+    timings: Timings,
+}
+
+/// Where the store exporter's time goes, logged at debug level every 10 s: mapping records
+/// (in `export`), the SQL statements of a batch, and its commit.
+struct Timings {
+    since: std::time::Instant,
+    records: u64,
+    batches: u64,
+    map: Duration,
+    statements: Duration,
+    commit: Duration,
+}
+
+impl Timings {
+    fn new() -> Self {
+        Timings {
+            since: std::time::Instant::now(),
+            records: 0,
+            batches: 0,
+            map: Duration::ZERO,
+            statements: Duration::ZERO,
+            commit: Duration::ZERO,
+        }
+    }
+
+    fn report(&mut self, partition: PartitionId) {
+        if self.since.elapsed() < Duration::from_secs(10) {
+            return;
+        }
+        let ms = |d: Duration| (d.as_secs_f64() * 1e3) as u64;
+        tracing::debug!(
+            partition,
+            records = self.records,
+            batches = self.batches,
+            map_ms = ms(self.map),
+            statements_ms = ms(self.statements),
+            commit_ms = ms(self.commit),
+            "query store exporter times"
+        );
+        *self = Timings::new();
+    }
 }
 
 impl Exporter for StoreExporter {
@@ -97,6 +170,7 @@ impl Exporter for StoreExporter {
             .map_err(sql)?
             .and_then(|row| row.first().and_then(crate::db::Value::as_i64));
         self.stored = stored.unwrap_or(0) as u64;
+        self.last_seen = self.stored;
         // what the store holds need not come again
         controller.acknowledge(self.stored);
         if self.history_ttl.is_some() {
@@ -109,16 +183,30 @@ impl Exporter for StoreExporter {
         if record.position <= self.stored {
             return Ok(());
         }
-        // commands and rejections change no entity; they still advance the position
-        let value = if record.record_type == RecordType::Event { json::value(&record.value) } else { Value::Null };
-        self.batch.push(Pending {
-            position: record.position,
-            key: record.key,
-            timestamp: record.timestamp_ms,
-            value_type: record.value_type.as_str(),
-            intent: record.intent.as_str(),
-            value,
-        });
+        let started = std::time::Instant::now();
+        self.last_seen = record.position;
+        // commands, rejections and the events no table takes change no row; they still
+        // advance the position
+        let (value_type, intent) = (record.value_type.as_str(), record.intent.as_str());
+        if record.record_type == RecordType::Event && stored(value_type, intent) {
+            // the frequent values are read as they are, the others through their JSON
+            let typed = matches!(
+                record.value,
+                RecordValue::ProcessInstance(_) | RecordValue::Variable(_) | RecordValue::Job(_) | RecordValue::JobBatch(_)
+            );
+            self.batch.push(Pending {
+                ended: None,
+                folded: false,
+                key: record.key,
+                timestamp: record.timestamp_ms,
+                value_type,
+                intent,
+                typed: typed.then(|| record.value.clone()),
+                value: if typed { Value::Null } else { json::value(&record.value) },
+            });
+        }
+        self.timings.map += started.elapsed();
+        self.timings.records += 1;
         if self.batch.len() >= BATCH {
             self.write_out(controller)?;
         }
@@ -130,6 +218,12 @@ impl Exporter for StoreExporter {
     }
 
     fn on_scheduled(&mut self, task: u64, controller: &mut Controller) -> Result<(), ExportError> {
+        if task == SYNC_TASK {
+            self.sync_scheduled = false;
+            if self.unsynced > 0 {
+                self.commit(controller, true)?;
+            }
+        }
         if task == CLEANUP_TASK {
             if let Some(ttl) = self.history_ttl {
                 let before = chrono::Utc::now().timestamp_millis() - ttl.as_millis() as i64;
@@ -146,16 +240,29 @@ impl Exporter for StoreExporter {
 }
 
 impl StoreExporter {
+    /// Writes the batch, if anything was handed over since the last commit.
     fn write_out(&mut self, controller: &mut Controller) -> Result<(), ExportError> {
-        let Some(last) = self.batch.last().map(|p| p.position) else {
+        if self.last_seen <= self.stored {
             return Ok(());
-        };
+        }
+        let durable = self.durable_at.is_none_or(|at| at.elapsed() >= DURABLE_EVERY);
+        self.commit(controller, durable)
+    }
+
+    /// Commits the batch and the partition's position in one transaction; `durable`: synced
+    /// to disk, acknowledging it (and every commit before it). Otherwise the position is
+    /// acknowledged by a synced commit at most [`DURABLE_EVERY`] later (PostgreSQL's commits
+    /// are all durable: acknowledged at once).
+    fn commit(&mut self, controller: &mut Controller, durable: bool) -> Result<(), ExportError> {
+        let last = self.last_seen.max(self.stored);
         let conn = self.conn.lock().expect("store connection");
+        let durable = conn.sync_commits(durable).map_err(sql)?;
+        let started = std::time::Instant::now();
+        fold_ends(&mut self.batch);
+        let mut statements_done = started;
         conn.transaction(|tx| {
-            for p in &self.batch {
-                if !p.value.is_null() {
-                    apply(tx, self.partition, p)?;
-                }
+            for p in self.batch.iter().filter(|p| !p.folded) {
+                apply(tx, self.partition, p)?;
             }
             tx.execute(
                 "INSERT INTO exporter_position (partition_id, exporter, last_exported_position, last_updated)
@@ -163,14 +270,71 @@ impl StoreExporter {
                  ON CONFLICT (partition_id) DO UPDATE SET last_exported_position = excluded.last_exported_position,
                    last_updated = excluded.last_updated",
                 params![self.partition, &self.id, last as i64, chrono::Utc::now().timestamp_millis()],
-            )
+            )?;
+            statements_done = std::time::Instant::now();
+            Ok(())
         })
         .map_err(sql)?;
+        drop(conn);
+        self.timings.statements += statements_done - started;
+        self.timings.commit += statements_done.elapsed();
+        self.timings.batches += 1;
+        self.timings.report(self.partition);
         self.batch.clear();
         self.stored = last;
-        controller.acknowledge(last);
+        if durable {
+            self.durable_at = Some(std::time::Instant::now());
+            self.unsynced = 0;
+            controller.acknowledge(last);
+        } else {
+            self.unsynced = last;
+            if !self.sync_scheduled {
+                self.sync_scheduled = true;
+                controller.schedule(DURABLE_EVERY, SYNC_TASK);
+            }
+        }
         Ok(())
     }
+}
+
+/// Folds an element's completion or termination into its activation when both are in the
+/// batch: one insert of the ended row instead of an insert and an update (most of W2's
+/// elements start and end within one batch).
+fn fold_ends(batch: &mut [Pending]) {
+    let mut activating: std::collections::HashMap<i64, usize> = std::collections::HashMap::new();
+    for i in 0..batch.len() {
+        if batch[i].value_type != "PROCESS_INSTANCE" || batch[i].folded {
+            continue;
+        }
+        let state = match batch[i].intent {
+            "ELEMENT_ACTIVATING" => {
+                activating.insert(batch[i].key, i);
+                continue;
+            }
+            "ELEMENT_COMPLETED" => "COMPLETED",
+            "ELEMENT_TERMINATED" => "TERMINATED",
+            _ => continue,
+        };
+        if let Some(at) = activating.remove(&batch[i].key) {
+            batch[at].ended = Some((state, batch[i].timestamp));
+            batch[i].folded = true;
+        }
+    }
+}
+
+/// Whether an event of this value type and intent changes a row (what [`apply`] writes).
+pub fn stored(value_type: &str, intent: &str) -> bool {
+    matches!(
+        (value_type, intent),
+        ("PROCESS", "CREATED")
+            | ("PROCESS_INSTANCE", "ELEMENT_ACTIVATING" | "ELEMENT_COMPLETED" | "ELEMENT_TERMINATED")
+            | ("VARIABLE", "CREATED" | "UPDATED" | "MIGRATED")
+            | ("INCIDENT", "CREATED" | "RESOLVED")
+            | ("JOB", "CREATED" | "COMPLETED" | "FAILED" | "TIMED_OUT" | "CANCELED" | "ERROR_THROWN" | "RETRIES_UPDATED" | "MIGRATED")
+            | ("JOB_BATCH", "ACTIVATED")
+            | ("PROCESS_MESSAGE_SUBSCRIPTION", "CREATING" | "CREATED" | "CORRELATED" | "DELETED" | "MIGRATED")
+            | ("USER_TASK", "CREATED" | "ASSIGNED" | "UPDATED" | "COMPLETED" | "CANCELED" | "MIGRATED")
+    )
 }
 
 fn s(v: &Value, field: &str) -> Option<String> {
@@ -201,6 +365,9 @@ fn process_name_and_tag(xml: &str, process_id: &str) -> (Option<String>, Option<
 
 /// Writes one event's effect (an upsert: applying it again changes nothing).
 fn apply(tx: &Connection, partition: PartitionId, p: &Pending) -> Result<(), StoreError> {
+    if let Some(value) = &p.typed {
+        return apply_typed(tx, partition, p, value);
+    }
     let v = &p.value;
     let tenant = s(v, "tenantId").unwrap_or_else(|| "<default>".into());
     match (p.value_type, p.intent) {
@@ -215,78 +382,6 @@ fn apply(tx: &Connection, partition: PartitionId, p: &Pending) -> Result<(), Sto
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (process_definition_key) DO NOTHING",
                 params![i(v, "processDefinitionKey").unwrap_or(p.key), id, name, s(v, "resourceName"), xml, i(v, "version"), tag, tenant],
-            )?;
-        }
-        ("PROCESS_INSTANCE", intent @ ("ELEMENT_ACTIVATING" | "ELEMENT_COMPLETED" | "ELEMENT_TERMINATED")) => {
-            let element_type = s(v, "bpmnElementType").unwrap_or_default();
-            let pi = i(v, "processInstanceKey").unwrap_or(-1);
-            if intent == "ELEMENT_ACTIVATING" {
-                tx.execute(
-                    "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
-                       flow_node_id, type, state, start_date, flow_scope_key, tenant_id, partition_id)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'ACTIVE', ?7, ?8, ?9, ?10)
-                     ON CONFLICT (flow_node_instance_key) DO NOTHING",
-                    params![
-                        p.key,
-                        pi,
-                        i(v, "processDefinitionKey"),
-                        s(v, "bpmnProcessId"),
-                        s(v, "elementId"),
-                        element_type,
-                        p.timestamp,
-                        k(v, "flowScopeKey"),
-                        tenant,
-                        partition
-                    ],
-                )?;
-                if element_type == "PROCESS" {
-                    tx.execute(
-                        "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version, state,
-                           start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id)
-                         VALUES (?1, ?2, ?3, ?4, 'ACTIVE', ?5, ?6, ?7, ?8, ?9)
-                         ON CONFLICT (process_instance_key) DO NOTHING",
-                        params![
-                            pi,
-                            s(v, "bpmnProcessId"),
-                            i(v, "processDefinitionKey"),
-                            i(v, "version"),
-                            p.timestamp,
-                            k(v, "parentProcessInstanceKey"),
-                            k(v, "parentElementInstanceKey"),
-                            tenant,
-                            partition
-                        ],
-                    )?;
-                }
-            } else {
-                let state = if intent == "ELEMENT_COMPLETED" { "COMPLETED" } else { "TERMINATED" };
-                tx.execute(
-                    "UPDATE flow_node_instance SET state = ?2, end_date = ?3 WHERE flow_node_instance_key = ?1",
-                    params![p.key, state, p.timestamp],
-                )?;
-                if element_type == "PROCESS" {
-                    tx.execute(
-                        "UPDATE process_instance SET state = ?2, end_date = ?3 WHERE process_instance_key = ?1",
-                        params![pi, state, p.timestamp],
-                    )?;
-                }
-            }
-        }
-        ("VARIABLE", "CREATED" | "UPDATED" | "MIGRATED") => {
-            tx.execute(
-                "INSERT INTO variable (var_key, process_instance_key, process_definition_id, scope_key, name, value, tenant_id, partition_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (var_key) DO UPDATE SET value = excluded.value",
-                params![
-                    p.key,
-                    i(v, "processInstanceKey"),
-                    s(v, "bpmnProcessId"),
-                    i(v, "scopeKey"),
-                    s(v, "name"),
-                    s(v, "value").unwrap_or_else(|| "null".into()),
-                    tenant,
-                    partition
-                ],
             )?;
         }
         ("INCIDENT", "CREATED") => {
@@ -319,57 +414,6 @@ fn apply(tx: &Connection, partition: PartitionId, p: &Pending) -> Result<(), Sto
             tx.execute("UPDATE incident SET state = 'RESOLVED' WHERE incident_key = ?1", params![p.key])?;
             tx.execute("UPDATE flow_node_instance SET incident_key = NULL WHERE incident_key = ?1", params![p.key])?;
         }
-        ("JOB", intent) => {
-            let state = match intent {
-                "CREATED" => "CREATED",
-                "COMPLETED" => "COMPLETED",
-                "FAILED" => "FAILED",
-                "TIMED_OUT" => "TIMED_OUT",
-                "CANCELED" => "CANCELED",
-                "ERROR_THROWN" => "ERROR_THROWN",
-                "RETRIES_UPDATED" => "RETRIES_UPDATED",
-                "MIGRATED" => "MIGRATED",
-                _ => return Ok(()),
-            };
-            let end = matches!(state, "COMPLETED" | "CANCELED" | "ERROR_THROWN").then_some(p.timestamp);
-            tx.execute(
-                "INSERT INTO job (job_key, type, worker, state, kind, retries, error_message, error_code, deadline, end_time, custom_headers,
-                   process_instance_key, process_definition_key, process_definition_id, element_id, element_instance_key, tenant_id, partition_id)
-                 VALUES (?1, ?2, ?3, ?4, 'BPMN_ELEMENT', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
-                 ON CONFLICT (job_key) DO UPDATE SET worker = excluded.worker, state = excluded.state, retries = excluded.retries,
-                   error_message = excluded.error_message, error_code = excluded.error_code, deadline = excluded.deadline,
-                   end_time = excluded.end_time",
-                params![
-                    p.key,
-                    s(v, "type"),
-                    s(v, "worker").filter(|w| !w.is_empty()),
-                    state,
-                    i(v, "retries"),
-                    s(v, "errorMessage").filter(|m| !m.is_empty()),
-                    s(v, "errorCode").filter(|m| !m.is_empty()),
-                    k(v, "deadline"),
-                    end,
-                    v.get("customHeaders").map(Value::to_string),
-                    i(v, "processInstanceKey"),
-                    i(v, "processDefinitionKey"),
-                    s(v, "bpmnProcessId"),
-                    s(v, "elementId"),
-                    i(v, "elementInstanceKey"),
-                    tenant,
-                    partition
-                ],
-            )?;
-        }
-        ("JOB_BATCH", "ACTIVATED") => {
-            let keys = v.get("jobKeys").and_then(Value::as_array).cloned().unwrap_or_default();
-            let jobs = v.get("jobs").and_then(Value::as_array).cloned().unwrap_or_default();
-            for (key, job) in keys.iter().zip(jobs.iter()) {
-                tx.execute(
-                    "UPDATE job SET worker = ?2, deadline = ?3 WHERE job_key = ?1",
-                    params![key.as_i64(), s(job, "worker"), k(job, "deadline")],
-                )?;
-            }
-        }
         ("PROCESS_MESSAGE_SUBSCRIPTION", intent @ ("CREATING" | "CREATED" | "CORRELATED" | "DELETED" | "MIGRATED")) => {
             tx.execute(
                 "INSERT INTO message_subscription (flow_node_instance_key, message_name, process_instance_key, process_definition_id,
@@ -390,6 +434,198 @@ fn apply(tx: &Connection, partition: PartitionId, p: &Pending) -> Result<(), Sto
                 ],
             )?;
         }
+        ("USER_TASK", intent @ ("CREATED" | "ASSIGNED" | "UPDATED" | "COMPLETED" | "CANCELED" | "MIGRATED")) => {
+            user_task(tx, partition, p, intent, &tenant)?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A Zeebe user task's row (8.8's `user_task`): inserted when CREATED, its assignee, dates and
+/// candidates as each event leaves them, and its end (COMPLETED, CANCELED).
+fn user_task(tx: &Connection, partition: PartitionId, p: &Pending, intent: &str, tenant: &str) -> Result<(), StoreError> {
+    let v = &p.value;
+    let state = match intent {
+        "COMPLETED" | "CANCELED" => intent,
+        _ => "CREATED",
+    };
+    let end = matches!(intent, "COMPLETED" | "CANCELED").then_some(p.timestamp);
+    let text = |field: &str| s(v, field).filter(|t| !t.is_empty());
+    tx.execute(
+        "INSERT INTO user_task (user_task_key, flow_node_bpmn_id, process_definition_id, creation_date, completion_date, assignee, state,
+           form_key, process_definition_key, process_instance_key, element_instance_key, tenant_id, due_date, follow_up_date,
+           candidate_groups, candidate_users, external_form_reference, process_definition_version, custom_headers, partition_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)
+         ON CONFLICT (user_task_key) DO UPDATE SET completion_date = excluded.completion_date, assignee = excluded.assignee,
+           state = excluded.state, due_date = excluded.due_date, follow_up_date = excluded.follow_up_date,
+           candidate_groups = excluded.candidate_groups, candidate_users = excluded.candidate_users",
+        params![
+            p.key,
+            s(v, "elementId"),
+            s(v, "bpmnProcessId"),
+            i(v, "creationTimestamp").unwrap_or(p.timestamp),
+            end,
+            text("assignee"),
+            state,
+            k(v, "formKey"),
+            i(v, "processDefinitionKey"),
+            i(v, "processInstanceKey"),
+            i(v, "elementInstanceKey"),
+            tenant,
+            text("dueDate"),
+            text("followUpDate"),
+            v.get("candidateGroupsList").map(Value::to_string),
+            v.get("candidateUsersList").map(Value::to_string),
+            text("externalFormReference"),
+            i(v, "processDefinitionVersion"),
+            v.get("customHeaders").map(Value::to_string),
+            partition
+        ],
+    )?;
+    Ok(())
+}
+
+fn tenant_of(t: &str) -> &str {
+    if t.is_empty() {
+        "<default>"
+    } else {
+        t
+    }
+}
+
+/// A key that Zeebe writes as -1 (or 0) when unset.
+fn set(key: i64) -> Option<i64> {
+    (key > 0).then_some(key)
+}
+
+/// Writes the effect of the frequent events, read from the record's value itself (no JSON):
+/// elements, variables, jobs and job batches.
+fn apply_typed(tx: &Connection, partition: PartitionId, p: &Pending, value: &RecordValue) -> Result<(), StoreError> {
+    match (value, p.intent) {
+        (RecordValue::ProcessInstance(v), "ELEMENT_ACTIVATING") => {
+            // ended in the same batch: inserted ended (and so made ended if there already)
+            let (state, end) = p.ended.map_or(("ACTIVE", None), |(state, at)| (state, Some(at)));
+            let tenant = tenant_of(&v.tenant_id);
+            tx.execute(if end.is_some() {
+                    "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
+                       flow_node_id, type, start_date, flow_scope_key, tenant_id, partition_id, state, end_date)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                     ON CONFLICT (flow_node_instance_key) DO UPDATE SET state = excluded.state, end_date = excluded.end_date"
+                } else {
+                    "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
+                       flow_node_id, type, start_date, flow_scope_key, tenant_id, partition_id, state, end_date)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                     ON CONFLICT (flow_node_instance_key) DO NOTHING"
+                },
+                params![
+                    p.key,
+                    v.process_instance_key,
+                    v.process_definition_key,
+                    &*v.bpmn_process_id,
+                    &*v.element_id,
+                    &*v.bpmn_element_type,
+                    p.timestamp,
+                    set(v.flow_scope_key),
+                    tenant,
+                    partition,
+                    state,
+                    end
+                ],
+            )?;
+            if &*v.bpmn_element_type == "PROCESS" {
+                tx.execute(
+                    if end.is_some() {
+                        "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version,
+                           start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id, state, end_date)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                         ON CONFLICT (process_instance_key) DO UPDATE SET state = excluded.state, end_date = excluded.end_date"
+                    } else {
+                        "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version,
+                           start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id, state, end_date)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                         ON CONFLICT (process_instance_key) DO NOTHING"
+                    },
+                    params![
+                        v.process_instance_key,
+                        &*v.bpmn_process_id,
+                        v.process_definition_key,
+                        v.version,
+                        p.timestamp,
+                        set(v.parent_process_instance_key),
+                        set(v.parent_element_instance_key),
+                        tenant,
+                        partition,
+                        state,
+                        end
+                    ],
+                )?;
+            }
+        }
+        (RecordValue::ProcessInstance(v), intent @ ("ELEMENT_COMPLETED" | "ELEMENT_TERMINATED")) => {
+            let state = if intent == "ELEMENT_COMPLETED" { "COMPLETED" } else { "TERMINATED" };
+            tx.execute(
+                "UPDATE flow_node_instance SET state = ?2, end_date = ?3 WHERE flow_node_instance_key = ?1",
+                params![p.key, state, p.timestamp],
+            )?;
+            if &*v.bpmn_element_type == "PROCESS" {
+                tx.execute(
+                    "UPDATE process_instance SET state = ?2, end_date = ?3 WHERE process_instance_key = ?1",
+                    params![v.process_instance_key, state, p.timestamp],
+                )?;
+            }
+        }
+        (RecordValue::Variable(v), _) => {
+            tx.execute("INSERT INTO variable (var_key, process_instance_key, process_definition_id, scope_key, name, value, tenant_id, partition_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (var_key) DO UPDATE SET value = excluded.value",
+                params![p.key, v.process_instance_key, v.bpmn_process_id, v.scope_key, v.name, v.value, tenant_of(&v.tenant_id), partition],
+            )?;
+        }
+        (RecordValue::Job(v), intent) => {
+            let end = matches!(intent, "COMPLETED" | "CANCELED" | "ERROR_THROWN").then_some(p.timestamp);
+            let headers = v.custom_headers.trim();
+            let headers = if headers.is_empty() {
+                "{}".to_owned()
+            } else {
+                serde_json::from_str::<Value>(headers).map_or_else(|_| "{}".to_owned(), |h| h.to_string())
+            };
+            let non_empty = |t: &str| (!t.is_empty()).then(|| t.to_owned());
+            tx.execute("INSERT INTO job (job_key, type, worker, state, kind, retries, error_message, error_code, deadline, end_time, custom_headers,
+                   process_instance_key, process_definition_key, process_definition_id, element_id, element_instance_key, tenant_id, partition_id)
+                 VALUES (?1, ?2, ?3, ?4, 'BPMN_ELEMENT', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                 ON CONFLICT (job_key) DO UPDATE SET worker = excluded.worker, state = excluded.state, retries = excluded.retries,
+                   error_message = excluded.error_message, error_code = excluded.error_code, deadline = excluded.deadline,
+                   end_time = excluded.end_time",
+                params![
+                    p.key,
+                    &*v.job_type,
+                    non_empty(&v.worker),
+                    intent,
+                    v.retries,
+                    non_empty(&v.error_message),
+                    non_empty(&v.error_code),
+                    set(v.deadline_ms),
+                    end,
+                    headers,
+                    v.process_instance_key,
+                    v.process_definition_key,
+                    &*v.bpmn_process_id,
+                    &*v.element_id,
+                    v.element_instance_key,
+                    tenant_of(&v.tenant_id),
+                    partition
+                ],
+            )?;
+        }
+        (RecordValue::JobBatch(b), _) => {
+            for (key, job) in b.job_keys.iter().zip(b.jobs.iter()) {
+                tx.execute(
+                    "UPDATE job SET worker = ?2, deadline = ?3 WHERE job_key = ?1",
+                    params![key, &*job.worker, set(job.deadline_ms)],
+                )?;
+            }
+        }
         _ => {}
     }
     Ok(())
@@ -399,7 +635,7 @@ fn apply(tx: &Connection, partition: PartitionId, p: &Pending) -> Result<(), Sto
 /// everything belonging to them. Returns how many instances went.
 pub fn clean_up(conn: &Connection, partition: PartitionId, before: i64) -> Result<u64, StoreError> {
     let finished = "SELECT process_instance_key FROM process_instance WHERE partition_id = ?1 AND end_date IS NOT NULL AND end_date < ?2";
-    for table in ["flow_node_instance", "variable", "incident", "job", "message_subscription"] {
+    for table in ["flow_node_instance", "variable", "incident", "job", "message_subscription", "user_task"] {
         conn.execute(&format!("DELETE FROM {table} WHERE process_instance_key IN ({finished})"), params![partition, before])?;
     }
     conn.execute(

@@ -6,7 +6,7 @@
 //!   camunda/camunda): process definitions (with their XML), process instances, element (flow
 //!   node) instances, variables, incidents, jobs, message subscriptions, exporter positions.
 //! - [`exporter`]: the exporter writing them, a transaction per flushed batch, acknowledging
-//!   after the commit; every write is an upsert keyed by the entity's key and records at or
+//!   once a commit synced to disk covers it; every write is an upsert keyed by the entity's key and records at or
 //!   below the partition's stored position are skipped, so re-export after a crash leaves each
 //!   entity once. History clean-up deletes finished instances older than a time to live.
 //! - [`query`]: the searches (`filter` with Camunda 8.8's operators, `sort`, `page`) as JSON in
@@ -76,8 +76,10 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
     let conn = rusqlite::Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
-    // FULL: each commit syncs the WAL, so a position acknowledged after a commit is durable
-    // (with NORMAL, the last commits may be lost on power failure while the log is compacted)
+    // FULL: each commit syncs the WAL. The exporter's write connection switches to NORMAL for
+    // the commits between synced ones, and acknowledges a position only once a FULL commit
+    // covered it (exporter.rs): with NORMAL alone the last commits may be lost on power
+    // failure while the log is compacted past them
     conn.pragma_update(None, "synchronous", "FULL")?;
     // `$like` is case-sensitive, as PostgreSQL's LIKE
     conn.pragma_update(None, "case_sensitive_like", true)?;

@@ -192,6 +192,35 @@ pub static JOB: Entity = Entity {
     ],
 };
 
+/// Zeebe user tasks (8.8's `UserTaskResult`): dates as the task holds them (ISO 8601 text),
+/// candidates as lists.
+pub static USER_TASK: Entity = Entity {
+    name: "user task",
+    table: "user_task",
+    key: "t.user_task_key",
+    fields: &[
+        f("userTaskKey", "t.user_task_key", Kind::Key),
+        f("state", "t.state", Kind::Str),
+        f("assignee", "t.assignee", Kind::Str),
+        f("elementId", "t.flow_node_bpmn_id", Kind::Str),
+        f("elementInstanceKey", "t.element_instance_key", Kind::Key),
+        f("candidateGroups", "t.candidate_groups", Kind::Json),
+        f("candidateUsers", "t.candidate_users", Kind::Json),
+        f("processDefinitionId", "t.process_definition_id", Kind::Str),
+        f("processDefinitionKey", "t.process_definition_key", Kind::Key),
+        f("processDefinitionVersion", "t.process_definition_version", Kind::Int),
+        f("processInstanceKey", "t.process_instance_key", Kind::Key),
+        f("formKey", "t.form_key", Kind::Key),
+        f("creationDate", "t.creation_date", Kind::Date),
+        f("completionDate", "t.completion_date", Kind::Date),
+        f("dueDate", "t.due_date", Kind::Str),
+        f("followUpDate", "t.follow_up_date", Kind::Str),
+        f("externalFormReference", "t.external_form_reference", Kind::Str),
+        f("customHeaders", "t.custom_headers", Kind::Json),
+        f("tenantId", "t.tenant_id", Kind::Str),
+    ],
+};
+
 fn invalid(msg: impl Into<String>) -> StoreError {
     StoreError::Invalid(msg.into())
 }

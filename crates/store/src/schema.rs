@@ -114,4 +114,27 @@ CREATE TABLE IF NOT EXISTS message_subscription (
     PRIMARY KEY (flow_node_instance_key, message_name)
 );
 CREATE INDEX IF NOT EXISTS message_subscription_pi ON message_subscription (process_instance_key);
+CREATE TABLE IF NOT EXISTS user_task (
+    user_task_key INTEGER PRIMARY KEY,
+    flow_node_bpmn_id TEXT,
+    process_definition_id TEXT,
+    creation_date INTEGER,
+    completion_date INTEGER,
+    assignee TEXT,
+    state TEXT NOT NULL,
+    form_key INTEGER,
+    process_definition_key INTEGER,
+    process_instance_key INTEGER NOT NULL,
+    element_instance_key INTEGER,
+    tenant_id TEXT NOT NULL,
+    due_date TEXT,
+    follow_up_date TEXT,
+    candidate_groups TEXT,
+    candidate_users TEXT,
+    external_form_reference TEXT,
+    process_definition_version INTEGER,
+    custom_headers TEXT,
+    partition_id INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS user_task_pi ON user_task (process_instance_key);
 "#;

@@ -92,6 +92,34 @@ fn export(path: &std::path::Path, records: &[Record], acknowledged: u64) -> u64 
     c.last_acknowledged()
 }
 
+#[test]
+fn a_position_is_acknowledged_once_a_synced_commit_covers_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    let all = records();
+    let factory =
+        exporter::factory("query-store", StoreConfig { location: crate::Location::Sqlite(path.clone()), history_ttl: None }).unwrap();
+    let mut e = factory.make();
+    e.configure(&Context { exporter_id: "query-store".into(), partition_id: 1 }).unwrap();
+    let mut c = Controller::new(0);
+    e.open(&mut c).unwrap();
+    e.export(&all[0], &mut c).unwrap();
+    e.flush(&mut c).unwrap();
+    assert_eq!(c.last_acknowledged(), 1, "the first commit is synced");
+    e.export(&all[1], &mut c).unwrap();
+    e.flush(&mut c).unwrap();
+    assert_eq!(c.last_acknowledged(), 1, "a commit right after a synced one is not synced");
+    let conn = crate::open(&path).unwrap();
+    let instances = search(&conn, &query::PROCESS_INSTANCE, Value::Null);
+    assert_eq!(instances["page"]["totalItems"], 1, "searches see the unsynced commit");
+    assert!(c.take_due(std::time::Instant::now()).is_empty());
+    std::thread::sleep(exporter::DURABLE_EVERY);
+    let due = c.take_due(std::time::Instant::now());
+    assert_eq!(due.len(), 1, "a sync is scheduled");
+    e.on_scheduled(due[0], &mut c).unwrap();
+    assert_eq!(c.last_acknowledged(), 2);
+}
+
 fn search(conn: &crate::Connection, entity: &query::Entity, request: Value) -> Value {
     query::search(conn, entity, &request).unwrap()
 }
@@ -201,4 +229,52 @@ fn history_clean_up_deletes_finished_instances_only() {
     assert_eq!(elements["page"]["totalItems"], 0);
     assert_eq!(exporter::clean_up(&conn, 1, i64::MAX).unwrap(), 1);
     assert_eq!(search(&conn, &query::VARIABLE, Value::Null)["page"]["totalItems"], 1, "the active instance keeps its variables");
+}
+
+#[test]
+fn user_tasks_follow_their_events() {
+    use waggle_protocol::value::UserTaskRecord;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    let task = UserTaskRecord {
+        user_task_key: 500,
+        assignee: "demo".into(),
+        candidate_groups: vec!["managers".into()],
+        due_date: "2024-05-01T10:00+02:00".into(),
+        form_key: -1,
+        custom_headers: r#"{"k":"v"}"#.into(),
+        variables: "{}".into(),
+        bpmn_process_id: "order".into(),
+        process_definition_key: 10,
+        process_instance_key: 300,
+        element_id: "review".into(),
+        element_instance_key: 301,
+        creation_timestamp: 7_000,
+        ..Default::default()
+    };
+    let ut = |position: u64, intent: Intent, value: UserTaskRecord| {
+        event(position, 500, 1_000 * position as i64, ValueType::UserTask, intent, RecordValue::UserTask(value))
+    };
+    let mut all = records();
+    let next = all.last().unwrap().position + 1;
+    all.push(ut(next, Intent::Creating, task.clone()));
+    all.push(ut(next + 1, Intent::Created, task.clone()));
+    all.push(ut(next + 2, Intent::Assigned, UserTaskRecord { assignee: String::new(), ..task.clone() }));
+    let updated =
+        UserTaskRecord { candidate_users: vec!["ann".into()], changed_attributes: vec!["candidateUsersList".into()], ..task.clone() };
+    all.push(ut(next + 3, Intent::Updated, UserTaskRecord { assignee: String::new(), ..updated }));
+    export(&path, &all, 0);
+    let conn = crate::open(&path).unwrap();
+    let r = search(&conn, &query::USER_TASK, json!({"filter": {"processInstanceKey": "300", "state": "CREATED"}}));
+    assert_eq!(keys(&r, "userTaskKey"), ["500"]);
+    let t = &r["items"][0];
+    assert!(t.get("assignee").is_none(), "unassigned: {t}");
+    assert_eq!((t["candidateGroups"].clone(), t["candidateUsers"].clone()), (json!(["managers"]), json!(["ann"])));
+    assert_eq!((t["dueDate"].as_str(), t["elementId"].as_str()), (Some("2024-05-01T10:00+02:00"), Some("review")));
+    assert_eq!((t["creationDate"].as_str(), t["customHeaders"].clone()), (Some("1970-01-01T00:00:07.000Z"), json!({"k": "v"})));
+    all.push(ut(next + 4, Intent::Completed, task));
+    export(&path, &all, 0);
+    let done = query::get(&conn, &query::USER_TASK, 500).unwrap();
+    assert_eq!(done["state"], "COMPLETED");
+    assert!(done["completionDate"].is_string());
 }

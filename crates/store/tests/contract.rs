@@ -7,6 +7,7 @@
 //! gets and 404s, malformed requests) must give the expected instances on both, and the same
 //! JSON answer from both. Re-exporting everything (the stored positions dropped) must change
 //! no answer: every write is an idempotent upsert. History clean-up deletes the same on both.
+//! Zeebe user tasks (assigned, completed, updated, cancelled) have a scenario of their own.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +16,7 @@ use waggle_engine::{Command, Engine, NoJobStreams, ProcessingContext};
 use waggle_exporter::{Context, Controller};
 use waggle_protocol::record::{Intent, ValueType};
 use waggle_protocol::value::{
-    DeploymentRecord, DeploymentResource, JobBatchRecord, JobRecord, ProcessInstanceCreationRecord, ProcessInstanceRecord,
+    DeploymentRecord, DeploymentResource, JobBatchRecord, JobRecord, ProcessInstanceCreationRecord, ProcessInstanceRecord, UserTaskRecord,
 };
 use waggle_protocol::{Record, RecordValue};
 use waggle_state::{KvStore, MemoryStore, Overlay};
@@ -43,6 +44,24 @@ fn order(tag: Option<&str>) -> String {
 </bpmn:definitions>"#
     )
 }
+
+/// The "review" process: a Zeebe user task with candidate groups and a due date.
+const REVIEW: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="r" targetNamespace="t">
+  <bpmn:process id="review" isExecutable="true">
+    <bpmn:startEvent id="start"/>
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="approve"/>
+    <bpmn:userTask id="approve">
+      <bpmn:extensionElements>
+        <zeebe:userTask/>
+        <zeebe:assignmentDefinition candidateGroups="managers"/>
+        <zeebe:taskSchedule dueDate="2030-01-01T09:00:00Z"/>
+      </bpmn:extensionElements>
+    </bpmn:userTask>
+    <bpmn:sequenceFlow id="f2" sourceRef="approve" targetRef="end"/>
+    <bpmn:endEvent id="end"/>
+  </bpmn:process>
+</bpmn:definitions>"#;
 
 /// The engine, a state, a clock: runs commands and keeps the log's records.
 struct Run {
@@ -142,6 +161,37 @@ fn scenario() -> Scenario {
     Scenario { log: run.log, names }
 }
 
+/// Three "review" instances: f's task assigned to alice, g's completed, h's candidate users
+/// updated, then h cancelled. Names are of the instances.
+fn user_task_scenario() -> Scenario {
+    let mut run = Run { engine: Engine::new(1), state: MemoryStore::new(), log: Vec::new() };
+    run.deploy(1_000, "review.bpmn", REVIEW);
+    let mut names = BTreeMap::new();
+    for (n, name) in ["f", "g", "h"].into_iter().enumerate() {
+        names.insert(name, run.create(2_000 + 1_000 * n as i64, "review", -1, json!({})));
+    }
+    let tasks: BTreeMap<i64, i64> = run
+        .log
+        .iter()
+        .filter_map(|r| match &r.value {
+            RecordValue::UserTask(t) if r.intent == Intent::Created => Some((t.process_instance_key, r.key)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tasks.len(), 3, "three user tasks created");
+    let command = |run: &mut Run, now_ms: i64, name: &str, intent: Intent, task: UserTaskRecord| {
+        let records = run.command(now_ms, tasks[&names[name]], intent, RecordValue::UserTask(task));
+        assert!(records.iter().all(|r| r.record_type != waggle_protocol::record::RecordType::CommandRejection), "{records:?}");
+    };
+    command(&mut run, 5_000, "f", Intent::Assign, UserTaskRecord { assignee: "alice".into(), ..Default::default() });
+    command(&mut run, 6_000, "g", Intent::Complete, UserTaskRecord { variables: "{}".into(), ..Default::default() });
+    let update =
+        UserTaskRecord { candidate_users: vec!["ann".into()], changed_attributes: vec!["candidateUsersList".into()], ..Default::default() };
+    command(&mut run, 7_000, "h", Intent::Update, update);
+    run.command(8_000, names["h"], Intent::Cancel, RecordValue::ProcessInstance(ProcessInstanceRecord::default()));
+    Scenario { log: run.log, names }
+}
+
 /// Exports `records` through the store exporter, as the broker's runner does.
 fn export(location: &Location, records: &[Record]) {
     let factory = exporter::factory("query-store", StoreConfig { location: location.clone(), history_ttl: None }).expect("store");
@@ -159,7 +209,22 @@ fn export(location: &Location, records: &[Record]) {
         e.export(r, &mut c).unwrap();
     }
     e.flush(&mut c).unwrap();
-    assert_eq!(c.last_acknowledged(), records.last().unwrap().position);
+    let last = records.last().unwrap().position;
+    match location {
+        // every PostgreSQL commit is durable: acknowledged at once
+        Location::Postgres(_) => assert_eq!(c.last_acknowledged(), last, "PostgreSQL: acknowledged after its commit"),
+        // SQLite's commit right after a synced one is not synced: a sync due within
+        // DURABLE_EVERY acknowledges it
+        Location::Sqlite(_) => {
+            if c.last_acknowledged() < last {
+                std::thread::sleep(exporter::DURABLE_EVERY);
+                for task in c.take_due(std::time::Instant::now()) {
+                    e.on_scheduled(task, &mut c).unwrap();
+                }
+            }
+            assert_eq!(c.last_acknowledged(), last, "SQLite: acknowledged by the synced commit");
+        }
+    }
     e.close();
 }
 
@@ -418,6 +483,75 @@ fn suite(stores: &Stores, names: &BTreeMap<&'static str, i64>) -> Vec<Value> {
         stores.invalid(pi, &bad);
     }
     answers.into_inner()
+}
+
+/// Every user task search of the suite (8.8's `/v2/user-tasks/search`), its answers.
+fn user_task_suite(stores: &Stores, names: &BTreeMap<&'static str, i64>) -> Vec<Value> {
+    let ut = &query::USER_TASK;
+    let mut answers = Vec::new();
+    let mut check = |request: Value, expected: &[&str]| {
+        let r = stores.search(ut, &request);
+        let got: Vec<&str> = r["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                let key: i64 = i["processInstanceKey"].as_str().unwrap().parse().unwrap();
+                *names.iter().find(|(_, k)| **k == key).expect("a scenario instance").0
+            })
+            .collect();
+        assert_eq!(got, expected, "user task {request}: {r}");
+        answers.push(r);
+    };
+    check(json!({}), &["f", "g", "h"]);
+    check(json!({"filter": {"state": "CREATED"}}), &["f"]);
+    check(json!({"filter": {"state": "COMPLETED"}}), &["g"]);
+    check(json!({"filter": {"state": "CANCELED"}}), &["h"]);
+    check(json!({"filter": {"assignee": "alice"}}), &["f"]);
+    check(json!({"filter": {"assignee": {"$exists": false}}}), &["g", "h"]);
+    check(json!({"filter": {"completionDate": {"$exists": true}}}), &["g", "h"]);
+    check(json!({"filter": {"$or": [{"state": "COMPLETED"}, {"assignee": "alice"}]}}), &["f", "g"]);
+    check(json!({"filter": {"elementId": "approve", "processDefinitionId": {"$like": "rev*"}}}), &["f", "g", "h"]);
+    check(json!({"sort": [{"field": "state", "order": "DESC"}]}), &["f", "g", "h"]);
+    check(json!({"sort": [{"field": "state"}]}), &["h", "g", "f"]);
+    check(json!({"filter": {"processInstanceKey": names["g"]}}), &["g"]);
+    let h = stores.search(ut, &json!({"filter": {"processInstanceKey": names["h"].to_string()}}));
+    let task = &h["items"][0];
+    assert_eq!((task["candidateGroups"].clone(), task["candidateUsers"].clone()), (json!(["managers"]), json!(["ann"])), "{task}");
+    assert_eq!((task["dueDate"].as_str(), task["completionDate"].as_str()), (Some("2030-01-01T09:00Z"), Some(at(8_000).as_str())));
+    assert_eq!(task["creationDate"], at(4_000));
+    let key: i64 = task["userTaskKey"].as_str().unwrap().parse().unwrap();
+    assert_eq!(stores.get(ut, key).unwrap()["state"], "CANCELED");
+    assert!(stores.get(ut, 1).is_err(), "user task 1 is not found");
+    answers.push(h);
+    stores.invalid(ut, &json!({"filter": {"nope": 1}}));
+    answers
+}
+
+#[test]
+fn user_tasks_give_the_same_answers_on_sqlite_and_postgresql() {
+    let Scenario { log, names } = user_task_scenario();
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Location::Sqlite(dir.path().join("store.sqlite"));
+    let cluster = TestCluster::start();
+    let postgres = Location::Postgres(cluster.database("user_tasks"));
+    for location in [&sqlite, &postgres] {
+        export(location, &log);
+    }
+    let stores = Stores { sqlite: Connection::open(&sqlite).unwrap(), postgres: Connection::open(&postgres).unwrap() };
+    let answers = user_task_suite(&stores, &names);
+    for location in [&sqlite, &postgres] {
+        Connection::open(location).unwrap().execute("DELETE FROM exporter_position", &[]).unwrap();
+        export(location, &log);
+    }
+    assert_eq!(user_task_suite(&stores, &names), answers, "re-exporting changed an answer");
+    // history clean-up takes the ended instances' tasks
+    for conn in [&stores.sqlite, &stores.postgres] {
+        assert_eq!(exporter::clean_up(conn, 1, 100_000).unwrap(), 2, "instances g and h ended");
+    }
+    let left = stores.search(&query::USER_TASK, &json!({}));
+    assert_eq!(left["page"]["totalItems"], 1, "{left}");
+    assert_eq!(left["items"][0]["processInstanceKey"], names["f"].to_string());
 }
 
 #[test]

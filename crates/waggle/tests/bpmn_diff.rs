@@ -87,6 +87,7 @@ fn bpmn_behaviour_matches_zeebe_except_known_differences() {
     let out = tempfile::tempdir().expect("tempdir");
     let mut command = Command::new(python);
     command.arg(dir.join("run.py")).arg("--address").arg(node.address()).arg("--out").arg(out.path());
+    command.arg("--rest").arg(format!("http://127.0.0.1:{}", node.rest_port));
     let output = run_with_timeout(&mut command, Duration::from_secs(300));
     let stderr = String::from_utf8_lossy(&output.stderr);
     let actual = read_outcomes(out.path());

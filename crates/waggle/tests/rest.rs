@@ -21,11 +21,16 @@ use waggle_protocol::gateway::*;
 
 /// An HTTP/1.0 request with a JSON body: (status, content type, body).
 fn http(port: u16, method: &str, path: &str, body: &str) -> (u16, String, String) {
+    http_typed(port, method, path, "application/json", body)
+}
+
+/// An HTTP/1.0 request with a body of the given content type.
+fn http_typed(port: u16, method: &str, path: &str, content_type: &str, body: &str) -> (u16, String, String) {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to the REST port");
     stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         stream,
-        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
@@ -397,5 +402,180 @@ async fn data_lag_from_completion_to_search() {
         at(0.9),
         at(0.99),
         lags[lags.len() - 1]
+    );
+}
+
+/// Every command endpoint answers a malformed request with a 400 problem detail (never a 500):
+/// bodies that are not JSON, missing required fields, unknown fields, wrong types, bad keys in
+/// the path and in the body, a tenant other than `<default>`, a deployment that is not
+/// multipart or has no `resources`; and an unknown key that reaches the engine is a 404.
+#[test]
+fn rest_v2_commands_answer_malformed_requests_with_400_problems() {
+    let node = Node::start(&[]);
+    let port = node.rest_port;
+    let cases: &[(&str, &str, &str)] = &[
+        ("POST", "/v2/deployments", "{}"),
+        ("POST", "/v2/jobs/activation", "not json"),
+        ("POST", "/v2/jobs/activation", r#"{"type":"t","timeout":1000}"#),
+        ("POST", "/v2/jobs/activation", r#"{"type":"t","timeout":1000,"maxJobsToActivate":1,"colour":"red"}"#),
+        ("POST", "/v2/jobs/activation", r#"{"type":"t","timeout":"soon","maxJobsToActivate":1}"#),
+        ("POST", "/v2/jobs/activation", r#"{"type":"t","timeout":1000,"maxJobsToActivate":1,"tenantIds":["t1"]}"#),
+        ("POST", "/v2/jobs/abc/completion", "{}"),
+        ("POST", "/v2/jobs/-5/completion", "{}"),
+        ("POST", "/v2/jobs/1/completion", r#"{"variables":[1,2]}"#),
+        ("POST", "/v2/jobs/1/completion", r#"{"result":{"type":"userTask"}}"#),
+        ("POST", "/v2/jobs/1/failure", r#"{"retries":"three"}"#),
+        ("POST", "/v2/jobs/1/error", r#"{"errorMessage":"no code"}"#),
+        ("POST", "/v2/jobs/1/error", r#"{"errorCode":""}"#),
+        ("PATCH", "/v2/jobs/1", r#"{"changeset":{}}"#),
+        ("PATCH", "/v2/jobs/1", r#"{"retries":1}"#),
+        ("PATCH", "/v2/jobs/x", r#"{"changeset":{"retries":1}}"#),
+        ("POST", "/v2/messages/publication", r#"{"correlationKey":"k"}"#),
+        ("POST", "/v2/messages/publication", r#"{"name":"m","variables":"v"}"#),
+        ("POST", "/v2/messages/publication", r#"{"name":"m","tenantId":"t1"}"#),
+        ("POST", "/v2/messages/correlation", r#"{"correlationKey":"k"}"#),
+        ("POST", "/v2/signals/broadcast", r#"{"signalName":""}"#),
+        ("POST", "/v2/signals/broadcast", r#"{"name":"s"}"#),
+        ("POST", "/v2/incidents/0/resolution", ""),
+        ("POST", "/v2/incidents/1/resolution", r#"{"reason":"x"}"#),
+        ("PUT", "/v2/element-instances/1/variables", "{}"),
+        ("PUT", "/v2/element-instances/1/variables", r#"{"variables":{"a":1},"local":"yes"}"#),
+        ("PUT", "/v2/element-instances/key/variables", r#"{"variables":{"a":1}}"#),
+        ("POST", "/v2/decision-definitions/evaluation", r#"{"variables":{}}"#),
+        ("POST", "/v2/decision-definitions/evaluation", r#"{"decisionDefinitionId":"d","decisionDefinitionKey":"1"}"#),
+        ("POST", "/v2/decision-definitions/evaluation", r#"{"decisionDefinitionKey":"one"}"#),
+        ("POST", "/v2/resources/zero/deletion", ""),
+        ("POST", "/v2/process-instances/1/modification", r#"{"activateInstructions":[{}]}"#),
+        ("POST", "/v2/process-instances/1/modification", r#"{"terminateInstructions":[{"elementInstanceKey":"x"}]}"#),
+        ("POST", "/v2/process-instances/1/migration", r#"{"mappingInstructions":[]}"#),
+        (
+            "POST",
+            "/v2/process-instances/1/migration",
+            r#"{"targetProcessDefinitionKey":"1","mappingInstructions":[{"sourceElementId":"a"}]}"#,
+        ),
+    ];
+    for (method, path, body) in cases {
+        let (status, content_type, answer) = http(port, method, path, body);
+        assert_eq!(status, 400, "{method} {path} {body}: {answer}");
+        assert_eq!(content_type, "application/problem+json", "{method} {path}");
+        let problem: Value = serde_json::from_str(&answer).expect("problem json");
+        assert_eq!((problem["status"].as_u64(), problem["title"].as_str()), (Some(400), Some("INVALID_ARGUMENT")), "{answer}");
+    }
+    // a multipart deployment without a resources part, and a JSON body instead of multipart
+    let boundary = "b0undary";
+    let multipart = format!("--{boundary}\r\nContent-Disposition: form-data; name=\"tenantId\"\r\n\r\n<default>\r\n--{boundary}--\r\n");
+    let (status, _, answer) = http_typed(port, "POST", "/v2/deployments", &format!("multipart/form-data; boundary={boundary}"), &multipart);
+    assert_eq!(status, 400, "{answer}");
+    let (status, _, answer) = http(port, "POST", "/v2/deployments", r#"{"resources":[]}"#);
+    assert_eq!(status, 400, "{answer}");
+    // a resource past the gateway's maximum message size (4 MB)
+    let big = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"resources\"; filename=\"big.bpmn\"\r\n\r\n{}\r\n--{boundary}--\r\n",
+        "x".repeat(5 << 20)
+    );
+    let (status, content_type, answer) =
+        http_typed(port, "POST", "/v2/deployments", &format!("multipart/form-data; boundary={boundary}"), &big);
+    assert_eq!((status, content_type.as_str()), (413, "application/problem+json"), "{answer}");
+    // well-formed, but unknown to the engine
+    for (method, path, body) in [
+        ("POST", "/v2/jobs/2251799813685249/completion", "{}"),
+        ("POST", "/v2/incidents/2251799813685249/resolution", ""),
+        ("PATCH", "/v2/jobs/2251799813685249", r#"{"changeset":{"retries":2}}"#),
+    ] {
+        let (status, content_type, answer) = http(port, method, path, body);
+        assert_eq!((status, content_type.as_str()), (404, "application/problem+json"), "{method} {path}: {answer}");
+    }
+}
+
+/// Deploys a BPMN file through `POST /v2/deployments` (multipart) and answers the 8.8 shape.
+#[test]
+fn rest_v2_deploys_multipart_resources() {
+    let node = Node::start(&[]);
+    let xml = std::fs::read_to_string(common::client_models().join("one_task.bpmn")).unwrap();
+    let boundary = "XyZ";
+    let body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"resources\"; filename=\"one_task.bpmn\"\r\nContent-Type: application/octet-stream\r\n\r\n{xml}\r\n--{boundary}--\r\n"
+    );
+    let (status, _, answer) =
+        http_typed(node.rest_port, "POST", "/v2/deployments", &format!("multipart/form-data; boundary={boundary}"), &body);
+    assert_eq!(status, 200, "{answer}");
+    let r: Value = serde_json::from_str(&answer).unwrap();
+    assert!(r["deploymentKey"].as_str().is_some_and(|k| k.parse::<i64>().is_ok()), "{r}");
+    assert_eq!(r["tenantId"], "<default>");
+    let p = &r["deployments"][0]["processDefinition"];
+    assert_eq!((p["processDefinitionId"].as_str(), p["processDefinitionVersion"].as_i64()), (Some("benchmark"), Some(1)), "{r}");
+    assert_eq!(p["resourceName"], "one_task.bpmn");
+    assert!(p["processDefinitionKey"].as_str().is_some_and(|k| k.parse::<i64>().is_ok()), "{r}");
+    // a job of the deployed process, activated, then completed
+    let (status, _, answer) = http(node.rest_port, "POST", "/v2/process-instances", r#"{"processDefinitionId":"benchmark"}"#);
+    assert_eq!(status, 200, "{answer}");
+    let activation = r#"{"type":"benchmark-task","timeout":10000,"maxJobsToActivate":5,"worker":"w","requestTimeout":5000}"#;
+    let (status, _, answer) = http(node.rest_port, "POST", "/v2/jobs/activation", activation);
+    assert_eq!(status, 200, "{answer}");
+    let jobs: Value = serde_json::from_str(&answer).unwrap();
+    let job = &jobs["jobs"][0];
+    assert_eq!(
+        (job["type"].as_str(), job["worker"].as_str(), job["kind"].as_str()),
+        (Some("benchmark-task"), Some("w"), Some("BPMN_ELEMENT")),
+        "{jobs}"
+    );
+    let key = job["jobKey"].as_str().expect("a string key");
+    let (status, _, answer) = http(node.rest_port, "POST", &format!("/v2/jobs/{key}/completion"), r#"{"variables":{"ok":true}}"#);
+    assert_eq!(status, 204, "{answer}");
+    let (status, _, answer) = http(node.rest_port, "POST", &format!("/v2/jobs/{key}/completion"), "{}");
+    assert_eq!(status, 404, "completed twice: {answer}");
+}
+
+/// The 8.8 Java client's commands over REST only (`tests/clients/RestCommands.java`, its gRPC
+/// address unreachable): deploy, create, activate, fail, update, resolve, set variables,
+/// complete, publish, broadcast, modify, throw an error, evaluate, delete; correlate (to a waiting catch
+/// event, and a 404 when nothing waits).
+#[test]
+fn the_camunda_8_8_java_client_sends_commands_over_rest() {
+    let lib = common::peers().join("java-client-88/lib");
+    assert!(lib.exists(), "{} missing: run scripts/install-clients.sh java88", lib.display());
+    let node = Node::start(&[]);
+    let output = common::run_with_timeout(
+        std::process::Command::new("java")
+            .arg("-cp")
+            .arg(format!("{}/*", lib.display()))
+            .arg(common::repo_root().join("tests/clients/RestCommands.java"))
+            .arg(node.rest_port.to_string())
+            .arg(common::client_models()),
+        Duration::from_secs(180),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("OK"),
+        "the 8.8 Java client failed ({}):\n{stdout}\n{}\nnode log:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr),
+        node.log()
+    );
+}
+
+/// The same commands through the Node SDK 8.8's CamundaRestClient (`tests/clients/rest_commands.cjs`).
+#[test]
+fn the_node_sdk_rest_client_sends_commands_over_rest() {
+    let modules = common::peers().join("node/node_modules");
+    assert!(modules.exists(), "{} missing: run scripts/install-clients.sh", modules.display());
+    let node = Node::start(&[]);
+    let output = common::run_with_timeout(
+        std::process::Command::new("node")
+            .env("NODE_PATH", &modules)
+            .arg(common::repo_root().join("tests/clients/rest_commands.cjs"))
+            .arg("--rest")
+            .arg(node.rest_port.to_string())
+            .arg("--models")
+            .arg(common::client_models()),
+        Duration::from_secs(180),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("OK"),
+        "the Node SDK failed ({}):\n{stdout}\n{}\nnode log:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr),
+        node.log()
     );
 }

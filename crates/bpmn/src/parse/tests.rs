@@ -532,3 +532,54 @@ fn compensation_is_linked_and_checked() {
         assert!(errs.iter().any(|e| e.element_id == id && e.message == message), "{message}: {errs:?}");
     }
 }
+
+fn user_task(extensions: &str) -> String {
+    model(&format!(
+        r#"<bpmn:startEvent id="start" />
+    <bpmn:userTask id="ut"><bpmn:extensionElements><zeebe:userTask/>{extensions}</bpmn:extensionElements></bpmn:userTask>
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="ut" />"#
+    ))
+}
+
+#[test]
+fn zeebe_user_tasks_keep_their_properties() {
+    let xml = user_task(
+        r#"<zeebe:assignmentDefinition assignee="=owner" candidateGroups="a, b" candidateUsers="=users"/>
+        <zeebe:taskSchedule dueDate="2023-03-02T15:35+02:00" followUpDate="=later"/>
+        <zeebe:formDefinition formId="f"/>
+        <zeebe:taskHeaders><zeebe:header key="k" value="v"/></zeebe:taskHeaders>"#,
+    );
+    let processes = parse_definitions(xml.as_bytes()).unwrap();
+    let e = &processes[0].elements[processes[0].element("ut").unwrap()];
+    assert_eq!(e.kind.bpmn_element_type(), "USER_TASK");
+    let ElementKind::ZeebeUserTask(props) = &e.kind else { panic!("a Zeebe user task: {:?}", e.kind) };
+    assert!(matches!(props.assignee, Some(ExprOrStatic::Expression(_))));
+    assert!(matches!(&props.candidate_groups, Some(ExprOrStatic::Static(list)) if list == r#"["a","b"]"#));
+    assert!(matches!(props.candidate_users, Some(ExprOrStatic::Expression(_))));
+    assert!(matches!(&props.due_date, Some(ExprOrStatic::Static(d)) if d == "2023-03-02T15:35+02:00"));
+    assert!(matches!(&props.form_id, Some(ExprOrStatic::Static(f)) if f == "f"));
+    assert_eq!(props.headers, vec![("k".to_string(), "v".to_string())]);
+    // without zeebe:userTask, a user task is still job-based
+    let job_based =
+        model(r#"<bpmn:startEvent id="start" /><bpmn:userTask id="ut"/><bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="ut" />"#);
+    let processes = parse_definitions(job_based.as_bytes()).unwrap();
+    assert!(matches!(processes[0].elements[1].kind, ElementKind::JobElement { element_type: "USER_TASK", .. }));
+}
+
+#[test]
+fn zeebe_user_tasks_are_checked_with_zeebes_messages() {
+    let messages = |ext: &str| errors(&user_task(ext)).into_iter().map(|e| e.message).collect::<Vec<_>>();
+    let form = "Exactly one of the attributes 'formId, externalReference' must be present and not blank for native user tasks";
+    assert_eq!(messages(r#"<zeebe:formDefinition formKey="x"/>"#), vec![form]);
+    assert_eq!(messages(r#"<zeebe:formDefinition formId="a" externalReference="b"/>"#), vec![form]);
+    assert_eq!(
+        messages(r#"<zeebe:taskSchedule dueDate="12345"/>"#),
+        vec!["Expected static value to be a valid DateTime String, e.g. '2023-03-02T15:35+02:00', but found '12345'."]
+    );
+    assert_eq!(
+        messages(r#"<zeebe:assignmentDefinition candidateUsers="1,,"/>"#),
+        vec!["Expected static value to be a list of comma-separated values, e.g. 'a,b,c', but found '1,,'"]
+    );
+    // a local date-time has no zone: not a ZonedDateTime
+    assert_eq!(messages(r#"<zeebe:taskSchedule followUpDate="2023-03-02T15:35:00"/>"#).len(), 1);
+}

@@ -152,7 +152,7 @@ pub(crate) fn open_start_events(
 }
 
 /// Closes the start events of a process definition that is no longer the latest.
-fn close_start_events(p: P, definition_key: i64) {
+pub(crate) fn close_start_events(p: P, definition_key: i64) {
     let model = p.process_model(definition_key);
     for start in model.event_start_events() {
         let ElementKind::EventStartEvent { trigger: EventTrigger::Message(message), .. } = &model.elements[start].kind else { continue };
@@ -197,7 +197,8 @@ pub(crate) fn trigger_start_timer(p: P, timer_key: i64, timer: TimerRecord) {
 /// After MESSAGE PUBLISHED: starts an instance of every process whose latest version has a
 /// message start event of this name — at most one per process per message, and not while an
 /// instance an earlier message with the same correlation key started is still active.
-pub(crate) fn correlate_message_starts(p: P, message_key: i64, message: &MessageRecord) {
+pub(crate) fn correlate_message_starts(p: P, message_key: i64, message: &MessageRecord) -> Option<i64> {
+    let mut first = None;
     for subscription in p.view().message_start_subscriptions(&message.name) {
         if p.view().message_correlated_to(message_key, &subscription.bpmn_process_id) {
             continue;
@@ -207,15 +208,17 @@ pub(crate) fn correlate_message_starts(p: P, message_key: i64, message: &Message
         {
             continue;
         }
-        start_by_message(p, &subscription, message_key, message);
+        let started = start_by_message(p, &subscription, message_key, message);
+        first = first.or(started);
     }
+    first
 }
 
 /// Starts an instance at the message start event of `subscription` with `message`.
-fn start_by_message(p: P, subscription: &MessageStartEventSubscriptionRecord, message_key: i64, message: &MessageRecord) {
-    let Some(definition) = p.process_record(subscription.process_definition_key) else { return };
+fn start_by_message(p: P, subscription: &MessageStartEventSubscriptionRecord, message_key: i64, message: &MessageRecord) -> Option<i64> {
+    let definition = p.process_record(subscription.process_definition_key)?;
     let model = p.process_model(subscription.process_definition_key);
-    let Some(start) = model.element(&subscription.start_event_id) else { return };
+    let start = model.element(&subscription.start_event_id)?;
     let variables = document_texts(&message.variables).unwrap_or_default();
     let pi_key = p.new_key();
     let correlated = MessageStartEventSubscriptionRecord {
@@ -228,6 +231,7 @@ fn start_by_message(p: P, subscription: &MessageStartEventSubscriptionRecord, me
     let key = p.new_key();
     p.event(key, Intent::Correlated, RecordValue::MessageStartEventSubscription(correlated));
     start_instance(p, &definition, subscription.process_definition_key, pi_key, Some(vec![start]), variables);
+    Some(pi_key)
 }
 
 /// An instance a message with `correlation_key` started has ended: the oldest buffered
@@ -251,7 +255,8 @@ pub(crate) fn start_with_buffered_message(p: P, bpmn_process_id: &str, correlati
             if message.deadline_ms <= p.now_ms {
                 continue; // expired, not yet removed
             }
-            return start_by_message(p, &subscription, message_key, &message);
+            start_by_message(p, &subscription, message_key, &message);
+            return;
         }
     }
 }

@@ -19,6 +19,7 @@ use crate::elements::behavior::{Activation, ElementBehavior, Then, Transitions};
 use crate::elements::events::{self, ThrownError};
 use crate::elements::table::{behavior_for, behavior_of};
 use crate::elements::{call_activity, compensation, gateways, multi_instance, process, subprocesses};
+use crate::limits::MI_TERMINATIONS_PER_BATCH;
 use crate::processing::P;
 use crate::tables::{ElementInstance, ElementState};
 use crate::variables::{self, Vars};
@@ -223,11 +224,23 @@ fn maybe_complete_scope(p: P, scope: i64) {
     }
 }
 
-/// Terminates an element instance and everything inside it (cancel): TERMINATING, then each
-/// child's whole termination in turn, then the instance's own end. Walks the tree with a stack of
-/// its own, not by recursion: through call activities, the instances below one can be as deep as
+/// Terminates an element instance and everything inside it: TERMINATING, then each child's
+/// whole termination in turn, then the instance's own end. Walks the tree with a stack of its
+/// own, not by recursion: through call activities, the instances below one can be as deep as
 /// `max_process_depth` times the nesting of scopes a model may have.
 pub(crate) fn terminate(p: P, key: i64) {
+    terminate_walk(p, key, false)
+}
+
+/// [`terminate`] for a cancelled process instance: a multi-instance body with more than
+/// [`MI_TERMINATIONS_PER_BATCH`] active inner instances terminates them over later batches
+/// (PROCESS_INSTANCE_BATCH TERMINATE, [`terminate_batch`]), and it and the scopes above it end
+/// once its last inner instance has (Zeebe 8.5's `ProcessInstanceBatchTerminateProcessor`).
+pub(crate) fn terminate_in_batches(p: P, key: i64) {
+    terminate_walk(p, key, true)
+}
+
+fn terminate_walk(p: P, key: i64, in_batches: bool) {
     enum Step {
         Enter(i64),
         Leave(Box<ElementInstance>),
@@ -241,12 +254,65 @@ pub(crate) fn terminate(p: P, key: i64) {
                     continue;
                 }
                 p.event(key, Intent::ElementTerminating, RecordValue::ProcessInstance(instance.record.clone()));
+                if in_batches && multi_instance::terminates_in_batches(&instance) {
+                    let first = p.view().first_children(key, 1).first().copied().unwrap_or(-1);
+                    multi_instance::request_termination_batch(p, &instance.record, key, first);
+                    continue;
+                }
                 steps.push(Step::Leave(Box::new(instance)));
                 // the first child ends first
                 steps.extend(p.view().children(key).into_iter().rev().map(Step::Enter));
             }
+            // a scope above a body that terminates over later batches ends after it
+            Step::Leave(instance) if p.view().element_with(instance.key, |e| e.active_children > 0) == Some(true) => {}
             Step::Leave(instance) => terminated(p, *instance),
         }
+    }
+}
+
+/// PROCESS_INSTANCE_BATCH TERMINATE: terminates the next inner instances of a multi-instance
+/// body (at most what is left of the batch's [`MI_TERMINATIONS_PER_BATCH`]) and, while some are
+/// left, asks for the next chunk with another TERMINATE for a later batch; the last writes
+/// TERMINATED, then the body ends: a terminating body with the scopes above it that waited for
+/// it, or a body whose completion condition held completes. A body that is gone: rejected
+/// (NOT_FOUND).
+pub(crate) fn terminate_batch(p: P, command: &Record) {
+    let RecordValue::ProcessInstanceBatch(batch) = &command.value else { return };
+    let body_key = batch.batch_element_instance_key;
+    let body = p.view().element(body_key).filter(|b| matches!(b.state, ElementState::Terminating | ElementState::Activated));
+    let Some(body) = body else {
+        let reason = format!("Expected to terminate the inner instances of multi-instance body '{body_key}', but it is not active");
+        return p.reject(command, None, waggle_protocol::RejectionType::NotFound, reason);
+    };
+    let room = MI_TERMINATIONS_PER_BATCH.saturating_sub(p.mi_terminations).max(1);
+    let children = p.view().first_children(body_key, room + 1);
+    let chunk = children.len().min(room);
+    for &child in &children[..chunk] {
+        terminate(p, child);
+    }
+    p.mi_terminations += chunk;
+    if children.len() > room {
+        return multi_instance::request_termination_batch(p, &body.record, body_key, children[room]);
+    }
+    p.event(command.key, Intent::Terminated, command.value.clone());
+    if body.state == ElementState::Activated {
+        // a completion condition held
+        if p.view().element_with(body_key, |b| b.active_children == 0) == Some(true) {
+            p.command(body_key, Intent::CompleteElement, RecordValue::ProcessInstance(body.record));
+        }
+        return;
+    }
+    finish_terminating(p, body_key);
+}
+
+/// Ends the terminating instance `key` once nothing inside it is left, then each terminating
+/// scope above it that waited only for it.
+fn finish_terminating(p: P, mut key: i64) {
+    while let Some(instance) = p.view().element(key).filter(|e| e.state == ElementState::Terminating && e.active_children == 0) {
+        let record = &instance.record;
+        let up = if record.flow_scope_key > 0 { record.flow_scope_key } else { record.parent_element_instance_key };
+        terminated(p, instance);
+        key = up;
     }
 }
 

@@ -19,8 +19,10 @@ pub(crate) mod process;
 pub(crate) mod subprocesses;
 pub(crate) mod table;
 pub(crate) mod tasks;
+pub(crate) mod user_task;
 
 pub(crate) use events::ThrownError;
 pub(crate) use lifecycle::{
-    activate, complete, continue_activation, continue_completion, event_occurred, terminate, throw_error, waits_of,
+    activate, complete, continue_activation, continue_completion, event_occurred, terminate, terminate_batch, terminate_in_batches,
+    throw_error, waits_of,
 };

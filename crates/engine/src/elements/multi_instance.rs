@@ -42,7 +42,7 @@ use crate::behaviors::incidents::{error_type, incident};
 use crate::behaviors::waits;
 use crate::elements::behavior::{Activation, ElementBehavior, Transitions};
 use crate::json_doc::json_text;
-use crate::limits::{MAX_INPUT_COLLECTION_ITEMS, MAX_REWRITTEN_OUTPUT_COLLECTION, MI_ACTIVATIONS_PER_BATCH};
+use crate::limits::{MAX_INPUT_COLLECTION_ITEMS, MAX_REWRITTEN_OUTPUT_COLLECTION, MI_ACTIVATIONS_PER_BATCH, MI_TERMINATIONS_PER_BATCH};
 use crate::processing::P;
 use crate::tables::{ElementInstance, ElementState, MultiInstanceBody as Counters};
 use crate::variables::{self, evaluate, Vars};
@@ -100,12 +100,16 @@ fn batch_record(body: &ProcessInstanceRecord, body_key: i64, remaining: usize) -
     }
 }
 
-/// Whether a PROCESS_INSTANCE_BATCH ACTIVATE from outside must wait for a later batch: this
-/// batch activated its share of inner instances already. It is handed back unwritten.
+/// Whether a PROCESS_INSTANCE_BATCH ACTIVATE (TERMINATE) from outside must wait for a later
+/// batch: this batch activated (terminated) its share of inner instances already. It is handed
+/// back unwritten.
 pub(crate) fn defer_if_full(p: P, command: &Command) -> bool {
     let full = matches!(command.value, RecordValue::ProcessInstanceBatch(_))
-        && command.intent == Intent::Activate
-        && p.mi_activations >= MI_ACTIVATIONS_PER_BATCH;
+        && match command.intent {
+            Intent::Activate => p.mi_activations >= MI_ACTIVATIONS_PER_BATCH,
+            Intent::Terminate => p.mi_terminations >= MI_TERMINATIONS_PER_BATCH,
+            _ => false,
+        };
     if full {
         let own = p.partition;
         p.deliver(own, command.clone());
@@ -166,17 +170,37 @@ pub(crate) fn activate_batch(p: P, command: &Record) {
     }
 }
 
-/// The next PROCESS_INSTANCE_BATCH ACTIVATE of every body still activating its inner instances
-/// (after a restart or a change of leader: what was handed back before is lost).
+/// The next PROCESS_INSTANCE_BATCH ACTIVATE of every body still activating its inner instances,
+/// and TERMINATE of every body terminating them over several batches (after a restart or a
+/// change of leader: what was handed back before is lost).
 pub(crate) fn pending_batches(view: crate::tables::StateView<'_>) -> Vec<Command> {
-    view.activating_mi_bodies()
-        .into_iter()
-        .filter_map(|body_key| {
-            let body = view.element(body_key)?;
-            let batch = batch_record(&body.record, body_key, 0);
-            Some(Command::new(body_key, Intent::Activate, RecordValue::ProcessInstanceBatch(batch)))
-        })
-        .collect()
+    let activating = view.activating_mi_bodies().into_iter().filter_map(|body_key| {
+        let body = view.element(body_key)?;
+        let batch = batch_record(&body.record, body_key, 0);
+        Some(Command::new(body_key, Intent::Activate, RecordValue::ProcessInstanceBatch(batch)))
+    });
+    let terminating = view.mi_bodies().into_iter().filter_map(|body_key| {
+        let body = view.element(body_key).filter(|b| b.state == ElementState::Terminating)?;
+        let batch = ProcessInstanceBatchRecord { index: -1, ..batch_record(&body.record, body_key, 0) };
+        Some(Command::new(body_key, Intent::Terminate, RecordValue::ProcessInstanceBatch(batch)))
+    });
+    activating.chain(terminating).collect()
+}
+
+/// Whether a terminating body's inner instances are too many for one batch.
+pub(crate) fn terminates_in_batches(instance: &ElementInstance) -> bool {
+    instance.record.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY" && instance.active_children as usize > MI_TERMINATIONS_PER_BATCH
+}
+
+/// Hands a PROCESS_INSTANCE_BATCH TERMINATE for body `body_key` back to this partition, for a
+/// later batch; `index`: the key of the next inner instance to terminate (as Zeebe's record has
+/// it; the command takes the oldest left).
+pub(crate) fn request_termination_batch(p: P, body: &ProcessInstanceRecord, body_key: i64, next: i64) {
+    let mut batch = batch_record(body, body_key, 0);
+    batch.index = next;
+    let command = Command::new(p.new_key(), Intent::Terminate, RecordValue::ProcessInstanceBatch(batch));
+    let own = p.partition;
+    p.deliver(own, command);
 }
 
 /// After an incident on a parallel body is resolved (its collection failed to evaluate when a
@@ -332,6 +356,16 @@ pub(crate) fn inner_completed(p: P, model: &Process, idx: usize, inner: &Process
     let Some(mi) = &element.multi_instance else { return };
     let Some(body) = p.view().element(inner.flow_scope_key).filter(|b| b.state == ElementState::Activated) else { return };
     if done.satisfied {
+        if terminates_in_batches(&body) {
+            // the rest terminate over later batches, then the body completes (see
+            // `lifecycle::terminate_batch`); no more inner instances are activated
+            if p.view().mi_body(body.key).is_some_and(|c| c.activating) {
+                let key = p.new_key();
+                p.event(key, Intent::Activated, RecordValue::ProcessInstanceBatch(batch_record(&body.record, body.key, 0)));
+            }
+            let first = p.view().first_children(body.key, 1).first().copied().unwrap_or(-1);
+            return request_termination_batch(p, &body.record, body.key, first);
+        }
         for child in p.view().children(body.key) {
             t.terminate(p, child);
         }

@@ -18,6 +18,7 @@ use crate::elements::gateways::{EventBasedGateway, ExclusiveGateway, InclusiveGa
 use crate::elements::multi_instance::MultiInstanceBody;
 use crate::elements::subprocesses::SubProcess;
 use crate::elements::tasks::{BusinessRuleTask, JobTask, PlainTask, ReceiveTask, ScriptTask};
+use crate::elements::user_task::ZeebeUserTask;
 
 /// The behaviour of element instance `record` of `element`: its multi-instance body's, or its
 /// kind's.
@@ -56,5 +57,6 @@ pub(crate) fn behavior_of(kind: &ElementKind) -> &'static dyn ElementBehavior {
         ElementKind::CallActivity(_) => &CallActivity,
         ElementKind::CompensationBoundaryEvent { .. } => &CompensationBoundaryEvent,
         ElementKind::CompensationThrowEvent { .. } => &CompensationThrowEvent,
+        ElementKind::ZeebeUserTask(_) => &ZeebeUserTask,
     }
 }

@@ -116,7 +116,8 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
                 });
                 continue;
             }
-            let version = latest.map(|(v, _)| v + 1).unwrap_or(1);
+            // deleted versions are not given again (docs.camunda.io, "Resource deletion")
+            let version = p.view().next_process_version(&process.id);
             let key = p.new_key();
             let record = ProcessRecord {
                 bpmn_process_id: process.id.clone(),

@@ -165,7 +165,7 @@ pub(crate) fn cancel(p: P, command: &Record, request: Option<RequestId>) {
         let reason = format!("Expected to cancel a process instance with key '{}', but it is already being terminated", command.key);
         return p.reject(command, request, RejectionType::InvalidState, reason);
     }
-    elements::terminate(p, command.key);
+    elements::terminate_in_batches(p, command.key);
     let mut answer = command.clone();
     answer.value = RecordValue::ProcessInstance(instance.record);
     answer.intent = Intent::ElementTerminated;

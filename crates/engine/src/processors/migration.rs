@@ -1,15 +1,18 @@
 //! PROCESS_INSTANCE_MIGRATION MIGRATE (the MigrateProcessInstance RPC), as Zeebe 8.5 runs it
-//! (https://docs.camunda.io/docs/components/concepts/process-instance-migration/; the rejection
-//! texts are those of Zeebe 8.5's `ProcessInstanceMigrationPreconditions`): every active
-//! element instance moves to the element its mapping instruction names in the target process
-//! definition, keeping its key, variables and job.
+//! (https://docs.camunda.io/docs/8.5/components/concepts/process-instance-migration/; the
+//! rejection texts are those of Zeebe 8.5's `ProcessInstanceMigrationPreconditions`): every
+//! active element instance moves to the element its mapping instruction names in the target
+//! process definition, keeping its key, variables and job.
 //!
 //! What Zeebe 8.5 migrates: the process, service tasks, job-based user tasks, embedded
 //! subprocesses and call activities, their jobs and incidents. Waggle refuses, as Zeebe 8.5
 //! does, event subprocesses (in the source or the target), a changed element type or flow
-//! scope, an unmapped active element and a token on its way; and, more strictly than Zeebe
-//! 8.5 (which moves message boundary events' subscriptions along), every active element or
-//! target element with boundary events.
+//! scope, an unmapped active element and a token on its way, and boundary events of any type
+//! but message on an active element or its target. Message boundary events ("Dealing with
+//! attached boundary events"): the source element's subscriptions close and the target
+//! element's open (their name and correlation key evaluated with the element instance's
+//! variables); a mapping instruction from or to one of those boundary events, and a target
+//! boundary event whose message the element instance is already subscribed to, are refused.
 
 use std::collections::HashMap;
 
@@ -18,8 +21,11 @@ use waggle_protocol::value::{IncidentRecord, ProcessInstanceRecord};
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
 use crate::batch::RequestId;
+use crate::behaviors::expressions::string_of;
+use crate::behaviors::waits::{self, Wait};
 use crate::processing::P;
 use crate::tables::{ElementInstance, ElementState};
+use crate::variables::Vars;
 
 /// Element types an active element instance may have (Zeebe 8.5's list).
 const SUPPORTED_TYPES: [&str; 5] = ["PROCESS", "SERVICE_TASK", "USER_TASK", "SUB_PROCESS", "CALL_ACTIVITY"];
@@ -44,7 +50,26 @@ pub(crate) fn migrate(p: P, command: &Record, request: Option<RequestId>) {
     if let Err((rejection, reason)) = check(p, &source, &target, &instances, migration.mapping_instructions.as_slice(), &mapping, key) {
         return p.reject(command, request, rejection, reason);
     }
+    // what each target element's message boundary events wait for, evaluated before anything
+    // is written
+    let mut target_waits = Vec::with_capacity(instances.len());
     for instance in &instances {
+        let waits = match instance.key == key {
+            true => Vec::new(),
+            false => {
+                let target_id = mapping[instance.record.element_id.as_str()];
+                let target_idx = target.element(target_id).expect("checked");
+                let mut waits = Vec::new();
+                if let Err(message) = waits::add_boundary_waits(p, &target, target_idx, Vars::Scope(instance.key), &mut waits) {
+                    let reason = subscribe_failure(key, &instance.record.element_id, target_id, &message);
+                    return p.reject(command, request, RejectionType::InvalidState, reason);
+                }
+                waits
+            }
+        };
+        target_waits.push(waits);
+    }
+    for (instance, waits) in instances.iter().zip(target_waits) {
         let element_id = if instance.key == key { target.id.as_str() } else { mapping[instance.record.element_id.as_str()] };
         let record = ProcessInstanceRecord {
             bpmn_process_id: target_definition.bpmn_process_id.as_str().into(),
@@ -62,6 +87,14 @@ pub(crate) fn migrate(p: P, command: &Record, request: Option<RequestId>) {
                 migrated.process_definition_version = target_definition.version;
                 migrated.element_id = record.element_id.clone();
                 p.event(instance.job_key, Intent::Migrated, RecordValue::Job(migrated));
+            } else if let Some(task) = p.view().user_task(instance.job_key) {
+                // a Zeebe user task moves with its element (USER_TASK MIGRATED, as Zeebe 8.5)
+                let mut migrated = task.record;
+                migrated.bpmn_process_id = record.bpmn_process_id.to_string();
+                migrated.process_definition_key = target_key;
+                migrated.process_definition_version = target_definition.version;
+                migrated.element_id = record.element_id.to_string();
+                p.event(instance.job_key, Intent::Migrated, RecordValue::UserTask(migrated));
             }
         }
         let incidents =
@@ -76,6 +109,9 @@ pub(crate) fn migrate(p: P, command: &Record, request: Option<RequestId>) {
                 };
                 p.event(incident_key, Intent::Migrated, RecordValue::Incident(migrated));
             }
+        }
+        if instance.key != key {
+            migrate_subscriptions(p, &source, instance, &record, waits);
         }
     }
     let event = p.event_record(key, Intent::Migrated, command.value.clone());
@@ -167,16 +203,17 @@ fn check(
             }
         }
         let source_idx = source.element(source_id).expect("an active element's");
-        if let Some(types) = boundary_event_types(source, source_idx) {
+        if let Some(types) = unsupported_boundary_event_types(source, source_idx) {
             return invalid_state(format!(
                 "Expected to migrate process instance '{key}' but active element with id '{source_id}' has one or more boundary events of types '{types}'. Migrating active elements with boundary events of these types is not possible yet."
             ));
         }
-        if let Some(types) = boundary_event_types(target, target_idx) {
+        if let Some(types) = unsupported_boundary_event_types(target, target_idx) {
             return invalid_state(format!(
                 "Expected to migrate process instance '{key}' but target element with id '{target_id}' has one or more boundary events of types '{types}'. Migrating target elements with boundary events of these types is not possible yet."
             ));
         }
+        check_message_boundary_events(p, target, instance, target_idx, mapping, key)?;
     }
     if instances.iter().any(|i| i.active_flows > 0 || i.state != ElementState::Activated) {
         return invalid_state(format!(
@@ -206,23 +243,94 @@ fn has_event_subprocess(model: &Process) -> bool {
     model.elements.iter().any(|e| matches!(e.kind, ElementKind::EventSubProcess { .. }))
 }
 
-/// The event types of the boundary events attached to element `idx` (Zeebe's names, joined by
-/// commas), if it has any.
-fn boundary_event_types(model: &Process, idx: usize) -> Option<String> {
+/// The event types of the boundary events attached to element `idx` that Zeebe 8.5 can not
+/// migrate, all but message (Zeebe's names, joined by commas), if it has any.
+fn unsupported_boundary_event_types(model: &Process, idx: usize) -> Option<String> {
     let types: Vec<&str> = model.elements[idx]
         .boundary_events
         .iter()
         .filter_map(|&b| match &model.elements[b].kind {
-            ElementKind::BoundaryEvent { trigger, .. } => Some(match trigger {
-                EventTrigger::Timer(_) => "TIMER",
-                EventTrigger::Message(_) => "MESSAGE",
-                EventTrigger::Error { .. } => "ERROR",
-                EventTrigger::Escalation { .. } => "ESCALATION",
-                EventTrigger::Signal { .. } => "SIGNAL",
-            }),
+            ElementKind::BoundaryEvent { trigger, .. } => match trigger {
+                EventTrigger::Timer(_) => Some("TIMER"),
+                EventTrigger::Message(_) => None,
+                EventTrigger::Error { .. } => Some("ERROR"),
+                EventTrigger::Escalation { .. } => Some("ESCALATION"),
+                EventTrigger::Signal { .. } => Some("SIGNAL"),
+            },
             ElementKind::CompensationBoundaryEvent { .. } => Some("COMPENSATION"),
             _ => None,
         })
         .collect();
     (!types.is_empty()).then(|| types.join(","))
+}
+
+/// The message boundary events of an active element and of its target (Zeebe 8.5's
+/// `requireNoMappedCatchEventsInSource`, `requireNoMappedCatchEventsInTarget` and
+/// `requireNoSubscriptionForMessage`): neither may be named by a mapping instruction, and the
+/// target's may not wait for a message the element instance is subscribed to already.
+fn check_message_boundary_events(
+    p: P,
+    target: &Process,
+    instance: &ElementInstance,
+    target_idx: usize,
+    mapping: &HashMap<&str, &str>,
+    key: i64,
+) -> Result<(), (RejectionType, String)> {
+    let source_id = instance.record.element_id.as_str();
+    let target_id = target.elements[target_idx].id.as_str();
+    let subscriptions = p.view().process_subscriptions_of(instance.key);
+    for subscription in &subscriptions {
+        if mapping.contains_key(subscription.element_id.as_str()) {
+            return Err((
+                RejectionType::InvalidState,
+                format!(
+                    "Expected to migrate process instance '{key}' but active element with id '{source_id}' is subscribed to mapped catch event with id '{}'. Migrating active elements with mapped catch events is not possible yet.",
+                    subscription.element_id
+                ),
+            ));
+        }
+    }
+    for &b in &target.elements[target_idx].boundary_events {
+        let boundary = &target.elements[b];
+        let ElementKind::BoundaryEvent { trigger: EventTrigger::Message(message), .. } = &boundary.kind else { continue };
+        if mapping.values().any(|t| *t == boundary.id) {
+            return Err((
+                RejectionType::InvalidState,
+                format!(
+                    "Expected to migrate process instance '{key}' but active element with id '{source_id}' is mapped to element with id '{target_id}' that must be subscribed to mapped catch event with id '{}'. Migrating active elements with mapped catch events is not possible yet.",
+                    boundary.id
+                ),
+            ));
+        }
+        let name = string_of(p, Vars::Scope(instance.key), &message.name)
+            .map_err(|e| (RejectionType::InvalidState, subscribe_failure(key, source_id, target_id, &e)))?;
+        if subscriptions.iter().any(|s| s.message_name == name) {
+            return Err((
+                RejectionType::InvalidState,
+                format!(
+                    "Expected to migrate process instance '{key}' but active element with id '{source_id}' attempts to subscribe to a message it is already subscribed to with name '{name}'. Migrating active elements that subscribe to a message they are already subscribed to is not possible yet. Please provide a mapping instruction to message catch event with id '{}' to migrate the respective message subscription.",
+                    boundary.id
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Waggle's text for a target message boundary event whose name or correlation key does not
+/// evaluate for the element instance.
+fn subscribe_failure(key: i64, source_id: &str, target_id: &str, message: &str) -> String {
+    format!(
+        "Expected to migrate process instance '{key}' but active element with id '{source_id}' can not subscribe to the message boundary events of element '{target_id}': {message}"
+    )
+}
+
+/// After an element instance's ELEMENT_MIGRATED (as `record`): the subscriptions of the source
+/// element's message boundary events close, the target element's open.
+fn migrate_subscriptions(p: P, source: &Process, instance: &ElementInstance, record: &ProcessInstanceRecord, waits: Vec<Wait>) {
+    let source_idx = source.element(&instance.record.element_id);
+    if source_idx.is_some_and(|i| !source.elements[i].boundary_events.is_empty()) {
+        waits::close_where(p, instance.key, |_| true);
+    }
+    waits::open(p, record, instance.key, waits);
 }

@@ -14,6 +14,7 @@ pub(crate) mod resources;
 pub(crate) mod signal;
 pub(crate) mod subscription;
 pub(crate) mod timer;
+pub(crate) mod user_task;
 
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
@@ -66,9 +67,11 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         (RecordValue::VariableDocument(_), Intent::Update) => instance::set_variables(p, command, request),
         (RecordValue::Incident(_), Intent::Resolve) => instance::resolve_incident(p, command, request),
         (RecordValue::Job(_), _) => job::process(p, command, request),
+        (RecordValue::UserTask(_), _) => user_task::process(p, command, request),
         (RecordValue::JobBatch(_), Intent::Activate) => job_batch::activate(p, command, request),
         (RecordValue::Message(_), Intent::Publish) => message::publish(p, command, request),
         (RecordValue::Message(_), Intent::Expire) => message::expire(p, command),
+        (RecordValue::MessageCorrelation(_), Intent::Correlate) => message::correlate(p, command, request),
         (RecordValue::Timer(_), Intent::Trigger) => timer::trigger_timer(p, command),
         (RecordValue::MessageSubscription(_), Intent::Create) => subscription::create_message_subscription(p, command),
         (RecordValue::MessageSubscription(_), Intent::Correlate | Intent::Delete | Intent::Reject) => {
@@ -80,6 +83,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         (RecordValue::DecisionEvaluation(_), Intent::Evaluate) => decision::evaluate(p, command, request),
         (RecordValue::ResourceDeletion(_), Intent::Delete | Intent::Distribute) => resources::delete(p, command, request),
         (RecordValue::ProcessInstanceBatch(_), Intent::Activate) => elements::multi_instance::activate_batch(p, command),
+        (RecordValue::ProcessInstanceBatch(_), Intent::Terminate) => elements::terminate_batch(p, command),
         _ => p.reject(
             command,
             request,

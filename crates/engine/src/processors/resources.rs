@@ -9,10 +9,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use waggle_dmn::Drg;
-use waggle_protocol::value::{DecisionRecord, DecisionRequirementsRecord, DeploymentRecord, DeploymentResource, FormRecord};
+use waggle_protocol::value::{DecisionRecord, DecisionRequirementsRecord, DeploymentRecord, DeploymentResource, FormRecord, ProcessRecord};
 use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
 use crate::batch::RequestId;
+use crate::behaviors::starts;
 use crate::distribution;
 use crate::processing::Processing;
 
@@ -197,18 +198,40 @@ pub(crate) fn distribute(p: &mut Processing<'_, '_, '_>, deployment: &Deployment
     Ok(())
 }
 
-/// RESOURCE_DELETION DELETE (DeleteResource; DISTRIBUTE: the copy another partition sends): a
-/// decision requirements graph with its decisions (DECISION DELETED each, DECISION_REQUIREMENTS
-/// DELETED) or a form (FORM DELETED), then RESOURCE_DELETION DELETED; the previous version of
-/// each id becomes the latest again. The command is distributed to every other partition.
-/// Zeebe's `ResourceDeletionTest`;
+/// RESOURCE_DELETION DELETE (DeleteResource; DISTRIBUTE: the copy another partition sends):
+/// RESOURCE_DELETION DELETING (the answer), then the resource's events, then RESOURCE_DELETION
+/// DELETED; the command is distributed to every other partition. The resource is a process
+/// definition (PROCESS DELETING and DELETED; refused while instances of it run), a decision
+/// requirements graph with its decisions (DECISION DELETED each, DECISION_REQUIREMENTS DELETED)
+/// or a form (FORM DELETED). The previous version of the id becomes the latest again; for a
+/// process, its timer, message and signal start events open again. Zeebe 8.5's
+/// `ResourceDeletionTest`; https://docs.camunda.io/docs/8.5/components/concepts/resource-deletion/
+/// ("Limitations": a definition with running instances can not be deleted);
 /// https://docs.camunda.io/docs/apis-tools/zeebe-api/gateway-service/#deleteresource-rpc.
-/// Deleting a process definition is not supported yet (rejected, see docs/compatibility.md).
 pub(crate) fn delete(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
     let RecordValue::ResourceDeletion(deletion) = &command.value else { return };
     let key = deletion.resource_key;
     let distributed = command.intent == Intent::Distribute;
-    if let Some(drg) = p.view().drg(key) {
+    let process = p.view().process(key);
+    let drg = if process.is_none() { p.view().drg(key) } else { None };
+    let form = if process.is_none() && drg.is_none() { p.view().form(key) } else { None };
+    if process.is_some() && p.view().running_instances(key) > 0 {
+        // (a distributed copy too: this partition keeps the definition while its instances run,
+        // as Zeebe 8.5's processor refuses it there)
+        let reason = format!("Expected to delete resource with key `{key}` but there are still running instances");
+        return p.reject(command, request, RejectionType::InvalidState, reason);
+    }
+    if process.is_none() && drg.is_none() && form.is_none() && !distributed {
+        let reason = format!("Expected to delete resource but no resource found with key `{key}`");
+        return p.reject(command, request, RejectionType::NotFound, reason);
+    }
+    // a distributed copy keeps the key the deleting partition gave the deletion
+    let event_key = if distributed { command.key } else { p.new_key() };
+    let value = RecordValue::ResourceDeletion(deletion.clone());
+    let deleting = p.event_record(event_key, Intent::Deleting, value.clone());
+    if let Some(process) = process {
+        delete_process(p, process, distributed);
+    } else if let Some(drg) = drg {
         for (_, decision_key) in p.view().decisions_of(key) {
             if let Some(decision) = p.view().decision(decision_key) {
                 p.event(decision_key, Intent::Deleted, RecordValue::Decision(decision));
@@ -216,26 +239,36 @@ pub(crate) fn delete(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
         }
         p.event(key, Intent::Deleted, RecordValue::DecisionRequirements(drg));
         p.processes_mut().remove_drg(key);
-    } else if let Some(form) = p.view().form(key) {
+    } else if let Some(form) = form {
         p.event(key, Intent::Deleted, RecordValue::Form(form));
-    } else if distributed {
-        // deleted here already (a copy processed twice is caught before; this is a resource
-        // this partition never had): nothing to do
-    } else if p.view().process(key).is_some() {
-        let reason =
-            format!("Expected to delete resource with key `{key}`, but deleting process definitions is not supported by Waggle yet");
-        return p.reject(command, request, RejectionType::InvalidState, reason);
-    } else {
-        let reason = format!("Expected to delete resource but no resource found with key `{key}`");
-        return p.reject(command, request, RejectionType::NotFound, reason);
     }
-    let value = RecordValue::ResourceDeletion(deletion.clone());
-    let deleted = p.event_record(key, Intent::Deleted, value.clone());
-    p.respond(request, deleted);
+    // (a distributed copy of a resource this partition never had: nothing to delete)
+    p.event(event_key, Intent::Deleted, value.clone());
+    p.respond(request, deleting);
     if !distributed {
         let this = p.partition;
         for partition in (1..=p.partition_count as u16).filter(|q| *q != this) {
-            distribution::send(p, partition, key, Intent::Distribute, value.clone());
+            distribution::send(p, partition, event_key, Intent::Distribute, value.clone());
         }
     }
+}
+
+/// PROCESS DELETING and DELETED (without the resource, as Zeebe writes them). When it was the
+/// latest version, its start events close and those of the version before it open again (timer
+/// and signal start events on the partition that took the command, as a deployment does).
+fn delete_process(p: &mut Processing<'_, '_, '_>, process: ProcessRecord, distributed: bool) {
+    let key = process.process_definition_key;
+    let record = ProcessRecord { resource: Vec::new(), checksum: 0, ..process };
+    p.event(key, Intent::Deleting, RecordValue::Process(record.clone()));
+    let id = record.bpmn_process_id.clone();
+    if p.view().latest_process(&id).is_some_and(|(_, latest)| latest == key) {
+        starts::close_start_events(p, key);
+        if let Some((_, previous)) = p.view().process_version_before(&id, record.version) {
+            let model = p.process_model(previous);
+            if let Some(previous_record) = p.process_record(previous) {
+                starts::open_start_events(p, &model, previous, &previous_record, None, !distributed);
+            }
+        }
+    }
+    p.event(key, Intent::Deleted, RecordValue::Process(record));
 }

@@ -2,7 +2,7 @@
 //! the message (by its correlation key): opening one, correlating a message to it from either
 //! side, and closing or rejecting it.
 
-use waggle_protocol::value::{MessageSubscriptionRecord, ProcessMessageSubscriptionRecord};
+use waggle_protocol::value::{MessageCorrelationRecord, MessageSubscriptionRecord, ProcessMessageSubscriptionRecord};
 use waggle_protocol::{partition_of, Intent, RecordValue};
 
 use crate::behaviors::waits::message_side;
@@ -52,9 +52,9 @@ fn correlate(p: P, key: i64, s: &MessageSubscriptionRecord, message_key: i64, va
 }
 
 /// After MESSAGE PUBLISHED: correlates the message to the open subscriptions of its name and
-/// correlation key, at most one per process (bpmn process id).
-pub(crate) fn correlate_published(p: P, message_key: i64) {
-    let Some(message) = p.view().message(message_key) else { return };
+/// correlation key, at most one per process (bpmn process id); returns how many.
+pub(crate) fn correlate_published(p: P, message_key: i64) -> usize {
+    let Some(message) = p.view().message(message_key) else { return 0 };
     let mut processes: Vec<String> = Vec::new();
     for s in p.view().message_subscriptions(&message.name, &message.correlation_key) {
         if s.message_key > 0 || processes.contains(&s.bpmn_process_id) || p.view().message_correlated_to(message_key, &s.bpmn_process_id) {
@@ -64,6 +64,7 @@ pub(crate) fn correlate_published(p: P, message_key: i64) {
         let key = p.new_key();
         correlate(p, key, &s, message_key, &message.variables);
     }
+    processes.len()
 }
 
 /// PROCESS_MESSAGE_SUBSCRIPTION CORRELATE (process partition): the message reached the
@@ -101,24 +102,60 @@ pub(crate) fn correlate_process_subscription(p: P, command: &waggle_protocol::Re
     elements::event_occurred(p, &instance, &subscription.element_id, &vars);
 }
 
-/// MESSAGE_SUBSCRIPTION CORRELATE / DELETE / REJECT (message partition).
+/// MESSAGE_SUBSCRIPTION CORRELATE / DELETE / REJECT (message partition). A confirmation or
+/// refusal of a message a client's correlation published answers that client (Zeebe 8.8's
+/// MessageSubscriptionCorrelateProcessor and MessageSubscriptionRejectProcessor): CORRELATED
+/// with the process instance, or, once every subscription asked refused, NOT_CORRELATED and a
+/// NOT_FOUND rejection; also when the subscription was deleted meanwhile (the instance ended).
 pub(crate) fn message_subscription(p: P, command: &waggle_protocol::Record) {
     let RecordValue::MessageSubscription(given) = &command.value else { return };
-    let Some(stored) = p.view().message_subscription(&given.message_name, &given.correlation_key, given.element_instance_key) else {
-        return;
-    };
-    let key = p.new_key();
-    match command.intent {
-        Intent::Correlate => {
-            p.event(key, Intent::Correlated, RecordValue::MessageSubscription(MessageSubscriptionRecord { ..stored }));
+    let stored = p.view().message_subscription(&given.message_name, &given.correlation_key, given.element_instance_key);
+    match (command.intent, stored) {
+        (Intent::Correlate, stored) => {
+            if let Some(stored) = stored {
+                let key = p.new_key();
+                p.event(key, Intent::Correlated, RecordValue::MessageSubscription(stored));
+            }
+            answer_correlated(p, given.message_key, given.process_instance_key);
         }
-        Intent::Delete => {
+        (Intent::Delete, Some(stored)) => {
+            let key = p.new_key();
             p.event(key, Intent::Deleted, RecordValue::MessageSubscription(stored));
         }
-        Intent::Reject => {
-            let rejected = MessageSubscriptionRecord { message_key: given.message_key, ..stored };
-            p.event(key, Intent::Rejected, RecordValue::MessageSubscription(rejected));
+        (Intent::Reject, stored) => {
+            if let Some(stored) = stored {
+                let key = p.new_key();
+                let rejected = MessageSubscriptionRecord { message_key: given.message_key, ..stored };
+                p.event(key, Intent::Rejected, RecordValue::MessageSubscription(rejected));
+            }
+            answer_not_correlated(p, given.message_key);
         }
         _ => {}
     }
+}
+
+/// A process partition confirmed message `message_key`: its correlation's request, if one
+/// waits, gets MESSAGE_CORRELATION CORRELATED with `process_instance_key`.
+fn answer_correlated(p: P, message_key: i64, process_instance_key: i64) {
+    if let Some((request, record)) = p.take_awaiting_correlation(message_key) {
+        let correlated = MessageCorrelationRecord { process_instance_key, ..record };
+        let event = p.event_record(message_key, Intent::Correlated, RecordValue::MessageCorrelation(correlated));
+        p.respond(Some(request), event);
+    }
+}
+
+/// A process partition refused message `message_key`: once no subscription asked can confirm
+/// it, its correlation's request gets NOT_CORRELATED and a NOT_FOUND rejection.
+fn answer_not_correlated(p: P, message_key: i64) {
+    if let Some((request, record)) = p.refuse_awaiting_correlation(message_key) {
+        let reason = not_found_reason(&record.name, &record.correlation_key);
+        p.event(message_key, Intent::NotCorrelated, RecordValue::MessageCorrelation(record.clone()));
+        let value = RecordValue::MessageCorrelation(record);
+        p.reject_unwritten(request, Intent::Correlate, value, waggle_protocol::RejectionType::NotFound, reason);
+    }
+}
+
+/// Zeebe's reason for a correlation that reached no subscription (MessageCorrelationCorrelateProcessor).
+pub(crate) fn not_found_reason(name: &str, correlation_key: &str) -> String {
+    format!("Expected to find subscription for message with name '{name}' and correlation key '{correlation_key}', but none was found.")
 }

@@ -381,8 +381,44 @@ fn every_value_type_has_zeebes_field_names() {
                 "variables",
             ],
         ),
+        (
+            RecordValue::UserTask(UserTaskRecord { user_task_key: 1, assignee: "a".into(), form_key: -1, ..Default::default() }),
+            &[
+                "userTaskKey",
+                "assignee",
+                "candidateGroupsList",
+                "candidateUsersList",
+                "dueDate",
+                "followUpDate",
+                "formKey",
+                "changedAttributes",
+                "variables",
+                "bpmnProcessId",
+                "processDefinitionVersion",
+                "processDefinitionKey",
+                "processInstanceKey",
+                "elementId",
+                "elementInstanceKey",
+                "tenantId",
+                "externalFormReference",
+                "customHeaders",
+                "action",
+                "creationTimestamp",
+            ],
+        ),
+        (
+            RecordValue::MessageCorrelation(MessageCorrelationRecord {
+                name: "m".into(),
+                correlation_key: "k".into(),
+                variables: "{}".into(),
+                tenant_id: "".into(),
+                message_key: 3,
+                process_instance_key: -1,
+            }),
+            &["name", "correlationKey", "variables", "tenantId", "messageKey", "processInstanceKey", "requestId", "requestStreamId"],
+        ),
     ];
-    assert_eq!(cases.len(), 27, "one case per value type");
+    assert_eq!(cases.len(), 29, "one case per value type");
     let evaluation = super::value(&cases[23].0);
     assert_eq!(
         keys(&evaluation["evaluatedDecisions"][0]),

@@ -1,0 +1,99 @@
+//! `POST /v2/decision-definitions/evaluation`
+//! (<https://docs.camunda.io/docs/8.8/apis-tools/orchestration-cluster-api-rest/specifications/evaluate-decision/>),
+//! through the gRPC gateway's EvaluateDecision handler.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use waggle_protocol::gateway as pb;
+use waggle_protocol::gateway::gateway_server::Gateway as _;
+
+use crate::input::{self, parse};
+use crate::{Problem, RestState};
+
+/// The decision route.
+pub fn routes() -> Router<Arc<RestState>> {
+    Router::new().route("/v2/decision-definitions/evaluation", post(evaluate))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Instruction {
+    decision_definition_id: Option<String>,
+    #[serde(default, deserialize_with = "input::opt_key")]
+    decision_definition_key: Option<i64>,
+    variables: Option<Map<String, Value>>,
+    tenant_id: Option<String>,
+}
+
+/// Evaluates by `decisionDefinitionKey` or `decisionDefinitionId` (the latest version), exactly
+/// one of them; answers 8.8's `EvaluateDecisionResult`. A failed evaluation is a 200 carrying
+/// `failedDecisionDefinitionId` and `failureMessage`, as the gRPC answer carries it.
+async fn evaluate(State(state): State<Arc<RestState>>, bytes: Bytes) -> Result<Response, Problem> {
+    let req: Instruction = parse(&bytes, false)?;
+    input::tenant(&req.tenant_id)?;
+    let id = req.decision_definition_id.filter(|i| !i.is_empty());
+    let (decision_key, decision_id) = match (req.decision_definition_key, id) {
+        (Some(_), Some(_)) => return Err(Problem::bad_request("Only one of [decisionDefinitionId, decisionDefinitionKey] is allowed")),
+        (None, None) => return Err(Problem::bad_request("At least one of [decisionDefinitionId, decisionDefinitionKey] is required")),
+        (Some(k), None) => (k, String::new()),
+        (None, Some(i)) => (0, i),
+    };
+    let request =
+        pb::EvaluateDecisionRequest { decision_key, decision_id, variables: input::variables(&req.variables), tenant_id: String::new() };
+    let r = state.gateway.evaluate_decision(tonic::Request::new(request)).await?.into_inner();
+    Ok(Json(result(r)).into_response())
+}
+
+/// The gRPC answer as 8.8's `EvaluateDecisionResult` (keys as strings; outputs stay JSON texts).
+fn result(r: pb::EvaluateDecisionResponse) -> Value {
+    let evaluation_key = r.decision_instance_key;
+    let evaluated: Vec<Value> = r
+        .evaluated_decisions
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| {
+            json!({
+                "decisionDefinitionId": d.decision_id,
+                "decisionDefinitionName": d.decision_name,
+                "decisionDefinitionVersion": d.decision_version,
+                "decisionDefinitionType": d.decision_type,
+                "output": d.decision_output,
+                "tenantId": d.tenant_id,
+                "matchedRules": d.matched_rules.into_iter().map(|m| json!({
+                    "ruleId": m.rule_id,
+                    "ruleIndex": m.rule_index,
+                    "evaluatedOutputs": m.evaluated_outputs.into_iter().map(|o| json!({
+                        "outputId": o.output_id, "outputName": o.output_name, "outputValue": o.output_value,
+                    })).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+                "evaluatedInputs": d.evaluated_inputs.into_iter().map(|e| json!({
+                    "inputId": e.input_id, "inputName": e.input_name, "inputValue": e.input_value,
+                })).collect::<Vec<_>>(),
+                "decisionDefinitionKey": d.decision_key.to_string(),
+                "decisionEvaluationInstanceKey": format!("{evaluation_key}-{}", i + 1),
+            })
+        })
+        .collect();
+    json!({
+        "decisionDefinitionId": r.decision_id,
+        "decisionDefinitionName": r.decision_name,
+        "decisionDefinitionVersion": r.decision_version,
+        "decisionRequirementsId": r.decision_requirements_id,
+        "output": r.decision_output,
+        "failedDecisionDefinitionId": r.failed_decision_id,
+        "failureMessage": r.failure_message,
+        "tenantId": r.tenant_id,
+        "decisionDefinitionKey": r.decision_key.to_string(),
+        "decisionRequirementsKey": r.decision_requirements_key.to_string(),
+        "decisionInstanceKey": evaluation_key.to_string(),
+        "decisionEvaluationKey": evaluation_key.to_string(),
+        "evaluatedDecisions": evaluated,
+    })
+}
