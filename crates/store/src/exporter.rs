@@ -1,4 +1,5 @@
-//! The query store's exporter: committed records into the SQLite tables of [`crate::schema`].
+//! The query store's exporter: committed records into the tables of [`crate::schema`], in
+//! SQLite or PostgreSQL (every statement through [`crate::db::Connection`]).
 //!
 //! Every partition's instance shares one write connection. Records are buffered as they come
 //! and written on `flush` (or every [`BATCH`] records) in one transaction that also stores the
@@ -8,25 +9,26 @@
 //! is exported again.
 //!
 //! Cost (issue 27, docs/performance.md "Data lag of the query store"): only the events a table
-//! takes are mapped to JSON ([`stored`]); each statement is prepared once per connection; and a
-//! transaction's commit is durable against a crash of the process (WAL, `synchronous=NORMAL`)
-//! but synced to disk only every [`DURABLE_EVERY`]: a position is **acknowledged only once a
-//! synced commit covers it** (`synchronous=FULL` for that commit: its fsync of the WAL makes
-//! every earlier commit durable too), so the log is never compacted past records a power loss
-//! could take from the store.
+//! takes are mapped to JSON ([`stored`]), the frequent ones not at all ([`apply_typed`]); each
+//! statement is prepared once per connection; an element's end is folded into its insert when
+//! both are in one batch ([`fold_ends`]). In SQLite a transaction's commit is durable against a
+//! crash of the process (WAL, `synchronous=NORMAL`) but synced to disk only every
+//! [`DURABLE_EVERY`]: a position is **acknowledged only once a synced commit covers it**
+//! (`synchronous=FULL` for that commit: its fsync of the WAL makes every earlier commit durable
+//! too), so the log is never compacted past records a power loss could take from the store. In
+//! PostgreSQL every commit is durable, so each is acknowledged at once
+//! ([`Connection::sync_commits`]).
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
-use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
 use waggle_exporter::{json, Context, Controller, ExportError, Exporter, ExporterFactory};
 use waggle_protocol::record::RecordType;
 use waggle_protocol::{PartitionId, Record, RecordValue};
 
-use crate::StoreError;
+use crate::{params, Connection, Location, StoreError};
 
 /// Records written per transaction at most (a long catch-up writes as it goes).
 pub const BATCH: usize = 20_000;
@@ -40,8 +42,8 @@ const CLEANUP_TASK: u64 = 1;
 /// The store exporter's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreConfig {
-    /// The SQLite file.
-    pub path: PathBuf,
+    /// The SQLite file or the PostgreSQL database.
+    pub location: Location,
     /// Finished process instances (and their elements, variables, incidents, jobs and
     /// subscriptions) whose end is older than this are deleted; `None` keeps them.
     pub history_ttl: Option<Duration>,
@@ -53,17 +55,14 @@ impl From<StoreError> for ExportError {
     }
 }
 
-fn sql(e: rusqlite::Error) -> ExportError {
-    ExportError::Other(format!("query store: {e}"))
+fn sql(e: StoreError) -> ExportError {
+    e.into()
 }
 
 /// The factory of store exporters sharing one write connection (opened here, creating the
-/// file and its tables).
+/// file or database and its tables; every statement of `apply` stays prepared on it).
 pub fn factory(id: impl Into<String>, config: StoreConfig) -> Result<ExporterFactory, StoreError> {
-    let conn = crate::open(&config.path)?;
-    // every statement of `apply` stays prepared
-    conn.set_prepared_statement_cache_capacity(64);
-    let conn = Arc::new(Mutex::new(conn));
+    let conn = Arc::new(Mutex::new(Connection::open(&config.location)?));
     let id = id.into();
     let exporter_id = id.clone();
     Ok(ExporterFactory::new(id, move || {
@@ -166,10 +165,10 @@ impl Exporter for StoreExporter {
 
     fn open(&mut self, controller: &mut Controller) -> Result<(), ExportError> {
         let conn = self.conn.lock().expect("store connection");
-        let stored: Option<i64> = conn
-            .query_row("SELECT last_exported_position FROM exporter_position WHERE partition_id = ?1", [self.partition], |r| r.get(0))
-            .optional()
-            .map_err(sql)?;
+        let stored = conn
+            .query_row("SELECT last_exported_position FROM exporter_position WHERE partition_id = ?1", params![self.partition])
+            .map_err(sql)?
+            .and_then(|row| row.first().and_then(crate::db::Value::as_i64));
         self.stored = stored.unwrap_or(0) as u64;
         self.last_seen = self.stored;
         // what the store holds need not come again
@@ -252,28 +251,30 @@ impl StoreExporter {
 
     /// Commits the batch and the partition's position in one transaction; `durable`: synced
     /// to disk, acknowledging it (and every commit before it). Otherwise the position is
-    /// acknowledged by a synced commit at most [`DURABLE_EVERY`] later.
+    /// acknowledged by a synced commit at most [`DURABLE_EVERY`] later (PostgreSQL's commits
+    /// are all durable: acknowledged at once).
     fn commit(&mut self, controller: &mut Controller, durable: bool) -> Result<(), ExportError> {
         let last = self.last_seen.max(self.stored);
-        let mut conn = self.conn.lock().expect("store connection");
-        conn.pragma_update(None, "synchronous", if durable { "FULL" } else { "NORMAL" }).map_err(sql)?;
+        let conn = self.conn.lock().expect("store connection");
+        let durable = conn.sync_commits(durable).map_err(sql)?;
         let started = std::time::Instant::now();
-        let tx = conn.transaction().map_err(sql)?;
         fold_ends(&mut self.batch);
-        for p in self.batch.iter().filter(|p| !p.folded) {
-            apply(&tx, self.partition, p).map_err(sql)?;
-        }
-        run(
-            &tx,
-            "INSERT INTO exporter_position (partition_id, exporter, last_exported_position, last_updated)
-             VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (partition_id) DO UPDATE SET last_exported_position = excluded.last_exported_position,
-               last_updated = excluded.last_updated",
-            params![self.partition, self.id, last as i64, chrono::Utc::now().timestamp_millis()],
-        )
+        let mut statements_done = started;
+        conn.transaction(|tx| {
+            for p in self.batch.iter().filter(|p| !p.folded) {
+                apply(tx, self.partition, p)?;
+            }
+            tx.execute(
+                "INSERT INTO exporter_position (partition_id, exporter, last_exported_position, last_updated)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (partition_id) DO UPDATE SET last_exported_position = excluded.last_exported_position,
+                   last_updated = excluded.last_updated",
+                params![self.partition, &self.id, last as i64, chrono::Utc::now().timestamp_millis()],
+            )?;
+            statements_done = std::time::Instant::now();
+            Ok(())
+        })
         .map_err(sql)?;
-        let statements_done = std::time::Instant::now();
-        tx.commit().map_err(sql)?;
         drop(conn);
         self.timings.statements += statements_done - started;
         self.timings.commit += statements_done.elapsed();
@@ -321,11 +322,6 @@ fn fold_ends(batch: &mut [Pending]) {
     }
 }
 
-/// Runs one statement, prepared once per connection.
-fn run<P: rusqlite::Params>(tx: &rusqlite::Transaction<'_>, statement: &str, params: P) -> rusqlite::Result<usize> {
-    tx.prepare_cached(statement)?.execute(params)
-}
-
 /// Whether an event of this value type and intent changes a row (what [`apply`] writes).
 pub fn stored(value_type: &str, intent: &str) -> bool {
     matches!(
@@ -368,7 +364,7 @@ fn process_name_and_tag(xml: &str, process_id: &str) -> (Option<String>, Option<
 }
 
 /// Writes one event's effect (an upsert: applying it again changes nothing).
-fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) -> rusqlite::Result<()> {
+fn apply(tx: &Connection, partition: PartitionId, p: &Pending) -> Result<(), StoreError> {
     if let Some(value) = &p.typed {
         return apply_typed(tx, partition, p, value);
     }
@@ -381,7 +377,7 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
                 .map(|b| String::from_utf8_lossy(&b).into_owned());
             let id = s(v, "bpmnProcessId").unwrap_or_default();
             let (name, tag) = xml.as_deref().map_or((None, None), |x| process_name_and_tag(x, &id));
-            run(tx,
+            tx.execute(
                 "INSERT INTO process_definition (process_definition_key, process_definition_id, name, resource_name, bpmn_xml, version, version_tag, tenant_id)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (process_definition_key) DO NOTHING",
@@ -389,7 +385,7 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
             )?;
         }
         ("INCIDENT", "CREATED") => {
-            run(tx,
+            tx.execute(
                 "INSERT INTO incident (incident_key, process_definition_key, process_definition_id, process_instance_key, flow_node_instance_key,
                    flow_node_id, job_key, error_type, error_message, state, creation_date, tenant_id, partition_id)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'ACTIVE', ?10, ?11, ?12)
@@ -409,19 +405,17 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
                     partition
                 ],
             )?;
-            run(
-                tx,
+            tx.execute(
                 "UPDATE flow_node_instance SET incident_key = ?2 WHERE flow_node_instance_key = ?1",
                 params![k(v, "elementInstanceKey"), p.key],
             )?;
         }
         ("INCIDENT", "RESOLVED") => {
-            run(tx, "UPDATE incident SET state = 'RESOLVED' WHERE incident_key = ?1", [p.key])?;
-            run(tx, "UPDATE flow_node_instance SET incident_key = NULL WHERE incident_key = ?1", [p.key])?;
+            tx.execute("UPDATE incident SET state = 'RESOLVED' WHERE incident_key = ?1", params![p.key])?;
+            tx.execute("UPDATE flow_node_instance SET incident_key = NULL WHERE incident_key = ?1", params![p.key])?;
         }
         ("PROCESS_MESSAGE_SUBSCRIPTION", intent @ ("CREATING" | "CREATED" | "CORRELATED" | "DELETED" | "MIGRATED")) => {
-            run(
-                tx,
+            tx.execute(
                 "INSERT INTO message_subscription (flow_node_instance_key, message_name, process_instance_key, process_definition_id,
                    flow_node_id, correlation_key, state, date_time, tenant_id, partition_id)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
@@ -450,7 +444,7 @@ fn apply(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending) ->
 
 /// A Zeebe user task's row (8.8's `user_task`): inserted when CREATED, its assignee, dates and
 /// candidates as each event leaves them, and its end (COMPLETED, CANCELED).
-fn user_task(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending, intent: &str, tenant: &str) -> rusqlite::Result<()> {
+fn user_task(tx: &Connection, partition: PartitionId, p: &Pending, intent: &str, tenant: &str) -> Result<(), StoreError> {
     let v = &p.value;
     let state = match intent {
         "COMPLETED" | "CANCELED" => intent,
@@ -458,8 +452,7 @@ fn user_task(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending
     };
     let end = matches!(intent, "COMPLETED" | "CANCELED").then_some(p.timestamp);
     let text = |field: &str| s(v, field).filter(|t| !t.is_empty());
-    run(
-        tx,
+    tx.execute(
         "INSERT INTO user_task (user_task_key, flow_node_bpmn_id, process_definition_id, creation_date, completion_date, assignee, state,
            form_key, process_definition_key, process_instance_key, element_instance_key, tenant_id, due_date, follow_up_date,
            candidate_groups, candidate_users, external_form_reference, process_definition_version, custom_headers, partition_id)
@@ -508,15 +501,13 @@ fn set(key: i64) -> Option<i64> {
 
 /// Writes the effect of the frequent events, read from the record's value itself (no JSON):
 /// elements, variables, jobs and job batches.
-fn apply_typed(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pending, value: &RecordValue) -> rusqlite::Result<()> {
+fn apply_typed(tx: &Connection, partition: PartitionId, p: &Pending, value: &RecordValue) -> Result<(), StoreError> {
     match (value, p.intent) {
         (RecordValue::ProcessInstance(v), "ELEMENT_ACTIVATING") => {
             // ended in the same batch: inserted ended (and so made ended if there already)
             let (state, end) = p.ended.map_or(("ACTIVE", None), |(state, at)| (state, Some(at)));
             let tenant = tenant_of(&v.tenant_id);
-            run(
-                tx,
-                if end.is_some() {
+            tx.execute(if end.is_some() {
                     "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
                        flow_node_id, type, start_date, flow_scope_key, tenant_id, partition_id, state, end_date)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
@@ -543,8 +534,7 @@ fn apply_typed(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pendi
                 ],
             )?;
             if &*v.bpmn_element_type == "PROCESS" {
-                run(
-                    tx,
+                tx.execute(
                     if end.is_some() {
                         "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version,
                            start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id, state, end_date)
@@ -574,23 +564,19 @@ fn apply_typed(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pendi
         }
         (RecordValue::ProcessInstance(v), intent @ ("ELEMENT_COMPLETED" | "ELEMENT_TERMINATED")) => {
             let state = if intent == "ELEMENT_COMPLETED" { "COMPLETED" } else { "TERMINATED" };
-            run(
-                tx,
+            tx.execute(
                 "UPDATE flow_node_instance SET state = ?2, end_date = ?3 WHERE flow_node_instance_key = ?1",
                 params![p.key, state, p.timestamp],
             )?;
             if &*v.bpmn_element_type == "PROCESS" {
-                run(
-                    tx,
+                tx.execute(
                     "UPDATE process_instance SET state = ?2, end_date = ?3 WHERE process_instance_key = ?1",
                     params![v.process_instance_key, state, p.timestamp],
                 )?;
             }
         }
         (RecordValue::Variable(v), _) => {
-            run(
-                tx,
-                "INSERT INTO variable (var_key, process_instance_key, process_definition_id, scope_key, name, value, tenant_id, partition_id)
+            tx.execute("INSERT INTO variable (var_key, process_instance_key, process_definition_id, scope_key, name, value, tenant_id, partition_id)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (var_key) DO UPDATE SET value = excluded.value",
                 params![p.key, v.process_instance_key, v.bpmn_process_id, v.scope_key, v.name, v.value, tenant_of(&v.tenant_id), partition],
@@ -605,9 +591,7 @@ fn apply_typed(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pendi
                 serde_json::from_str::<Value>(headers).map_or_else(|_| "{}".to_owned(), |h| h.to_string())
             };
             let non_empty = |t: &str| (!t.is_empty()).then(|| t.to_owned());
-            run(
-                tx,
-                "INSERT INTO job (job_key, type, worker, state, kind, retries, error_message, error_code, deadline, end_time, custom_headers,
+            tx.execute("INSERT INTO job (job_key, type, worker, state, kind, retries, error_message, error_code, deadline, end_time, custom_headers,
                    process_instance_key, process_definition_key, process_definition_id, element_id, element_instance_key, tenant_id, partition_id)
                  VALUES (?1, ?2, ?3, ?4, 'BPMN_ELEMENT', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
                  ON CONFLICT (job_key) DO UPDATE SET worker = excluded.worker, state = excluded.state, retries = excluded.retries,
@@ -636,7 +620,10 @@ fn apply_typed(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pendi
         }
         (RecordValue::JobBatch(b), _) => {
             for (key, job) in b.job_keys.iter().zip(b.jobs.iter()) {
-                run(tx, "UPDATE job SET worker = ?2, deadline = ?3 WHERE job_key = ?1", params![key, &*job.worker, set(job.deadline_ms)])?;
+                tx.execute(
+                    "UPDATE job SET worker = ?2, deadline = ?3 WHERE job_key = ?1",
+                    params![key, &*job.worker, set(job.deadline_ms)],
+                )?;
             }
         }
         _ => {}
@@ -646,7 +633,7 @@ fn apply_typed(tx: &rusqlite::Transaction<'_>, partition: PartitionId, p: &Pendi
 
 /// Deletes the partition's process instances that ended before `before` (epoch ms), with
 /// everything belonging to them. Returns how many instances went.
-pub fn clean_up(conn: &Connection, partition: PartitionId, before: i64) -> rusqlite::Result<usize> {
+pub fn clean_up(conn: &Connection, partition: PartitionId, before: i64) -> Result<u64, StoreError> {
     let finished = "SELECT process_instance_key FROM process_instance WHERE partition_id = ?1 AND end_date IS NOT NULL AND end_date < ?2";
     for table in ["flow_node_instance", "variable", "incident", "job", "message_subscription", "user_task"] {
         conn.execute(&format!("DELETE FROM {table} WHERE process_instance_key IN ({finished})"), params![partition, before])?;

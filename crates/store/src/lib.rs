@@ -1,5 +1,6 @@
-//! The embedded query store: what Waggle's REST API v2 searches, kept by an exporter, in one
-//! SQLite file in the node's data folder (`query-store.sqlite`), needing no other server.
+//! The query store: what Waggle's REST API v2 searches, kept by an exporter, embedded in one
+//! SQLite file in the node's data folder (`query-store.sqlite`), needing no other server, or in
+//! a PostgreSQL database for production (`--query-store postgres://…`).
 //!
 //! - [`schema`]: the tables, modelled on Camunda's RDBMS exporter (`db/rdbms-schema` in
 //!   camunda/camunda): process definitions (with their XML), process instances, element (flow
@@ -10,13 +11,20 @@
 //!   entity once. History clean-up deletes finished instances older than a time to live.
 //! - [`query`]: the searches (`filter` with Camunda 8.8's operators, `sort`, `page`) as JSON in
 //!   the 8.8 Orchestration Cluster API's shape.
+//! - [`db`], [`dialect`], [`pg`]: one connection interface over both databases; every statement
+//!   is written once and turned into the connection's dialect.
+//! - [`test_cluster`]: a throw-away PostgreSQL server for tests.
 
+pub mod db;
+pub mod dialect;
 pub mod exporter;
 pub mod overview;
+pub mod pg;
 pub mod query;
 pub mod schema;
+pub mod test_cluster;
 
-pub use rusqlite::Connection;
+pub use db::{Connection, Location};
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -29,7 +37,7 @@ pub fn path_in(data_dir: &Path) -> PathBuf {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("query store: {0}")]
-    Sql(#[from] rusqlite::Error),
+    Sql(#[from] SqlError),
     /// The request is malformed (an unknown field, an operator on the wrong type, a bad cursor).
     #[error("{0}")]
     Invalid(String),
@@ -37,9 +45,32 @@ pub enum StoreError {
     NotFound(String),
 }
 
-/// Opens a connection in WAL mode (readers never wait for the exporter's transactions), with
-/// the schema created if missing.
-pub fn open(path: &Path) -> Result<rusqlite::Connection, StoreError> {
+/// A database's error.
+#[derive(Debug, thiserror::Error)]
+pub enum SqlError {
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("PostgreSQL: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("PostgreSQL closed the connection during a transaction")]
+    ClosedInTransaction,
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sql(e.into())
+    }
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        StoreError::Sql(e.into())
+    }
+}
+
+/// Opens an SQLite store in WAL mode (readers never wait for the exporter's transactions),
+/// with the schema created if missing.
+pub fn open(path: &Path) -> Result<Connection, StoreError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         let _ = std::fs::create_dir_all(dir);
     }
@@ -51,29 +82,32 @@ pub fn open(path: &Path) -> Result<rusqlite::Connection, StoreError> {
     // covered it (exporter.rs): with NORMAL alone the last commits may be lost on power
     // failure while the log is compacted past them
     conn.pragma_update(None, "synchronous", "FULL")?;
+    // `$like` is case-sensitive, as PostgreSQL's LIKE
+    conn.pragma_update(None, "case_sensitive_like", true)?;
+    conn.set_prepared_statement_cache_capacity(64);
     conn.execute_batch(schema::SCHEMA)?;
-    Ok(conn)
+    Ok(Connection::Sqlite(conn))
 }
 
 /// Read connections for the REST API, reused across requests.
 pub struct Reader {
-    path: PathBuf,
-    idle: Mutex<Vec<rusqlite::Connection>>,
+    location: Location,
+    idle: Mutex<Vec<Connection>>,
 }
 
 impl Reader {
-    /// Opens (and creates, if missing) the store at `path`.
-    pub fn new(path: PathBuf) -> Result<Self, StoreError> {
-        let first = open(&path)?;
-        Ok(Self { path, idle: Mutex::new(vec![first]) })
+    /// Opens (and creates, if missing) the store at `location`.
+    pub fn new(location: Location) -> Result<Self, StoreError> {
+        let first = Connection::open(&location)?;
+        Ok(Self { location, idle: Mutex::new(vec![first]) })
     }
 
     /// Runs `f` on a connection (blocking: call it off the async threads).
-    pub fn with<T>(&self, f: impl FnOnce(&rusqlite::Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    pub fn with<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let conn = self.idle.lock().expect("reader pool").pop();
         let conn = match conn {
             Some(c) => c,
-            None => open(&self.path)?,
+            None => Connection::open(&self.location)?,
         };
         let out = f(&conn);
         let mut idle = self.idle.lock().expect("reader pool");

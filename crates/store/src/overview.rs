@@ -2,29 +2,30 @@
 //! give): per process definition, its instances by state; per element of a definition, its
 //! element instances by state, as Operate's diagram badges show them.
 
-use rusqlite::Connection;
 use serde_json::{json, Map, Value};
 
+use crate::db::{Connection, Value as Cell};
 use crate::StoreError;
 
 /// Instance counts per process definition key:
 /// `{"<key>": {active, incidents, completed, canceled}}`, `incidents` counting the active
 /// instances with an active incident (a subset of `active`).
 pub fn definition_counts(conn: &Connection) -> Result<Value, StoreError> {
-    let mut stmt = conn.prepare(
+    // CASE, not a sum of booleans: the same SQL for SQLite and PostgreSQL
+    let rows = conn.query(
         "SELECT t.process_definition_key,
-                SUM(t.state = 'ACTIVE'),
-                SUM(t.state = 'ACTIVE' AND EXISTS (SELECT 1 FROM incident i
-                    WHERE i.process_instance_key = t.process_instance_key AND i.state = 'ACTIVE')),
-                SUM(t.state = 'COMPLETED'),
-                SUM(t.state = 'TERMINATED')
+                SUM(CASE WHEN t.state = 'ACTIVE' THEN 1 ELSE 0 END),
+                SUM(CASE WHEN t.state = 'ACTIVE' AND EXISTS (SELECT 1 FROM incident i
+                    WHERE i.process_instance_key = t.process_instance_key AND i.state = 'ACTIVE') THEN 1 ELSE 0 END),
+                SUM(CASE WHEN t.state = 'COMPLETED' THEN 1 ELSE 0 END),
+                SUM(CASE WHEN t.state = 'TERMINATED' THEN 1 ELSE 0 END)
          FROM process_instance t GROUP BY t.process_definition_key",
+        &[],
     )?;
-    let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)?, counts(r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))))?;
     let mut out = Map::new();
     for row in rows {
-        let (key, c) = row?;
-        out.insert(key.to_string(), c);
+        let Some(key) = row[0].as_i64() else { continue };
+        out.insert(key.to_string(), counts(&row[1..]));
     }
     Ok(Value::Object(out))
 }
@@ -34,33 +35,29 @@ pub fn definition_counts(conn: &Connection) -> Result<Value, StoreError> {
 /// active element instances without an incident, `incidents` those with one, `canceled` the
 /// terminated ones.
 pub fn element_counts(conn: &Connection, process_definition_key: i64) -> Result<Value, StoreError> {
-    let mut stmt = conn.prepare(
+    let rows = conn.query(
         "SELECT t.flow_node_id,
-                SUM(t.state = 'ACTIVE' AND t.incident_key IS NULL),
-                SUM(t.state = 'ACTIVE' AND t.incident_key IS NOT NULL),
-                SUM(t.state = 'COMPLETED'),
-                SUM(t.state = 'TERMINATED')
+                SUM(CASE WHEN t.state = 'ACTIVE' AND t.incident_key IS NULL THEN 1 ELSE 0 END),
+                SUM(CASE WHEN t.state = 'ACTIVE' AND t.incident_key IS NOT NULL THEN 1 ELSE 0 END),
+                SUM(CASE WHEN t.state = 'COMPLETED' THEN 1 ELSE 0 END),
+                SUM(CASE WHEN t.state = 'TERMINATED' THEN 1 ELSE 0 END)
          FROM flow_node_instance t
          WHERE t.process_definition_key = ?1 AND t.type <> 'PROCESS'
          GROUP BY t.flow_node_id",
+        crate::params![process_definition_key],
     )?;
-    let rows =
-        stmt.query_map([process_definition_key], |r| Ok((r.get::<_, String>(0)?, counts(r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))))?;
     let mut out = Map::new();
     for row in rows {
-        let (id, c) = row?;
-        out.insert(id, c);
+        let Cell::Text(id) = &row[0] else { continue };
+        out.insert(id.clone(), counts(&row[1..]));
     }
     Ok(Value::Object(out))
 }
 
-fn counts(active: Option<i64>, incidents: Option<i64>, completed: Option<i64>, canceled: Option<i64>) -> Value {
-    json!({
-        "active": active.unwrap_or(0),
-        "incidents": incidents.unwrap_or(0),
-        "completed": completed.unwrap_or(0),
-        "canceled": canceled.unwrap_or(0),
-    })
+/// The four sums of a row (active, incidents, completed, canceled) as the UI's counts.
+fn counts(sums: &[Cell]) -> Value {
+    let n = |i: usize| sums.get(i).and_then(Cell::as_i64).unwrap_or(0);
+    json!({ "active": n(0), "incidents": n(1), "completed": n(2), "canceled": n(3) })
 }
 
 #[cfg(test)]
@@ -69,9 +66,9 @@ mod tests {
 
     #[test]
     fn counts_instances_and_elements_by_state() {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(crate::schema::SCHEMA).unwrap();
-        conn.execute_batch(
+        let conn = Connection::Sqlite(rusqlite::Connection::open_in_memory().unwrap());
+        conn.batch(crate::schema::SCHEMA).unwrap();
+        conn.batch(
             "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, state, tenant_id, partition_id)
                VALUES (1, 'p', 10, 'ACTIVE', '', 1), (2, 'p', 10, 'ACTIVE', '', 1), (3, 'p', 10, 'COMPLETED', '', 1),
                       (4, 'p', 10, 'TERMINATED', '', 1), (5, 'q', 20, 'ACTIVE', '', 1);

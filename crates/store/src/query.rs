@@ -6,18 +6,22 @@
 //! - `filter`: per field, a value (equality) or an object of operators: `$eq`, `$neq`, `$in`,
 //!   `$notIn`, `$like` (`*` any characters, `?` one; strings only), `$gt`, `$gte`, `$lt`,
 //!   `$lte` (numbers, keys and dates), `$exists`. A `null`, `[]` or `{}` is no condition (the
-//!   8.8 Java client sends `"$in": []` and `"tags": []` for what it leaves unset).
-//! - `sort`: `[{field, order: ASC|DESC}]`, then by the entity's key.
+//!   8.8 Java client sends `"$in": []` and `"tags": []` for what it leaves unset). `$or`: an
+//!   array of such filter objects, of which at least one must match, besides the other fields
+//!   (`{"state": "ACTIVE", "$or": [{"processDefinitionId": "a"}, {"hasIncident": true}]}`, as
+//!   8.8's process instance filter); an `$or` inside `$or` is invalid.
+//! - `sort`: `[{field, order: ASC|DESC}]`, then by the entity's key; text sorts bytewise, a
+//!   missing value first ascending, last descending.
 //! - `page`: `limit` (default 100, at most 10,000) and one of `from` (an offset), `after` or
 //!   `before` (a cursor from a previous response's `endCursor` / `startCursor`).
 //!
 //! Anything else (an unknown field, a value of the wrong type) is [`StoreError::Invalid`].
 
 use base64::Engine as _;
-use rusqlite::types::Value as Sql;
-use rusqlite::Connection;
 use serde_json::{json, Map, Value};
 
+use crate::db::{Connection, Value as Sql};
+use crate::dialect::Dialect;
 use crate::StoreError;
 
 /// A field's type, for parsing filter values and writing results.
@@ -292,81 +296,105 @@ fn where_clause(entity: &Entity, filter: Option<&Value>, fixed: &[(&str, Sql)]) 
     }
     match filter {
         None | Some(Value::Null) => {}
-        Some(Value::Object(map)) => {
-            for (name, value) in map {
-                // the 8.8 Java client sends unset filters as empty (`"tags": []`, `"$or": []`)
-                if is_empty(value) {
-                    continue;
-                }
-                let fd = field(entity, name)?;
-                let ops: Vec<(&str, &Value)> = match value {
-                    Value::Object(o) if o.keys().all(|k| k.starts_with('$')) && !o.is_empty() => {
-                        o.iter().map(|(k, v)| (k.as_str(), v)).collect()
-                    }
-                    v => vec![("$eq", v)],
-                };
-                for (op, v) in ops {
-                    // likewise unset operators (`"$in": []` beside `"$eq"`)
-                    if is_empty(v) {
-                        continue;
-                    }
-                    let sql = fd.sql;
-                    match op {
-                        "$eq" | "$neq" | "$gt" | "$gte" | "$lt" | "$lte" => {
-                            let cmp = match op {
-                                "$eq" => "=",
-                                "$neq" => "<>",
-                                "$gt" => ">",
-                                "$gte" => ">=",
-                                "$lt" => "<",
-                                _ => "<=",
-                            };
-                            if matches!(op, "$gt" | "$gte" | "$lt" | "$lte") && matches!(fd.kind, Kind::Str | Kind::Bool) {
-                                return Err(invalid(format!("{op} does not apply to '{name}'")));
-                            }
-                            if op == "$neq" {
-                                conds.push(format!("({sql} IS NULL OR {sql} <> ?)"));
-                            } else {
-                                conds.push(format!("{sql} {cmp} ?"));
-                            }
-                            args.push(parse_value(fd, v)?);
-                        }
-                        "$in" | "$notIn" => {
-                            let items = v.as_array().ok_or_else(|| invalid(format!("{op} of '{name}' takes an array")))?;
-                            let marks = vec!["?"; items.len()].join(", ");
-                            conds.push(if op == "$in" {
-                                format!("{sql} IN ({marks})")
-                            } else {
-                                format!("({sql} IS NULL OR {sql} NOT IN ({marks}))")
-                            });
-                            for item in items {
-                                args.push(parse_value(fd, item)?);
-                            }
-                        }
-                        "$like" => {
-                            if fd.kind != Kind::Str {
-                                return Err(invalid(format!("$like applies to strings, not '{name}'")));
-                            }
-                            let s = v.as_str().ok_or_else(|| invalid(format!("$like of '{name}' takes a string")))?;
-                            conds.push(format!("{sql} LIKE ? ESCAPE '\\'"));
-                            args.push(Sql::Text(like_pattern(s)));
-                        }
-                        "$exists" => {
-                            let b = v.as_bool().ok_or_else(|| invalid(format!("$exists of '{name}' takes a boolean")))?;
-                            conds.push(format!("{sql} IS {}NULL", if b { "NOT " } else { "" }));
-                        }
-                        other => return Err(invalid(format!("unknown filter operator '{other}' on '{name}'"))),
-                    }
-                }
-            }
-        }
+        Some(Value::Object(map)) => conditions(entity, map, true, &mut conds, &mut args)?,
         Some(other) => return Err(invalid(format!("filter must be an object, not {other}"))),
     }
     let clause = if conds.is_empty() { String::new() } else { format!(" WHERE {}", conds.join(" AND ")) };
     Ok((clause, args))
 }
 
-fn order_by(entity: &Entity, sort: Option<&Value>) -> Result<String, StoreError> {
+/// The conditions of one filter object (all must hold), their parameters appended to `args` in
+/// the order of their placeholders. `$or` is taken when `or_allowed` (not inside another).
+fn conditions(
+    entity: &Entity,
+    map: &Map<String, Value>,
+    or_allowed: bool,
+    conds: &mut Vec<String>,
+    args: &mut Vec<Sql>,
+) -> Result<(), StoreError> {
+    for (name, value) in map {
+        // the 8.8 Java client sends unset filters as empty (`"tags": []`, `"$or": []`)
+        if is_empty(value) {
+            continue;
+        }
+        if name == "$or" {
+            if !or_allowed {
+                return Err(invalid("$or cannot be nested in $or"));
+            }
+            let groups = value.as_array().ok_or_else(|| invalid("$or takes an array of filter objects"))?;
+            let mut alternatives = Vec::new();
+            for group in groups {
+                let group = group.as_object().ok_or_else(|| invalid(format!("an $or item must be a filter object, not {group}")))?;
+                let mut inner = Vec::new();
+                conditions(entity, group, false, &mut inner, args)?;
+                alternatives.push(if inner.is_empty() { "1 = 1".to_owned() } else { format!("({})", inner.join(" AND ")) });
+            }
+            conds.push(format!("({})", alternatives.join(" OR ")));
+            continue;
+        }
+        let fd = field(entity, name)?;
+        let ops: Vec<(&str, &Value)> = match value {
+            Value::Object(o) if o.keys().all(|k| k.starts_with('$')) && !o.is_empty() => o.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+            v => vec![("$eq", v)],
+        };
+        for (op, v) in ops {
+            // likewise unset operators (`"$in": []` beside `"$eq"`)
+            if is_empty(v) {
+                continue;
+            }
+            let sql = fd.sql;
+            match op {
+                "$eq" | "$neq" | "$gt" | "$gte" | "$lt" | "$lte" => {
+                    let cmp = match op {
+                        "$eq" => "=",
+                        "$neq" => "<>",
+                        "$gt" => ">",
+                        "$gte" => ">=",
+                        "$lt" => "<",
+                        _ => "<=",
+                    };
+                    if matches!(op, "$gt" | "$gte" | "$lt" | "$lte") && matches!(fd.kind, Kind::Str | Kind::Bool) {
+                        return Err(invalid(format!("{op} does not apply to '{name}'")));
+                    }
+                    if op == "$neq" {
+                        conds.push(format!("({sql} IS NULL OR {sql} <> ?)"));
+                    } else {
+                        conds.push(format!("{sql} {cmp} ?"));
+                    }
+                    args.push(parse_value(fd, v)?);
+                }
+                "$in" | "$notIn" => {
+                    let items = v.as_array().ok_or_else(|| invalid(format!("{op} of '{name}' takes an array")))?;
+                    let marks = vec!["?"; items.len()].join(", ");
+                    conds.push(if op == "$in" {
+                        format!("{sql} IN ({marks})")
+                    } else {
+                        format!("({sql} IS NULL OR {sql} NOT IN ({marks}))")
+                    });
+                    for item in items {
+                        args.push(parse_value(fd, item)?);
+                    }
+                }
+                "$like" => {
+                    if fd.kind != Kind::Str {
+                        return Err(invalid(format!("$like applies to strings, not '{name}'")));
+                    }
+                    let s = v.as_str().ok_or_else(|| invalid(format!("$like of '{name}' takes a string")))?;
+                    conds.push(format!("{sql} LIKE ? ESCAPE '\\'"));
+                    args.push(Sql::Text(like_pattern(s)));
+                }
+                "$exists" => {
+                    let b = v.as_bool().ok_or_else(|| invalid(format!("$exists of '{name}' takes a boolean")))?;
+                    conds.push(format!("{sql} IS {}NULL", if b { "NOT " } else { "" }));
+                }
+                other => return Err(invalid(format!("unknown filter operator '{other}' on '{name}'"))),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn order_by(entity: &Entity, sort: Option<&Value>, dialect: Dialect) -> Result<String, StoreError> {
     let mut parts = Vec::new();
     match sort {
         None | Some(Value::Null) => {}
@@ -374,20 +402,20 @@ fn order_by(entity: &Entity, sort: Option<&Value>) -> Result<String, StoreError>
             for item in items {
                 let name = item.get("field").and_then(Value::as_str).ok_or_else(|| invalid("a sort item needs a 'field'"))?;
                 let fd = field(entity, name)?;
-                let dir = match item.get("order") {
-                    None => "ASC",
+                let descending = match item.get("order") {
+                    None => false,
                     Some(o) => match o.as_str().map(str::to_ascii_uppercase).as_deref() {
-                        Some("ASC") => "ASC",
-                        Some("DESC") => "DESC",
+                        Some("ASC") => false,
+                        Some("DESC") => true,
                         _ => return Err(invalid(format!("sort order of '{name}' must be ASC or DESC"))),
                     },
                 };
-                parts.push(format!("{} {dir}", fd.sql));
+                parts.push(dialect.order_term(fd.sql, fd.kind == Kind::Str, descending));
             }
         }
         Some(other) => return Err(invalid(format!("sort must be an array, not {other}"))),
     }
-    parts.push(format!("{} ASC", entity.key));
+    parts.push(dialect.order_term(entity.key, false, false));
     Ok(parts.join(", "))
 }
 
@@ -433,22 +461,26 @@ fn page(page: Option<&Value>) -> Result<(u64, u64), StoreError> {
     Ok((from, limit))
 }
 
-fn item(entity: &Entity, row: &rusqlite::Row<'_>) -> rusqlite::Result<Value> {
+fn item(entity: &Entity, row: Vec<Sql>) -> Value {
     let mut out = Map::new();
-    for (n, fd) in entity.fields.iter().enumerate() {
-        let v = match fd.kind {
-            Kind::Key => row.get::<_, Option<i64>>(n)?.map_or(Value::Null, |k| Value::String(k.to_string())),
-            Kind::Int => row.get::<_, Option<i64>>(n)?.map_or(Value::Null, Value::from),
-            Kind::Str => row.get::<_, Option<String>>(n)?.map_or(Value::Null, Value::String),
-            Kind::Date => row.get::<_, Option<i64>>(n)?.map_or(Value::Null, |ms| Value::String(iso(ms))),
-            Kind::Bool => Value::Bool(row.get::<_, Option<i64>>(n)?.unwrap_or(0) != 0),
-            Kind::Json => row.get::<_, Option<String>>(n)?.map_or(Value::Null, |s| serde_json::from_str(&s).unwrap_or(Value::String(s))),
+    for (fd, v) in entity.fields.iter().zip(row) {
+        let v = match (fd.kind, v) {
+            (_, Sql::Null) => Value::Null,
+            (Kind::Key, Sql::Integer(k)) => Value::String(k.to_string()),
+            (Kind::Int, Sql::Integer(i)) => Value::from(i),
+            (Kind::Date, Sql::Integer(ms)) => Value::String(iso(ms)),
+            (Kind::Bool, Sql::Integer(b)) => Value::Bool(b != 0),
+            (Kind::Json, Sql::Text(s)) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
+            (_, Sql::Text(s)) => Value::String(s),
+            (_, Sql::Integer(i)) => Value::String(i.to_string()),
         };
         if !v.is_null() {
             out.insert(fd.api.to_owned(), v);
+        } else if fd.kind == Kind::Bool {
+            out.insert(fd.api.to_owned(), Value::Bool(false));
         }
     }
-    Ok(Value::Object(out))
+    Value::Object(out)
 }
 
 /// Runs a search request (`{filter, sort, page}`) on an entity.
@@ -464,14 +496,13 @@ pub fn search(conn: &Connection, entity: &Entity, request: &Value) -> Result<Val
         }
     }
     let (clause, args) = where_clause(entity, obj.get("filter"), &[])?;
-    let order = order_by(entity, obj.get("sort"))?;
+    let order = order_by(entity, obj.get("sort"), conn.dialect())?;
     let (from, limit) = page(obj.get("page"))?;
-    let total: i64 =
-        conn.query_row(&format!("SELECT COUNT(*) FROM {} t{clause}", entity.table), rusqlite::params_from_iter(args.iter()), |r| r.get(0))?;
+    let total = count_where(conn, entity, &clause, &args)?;
     let columns = entity.fields.iter().map(|f| f.sql).collect::<Vec<_>>().join(", ");
-    let mut stmt =
-        conn.prepare(&format!("SELECT {columns} FROM {} t{clause} ORDER BY {order} LIMIT {limit} OFFSET {from}", entity.table))?;
-    let items = stmt.query_map(rusqlite::params_from_iter(args.iter()), |r| item(entity, r))?.collect::<Result<Vec<_>, _>>()?;
+    let rows =
+        conn.query(&format!("SELECT {columns} FROM {} t{clause} ORDER BY {order} LIMIT {limit} OFFSET {from}", entity.table), &args)?;
+    let items: Vec<Value> = rows.into_iter().map(|r| item(entity, r)).collect();
     let (start, end) = if items.is_empty() {
         (Value::Null, Value::Null)
     } else {
@@ -486,25 +517,28 @@ pub fn search(conn: &Connection, entity: &Entity, request: &Value) -> Result<Val
 /// One entity by its key (`NotFound` if absent).
 pub fn get(conn: &Connection, entity: &Entity, key: i64) -> Result<Value, StoreError> {
     let columns = entity.fields.iter().map(|f| f.sql).collect::<Vec<_>>().join(", ");
-    let mut stmt = conn.prepare(&format!("SELECT {columns} FROM {} t WHERE {} = ?1", entity.table, entity.key))?;
-    let mut rows = stmt.query_map([key], |r| item(entity, r))?;
-    match rows.next() {
-        Some(row) => Ok(row?),
+    match conn.query_row(&format!("SELECT {columns} FROM {} t WHERE {} = ?1", entity.table, entity.key), &[Sql::Integer(key)])? {
+        Some(row) => Ok(item(entity, row)),
         None => Err(StoreError::NotFound(format!("{} with key {key}", entity.name))),
     }
 }
 
 /// A process definition's BPMN XML.
 pub fn process_definition_xml(conn: &Connection, key: i64) -> Result<String, StoreError> {
-    let xml: Option<Option<String>> = conn
-        .query_row("SELECT bpmn_xml FROM process_definition WHERE process_definition_key = ?1", [key], |r| r.get(0))
-        .map(Some)
-        .or_else(|e| if e == rusqlite::Error::QueryReturnedNoRows { Ok(None) } else { Err(e) })?;
-    xml.flatten().ok_or_else(|| StoreError::NotFound(format!("process definition with key {key}")))
+    let row = conn.query_row("SELECT bpmn_xml FROM process_definition WHERE process_definition_key = ?1", &[Sql::Integer(key)])?;
+    match row.and_then(|r| r.into_iter().next()) {
+        Some(Sql::Text(xml)) => Ok(xml),
+        _ => Err(StoreError::NotFound(format!("process definition with key {key}"))),
+    }
 }
 
 /// The number of process instances in the store (tests and the bench's data lag).
 pub fn count(conn: &Connection, entity: &Entity, filter: &Value) -> Result<i64, StoreError> {
     let (clause, args) = where_clause(entity, Some(filter), &[])?;
-    Ok(conn.query_row(&format!("SELECT COUNT(*) FROM {} t{clause}", entity.table), rusqlite::params_from_iter(args.iter()), |r| r.get(0))?)
+    count_where(conn, entity, &clause, &args)
+}
+
+fn count_where(conn: &Connection, entity: &Entity, clause: &str, args: &[Sql]) -> Result<i64, StoreError> {
+    let row = conn.query_row(&format!("SELECT COUNT(*) FROM {} t{clause}", entity.table), args)?;
+    Ok(row.and_then(|r| r.first().and_then(Sql::as_i64)).unwrap_or(0))
 }

@@ -78,7 +78,8 @@ fn records() -> Vec<Record> {
 }
 
 fn export(path: &std::path::Path, records: &[Record], acknowledged: u64) -> u64 {
-    let factory = exporter::factory("query-store", StoreConfig { path: path.to_owned(), history_ttl: None }).unwrap();
+    let factory =
+        exporter::factory("query-store", StoreConfig { location: crate::Location::Sqlite(path.to_owned()), history_ttl: None }).unwrap();
     let mut e = factory.make();
     e.configure(&Context { exporter_id: "query-store".into(), partition_id: 1 }).unwrap();
     let mut c = Controller::new(acknowledged);
@@ -96,7 +97,8 @@ fn a_position_is_acknowledged_once_a_synced_commit_covers_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.sqlite");
     let all = records();
-    let factory = exporter::factory("query-store", StoreConfig { path: path.clone(), history_ttl: None }).unwrap();
+    let factory =
+        exporter::factory("query-store", StoreConfig { location: crate::Location::Sqlite(path.clone()), history_ttl: None }).unwrap();
     let mut e = factory.make();
     e.configure(&Context { exporter_id: "query-store".into(), partition_id: 1 }).unwrap();
     let mut c = Controller::new(0);
@@ -118,7 +120,7 @@ fn a_position_is_acknowledged_once_a_synced_commit_covers_it() {
     assert_eq!(c.last_acknowledged(), 2);
 }
 
-fn search(conn: &rusqlite::Connection, entity: &query::Entity, request: Value) -> Value {
+fn search(conn: &crate::Connection, entity: &query::Entity, request: Value) -> Value {
     query::search(conn, entity, &request).unwrap()
 }
 

@@ -91,11 +91,12 @@ pub struct NodeArgs {
     /// milliseconds is reported stuck (`/health` DOWN, `waggle_exporter_stuck`) [default: 60000].
     #[arg(long, env = "WAGGLE_EXPORTER_STUCK_AFTER_MS")]
     pub exporter_stuck_after_ms: Option<u64>,
-    /// The embedded query store: committed records exported into `query-store.sqlite` in the
-    /// data folder, which the REST API's searches read [default: true standalone, false for
-    /// `waggle broker`].
-    #[arg(long, env = "WAGGLE_QUERY_STORE", action = clap::ArgAction::Set, value_name = "BOOL")]
-    pub query_store: Option<bool>,
+    /// The query store, which the REST API's searches read: `true` or `false` for the embedded
+    /// one (committed records exported into `query-store.sqlite` in the data folder), or a
+    /// PostgreSQL database's URL, `postgres://user[:password]@host[:port]/database`, for
+    /// production [default: true standalone, false for `waggle broker`].
+    #[arg(long, env = "WAGGLE_QUERY_STORE", value_name = "BOOL|URL")]
+    pub query_store: Option<QueryStore>,
     /// History clean-up: finished process instances older than this many seconds are deleted
     /// from the query store (0: kept forever) [default: 2592000, 30 days].
     #[arg(long, env = "WAGGLE_QUERY_STORE_HISTORY_TTL_SECS")]
@@ -186,9 +187,32 @@ struct FileConfig {
     max_process_depth: Option<usize>,
     exporters: Option<ExportersFile>,
     exporter_stuck_after_ms: Option<u64>,
-    query_store: Option<bool>,
+    query_store: Option<QueryStore>,
     query_store_history_ttl_secs: Option<u64>,
     rest_port: Option<u16>,
+}
+
+/// `--query-store` (`query_store` in the file: a boolean or a URL string).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum QueryStore {
+    /// The embedded SQLite store on or off.
+    Embedded(bool),
+    /// A PostgreSQL database's URL.
+    Postgres(String),
+}
+
+impl std::str::FromStr for QueryStore {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "true" => Ok(QueryStore::Embedded(true)),
+            "false" => Ok(QueryStore::Embedded(false)),
+            url if waggle_store::Location::is_postgres_url(url) => Ok(QueryStore::Postgres(url.to_owned())),
+            other => Err(format!("expected true, false or a postgres:// URL, not '{other}'")),
+        }
+    }
 }
 
 /// `[exporters.*]` tables of the TOML file.
@@ -223,8 +247,9 @@ pub struct NodeConfig {
     /// Where the debug exporter writes, if it is on.
     pub debug_exporter: Option<DebugTarget>,
     pub exporter_stuck_after: Duration,
-    /// The query store on or off; `None`: the mode's default (on standalone).
-    pub query_store: Option<bool>,
+    /// The query store: embedded on or off, or PostgreSQL; `None`: the mode's default (the
+    /// embedded one on standalone).
+    pub query_store: Option<QueryStore>,
     /// History clean-up's time to live; `None`: kept forever.
     pub query_store_history_ttl: Option<Duration>,
     pub rest_port: u16,
@@ -319,7 +344,10 @@ impl NodeArgs {
                 (None, None) => None,
             },
             exporter_stuck_after: Duration::from_millis(self.exporter_stuck_after_ms.or(file.exporter_stuck_after_ms).unwrap_or(60_000)),
-            query_store: self.query_store.or(file.query_store),
+            query_store: match self.query_store.clone().or_else(|| file.query_store.clone()) {
+                Some(QueryStore::Postgres(url)) => Some(url.parse().map_err(|e: String| anyhow::anyhow!("query_store: {e}"))?),
+                other => other,
+            },
             query_store_history_ttl: Some(
                 self.query_store_history_ttl_secs.or(file.query_store_history_ttl_secs).unwrap_or(30 * 24 * 3600),
             )
@@ -504,10 +532,25 @@ mod tests {
         let file = dir.path().join("waggle.toml");
         std::fs::write(&file, "query_store = false\nquery_store_history_ttl_secs = 0\nrest_port = 8181\n").unwrap();
         let c = NodeArgs { config: Some(file.clone()), ..Default::default() }.resolve().unwrap();
-        assert_eq!((c.query_store, c.query_store_history_ttl, c.rest_port), (Some(false), None, 8181));
-        let flags = NodeArgs { config: Some(file), query_store: Some(true), rest_port: Some(9090), ..Default::default() };
+        assert_eq!((c.query_store, c.query_store_history_ttl, c.rest_port), (Some(QueryStore::Embedded(false)), None, 8181));
+        let flags = NodeArgs {
+            config: Some(file.clone()),
+            query_store: Some(QueryStore::Embedded(true)),
+            rest_port: Some(9090),
+            ..Default::default()
+        };
         let c = flags.resolve().unwrap();
-        assert_eq!((c.query_store, c.rest_port), (Some(true), 9090), "flags over the file");
+        assert_eq!((c.query_store, c.rest_port), (Some(QueryStore::Embedded(true)), 9090), "flags over the file");
+        // PostgreSQL: a URL, in the file or as the flag
+        std::fs::write(&file, "query_store = \"postgres://w@db:5432/waggle\"\n").unwrap();
+        let c = NodeArgs { config: Some(file.clone()), ..Default::default() }.resolve().unwrap();
+        assert_eq!(c.query_store, Some(QueryStore::Postgres("postgres://w@db:5432/waggle".into())));
+        assert_eq!("postgresql://h/d".parse(), Ok(QueryStore::Postgres("postgresql://h/d".into())));
+        assert_eq!("false".parse(), Ok(QueryStore::Embedded(false)));
+        assert!("mysql://h/d".parse::<QueryStore>().is_err());
+        std::fs::write(&file, "query_store = \"yes\"\n").unwrap();
+        let err = NodeArgs { config: Some(file), ..Default::default() }.resolve().unwrap_err();
+        assert!(format!("{err:#}").contains("postgres://"), "{err:#}");
     }
 
     #[test]

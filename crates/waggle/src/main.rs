@@ -113,21 +113,27 @@ fn gateway_threads(partitions: u16) -> usize {
     cores.saturating_sub(usize::from(partitions)).max(1)
 }
 
-/// The query store's file, if it is on (by default on the standalone node, off on a broker).
-fn query_store_path(config: &config::NodeConfig, cluster: Option<&ClusterSpec>) -> Option<std::path::PathBuf> {
-    config.query_store.unwrap_or(cluster.is_none()).then(|| waggle_store::path_in(&config.data_dir))
+/// The query store, if it is on: PostgreSQL, or the embedded file (by default on the standalone
+/// node, off on a broker).
+fn query_store_location(config: &config::NodeConfig, cluster: Option<&ClusterSpec>) -> Option<waggle_store::Location> {
+    let embedded = || waggle_store::Location::Sqlite(waggle_store::path_in(&config.data_dir));
+    match &config.query_store {
+        Some(config::QueryStore::Postgres(url)) => Some(waggle_store::Location::Postgres(url.clone())),
+        Some(config::QueryStore::Embedded(on)) => on.then(embedded),
+        None => cluster.is_none().then(embedded),
+    }
 }
 
 /// The exporters the configuration turns on.
 fn export_config(
     config: &config::NodeConfig,
-    query_store: Option<&std::path::Path>,
+    query_store: Option<&waggle_store::Location>,
 ) -> anyhow::Result<waggle_broker::export::ExportConfig> {
     let mut exporters = Vec::new();
-    if let Some(path) = query_store {
-        let store = waggle_store::exporter::StoreConfig { path: path.to_owned(), history_ttl: config.query_store_history_ttl };
+    if let Some(location) = query_store {
+        let store = waggle_store::exporter::StoreConfig { location: location.clone(), history_ttl: config.query_store_history_ttl };
         let factory =
-            waggle_store::exporter::factory("query-store", store).with_context(|| format!("opening the query store {}", path.display()))?;
+            waggle_store::exporter::factory("query-store", store).with_context(|| format!("opening the query store {location}"))?;
         exporters.push(Arc::new(factory));
     }
     if let Some(target) = &config.debug_exporter {
@@ -152,7 +158,7 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     });
     let started = Instant::now();
     let registry = prometheus::Registry::new();
-    let query_store = query_store_path(&config, cluster.as_ref());
+    let query_store = query_store_location(&config, cluster.as_ref());
     let broker = Broker::start(
         BrokerConfig {
             data_dir: config.data_dir.clone(),
@@ -162,7 +168,7 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
             snapshot_every_entries: config.snapshot_every_entries,
             limits: config.limits,
             cluster: cluster.clone(),
-            export: export_config(&config, query_store.as_deref())?,
+            export: export_config(&config, query_store.as_ref())?,
         },
         &registry,
     )
@@ -195,8 +201,8 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     let mgmt_listener = tokio::net::TcpListener::bind(mgmt_addr).await.with_context(|| format!("binding management on {mgmt_addr}"))?;
     let rest_listener = tokio::net::TcpListener::bind(rest_addr).await.with_context(|| format!("binding the REST API on {rest_addr}"))?;
     let store_reader = match &query_store {
-        Some(path) => {
-            Some(Arc::new(waggle_store::Reader::new(path.clone()).with_context(|| format!("opening the query store {}", path.display()))?))
+        Some(location) => {
+            Some(Arc::new(waggle_store::Reader::new(location.clone()).with_context(|| format!("opening the query store {location}"))?))
         }
         None => None,
     };

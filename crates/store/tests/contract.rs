@@ -1,0 +1,597 @@
+//! The query store's contract, one suite run against both databases (issue 27: "the same
+//! searches against SQLite and PostgreSQL return the same results"). The real engine runs a
+//! scenario (deployments, instances completed, failed into an incident, cancelled, left
+//! active); its log records go through the real store exporter into an SQLite file and into a
+//! throw-away PostgreSQL server ([`waggle_store::test_cluster`]); then every search (each
+//! entity, every filter operator including `$or`, sorting, paging with from/limit/after/before,
+//! gets and 404s, malformed requests) must give the expected instances on both, and the same
+//! JSON answer from both. Re-exporting everything (the stored positions dropped) must change
+//! no answer: every write is an idempotent upsert. History clean-up deletes the same on both.
+//! Zeebe user tasks (assigned, completed, updated, cancelled) have a scenario of their own.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+use waggle_engine::{Command, Engine, NoJobStreams, ProcessingContext};
+use waggle_exporter::{Context, Controller};
+use waggle_protocol::record::{Intent, ValueType};
+use waggle_protocol::value::{
+    DeploymentRecord, DeploymentResource, JobBatchRecord, JobRecord, ProcessInstanceCreationRecord, ProcessInstanceRecord, UserTaskRecord,
+};
+use waggle_protocol::{Record, RecordValue};
+use waggle_state::{KvStore, MemoryStore, Overlay};
+use waggle_store::exporter::{self, StoreConfig};
+use waggle_store::query::{self, Entity};
+use waggle_store::test_cluster::TestCluster;
+use waggle_store::{Connection, Location, StoreError};
+
+const ONE_TASK: &str = include_str!("../../../workloads/one_task.bpmn");
+
+/// The "order" process: a payment service task; version 2 carries a version tag.
+fn order(tag: Option<&str>) -> String {
+    let tag =
+        tag.map(|t| format!(r#"<bpmn:extensionElements><zeebe:versionTag value="{t}"/></bpmn:extensionElements>"#)).unwrap_or_default();
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d" targetNamespace="t">
+  <bpmn:process id="order" name="Order process" isExecutable="true">{tag}
+    <bpmn:startEvent id="start"/>
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="pay"/>
+    <bpmn:serviceTask id="pay"><bpmn:extensionElements><zeebe:taskDefinition type="payment" retries="3"/></bpmn:extensionElements></bpmn:serviceTask>
+    <bpmn:sequenceFlow id="f2" sourceRef="pay" targetRef="end"/>
+    <bpmn:endEvent id="end"/>
+  </bpmn:process>
+</bpmn:definitions>"#
+    )
+}
+
+/// The "review" process: a Zeebe user task with candidate groups and a due date.
+const REVIEW: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="r" targetNamespace="t">
+  <bpmn:process id="review" isExecutable="true">
+    <bpmn:startEvent id="start"/>
+    <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="approve"/>
+    <bpmn:userTask id="approve">
+      <bpmn:extensionElements>
+        <zeebe:userTask/>
+        <zeebe:assignmentDefinition candidateGroups="managers"/>
+        <zeebe:taskSchedule dueDate="2030-01-01T09:00:00Z"/>
+      </bpmn:extensionElements>
+    </bpmn:userTask>
+    <bpmn:sequenceFlow id="f2" sourceRef="approve" targetRef="end"/>
+    <bpmn:endEvent id="end"/>
+  </bpmn:process>
+</bpmn:definitions>"#;
+
+/// The engine, a state, a clock: runs commands and keeps the log's records.
+struct Run {
+    engine: Engine,
+    state: MemoryStore,
+    log: Vec<Record>,
+}
+
+impl Run {
+    /// Runs one command at `now_ms`; returns the records it wrote.
+    fn command(&mut self, now_ms: i64, key: i64, intent: Intent, value: RecordValue) -> Vec<Record> {
+        let ctx = ProcessingContext { now_ms, job_streams: &NoJobStreams, partition_count: 1 };
+        let mut overlay = Overlay::new(&self.state);
+        let output = self.engine.process_batch(&mut overlay, &ctx, vec![Command::new(key, intent, value)]);
+        let writes = overlay.into_writes();
+        self.state.commit(&writes).expect("commit");
+        let records = output.entry().map(|e| e.records).unwrap_or_default();
+        self.log.extend(records.iter().cloned());
+        records
+    }
+
+    fn deploy(&mut self, now_ms: i64, name: &str, xml: &str) {
+        let deploy = DeploymentRecord {
+            resources: vec![DeploymentResource { resource_name: name.into(), resource: xml.as_bytes().to_vec() }],
+            ..Default::default()
+        };
+        let records = self.command(now_ms, -1, Intent::Create, RecordValue::Deployment(deploy));
+        assert!(records.iter().any(|r| r.value_type == ValueType::Process), "{name} deployed: {records:?}");
+    }
+
+    /// Creates an instance; returns its key.
+    fn create(&mut self, now_ms: i64, process: &str, version: i32, variables: Value) -> i64 {
+        let create = ProcessInstanceCreationRecord {
+            bpmn_process_id: process.into(),
+            version,
+            variables: variables.to_string(),
+            ..Default::default()
+        };
+        let records = self.command(now_ms, -1, Intent::Create, RecordValue::ProcessInstanceCreation(create));
+        records
+            .iter()
+            .find_map(|r| match &r.value {
+                RecordValue::ProcessInstance(pi) if r.intent == Intent::ElementActivating && pi.bpmn_element_type == "PROCESS" => {
+                    Some(pi.process_instance_key)
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{process} created: {records:?}"))
+    }
+
+    /// Activates up to 10 jobs of `job_type`; returns (instance key, job key) pairs.
+    fn activate(&mut self, now_ms: i64, job_type: &str) -> BTreeMap<i64, i64> {
+        let batch = JobBatchRecord {
+            job_type: job_type.into(),
+            worker: "w1".into(),
+            timeout_ms: 600_000,
+            max_jobs_to_activate: 10,
+            ..Default::default()
+        };
+        let records = self.command(now_ms, -1, Intent::Activate, RecordValue::JobBatch(batch));
+        let mut jobs = BTreeMap::new();
+        for r in &records {
+            if let RecordValue::JobBatch(b) = &r.value {
+                for (key, job) in b.job_keys.iter().zip(&b.jobs) {
+                    jobs.insert(job.process_instance_key, *key);
+                }
+            }
+        }
+        jobs
+    }
+}
+
+/// The instances of the scenario, by name.
+struct Scenario {
+    log: Vec<Record>,
+    names: BTreeMap<&'static str, i64>,
+}
+
+fn scenario() -> Scenario {
+    let mut run = Run { engine: Engine::new(1), state: MemoryStore::new(), log: Vec::new() };
+    run.deploy(1_000, "order.bpmn", &order(None));
+    run.deploy(2_000, "one_task.bpmn", ONE_TASK);
+    run.deploy(2_500, "order.bpmn", &order(Some("v2")));
+    let mut names = BTreeMap::new();
+    names.insert("a", run.create(3_000, "order", -1, json!({"amount": 10, "customer": "Alice"})));
+    names.insert("b", run.create(4_000, "order", 1, json!({"amount": 20, "customer": "bob"})));
+    names.insert("c", run.create(5_000, "order", -1, json!({"amount": 30, "customer": "Carol"})));
+    names.insert("d", run.create(6_000, "benchmark", -1, json!({"i": 1})));
+    names.insert("e", run.create(7_000, "benchmark", -1, json!({"i": 2})));
+    let jobs = run.activate(10_000, "payment");
+    assert_eq!(jobs.len(), 3, "three payment jobs activated");
+    let complete = JobRecord { variables: r#"{"paid": true}"#.into(), ..Default::default() };
+    run.command(11_000, jobs[&names["a"]], Intent::Complete, RecordValue::Job(complete));
+    let fail = JobRecord { retries: 0, error_message: "boom".into(), ..Default::default() };
+    run.command(12_000, jobs[&names["b"]], Intent::Fail, RecordValue::Job(fail));
+    run.command(13_000, names["c"], Intent::Cancel, RecordValue::ProcessInstance(ProcessInstanceRecord::default()));
+    Scenario { log: run.log, names }
+}
+
+/// Three "review" instances: f's task assigned to alice, g's completed, h's candidate users
+/// updated, then h cancelled. Names are of the instances.
+fn user_task_scenario() -> Scenario {
+    let mut run = Run { engine: Engine::new(1), state: MemoryStore::new(), log: Vec::new() };
+    run.deploy(1_000, "review.bpmn", REVIEW);
+    let mut names = BTreeMap::new();
+    for (n, name) in ["f", "g", "h"].into_iter().enumerate() {
+        names.insert(name, run.create(2_000 + 1_000 * n as i64, "review", -1, json!({})));
+    }
+    let tasks: BTreeMap<i64, i64> = run
+        .log
+        .iter()
+        .filter_map(|r| match &r.value {
+            RecordValue::UserTask(t) if r.intent == Intent::Created => Some((t.process_instance_key, r.key)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(tasks.len(), 3, "three user tasks created");
+    let command = |run: &mut Run, now_ms: i64, name: &str, intent: Intent, task: UserTaskRecord| {
+        let records = run.command(now_ms, tasks[&names[name]], intent, RecordValue::UserTask(task));
+        assert!(records.iter().all(|r| r.record_type != waggle_protocol::record::RecordType::CommandRejection), "{records:?}");
+    };
+    command(&mut run, 5_000, "f", Intent::Assign, UserTaskRecord { assignee: "alice".into(), ..Default::default() });
+    command(&mut run, 6_000, "g", Intent::Complete, UserTaskRecord { variables: "{}".into(), ..Default::default() });
+    let update =
+        UserTaskRecord { candidate_users: vec!["ann".into()], changed_attributes: vec!["candidateUsersList".into()], ..Default::default() };
+    command(&mut run, 7_000, "h", Intent::Update, update);
+    run.command(8_000, names["h"], Intent::Cancel, RecordValue::ProcessInstance(ProcessInstanceRecord::default()));
+    Scenario { log: run.log, names }
+}
+
+/// Exports `records` through the store exporter, as the broker's runner does.
+fn export(location: &Location, records: &[Record]) {
+    let factory = exporter::factory("query-store", StoreConfig { location: location.clone(), history_ttl: None }).expect("store");
+    let mut e = factory.make();
+    e.configure(&Context { exporter_id: "query-store".into(), partition_id: 1 }).unwrap();
+    let mut c = Controller::new(0);
+    e.open(&mut c).unwrap();
+    // in two flushes, as the runner flushes as it goes
+    let half = records.len() / 2;
+    for r in &records[..half] {
+        e.export(r, &mut c).unwrap();
+    }
+    e.flush(&mut c).unwrap();
+    for r in &records[half..] {
+        e.export(r, &mut c).unwrap();
+    }
+    e.flush(&mut c).unwrap();
+    let last = records.last().unwrap().position;
+    match location {
+        // every PostgreSQL commit is durable: acknowledged at once
+        Location::Postgres(_) => assert_eq!(c.last_acknowledged(), last, "PostgreSQL: acknowledged after its commit"),
+        // SQLite's commit right after a synced one is not synced: a sync due within
+        // DURABLE_EVERY acknowledges it
+        Location::Sqlite(_) => {
+            if c.last_acknowledged() < last {
+                std::thread::sleep(exporter::DURABLE_EVERY);
+                for task in c.take_due(std::time::Instant::now()) {
+                    e.on_scheduled(task, &mut c).unwrap();
+                }
+            }
+            assert_eq!(c.last_acknowledged(), last, "SQLite: acknowledged by the synced commit");
+        }
+    }
+    e.close();
+}
+
+/// The two stores under test.
+struct Stores {
+    sqlite: Connection,
+    postgres: Connection,
+}
+
+impl Stores {
+    /// Runs a search on both: the same answer, returned.
+    fn search(&self, entity: &Entity, request: &Value) -> Value {
+        let lite = query::search(&self.sqlite, entity, request).unwrap_or_else(|e| panic!("SQLite {request}: {e}"));
+        let pg = query::search(&self.postgres, entity, request).unwrap_or_else(|e| panic!("PostgreSQL {request}: {e}"));
+        assert_eq!(lite, pg, "{} search {request}: SQLite and PostgreSQL differ", entity.name);
+        lite
+    }
+
+    fn get(&self, entity: &Entity, key: i64) -> Result<Value, String> {
+        let lite = query::get(&self.sqlite, entity, key);
+        let pg = query::get(&self.postgres, entity, key);
+        match (lite, pg) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a, b, "{} {key}: SQLite and PostgreSQL differ", entity.name);
+                Ok(a)
+            }
+            (Err(StoreError::NotFound(a)), Err(StoreError::NotFound(b))) => {
+                assert_eq!(a, b);
+                Err(a)
+            }
+            (a, b) => panic!("{} {key}: SQLite {a:?}, PostgreSQL {b:?}", entity.name),
+        }
+    }
+
+    fn invalid(&self, entity: &Entity, request: &Value) {
+        for (db, conn) in [("SQLite", &self.sqlite), ("PostgreSQL", &self.postgres)] {
+            let r = query::search(conn, entity, request);
+            assert!(matches!(r, Err(StoreError::Invalid(_))), "{db}: {request} gave {r:?}");
+        }
+    }
+}
+
+/// An ISO date of the scenario's clock.
+fn at(ms: i64) -> String {
+    query::iso(ms)
+}
+
+/// Every answer of the suite, for comparing two runs.
+fn suite(stores: &Stores, names: &BTreeMap<&'static str, i64>) -> Vec<Value> {
+    let answers = std::cell::RefCell::new(Vec::new());
+    let name_of = |key: &str| -> String {
+        let key: i64 = key.parse().unwrap();
+        names.iter().find(|(_, k)| **k == key).map_or_else(|| key.to_string(), |(n, _)| n.to_string())
+    };
+    let pi = &query::PROCESS_INSTANCE;
+    let check = |entity: &Entity, field: &str, request: Value, expected: &[&str]| {
+        let r = stores.search(entity, &request);
+        let got: Vec<String> =
+            r["items"].as_array().unwrap().iter().map(|i| i[field].as_str().map_or_else(|| i[field].to_string(), name_of)).collect();
+        assert_eq!(got, expected, "{} {request}: {r}", entity.name);
+        answers.borrow_mut().push(r);
+    };
+    let k = |n: &str| names[n].to_string();
+
+    // process instances: every operator on every kind of field
+    check(pi, "processInstanceKey", json!({}), &["a", "b", "c", "d", "e"]);
+    check(pi, "processInstanceKey", json!({"filter": {"state": "ACTIVE"}}), &["b", "d", "e"]);
+    check(pi, "processInstanceKey", json!({"filter": {"state": {"$eq": "COMPLETED"}}}), &["a"]);
+    check(pi, "processInstanceKey", json!({"filter": {"state": {"$neq": "ACTIVE"}}}), &["a", "c"]);
+    check(pi, "processInstanceKey", json!({"filter": {"processDefinitionId": {"$in": ["order", "nope"]}}}), &["a", "b", "c"]);
+    check(pi, "processInstanceKey", json!({"filter": {"processDefinitionId": {"$notIn": ["order"]}}}), &["d", "e"]);
+    check(pi, "processInstanceKey", json!({"filter": {"processDefinitionId": {"$like": "ord*"}}}), &["a", "b", "c"]);
+    check(pi, "processInstanceKey", json!({"filter": {"processDefinitionId": {"$like": "bench?ark"}}}), &["d", "e"]);
+    check(pi, "processInstanceKey", json!({"filter": {"processDefinitionId": {"$like": "ORD*"}}}), &[]);
+    check(pi, "processInstanceKey", json!({"filter": {"processDefinitionVersion": {"$gte": 2}}}), &["a", "c"]);
+    check(pi, "processInstanceKey", json!({"filter": {"processDefinitionVersion": {"$lt": 2}}}), &["b", "d", "e"]);
+    check(pi, "processInstanceKey", json!({"filter": {"startDate": {"$gt": at(5_000)}}}), &["d", "e"]);
+    check(pi, "processInstanceKey", json!({"filter": {"startDate": {"$gte": at(4_000), "$lte": at(6_000)}}}), &["b", "c", "d"]);
+    check(pi, "processInstanceKey", json!({"filter": {"endDate": {"$exists": true}}}), &["a", "c"]);
+    check(pi, "processInstanceKey", json!({"filter": {"endDate": {"$exists": false}}}), &["b", "d", "e"]);
+    check(pi, "processInstanceKey", json!({"filter": {"processInstanceKey": {"$in": [k("e"), k("a")]}}}), &["a", "e"]);
+    check(pi, "processInstanceKey", json!({"filter": {"processInstanceKey": {"$gt": k("c")}}}), &["d", "e"]);
+    check(pi, "processInstanceKey", json!({"filter": {"processInstanceKey": names["b"]}}), &["b"]);
+    check(pi, "processInstanceKey", json!({"filter": {"hasIncident": true}}), &["b"]);
+    check(pi, "processInstanceKey", json!({"filter": {"hasIncident": false, "processDefinitionId": "order"}}), &["a", "c"]);
+    check(pi, "processInstanceKey", json!({"filter": {"processDefinitionName": "Order process"}}), &["a", "b", "c"]);
+    check(pi, "processInstanceKey", json!({"filter": {"processDefinitionVersionTag": "v2"}}), &["a", "c"]);
+    check(pi, "processInstanceKey", json!({"filter": {"parentProcessInstanceKey": {"$exists": false}}}), &["a", "b", "c", "d", "e"]);
+    check(pi, "processInstanceKey", json!({"filter": {"tenantId": "<default>"}}), &["a", "b", "c", "d", "e"]);
+    // $or: alternatives, ANDed with the other fields; empty means no condition
+    check(pi, "processInstanceKey", json!({"filter": {"$or": [{"state": "COMPLETED"}, {"hasIncident": true}]}}), &["a", "b"]);
+    check(
+        pi,
+        "processInstanceKey",
+        json!({"filter": {"state": "ACTIVE", "$or": [{"processDefinitionId": "benchmark"}, {"processDefinitionId": "order", "processDefinitionVersion": 1}]}}),
+        &["b", "d", "e"],
+    );
+    check(
+        pi,
+        "processInstanceKey",
+        json!({"filter": {"$or": [{"startDate": {"$lt": at(4_000)}}, {"processInstanceKey": {"$in": [k("e")]}, "state": {"$neq": "COMPLETED"}}]}}),
+        &["a", "e"],
+    );
+    check(pi, "processInstanceKey", json!({"filter": {"$or": []}}), &["a", "b", "c", "d", "e"]);
+    check(pi, "processInstanceKey", json!({"filter": {"$or": [{}], "state": "TERMINATED"}}), &["c"]);
+    // the 8.8 Java client's unset filters
+    check(
+        pi,
+        "processInstanceKey",
+        json!({"filter": {"state": {"$eq": "ACTIVE", "$in": []}, "tags": [], "$or": []}, "sort": []}),
+        &["b", "d", "e"],
+    );
+
+    // sorting: text bytewise, missing values first ascending and last descending, the key last
+    check(
+        pi,
+        "processInstanceKey",
+        json!({"sort": [{"field": "processDefinitionId"}, {"field": "startDate", "order": "DESC"}]}),
+        &["e", "d", "c", "b", "a"],
+    );
+    check(pi, "processInstanceKey", json!({"sort": [{"field": "endDate", "order": "ASC"}]}), &["b", "d", "e", "a", "c"]);
+    check(pi, "processInstanceKey", json!({"sort": [{"field": "endDate", "order": "desc"}]}), &["c", "a", "b", "d", "e"]);
+    check(pi, "processInstanceKey", json!({"sort": [{"field": "state", "order": "DESC"}]}), &["c", "a", "b", "d", "e"]);
+    check(
+        pi,
+        "processInstanceKey",
+        json!({"sort": [{"field": "hasIncident", "order": "DESC"}, {"field": "processInstanceKey", "order": "DESC"}]}),
+        &["b", "e", "d", "c", "a"],
+    );
+    check(pi, "processInstanceKey", json!({"sort": [{"field": "processDefinitionVersionTag"}]}), &["b", "d", "e", "a", "c"]);
+
+    // paging: from/limit, cursors forwards and back
+    let first = stores.search(pi, &json!({"page": {"limit": 2}}));
+    assert_eq!(first["page"]["totalItems"], 5);
+    check(pi, "processInstanceKey", json!({"page": {"limit": 2}}), &["a", "b"]);
+    check(pi, "processInstanceKey", json!({"page": {"limit": 2, "after": first["page"]["endCursor"]}}), &["c", "d"]);
+    let second = stores.search(pi, &json!({"page": {"limit": 2, "after": first["page"]["endCursor"]}}));
+    let third = stores.search(pi, &json!({"page": {"limit": 2, "after": second["page"]["endCursor"]}}));
+    assert_eq!(third["page"]["totalItems"], 5);
+    check(pi, "processInstanceKey", json!({"page": {"limit": 2, "after": second["page"]["endCursor"]}}), &["e"]);
+    check(pi, "processInstanceKey", json!({"page": {"limit": 2, "before": third["page"]["startCursor"]}}), &["c", "d"]);
+    check(pi, "processInstanceKey", json!({"page": {"from": 3, "limit": 10}}), &["d", "e"]);
+    check(pi, "processInstanceKey", json!({"page": {"from": 5}}), &[]);
+    check(
+        pi,
+        "processInstanceKey",
+        json!({"filter": {"state": "ACTIVE"}, "sort": [{"field": "processInstanceKey", "order": "DESC"}], "page": {"from": 1, "limit": 1}}),
+        &["d"],
+    );
+    let empty = stores.search(pi, &json!({"page": {"from": 5}}));
+    assert_eq!((empty["page"]["totalItems"].clone(), empty["page"]["endCursor"].clone()), (json!(5), Value::Null));
+
+    // process definitions
+    let pd = &query::PROCESS_DEFINITION;
+    let defs = stores.search(pd, &json!({"filter": {"processDefinitionId": "order"}, "sort": [{"field": "version", "order": "DESC"}]}));
+    let versions: Vec<&Value> = defs["items"].as_array().unwrap().iter().map(|d| &d["version"]).collect();
+    assert_eq!(versions, [&json!(2), &json!(1)]);
+    assert_eq!(defs["items"][0]["versionTag"], "v2");
+    assert!(defs["items"][1].get("versionTag").is_none());
+    assert_eq!(defs["items"][0]["name"], "Order process");
+    assert_eq!(defs["items"][0]["hasStartForm"], false);
+    answers.borrow_mut().push(defs.clone());
+    let benchmark = stores.search(pd, &json!({"filter": {"$or": [{"name": {"$exists": false}}, {"resourceName": {"$like": "one_*"}}]}}));
+    assert_eq!(benchmark["page"]["totalItems"], 1, "{benchmark}");
+    assert_eq!(benchmark["items"][0]["processDefinitionId"], "benchmark");
+    answers.borrow_mut().push(benchmark);
+    let def_key: i64 = defs["items"][0]["processDefinitionKey"].as_str().unwrap().parse().unwrap();
+    assert_eq!(stores.get(pd, def_key).unwrap()["version"], 2);
+    let lite_xml = query::process_definition_xml(&stores.sqlite, def_key).unwrap();
+    assert_eq!(lite_xml, query::process_definition_xml(&stores.postgres, def_key).unwrap());
+    assert!(lite_xml.contains(r#"versionTag value="v2""#));
+    for conn in [&stores.sqlite, &stores.postgres] {
+        assert!(matches!(query::process_definition_xml(conn, 1), Err(StoreError::NotFound(_))));
+    }
+
+    // element instances
+    let ei = &query::ELEMENT_INSTANCE;
+    check(ei, "processInstanceKey", json!({"filter": {"type": "SERVICE_TASK"}}), &["a", "b", "c", "d", "e"]);
+    check(ei, "processInstanceKey", json!({"filter": {"elementId": "pay", "state": {"$in": ["COMPLETED", "TERMINATED"]}}}), &["a", "c"]);
+    check(ei, "processInstanceKey", json!({"filter": {"hasIncident": true}}), &["b"]);
+    check(
+        ei,
+        "processInstanceKey",
+        json!({"filter": {"processInstanceKey": k("a"), "endDate": {"$lte": at(11_000)}}, "sort": [{"field": "elementId"}]}),
+        &["a", "a", "a", "a"],
+    );
+    let pay_of_a = stores.search(ei, &json!({"filter": {"processInstanceKey": k("a"), "elementId": "pay"}}));
+    assert_eq!(pay_of_a["items"][0]["startDate"], at(3_000));
+    assert_eq!(pay_of_a["items"][0]["endDate"], at(11_000));
+    answers.borrow_mut().push(pay_of_a.clone());
+    let pay_key: i64 = pay_of_a["items"][0]["elementInstanceKey"].as_str().unwrap().parse().unwrap();
+    assert_eq!(stores.get(ei, pay_key).unwrap()["state"], "COMPLETED");
+
+    // variables: the values are JSON text, sorted bytewise ("Alice" < "Carol" < "bob")
+    let var = &query::VARIABLE;
+    check(var, "processInstanceKey", json!({"filter": {"name": "customer"}, "sort": [{"field": "value"}]}), &["a", "c", "b"]);
+    check(var, "processInstanceKey", json!({"filter": {"name": "amount", "value": {"$in": ["10", "30"]}}}), &["a", "c"]);
+    check(
+        var,
+        "processInstanceKey",
+        json!({"filter": {"$or": [{"name": "i"}, {"name": "paid"}]}, "sort": [{"field": "name"}, {"field": "value", "order": "DESC"}]}),
+        &["e", "d", "a"],
+    );
+    let paid = stores.search(var, &json!({"filter": {"name": "paid"}}));
+    assert_eq!(paid["items"][0]["value"], "true");
+    let var_key: i64 = paid["items"][0]["variableKey"].as_str().unwrap().parse().unwrap();
+    assert_eq!(stores.get(var, var_key).unwrap()["name"], "paid");
+    answers.borrow_mut().push(paid);
+
+    // incidents
+    let inc = &query::INCIDENT;
+    let incidents = stores.search(inc, &json!({"filter": {"state": "ACTIVE", "errorType": "JOB_NO_RETRIES"}}));
+    assert_eq!(incidents["page"]["totalItems"], 1, "{incidents}");
+    assert_eq!(incidents["items"][0]["processInstanceKey"], k("b"));
+    assert_eq!(incidents["items"][0]["errorMessage"], "boom");
+    assert_eq!(incidents["items"][0]["creationTime"], at(12_000));
+    let incident_key: i64 = incidents["items"][0]["incidentKey"].as_str().unwrap().parse().unwrap();
+    assert_eq!(stores.get(inc, incident_key).unwrap()["elementId"], "pay");
+    answers.borrow_mut().push(incidents);
+
+    // jobs
+    let job = &query::JOB;
+    check(job, "processInstanceKey", json!({"filter": {"type": "payment"}}), &["a", "b", "c"]);
+    check(job, "processInstanceKey", json!({"filter": {"worker": "w1", "state": {"$neq": "CANCELED"}}}), &["a", "b"]);
+    check(job, "processInstanceKey", json!({"filter": {"worker": {"$exists": false}}}), &["d", "e"]);
+    check(job, "processInstanceKey", json!({"filter": {"state": "FAILED", "retries": 0}}), &["b"]);
+    check(job, "processInstanceKey", json!({"filter": {"hasFailedWithRetriesLeft": false, "endTime": {"$exists": true}}}), &["a", "c"]);
+    check(
+        job,
+        "processInstanceKey",
+        json!({"filter": {"$or": [{"state": "COMPLETED"}, {"state": "CANCELED"}]}, "sort": [{"field": "state"}]}),
+        &["c", "a"],
+    );
+    let completed = stores.search(job, &json!({"filter": {"state": "COMPLETED"}}));
+    assert_eq!(completed["items"][0]["customHeaders"], json!({}));
+    answers.borrow_mut().push(completed);
+
+    // gets: found and not found
+    assert_eq!(stores.get(pi, names["c"]).unwrap()["state"], "TERMINATED");
+    assert_eq!(stores.get(pi, names["a"]).unwrap()["endDate"], at(11_000));
+    for entity in [pi, pd, ei, var, inc] {
+        assert!(stores.get(entity, 1).is_err(), "{} 1 is not found", entity.name);
+    }
+
+    // malformed requests are invalid on both
+    for bad in [
+        json!({"filter": {"$or": {"state": "ACTIVE"}}}),
+        json!({"filter": {"$or": ["ACTIVE"]}}),
+        json!({"filter": {"$or": [{"$or": [{"state": "ACTIVE"}]}]}}),
+        json!({"filter": {"$or": [{"nope": 1}]}}),
+        json!({"filter": {"state": {"$gt": "A"}}}),
+        json!({"filter": {"processInstanceKey": {"$like": "1*"}}}),
+        json!({"sort": [{"field": "state", "order": "UP"}]}),
+        json!({"page": {"from": 0, "after": "eyJpIjoxfQ"}}),
+    ] {
+        stores.invalid(pi, &bad);
+    }
+    answers.into_inner()
+}
+
+/// Every user task search of the suite (8.8's `/v2/user-tasks/search`), its answers.
+fn user_task_suite(stores: &Stores, names: &BTreeMap<&'static str, i64>) -> Vec<Value> {
+    let ut = &query::USER_TASK;
+    let mut answers = Vec::new();
+    let mut check = |request: Value, expected: &[&str]| {
+        let r = stores.search(ut, &request);
+        let got: Vec<&str> = r["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                let key: i64 = i["processInstanceKey"].as_str().unwrap().parse().unwrap();
+                *names.iter().find(|(_, k)| **k == key).expect("a scenario instance").0
+            })
+            .collect();
+        assert_eq!(got, expected, "user task {request}: {r}");
+        answers.push(r);
+    };
+    check(json!({}), &["f", "g", "h"]);
+    check(json!({"filter": {"state": "CREATED"}}), &["f"]);
+    check(json!({"filter": {"state": "COMPLETED"}}), &["g"]);
+    check(json!({"filter": {"state": "CANCELED"}}), &["h"]);
+    check(json!({"filter": {"assignee": "alice"}}), &["f"]);
+    check(json!({"filter": {"assignee": {"$exists": false}}}), &["g", "h"]);
+    check(json!({"filter": {"completionDate": {"$exists": true}}}), &["g", "h"]);
+    check(json!({"filter": {"$or": [{"state": "COMPLETED"}, {"assignee": "alice"}]}}), &["f", "g"]);
+    check(json!({"filter": {"elementId": "approve", "processDefinitionId": {"$like": "rev*"}}}), &["f", "g", "h"]);
+    check(json!({"sort": [{"field": "state", "order": "DESC"}]}), &["f", "g", "h"]);
+    check(json!({"sort": [{"field": "state"}]}), &["h", "g", "f"]);
+    check(json!({"filter": {"processInstanceKey": names["g"]}}), &["g"]);
+    let h = stores.search(ut, &json!({"filter": {"processInstanceKey": names["h"].to_string()}}));
+    let task = &h["items"][0];
+    assert_eq!((task["candidateGroups"].clone(), task["candidateUsers"].clone()), (json!(["managers"]), json!(["ann"])), "{task}");
+    assert_eq!((task["dueDate"].as_str(), task["completionDate"].as_str()), (Some("2030-01-01T09:00Z"), Some(at(8_000).as_str())));
+    assert_eq!(task["creationDate"], at(4_000));
+    let key: i64 = task["userTaskKey"].as_str().unwrap().parse().unwrap();
+    assert_eq!(stores.get(ut, key).unwrap()["state"], "CANCELED");
+    assert!(stores.get(ut, 1).is_err(), "user task 1 is not found");
+    answers.push(h);
+    stores.invalid(ut, &json!({"filter": {"nope": 1}}));
+    answers
+}
+
+#[test]
+fn user_tasks_give_the_same_answers_on_sqlite_and_postgresql() {
+    let Scenario { log, names } = user_task_scenario();
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Location::Sqlite(dir.path().join("store.sqlite"));
+    let cluster = TestCluster::start();
+    let postgres = Location::Postgres(cluster.database("user_tasks"));
+    for location in [&sqlite, &postgres] {
+        export(location, &log);
+    }
+    let stores = Stores { sqlite: Connection::open(&sqlite).unwrap(), postgres: Connection::open(&postgres).unwrap() };
+    let answers = user_task_suite(&stores, &names);
+    for location in [&sqlite, &postgres] {
+        Connection::open(location).unwrap().execute("DELETE FROM exporter_position", &[]).unwrap();
+        export(location, &log);
+    }
+    assert_eq!(user_task_suite(&stores, &names), answers, "re-exporting changed an answer");
+    // history clean-up takes the ended instances' tasks
+    for conn in [&stores.sqlite, &stores.postgres] {
+        assert_eq!(exporter::clean_up(conn, 1, 100_000).unwrap(), 2, "instances g and h ended");
+    }
+    let left = stores.search(&query::USER_TASK, &json!({}));
+    assert_eq!(left["page"]["totalItems"], 1, "{left}");
+    assert_eq!(left["items"][0]["processInstanceKey"], names["f"].to_string());
+}
+
+#[test]
+fn the_same_searches_give_the_same_answers_on_sqlite_and_postgresql() {
+    let Scenario { log, names } = scenario();
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Location::Sqlite(dir.path().join("store.sqlite"));
+    let cluster = TestCluster::start();
+    // a linguistic collation, as production databases have ("bob" < "Carol"): the answers must
+    // still be SQLite's, text sorted bytewise
+    let postgres =
+        Location::Postgres(cluster.database_with("contract", &["--template=template0", "--locale-provider=icu", "--icu-locale=en-US"]));
+    for location in [&sqlite, &postgres] {
+        export(location, &log);
+    }
+    let stores = Stores { sqlite: Connection::open(&sqlite).unwrap(), postgres: Connection::open(&postgres).unwrap() };
+    let answers = suite(&stores, &names);
+
+    // at-least-once delivery: everything exported again, over what is there, changes nothing
+    for location in [&sqlite, &postgres] {
+        Connection::open(location).unwrap().execute("DELETE FROM exporter_position", &[]).unwrap();
+        export(location, &log);
+    }
+    assert_eq!(suite(&stores, &names), answers, "re-exporting changed an answer");
+
+    // history clean-up: the instance that ended before the cut goes with everything of it
+    for conn in [&stores.sqlite, &stores.postgres] {
+        assert_eq!(exporter::clean_up(conn, 1, 12_000).unwrap(), 1, "only instance a ended before 12 s");
+    }
+    let left = stores.search(&query::PROCESS_INSTANCE, &json!({}));
+    let left: Vec<&str> = left["items"].as_array().unwrap().iter().map(|i| i["processInstanceKey"].as_str().unwrap()).collect();
+    let expected: Vec<String> = ["b", "c", "d", "e"].iter().map(|n| names[n].to_string()).collect();
+    assert_eq!(left, expected);
+    let a_elements = stores.search(&query::ELEMENT_INSTANCE, &json!({"filter": {"processInstanceKey": names["a"].to_string()}}));
+    assert_eq!(a_elements["page"]["totalItems"], 0);
+    assert_eq!(stores.search(&query::VARIABLE, &json!({"filter": {"processInstanceKey": names["c"]}}))["page"]["totalItems"], 2);
+
+    // what the exporter stored as its position is its last record's, on both
+    for conn in [&stores.sqlite, &stores.postgres] {
+        let row = conn.query_row("SELECT last_exported_position FROM exporter_position WHERE partition_id = ?", &[1i64.into()]).unwrap();
+        assert_eq!(row.unwrap()[0].as_i64(), Some(log.last().unwrap().position as i64));
+    }
+}
