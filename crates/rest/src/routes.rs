@@ -60,8 +60,8 @@ pub(crate) fn key(text: &str) -> Result<i64, Problem> {
     text.parse::<i64>().ok().filter(|k| *k > 0).ok_or_else(|| Problem::bad_request(format!("'{text}' is not a key")))
 }
 
-/// Runs a store read off the async threads.
-async fn read<T: Send + 'static>(
+/// Runs a store read off the async threads (503 when the store is off).
+pub(crate) async fn read<T: Send + 'static>(
     state: &RestState,
     f: impl FnOnce(&waggle_store::Connection) -> Result<T, waggle_store::StoreError> + Send + 'static,
 ) -> Result<T, Problem> {

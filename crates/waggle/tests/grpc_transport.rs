@@ -84,6 +84,31 @@ fn framed(message: &[u8]) -> Bytes {
     out.into()
 }
 
+/// Opens a call to `method` on a connection whose window is 0 (the client reads nothing: what
+/// the server answers waits on its side) and sends `message`; returns once the answer's headers
+/// came, with what keeps the call open: dropping them and aborting the task is the client going
+/// away.
+async fn unread_call(
+    address: &str,
+    method: &str,
+    message: &[u8],
+) -> (http::Response<h2::RecvStream>, h2::client::SendRequest<Bytes>, tokio::task::JoinHandle<Result<(), h2::Error>>) {
+    let tcp = tokio::net::TcpStream::connect(address).await.expect("connect");
+    let (send, connection) = h2::client::Builder::new().initial_window_size(0).handshake(tcp).await.expect("handshake");
+    let connection = tokio::spawn(connection);
+    let mut send = send.ready().await.expect("ready");
+    let request = http::Request::post(format!("http://{address}/gateway_protocol.Gateway/{method}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let (answer, mut body) = send.send_request(request, false).expect("send request");
+    body.send_data(framed(message), true).expect("send body");
+    let answer = answer.await.expect("answer headers");
+    assert_eq!(answer.status(), 200);
+    (answer, send, connection)
+}
+
 #[test]
 fn direct_and_tonic_answers_agree() {
     let node = Node::start(&[]);
@@ -242,22 +267,9 @@ fn jobs_pushed_to_a_stream_whose_client_went_away_return_at_once() {
 
         // a worker streams jobs for a minute each but reads none: its window is 0, so every job
         // pushed to it waits on the server's side
-        let address = node.address();
-        let tcp = tokio::net::TcpStream::connect(&address).await.expect("connect");
-        let (send, connection) = h2::client::Builder::new().initial_window_size(0).handshake(tcp).await.expect("handshake");
-        let connection = tokio::spawn(connection);
-        let mut send = send.ready().await.expect("ready");
-        let request = http::Request::post(format!("http://{address}/gateway_protocol.Gateway/StreamActivatedJobs"))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())
-            .unwrap();
-        let (answer, mut body) = send.send_request(request, false).expect("send request");
         let stream_request =
             StreamActivatedJobsRequest { r#type: "benchmark-task".into(), worker: "stuck".into(), timeout: 60_000, ..Default::default() };
-        body.send_data(framed(&stream_request.encode_to_vec()), true).expect("send body");
-        let answer = answer.await.expect("answer headers");
-        assert_eq!(answer.status(), 200);
+        let (answer, send, connection) = unread_call(&node.address(), "StreamActivatedJobs", &stream_request.encode_to_vec()).await;
 
         const JOBS: usize = 20;
         let mut created = Vec::new();
@@ -304,20 +316,7 @@ fn activated_jobs_the_client_never_received_return_at_once() {
 
         // a worker activates them for a minute, but its window is 0: the answer cannot leave the
         // server, and the worker goes away before reading any of it
-        let address = node.address();
-        let tcp = tokio::net::TcpStream::connect(&address).await.expect("connect");
-        let (send, connection) = h2::client::Builder::new().initial_window_size(0).handshake(tcp).await.expect("handshake");
-        let connection = tokio::spawn(connection);
-        let mut send = send.ready().await.expect("ready");
-        let request = http::Request::post(format!("http://{address}/gateway_protocol.Gateway/ActivateJobs"))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())
-            .unwrap();
-        let (answer, mut body) = send.send_request(request, false).expect("send request");
-        body.send_data(framed(&activation(100, -1).encode_to_vec()), true).expect("send body");
-        let answer = answer.await.expect("answer headers");
-        assert_eq!(answer.status(), 200);
+        let (answer, send, connection) = unread_call(&node.address(), "ActivateJobs", &activation(100, -1).encode_to_vec()).await;
         // the headers come once the activation has answered: every job is the stuck worker's
         let mut none = client.activate_jobs(activation(100, -1)).await.expect("activate").into_inner();
         assert!(none.message().await.expect("stream").is_none(), "a job was not activated for the stuck worker");

@@ -11,9 +11,10 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 use waggle_protocol::gateway as pb;
 use waggle_protocol::gateway::gateway_server::Gateway as _;
-use waggle_store::{overview, query, Connection, StoreError};
+use waggle_store::{overview, query};
 
 use crate::input::path_key;
+use crate::routes::read;
 use crate::{Problem, RestState};
 
 type S = State<Arc<RestState>>;
@@ -28,20 +29,6 @@ pub fn routes() -> Router<Arc<RestState>> {
         .route("/ui/api/processes/:key", get(process))
         .route("/ui/api/instances/:key", get(instance))
         .route("/ui/api/incidents/:key/retry", post(retry))
-}
-
-/// Runs store reads off the async threads (503 when the store is off).
-async fn read<T: Send + 'static>(
-    state: &RestState,
-    f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, Problem> {
-    let Some(store) = state.store.clone() else {
-        return Err(Problem::new(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", "the query store is off on this node"));
-    };
-    tokio::task::spawn_blocking(move || store.with(f))
-        .await
-        .map_err(|e| Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", e.to_string()))?
-        .map_err(Problem::from)
 }
 
 /// `GET /ui/api/processes`: `{definitions, counts}`, the definitions by id then newest version
