@@ -36,17 +36,22 @@ install_zbctl() {
   say "zbctl: $PEERS/bin/zbctl --insecure --address 127.0.0.1:26500 status"
 }
 
-install_java() {
-  local d="$PEERS/java-client"
+# One Java client resolved by Maven: a pom in $PEERS/DIR naming io.camunda:ARTIFACT:VERSION and
+# slf4j-simple, their jars copied into DIR/lib (built aside and swapped in whole, so an interrupted
+# run leaves no half lib/). Skipped when DIR/lib holds ARTIFACT-VERSION.jar.
+#   install_maven_client DIR ARTIFACT VERSION LABEL
+install_maven_client() {
+  local dir=$1 artifact=$2 version=$3 label=$4
+  local d="$PEERS/$dir"
   mkdir -p "$d"
-  if ! ls "$d"/lib/zeebe-client-java-"$ZEEBE_VERSION".jar >/dev/null 2>&1; then
-    need mvn "the Java client"
+  if ! ls "$d/lib/$artifact-$version.jar" >/dev/null 2>&1; then
+    need mvn "the $label"
     cat > "$d/pom.xml" <<POM
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
-  <groupId>waggle.peers</groupId><artifactId>java-client</artifactId><version>1</version>
+  <groupId>waggle.peers</groupId><artifactId>$dir</artifactId><version>1</version>
   <dependencies>
-    <dependency><groupId>io.camunda</groupId><artifactId>zeebe-client-java</artifactId><version>$ZEEBE_VERSION</version></dependency>
+    <dependency><groupId>io.camunda</groupId><artifactId>$artifact</artifactId><version>$version</version></dependency>
     <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>2.0.13</version></dependency>
   </dependencies>
 </project>
@@ -55,31 +60,13 @@ POM
     ( cd "$d" && mvn -B -q dependency:copy-dependencies -DoutputDirectory=lib.tmp )
     rm -rf "$d/lib" && mv "$d/lib.tmp" "$d/lib"
   fi
-  say "java client: javac/java -cp '$d/lib/*'"
+  say "$label: javac/java -cp '$d/lib/*'"
 }
 
+install_java() { install_maven_client java-client zeebe-client-java "$ZEEBE_VERSION" "Java client"; }
+
 # The 8.8 Java client, whose REST side (preferRestOverGrpc) drives tests/clients/RestSearch.java.
-install_java88() {
-  local d="$PEERS/java-client-88"
-  mkdir -p "$d"
-  if ! ls "$d"/lib/camunda-client-java-"$CAMUNDA_CLIENT_VERSION".jar >/dev/null 2>&1; then
-    need mvn "the 8.8 Java client"
-    cat > "$d/pom.xml" <<POM
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>waggle.peers</groupId><artifactId>java-client-88</artifactId><version>1</version>
-  <dependencies>
-    <dependency><groupId>io.camunda</groupId><artifactId>camunda-client-java</artifactId><version>$CAMUNDA_CLIENT_VERSION</version></dependency>
-    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>2.0.13</version></dependency>
-  </dependencies>
-</project>
-POM
-    rm -rf "$d/lib.tmp"
-    ( cd "$d" && mvn -B -q dependency:copy-dependencies -DoutputDirectory=lib.tmp )
-    rm -rf "$d/lib" && mv "$d/lib.tmp" "$d/lib"
-  fi
-  say "8.8 java client: javac/java -cp '$d/lib/*'"
-}
+install_java88() { install_maven_client java-client-88 camunda-client-java "$CAMUNDA_CLIENT_VERSION" "8.8 Java client"; }
 
 install_python() {
   local v="$PEERS/py"
