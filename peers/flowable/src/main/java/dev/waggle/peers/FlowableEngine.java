@@ -70,12 +70,26 @@ public final class FlowableEngine implements Engine {
         return engine.getRuntimeService().startProcessInstanceByKey(processKey, businessKey, variables).getId();
     }
 
+    /**
+     * Up to {@code max} jobs of the topic, else one. Acquiring an exclusive job (Flowable's default)
+     * also locks its process instance, so a batch holding two exclusive jobs of one instance (a
+     * parallel multi-instance's) fails whole: Flowable tries it five times on the optimistic
+     * locking failure, then returns no jobs and no error. One job at a time still gets such an
+     * instance's jobs, one after another.
+     */
     @Override
     public List<Job> acquire(String topic, int max) {
-        List<AcquiredExternalWorkerJob> jobs = engine.getManagementService().createExternalWorkerJobAcquireBuilder()
+        List<AcquiredExternalWorkerJob> jobs = acquireAndLock(topic, max);
+        if (jobs.isEmpty() && max > 1) {
+            jobs = acquireAndLock(topic, 1);
+        }
+        return jobs.stream().map(j -> new Job(j.getId(), j.getProcessInstanceId())).toList();
+    }
+
+    private List<AcquiredExternalWorkerJob> acquireAndLock(String topic, int max) {
+        return engine.getManagementService().createExternalWorkerJobAcquireBuilder()
                 .topic(topic, java.time.Duration.ofMinutes(10))
                 .acquireAndLock(max, WORKER);
-        return jobs.stream().map(j -> new Job(j.getId(), j.getProcessInstanceId())).toList();
     }
 
     @Override
