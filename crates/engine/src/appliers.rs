@@ -315,6 +315,11 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             _ => {}
         },
         RecordValue::UserTask(u) => apply_user_task(state, record.key, record.intent, u),
+        RecordValue::ProcessEvent(e) => match record.intent {
+            Intent::Triggering => state.put(process_event_key(e.scope_key), encode(&(record.key, e.clone()))),
+            Intent::Triggered => state.delete(process_event_key(e.scope_key)),
+            _ => {}
+        },
         // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED,
         // PROCESS_INSTANCE_MODIFICATION MODIFIED, PROCESS_INSTANCE_MIGRATION MIGRATED and
         // JOB_BATCH records carry no state of their own.
@@ -527,6 +532,12 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
             if scope <= 0 {
                 count_instance(state, pi.process_definition_key, -1);
             }
+            if intent == Intent::ElementTerminated && may_hold_process_event(pi) {
+                // an interrupting event still waiting here goes with it
+                if StateView::new(state).get_raw::<(i64, waggle_protocol::value::ProcessEventRecord)>(&process_event_key(key)).is_some() {
+                    state.delete(process_event_key(key));
+                }
+            }
             if scope > 0 {
                 state.delete(child_key(scope, key));
                 update_element(state, scope, |s| s.active_children = s.active_children.saturating_sub(1));
@@ -549,6 +560,13 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
         }
         _ => {}
     }
+}
+
+/// Whether a PROCESS_EVENT TRIGGERING can wait on an instance of this kind (`PE/`): a
+/// multi-instance body (its interrupting boundary event) or a scope (its interrupting event
+/// subprocess). Other kinds are not looked up when they end.
+fn may_hold_process_event(pi: &ProcessInstanceRecord) -> bool {
+    matches!(pi.bpmn_element_type.as_str(), "MULTI_INSTANCE_BODY" | "PROCESS" | "SUB_PROCESS" | "EVENT_SUB_PROCESS")
 }
 
 /// What a job's index rows are made of.

@@ -186,5 +186,6 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::CompensationSubscription(_) => ValueType::CompensationSubscription,
         RecordValue::UserTask(_) => ValueType::UserTask,
         RecordValue::MessageCorrelation(_) => ValueType::MessageCorrelation,
+        RecordValue::ProcessEvent(_) => ValueType::ProcessEvent,
     }
 }

@@ -58,12 +58,15 @@
 //! - `CS/<process instance key>/<subscription key>` → CompensationSubscriptionRecord
 //! - `MO/<body key>/<loop counter u32>`  → JSON text: an inner instance's output element, for a
 //!   body whose output collection is too long to rewrite at each completion
+//! - `PE/<scope key>`                    → (event key, ProcessEventRecord): an interrupting event
+//!   waiting for the element instances it interrupts to terminate (PROCESS_EVENT TRIGGERING
+//!   until TRIGGERED, or until its scope terminates)
 //! - `X/...`                             → broker metadata (applied index, counters)
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use waggle_protocol::value::{
     CommandDistributionRecord, CompensationSubscriptionRecord, DecisionRecord, DecisionRequirementsRecord, FormRecord, IncidentRecord,
-    JobRecord, MessageRecord, MessageStartEventSubscriptionRecord, MessageSubscriptionRecord, ProcessInstanceRecord,
+    JobRecord, MessageRecord, MessageStartEventSubscriptionRecord, MessageSubscriptionRecord, ProcessEventRecord, ProcessInstanceRecord,
     ProcessMessageSubscriptionRecord, ProcessRecord, SignalSubscriptionRecord, TimerRecord, UserTaskRecord,
 };
 use waggle_protocol::{key_counter, partition_of, PartitionId};
@@ -90,6 +93,7 @@ fn owned_by_key(table: &[u8]) -> bool {
             | [b'M', b'B' | b'O', b'/']
             | [b'C', b'S', b'/']
             | [b'U', b'T', b'/']
+            | [b'P', b'E', b'/']
     )
 }
 
@@ -266,6 +270,10 @@ pub(crate) fn backoff_key(due_ms: i64, key: i64) -> Vec<u8> {
 }
 pub(crate) fn mi_body_key(body: i64) -> Vec<u8> {
     k(&[b"MB/", &be(body)])
+}
+/// `PE/<scope>`: the interrupting event waiting on element instance `scope`.
+pub(crate) fn process_event_key(scope: i64) -> Vec<u8> {
+    k(&[b"PE/", &be(scope)])
 }
 pub(crate) fn mi_output_prefix(body: i64) -> Vec<u8> {
     k(&[b"MO/", &be(body), b"/"])
@@ -800,6 +808,11 @@ impl<'a> StateView<'a> {
             .filter(|(_, v)| decode::<MultiInstanceBody>(v).activating)
             .map(|(key, _)| i64::from_be_bytes(key[3..11].try_into().expect("body key")))
             .collect()
+    }
+    /// The interrupting event waiting on element instance `scope` (PROCESS_EVENT TRIGGERING):
+    /// its event key and record.
+    pub(crate) fn process_event(&self, scope: i64) -> Option<(i64, ProcessEventRecord)> {
+        self.get(&process_event_key(scope))
     }
     /// The output elements kept apart for body `body`: (loop counter, JSON text), in order.
     pub(crate) fn mi_outputs(&self, body: i64) -> Vec<(u32, String)> {

@@ -671,6 +671,7 @@ fn render(r: &Record) -> String {
             u.changed_attributes,
             u.action
         ),
+        RecordValue::ProcessEvent(e) => format!("{}@{} vars={}", e.target_element_id, short(e.scope_key), e.variables),
         RecordValue::MessageCorrelation(c) => format!(
             "{} key={} message={} instance={} vars={}",
             c.name,

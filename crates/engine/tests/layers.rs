@@ -18,6 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["behaviors::starts"],
     &["behaviors"],
     &["elements::behavior"],
+    &["elements::event_trigger"],
     &[
         "elements::tasks",
         "elements::gateways",

@@ -454,3 +454,223 @@ fn a_completion_condition_terminates_a_wide_body_a_chunk_per_batch() {
     assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
     partition.check_replay();
 }
+
+/// A parallel multi-instance service task over `=for i in 1..n return i` in process `wide`,
+/// interrupted by message `stop` (correlation key `=key`): an interrupting boundary event `b`
+/// on the body (`esp: false`), or an interrupting event subprocess `esp` of the process
+/// (`esp: true`); either path leads to a service task of type `after`.
+fn interrupted_model(esp: bool) -> String {
+    let task = r#"<bpmn:serviceTask id="t"><bpmn:extensionElements><zeebe:taskDefinition type="item"/></bpmn:extensionElements><bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=for i in 1..n return i" inputElement="item"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>"#;
+    let after = r#"<bpmn:serviceTask id="after"><bpmn:extensionElements><zeebe:taskDefinition type="after"/></bpmn:extensionElements></bpmn:serviceTask>"#;
+    let interruption = if esp {
+        format!(
+            r#"<bpmn:subProcess id="esp" triggeredByEvent="true"><bpmn:startEvent id="es" isInterrupting="true"><bpmn:messageEventDefinition messageRef="m"/></bpmn:startEvent>
+<bpmn:sequenceFlow id="e1" sourceRef="es" targetRef="after"/>{after}<bpmn:sequenceFlow id="e2" sourceRef="after" targetRef="ee"/><bpmn:endEvent id="ee"/></bpmn:subProcess>"#
+        )
+    } else {
+        format!(
+            r#"<bpmn:boundaryEvent id="b" attachedToRef="t" cancelActivity="true"><bpmn:messageEventDefinition messageRef="m"/></bpmn:boundaryEvent>
+<bpmn:sequenceFlow id="f3" sourceRef="b" targetRef="after"/>{after}<bpmn:sequenceFlow id="f4" sourceRef="after" targetRef="e2"/><bpmn:endEvent id="e2"/>"#
+        )
+    };
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d">
+<bpmn:process id="wide" isExecutable="true"><bpmn:startEvent id="s"/><bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="t"/>
+{task}<bpmn:sequenceFlow id="f2" sourceRef="t" targetRef="e"/><bpmn:endEvent id="e"/>{interruption}</bpmn:process>
+<bpmn:message id="m" name="stop"><bpmn:extensionElements><zeebe:subscription correlationKey="=key"/></bpmn:extensionElements></bpmn:message></bpmn:definitions>"#
+    )
+}
+
+fn create_keyed(partition: &mut Partition, n: usize) -> Vec<Record> {
+    let creation = ProcessInstanceCreationRecord {
+        bpmn_process_id: "wide".into(),
+        version: -1,
+        variables: format!(r#"{{"n": {n}, "key": "k1"}}"#),
+        ..Default::default()
+    };
+    partition.batch(vec![Command::new(-1, Intent::Create, RecordValue::ProcessInstanceCreation(creation))])
+}
+
+fn publish_stop() -> Command {
+    let message = MessageRecord {
+        name: "stop".into(),
+        correlation_key: "k1".into(),
+        variables: r#"{"why": "stopped"}"#.into(),
+        ..Default::default()
+    };
+    Command::new(-1, Intent::Publish, RecordValue::Message(message))
+}
+
+fn position_of(records: &[Record], f: impl Fn(&Record) -> bool) -> usize {
+    records.iter().position(f).expect("record written")
+}
+
+fn element_event(r: &Record, intent: Intent, element_id: &str) -> bool {
+    r.intent == intent && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.element_id.as_str() == element_id)
+}
+
+/// Jobs of type `job_type` the records created.
+fn jobs_of(records: &[Record], job_type: &str) -> Vec<i64> {
+    records
+        .iter()
+        .filter(|r| r.intent == Intent::Created && matches!(&r.value, RecordValue::Job(j) if j.job_type == job_type))
+        .map(|r| r.key)
+        .collect()
+}
+
+/// Rows of the tables an instance uses, left in state.
+fn rows_left(partition: &Partition) -> usize {
+    partition
+        .store
+        .dump()
+        .into_iter()
+        .filter(|(k, _)| [&b"E/"[..], b"MB/", b"MO/", b"V/", b"J/", b"A/", b"PR/", b"PE/", b"PS/"].iter().any(|t| k.starts_with(t)))
+        .count()
+}
+
+/// Runs an instance over `n` items to the interruption (message `stop`): every inner instance
+/// activated first, then the message published; the partition restarts between two chunks of
+/// the termination (the command handed back is lost, `pending_commands` asks for it again,
+/// twice). Returns the records from the publication on.
+fn interrupt_wide_body(partition: &mut Partition, n: usize, esp: bool) -> Vec<Record> {
+    partition.deploy(interrupted_model(esp));
+    let mut records = create_keyed(partition, n);
+    records.extend(partition.drain());
+    assert_eq!(jobs_of(&records, "item").len(), n);
+    partition.largest = (0, 0);
+    partition.most_terminations = 0;
+    let mut interrupted = partition.batch(vec![publish_stop()]);
+    // two chunks (and whatever else is queued), one command a batch, then a restart
+    let mut chunks = 0;
+    while chunks < 2 {
+        let next = partition.queue.pop_front().expect("a command queued");
+        chunks += usize::from(next.intent == Intent::Terminate && matches!(next.value, RecordValue::ProcessInstanceBatch(_)));
+        interrupted.extend(partition.batch(vec![next]));
+    }
+    assert!(interrupted.iter().any(|r| r.intent == Intent::Triggering), "the trigger waits");
+    partition.queue.clear();
+    partition.engine = Engine::new(1);
+    let pending = waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1);
+    let terminate = pending.iter().find(|(_, c)| c.intent == Intent::Terminate).expect("the next chunk asked for again").1.clone();
+    partition.queue.extend(pending.into_iter().map(|(_, c)| c));
+    partition.queue.push_back(terminate);
+    interrupted.extend(partition.drain());
+    interrupted
+}
+
+/// An interrupting message boundary event on a parallel body with 10,000 active inner instances
+/// (issue 26): PROCESS_EVENT TRIGGERING keeps the trigger while the inner instances terminate a
+/// chunk per batch; once the body has terminated, TRIGGERED, the boundary event is entered with
+/// the message's variables and the flow goes on (Zeebe's `EventTriggerBehavior`;
+/// `BoundaryEventTest`, `MultiInstanceActivityTest.shouldTerminateInstancesOnBoundaryEvent`).
+/// Survives a restart mid-termination; state rebuilt from the log equals the processed state.
+#[test]
+fn a_message_boundary_event_on_a_wide_body_terminates_it_a_chunk_per_batch() {
+    let n = 10_000;
+    let mut partition = Partition::new();
+    let records = interrupt_wide_body(&mut partition, n, false);
+    assert_eq!(terminated(&records, "SERVICE_TASK"), n, "every inner instance terminated, once");
+    assert_eq!(terminated(&records, "MULTI_INSTANCE_BODY"), 1);
+    let canceled = records.iter().filter(|r| r.intent == Intent::Canceled && matches!(r.value, RecordValue::Job(_))).count();
+    assert_eq!(canceled, n, "every job canceled");
+    assert!(partition.most_terminations <= MI_TERMINATIONS_PER_BATCH, "{} terminations in one batch", partition.most_terminations);
+    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "a batch of {} records", partition.largest.0);
+    // the order: TRIGGERING, the body TERMINATING, ..., the body TERMINATED, TRIGGERED, the
+    // boundary event entered
+    let process_event = |intent: Intent| {
+        move |r: &Record| {
+            r.intent == intent
+                && matches!(&r.value, RecordValue::ProcessEvent(e) if e.target_element_id == "b" && r.record_type == RecordType::Event)
+        }
+    };
+    let triggering = position_of(&records, process_event(Intent::Triggering));
+    let body_terminating = position_of(&records, |r| {
+        r.intent == Intent::ElementTerminating
+            && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY")
+    });
+    let body_terminated = position_of(&records, |r| {
+        r.intent == Intent::ElementTerminated
+            && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY")
+    });
+    let triggered = position_of(&records, process_event(Intent::Triggered));
+    let entered = position_of(&records, |r| element_event(r, Intent::ElementActivating, "b"));
+    assert!(triggering < body_terminating && body_terminated < triggered && triggered < entered);
+    assert_eq!(records.iter().filter(|r| process_event(Intent::Triggering)(r)).count(), 1);
+    let RecordValue::ProcessEvent(trigger) = &records[triggering].value else { unreachable!() };
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&trigger.variables).unwrap(), serde_json::json!({"why": "stopped"}));
+    assert!(records.iter().any(|r| element_event(r, Intent::ElementCompleted, "b")));
+    assert!(
+        records.iter().any(|r| r.intent == Intent::Created && matches!(&r.value, RecordValue::Variable(v) if v.name == "why")),
+        "the message's variables"
+    );
+    let after = jobs_of(&records, "after");
+    assert_eq!(after.len(), 1, "the boundary path goes on");
+    let done = partition.batch(vec![Command::new(after[0], Intent::Complete, RecordValue::Job(JobRecord::default()))]);
+    assert_eq!(completed(&done, "PROCESS"), 1);
+    assert_eq!(rows_left(&partition), 0, "rows left in state");
+    partition.check_replay();
+}
+
+/// An interrupting message event subprocess of a process whose parallel body has 10,000 active
+/// inner instances: the event subprocess starts once they have terminated, a chunk per batch
+/// (`EventSubProcessTest`: an interrupting event subprocess terminates the scope's other
+/// element instances, then is activated).
+#[test]
+fn an_interrupting_event_subprocess_waits_for_a_wide_body_to_terminate() {
+    let n = 10_000;
+    let mut partition = Partition::new();
+    let records = interrupt_wide_body(&mut partition, n, true);
+    assert_eq!(terminated(&records, "SERVICE_TASK"), n);
+    assert_eq!(terminated(&records, "MULTI_INSTANCE_BODY"), 1);
+    assert!(partition.most_terminations <= MI_TERMINATIONS_PER_BATCH);
+    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "a batch of {} records", partition.largest.0);
+    let body_terminated = position_of(&records, |r| {
+        r.intent == Intent::ElementTerminated
+            && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY")
+    });
+    let started = position_of(&records, |r| element_event(r, Intent::ElementActivating, "esp"));
+    assert!(body_terminated < started);
+    assert_eq!(records.iter().filter(|r| element_event(r, Intent::ElementActivating, "esp")).count(), 1);
+    let after = jobs_of(&records, "after");
+    assert_eq!(after.len(), 1, "the event subprocess runs");
+    let done = partition.batch(vec![Command::new(after[0], Intent::Complete, RecordValue::Job(JobRecord::default()))]);
+    assert_eq!(completed(&done, "EVENT_SUB_PROCESS"), 1);
+    assert_eq!(completed(&done, "PROCESS"), 1);
+    assert_eq!(rows_left(&partition), 0, "rows left in state");
+    partition.check_replay();
+}
+
+/// The instance is cancelled while an interrupting boundary event waits for the body's inner
+/// instances to terminate: the boundary event is never entered, the instance terminates, and
+/// the trigger goes with the body.
+#[test]
+fn cancelling_while_a_boundary_event_waits_drops_the_trigger() {
+    let n = 1_500;
+    let mut partition = Partition::new();
+    partition.deploy(interrupted_model(false));
+    let mut records = create_keyed(&mut partition, n);
+    records.extend(partition.drain());
+    let instance = records
+        .iter()
+        .find(|r| {
+            r.intent == Intent::ElementActivating
+                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "PROCESS")
+        })
+        .expect("the instance")
+        .key;
+    let mut after = partition.batch(vec![publish_stop()]);
+    while !after.iter().any(|r| r.intent == Intent::Triggering) {
+        let next = partition.queue.pop_front().expect("the correlation");
+        after.extend(partition.batch(vec![next]));
+    }
+    let cancel = Command::new(instance, Intent::Cancel, RecordValue::ProcessInstance(ProcessInstanceRecord::default()));
+    after.extend(partition.batch(vec![cancel]));
+    after.extend(partition.drain());
+    assert_eq!(terminated(&after, "SERVICE_TASK"), n);
+    assert_eq!(terminated(&after, "PROCESS"), 1);
+    assert!(!after.iter().any(|r| element_event(r, Intent::ElementActivating, "b")), "the boundary event is not entered");
+    assert!(!after.iter().any(|r| r.intent == Intent::Triggered && matches!(r.value, RecordValue::ProcessEvent(_))));
+    assert_eq!(rows_left(&partition), 0, "rows left in state");
+    partition.check_replay();
+}

@@ -384,6 +384,15 @@ pub fn value(value: &RecordValue) -> Value {
             "requestId": -1,
             "requestStreamId": -1,
         }),
+        // Zeebe's ProcessEventRecord
+        RecordValue::ProcessEvent(e) => json!({
+            "scopeKey": e.scope_key,
+            "targetElementId": e.target_element_id,
+            "variables": document(&e.variables),
+            "processDefinitionKey": e.process_definition_key,
+            "processInstanceKey": e.process_instance_key,
+            "tenantId": tenant(&e.tenant_id),
+        }),
     }
 }
 

@@ -89,6 +89,8 @@ names! {
         // Zeebe user tasks (8.5; appended)
         UserTask => "USER_TASK",
         MessageCorrelation => "MESSAGE_CORRELATION",
+        // an interrupting event waiting for what it interrupts to terminate (appended)
+        ProcessEvent => "PROCESS_EVENT",
     }
 }
 
@@ -195,6 +197,8 @@ names! {
         Updating => "UPDATING",
         // MESSAGE_CORRELATION (CORRELATE, CORRELATING, CORRELATED above)
         NotCorrelated => "NOT_CORRELATED",
+        // PROCESS_EVENT (TRIGGERED above; appended)
+        Triggering => "TRIGGERING",
     }
 }
 

@@ -43,6 +43,7 @@ pub enum RecordValue {
     CompensationSubscription(CompensationSubscriptionRecord),
     UserTask(UserTaskRecord),
     MessageCorrelation(MessageCorrelationRecord),
+    ProcessEvent(ProcessEventRecord),
 }
 
 /// A value as the log lays it out (serialization side; see [`RecordValue`]).
@@ -80,6 +81,7 @@ enum WireRef<'a> {
     CompensationSubscription(&'a CompensationSubscriptionRecord),
     UserTask(&'a UserTaskRecord),
     MessageCorrelation(&'a MessageCorrelationRecord),
+    ProcessEvent(&'a ProcessEventRecord),
 }
 
 /// A value as the log lays it out (deserialization side; see [`RecordValue`]).
@@ -116,6 +118,7 @@ enum Wire {
     CompensationSubscription(CompensationSubscriptionRecord),
     UserTask(UserTaskRecord),
     MessageCorrelation(MessageCorrelationRecord),
+    ProcessEvent(ProcessEventRecord),
 }
 
 /// [`DeploymentRecord`] as it was before decisions and forms: how a deployment without them
@@ -171,6 +174,7 @@ impl Serialize for RecordValue {
             RecordValue::CompensationSubscription(x) => WireRef::CompensationSubscription(x),
             RecordValue::UserTask(x) => WireRef::UserTask(x),
             RecordValue::MessageCorrelation(x) => WireRef::MessageCorrelation(x),
+            RecordValue::ProcessEvent(x) => WireRef::ProcessEvent(x),
         };
         wire.serialize(serializer)
     }
@@ -214,6 +218,7 @@ impl<'de> Deserialize<'de> for RecordValue {
             Wire::CompensationSubscription(x) => RecordValue::CompensationSubscription(x),
             Wire::UserTask(x) => RecordValue::UserTask(x),
             Wire::MessageCorrelation(x) => RecordValue::MessageCorrelation(x),
+            Wire::ProcessEvent(x) => RecordValue::ProcessEvent(x),
         })
     }
 }
@@ -413,6 +418,24 @@ pub struct ProcessInstanceBatchRecord {
     /// The inner instances still to activate when the command was written.
     pub index: i64,
     pub tenant_id: SharedStr,
+}
+
+/// Zeebe's PROCESS_EVENT: an interrupting event that must wait until the element instances it
+/// interrupts have terminated (Zeebe's `EventTriggerBehavior`): TRIGGERING keeps the trigger
+/// (state `ET/`) while a multi-instance body's inner instances terminate over several batches;
+/// TRIGGERED, written when the event is entered at last, removes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ProcessEventRecord {
+    /// The element instance the trigger waits on: the activity of a boundary event, the flow
+    /// scope of an event subprocess.
+    pub scope_key: i64,
+    /// The boundary event, or the event subprocess's start event, that the trigger enters.
+    pub target_element_id: String,
+    /// The event's variables, a JSON object (empty: none).
+    pub variables: String,
+    pub process_definition_key: i64,
+    pub process_instance_key: i64,
+    pub tenant_id: String,
 }
 
 mod process_instance_serde;

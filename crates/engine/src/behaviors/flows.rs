@@ -16,6 +16,13 @@ pub(crate) fn is_multi_instance_body(record: &ProcessInstanceRecord) -> bool {
     record.bpmn_element_type.as_str() == MULTI_INSTANCE_BODY
 }
 
+/// Whether a terminating multi-instance body's inner instances are too many for one batch
+/// (more than [`MI_TERMINATIONS_PER_BATCH`](crate::limits::MI_TERMINATIONS_PER_BATCH)): they
+/// terminate over several (PROCESS_INSTANCE_BATCH TERMINATE).
+pub(crate) fn terminates_in_batches(instance: &crate::tables::ElementInstance) -> bool {
+    is_multi_instance_body(&instance.record) && instance.active_children as usize > crate::limits::MI_TERMINATIONS_PER_BATCH
+}
+
 /// Whether an element instance is an inner instance of a multi-instance activity (`element`
 /// is its element).
 pub(crate) fn is_inner_instance(element: &waggle_bpmn::Element, record: &ProcessInstanceRecord) -> bool {

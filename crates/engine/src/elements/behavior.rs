@@ -19,6 +19,7 @@ use crate::variables::Vars;
 #[derive(Clone, Copy)]
 pub(crate) struct Transitions {
     pub(crate) terminate: fn(P, i64),
+    pub(crate) terminate_in_batches: fn(P, i64),
     pub(crate) continue_activation: fn(P, i64),
 }
 
@@ -26,6 +27,13 @@ impl Transitions {
     /// Terminates an element instance and everything inside it.
     pub(crate) fn terminate(self, p: P, key: i64) {
         (self.terminate)(p, key)
+    }
+
+    /// Terminates an element instance and everything inside it, a multi-instance body with
+    /// more inner instances than one batch terminates over later batches (see
+    /// `lifecycle::terminate_in_batches`).
+    pub(crate) fn terminate_in_batches(self, p: P, key: i64) {
+        (self.terminate_in_batches)(p, key)
     }
 
     /// Goes on with the activation of an element instance whose ACTIVATING is written.

@@ -5,10 +5,11 @@
 use waggle_bpmn::{ElementKind, Process};
 use waggle_protocol::{Intent, RecordValue};
 
-use crate::behaviors::flows::child_record;
+use crate::behaviors::flows::{child_record, terminates_in_batches};
 use crate::elements::behavior::{ElementBehavior, Transitions};
+use crate::elements::event_trigger;
 use crate::processing::P;
-use crate::tables::ElementInstance;
+use crate::tables::{ElementInstance, ElementState};
 use crate::variables;
 
 /// A boundary event: passes through once entered.
@@ -30,7 +31,10 @@ impl ElementBehavior for BoundaryEvent {
 
 /// Activates boundary event `boundary` of `activity`; an interrupting one terminates the
 /// activity first. `local`: the variables stay local to the event (an error's, as Zeebe does),
-/// else they are local only when the event has output mappings.
+/// else they are local only when the event has output mappings. On a multi-instance body with
+/// more inner instances than one batch terminates, an interrupting event waits for them
+/// (PROCESS_EVENT TRIGGERING, see `event_trigger`); an activity already terminating (its
+/// instance cancelled, or interrupted by another event) takes no boundary event.
 pub(crate) fn activate(
     p: P,
     model: &Process,
@@ -40,11 +44,33 @@ pub(crate) fn activate(
     local: bool,
     t: Transitions,
 ) {
+    if activity.state == ElementState::Terminating {
+        return;
+    }
     let element = &model.elements[boundary];
     let interrupting = matches!(element.kind, ElementKind::BoundaryEvent { cancel_activity: true, .. });
+    if interrupting && terminates_in_batches(activity) {
+        event_trigger::triggering(p, activity, &element.id, variables);
+        return t.terminate_in_batches(p, activity.key);
+    }
     if interrupting {
         t.terminate(p, activity.key);
     }
+    enter(p, model, activity, boundary, variables, local, t)
+}
+
+/// Enters boundary event `boundary` of `activity` (ACTIVATING, its variables, then activation
+/// goes on), the activity already terminated if the event interrupts it.
+pub(crate) fn enter(
+    p: P,
+    model: &Process,
+    activity: &ElementInstance,
+    boundary: usize,
+    variables: &[(String, String)],
+    local: bool,
+    t: Transitions,
+) {
+    let element = &model.elements[boundary];
     let record = child_record(&activity.record, activity.record.flow_scope_key, &element.id, element.kind.bpmn_element_type());
     let key = p.new_key();
     p.event(key, Intent::ElementActivating, RecordValue::ProcessInstance(record));

@@ -3,7 +3,7 @@
 //! caught.
 
 use waggle_bpmn::{ElementKind, Process};
-use waggle_protocol::value::ProcessInstanceRecord;
+use waggle_protocol::value::{ProcessEventRecord, ProcessInstanceRecord};
 use waggle_protocol::{Intent, RecordValue};
 
 use crate::behaviors::catches::{self, Catch};
@@ -13,9 +13,10 @@ use crate::behaviors::incidents::{error_type, incident};
 use crate::behaviors::starts;
 use crate::behaviors::waits::{after_event_gateway, wait_for, Wait};
 use crate::elements::behavior::{pass_through, wait, Activation, ElementBehavior, Then, Transitions};
-use crate::elements::{boundary, gateways, subprocesses};
+use crate::elements::{boundary, event_trigger, gateways, subprocesses};
+use crate::json_doc::document_texts;
 use crate::processing::P;
-use crate::tables::ElementInstance;
+use crate::tables::{ElementInstance, ElementState};
 use crate::variables::Vars;
 
 /// A none start event, an end event, a none intermediate throw event, a link catch event:
@@ -131,11 +132,18 @@ impl ElementBehavior for EscalationThrowEvent {
         let Activation { model, idx, key, record: pi, .. } = a;
         let ElementKind::EscalationThrowEvent { code, .. } = &model.elements[idx].kind else { return };
         p.event(key, Intent::ElementActivated, RecordValue::ProcessInstance(pi.clone()));
+        let mut waits = false;
         if let Some(found) = catches::find_catch(p, key, catches::escalation_matcher(code)) {
+            let catcher = match &found {
+                Catch::Boundary(instance, _) | Catch::EventSubProcess(instance, _) => instance.key,
+            };
             catch(p, found, &[], t);
+            // an interrupting catch waiting for a wide multi-instance body (holding this event)
+            // to terminate over later batches
+            waits = p.view().process_event(catcher).is_some();
         }
         // an uncaught or non-interrupting escalation lets the throw event go on
-        if is_active(p, key) {
+        if is_active(p, key) && !waits {
             p.command(key, Intent::CompleteElement, RecordValue::ProcessInstance(pi));
         }
     }
@@ -203,4 +211,36 @@ pub(crate) fn catch(p: P, found: Catch, variables: &[(String, String)], t: Trans
             subprocesses::start_event_subprocess(p, &model, &scope, esp, variables, true, t)
         }
     }
+}
+
+/// After multi-instance body `body` terminated: the interrupting boundary event that waited on
+/// it (`waiting`, read before its TERMINATED removed it) is entered, if the body's flow scope is
+/// still active. Whether it was.
+pub(crate) fn enter_waiting_boundary(p: P, body: &ElementInstance, waiting: (i64, ProcessEventRecord), t: Transitions) -> bool {
+    let active = p.view().element_with(body.record.flow_scope_key, |s| s.state == ElementState::Activated) == Some(true);
+    let model = p.process_model(body.record.process_definition_key);
+    let (event_key, record) = waiting;
+    let Some(idx) = model.element(&record.target_element_id).filter(|_| active) else { return false };
+    let variables = document_texts(&record.variables).unwrap_or_default();
+    let local = event_trigger::caught_locally(&model, idx);
+    event_trigger::triggered(p, event_key, record);
+    boundary::enter(p, &model, body, idx, &variables, local, t);
+    true
+}
+
+/// After a child of `scope` terminated: an interrupting event subprocess that waited on the
+/// scope starts once nothing else is left in it. Whether it did.
+pub(crate) fn start_waiting_event_subprocess(p: P, scope: i64, t: Transitions) -> bool {
+    let Some(instance) = p.view().element(scope).filter(|s| s.state == ElementState::Activated && s.active_children == 0) else {
+        return false;
+    };
+    let Some((event_key, record)) = p.view().process_event(scope) else { return false };
+    let model = p.process_model(instance.record.process_definition_key);
+    let Some(start) = model.element(&record.target_element_id) else { return false };
+    let Some(esp) = model.elements[start].scope else { return false };
+    let variables = document_texts(&record.variables).unwrap_or_default();
+    let local = event_trigger::caught_locally(&model, start);
+    event_trigger::triggered(p, event_key, record);
+    subprocesses::enter_event_subprocess(p, &model, &instance, esp, &variables, local, t);
+    true
 }

@@ -12,7 +12,7 @@ use waggle_protocol::value::ProcessInstanceRecord;
 use waggle_protocol::{Intent, Record, RecordValue};
 
 use crate::behaviors::expressions::evaluate_mappings;
-use crate::behaviors::flows::{child_record, flow_taken, is_multi_instance_body};
+use crate::behaviors::flows::{child_record, flow_taken, is_multi_instance_body, terminates_in_batches};
 use crate::behaviors::incidents::{error_type, incident, resolve_incident_of};
 use crate::behaviors::waits::{self, Wait};
 use crate::elements::behavior::{Activation, ElementBehavior, Then, Transitions};
@@ -25,7 +25,7 @@ use crate::tables::{ElementInstance, ElementState};
 use crate::variables::{self, Vars};
 
 /// The lifecycle's transitions, as behaviours are handed them.
-pub(crate) const TRANSITIONS: Transitions = Transitions { terminate, continue_activation };
+pub(crate) const TRANSITIONS: Transitions = Transitions { terminate, terminate_in_batches, continue_activation };
 
 /// ACTIVATE_ELEMENT: the element instance is born (ACTIVATING), then activation continues.
 pub(crate) fn activate(p: P, command: &Record) {
@@ -254,7 +254,7 @@ fn terminate_walk(p: P, key: i64, in_batches: bool) {
                     continue;
                 }
                 p.event(key, Intent::ElementTerminating, RecordValue::ProcessInstance(instance.record.clone()));
-                if in_batches && multi_instance::terminates_in_batches(&instance) {
+                if in_batches && terminates_in_batches(&instance) {
                     let first = p.view().first_children(key, 1).first().copied().unwrap_or(-1);
                     multi_instance::request_termination_batch(p, &instance.record, key, first);
                     continue;
@@ -306,12 +306,23 @@ pub(crate) fn terminate_batch(p: P, command: &Record) {
 }
 
 /// Ends the terminating instance `key` once nothing inside it is left, then each terminating
-/// scope above it that waited only for it.
+/// scope above it that waited only for it. An interrupting event that waited for one of them
+/// (PROCESS_EVENT TRIGGERING: a boundary event on the body, an event subprocess of the scope
+/// above) is entered then (see `events::enter_waiting_boundary`).
 fn finish_terminating(p: P, mut key: i64) {
     while let Some(instance) = p.view().element(key).filter(|e| e.state == ElementState::Terminating && e.active_children == 0) {
         let record = &instance.record;
         let up = if record.flow_scope_key > 0 { record.flow_scope_key } else { record.parent_element_instance_key };
-        terminated(p, instance);
+        let waiting = is_multi_instance_body(&instance.record).then(|| p.view().process_event(key)).flatten();
+        terminated(p, instance.clone());
+        if let Some(waiting) = waiting {
+            if events::enter_waiting_boundary(p, &instance, waiting, TRANSITIONS) {
+                return;
+            }
+        }
+        if events::start_waiting_event_subprocess(p, up, TRANSITIONS) {
+            return;
+        }
         key = up;
     }
 }

@@ -11,6 +11,7 @@ pub(crate) mod behavior;
 pub(crate) mod boundary;
 pub(crate) mod call_activity;
 pub(crate) mod compensation;
+pub(crate) mod event_trigger;
 pub(crate) mod events;
 pub(crate) mod gateways;
 pub(crate) mod lifecycle;

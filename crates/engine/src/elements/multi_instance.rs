@@ -37,7 +37,7 @@ use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
 use crate::batch::Command;
 use crate::behaviors::expressions::type_error;
-use crate::behaviors::flows::child_record;
+use crate::behaviors::flows::{child_record, terminates_in_batches};
 use crate::behaviors::incidents::{error_type, incident};
 use crate::behaviors::waits;
 use crate::elements::behavior::{Activation, ElementBehavior, Transitions};
@@ -185,11 +185,6 @@ pub(crate) fn pending_batches(view: crate::tables::StateView<'_>) -> Vec<Command
         Some(Command::new(body_key, Intent::Terminate, RecordValue::ProcessInstanceBatch(batch)))
     });
     activating.chain(terminating).collect()
-}
-
-/// Whether a terminating body's inner instances are too many for one batch.
-pub(crate) fn terminates_in_batches(instance: &ElementInstance) -> bool {
-    instance.record.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY" && instance.active_children as usize > MI_TERMINATIONS_PER_BATCH
 }
 
 /// Hands a PROCESS_INSTANCE_BATCH TERMINATE for body `body_key` back to this partition, for a

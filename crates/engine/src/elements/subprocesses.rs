@@ -8,6 +8,7 @@ use waggle_protocol::{Intent, RecordValue};
 use crate::behaviors::flows::{child_record, start_inside};
 use crate::behaviors::waits::{self, close_where, event_subprocess_waits, Wait};
 use crate::elements::behavior::{Activation, ElementBehavior, Transitions};
+use crate::elements::event_trigger;
 use crate::processing::P;
 use crate::tables::ElementInstance;
 use crate::variables::{self, Vars};
@@ -35,8 +36,10 @@ impl ElementBehavior for SubProcess {
 
 /// Starts event subprocess `esp` inside `scope` (the instance of its flow scope). An
 /// interrupting one terminates everything else in the scope first, and the scope's other
-/// event subprocesses can no longer start. `local`: the variables stay local to the event
-/// subprocess (an error's), else they propagate.
+/// event subprocesses can no longer start; when the scope holds a multi-instance body too wide
+/// to terminate in one batch, it starts once that has terminated (PROCESS_EVENT TRIGGERING, see
+/// `event_trigger`). `local`: the variables stay local to the event subprocess (an error's),
+/// else they propagate.
 pub(crate) fn start_event_subprocess(
     p: P,
     model: &Process,
@@ -55,10 +58,31 @@ pub(crate) fn start_event_subprocess(
             .map(|s| model.elements[s].id.clone())
             .collect();
         close_where(p, scope.key, |target| starts.iter().any(|s| s == target));
+        if event_trigger::scope_terminates_in_batches(p, scope.key) {
+            event_trigger::triggering(p, scope, &model.elements[start].id, variables);
+            for child in p.view().children(scope.key) {
+                t.terminate_in_batches(p, child);
+            }
+            return;
+        }
         for child in p.view().children(scope.key) {
             t.terminate(p, child);
         }
     }
+    enter_event_subprocess(p, model, scope, esp, variables, local, t)
+}
+
+/// Enters event subprocess `esp` in `scope` (ACTIVATING, its variables, then activation goes
+/// on), what it interrupts already terminated.
+pub(crate) fn enter_event_subprocess(
+    p: P,
+    model: &Process,
+    scope: &ElementInstance,
+    esp: usize,
+    variables: &[(String, String)],
+    local: bool,
+    t: Transitions,
+) {
     let element = &model.elements[esp];
     let record = child_record(&scope.record, scope.key, &element.id, element.kind.bpmn_element_type());
     let esp_key = p.new_key();
@@ -79,8 +103,15 @@ pub(crate) fn interrupted(p: P, model: &Process, scope: &ElementInstance) -> boo
         return false;
     }
     let view = p.view();
-    view.children(scope.key)
+    let started = view
+        .children(scope.key)
         .into_iter()
         .filter_map(|c| view.element(c))
-        .any(|c| interrupting.iter().any(|&esp| model.elements[esp].id == c.record.element_id))
+        .any(|c| interrupting.iter().any(|&esp| model.elements[esp].id == c.record.element_id));
+    // or one waits for the scope's other children to terminate
+    started || {
+        let starts: Vec<String> =
+            interrupting.iter().filter_map(|&esp| model.event_subprocess_start(esp)).map(|s| model.elements[s].id.clone()).collect();
+        event_trigger::waits_for_any(p, scope.key, &starts)
+    }
 }

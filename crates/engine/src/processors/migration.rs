@@ -187,6 +187,17 @@ fn check(
                 "Expected to migrate process instance '{key}' but active element with id '{source_id}' and type '{element_type}' is mapped to an element with id '{target_id}' and different type '{target_type}'. Elements must be mapped to elements of the same type."
             ));
         }
+        if element_type == "USER_TASK" {
+            // a job-based user task and a Zeebe user task share the type, not the implementation
+            // (Zeebe 8.5's `requireSameUserTaskImplementation`)
+            let source_implementation = user_task_implementation(source, source.element(source_id).expect("an active element's"));
+            let target_implementation = user_task_implementation(target, target_idx);
+            if source_implementation != target_implementation {
+                return invalid_state(format!(
+                    "Expected to migrate process instance '{key}' but active user task with id '{source_id}' and implementation '{source_implementation}' is mapped to an user task with id '{target_id}' and different implementation '{target_implementation}'. Elements must be mapped to elements of the same implementation."
+                ));
+            }
+        }
         if let Some(scope) = p.view().element(record.flow_scope_key) {
             // the flow scope migrates first (it is checked first): to the target process, or
             // to the element its own mapping names
@@ -221,6 +232,14 @@ fn check(
         ));
     }
     Ok(())
+}
+
+/// A user task's implementation, as Zeebe 8.5 names it in a migration's rejection.
+fn user_task_implementation(model: &Process, idx: usize) -> &'static str {
+    match model.elements[idx].kind {
+        ElementKind::ZeebeUserTask(_) => "zeebe user task",
+        _ => "job worker",
+    }
 }
 
 /// The process instance and every element instance inside it, outermost first.

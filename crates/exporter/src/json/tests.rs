@@ -417,8 +417,19 @@ fn every_value_type_has_zeebes_field_names() {
             }),
             &["name", "correlationKey", "variables", "tenantId", "messageKey", "processInstanceKey", "requestId", "requestStreamId"],
         ),
+        (
+            RecordValue::ProcessEvent(ProcessEventRecord {
+                scope_key: 5,
+                target_element_id: "b".into(),
+                variables: r#"{"x":1}"#.into(),
+                process_definition_key: 2,
+                process_instance_key: 4,
+                tenant_id: "".into(),
+            }),
+            &["scopeKey", "targetElementId", "variables", "processDefinitionKey", "processInstanceKey", "tenantId"],
+        ),
     ];
-    assert_eq!(cases.len(), 29, "one case per value type");
+    assert_eq!(cases.len(), 30, "one case per value type");
     let evaluation = super::value(&cases[23].0);
     assert_eq!(
         keys(&evaluation["evaluatedDecisions"][0]),

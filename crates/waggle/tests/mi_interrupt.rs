@@ -1,0 +1,189 @@
+//! An interrupting message boundary event on a parallel multi-instance body over 10,000 items,
+//! on the real binary (issue 26): the body's inner instances terminate a chunk per batch
+//! (PROCESS_INSTANCE_BATCH TERMINATE) while PROCESS_EVENT TRIGGERING keeps the trigger, then the
+//! boundary path is taken with the message's variables (Zeebe's `EventTriggerBehavior`,
+//! `ProcessInstanceBatchTerminateProcessor`). The node is killed (`kill -9`) in the middle of the
+//! termination and restarted: it finishes the termination and enters the boundary event once.
+//! What was written is read from the debug exporter's file.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::Node;
+use serde_json::Value;
+use waggle_protocol::gateway::*;
+
+const ITEMS: usize = 10_000;
+/// Inner instances one batch terminates at most (`waggle_engine::MI_TERMINATIONS_PER_BATCH`).
+const PER_BATCH: usize = 500;
+
+fn model() -> String {
+    r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d">
+<bpmn:process id="mi-stop" isExecutable="true"><bpmn:startEvent id="s"/><bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="work"/>
+<bpmn:serviceTask id="work"><bpmn:extensionElements><zeebe:taskDefinition type="mi-stop-item"/></bpmn:extensionElements>
+<bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=for i in 1..n return i" inputElement="item"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>
+<bpmn:sequenceFlow id="f2" sourceRef="work" targetRef="e"/><bpmn:endEvent id="e"/>
+<bpmn:boundaryEvent id="stopped" attachedToRef="work" cancelActivity="true"><bpmn:messageEventDefinition messageRef="m"/></bpmn:boundaryEvent>
+<bpmn:sequenceFlow id="f3" sourceRef="stopped" targetRef="after"/>
+<bpmn:serviceTask id="after"><bpmn:extensionElements><zeebe:taskDefinition type="mi-stop-after"/></bpmn:extensionElements></bpmn:serviceTask>
+<bpmn:sequenceFlow id="f4" sourceRef="after" targetRef="e2"/><bpmn:endEvent id="e2"/></bpmn:process>
+<bpmn:message id="m" name="mi-stop"><bpmn:extensionElements><zeebe:subscription correlationKey="=key"/></bpmn:extensionElements></bpmn:message>
+</bpmn:definitions>"#
+        .to_string()
+}
+
+/// Reads what the file gained since `offset` (whole lines only); returns them and moves `offset`.
+fn new_lines(path: &Path, offset: &mut u64) -> Vec<String> {
+    let Ok(mut file) = std::fs::File::open(path) else { return vec![] };
+    file.seek(SeekFrom::Start(*offset)).expect("seek");
+    let mut text = String::new();
+    file.read_to_string(&mut text).expect("read");
+    let Some(end) = text.rfind('\n') else { return vec![] };
+    *offset += end as u64 + 1;
+    text[..end].lines().map(str::to_string).collect()
+}
+
+fn is_inner_terminated(line: &str) -> bool {
+    line.contains(r#""intent":"ELEMENT_TERMINATED""#)
+        && line.contains(r#""bpmnElementType":"SERVICE_TASK""#)
+        && line.contains(r#""elementId":"work""#)
+}
+
+fn is_body_terminated(line: &str) -> bool {
+    line.contains(r#""intent":"ELEMENT_TERMINATED""#) && line.contains(r#""bpmnElementType":"MULTI_INSTANCE_BODY""#)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_boundary_event_on_a_body_of_10000_terminates_it_in_batches_across_a_kill_9() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("records.jsonl");
+    let path_arg = path.to_str().expect("utf-8 path").to_string();
+    let mut node = Node::start(&["--exporters-debug-path", &path_arg]);
+    let mut c = common::grpc_client(&node).await;
+    let resources = vec![Resource { name: "mi-stop.bpmn".into(), content: model().into_bytes() }];
+    c.deploy_resource(DeployResourceRequest { resources, tenant_id: String::new() }).await.expect("deploy");
+    let request = CreateProcessInstanceRequest {
+        bpmn_process_id: "mi-stop".into(),
+        version: -1,
+        variables: format!(r#"{{"n": {ITEMS}, "key": "k-1"}}"#),
+        ..Default::default()
+    };
+    let instance = c.create_process_instance(request).await.expect("create").into_inner().process_instance_key;
+
+    // every inner instance activated (the body's PROCESS_INSTANCE_BATCH ACTIVATED exported)
+    let mut offset = 0;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while !new_lines(&path, &mut offset)
+        .iter()
+        .any(|l| l.contains(r#""valueType":"PROCESS_INSTANCE_BATCH""#) && l.contains(r#""intent":"ACTIVATED""#))
+    {
+        assert!(Instant::now() < deadline, "the body never activated its inner instances");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // the message interrupts the body; kill -9 once some inner instances have terminated
+    let publish = PublishMessageRequest {
+        name: "mi-stop".into(),
+        correlation_key: "k-1".into(),
+        variables: r#"{"why": "stopped"}"#.into(),
+        ..Default::default()
+    };
+    c.publish_message(publish).await.expect("publish");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let lines = new_lines(&path, &mut offset);
+        assert!(!lines.iter().any(|l| is_body_terminated(l)), "the body terminated before the kill could land in the middle");
+        if lines.iter().any(|l| is_inner_terminated(l)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no inner instance terminated");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    node.kill9();
+    let killed_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    node.restart();
+
+    // the boundary path goes on after the restart, with the message's variables
+    let mut c = common::grpc_client(&node).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let job = 'found: loop {
+        assert!(Instant::now() < deadline, "the boundary event's task never came");
+        let activation = ActivateJobsRequest {
+            r#type: "mi-stop-after".into(),
+            worker: "w".into(),
+            timeout: 60_000,
+            max_jobs_to_activate: 10,
+            request_timeout: 1_000,
+            ..Default::default()
+        };
+        let mut stream = c.activate_jobs(activation).await.expect("activate").into_inner();
+        while let Some(batch) = stream.message().await.expect("jobs") {
+            if let Some(job) = batch.jobs.into_iter().next() {
+                break 'found job;
+            }
+        }
+    };
+    assert_eq!(job.process_instance_key, instance);
+    let variables: Value = serde_json::from_str(&job.variables).expect("JSON");
+    assert_eq!(variables["why"], "stopped", "{variables}");
+    c.complete_job(CompleteJobRequest { job_key: job.key, variables: String::new() }).await.expect("complete");
+
+    // the instance completes; read everything exported (a record exported again after the
+    // restart counts once)
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut records: BTreeMap<u64, Value> = BTreeMap::new();
+    let mut offset = 0;
+    loop {
+        for line in new_lines(&path, &mut offset) {
+            let v: Value = serde_json::from_str(&line).expect("JSON line");
+            records.insert(v["position"].as_u64().expect("position"), v);
+        }
+        let done = records.values().any(|v| v["key"] == instance && v["intent"] == "ELEMENT_COMPLETED");
+        if done {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the instance did not complete");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let events = |f: &dyn Fn(&Value) -> bool| records.values().filter(|v| v["recordType"] == "EVENT" && f(v)).count();
+    let inner_terminated: Vec<&Value> = records
+        .values()
+        .filter(|v| {
+            v["intent"] == "ELEMENT_TERMINATED" && v["value"]["bpmnElementType"] == "SERVICE_TASK" && v["value"]["elementId"] == "work"
+        })
+        .collect();
+    assert_eq!(inner_terminated.len(), ITEMS, "every inner instance terminated, once");
+    let before = inner_terminated.iter().filter(|v| v["timestamp"].as_i64().unwrap() <= killed_at).count();
+    assert!(
+        before > 0 && before < ITEMS,
+        "{before} of {ITEMS} inner instances terminated before the kill: it did not land mid-termination"
+    );
+    assert_eq!(events(&|v| v["intent"] == "ELEMENT_TERMINATED" && v["value"]["bpmnElementType"] == "MULTI_INSTANCE_BODY"), 1);
+    assert_eq!(events(&|v| v["intent"] == "CANCELED" && v["valueType"] == "JOB" && v["value"]["type"] == "mi-stop-item"), ITEMS);
+    assert_eq!(events(&|v| v["valueType"] == "PROCESS_EVENT" && v["intent"] == "TRIGGERING"), 1);
+    assert_eq!(events(&|v| v["valueType"] == "PROCESS_EVENT" && v["intent"] == "TRIGGERED"), 1);
+    assert_eq!(
+        events(&|v| v["intent"] == "ELEMENT_ACTIVATED" && v["value"]["elementId"] == "stopped"),
+        1,
+        "the boundary event entered once"
+    );
+    // no batch of work is one giant batch: the records each command's processing wrote, and the
+    // inner instances it terminated, stay bounded
+    let mut per_source: HashMap<i64, (usize, usize)> = HashMap::new();
+    for v in records.values() {
+        let entry = per_source.entry(v["sourceRecordPosition"].as_i64().unwrap()).or_default();
+        entry.0 += 1;
+        entry.1 += usize::from(
+            v["intent"] == "ELEMENT_TERMINATED" && v["value"]["elementId"] == "work" && v["value"]["bpmnElementType"] == "SERVICE_TASK",
+        );
+    }
+    let (most_records, most_terminations) = per_source.values().fold((0, 0), |(r, t), &(r2, t2)| (r.max(r2), t.max(t2)));
+    println!("largest command: {most_records} records; at most {most_terminations} inner instances terminated by one command");
+    assert!(most_terminations <= PER_BATCH, "{most_terminations} inner instances terminated by one command");
+    assert!(most_records <= 8 * PER_BATCH, "{most_records} records written by one command");
+}
