@@ -7,17 +7,22 @@
 #
 # BINARY: the waggle binary; FILL: the fill_store example
 # (`cargo build -p waggle-store --example fill_store`: target/debug/examples/fill_store).
+# Needs curl, jq, sqlite3 (and for PostgreSQL, Debian's postgresql: install-system-deps.sh).
+#
 # The store: EXPORTED (default 100,000) finished instances, plus 1,000 active (half with an
 # incident), written through the store's real exporter from Waggle's engine (fill_store.rs
-# says how) as partition 2's; then COPIES - 1 (default 10: a million finished instances) copies
-# of all their rows in SQL, as partitions 3, 4, … would have written them (each key plus
+# says how) as partition 2's; then copied in SQL until there are COPIES (default 10: a million
+# finished instances) in all, as partitions 3, 4, … would have written them (each key plus
 # copy << 51, Zeebe's partition bits): a 10-partition cluster's store, its partitions' keys
 # interleaved as Zeebe's are, every copy on the same 30 days. The copies are of instances,
-# elements and incidents (what the timed searches and counts read), not of variables and jobs. In STORE_DIR (default a new
-# /tmp/bigstore.*; a folder holding a filled store is used as it is). PostgreSQL: a throw-away server of Debian's packages in STORE_DIR, as the tests start
-# one (scripts/install-system-deps.sh), stopped at the end. Then a standalone node serves the
-# store and every query runs RUNS times (default 50, after 3 unmeasured) with curl; prints
-# p50, p99 and max of curl's total time per query, and each answer's item count and totalItems.
+# elements and incidents (what the timed searches and counts read), not of variables and
+# jobs. In STORE_DIR (default a new /tmp/bigstore.*; a folder already filled is reused).
+# PostgreSQL: a throw-away server of Debian's packages in STORE_DIR, as the tests start one,
+# stopped at the end; or the database of a running server at BENCH_PG_URL.
+#
+# Then a standalone node serves the store and every query runs RUNS times (default 50, after
+# 3 unmeasured) with curl; prints p50, p99 and max of curl's total time per query, and each
+# answer's item count and totalItems.
 set -euo pipefail
 BIN=$(realpath "${1:?waggle binary}")
 FILL=$(realpath "${2:?fill_store example}")
