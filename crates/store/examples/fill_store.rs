@@ -193,7 +193,7 @@ fn main() -> anyhow::Result<()> {
         fill.run(now + 2_000 + (done % 7_000) as i64, commands);
         fill.flush();
         done += n as u64;
-        if done % 100_000 == 0 {
+        if done.is_multiple_of(100_000) {
             eprintln!("{done} instances, {:.0} s", started.elapsed().as_secs_f64());
         }
     }

@@ -148,7 +148,8 @@ impl<'a> Writer<'a> {
     }
 }
 
-/// Other helpers' code may take the writer for the connection.
+/// Code written for a [`Connection`] takes a `&Writer` as one: its statements run (or, in the
+/// transaction, are queued) at once, before the gathered chunks.
 impl Deref for Writer<'_> {
     type Target = Connection;
     fn deref(&self) -> &Connection {
