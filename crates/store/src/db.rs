@@ -152,6 +152,15 @@ impl Connection {
         }
     }
 
+    /// Runs a statement whose parameters are columns of rows (PostgreSQL's arrays; the
+    /// statement in PostgreSQL's form, as [`crate::rows::unnest`] writes it).
+    pub fn execute_columns(&self, sql: &str, columns: Vec<crate::pg::Column>) -> Result<u64, StoreError> {
+        match self {
+            Connection::Sqlite(_) => Err(StoreError::Invalid("multi-row statements over arrays are PostgreSQL's".into())),
+            Connection::Postgres(c) => c.execute_columns(sql, columns),
+        }
+    }
+
     /// Runs a query; returns its rows.
     pub fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, StoreError> {
         match self {

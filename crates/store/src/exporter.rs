@@ -28,6 +28,7 @@ use waggle_exporter::{json, Context, Controller, ExportError, Exporter, Exporter
 use waggle_protocol::record::RecordType;
 use waggle_protocol::{PartitionId, Record, RecordValue};
 
+use crate::rows::{Batched, Writer};
 use crate::{params, Connection, Location, StoreError};
 
 /// Records written per transaction at most (a long catch-up writes as it goes).
@@ -261,9 +262,11 @@ impl StoreExporter {
         fold_ends(&mut self.batch);
         let mut statements_done = started;
         conn.transaction(|tx| {
+            let writer = Writer::new(tx, &BATCHED);
             for p in self.batch.iter().filter(|p| !p.folded) {
-                apply(tx, self.partition, p)?;
+                apply(&writer, self.partition, p)?;
             }
+            writer.finish()?;
             tx.execute(
                 "INSERT INTO exporter_position (partition_id, exporter, last_exported_position, last_updated)
                  VALUES (?1, ?2, ?3, ?4)
@@ -364,7 +367,7 @@ fn process_name_and_tag(xml: &str, process_id: &str) -> (Option<String>, Option<
 }
 
 /// Writes one event's effect (an upsert: applying it again changes nothing).
-fn apply(tx: &Connection, partition: PartitionId, p: &Pending) -> Result<(), StoreError> {
+fn apply(tx: &Writer, partition: PartitionId, p: &Pending) -> Result<(), StoreError> {
     if let Some(value) = &p.typed {
         return apply_typed(tx, partition, p, value);
     }
@@ -444,7 +447,7 @@ fn apply(tx: &Connection, partition: PartitionId, p: &Pending) -> Result<(), Sto
 
 /// A Zeebe user task's row (8.8's `user_task`): inserted when CREATED, its assignee, dates and
 /// candidates as each event leaves them, and its end (COMPLETED, CANCELED).
-fn user_task(tx: &Connection, partition: PartitionId, p: &Pending, intent: &str, tenant: &str) -> Result<(), StoreError> {
+fn user_task(tx: &Writer, partition: PartitionId, p: &Pending, intent: &str, tenant: &str) -> Result<(), StoreError> {
     let v = &p.value;
     let state = match intent {
         "COMPLETED" | "CANCELED" => intent,
@@ -499,25 +502,71 @@ fn set(key: i64) -> Option<i64> {
     (key > 0).then_some(key)
 }
 
+/// The frequent statements, which [`Writer`] sends as multi-row statements on PostgreSQL
+/// (each writes the row keyed by `?1` of one table; crate::rows says why that is enough).
+static BATCHED: [Batched; 9] = [
+    Batched { sql: FLOW_NODE_ENDED, table: "flow_node_instance", types: FLOW_NODE_TYPES },
+    Batched { sql: FLOW_NODE_ACTIVE, table: "flow_node_instance", types: FLOW_NODE_TYPES },
+    Batched { sql: INSTANCE_ENDED, table: "process_instance", types: INSTANCE_TYPES },
+    Batched { sql: INSTANCE_ACTIVE, table: "process_instance", types: INSTANCE_TYPES },
+    Batched { sql: FLOW_NODE_END, table: "flow_node_instance", types: &["bigint", "text", "bigint"] },
+    Batched { sql: INSTANCE_END, table: "process_instance", types: &["bigint", "text", "bigint"] },
+    Batched { sql: VARIABLE, table: "variable", types: &["bigint", "bigint", "text", "bigint", "text", "text", "text", "bigint"] },
+    Batched {
+        sql: JOB,
+        table: "job",
+        types: &[
+            "bigint", "text", "text", "text", "bigint", "text", "text", "bigint", "bigint", "text", "bigint", "bigint", "text", "text",
+            "bigint", "text", "bigint",
+        ],
+    },
+    Batched { sql: JOB_WORKER, table: "job", types: &["bigint", "text", "bigint"] },
+];
+const FLOW_NODE_TYPES: &[&str] =
+    &["bigint", "bigint", "bigint", "text", "text", "text", "bigint", "bigint", "text", "bigint", "text", "bigint"];
+const INSTANCE_TYPES: &[&str] = &["bigint", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "text", "bigint", "text", "bigint"];
+const FLOW_NODE_ENDED: &str =
+    "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
+                       flow_node_id, type, start_date, flow_scope_key, tenant_id, partition_id, state, end_date)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                     ON CONFLICT (flow_node_instance_key) DO UPDATE SET state = excluded.state, end_date = excluded.end_date";
+const FLOW_NODE_ACTIVE: &str =
+    "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
+                       flow_node_id, type, start_date, flow_scope_key, tenant_id, partition_id, state, end_date)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+                     ON CONFLICT (flow_node_instance_key) DO NOTHING";
+const INSTANCE_ENDED: &str = "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version,
+                           start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id, state, end_date)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                         ON CONFLICT (process_instance_key) DO UPDATE SET state = excluded.state, end_date = excluded.end_date";
+const INSTANCE_ACTIVE: &str = "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version,
+                           start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id, state, end_date)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                         ON CONFLICT (process_instance_key) DO NOTHING";
+const FLOW_NODE_END: &str = "UPDATE flow_node_instance SET state = ?2, end_date = ?3 WHERE flow_node_instance_key = ?1";
+const INSTANCE_END: &str = "UPDATE process_instance SET state = ?2, end_date = ?3 WHERE process_instance_key = ?1";
+const VARIABLE: &str =
+    "INSERT INTO variable (var_key, process_instance_key, process_definition_id, scope_key, name, value, tenant_id, partition_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (var_key) DO UPDATE SET value = excluded.value";
+const JOB: &str = "INSERT INTO job (job_key, type, worker, state, kind, retries, error_message, error_code, deadline, end_time, custom_headers,
+                   process_instance_key, process_definition_key, process_definition_id, element_id, element_instance_key, tenant_id, partition_id)
+                 VALUES (?1, ?2, ?3, ?4, 'BPMN_ELEMENT', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
+                 ON CONFLICT (job_key) DO UPDATE SET worker = excluded.worker, state = excluded.state, retries = excluded.retries,
+                   error_message = excluded.error_message, error_code = excluded.error_code, deadline = excluded.deadline,
+                   end_time = excluded.end_time";
+const JOB_WORKER: &str = "UPDATE job SET worker = ?2, deadline = ?3 WHERE job_key = ?1";
+
 /// Writes the effect of the frequent events, read from the record's value itself (no JSON):
 /// elements, variables, jobs and job batches.
-fn apply_typed(tx: &Connection, partition: PartitionId, p: &Pending, value: &RecordValue) -> Result<(), StoreError> {
+fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordValue) -> Result<(), StoreError> {
     match (value, p.intent) {
         (RecordValue::ProcessInstance(v), "ELEMENT_ACTIVATING") => {
             // ended in the same batch: inserted ended (and so made ended if there already)
             let (state, end) = p.ended.map_or(("ACTIVE", None), |(state, at)| (state, Some(at)));
             let tenant = tenant_of(&v.tenant_id);
-            tx.execute(if end.is_some() {
-                    "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
-                       flow_node_id, type, start_date, flow_scope_key, tenant_id, partition_id, state, end_date)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-                     ON CONFLICT (flow_node_instance_key) DO UPDATE SET state = excluded.state, end_date = excluded.end_date"
-                } else {
-                    "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
-                       flow_node_id, type, start_date, flow_scope_key, tenant_id, partition_id, state, end_date)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-                     ON CONFLICT (flow_node_instance_key) DO NOTHING"
-                },
+            tx.execute(
+                if end.is_some() { FLOW_NODE_ENDED } else { FLOW_NODE_ACTIVE },
                 params![
                     p.key,
                     v.process_instance_key,
@@ -535,17 +584,7 @@ fn apply_typed(tx: &Connection, partition: PartitionId, p: &Pending, value: &Rec
             )?;
             if &*v.bpmn_element_type == "PROCESS" {
                 tx.execute(
-                    if end.is_some() {
-                        "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version,
-                           start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id, state, end_date)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                         ON CONFLICT (process_instance_key) DO UPDATE SET state = excluded.state, end_date = excluded.end_date"
-                    } else {
-                        "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version,
-                           start_date, parent_process_instance_key, parent_element_instance_key, tenant_id, partition_id, state, end_date)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                         ON CONFLICT (process_instance_key) DO NOTHING"
-                    },
+                    if end.is_some() { INSTANCE_ENDED } else { INSTANCE_ACTIVE },
                     params![
                         v.process_instance_key,
                         &*v.bpmn_process_id,
@@ -564,21 +603,14 @@ fn apply_typed(tx: &Connection, partition: PartitionId, p: &Pending, value: &Rec
         }
         (RecordValue::ProcessInstance(v), intent @ ("ELEMENT_COMPLETED" | "ELEMENT_TERMINATED")) => {
             let state = if intent == "ELEMENT_COMPLETED" { "COMPLETED" } else { "TERMINATED" };
-            tx.execute(
-                "UPDATE flow_node_instance SET state = ?2, end_date = ?3 WHERE flow_node_instance_key = ?1",
-                params![p.key, state, p.timestamp],
-            )?;
+            tx.execute(FLOW_NODE_END, params![p.key, state, p.timestamp])?;
             if &*v.bpmn_element_type == "PROCESS" {
-                tx.execute(
-                    "UPDATE process_instance SET state = ?2, end_date = ?3 WHERE process_instance_key = ?1",
-                    params![v.process_instance_key, state, p.timestamp],
-                )?;
+                tx.execute(INSTANCE_END, params![v.process_instance_key, state, p.timestamp])?;
             }
         }
         (RecordValue::Variable(v), _) => {
-            tx.execute("INSERT INTO variable (var_key, process_instance_key, process_definition_id, scope_key, name, value, tenant_id, partition_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (var_key) DO UPDATE SET value = excluded.value",
+            tx.execute(
+                VARIABLE,
                 params![p.key, v.process_instance_key, v.bpmn_process_id, v.scope_key, v.name, v.value, tenant_of(&v.tenant_id), partition],
             )?;
         }
@@ -591,12 +623,8 @@ fn apply_typed(tx: &Connection, partition: PartitionId, p: &Pending, value: &Rec
                 serde_json::from_str::<Value>(headers).map_or_else(|_| "{}".to_owned(), |h| h.to_string())
             };
             let non_empty = |t: &str| (!t.is_empty()).then(|| t.to_owned());
-            tx.execute("INSERT INTO job (job_key, type, worker, state, kind, retries, error_message, error_code, deadline, end_time, custom_headers,
-                   process_instance_key, process_definition_key, process_definition_id, element_id, element_instance_key, tenant_id, partition_id)
-                 VALUES (?1, ?2, ?3, ?4, 'BPMN_ELEMENT', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)
-                 ON CONFLICT (job_key) DO UPDATE SET worker = excluded.worker, state = excluded.state, retries = excluded.retries,
-                   error_message = excluded.error_message, error_code = excluded.error_code, deadline = excluded.deadline,
-                   end_time = excluded.end_time",
+            tx.execute(
+                JOB,
                 params![
                     p.key,
                     &*v.job_type,
@@ -620,10 +648,7 @@ fn apply_typed(tx: &Connection, partition: PartitionId, p: &Pending, value: &Rec
         }
         (RecordValue::JobBatch(b), _) => {
             for (key, job) in b.job_keys.iter().zip(b.jobs.iter()) {
-                tx.execute(
-                    "UPDATE job SET worker = ?2, deadline = ?3 WHERE job_key = ?1",
-                    params![key, &*job.worker, set(job.deadline_ms)],
-                )?;
+                tx.execute(JOB_WORKER, params![key, &*job.worker, set(job.deadline_ms)])?;
             }
         }
         _ => {}

@@ -13,6 +13,7 @@
 //!   the 8.8 Orchestration Cluster API's shape.
 //! - [`db`], [`dialect`], [`pg`]: one connection interface over both databases; every statement
 //!   is written once and turned into the connection's dialect.
+//! - [`rows`]: the exporter's frequent writes as multi-row statements on PostgreSQL.
 //! - [`test_cluster`]: a throw-away PostgreSQL server for tests.
 
 pub mod db;
@@ -21,6 +22,7 @@ pub mod exporter;
 pub mod overview;
 pub mod pg;
 pub mod query;
+pub mod rows;
 pub mod schema;
 pub mod test_cluster;
 
@@ -85,7 +87,7 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
     // `$like` is case-sensitive, as PostgreSQL's LIKE
     conn.pragma_update(None, "case_sensitive_like", true)?;
     conn.set_prepared_statement_cache_capacity(64);
-    conn.execute_batch(schema::SCHEMA)?;
+    conn.execute_batch(&schema::ddl(dialect::Dialect::Sqlite))?;
     Ok(Connection::Sqlite(conn))
 }
 

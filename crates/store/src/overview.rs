@@ -11,21 +11,35 @@ use crate::StoreError;
 /// `{"<key>": {active, incidents, completed, canceled}}`, `incidents` counting the active
 /// instances with an active incident (a subset of `active`).
 pub fn definition_counts(conn: &Connection) -> Result<Value, StoreError> {
-    // CASE, not a sum of booleans: the same SQL for SQLite and PostgreSQL
+    // the states from the counts the triggers keep (schema.rs): a few rows per definition,
+    // not one per instance (cast: PostgreSQL's sum of bigints is a numeric)
     let rows = conn.query(
-        "SELECT t.process_definition_key,
-                SUM(CASE WHEN t.state = 'ACTIVE' THEN 1 ELSE 0 END),
-                SUM(CASE WHEN t.state = 'ACTIVE' AND EXISTS (SELECT 1 FROM incident i
-                    WHERE i.process_instance_key = t.process_instance_key AND i.state = 'ACTIVE') THEN 1 ELSE 0 END),
-                SUM(CASE WHEN t.state = 'COMPLETED' THEN 1 ELSE 0 END),
-                SUM(CASE WHEN t.state = 'TERMINATED' THEN 1 ELSE 0 END)
-         FROM process_instance t GROUP BY t.process_definition_key",
+        "SELECT process_definition_key,
+                CAST(SUM(CASE WHEN state = 'ACTIVE' THEN n ELSE 0 END) AS BIGINT),
+                CAST(SUM(CASE WHEN state = 'COMPLETED' THEN n ELSE 0 END) AS BIGINT),
+                CAST(SUM(CASE WHEN state = 'TERMINATED' THEN n ELSE 0 END) AS BIGINT)
+         FROM process_instance_count GROUP BY process_definition_key",
         &[],
     )?;
+    // the active instances with an active incident, from the (few) active incidents
+    let incidents = conn.query(
+        "SELECT t.process_definition_key, COUNT(*) FROM process_instance t
+         WHERE t.state = 'ACTIVE' AND t.process_instance_key IN (SELECT i.process_instance_key FROM incident i WHERE i.state = 'ACTIVE')
+         GROUP BY t.process_definition_key",
+        &[],
+    )?;
+    let incidents: std::collections::HashMap<i64, i64> =
+        incidents.iter().filter_map(|r| Some((r[0].as_i64()?, r[1].as_i64().unwrap_or(0)))).collect();
     let mut out = Map::new();
     for row in rows {
         let Some(key) = row[0].as_i64() else { continue };
-        out.insert(key.to_string(), counts(&row[1..]));
+        let n = |i: usize| row[i].as_i64().unwrap_or(0);
+        if n(1) == 0 && n(2) == 0 && n(3) == 0 {
+            // every instance of it deleted (history clean-up)
+            continue;
+        }
+        let sums = [n(1), incidents.get(&key).copied().unwrap_or(0), n(2), n(3)].map(Cell::Integer);
+        out.insert(key.to_string(), counts(&sums));
     }
     Ok(Value::Object(out))
 }
@@ -35,15 +49,17 @@ pub fn definition_counts(conn: &Connection) -> Result<Value, StoreError> {
 /// active element instances without an incident, `incidents` those with one, `canceled` the
 /// terminated ones.
 pub fn element_counts(conn: &Connection, process_definition_key: i64) -> Result<Value, StoreError> {
+    // from the counts the triggers keep (schema.rs), not the element instances
     let rows = conn.query(
-        "SELECT t.flow_node_id,
-                SUM(CASE WHEN t.state = 'ACTIVE' AND t.incident_key IS NULL THEN 1 ELSE 0 END),
-                SUM(CASE WHEN t.state = 'ACTIVE' AND t.incident_key IS NOT NULL THEN 1 ELSE 0 END),
-                SUM(CASE WHEN t.state = 'COMPLETED' THEN 1 ELSE 0 END),
-                SUM(CASE WHEN t.state = 'TERMINATED' THEN 1 ELSE 0 END)
-         FROM flow_node_instance t
-         WHERE t.process_definition_key = ?1 AND t.type <> 'PROCESS'
-         GROUP BY t.flow_node_id",
+        "SELECT flow_node_id,
+                CAST(SUM(CASE WHEN state = 'ACTIVE' AND incident = 0 THEN n ELSE 0 END) AS BIGINT),
+                CAST(SUM(CASE WHEN state = 'ACTIVE' AND incident = 1 THEN n ELSE 0 END) AS BIGINT),
+                CAST(SUM(CASE WHEN state = 'COMPLETED' THEN n ELSE 0 END) AS BIGINT),
+                CAST(SUM(CASE WHEN state = 'TERMINATED' THEN n ELSE 0 END) AS BIGINT)
+         FROM flow_node_count
+         WHERE process_definition_key = ?1
+         GROUP BY flow_node_id
+         HAVING SUM(n) > 0",
         crate::params![process_definition_key],
     )?;
     let mut out = Map::new();
@@ -67,7 +83,7 @@ mod tests {
     #[test]
     fn counts_instances_and_elements_by_state() {
         let conn = Connection::Sqlite(rusqlite::Connection::open_in_memory().unwrap());
-        conn.batch(crate::schema::SCHEMA).unwrap();
+        conn.batch(&crate::schema::ddl(crate::dialect::Dialect::Sqlite)).unwrap();
         conn.batch(
             "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, state, tenant_id, partition_id)
                VALUES (1, 'p', 10, 'ACTIVE', '', 1), (2, 'p', 10, 'ACTIVE', '', 1), (3, 'p', 10, 'COMPLETED', '', 1),

@@ -1,7 +1,7 @@
 //! A connection to a PostgreSQL store (`--query-store postgres://…`), with rust-postgres's
 //! `tokio-postgres` client driven by a small runtime of the connection's own.
 //!
-//! - The schema ([`crate::schema::SCHEMA`] in PostgreSQL's types) is created or completed on
+//! - The schema ([`crate::schema::ddl`] in PostgreSQL's form) is created or completed on
 //!   every connect, in a transaction holding an advisory lock, so nodes starting together do not
 //!   race on it.
 //! - Inside a transaction, statements are queued and sent at `COMMIT` pipelined (all at once,
@@ -40,7 +40,36 @@ pub struct PgConnection {
     /// Between BEGIN and COMMIT or ROLLBACK: statements are queued, and not run again on a new
     /// connection.
     in_transaction: Cell<bool>,
-    queued: RefCell<Vec<(String, Vec<Value>)>>,
+    queued: RefCell<Vec<(String, Params)>>,
+}
+
+/// A queued statement's parameters: one row's values, or columns of many rows.
+enum Params {
+    Row(Vec<Value>),
+    Columns(Vec<Column>),
+}
+
+/// A column of a multi-row statement's rows, sent as one array parameter (`bigint[]`,
+/// `text[]`; [`crate::rows`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Column {
+    Int(Vec<Option<i64>>),
+    Text(Vec<Option<String>>),
+}
+
+impl ToSql for Column {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        match self {
+            Column::Int(v) => v.to_sql(ty, out),
+            Column::Text(v) => v.to_sql(ty, out),
+        }
+    }
+
+    fn accepts(ty: &Type) -> bool {
+        <Vec<Option<i64>> as ToSql>::accepts(ty) || <Vec<Option<String>> as ToSql>::accepts(ty)
+    }
+
+    tokio_postgres::types::to_sql_checked!();
 }
 
 /// `url` without its password, for messages.
@@ -93,7 +122,7 @@ impl PgConnection {
     pub fn connect(url: &str) -> Result<PgConnection, StoreError> {
         let config: tokio_postgres::Config =
             url.parse().map_err(|e| StoreError::Invalid(format!("invalid PostgreSQL URL {}: {e}", redact(url))))?;
-        let ddl = Dialect::Postgres.schema(crate::schema::SCHEMA);
+        let ddl = crate::schema::ddl(Dialect::Postgres);
         let client = connect(&config, Some(format!("BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {ddl} COMMIT;")))?;
         Ok(PgConnection {
             config,
@@ -136,13 +165,29 @@ impl PgConnection {
     /// Runs a statement in PostgreSQL's form (inside a transaction: queues it for `COMMIT`).
     pub fn execute(&self, sql: &str, params: &[Value]) -> Result<u64, StoreError> {
         if self.in_transaction.get() {
-            self.queued.borrow_mut().push((sql.to_owned(), params.to_vec()));
+            self.queued.borrow_mut().push((sql.to_owned(), Params::Row(params.to_vec())));
             return Ok(0);
         }
         self.with(|runtime, client, cache| {
             runtime.block_on(async {
                 let statement = prepared(client, cache, sql).await?;
                 client.execute(&statement, &refs(params)).await
+            })
+        })
+    }
+
+    /// Runs a statement in PostgreSQL's form whose parameters are arrays, one per column
+    /// (inside a transaction: queues it for `COMMIT`).
+    pub fn execute_columns(&self, sql: &str, columns: Vec<Column>) -> Result<u64, StoreError> {
+        if self.in_transaction.get() {
+            self.queued.borrow_mut().push((sql.to_owned(), Params::Columns(columns)));
+            return Ok(0);
+        }
+        self.with(|runtime, client, cache| {
+            runtime.block_on(async {
+                let statement = prepared(client, cache, sql).await?;
+                let params: Vec<&(dyn ToSql + Sync)> = columns.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
+                client.execute(&statement, &params).await
             })
         })
     }
@@ -170,7 +215,13 @@ impl PgConnection {
                         for (sql, _) in &queued {
                             statements.push(prepared(client, cache, sql).await?);
                         }
-                        let params: Vec<Vec<&(dyn ToSql + Sync)>> = queued.iter().map(|(_, p)| refs(p)).collect();
+                        let params: Vec<Vec<&(dyn ToSql + Sync)>> = queued
+                            .iter()
+                            .map(|(_, p)| match p {
+                                Params::Row(values) => refs(values),
+                                Params::Columns(columns) => columns.iter().map(|c| c as &(dyn ToSql + Sync)).collect(),
+                            })
+                            .collect();
                         let runs = statements.iter().zip(&params).map(|(s, p)| client.execute(s, p));
                         futures_util::future::try_join_all(runs).await?;
                         client.batch_execute("COMMIT").await

@@ -13,7 +13,9 @@
 //! - `sort`: `[{field, order: ASC|DESC}]`, then by the entity's key; text sorts bytewise, a
 //!   missing value first ascending, last descending.
 //! - `page`: `limit` (default 100, at most 10,000) and one of `from` (an offset), `after` or
-//!   `before` (a cursor from a previous response's `endCursor` / `startCursor`).
+//!   `before` (a cursor from a previous response's `endCursor` / `startCursor`: the sort
+//!   values of that row, so a page deep in a million rows is found through the index).
+//! - `totalItems` counts up to [`COUNT_CAP`]; beyond, `hasMoreTotalItems` is true.
 //!
 //! Anything else (an unknown field, a value of the wrong type) is [`StoreError::Invalid`].
 
@@ -356,6 +358,13 @@ fn conditions(
                     if matches!(op, "$gt" | "$gte" | "$lt" | "$lte") && matches!(fd.kind, Kind::Str | Kind::Bool) {
                         return Err(invalid(format!("{op} does not apply to '{name}'")));
                     }
+                    if let (Some(member), "$eq" | "$neq", Sql::Integer(b)) = (semi_join(sql), op, parse_value(fd, v)?) {
+                        // "has an active incident" as a membership the planner starts from the
+                        // incidents with, not a subquery per instance
+                        let wanted = (b != 0) == (op == "$eq");
+                        conds.push(format!("{}{member}", if wanted { "" } else { "NOT " }));
+                        continue;
+                    }
                     if op == "$neq" {
                         conds.push(format!("({sql} IS NULL OR {sql} <> ?)"));
                     } else {
@@ -394,8 +403,25 @@ fn conditions(
     Ok(())
 }
 
-fn order_by(entity: &Entity, sort: Option<&Value>, dialect: Dialect) -> Result<String, StoreError> {
-    let mut parts = Vec::new();
+/// A boolean field's test as a membership (`t.key IN (SELECT …)`), where the field is one.
+fn semi_join(sql: &str) -> Option<&'static str> {
+    (sql == HAS_INCIDENT_PI)
+        .then_some("(t.process_instance_key IN (SELECT i.process_instance_key FROM incident i WHERE i.state = 'ACTIVE'))")
+}
+
+/// One term of a result order.
+struct Term {
+    sql: &'static str,
+    text: bool,
+    descending: bool,
+    /// The entity's key is never missing: its term says no `NULLS FIRST/LAST`, so that
+    /// PostgreSQL walks the key's index (ascending `NULLS LAST`) either way.
+    key: bool,
+}
+
+/// The order of a `sort` array, the entity's key last (unless sorted by already).
+fn order_terms(entity: &Entity, sort: Option<&Value>) -> Result<Vec<Term>, StoreError> {
+    let mut terms = Vec::new();
     match sort {
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) => {
@@ -410,30 +436,111 @@ fn order_by(entity: &Entity, sort: Option<&Value>, dialect: Dialect) -> Result<S
                         _ => return Err(invalid(format!("sort order of '{name}' must be ASC or DESC"))),
                     },
                 };
-                parts.push(dialect.order_term(fd.sql, fd.kind == Kind::Str, descending));
+                if !terms.iter().any(|t: &Term| t.sql == fd.sql) {
+                    terms.push(Term { sql: fd.sql, text: fd.kind == Kind::Str, descending, key: fd.sql == entity.key });
+                }
             }
         }
         Some(other) => return Err(invalid(format!("sort must be an array, not {other}"))),
     }
-    parts.push(dialect.order_term(entity.key, false, false));
-    Ok(parts.join(", "))
+    if !terms.iter().any(|t| t.sql == entity.key) {
+        terms.push(Term { sql: entity.key, text: false, descending: false, key: true });
+    }
+    Ok(terms)
 }
 
-fn cursor(index: u64) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{{\"i\":{index}}}"))
+fn order_by(terms: &[Term], dialect: Dialect, reversed: bool) -> String {
+    let term = |t: &Term| {
+        let descending = t.descending != reversed;
+        if t.key {
+            format!("{} {}", t.sql, if descending { "DESC" } else { "ASC" })
+        } else {
+            dialect.order_term(t.sql, t.text, descending)
+        }
+    };
+    terms.iter().map(term).collect::<Vec<_>>().join(", ")
 }
 
-fn uncursor(c: &Value) -> Result<u64, StoreError> {
-    let bad = || invalid(format!("invalid page cursor {c}"));
+/// A cursor: the sort values of a row (keyset paging, as 8.8's `searchAfter`): the next page
+/// starts right after it in the order, found through the order's index, however deep.
+fn cursor(values: &[Sql]) -> String {
+    let values: Vec<Value> = values
+        .iter()
+        .map(|v| match v {
+            Sql::Null => Value::Null,
+            Sql::Integer(i) => Value::from(*i),
+            Sql::Text(t) => Value::String(t.clone()),
+        })
+        .collect();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json!({ "k": values }).to_string())
+}
+
+fn uncursor(c: &Value, terms: usize) -> Result<Vec<Sql>, StoreError> {
+    let bad = || invalid(format!("invalid page cursor {c} (not from a search with this sort)"));
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c.as_str().ok_or_else(bad)?).map_err(|_| bad())?;
     let v: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
-    v.get("i").and_then(Value::as_u64).ok_or_else(bad)
+    let values = v.get("k").and_then(Value::as_array).filter(|k| k.len() == terms).ok_or_else(bad)?;
+    values
+        .iter()
+        .map(|v| match v {
+            Value::Null => Ok(Sql::Null),
+            Value::Number(n) => n.as_i64().map(Sql::Integer).ok_or_else(bad),
+            Value::String(s) => Ok(Sql::Text(s.clone())),
+            _ => Err(bad()),
+        })
+        .collect()
 }
 
-/// The offset and limit of a `page` object.
-fn page(page: Option<&Value>) -> Result<(u64, u64), StoreError> {
+/// The condition "comes after `values` in the order" (`before`: comes before), for keyset
+/// paging: the rows equal on the first terms and past the next. `NULL`s are first ascending
+/// and last descending, as [`Dialect::order_term`] sorts them.
+fn keyset(terms: &[Term], values: Vec<Sql>, before: bool, dialect: Dialect, args: &mut Vec<Sql>) -> String {
+    let mut alternatives = Vec::new();
+    let mut equal: Vec<String> = Vec::new();
+    let mut equal_args: Vec<Sql> = Vec::new();
+    for (term, value) in terms.iter().zip(values) {
+        let e = if term.text && dialect == Dialect::Postgres { format!("{} COLLATE \"C\"", term.sql) } else { term.sql.to_owned() };
+        // past the value in the direction of travel: up for ascending after, or descending before
+        let up = term.descending == before;
+        let past = match (&value, up) {
+            (Sql::Null, true) => Some((format!("{e} IS NOT NULL"), None)),
+            (Sql::Null, false) => None,
+            (v, true) => Some((format!("{e} > ?"), Some(v.clone()))),
+            (v, false) if term.key => Some((format!("{e} < ?"), Some(v.clone()))),
+            (v, false) => Some((format!("({e} < ? OR {e} IS NULL)"), Some(v.clone()))),
+        };
+        if let Some((cond, arg)) = past {
+            let mut all = equal.clone();
+            all.push(cond);
+            alternatives.push(format!("({})", all.join(" AND ")));
+            args.extend(equal_args.iter().cloned());
+            args.extend(arg);
+        }
+        if value == Sql::Null {
+            equal.push(format!("{e} IS NULL"));
+        } else {
+            equal.push(format!("{e} = ?"));
+            equal_args.push(value);
+        }
+    }
+    if alternatives.is_empty() {
+        "1 = 0".to_owned()
+    } else {
+        format!("({})", alternatives.join(" OR "))
+    }
+}
+
+/// Where a page starts.
+enum Start {
+    Offset(u64),
+    After(Value),
+    Before(Value),
+}
+
+/// The start and limit of a `page` object.
+fn page(page: Option<&Value>) -> Result<(Start, u64), StoreError> {
     let Some(page) = page.filter(|p| !p.is_null()) else {
-        return Ok((0, 100));
+        return Ok((Start::Offset(0), 100));
     };
     let obj = page.as_object().ok_or_else(|| invalid("page must be an object"))?;
     for k in obj.keys() {
@@ -449,16 +556,16 @@ fn page(page: Option<&Value>) -> Result<(u64, u64), StoreError> {
     if given > 1 {
         return Err(invalid("page takes only one of from, after, before"));
     }
-    let from = if let Some(from) = obj.get("from") {
-        from.as_u64().ok_or_else(|| invalid("page.from must be a non-negative integer"))?
+    let start = if let Some(from) = obj.get("from") {
+        Start::Offset(from.as_u64().ok_or_else(|| invalid("page.from must be a non-negative integer"))?)
     } else if let Some(after) = obj.get("after") {
-        uncursor(after)? + 1
+        Start::After(after.clone())
     } else if let Some(before) = obj.get("before") {
-        uncursor(before)?.saturating_sub(limit)
+        Start::Before(before.clone())
     } else {
-        0
+        Start::Offset(0)
     };
-    Ok((from, limit))
+    Ok((start, limit))
 }
 
 fn item(entity: &Entity, row: Vec<Sql>) -> Value {
@@ -496,21 +603,47 @@ pub fn search(conn: &Connection, entity: &Entity, request: &Value) -> Result<Val
         }
     }
     let (clause, args) = where_clause(entity, obj.get("filter"), &[])?;
-    let order = order_by(entity, obj.get("sort"), conn.dialect())?;
-    let (from, limit) = page(obj.get("page"))?;
-    let total = count_where(conn, entity, &clause, &args)?;
-    let columns = entity.fields.iter().map(|f| f.sql).collect::<Vec<_>>().join(", ");
-    let rows =
-        conn.query(&format!("SELECT {columns} FROM {} t{clause} ORDER BY {order} LIMIT {limit} OFFSET {from}", entity.table), &args)?;
-    let items: Vec<Value> = rows.into_iter().map(|r| item(entity, r)).collect();
-    let (start, end) = if items.is_empty() {
-        (Value::Null, Value::Null)
-    } else {
-        (Value::String(cursor(from)), Value::String(cursor(from + items.len() as u64 - 1)))
+    let terms = order_terms(entity, obj.get("sort"))?;
+    let dialect = conn.dialect();
+    let (start, limit) = page(obj.get("page"))?;
+    let (total, more) = count_capped(conn, entity, &clause, &args)?;
+    let columns = entity.fields.iter().map(|f| f.sql).chain(terms.iter().map(|t| t.sql)).collect::<Vec<_>>().join(", ");
+    let (mut clause, mut args, mut offset, mut reversed) = (clause, args, 0, false);
+    match start {
+        Start::Offset(from) => offset = from,
+        Start::After(c) => {
+            let cond = keyset(&terms, uncursor(&c, terms.len())?, false, dialect, &mut args);
+            clause = format!("{clause}{} {cond}", if clause.is_empty() { " WHERE" } else { " AND" });
+        }
+        Start::Before(c) => {
+            let cond = keyset(&terms, uncursor(&c, terms.len())?, true, dialect, &mut args);
+            clause = format!("{clause}{} {cond}", if clause.is_empty() { " WHERE" } else { " AND" });
+            reversed = true;
+        }
+    }
+    let order = order_by(&terms, dialect, reversed);
+    let offset = if offset > 0 { format!(" OFFSET {offset}") } else { String::new() };
+    let mut rows =
+        conn.query(&format!("SELECT {columns} FROM {} t{clause} ORDER BY {order} LIMIT {limit}{offset}", entity.table), &args)?;
+    if reversed {
+        rows.reverse();
+    }
+    let width = entity.fields.len();
+    let cursor_of = |row: &Vec<Sql>| Value::String(cursor(&row[width..]));
+    let (start, end) = match (rows.first(), rows.last()) {
+        (Some(first), Some(last)) => (cursor_of(first), cursor_of(last)),
+        _ => (Value::Null, Value::Null),
     };
+    let items: Vec<Value> = rows
+        .into_iter()
+        .map(|mut r| {
+            r.truncate(width);
+            item(entity, r)
+        })
+        .collect();
     Ok(json!({
         "items": items,
-        "page": { "totalItems": total, "hasMoreTotalItems": false, "startCursor": start, "endCursor": end },
+        "page": { "totalItems": total, "hasMoreTotalItems": more, "startCursor": start, "endCursor": end },
     }))
 }
 
@@ -536,6 +669,19 @@ pub fn process_definition_xml(conn: &Connection, key: i64) -> Result<String, Sto
 pub fn count(conn: &Connection, entity: &Entity, filter: &Value) -> Result<i64, StoreError> {
     let (clause, args) = where_clause(entity, Some(filter), &[])?;
     count_where(conn, entity, &clause, &args)
+}
+
+/// A search's `totalItems` counts at most this many (8.8: `hasMoreTotalItems` says the count
+/// "has been capped due to system limits", and `totalItems` is then a lower bound;
+/// <https://docs.camunda.io/docs/apis-tools/typescript/api-reference/index/type-aliases/SearchQueryPageResponse/>):
+/// counting a million matches would read them all.
+pub const COUNT_CAP: i64 = 10_000;
+
+/// The matches counted up to [`COUNT_CAP`], and whether there are more.
+fn count_capped(conn: &Connection, entity: &Entity, clause: &str, args: &[Sql]) -> Result<(i64, bool), StoreError> {
+    let sql = format!("SELECT COUNT(*) FROM (SELECT 1 FROM {} t{clause} LIMIT {}) capped", entity.table, COUNT_CAP + 1);
+    let n = conn.query_row(&sql, args)?.and_then(|r| r.first().and_then(Sql::as_i64)).unwrap_or(0);
+    Ok((n.min(COUNT_CAP), n > COUNT_CAP))
 }
 
 fn count_where(conn: &Connection, entity: &Entity, clause: &str, args: &[Sql]) -> Result<i64, StoreError> {

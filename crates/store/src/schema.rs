@@ -2,8 +2,28 @@
 //! `db/rdbms-schema/src/main/resources/db/changelog/rdbms-exporter/changesets/8.8.0.xml`):
 //! the same entities and column names where Waggle has the data, keys as 64-bit integers,
 //! dates as epoch milliseconds. `partition_id` says which partition's exporter wrote a row.
+//!
+//! Issue 28 (a million finished instances, docs/performance.md): the instance list's filters
+//! have indexes ending in the instance key (the list's order); `process_instance_count`
+//! keeps the instances per definition, state and partition, and `flow_node_count` the element
+//! instances (the process itself left out) per definition, element, state, incident (0 or 1)
+//! and partition, both kept by triggers (whoever writes the rows), so the UI's counts read a
+//! few rows instead of every instance. The partition is in its key so that partitions exporting into one
+//! PostgreSQL database never wait on each other's counter rows.
 
+use crate::dialect::Dialect;
+
+/// The whole schema in `dialect`: [`SCHEMA`] and the triggers keeping the instance counts.
 /// Idempotent: run on every open.
+pub fn ddl(dialect: Dialect) -> String {
+    match dialect {
+        Dialect::Sqlite => format!("{SCHEMA}{COUNTS_SQLITE}{COUNTS_BACKFILL}"),
+        Dialect::Postgres => format!("{}{COUNTS_POSTGRES}{COUNTS_BACKFILL}", dialect.schema(SCHEMA)),
+    }
+}
+
+/// The tables and indexes, in SQLite's form ([`Dialect::schema`] gives PostgreSQL's).
+/// Idempotent.
 pub const SCHEMA: &str = r#"
 CREATE TABLE IF NOT EXISTS exporter_position (
     partition_id INTEGER PRIMARY KEY,
@@ -35,7 +55,21 @@ CREATE TABLE IF NOT EXISTS process_instance (
     partition_id INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS process_instance_end ON process_instance (end_date);
-CREATE INDEX IF NOT EXISTS process_instance_definition ON process_instance (process_definition_id, state);
+DROP INDEX IF EXISTS process_instance_definition;
+CREATE INDEX IF NOT EXISTS process_instance_by_id ON process_instance (process_definition_id, process_instance_key);
+CREATE INDEX IF NOT EXISTS process_instance_by_id_state ON process_instance (process_definition_id, state, process_instance_key);
+CREATE INDEX IF NOT EXISTS process_instance_by_id_state_start ON process_instance (process_definition_id, state, start_date);
+CREATE INDEX IF NOT EXISTS process_instance_by_definition ON process_instance (process_definition_key, state, process_instance_key);
+CREATE INDEX IF NOT EXISTS process_instance_by_state ON process_instance (state, process_instance_key);
+CREATE INDEX IF NOT EXISTS process_instance_by_start ON process_instance (start_date, process_instance_key);
+CREATE INDEX IF NOT EXISTS process_instance_by_parent ON process_instance (parent_process_instance_key);
+CREATE TABLE IF NOT EXISTS process_instance_count (
+    process_definition_key INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    partition_id INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (process_definition_key, state, partition_id)
+);
 CREATE TABLE IF NOT EXISTS flow_node_instance (
     flow_node_instance_key INTEGER PRIMARY KEY,
     process_instance_key INTEGER NOT NULL,
@@ -52,6 +86,15 @@ CREATE TABLE IF NOT EXISTS flow_node_instance (
     partition_id INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS flow_node_instance_pi ON flow_node_instance (process_instance_key);
+CREATE TABLE IF NOT EXISTS flow_node_count (
+    process_definition_key INTEGER NOT NULL,
+    flow_node_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    incident INTEGER NOT NULL,
+    partition_id INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (process_definition_key, flow_node_id, state, incident, partition_id)
+);
 CREATE TABLE IF NOT EXISTS variable (
     var_key INTEGER PRIMARY KEY,
     process_instance_key INTEGER NOT NULL,
@@ -79,6 +122,7 @@ CREATE TABLE IF NOT EXISTS incident (
     partition_id INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS incident_pi ON incident (process_instance_key, state);
+CREATE INDEX IF NOT EXISTS incident_by_state ON incident (state, process_instance_key);
 CREATE TABLE IF NOT EXISTS job (
     job_key INTEGER PRIMARY KEY,
     type TEXT NOT NULL,
@@ -137,4 +181,128 @@ CREATE TABLE IF NOT EXISTS user_task (
     partition_id INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS user_task_pi ON user_task (process_instance_key);
+"#;
+
+/// SQLite's triggers keeping `process_instance_count` (one row each: SQLite has no statement
+/// triggers).
+const COUNTS_SQLITE: &str = r#"
+CREATE TRIGGER IF NOT EXISTS process_instance_counted AFTER INSERT ON process_instance BEGIN
+    INSERT INTO process_instance_count (process_definition_key, state, partition_id, n)
+    VALUES (new.process_definition_key, new.state, new.partition_id, 1)
+    ON CONFLICT (process_definition_key, state, partition_id) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS process_instance_uncounted AFTER DELETE ON process_instance BEGIN
+    UPDATE process_instance_count SET n = n - 1
+    WHERE process_definition_key = old.process_definition_key AND state = old.state AND partition_id = old.partition_id;
+END;
+CREATE TRIGGER IF NOT EXISTS process_instance_recounted AFTER UPDATE OF state, process_definition_key ON process_instance
+WHEN old.state <> new.state OR old.process_definition_key <> new.process_definition_key BEGIN
+    UPDATE process_instance_count SET n = n - 1
+    WHERE process_definition_key = old.process_definition_key AND state = old.state AND partition_id = old.partition_id;
+    INSERT INTO process_instance_count (process_definition_key, state, partition_id, n)
+    VALUES (new.process_definition_key, new.state, new.partition_id, 1)
+    ON CONFLICT (process_definition_key, state, partition_id) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS flow_node_counted AFTER INSERT ON flow_node_instance WHEN new.type <> 'PROCESS' BEGIN
+    INSERT INTO flow_node_count (process_definition_key, flow_node_id, state, incident, partition_id, n)
+    VALUES (new.process_definition_key, new.flow_node_id, new.state, CASE WHEN new.incident_key IS NULL THEN 0 ELSE 1 END, new.partition_id, 1)
+    ON CONFLICT (process_definition_key, flow_node_id, state, incident, partition_id) DO UPDATE SET n = n + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS flow_node_uncounted AFTER DELETE ON flow_node_instance WHEN old.type <> 'PROCESS' BEGIN
+    UPDATE flow_node_count SET n = n - 1
+    WHERE process_definition_key = old.process_definition_key AND flow_node_id = old.flow_node_id AND state = old.state
+      AND incident = CASE WHEN old.incident_key IS NULL THEN 0 ELSE 1 END AND partition_id = old.partition_id;
+END;
+CREATE TRIGGER IF NOT EXISTS flow_node_recounted AFTER UPDATE OF state, incident_key ON flow_node_instance
+WHEN old.type <> 'PROCESS' AND (old.state <> new.state OR (old.incident_key IS NULL) <> (new.incident_key IS NULL)) BEGIN
+    UPDATE flow_node_count SET n = n - 1
+    WHERE process_definition_key = old.process_definition_key AND flow_node_id = old.flow_node_id AND state = old.state
+      AND incident = CASE WHEN old.incident_key IS NULL THEN 0 ELSE 1 END AND partition_id = old.partition_id;
+    INSERT INTO flow_node_count (process_definition_key, flow_node_id, state, incident, partition_id, n)
+    VALUES (new.process_definition_key, new.flow_node_id, new.state, CASE WHEN new.incident_key IS NULL THEN 0 ELSE 1 END, new.partition_id, 1)
+    ON CONFLICT (process_definition_key, flow_node_id, state, incident, partition_id) DO UPDATE SET n = n + 1;
+END;
+"#;
+
+/// PostgreSQL's: statement triggers over the transition tables, one counter upsert per
+/// statement whatever its number of rows.
+const COUNTS_POSTGRES: &str = r#"
+CREATE OR REPLACE FUNCTION waggle_count_instances() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO process_instance_count AS c (process_definition_key, state, partition_id, n)
+        SELECT process_definition_key, state, partition_id, COUNT(*) FROM new_rows GROUP BY 1, 2, 3
+        ON CONFLICT (process_definition_key, state, partition_id) DO UPDATE SET n = c.n + excluded.n;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO process_instance_count AS c (process_definition_key, state, partition_id, n)
+        SELECT process_definition_key, state, partition_id, -COUNT(*) FROM old_rows GROUP BY 1, 2, 3
+        ON CONFLICT (process_definition_key, state, partition_id) DO UPDATE SET n = c.n + excluded.n;
+    ELSE
+        INSERT INTO process_instance_count AS c (process_definition_key, state, partition_id, n)
+        SELECT d, s, p, SUM(x) FROM (
+            SELECT o.process_definition_key AS d, o.state AS s, o.partition_id AS p, -1 AS x
+              FROM old_rows o JOIN new_rows w ON w.process_instance_key = o.process_instance_key
+             WHERE o.state <> w.state OR o.process_definition_key <> w.process_definition_key
+            UNION ALL
+            SELECT w.process_definition_key, w.state, w.partition_id, 1
+              FROM old_rows o JOIN new_rows w ON w.process_instance_key = o.process_instance_key
+             WHERE o.state <> w.state OR o.process_definition_key <> w.process_definition_key
+        ) moved GROUP BY 1, 2, 3
+        ON CONFLICT (process_definition_key, state, partition_id) DO UPDATE SET n = c.n + excluded.n;
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+CREATE OR REPLACE TRIGGER process_instance_counted AFTER INSERT ON process_instance
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION waggle_count_instances();
+CREATE OR REPLACE TRIGGER process_instance_uncounted AFTER DELETE ON process_instance
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION waggle_count_instances();
+CREATE OR REPLACE TRIGGER process_instance_recounted AFTER UPDATE ON process_instance
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION waggle_count_instances();
+CREATE OR REPLACE FUNCTION waggle_count_elements() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO flow_node_count AS c (process_definition_key, flow_node_id, state, incident, partition_id, n)
+        SELECT process_definition_key, flow_node_id, state, CASE WHEN incident_key IS NULL THEN 0 ELSE 1 END, partition_id, COUNT(*)
+          FROM new_rows WHERE type <> 'PROCESS' GROUP BY 1, 2, 3, 4, 5
+        ON CONFLICT (process_definition_key, flow_node_id, state, incident, partition_id) DO UPDATE SET n = c.n + excluded.n;
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO flow_node_count AS c (process_definition_key, flow_node_id, state, incident, partition_id, n)
+        SELECT process_definition_key, flow_node_id, state, CASE WHEN incident_key IS NULL THEN 0 ELSE 1 END, partition_id, -COUNT(*)
+          FROM old_rows WHERE type <> 'PROCESS' GROUP BY 1, 2, 3, 4, 5
+        ON CONFLICT (process_definition_key, flow_node_id, state, incident, partition_id) DO UPDATE SET n = c.n + excluded.n;
+    ELSE
+        INSERT INTO flow_node_count AS c (process_definition_key, flow_node_id, state, incident, partition_id, n)
+        SELECT d, e, s, i, p, SUM(x) FROM (
+            SELECT o.process_definition_key AS d, o.flow_node_id AS e, o.state AS s,
+                   CASE WHEN o.incident_key IS NULL THEN 0 ELSE 1 END AS i, o.partition_id AS p, -1 AS x
+              FROM old_rows o JOIN new_rows w ON w.flow_node_instance_key = o.flow_node_instance_key WHERE o.type <> 'PROCESS'
+            UNION ALL
+            SELECT w.process_definition_key, w.flow_node_id, w.state, CASE WHEN w.incident_key IS NULL THEN 0 ELSE 1 END, w.partition_id, 1
+              FROM old_rows o JOIN new_rows w ON w.flow_node_instance_key = o.flow_node_instance_key WHERE o.type <> 'PROCESS'
+        ) moved GROUP BY 1, 2, 3, 4, 5 HAVING SUM(x) <> 0
+        ON CONFLICT (process_definition_key, flow_node_id, state, incident, partition_id) DO UPDATE SET n = c.n + excluded.n;
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+CREATE OR REPLACE TRIGGER flow_node_counted AFTER INSERT ON flow_node_instance
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION waggle_count_elements();
+CREATE OR REPLACE TRIGGER flow_node_uncounted AFTER DELETE ON flow_node_instance
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION waggle_count_elements();
+CREATE OR REPLACE TRIGGER flow_node_recounted AFTER UPDATE ON flow_node_instance
+    REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION waggle_count_elements();
+"#;
+
+/// A store made before the counts (or whose counts table is new) counts what it holds once.
+const COUNTS_BACKFILL: &str = r#"
+INSERT INTO process_instance_count (process_definition_key, state, partition_id, n)
+SELECT process_definition_key, state, partition_id, COUNT(*) FROM process_instance
+WHERE NOT EXISTS (SELECT 1 FROM process_instance_count)
+GROUP BY process_definition_key, state, partition_id;
+INSERT INTO flow_node_count (process_definition_key, flow_node_id, state, incident, partition_id, n)
+SELECT process_definition_key, flow_node_id, state, CASE WHEN incident_key IS NULL THEN 0 ELSE 1 END, partition_id, COUNT(*)
+FROM flow_node_instance
+WHERE type <> 'PROCESS' AND NOT EXISTS (SELECT 1 FROM flow_node_count)
+GROUP BY process_definition_key, flow_node_id, state, CASE WHEN incident_key IS NULL THEN 0 ELSE 1 END, partition_id;
 "#;

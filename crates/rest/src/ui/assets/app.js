@@ -340,7 +340,9 @@
         sort: [{ field: 'processInstanceKey', order: 'DESC' }],
         page: { from: f.page * PAGE_SIZE, limit: PAGE_SIZE },
       });
+      // past 10,000 matches the count stops (hasMoreTotalItems): "10000+"
       const total = r.page.totalItems;
+      const more = r.page.hasMoreTotalItems ? '+' : '';
       const pages = Math.max(1, Math.ceil(total / PAGE_SIZE));
       const rows = r.items.map((i) => `<tr data-instance="${esc(i.processInstanceKey)}">
         <td><input type="checkbox" data-select="${esc(i.processInstanceKey)}" aria-label="Select instance ${esc(i.processInstanceKey)}" ${selected.has(i.processInstanceKey) ? 'checked' : ''}></td>
@@ -353,8 +355,8 @@
       list.innerHTML = `<table aria-label="Process instances"><thead><tr><th><input type="checkbox" data-select-all="1" aria-label="Select all on this page"></th><th>Instance</th><th>Process</th><th>Version</th><th>State</th>
         <th>Incident</th><th>Started</th><th>Ended</th><th></th></tr></thead><tbody>${rows.join('') || '<tr><td colspan="9" class="muted">No instances match.</td></tr>'}</tbody></table>
         <div class="pager"><button type="button" data-page="-1" aria-label="Previous page" ${f.page === 0 ? 'disabled' : ''}>Previous</button>
-        <span id="page-info">Page ${f.page + 1} of ${pages} · ${total} instances</span>
-        <button type="button" data-page="1" aria-label="Next page" ${f.page + 1 >= pages ? 'disabled' : ''}>Next</button></div>`;
+        <span id="page-info">Page ${f.page + 1} of ${pages}${more} · ${total}${more} instances</span>
+        <button type="button" data-page="1" aria-label="Next page" ${f.page + 1 >= pages && !more ? 'disabled' : ''}>Next</button></div>`;
     });
   }
 
