@@ -90,14 +90,14 @@ mod tests {
         let other = tempfile::tempdir().unwrap();
         let other = write_pair(other.path());
         let mismatch = TlsFiles { private_key_path: other.private_key_path, ..files.clone() };
-        let err = acceptor(&mismatch, GRPC_ALPN).unwrap_err().to_string();
+        let err = acceptor(&mismatch, GRPC_ALPN).err().expect("refused").to_string();
         assert!(err.contains("does not fit the certificate chain"), "{err}");
         let missing = TlsFiles { certificate_chain_path: dir.path().join("nope.pem"), ..files.clone() };
-        let err = acceptor(&missing, GRPC_ALPN).unwrap_err().to_string();
+        let err = acceptor(&missing, GRPC_ALPN).err().expect("refused").to_string();
         assert!(err.contains("nope.pem"), "{err}");
         std::fs::write(dir.path().join("empty.pem"), "not a certificate").unwrap();
         let empty = TlsFiles { certificate_chain_path: dir.path().join("empty.pem"), ..files };
-        let err = acceptor(&empty, GRPC_ALPN).unwrap_err().to_string();
+        let err = acceptor(&empty, GRPC_ALPN).err().expect("refused").to_string();
         assert!(err.contains("holds no PEM certificate"), "{err}");
     }
 }
