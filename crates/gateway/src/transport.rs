@@ -14,6 +14,12 @@
 //!   service ([`GatewayServer`]), its body fed from the stream (or from the bytes already read)
 //!   and its answer piped back as hyper pipes it.
 //!
+//! Message size: a request message over `max_message_bytes` is RESOURCE_EXHAUSTED "gRPC message
+//! exceeds maximum size <limit>: <size>", as Zeebe's gateway (grpc-java) answers, at any size
+//! (tonic's own error past its decoding limit is rewritten to it); a gzip request is inflated
+//! here, at most to the limit (tonic would inflate without bound: a small gzip bomb would take
+//! gigabytes), and handed to tonic uncompressed.
+//!
 //! As with hyper, a call whose client resets its stream is dropped (a long poll gives up), and
 //! `grpc-timeout` bounds every call's answer as tonic's timeout layer did (CANCELLED, "Timeout
 //! expired").
@@ -128,8 +134,21 @@ impl GrpcServer {
     }
 
     async fn handle(self, request: http::Request<RecvStream>, mut respond: SendResponse<Bytes>) {
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         let limit = grpc_timeout(&parts.headers);
+        if gzip_request(&parts.headers) {
+            let Some((bytes, rest)) = read_unary(body, self.gateway.decode_limit()).await else { return };
+            let body = match inflate(&bytes, rest.is_some(), self.gateway.config.max_message_bytes) {
+                Err(status) => return send_status(respond, status),
+                Ok(Some(plain)) => {
+                    parts.headers.remove("grpc-encoding");
+                    RequestBody { read: Some(plain), rest: None }
+                }
+                // not one compressed message: tonic answers it
+                Ok(None) => RequestBody { read: Some(bytes), rest },
+            };
+            return self.via_tonic(http::Request::from_parts(parts, body), limit, respond).await;
+        }
         let fast = FastCall::from_path(parts.uri.path()).filter(|_| uncompressed(&parts.headers));
         let Some(call) = fast else {
             let body = RequestBody { read: None, rest: Some(body) };
@@ -177,7 +196,8 @@ impl GrpcServer {
             Some(Ok(response)) => response,
             Some(Err(never)) => match never {},
         };
-        let (parts, body) = response.into_parts();
+        let (mut parts, body) = response.into_parts();
+        zeebe_size_error(&mut parts.headers, self.gateway.config.max_message_bytes);
         let head = http::Response::from_parts(parts, ());
         if body.is_end_stream() {
             let _ = respond.send_response(head, true);
@@ -207,6 +227,58 @@ fn uncompressed(headers: &HeaderMap) -> bool {
     let identity = headers.get("grpc-encoding").is_none_or(|v| v.as_bytes() == b"identity");
     let accepts_gzip = headers.get_all("grpc-accept-encoding").iter().any(|v| v.as_bytes().windows(4).any(|w| w == b"gzip"));
     identity && !accepts_gzip
+}
+
+/// Whether the request's message is gzip-compressed.
+fn gzip_request(headers: &HeaderMap) -> bool {
+    headers.get("grpc-encoding").is_some_and(|v| v.as_bytes() == b"gzip")
+}
+
+/// Zeebe's answer to a request message of `size` bytes over `max` (grpc-java's, which Zeebe's
+/// gateway gives: camunda/camunda#12108).
+fn exceeds(max: usize, size: impl std::fmt::Display) -> Status {
+    Status::resource_exhausted(format!("gRPC message exceeds maximum size {max}: {size}"))
+}
+
+/// A gzip request's one message inflated (at most `max` bytes) and framed uncompressed;
+/// `Ok(None)` if `body` is not one compressed message or does not inflate (tonic's answer then);
+/// RESOURCE_EXHAUSTED if it is larger than allowed, compressed (`more`: the body goes on past
+/// what was read) or inflated.
+fn inflate(body: &[u8], more: bool, max: usize) -> Result<Option<Bytes>, Status> {
+    use std::io::Read;
+    if more {
+        let declared = body.get(1..grpc_frame::PREFIX_BYTES).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        return Err(exceeds(max, declared));
+    }
+    let Some((true, message)) = grpc_frame::single(body) else { return Ok(None) };
+    let mut plain = Vec::new();
+    let mut decoder = flate2::read::GzDecoder::new(message).take(max as u64 + 1);
+    if decoder.read_to_end(&mut plain).is_err() {
+        return Ok(None);
+    }
+    if plain.len() > max {
+        return Err(Status::resource_exhausted(format!("Decompressed gRPC message exceeds maximum size {max}")));
+    }
+    let mut framed = Vec::with_capacity(grpc_frame::PREFIX_BYTES + plain.len());
+    framed.push(0);
+    framed.extend_from_slice(&(plain.len() as u32).to_be_bytes());
+    framed.extend_from_slice(&plain);
+    Ok(Some(framed.into()))
+}
+
+/// Rewrites tonic's answer to a request message past its decoding limit (OUT_OF_RANGE "Error,
+/// decoded message length too large: found N bytes, ...") to Zeebe's for it.
+fn zeebe_size_error(headers: &mut HeaderMap, max: usize) {
+    let Some(status) = Status::from_header_map(headers).filter(|s| s.code() == tonic::Code::OutOfRange) else { return };
+    let found = status.message().strip_prefix("Error, decoded message length too large: found ").and_then(|m| m.split(' ').next());
+    if let Some(found) = found {
+        let (parts, _) = exceeds(max, found).into_http().into_parts();
+        for name in [Status::GRPC_STATUS, Status::GRPC_MESSAGE] {
+            if let Some(value) = parts.headers.get(&name) {
+                headers.insert(name, value.clone());
+            }
+        }
+    }
 }
 
 /// A unary request's body, read up to one message of at most `limit` bytes, or `None` if the
@@ -462,6 +534,47 @@ mod tests {
         assert_eq!(with("123456789S"), None, "more than 8 digits");
         assert_eq!(with("S"), None);
         assert_eq!(with("10x"), None);
+    }
+
+    #[test]
+    fn gzip_inflates_within_the_limit_only() {
+        use std::io::Write;
+        let gzip = |data: &[u8]| {
+            let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            encoder.write_all(data).unwrap();
+            let compressed = encoder.finish().unwrap();
+            let mut framed = vec![1];
+            framed.extend_from_slice(&(compressed.len() as u32).to_be_bytes());
+            framed.extend_from_slice(&compressed);
+            framed
+        };
+        let plain = inflate(&gzip(b"hello"), false, 1024).unwrap().expect("inflated");
+        assert_eq!(grpc_frame::single(&plain), Some((false, &b"hello"[..])));
+        // a bomb: 64 MB of zeros in ~64 KB, refused after inflating 1 KB
+        let bomb = gzip(&vec![0; 64 << 20]);
+        assert!(bomb.len() < 1 << 20);
+        let status = inflate(&bomb, false, 1024).unwrap_err();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(status.message(), "Decompressed gRPC message exceeds maximum size 1024");
+        assert_eq!(inflate(&gzip(b"x")[..8], false, 1024).unwrap(), None, "truncated: tonic's answer");
+        let status = inflate(&gzip(b"x"), true, 1024).unwrap_err();
+        assert!(status.message().starts_with("gRPC message exceeds maximum size 1024: "), "{}", status.message());
+    }
+
+    #[test]
+    fn tonics_size_error_becomes_zeebes() {
+        let mut headers = Status::out_of_range("Error, decoded message length too large: found 9437203 bytes, the limit is: 8388608 bytes")
+            .into_http()
+            .into_parts()
+            .0
+            .headers;
+        zeebe_size_error(&mut headers, 4194304);
+        let status = Status::from_header_map(&headers).unwrap();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(status.message(), "gRPC message exceeds maximum size 4194304: 9437203");
+        let mut other = Status::out_of_range("something else").into_http().into_parts().0.headers;
+        zeebe_size_error(&mut other, 4194304);
+        assert_eq!(other[Status::GRPC_STATUS], "11");
     }
 
     #[test]

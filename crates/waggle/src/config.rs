@@ -12,6 +12,8 @@ use waggle_broker::cluster::ClusterSpecError;
 use waggle_broker::{BackpressureConfig, ClusterSpec, EngineLimits, ParseLimits};
 pub use waggle_exporter::debug::Target as DebugTarget;
 
+use crate::security::{SecurityArgs, SecurityConfig, SecurityFile};
+
 /// Zeebe's internal (broker-to-broker) port.
 pub const DEFAULT_INTERNAL_PORT: u16 = 26502;
 
@@ -38,6 +40,10 @@ pub struct NodeArgs {
     /// Port of the management HTTP server: /health, /ready, /metrics, /v1/incidents [default: 9600].
     #[arg(long, env = "WAGGLE_MANAGEMENT_PORT")]
     pub management_port: Option<u16>,
+    /// Address the management HTTP server listens on, apart from --host: loopback only unless
+    /// set otherwise [default: 127.0.0.1].
+    #[arg(long, env = "WAGGLE_MANAGEMENT_HOST")]
+    pub management_host: Option<String>,
     /// Largest accepted gRPC request in bytes [default: 4194304].
     #[arg(long, env = "WAGGLE_MAX_MESSAGE_SIZE")]
     pub max_message_size: Option<usize>,
@@ -104,6 +110,12 @@ pub struct NodeArgs {
     /// Port of the REST API v2 (Camunda 8.8's Orchestration Cluster API, under /v2) [default: 8080].
     #[arg(long, env = "WAGGLE_REST_PORT")]
     pub rest_port: Option<u16>,
+    /// Largest REST API request body in bytes; a larger one is answered 413 (a deployment's
+    /// multipart body stops at 4 MB in any case) [default: 4194304].
+    #[arg(long, env = "WAGGLE_REST_MAX_BODY_SIZE")]
+    pub rest_max_body_size: Option<usize>,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 /// A cluster broker's settings beside the node's (`waggle broker`).
@@ -173,6 +185,7 @@ struct FileConfig {
     host: Option<String>,
     port: Option<u16>,
     management_port: Option<u16>,
+    management_host: Option<String>,
     max_message_size: Option<usize>,
     long_polling_timeout_ms: Option<u64>,
     queue_capacity: Option<usize>,
@@ -190,6 +203,8 @@ struct FileConfig {
     query_store: Option<QueryStore>,
     query_store_history_ttl_secs: Option<u64>,
     rest_port: Option<u16>,
+    rest_max_body_size: Option<usize>,
+    security: Option<SecurityFile>,
 }
 
 /// `--query-store` (`query_store` in the file: a boolean or a URL string).
@@ -253,6 +268,10 @@ pub struct NodeConfig {
     /// History clean-up's time to live; `None`: kept forever.
     pub query_store_history_ttl: Option<Duration>,
     pub rest_port: u16,
+    /// Where the management server listens (loopback by default).
+    pub management_host: String,
+    pub rest_max_body_size: usize,
+    pub security: SecurityConfig,
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -354,7 +373,11 @@ impl NodeArgs {
             .filter(|&s| s > 0)
             .map(Duration::from_secs),
             rest_port: self.rest_port.or(file.rest_port).unwrap_or(8080),
+            management_host: self.management_host.clone().or_else(|| file.management_host.clone()).unwrap_or_else(|| "127.0.0.1".into()),
+            rest_max_body_size: self.rest_max_body_size.or(file.rest_max_body_size).unwrap_or(4 * 1024 * 1024),
+            security: self.security.resolve(file.security.as_ref())?,
         };
+        anyhow::ensure!(config.rest_max_body_size >= 1024, "--rest-max-body-size must be at least 1024 bytes");
         anyhow::ensure!(config.partitions >= 1, "--partitions must be at least 1");
         anyhow::ensure!(config.max_message_size >= 1024, "--max-message-size must be at least 1024 bytes");
         let b = &config.backpressure;
@@ -502,6 +525,26 @@ mod tests {
         assert_eq!(c.partitions, 3);
         assert_eq!(c.port, 5555);
         assert_eq!(c.management_port, 9600);
+    }
+
+    #[test]
+    fn security_from_the_file_and_management_on_loopback_by_default() {
+        let c = NodeArgs { host: Some("0.0.0.0".into()), ..Default::default() }.resolve().unwrap();
+        assert_eq!((c.host.as_str(), c.management_host.as_str()), ("0.0.0.0", "127.0.0.1"));
+        assert_eq!((c.security.tls, c.security.basic_auth, c.rest_max_body_size), (None, None, 4 * 1024 * 1024));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("waggle.toml");
+        std::fs::write(
+            &file,
+            "management_host = \"0.0.0.0\"\nrest_max_body_size = 2048\n[security]\nenabled = true\n\
+             certificate_chain_path = \"c.pem\"\nprivate_key_path = \"k.pem\"\n\
+             [security.authentication]\nmethod = \"basic\"\n[[security.initialization.users]]\nusername = \"demo\"\npassword = \"demo\"\n",
+        )
+        .unwrap();
+        let c = NodeArgs { config: Some(file), ..Default::default() }.resolve().unwrap();
+        assert_eq!((c.management_host.as_str(), c.rest_max_body_size), ("0.0.0.0", 2048));
+        assert_eq!(c.security.tls.map(|t| t.private_key_path), Some(PathBuf::from("k.pem")));
+        assert_eq!(c.security.basic_auth.map(|u| u.count()), Some(1));
     }
 
     #[test]

@@ -5,8 +5,8 @@ mod gateway;
 mod gossip;
 mod management;
 mod persisted;
+mod security;
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -174,7 +174,8 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     )
     .context("starting the broker")?;
     let grpc_addr: SocketAddr = format!("{}:{}", config.host, config.port).parse().context("gateway address")?;
-    let mgmt_addr: SocketAddr = format!("{}:{}", config.host, config.management_port).parse().context("management address")?;
+    let mgmt_addr: SocketAddr =
+        format!("{}:{}", config.management_host, config.management_port).parse().context("management address (--management-host)")?;
     let rest_addr: SocketAddr = format!("{}:{}", config.host, config.rest_port).parse().context("REST address")?;
     // a cluster broker gossips its membership, and describes the cluster from the gossip
     let (gossip, topology): (Option<gossip::Gossip>, Arc<dyn TopologySource>) = match &cluster {
@@ -206,33 +207,23 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
         }
         None => None,
     };
+    let tls = Acceptors::of(&config.security)?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let grpc = tokio::spawn(serve_grpc(grpc_listener, GrpcServer::from_arc(gateway.clone()), stop_rx.clone()));
-    let mut rest_stop = stop_rx.clone();
-    let rest = tokio::spawn(
-        axum::serve(
-            rest_listener,
-            waggle_rest::router(Arc::new(waggle_rest::RestState { store: store_reader, gateway, topology: topology.clone() }))
-                .into_make_service(),
-        )
-        .with_graceful_shutdown(async move {
-            let _ = rest_stop.changed().await;
-        })
-        .into_future(),
-    );
-    let mut mgmt_stop = stop_rx.clone();
-    let mgmt = tokio::spawn(
-        axum::serve(
-            mgmt_listener,
-            management::router(management::ManagementState { broker: broker.clone(), registry, node_id, topology }).into_make_service(),
-        )
-        .with_graceful_shutdown(async move {
-            let _ = mgmt_stop.changed().await;
-        })
-        .into_future(),
-    );
+    let grpc = tokio::spawn(serve_grpc(grpc_listener, GrpcServer::from_arc(gateway.clone()), tls.grpc, stop_rx.clone()));
+    let rest_router = waggle_rest::router(Arc::new(waggle_rest::RestState { store: store_reader, gateway, topology: topology.clone() }));
+    let rest_router = protect_rest(security::body_limit::limit(rest_router, config.rest_max_body_size), &config.security);
+    let rest = tokio::spawn(security::serve::http(rest_listener, rest_router, tls.http.clone(), stopped(stop_rx.clone())));
+    let mgmt_router = management::router(management::ManagementState { broker: broker.clone(), registry, node_id, topology });
+    let mgmt = tokio::spawn(security::serve::http(
+        mgmt_listener,
+        protect_management(mgmt_router, &config.security),
+        tls.http,
+        stopped(stop_rx.clone()),
+    ));
+    log_management(mgmt_addr);
     tracing::info!(
         grpc = %grpc_addr, management = %mgmt_addr, rest = %rest_addr, partitions = config.partitions, cluster = cluster_log.as_deref().unwrap_or("none (standalone)"),
+        tls = config.security.tls.is_some(), basic_auth_users = config.security.basic_auth.as_ref().map_or(0, |u| u.count()),
         data = %config.data_dir.display(), ready_ms = started.elapsed().as_millis() as u64, build = env!("WAGGLE_BUILD"),
         "waggle is ready"
     );
@@ -260,6 +251,49 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     Ok(())
 }
 
+/// The TLS acceptors of the node's ports, when TLS is on.
+struct Acceptors {
+    grpc: Option<tokio_rustls::TlsAcceptor>,
+    http: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl Acceptors {
+    /// Reads the certificate chain and key now: a bad file stops the start-up with its reason.
+    fn of(security: &security::SecurityConfig) -> anyhow::Result<Self> {
+        let Some(files) = &security.tls else { return Ok(Self { grpc: None, http: None }) };
+        Ok(Self {
+            grpc: Some(security::tls::acceptor(files, security::tls::GRPC_ALPN).context("TLS (--security-enabled)")?),
+            http: Some(security::tls::acceptor(files, security::tls::HTTP_ALPN).context("TLS (--security-enabled)")?),
+        })
+    }
+}
+
+/// The REST API's router, behind HTTP Basic authentication when it is on.
+fn protect_rest(router: axum::Router, security: &security::SecurityConfig) -> axum::Router {
+    match &security.basic_auth {
+        Some(users) => router.layer(axum::middleware::from_fn_with_state(users.clone(), security::basic_auth::require)),
+        None => router,
+    }
+}
+
+/// The management router, its state-changing `/actuator` endpoints behind HTTP Basic
+/// authentication when it is on.
+fn protect_management(router: axum::Router, security: &security::SecurityConfig) -> axum::Router {
+    match &security.basic_auth {
+        Some(users) => router.layer(axum::middleware::from_fn_with_state(users.clone(), security::basic_auth::require_for_changes)),
+        None => router,
+    }
+}
+
+/// Says where the management port listens and whether only this host can reach it.
+fn log_management(addr: SocketAddr) {
+    if addr.ip().is_loopback() {
+        tracing::info!(management = %addr, "management listens on {addr}, loopback only (--management-host to open it)");
+    } else {
+        tracing::warn!(management = %addr, "management listens on {addr}, reachable from other hosts");
+    }
+}
+
 /// How long a broker that shuts down waits for the replicas it hands its partitions' lead to.
 const HAND_OVER_LIMIT: Duration = Duration::from_secs(2);
 
@@ -270,8 +304,14 @@ const SHUTDOWN_LIMIT: Duration = Duration::from_secs(10);
 /// client closes it or, once stopping, until its calls in progress end. Nagle's algorithm is off:
 /// pushed jobs and answers are small writes that must not wait for the client's delayed ACK (up
 /// to 40 ms per message otherwise). Each connection is a [`waggle_gateway::CoalescingIo`], which
-/// writes the answers ready together at once.
-async fn serve_grpc(listener: tokio::net::TcpListener, server: GrpcServer, stop: tokio::sync::watch::Receiver<bool>) {
+/// writes the answers ready together at once. With `tls`, each connection's TLS handshake runs on
+/// its own task (at most [`security::tls::HANDSHAKE_LIMIT`]) and a plaintext client is closed.
+async fn serve_grpc(
+    listener: tokio::net::TcpListener,
+    server: GrpcServer,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
     let mut connections = tokio::task::JoinSet::new();
     let mut stopping = std::pin::pin!(stopped(stop.clone()));
     loop {
@@ -290,7 +330,22 @@ async fn serve_grpc(listener: tokio::net::TcpListener, server: GrpcServer, stop:
                     tracing::warn!(error = %e, "TCP_NODELAY on a gRPC connection failed");
                 }
                 let stopped = stopped(stop.clone());
-                connections.spawn(server.clone().serve_connection(waggle_gateway::CoalescingIo::new(conn), stopped));
+                let io = waggle_gateway::CoalescingIo::new(conn);
+                match &tls {
+                    None => {
+                        connections.spawn(server.clone().serve_connection(io, stopped));
+                    }
+                    Some(tls) => {
+                        let (tls, server) = (tls.clone(), server.clone());
+                        connections.spawn(async move {
+                            match tokio::time::timeout(security::tls::HANDSHAKE_LIMIT, tls.accept(io)).await {
+                                Ok(Ok(stream)) => server.serve_connection(stream, stopped).await,
+                                Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake on the gRPC port failed"),
+                                Err(_) => tracing::debug!("TLS handshake on the gRPC port timed out"),
+                            }
+                        });
+                    }
+                }
             }
             () = &mut stopping => break,
             Some(_) = connections.join_next(), if !connections.is_empty() => {}

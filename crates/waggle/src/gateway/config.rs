@@ -9,6 +9,7 @@ use clap::Args;
 use serde::Deserialize;
 
 use crate::config::{socket_address, split_host_port, ContactPoints, DEFAULT_INTERNAL_PORT};
+use crate::security::{SecurityArgs, SecurityConfig, SecurityFile};
 
 /// Settings of a standalone gateway. It holds no data and no partition: it learns the cluster
 /// (brokers, partition count, replication factor, leaders) from the brokers' gossip, so it needs
@@ -28,6 +29,10 @@ pub struct GatewayArgs {
     /// leader), /metrics, /actuator/cluster [default: 9600].
     #[arg(long, env = "WAGGLE_MANAGEMENT_PORT")]
     pub management_port: Option<u16>,
+    /// Address the management HTTP server listens on, apart from --host: loopback only unless
+    /// set otherwise [default: 127.0.0.1].
+    #[arg(long, env = "WAGGLE_MANAGEMENT_HOST")]
+    pub management_host: Option<String>,
     /// Internal addresses (host:port) of brokers of the cluster to join through, comma-separated:
     /// one alive broker is enough, the gateway learns the others from it [default: 127.0.0.1:26502].
     #[arg(long, env = "WAGGLE_CONTACT_POINTS", value_delimiter = ',', value_name = "HOST:PORT,...")]
@@ -49,6 +54,8 @@ pub struct GatewayArgs {
     /// Default long-polling time of ActivateJobs in milliseconds [default: 10000].
     #[arg(long, env = "WAGGLE_LONG_POLLING_TIMEOUT_MS")]
     pub long_polling_timeout_ms: Option<u64>,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -57,12 +64,14 @@ struct FileConfig {
     host: Option<String>,
     port: Option<u16>,
     management_port: Option<u16>,
+    management_host: Option<String>,
     contact_points: Option<ContactPoints>,
     internal_port: Option<u16>,
     internal_host: Option<String>,
     member_id: Option<String>,
     max_message_size: Option<usize>,
     long_polling_timeout_ms: Option<u64>,
+    security: Option<SecurityFile>,
 }
 
 /// The resolved settings of a standalone gateway.
@@ -71,6 +80,9 @@ pub struct GatewayConfig {
     pub host: String,
     pub port: u16,
     pub management_port: u16,
+    /// Where the management server listens (loopback by default).
+    pub management_host: String,
+    pub security: SecurityConfig,
     /// The brokers to join the gossip through (`host:port`, resolved by the gossip).
     pub contact_points: Vec<String>,
     /// Where the gateway gossips (port 0: a free one).
@@ -115,6 +127,8 @@ impl GatewayArgs {
             host: self.host.clone().or(file.host).unwrap_or_else(|| "127.0.0.1".into()),
             port: self.port.or(file.port).unwrap_or(26500),
             management_port: self.management_port.or(file.management_port).unwrap_or(9600),
+            management_host: self.management_host.clone().or(file.management_host).unwrap_or_else(|| "127.0.0.1".into()),
+            security: self.security.resolve(file.security.as_ref())?,
             contact_points,
             gossip_addr,
             member_id,

@@ -12,7 +12,6 @@
 mod cluster;
 pub mod config;
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,7 +38,8 @@ pub fn run(args: &GatewayArgs) -> anyhow::Result<()> {
 async fn serve(config: config::GatewayConfig) -> anyhow::Result<()> {
     let started = Instant::now();
     let grpc_addr: SocketAddr = format!("{}:{}", config.host, config.port).parse().context("gateway address")?;
-    let mgmt_addr: SocketAddr = format!("{}:{}", config.host, config.management_port).parse().context("management address")?;
+    let mgmt_addr: SocketAddr =
+        format!("{}:{}", config.management_host, config.management_port).parse().context("management address (--management-host)")?;
     // nothing listens before the cluster's shape is known: the partition count comes from it
     let (membership, shape) = tokio::select! {
         joined = cluster::join(&config) => joined.context("joining the cluster's gossip")?,
@@ -62,19 +62,15 @@ async fn serve(config: config::GatewayConfig) -> anyhow::Result<()> {
     );
     let grpc_listener = tokio::net::TcpListener::bind(grpc_addr).await.with_context(|| format!("binding gRPC on {grpc_addr}"))?;
     let mgmt_listener = tokio::net::TcpListener::bind(mgmt_addr).await.with_context(|| format!("binding management on {mgmt_addr}"))?;
+    let tls = crate::Acceptors::of(&config.security)?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let grpc = tokio::spawn(crate::serve_grpc(grpc_listener, GrpcServer::new(gateway), stop_rx.clone()));
-    let mut mgmt_stop = stop_rx.clone();
-    let mgmt = tokio::spawn(
-        axum::serve(mgmt_listener, router(Management { cluster: known, remote: remote.clone(), registry }).into_make_service())
-            .with_graceful_shutdown(async move {
-                let _ = mgmt_stop.changed().await;
-            })
-            .into_future(),
-    );
+    let grpc = tokio::spawn(crate::serve_grpc(grpc_listener, GrpcServer::new(gateway), tls.grpc, stop_rx.clone()));
+    let mgmt_router = crate::protect_management(router(Management { cluster: known, remote: remote.clone(), registry }), &config.security);
+    let mgmt = tokio::spawn(crate::security::serve::http(mgmt_listener, mgmt_router, tls.http, crate::stopped(stop_rx.clone())));
+    crate::log_management(mgmt_addr);
     tracing::info!(
         grpc = %grpc_addr, management = %mgmt_addr, gossip = %membership.gossip_addr(), brokers = shape.cluster_size,
-        partitions = shape.partitions_count, replication_factor = shape.replication_factor,
+        partitions = shape.partitions_count, replication_factor = shape.replication_factor, tls = config.security.tls.is_some(),
         ready_ms = started.elapsed().as_millis() as u64, build = env!("WAGGLE_BUILD"),
         "waggle gateway is ready"
     );

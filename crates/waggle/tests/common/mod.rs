@@ -106,13 +106,21 @@ impl Node {
         run_with_timeout(&mut command, Duration::from_secs(60))
     }
 
+    /// Waits until `/ready` answers 200 or, on a node with TLS on (its management port speaks
+    /// only TLS), until its log says it is ready.
     fn wait_ready(&mut self, timeout: Duration) {
         let deadline = Instant::now() + timeout;
+        let tls = self.extra_args.iter().any(|a| a == "--security-enabled");
         loop {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().expect("try_wait")) {
                 panic!("waggle exited before it was ready ({status}); log:\n{}", self.log());
             }
-            if let Some((200, _)) = http_get(self.management_port, "/ready") {
+            let ready = if tls {
+                self.log().contains("waggle is ready")
+            } else {
+                matches!(http_get(self.management_port, "/ready"), Some((200, _)))
+            };
+            if ready {
                 return;
             }
             assert!(Instant::now() < deadline, "waggle not ready after {timeout:?}; log:\n{}", self.log());
