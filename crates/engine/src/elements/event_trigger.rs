@@ -43,7 +43,7 @@ pub(crate) fn scope_terminates_in_batches(p: P, scope: i64) -> bool {
 /// Whether the trigger `scope` waits for enters one of `targets` (an interrupting event
 /// subprocess has taken the scope over while its other children terminate).
 pub(crate) fn waits_for_any(p: P, scope: i64, targets: &[String]) -> bool {
-    p.view().process_event(scope).is_some_and(|(_, e)| targets.iter().any(|t| *t == e.target_element_id))
+    p.view().process_event(scope).is_some_and(|(_, e)| targets.contains(&e.target_element_id))
 }
 
 /// PROCESS_EVENT TRIGGERED (the key of its TRIGGERING; no variables, as Zeebe writes it).
