@@ -27,6 +27,7 @@ pub fn router(state: Arc<RestState>) -> Router {
         .route("/v2/process-instances/search", post(|s: S, b: Bytes| search(s, &query::PROCESS_INSTANCE, b)))
         .route("/v2/process-instances/:key", get(|s: S, k: Path<String>| by_key(s, &query::PROCESS_INSTANCE, k)))
         .route("/v2/process-instances/:key/cancellation", post(cancel_process_instance))
+        .route("/v2/process-instances/:key/sequence-flows", get(sequence_flows))
         .route("/v2/process-definitions/search", post(|s: S, b: Bytes| search(s, &query::PROCESS_DEFINITION, b)))
         .route("/v2/process-definitions/:key", get(|s: S, k: Path<String>| by_key(s, &query::PROCESS_DEFINITION, k)))
         .route("/v2/process-definitions/:key/xml", get(process_definition_xml))
@@ -83,6 +84,14 @@ async fn search(State(state): S, entity: &'static Entity, bytes: Bytes) -> Answe
 async fn by_key(State(state): S, entity: &'static Entity, Path(text): Path<String>) -> Answer {
     let k = key(&text)?;
     let result = read(&state, move |c| query::get(c, entity, k)).await?;
+    Ok(Json(result).into_response())
+}
+
+/// `GET /v2/process-instances/{processInstanceKey}/sequence-flows`: the flows the instance took
+/// (`waggle_store::query::sequence_flows`); an unknown instance has none, as 8.8 answers.
+async fn sequence_flows(State(state): S, Path(text): Path<String>) -> Answer {
+    let k = key(&text)?;
+    let result = read(&state, move |c| query::sequence_flows(c, k)).await?;
     Ok(Json(result).into_response())
 }
 

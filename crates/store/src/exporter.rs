@@ -331,6 +331,7 @@ pub fn stored(value_type: &str, intent: &str) -> bool {
         (value_type, intent),
         ("PROCESS", "CREATED")
             | ("PROCESS_INSTANCE", "ELEMENT_ACTIVATING" | "ELEMENT_COMPLETED" | "ELEMENT_TERMINATED")
+            | ("PROCESS_INSTANCE", "SEQUENCE_FLOW_TAKEN")
             | ("VARIABLE", "CREATED" | "UPDATED" | "MIGRATED")
             | ("INCIDENT", "CREATED" | "RESOLVED")
             | ("JOB", "CREATED" | "COMPLETED" | "FAILED" | "TIMED_OUT" | "CANCELED" | "ERROR_THROWN" | "RETRIES_UPDATED" | "MIGRATED")
@@ -608,6 +609,15 @@ fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordV
                 tx.execute(INSTANCE_END, params![v.process_instance_key, state, p.timestamp])?;
             }
         }
+        (RecordValue::ProcessInstance(v), "SEQUENCE_FLOW_TAKEN") => {
+            // one row per flow an instance took, however often (8.8's `sequence_flow`)
+            tx.execute(
+                "INSERT INTO sequence_flow (process_instance_key, flow_node_id, process_definition_key, process_definition_id, tenant_id, partition_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (process_instance_key, flow_node_id) DO NOTHING",
+                params![v.process_instance_key, &*v.element_id, v.process_definition_key, &*v.bpmn_process_id, tenant_of(&v.tenant_id), partition],
+            )?;
+        }
         (RecordValue::Variable(v), _) => {
             tx.execute(
                 VARIABLE,
@@ -660,7 +670,7 @@ fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordV
 /// everything belonging to them. Returns how many instances went.
 pub fn clean_up(conn: &Connection, partition: PartitionId, before: i64) -> Result<u64, StoreError> {
     let finished = "SELECT process_instance_key FROM process_instance WHERE partition_id = ?1 AND end_date IS NOT NULL AND end_date < ?2";
-    for table in ["flow_node_instance", "variable", "incident", "job", "message_subscription", "user_task"] {
+    for table in ["flow_node_instance", "variable", "incident", "job", "message_subscription", "user_task", "sequence_flow"] {
         conn.execute(&format!("DELETE FROM {table} WHERE process_instance_key IN ({finished})"), params![partition, before])?;
     }
     conn.execute(

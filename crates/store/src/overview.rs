@@ -70,6 +70,24 @@ pub fn element_counts(conn: &Connection, process_definition_key: i64) -> Result<
     Ok(Value::Object(out))
 }
 
+/// The flow scope of each element instance of one process instance, for the UI's element
+/// instance tree (8.8's element instance result has no scope key):
+/// `{"<elementInstanceKey>": "<flowScopeKey>"}`, the process's own instance left out.
+pub fn flow_scopes(conn: &Connection, process_instance_key: i64) -> Result<Value, StoreError> {
+    let rows = conn.query(
+        "SELECT t.flow_node_instance_key, t.flow_scope_key FROM flow_node_instance t
+         WHERE t.process_instance_key = ?1 AND t.flow_scope_key IS NOT NULL",
+        crate::params![process_instance_key],
+    )?;
+    let mut out = Map::new();
+    for row in rows {
+        if let (Some(key), Some(scope)) = (row[0].as_i64(), row[1].as_i64()) {
+            out.insert(key.to_string(), Value::String(scope.to_string()));
+        }
+    }
+    Ok(Value::Object(out))
+}
+
 /// The four sums of a row (active, incidents, completed, canceled) as the UI's counts.
 fn counts(sums: &[Cell]) -> Value {
     let n = |i: usize| sums.get(i).and_then(Cell::as_i64).unwrap_or(0);
@@ -108,5 +126,21 @@ mod tests {
         assert_eq!(e["task"], json!({"active": 1, "incidents": 1, "completed": 1, "canceled": 1}));
         assert_eq!(e["end"], json!({"active": 0, "incidents": 0, "completed": 1, "canceled": 0}));
         assert!(e.get("p").is_none(), "the process itself is no element of its diagram: {e}");
+    }
+
+    #[test]
+    fn flow_scopes_nest_element_instances() {
+        let conn = Connection::Sqlite(rusqlite::Connection::open_in_memory().unwrap());
+        conn.batch(crate::schema::SCHEMA).unwrap();
+        conn.batch(
+            "INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
+                 flow_node_id, type, state, flow_scope_key, tenant_id, partition_id)
+               VALUES (1, 1, 10, 'p', 'p', 'PROCESS', 'ACTIVE', NULL, '', 1),
+                      (2, 1, 10, 'p', 'sub', 'SUB_PROCESS', 'ACTIVE', 1, '', 1),
+                      (3, 1, 10, 'p', 'task', 'SERVICE_TASK', 'ACTIVE', 2, '', 1),
+                      (9, 5, 10, 'p', 'task', 'SERVICE_TASK', 'ACTIVE', 8, '', 1);",
+        )
+        .unwrap();
+        assert_eq!(flow_scopes(&conn, 1).unwrap(), json!({"2": "1", "3": "2"}));
     }
 }

@@ -688,3 +688,41 @@ fn count_where(conn: &Connection, entity: &Entity, clause: &str, args: &[Sql]) -
     let row = conn.query_row(&format!("SELECT COUNT(*) FROM {} t{clause}", entity.table), args)?;
     Ok(row.and_then(|r| r.first().and_then(Sql::as_i64)).unwrap_or(0))
 }
+
+/// The sequence flows a process instance took, as 8.8's `GET
+/// /v2/process-instances/{processInstanceKey}/sequence-flows` answers them
+/// (<https://docs.camunda.io/docs/8.8/apis-tools/orchestration-cluster-api-rest/specifications/get-process-instance-sequence-flows/>):
+/// `{items: [{sequenceFlowId, processInstanceKey, processDefinitionKey, processDefinitionId,
+/// elementId, tenantId}]}`, one item per flow however often it was taken, by flow id;
+/// `sequenceFlowId` is `<processInstanceKey>_<flow id>` as in Camunda's RDBMS exporter
+/// (`SequenceFlowDbModel`), `elementId` the flow's id. An unknown instance has none.
+pub fn sequence_flows(conn: &Connection, process_instance_key: i64) -> Result<Value, StoreError> {
+    let order = conn.dialect().order_term("t.flow_node_id", true, false);
+    let rows = conn.query(
+        &format!(
+            "SELECT t.flow_node_id, t.process_definition_key, t.process_definition_id, t.tenant_id
+             FROM sequence_flow t WHERE t.process_instance_key = ?1 ORDER BY {order}"
+        ),
+        &[Sql::Integer(process_instance_key)],
+    )?;
+    let text = |v: &Sql| match v {
+        Sql::Text(s) => Value::String(s.clone()),
+        Sql::Integer(i) => Value::String(i.to_string()),
+        Sql::Null => Value::Null,
+    };
+    let items: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let id = text(&r[0]);
+            json!({
+                "sequenceFlowId": format!("{process_instance_key}_{}", id.as_str().unwrap_or_default()),
+                "processInstanceKey": process_instance_key.to_string(),
+                "processDefinitionKey": text(&r[1]),
+                "processDefinitionId": text(&r[2]),
+                "elementId": id,
+                "tenantId": text(&r[3]),
+            })
+        })
+        .collect();
+    Ok(json!({ "items": items }))
+}

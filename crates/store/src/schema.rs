@@ -181,6 +181,15 @@ CREATE TABLE IF NOT EXISTS user_task (
     partition_id INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS user_task_pi ON user_task (process_instance_key);
+CREATE TABLE IF NOT EXISTS sequence_flow (
+    process_instance_key INTEGER NOT NULL,
+    flow_node_id TEXT NOT NULL,
+    process_definition_key INTEGER NOT NULL,
+    process_definition_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL,
+    partition_id INTEGER NOT NULL,
+    PRIMARY KEY (process_instance_key, flow_node_id)
+);
 "#;
 
 /// SQLite's triggers keeping `process_instance_count` (one row each: SQLite has no statement

@@ -259,6 +259,14 @@ impl Stores {
         }
     }
 
+    /// An instance's taken sequence flows from both: the same answer, returned.
+    fn sequence_flows(&self, process_instance_key: i64) -> Value {
+        let lite = query::sequence_flows(&self.sqlite, process_instance_key).expect("SQLite sequence flows");
+        let pg = query::sequence_flows(&self.postgres, process_instance_key).expect("PostgreSQL sequence flows");
+        assert_eq!(lite, pg, "sequence flows of {process_instance_key}: SQLite and PostgreSQL differ");
+        lite
+    }
+
     fn invalid(&self, entity: &Entity, request: &Value) {
         for (db, conn) in [("SQLite", &self.sqlite), ("PostgreSQL", &self.postgres)] {
             let r = query::search(conn, entity, request);
@@ -515,6 +523,21 @@ fn suite(stores: &Stores, names: &BTreeMap<&'static str, i64>) -> Vec<Value> {
     ] {
         stores.invalid(pi, &bad);
     }
+
+    // the sequence flows each instance took, once each (8.8's `sequence-flows`): a went through,
+    // b's payment failed, c was cancelled at it, d and e wait in their task
+    for (name, expected) in [("a", &["f1", "f2"][..]), ("b", &["f1"][..]), ("c", &["f1"][..]), ("d", &["f1"][..]), ("e", &["f1"][..])] {
+        let r = stores.sequence_flows(names[name]);
+        let ids: Vec<&str> = r["items"].as_array().unwrap().iter().map(|i| i["elementId"].as_str().unwrap()).collect();
+        assert_eq!(ids, expected, "{name}: {r}");
+        let first = &r["items"][0];
+        assert_eq!(first["sequenceFlowId"], format!("{}_f1", names[name]), "{r}");
+        assert_eq!(first["processInstanceKey"], k(name), "{r}");
+        assert_eq!(first["tenantId"], "<default>", "{r}");
+        assert!(first["processDefinitionKey"].as_str().is_some_and(|k| k.parse::<i64>().is_ok()), "{r}");
+        answers.borrow_mut().push(r);
+    }
+    assert_eq!(stores.sequence_flows(1), json!({"items": []}), "an unknown instance took no flow");
     answers.into_inner()
 }
 
@@ -621,6 +644,8 @@ fn the_same_searches_give_the_same_answers_on_sqlite_and_postgresql() {
     let a_elements = stores.search(&query::ELEMENT_INSTANCE, &json!({"filter": {"processInstanceKey": names["a"].to_string()}}));
     assert_eq!(a_elements["page"]["totalItems"], 0);
     assert_eq!(stores.search(&query::VARIABLE, &json!({"filter": {"processInstanceKey": names["c"]}}))["page"]["totalItems"], 2);
+    assert_eq!(stores.sequence_flows(names["a"]), json!({"items": []}), "a's sequence flows went with it");
+    assert_eq!(stores.sequence_flows(names["b"])["items"].as_array().map(Vec::len), Some(1), "b's stay");
 
     // what the exporter stored as its position is its last record's, on both
     for conn in [&stores.sqlite, &stores.postgres] {

@@ -579,3 +579,58 @@ fn the_node_sdk_rest_client_sends_commands_over_rest() {
         node.log()
     );
 }
+
+/// `GET /v2/process-instances/{key}/sequence-flows` (8.8's shape, one item per flow however
+/// often taken): the flows of an instance waiting in its task, then of it completed; an unknown
+/// instance has none, a malformed key is a 400. Uses the REST deployment and job commands.
+#[test]
+fn rest_v2_serves_the_sequence_flows_an_instance_took() {
+    let node = Node::start(&[]);
+    let port = node.rest_port;
+    let xml = std::fs::read_to_string(common::client_models().join("one_task.bpmn")).unwrap();
+    let boundary = "SeqFl0w";
+    let body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"resources\"; filename=\"one_task.bpmn\"\r\n\r\n{xml}\r\n--{boundary}--\r\n"
+    );
+    let (status, _, answer) = http_typed(port, "POST", "/v2/deployments", &format!("multipart/form-data; boundary={boundary}"), &body);
+    assert_eq!(status, 200, "{answer}");
+    let (status, _, answer) = http(port, "POST", "/v2/process-instances", r#"{"processDefinitionId":"benchmark"}"#);
+    assert_eq!(status, 200, "{answer}");
+    let created: Value = serde_json::from_str(&answer).unwrap();
+    let key = created["processInstanceKey"].as_str().expect("a string key").to_owned();
+    let flows = |expected: &[&str]| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let (status, content_type, answer) = http(port, "GET", &format!("/v2/process-instances/{key}/sequence-flows"), "");
+            assert_eq!((status, content_type.as_str()), (200, "application/json"), "{answer}");
+            let r: Value = serde_json::from_str(&answer).expect("sequence flows json");
+            let ids: Vec<&str> = r["items"].as_array().expect("items").iter().map(|i| i["elementId"].as_str().unwrap()).collect();
+            if ids == expected {
+                return r;
+            }
+            assert!(Instant::now() < deadline, "{expected:?} expected, got {r}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let waiting = flows(&["f1"]);
+    let item = &waiting["items"][0];
+    assert_eq!(item["sequenceFlowId"], format!("{key}_f1"), "{waiting}");
+    assert_eq!(item["processInstanceKey"], key.as_str());
+    assert_eq!((item["processDefinitionId"].as_str(), item["tenantId"].as_str()), (Some("benchmark"), Some("<default>")), "{waiting}");
+    assert_eq!(item["processDefinitionKey"], created["processDefinitionKey"], "{waiting}");
+    let activation = r#"{"type":"benchmark-task","timeout":10000,"maxJobsToActivate":1,"worker":"w","requestTimeout":5000}"#;
+    let (status, _, answer) = http(port, "POST", "/v2/jobs/activation", activation);
+    assert_eq!(status, 200, "{answer}");
+    let jobs: Value = serde_json::from_str(&answer).unwrap();
+    let job = jobs["jobs"][0]["jobKey"].as_str().expect("a job").to_owned();
+    let (status, _, answer) = http(port, "POST", &format!("/v2/jobs/{job}/completion"), "{}");
+    assert_eq!(status, 204, "{answer}");
+    let done = flows(&["f1", "f2"]);
+    assert_eq!(done["items"][1]["sequenceFlowId"], format!("{key}_f2"), "{done}");
+    assert_eq!(done.as_object().map(|o| o.len()), Some(1), "only items: {done}");
+
+    let (status, _, answer) = http(port, "GET", "/v2/process-instances/2251799813685249/sequence-flows", "");
+    assert_eq!((status, answer.as_str()), (200, r#"{"items":[]}"#));
+    let (status, content_type, answer) = http(port, "GET", "/v2/process-instances/abc/sequence-flows", "");
+    assert_eq!((status, content_type.as_str()), (400, "application/problem+json"), "{answer}");
+}

@@ -4,7 +4,9 @@
 //! variable edited, Retry, the instance completing without a reload, a cancel from the list and
 //! one through the list's selection, the incidents grouped on their page.
 //! Screenshots of every step go to `<target dir>/ui-screenshots/` (printed). Then the query store
-//! is asked, over `/v2`, whether the browser's commands really happened.
+//! is asked, over `/v2`, whether the browser's commands really happened. A second test walks
+//! the instance page (`tests/ui/instance_test.cjs`): taken flows, the element instance tree,
+//! token modification.
 
 mod common;
 
@@ -121,4 +123,71 @@ fn the_web_ui_shows_and_repairs_instances_live_in_chromium() {
         &format!(r#"{{"filter":{{"processInstanceKey":"{}","name":"card"}}}}"#, key_of(&keys["repaired"])),
     );
     assert_eq!(vars["items"][0]["value"], "\"valid\"", "{vars}");
+}
+
+/// The instance page (issue 28): `tests/ui/instance_test.cjs` in Chromium against the real
+/// binary: the taken sequence flows marked on the diagram, the element instance tree (a call
+/// activity linked to its called instance, a subprocess, a multi-instance body and its inner
+/// instances), a node's scope selected, a refused activation's rejection shown, a token added
+/// with a variable and one moved, the instance completing without a reload. Screenshots go to
+/// `<target dir>/ui-screenshots-instance/`. Then the store is asked, over `/v2`, what happened.
+#[test]
+fn the_instance_page_draws_taken_flows_and_modifies_tokens_in_chromium() {
+    let modules = peers().join("node/node_modules");
+    assert!(PathBuf::from("/usr/bin/chromium").exists(), "/usr/bin/chromium is missing: run scripts/install-clients.sh browser");
+    assert!(modules.join("playwright-core/package.json").exists(), "playwright-core is missing: run scripts/install-clients.sh browser");
+    let node = Node::start(&[]);
+    let shots = screenshot_dir().with_file_name("ui-screenshots-instance");
+    let _ = std::fs::remove_dir_all(&shots);
+    let mut command = Command::new("node");
+    command
+        .env("NODE_PATH", &modules)
+        .arg(repo_root().join("tests/ui/instance_test.cjs"))
+        .args(["--rest", &node.rest_port.to_string()])
+        .arg("--models")
+        .arg(client_models())
+        .arg("--shots")
+        .arg(&shots);
+    let out = run_with_timeout(&mut command, Duration::from_secs(240));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    eprintln!("{stderr}");
+    println!("ui screenshots: {}", shots.display());
+    assert!(
+        out.status.success() && stdout.lines().any(|l| l == "OK"),
+        "the browser test failed:\n{stdout}\n{stderr}\nnode log:\n{}",
+        node.log()
+    );
+    let mut pngs: Vec<_> = std::fs::read_dir(&shots).expect("screenshots").map(|e| e.expect("entry").path()).collect();
+    pngs.sort();
+    assert_eq!(pngs.len(), 6, "one screenshot per step: {pngs:?}");
+    for p in &pngs {
+        let bytes = std::fs::read(p).expect("png");
+        assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} is no screenshot", p.display());
+    }
+
+    // what the browser did, as the query store has it
+    let keys: Value = serde_json::from_str(stdout.lines().find(|l| l.starts_with('{')).expect("keys line")).expect("keys json");
+    let key = key_of(&keys["instance"]);
+    assert_eq!(instance(&node, key)["state"], "COMPLETED");
+    let child = instance(&node, key_of(&keys["child"]));
+    assert_eq!((child["parentProcessInstanceKey"].as_str(), child["state"].as_str()), (Some(key.to_string().as_str()), Some("COMPLETED")));
+    let (status, body) =
+        http_request(node.rest_port, "GET", &format!("/v2/process-instances/{key}/sequence-flows")).expect("sequence flows");
+    assert_eq!(status, 200, "{body}");
+    let flows: Value = serde_json::from_str(&body).expect("sequence flows json");
+    let ids: Vec<&str> = flows["items"].as_array().expect("items").iter().map(|f| f["elementId"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["f1", "f2", "f3", "f4", "f5", "f7"], "approve's token was moved, never taking f6: {flows}");
+    let ships =
+        post_json(&node, "/v2/element-instances/search", &format!(r#"{{"filter":{{"processInstanceKey":"{key}","elementId":"ship"}}}}"#));
+    assert_eq!(ships["page"]["totalItems"], 2, "a token added at ship and one moved there: {ships}");
+    let approve = post_json(
+        &node,
+        "/v2/element-instances/search",
+        &format!(r#"{{"filter":{{"processInstanceKey":"{key}","elementId":"approve"}}}}"#),
+    );
+    assert_eq!(approve["items"][0]["state"], "TERMINATED", "{approve}");
+    let extra = post_json(&node, "/v2/variables/search", &format!(r#"{{"filter":{{"processInstanceKey":"{key}","name":"extra"}}}}"#));
+    assert_eq!(extra["items"][0]["value"], "7", "{extra}");
 }

@@ -64,7 +64,8 @@ async fn process(State(state): S, Path(text): Path<String>) -> Answer {
 
 /// `GET /ui/api/instances/{key}`: one process instance with its element instances, variables,
 /// active incidents and the instances it called (`children`), read together so a refresh
-/// shows one moment of the store.
+/// shows one moment of the store; `scopes` maps each element instance to its flow scope (the
+/// element instance tree), `sequenceFlows` are the flows it took.
 async fn instance(State(state): S, Path(text): Path<String>) -> Answer {
     let key = path_key(&text)?;
     let out = read(&state, move |c| {
@@ -81,6 +82,8 @@ async fn instance(State(state): S, Path(text): Path<String>) -> Answer {
             "elements": of_instance(&query::ELEMENT_INSTANCE, Value::Null)?,
             "variables": of_instance(&query::VARIABLE, Value::Null)?,
             "incidents": of_instance(&query::INCIDENT, json!({ "state": "ACTIVE" }))?,
+            "scopes": overview::flow_scopes(c, key)?,
+            "sequenceFlows": query::sequence_flows(c, key)?["items"],
             "children": query::search(
                 c,
                 &query::PROCESS_INSTANCE,

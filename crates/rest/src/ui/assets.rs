@@ -14,6 +14,8 @@ use crate::RestState;
 const FILES: &[(&str, &str, &[u8])] = &[
     ("app.js", "text/javascript; charset=utf-8", include_bytes!("assets/app.js")),
     ("app.css", "text/css; charset=utf-8", include_bytes!("assets/app.css")),
+    ("instance.js", "text/javascript; charset=utf-8", include_bytes!("assets/instance.js")),
+    ("instance.css", "text/css; charset=utf-8", include_bytes!("assets/instance.css")),
     (
         "bpmn-navigated-viewer.js",
         "text/javascript; charset=utf-8",

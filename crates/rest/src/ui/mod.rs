@@ -9,7 +9,9 @@
 //!   element, one instance with its elements, variables and incidents in one answer) and the
 //!   Retry action; the pages' other commands (cancel, set variables) are the `/v2` endpoints.
 //! - [`assets`]: the script, the style sheet and bpmn-js's NavigatedViewer, vendored by
-//!   `scripts/vendor-bpmn-js.sh` (its licence asks that the bpmn.io watermark stay visible).
+//!   `scripts/vendor-bpmn-js.sh` (its licence asks that the bpmn.io watermark stay visible);
+//!   `instance.js` / `instance.css`: the instance page's element instance tree, taken flows and
+//!   modification controls (move, add, cancel a token).
 
 mod api;
 mod assets;

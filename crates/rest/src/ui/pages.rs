@@ -45,6 +45,7 @@ fn page(title: &str, view: &str, key: Option<&str>) -> Response {
 <link rel="stylesheet" href="/ui/assets/diagram-js.css">
 <link rel="stylesheet" href="/ui/assets/bpmn-js.css">
 <link rel="stylesheet" href="/ui/assets/app.css">
+<link rel="stylesheet" href="/ui/assets/instance.css">
 </head>
 <body>
 <header>
@@ -58,6 +59,7 @@ fn page(title: &str, view: &str, key: Option<&str>) -> Response {
 <noscript>This page needs JavaScript; the same data is served by the REST API under /v2.</noscript>
 </main>
 <script src="/ui/assets/bpmn-navigated-viewer.js"></script>
+<script src="/ui/assets/instance.js"></script>
 <script src="/ui/assets/app.js"></script>
 </body>
 </html>

@@ -87,6 +87,7 @@
     let lastBadges = '';
     let markers = new Map(); // element id -> class
     return {
+      viewer,
       async load(definitionKey) {
         if (loaded === definitionKey) return;
         const xml = await api('GET', `/v2/process-definitions/${definitionKey}/xml`);
@@ -375,11 +376,23 @@
       <label>Name <input name="name" aria-label="New variable name" required></label>
       <label>Value (JSON) <input name="value" aria-label="New variable value" required></label>
       <button type="submit" aria-label="Add variable">Add</button></form>`).firstElementChild;
-    const elementsBox = section(columns, '');
+    const elementsCol = section(columns, '');
+    const elementsBox = section(elementsCol, '');
+    const modifyBox = section(elementsCol, '');
     const diagram = Diagram(canvas);
     let editing = null; // `${scope}/${name}` of the variable being edited
     let last = null;
     let refreshNow = null;
+    let selectedScope = null; // the tree's selected element instance: only its variables shown
+    const tree = window.WaggleInstance.create({
+      treeBox: elementsBox, modifyBox, key, api, act, esc, stateLabel,
+      viewer: () => diagram.viewer,
+      refresh: () => refreshNow && refreshNow(),
+      onSelect: (scope) => {
+        selectedScope = scope;
+        if (last && !editing) renderVariables();
+      },
+    });
 
     function scopeLabel(scopeKey) {
       if (scopeKey === key) return 'Process instance';
@@ -393,9 +406,10 @@
         if (!byScope.has(v.scopeKey)) byScope.set(v.scopeKey, []);
         byScope.get(v.scopeKey).push(v);
       }
-      const scopes = [...byScope.keys()].sort((a, b) => (a === key ? -1 : b === key ? 1 : a.localeCompare(b)));
+      const scopes = [...byScope.keys()].sort((a, b) => (a === key ? -1 : b === key ? 1 : a.localeCompare(b)))
+        .filter((s) => !selectedScope || s === selectedScope);
       if (!scopes.length) {
-        variablesBox.innerHTML = '<p class="muted">No variables.</p>';
+        variablesBox.innerHTML = `<p class="muted">No variables${selectedScope ? ` in ${esc(scopeLabel(selectedScope))}` : ''}.</p>`;
         return;
       }
       variablesBox.innerHTML = scopes.map((s) => {
@@ -496,10 +510,6 @@
       if (!editing) renderVariables();
 
       const elements = last.elements.filter((e) => e.type !== 'PROCESS');
-      elementsBox.innerHTML = `<h2>Element instances</h2><table aria-label="Element instances"><thead><tr><th>Element</th><th>Type</th><th>State</th><th>Started</th><th>Ended</th></tr></thead><tbody>
-        ${elements.map((e) => `<tr data-element="${esc(e.elementId)}"><td>${esc(e.elementId)}</td><td>${esc(e.type)}</td>
-          <td class="state state-${esc(e.state)}">${esc(stateLabel(e.state))}${e.hasIncident ? ' <span class="incident-flag">incident</span>' : ''}</td>
-          <td>${date(e.startDate)}</td><td>${date(e.endDate)}</td></tr>`).join('')}</tbody></table>`;
 
       await diagram.load(i.processDefinitionKey);
       const marks = new Map();
@@ -507,7 +517,9 @@
         if (e.state === 'ACTIVE') marks.set(e.elementId, e.hasIncident ? 'ui-incident' : 'ui-active');
         else if (!marks.has(e.elementId)) marks.set(e.elementId, 'ui-done');
       }
+      for (const f of last.sequenceFlows || []) marks.set(f.elementId, 'ui-taken');
       diagram.mark(marks);
+      tree.update(last);
     });
   }
 
