@@ -86,6 +86,7 @@ fn decode_command(bytes: &[u8]) -> Result<Command, postcard::Error> {
 fn refusal(error: &BrokerError) -> pb::Refusal {
     let kind = match error {
         BrokerError::Overloaded => Kind::Overloaded,
+        BrokerError::DiskSpaceLow(_) => Kind::DiskSpaceLow,
         BrokerError::NoSuchPartition(_) => Kind::NoSuchPartition,
         BrokerError::NotLeader(_) => Kind::NotLeader,
         BrokerError::Unavailable(_) | BrokerError::Start { .. } | BrokerError::Cluster(_) => Kind::Unavailable,
@@ -206,6 +207,7 @@ impl Forwarder {
             }),
             Some(pb::submit_response::Outcome::Refusal(refusal)) => Err(match Kind::try_from(refusal.kind) {
                 Ok(Kind::Overloaded) => BrokerError::Overloaded,
+                Ok(Kind::DiskSpaceLow) => BrokerError::DiskSpaceLow(partition),
                 Ok(Kind::NoSuchPartition) => BrokerError::NoSuchPartition(partition),
                 Ok(Kind::NotLeader) => BrokerError::NotLeader(partition),
                 _ => BrokerError::Unavailable(partition),

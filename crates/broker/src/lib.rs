@@ -26,8 +26,10 @@
 //! broker, and over the network ([`relay`]) to one led elsewhere.
 
 mod backpressure;
+pub mod backup;
 pub mod cluster;
 mod delivery;
+pub mod disk;
 pub mod export;
 pub mod forward;
 mod metrics;
@@ -77,6 +79,10 @@ pub struct BrokerConfig {
     pub cluster: Option<ClusterSpec>,
     /// The exporters run on every partition led here (none by default).
     pub export: export::ExportConfig,
+    /// Disk watermarks: below them, client commands are refused ([`disk`]).
+    pub disk: disk::DiskConfig,
+    /// The directory backups go to ([`backup`]); `None`: backups are refused.
+    pub backup_store: Option<PathBuf>,
 }
 
 impl Default for BrokerConfig {
@@ -90,6 +96,8 @@ impl Default for BrokerConfig {
             limits: EngineLimits::default(),
             cluster: None,
             export: export::ExportConfig::default(),
+            disk: disk::DiskConfig::default(),
+            backup_store: None,
         }
     }
 }
@@ -98,6 +106,9 @@ impl Default for BrokerConfig {
 pub enum BrokerError {
     #[error("the partition is overloaded; retry later")]
     Overloaded,
+    /// Refused: the data folder's free space is below a disk watermark ([`disk`]).
+    #[error("Cannot accept requests for partition {0}. Broker is out of disk space")]
+    DiskSpaceLow(PartitionId),
     #[error("partition {0} is not available")]
     Unavailable(PartitionId),
     /// Not taken: this broker does not lead the partition (a command may be sent to its leader).
@@ -163,6 +174,10 @@ pub struct Broker {
     links: Option<ClusterLinks>,
     /// A runtime of the broker's own for the network, when it was started outside one.
     _runtime: Option<OwnRuntime>,
+    /// The data folder's free space against the disk watermarks.
+    disk: Arc<disk::DiskMonitor>,
+    /// Where backups go, if configured.
+    backup_store: Option<backup::BackupStore>,
 }
 
 /// What a broker in a cluster uses to reach the others (see [`forward`] and [`remote_streams`]).
@@ -281,6 +296,8 @@ impl Broker {
     /// when there is none); its partitions lead or follow as their groups elect.
     pub fn start(config: BrokerConfig, registry: &prometheus::Registry) -> Result<Arc<Broker>, BrokerError> {
         let metrics = Arc::new(BrokerMetrics::new(registry));
+        let _ = std::fs::create_dir_all(&config.data_dir);
+        let disk = disk::DiskMonitor::start(config.disk.clone(), &config.data_dir, registry);
         let streams = Arc::new(JobStreamRegistry::default());
         let (jobs_available, _) = broadcast::channel(1024);
         let late = Arc::new(LateBroker::default());
@@ -330,6 +347,8 @@ impl Broker {
             network: Mutex::new(network),
             links,
             _runtime: runtime,
+            disk,
+            backup_store: config.backup_store.clone().map(backup::BackupStore::new),
         });
         let _ = late.0.set(Arc::downgrade(&broker));
         if let Some(links) = &broker.links {
@@ -460,6 +479,9 @@ impl Broker {
         if !handle.leads() {
             return Err(BrokerError::NotLeader(partition));
         }
+        if !self.disk.admits(&command) {
+            return Err(BrokerError::DiskSpaceLow(partition));
+        }
         let permit = Some(handle.limiter.try_acquire(&command).ok_or(BrokerError::Overloaded)?);
         let (tx, rx) = oneshot::channel();
         handle.send(Submission { command, reply: Some(tx), scheduled: false, permit })?;
@@ -546,6 +568,52 @@ impl Broker {
     /// The partitions this broker holds.
     pub fn status(&self) -> Vec<PartitionStatus> {
         self.hosted().map(|p| p.status()).collect()
+    }
+
+    /// Starts backup `id` of every partition this broker leads (see [`backup`]) and returns
+    /// once it is recorded IN_PROGRESS in the store; the partitions' checkpoints are taken
+    /// and copied on a thread of its own. In a cluster, each broker is asked for the
+    /// partitions it leads (Zeebe's gateway asks every partition's leader).
+    pub fn take_backup(self: &Arc<Self>, id: u64) -> Result<(), backup::BackupError> {
+        let store = self.backup_store.clone().ok_or(backup::BackupError::NotConfigured)?;
+        let led: Vec<PartitionId> = self
+            .partitions
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| h.as_ref().is_some_and(|h| h.leads()))
+            .map(|(i, _)| i as PartitionId + 1)
+            .collect();
+        store.begin(id, self.partition_count(), &led)?;
+        let jobs = led
+            .into_iter()
+            .filter_map(|p| {
+                let scratch = self.handle(p).ok()?.dir().join(format!("backup-{id}.tmp"));
+                let broker = Arc::downgrade(self);
+                let ask = Box::new(move |dir: PathBuf, reply: std::sync::mpsc::Sender<Result<(StateDigest, u64), String>>| {
+                    if let Some(handle) = broker.upgrade().as_deref().and_then(|b| b.handle(p).ok()) {
+                        handle.ask_backup(partition::BackupAsk { dir, reply });
+                    }
+                });
+                Some(backup::PartitionJob { partition: p, scratch, ask })
+            })
+            .collect();
+        let node_id = self.links.as_ref().map_or(0, |l| l.spec.node_id);
+        let pending = backup::begin_partitions(&store, id, node_id, jobs);
+        std::thread::Builder::new()
+            .name(format!("backup-{id}"))
+            .spawn(move || backup::run(&store, id, pending))
+            .map_err(|e| backup::BackupError::Io(format!("starting the backup thread: {e}")))?;
+        Ok(())
+    }
+
+    /// The backup store, if one is configured.
+    pub fn backup_store(&self) -> Option<&backup::BackupStore> {
+        self.backup_store.as_ref()
+    }
+
+    /// The data folder's free space against the disk watermarks (see [`disk`]).
+    pub fn disk(&self) -> disk::DiskStatus {
+        self.disk.status()
     }
 
     /// Every exporter on every partition held here (see [`export`]).
@@ -641,6 +709,7 @@ impl Broker {
             drop(links.announcer.lock().expect("announcer lock").take());
         }
         drop(self.network.lock().expect("network lock").take());
+        self.disk.stop();
     }
 }
 

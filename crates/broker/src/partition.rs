@@ -98,6 +98,20 @@ pub(crate) struct PartitionHandle {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// The partition's exporters here (see [`crate::export`]).
     exporters: Vec<Arc<Mutex<ExporterStatus>>>,
+    /// A backup's checkpoint asked of the partition thread and not taken yet.
+    backup: Arc<Mutex<Option<BackupAsk>>>,
+    /// The partition's folder in the data folder.
+    dir: PathBuf,
+}
+
+/// A backup's checkpoint asked of the partition thread (see [`crate::backup`]): taken between
+/// two batches, so that it holds the state at exactly one applied index.
+pub(crate) struct BackupAsk {
+    /// Where the checkpoint goes (on the data folder's file system: hard links).
+    pub dir: PathBuf,
+    /// The digest of the checkpoint's state (its applied index is the backup's position) and
+    /// the partition's Raft term.
+    pub reply: mpsc::Sender<Result<(StateDigest, u64), String>>,
 }
 
 impl PartitionHandle {
@@ -117,19 +131,19 @@ impl PartitionHandle {
     /// hash of every other row, read together (replicas at the same applied index have equal
     /// digests: C1; entries without records, such as a new leader's, change only the index).
     pub fn state_digest(&self) -> StateDigest {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        let (mut rows, mut applied_index) = (0u64, 0u64);
-        for (key, value) in self.store.scan_prefix(b"") {
-            if key.as_slice() == META_APPLIED_INDEX {
-                applied_index = u64::from_be_bytes(value.as_slice().try_into().expect("applied index"));
-                continue;
-            }
-            key.hash(&mut hasher);
-            value.hash(&mut hasher);
-            rows += 1;
-        }
-        StateDigest { applied_index, rows, hash: hasher.finish() }
+        digest_of(&*self.store)
+    }
+
+    /// Asks the partition thread for a checkpoint of its state into `ask.dir`, answered on
+    /// `ask.reply` with the digest of the state it holds (its applied index is the backup's
+    /// position). A partition that stopped drops the ask (its reply channel closes).
+    pub(crate) fn ask_backup(&self, ask: BackupAsk) {
+        *self.backup.lock().expect("backup lock") = Some(ask);
+    }
+
+    /// The partition's folder in the data folder.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
     }
 
     pub(crate) fn peer(&self) -> Peer {
@@ -172,6 +186,23 @@ impl PartitionHandle {
             let _ = t.join();
         }
     }
+}
+
+/// The digest of `store`'s rows (see [`PartitionHandle::state_digest`]).
+fn digest_of(store: &dyn KvRead) -> StateDigest {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let (mut rows, mut applied_index) = (0u64, 0u64);
+    for (key, value) in store.scan_prefix(b"") {
+        if key.as_slice() == META_APPLIED_INDEX {
+            applied_index = u64::from_be_bytes(value.as_slice().try_into().expect("applied index"));
+            continue;
+        }
+        key.hash(&mut hasher);
+        value.hash(&mut hasher);
+        rows += 1;
+    }
+    StateDigest { applied_index, rows, hash: hasher.finish() }
 }
 
 /// A partition's committed state in brief (see [`PartitionHandle::state_digest`]).
@@ -298,6 +329,7 @@ pub(crate) fn start(
     let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
     let stop = Arc::new(AtomicBool::new(false));
     let scheduled_in_flight = Arc::new(AtomicUsize::new(0));
+    let backup = Arc::new(Mutex::new(None));
     let limiter = Arc::new(Limiter::new(config.backpressure, metrics.limiter(id)));
     let distribution = replica.as_ref().map(|r| Arc::new(crate::export::Distribution::new(id, r.network, r.id, &r.voters)));
     let crate::export::Runners { bounds: export, statuses: exporters, threads: export_threads } = crate::export::start(
@@ -344,6 +376,7 @@ pub(crate) fn start(
         transfer: transfer.clone(),
         stop: stop.clone(),
         compacted: 0,
+        backup: backup.clone(),
         export,
         relay: replica.as_ref().map(|r| r.relay.clone()),
         replica: inbox.zip(replica).map(|((inbox, packets), r)| Replica {
@@ -369,7 +402,7 @@ pub(crate) fn start(
         .map_err(|e| start_err(id, e))?;
     let mut threads = vec![processing, scheduler];
     threads.extend(export_threads);
-    Ok(PartitionHandle { tx, limiter, status, store, leading, transfer, stop, threads: Mutex::new(threads), exporters })
+    Ok(PartitionHandle { tx, limiter, status, store, leading, transfer, stop, threads: Mutex::new(threads), exporters, backup, dir: base })
 }
 
 /// A replicated partition's Raft side: its peers' messages, its clock, and whether it serves.
@@ -430,6 +463,8 @@ struct Processor {
     stop: Arc<AtomicBool>,
     /// The index the log was last compacted to.
     compacted: u64,
+    /// [`PartitionHandle::ask_backup`]'s request.
+    backup: Arc<Mutex<Option<BackupAsk>>>,
     /// The applied index the exporters read up to, and how far they let the log be compacted.
     export: ExportBounds,
     /// The Raft side of a partition of a cluster; `None` standalone (a single voter).
@@ -992,6 +1027,7 @@ impl Processor {
     /// since the last one, and compacts the log behind a finished one. Checkpointing (a memtable
     /// flush and hard links) runs off the processing thread so commands do not wait for it.
     fn maybe_snapshot(&mut self) {
+        self.take_backup();
         let done = self.snapshot.done.load(Ordering::SeqCst);
         if self.replica.is_some() {
             self.compact_replicated(done);
@@ -1023,6 +1059,20 @@ impl Processor {
 }
 
 impl Processor {
+    /// Takes the backup checkpoint asked for, if any: between two batches, so the checkpoint
+    /// holds the state at exactly the applied index its digest names (a RocksDB checkpoint:
+    /// a memtable flush and hard links; the digest reads every row, which the partition
+    /// waits for).
+    fn take_backup(&mut self) {
+        let Some(ask) = self.backup.lock().expect("backup lock").take() else { return };
+        let started = Instant::now();
+        let _ = fs::remove_dir_all(&ask.dir);
+        let taken =
+            self.store.checkpoint(&ask.dir).map_err(|e| format!("checkpoint: {e}")).map(|()| (digest_of(&*self.store), self.raft.term()));
+        tracing::info!(partition = self.id, applied = self.applied, ms = started.elapsed().as_millis() as u64, "backup checkpoint taken");
+        let _ = ask.reply.send(taken);
+    }
+
     /// The standalone partition's log compaction: up to its newest snapshot, but not past an
     /// entry an exporter has not acknowledged; an exporter that holds it back lets it go on in
     /// steps of at least an eighth of the snapshot interval (each compaction writes the

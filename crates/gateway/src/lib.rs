@@ -214,10 +214,10 @@ impl GatewayService {
             match self.broker.submit_within(partition, command.clone(), CREATE_PARTITION_WINDOW.min(left)).await {
                 Ok(record) if record.rejection.is_some() => return Err(status::rejection(&record)),
                 Ok(record) => return Ok(record),
-                Err(e @ (BrokerError::NotLeader(_) | BrokerError::Overloaded)) => {
+                Err(e @ (BrokerError::NotLeader(_) | BrokerError::Overloaded | BrokerError::DiskSpaceLow(_))) => {
                     tracing::debug!(partition, error = %e, "a new instance goes to the next partition");
                     // every partition refused: give the cluster a moment before the next round
-                    if matches!(e, BrokerError::Overloaded) && (attempt + 1) % u32::from(n) == 0 {
+                    if matches!(e, BrokerError::Overloaded | BrokerError::DiskSpaceLow(_)) && (attempt + 1) % u32::from(n) == 0 {
                         tokio::time::sleep(Duration::from_millis(25)).await;
                     }
                     last = e;

@@ -44,6 +44,9 @@ pub fn broker(error: BrokerError) -> Status {
         BrokerError::Overloaded => Status::resource_exhausted(
             "Expected to handle gRPC request, but request could not be processed due to back pressure. Retry later.",
         ),
+        // Zeebe's words (CommandApiRequestHandler): "Cannot accept requests for partition N.
+        // Broker is out of disk space"
+        e @ BrokerError::DiskSpaceLow(_) => Status::resource_exhausted(e.to_string()),
         BrokerError::NoSuchPartition(p) => {
             Status::not_found(format!("Expected a key of an existing partition, but partition {p} does not exist"))
         }

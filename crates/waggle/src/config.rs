@@ -9,6 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use serde::Deserialize;
 use waggle_broker::cluster::ClusterSpecError;
+use waggle_broker::disk::DiskConfig;
 use waggle_broker::{BackpressureConfig, ClusterSpec, EngineLimits, ParseLimits};
 pub use waggle_exporter::debug::Target as DebugTarget;
 
@@ -116,6 +117,74 @@ pub struct NodeArgs {
     pub rest_max_body_size: Option<usize>,
     #[command(flatten)]
     pub security: SecurityArgs,
+    /// Disk watermarks: watch the data folder's free space (Zeebe's `data.disk.enableMonitoring`)
+    /// [default: true].
+    #[arg(long, env = "WAGGLE_DISK_MONITORING", action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub disk_monitoring: Option<bool>,
+    /// Disk watermarks: with less free space than this, commands that add work (creations,
+    /// messages, deployments, ...) are refused with RESOURCE_EXHAUSTED; bytes, or with a unit:
+    /// KB, MB, GB (Zeebe's `data.disk.freeSpace.processing`) [default: 2GB].
+    #[arg(long, env = "WAGGLE_DISK_FREE_SPACE_PROCESSING", value_name = "SIZE")]
+    pub disk_free_space_processing: Option<ByteSize>,
+    /// Disk watermarks: with less free space than this, every client command is refused (job
+    /// completions and cancellations too); at most the processing watermark (Zeebe's
+    /// `data.disk.freeSpace.replication`) [default: 1GB].
+    #[arg(long, env = "WAGGLE_DISK_FREE_SPACE_REPLICATION", value_name = "SIZE")]
+    pub disk_free_space_replication: Option<ByteSize>,
+    /// Disk watermarks: milliseconds between two readings of the free space [default: 1000].
+    #[arg(long, env = "WAGGLE_DISK_MONITORING_INTERVAL_MS")]
+    pub disk_monitoring_interval_ms: Option<u64>,
+    /// Backups: the directory of the backup store (`POST /actuator/backups`, `waggle restore`);
+    /// the same on every broker of a cluster [default: none, backups refused].
+    #[arg(long, env = "WAGGLE_BACKUP_STORE", value_name = "DIR")]
+    pub backup_store: Option<PathBuf>,
+}
+
+/// A size in bytes: a number, or a number with a unit KB, MB or GB (powers of 1024, as
+/// Zeebe's sizes), e.g. `512MB`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "ByteSizeText")]
+pub struct ByteSize(pub u64);
+
+/// `ByteSize` in the TOML file: an integer or a string with a unit.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ByteSizeText {
+    Bytes(u64),
+    Text(String),
+}
+
+impl TryFrom<ByteSizeText> for ByteSize {
+    type Error = String;
+
+    fn try_from(v: ByteSizeText) -> Result<Self, String> {
+        match v {
+            ByteSizeText::Bytes(b) => Ok(ByteSize(b)),
+            ByteSizeText::Text(t) => t.parse(),
+        }
+    }
+}
+
+impl std::str::FromStr for ByteSize {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let upper = t.to_ascii_uppercase();
+        let (number, unit) = match upper.find(|c: char| !c.is_ascii_digit()) {
+            Some(i) => upper.split_at(i),
+            None => (upper.as_str(), ""),
+        };
+        let unit = match unit.trim() {
+            "" | "B" => 1u64,
+            "KB" => 1 << 10,
+            "MB" => 1 << 20,
+            "GB" => 1 << 30,
+            other => return Err(format!("'{s}': unknown unit '{other}' (use KB, MB or GB)")),
+        };
+        let n: u64 = number.parse().map_err(|_| format!("'{s}' is not a size (e.g. 512MB)"))?;
+        n.checked_mul(unit).map(ByteSize).ok_or_else(|| format!("'{s}' is too large"))
+    }
 }
 
 /// A cluster broker's settings beside the node's (`waggle broker`).
@@ -205,6 +274,11 @@ struct FileConfig {
     rest_port: Option<u16>,
     rest_max_body_size: Option<usize>,
     security: Option<SecurityFile>,
+    disk_monitoring: Option<bool>,
+    disk_free_space_processing: Option<ByteSize>,
+    disk_free_space_replication: Option<ByteSize>,
+    disk_monitoring_interval_ms: Option<u64>,
+    backup_store: Option<PathBuf>,
 }
 
 /// `--query-store` (`query_store` in the file: a boolean or a URL string).
@@ -272,6 +346,10 @@ pub struct NodeConfig {
     pub management_host: String,
     pub rest_max_body_size: usize,
     pub security: SecurityConfig,
+    /// Disk watermarks.
+    pub disk: DiskConfig,
+    /// The backup store's directory, if backups are on.
+    pub backup_store: Option<PathBuf>,
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -376,6 +454,25 @@ impl NodeArgs {
             management_host: self.management_host.clone().or_else(|| file.management_host.clone()).unwrap_or_else(|| "127.0.0.1".into()),
             rest_max_body_size: self.rest_max_body_size.or(file.rest_max_body_size).unwrap_or(4 * 1024 * 1024),
             security: self.security.resolve(file.security.as_ref())?,
+            disk: {
+                let d = DiskConfig::default();
+                DiskConfig {
+                    enabled: self.disk_monitoring.or(file.disk_monitoring).unwrap_or(d.enabled),
+                    free_space_processing: self
+                        .disk_free_space_processing
+                        .or(file.disk_free_space_processing)
+                        .map_or(d.free_space_processing, |b| b.0),
+                    free_space_replication: self
+                        .disk_free_space_replication
+                        .or(file.disk_free_space_replication)
+                        .map_or(d.free_space_replication, |b| b.0),
+                    monitoring_interval: self
+                        .disk_monitoring_interval_ms
+                        .or(file.disk_monitoring_interval_ms)
+                        .map_or(d.monitoring_interval, Duration::from_millis),
+                }
+            },
+            backup_store: self.backup_store.clone().or_else(|| file.backup_store.clone()),
         };
         anyhow::ensure!(config.rest_max_body_size >= 1024, "--rest-max-body-size must be at least 1024 bytes");
         anyhow::ensure!(config.partitions >= 1, "--partitions must be at least 1");
@@ -394,6 +491,13 @@ impl NodeArgs {
             "--max-bpmn-element-depth must be between 3 and {ceiling} (deeper nesting is refused to keep the parser and the engine within their stack)"
         );
         anyhow::ensure!(config.limits.max_process_depth >= 1, "--max-process-depth must be at least 1");
+        anyhow::ensure!(
+            config.disk.free_space_replication <= config.disk.free_space_processing,
+            "--disk-free-space-replication ({} bytes) must be at most --disk-free-space-processing ({} bytes)",
+            config.disk.free_space_replication,
+            config.disk.free_space_processing
+        );
+        anyhow::ensure!(!config.disk.monitoring_interval.is_zero(), "--disk-monitoring-interval-ms must be at least 1");
         Ok(config)
     }
 }
@@ -514,6 +618,22 @@ pub(crate) fn socket_address(host: &str, port: u16) -> anyhow::Result<SocketAddr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disk_watermarks_read_sizes_with_units_and_keep_replication_below_processing() {
+        assert_eq!("512MB".parse::<ByteSize>(), Ok(ByteSize(512 << 20)));
+        assert_eq!("2gb".parse::<ByteSize>(), Ok(ByteSize(2 << 30)));
+        assert_eq!("1000".parse::<ByteSize>(), Ok(ByteSize(1000)));
+        assert!("12XB".parse::<ByteSize>().is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("waggle.toml");
+        std::fs::write(&file, "disk_free_space_processing = \"300MB\"\ndisk_free_space_replication = 1048576\n").unwrap();
+        let c = NodeArgs { config: Some(file.clone()), ..Default::default() }.resolve().unwrap();
+        assert_eq!((c.disk.free_space_processing, c.disk.free_space_replication), (300 << 20, 1 << 20));
+        assert!(c.disk.enabled);
+        let bad = NodeArgs { config: Some(file), disk_free_space_replication: Some(ByteSize(1 << 30)), ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("--disk-free-space-replication"));
+    }
 
     #[test]
     fn flags_override_the_file_and_defaults_fill_the_rest() {

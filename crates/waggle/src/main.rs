@@ -44,9 +44,46 @@ enum Cmd {
     /// brokers, partitions and leaders from their gossip through --contact-points and routes every
     /// request to the partition's leader (`waggle gateway --help`).
     Gateway(Box<gateway::config::GatewayArgs>),
+    /// Rebuilds the data folder from a backup in the backup store (`--backup-id N`, with the
+    /// node's --data-dir, --backup-store and --partitions): refuses a data folder that is not
+    /// empty and a backup that is not complete (see docs/operations.md).
+    Restore(Box<RestoreArgs>),
     /// Zeebe's benchmark over the gateway protocol, against Waggle
     /// (`waggle bench run|compare|smoke --help`).
     Bench(Box<waggle_bench::BenchArgs>),
+}
+
+/// `waggle restore`: a node's settings and the backup to restore.
+#[derive(clap::Args)]
+struct RestoreArgs {
+    /// The id of the backup to restore (as given to `POST /actuator/backups`).
+    #[arg(long)]
+    backup_id: u64,
+    #[command(flatten)]
+    node: NodeArgs,
+}
+
+/// Restores backup `args.backup_id` into the node's data folder.
+fn restore(args: &RestoreArgs) -> anyhow::Result<()> {
+    let config = args.node.resolve()?;
+    let store_dir = config.backup_store.clone().context("waggle restore needs --backup-store (or backup_store in the config file)")?;
+    let store = waggle_broker::backup::BackupStore::new(store_dir);
+    let info = store.info(args.backup_id)?;
+    anyhow::ensure!(
+        info.details.len() == usize::from(config.partitions),
+        "backup {} has {} partition(s) but --partitions is {}: restore with --partitions {}",
+        args.backup_id,
+        info.details.len(),
+        config.partitions,
+        info.details.len()
+    );
+    let restored = waggle_broker::backup::restore(&store, args.backup_id, &config.data_dir)?;
+    persisted::check_or_record(&config.data_dir, &persisted::DataSettings::of(config.partitions, None))?;
+    for r in &restored {
+        tracing::info!(backup = args.backup_id, partition = r.partition, position = r.position, "partition restored");
+    }
+    println!("restored backup {} into {} ({} partition(s))", args.backup_id, config.data_dir.display(), restored.len());
+    Ok(())
 }
 
 /// jemalloc instead of glibc's malloc, for the server and the bench client alike. glibc's
@@ -85,6 +122,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             (config, Some(cluster))
         }
         Some(Cmd::Gateway(args)) => return gateway::run(&args),
+        Some(Cmd::Restore(args)) => return restore(&args),
         Some(Cmd::Bench(args)) => {
             return waggle_bench::runtime()?.block_on(waggle_bench::run(*args));
         }
@@ -169,6 +207,8 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
             limits: config.limits,
             cluster: cluster.clone(),
             export: export_config(&config, query_store.as_ref())?,
+            disk: config.disk.clone(),
+            backup_store: config.backup_store.clone(),
         },
         &registry,
     )

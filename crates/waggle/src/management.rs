@@ -11,6 +11,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use prometheus::{Encoder, Registry, TextEncoder};
 use serde_json::json;
+use waggle_broker::backup::BackupError;
 use waggle_broker::Broker;
 use waggle_gateway::{ClusterTopology, TopologySource};
 
@@ -31,20 +32,34 @@ pub fn router(state: ManagementState) -> Router {
         .route("/metrics", get(metrics))
         .route("/actuator/cluster", get(cluster))
         .route("/actuator/rebalance", post(rebalance))
+        .route("/actuator/backups", post(take_backup).get(list_backups))
+        .route("/actuator/backups/:id", get(backup_status).delete(delete_backup))
         .route("/v1/incidents", get(incidents))
         .route("/v1/partitions", get(partitions))
         .route("/v1/partitions/:id/digest", get(digest))
         .with_state(state)
 }
 
-/// UP while every partition is healthy and no exporter is stuck (behind, and nothing
+/// UP while every partition is healthy, no exporter is stuck (behind, and nothing
 /// acknowledged for longer than `exporter_stuck_after_ms`: its log cannot be compacted, so it is
-/// reported long before the disk fills); the exporters are listed when there are any.
+/// reported long before the disk fills) and the data folder's free space is above the disk
+/// watermarks (`disk`: its level, free bytes and the watermarks); the exporters are listed when
+/// there are any.
 async fn health(State(s): State<ManagementState>) -> Response {
     let exporters = s.broker.exporters();
-    let healthy = s.broker.status().iter().all(|p| p.healthy) && !exporters.iter().any(|e| e.stuck);
+    let disk = s.broker.disk();
+    let disk_ok = disk.level == waggle_broker::disk::DiskLevel::Ok;
+    let healthy = s.broker.status().iter().all(|p| p.healthy) && !exporters.iter().any(|e| e.stuck) && disk_ok;
     let code = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let mut body = json!({ "status": if healthy { "UP" } else { "DOWN" } });
+    body["disk"] = json!({
+        "status": disk.level.name(),
+        "monitoring": disk.enabled,
+        "freeBytes": disk.free_bytes,
+        "totalBytes": disk.total_bytes,
+        "freeSpaceProcessing": disk.free_space_processing,
+        "freeSpaceReplication": disk.free_space_replication,
+    });
     if !exporters.is_empty() {
         body["exporters"] = exporters
             .iter()
@@ -198,5 +213,62 @@ async fn digest(State(s): State<ManagementState>, Path(id): Path<u16>) -> Respon
         }
         Ok(Err(e)) => (StatusCode::NOT_FOUND, e.to_string()).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// A backup error as the backup API answers it: 404 for an unknown backup, 409 for an id not
+/// above the store's newest, 400 when no store is configured or the backup is not complete.
+fn backup_error(e: BackupError) -> Response {
+    let code = match &e {
+        BackupError::NotFound(_) => StatusCode::NOT_FOUND,
+        BackupError::Conflict(..) => StatusCode::CONFLICT,
+        BackupError::NotConfigured | BackupError::Incomplete(..) | BackupError::TargetNotEmpty(_) => StatusCode::BAD_REQUEST,
+        BackupError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (code, Json(json!({ "message": e.to_string() }))).into_response()
+}
+
+/// `POST /actuator/backups` with `{"backupId": N}` (Zeebe's): 202 once the backup of every
+/// partition led here is scheduled; its progress shows in `GET /actuator/backups/N`.
+async fn take_backup(State(s): State<ManagementState>, body: axum::body::Bytes) -> Response {
+    let id = serde_json::from_slice::<serde_json::Value>(&body).ok().and_then(|v| v.get("backupId").and_then(|id| id.as_u64()));
+    let Some(id) = id else {
+        return (StatusCode::BAD_REQUEST, Json(json!({ "message": "expected a body {\"backupId\": <a positive integer>}" })))
+            .into_response();
+    };
+    let broker = s.broker.clone();
+    match tokio::task::spawn_blocking(move || broker.take_backup(id)).await {
+        Ok(Ok(())) => (
+            StatusCode::ACCEPTED,
+            Json(json!({ "message": format!("A backup with id {id} has been scheduled. Use GET actuator/backups/{id} to monitor the status.") })),
+        )
+            .into_response(),
+        Ok(Err(e)) => backup_error(e),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// `GET /actuator/backups`: every backup in the store, each as `GET /actuator/backups/{id}`.
+async fn list_backups(State(s): State<ManagementState>) -> Response {
+    match s.broker.backup_store() {
+        Some(store) => Json(serde_json::to_value(store.list()).expect("json")).into_response(),
+        None => backup_error(BackupError::NotConfigured),
+    }
+}
+
+/// `GET /actuator/backups/{id}`: the backup's state (COMPLETED, IN_PROGRESS, FAILED,
+/// INCOMPLETE) and each partition's (`details`).
+async fn backup_status(State(s): State<ManagementState>, Path(id): Path<u64>) -> Response {
+    match s.broker.backup_store().ok_or(BackupError::NotConfigured).and_then(|store| store.info(id)) {
+        Ok(info) => Json(serde_json::to_value(info).expect("json")).into_response(),
+        Err(e) => backup_error(e),
+    }
+}
+
+/// `DELETE /actuator/backups/{id}`: removes the backup from the store (204).
+async fn delete_backup(State(s): State<ManagementState>, Path(id): Path<u64>) -> Response {
+    match s.broker.backup_store().ok_or(BackupError::NotConfigured).and_then(|store| store.delete(id)) {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => backup_error(e),
     }
 }

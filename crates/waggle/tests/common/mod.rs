@@ -54,6 +54,23 @@ impl Node {
         node
     }
 
+    /// As [`Node::start_with_env`], on `data_dir` (made by the caller, e.g. on a file system of its
+    /// own; the node's log goes beside it).
+    pub fn start_at(data_dir: PathBuf, extra_args: &[&str], envs: &[(&str, &str)]) -> Node {
+        let mut node = Node {
+            child: None,
+            grpc_port: free_port(),
+            management_port: free_port(),
+            rest_port: free_port(),
+            data_dir,
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            envs: envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            _temp: None,
+        };
+        node.spawn();
+        node
+    }
+
     /// The node's command: a leading subcommand of its arguments (`broker`, `standalone`,
     /// `gateway`), its data directory (not a gateway's) and ports, the rest of its arguments, its environment.
     fn command(&self) -> Command {
@@ -221,6 +238,23 @@ pub fn http_request(port: u16, method: &str, path: &str) -> Option<(u16, String)
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(stream, "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((status, body))
+}
+
+/// An HTTP/1.0 request with a JSON body on loopback: (status, body).
+pub fn http_json(port: u16, method: &str, path: &str, json: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
+        json.len()
+    )
+    .ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
     let status = response.split_whitespace().nth(1)?.parse().ok()?;
