@@ -192,7 +192,13 @@ impl Exporter for StoreExporter {
             // the frequent values are read as they are, the others through their JSON
             let typed = matches!(
                 record.value,
-                RecordValue::ProcessInstance(_) | RecordValue::Variable(_) | RecordValue::Job(_) | RecordValue::JobBatch(_)
+                RecordValue::ProcessInstance(_)
+                    | RecordValue::Variable(_)
+                    | RecordValue::Job(_)
+                    | RecordValue::JobBatch(_)
+                    | RecordValue::DecisionEvaluation(_)
+                    | RecordValue::Decision(_)
+                    | RecordValue::DecisionRequirements(_)
             );
             self.batch.push(Pending {
                 ended: None,
@@ -330,10 +336,15 @@ pub fn stored(value_type: &str, intent: &str) -> bool {
             | ("PROCESS_INSTANCE", "ELEMENT_ACTIVATING" | "ELEMENT_COMPLETED" | "ELEMENT_TERMINATED")
             | ("VARIABLE", "CREATED" | "UPDATED" | "MIGRATED")
             | ("INCIDENT", "CREATED" | "RESOLVED")
-            | ("JOB", "CREATED" | "COMPLETED" | "FAILED" | "TIMED_OUT" | "CANCELED" | "ERROR_THROWN" | "RETRIES_UPDATED" | "MIGRATED")
+            | (
+                "JOB",
+                "CREATED" | "COMPLETED" | "FAILED" | "TIMED_OUT" | "CANCELED" | "ERROR_THROWN" | "RETRIES_UPDATED" | "MIGRATED" | "UPDATED"
+            )
             | ("JOB_BATCH", "ACTIVATED")
             | ("PROCESS_MESSAGE_SUBSCRIPTION", "CREATING" | "CREATED" | "CORRELATED" | "DELETED" | "MIGRATED")
             | ("USER_TASK", "CREATED" | "ASSIGNED" | "UPDATED" | "COMPLETED" | "CANCELED" | "MIGRATED")
+            | ("DECISION_REQUIREMENTS" | "DECISION", "CREATED")
+            | ("DECISION_EVALUATION", "EVALUATED" | "FAILED")
     )
 }
 
@@ -500,7 +511,7 @@ fn set(key: i64) -> Option<i64> {
 }
 
 /// Writes the effect of the frequent events, read from the record's value itself (no JSON):
-/// elements, variables, jobs and job batches.
+/// elements, variables, jobs and job batches; and of the DMN ones ([`crate::decisions`]).
 fn apply_typed(tx: &Connection, partition: PartitionId, p: &Pending, value: &RecordValue) -> Result<(), StoreError> {
     match (value, p.intent) {
         (RecordValue::ProcessInstance(v), "ELEMENT_ACTIVATING") => {
@@ -582,6 +593,10 @@ fn apply_typed(tx: &Connection, partition: PartitionId, p: &Pending, value: &Rec
                 params![p.key, v.process_instance_key, v.bpmn_process_id, v.scope_key, v.name, v.value, tenant_of(&v.tenant_id), partition],
             )?;
         }
+        // JOB UPDATE (8.8): the retries and deadline change, the job's state does not
+        (RecordValue::Job(v), "UPDATED") => {
+            tx.execute("UPDATE job SET retries = ?2, deadline = ?3 WHERE job_key = ?1", params![p.key, v.retries, set(v.deadline_ms)])?;
+        }
         (RecordValue::Job(v), intent) => {
             let end = matches!(intent, "COMPLETED" | "CANCELED" | "ERROR_THROWN").then_some(p.timestamp);
             let headers = v.custom_headers.trim();
@@ -618,6 +633,11 @@ fn apply_typed(tx: &Connection, partition: PartitionId, p: &Pending, value: &Rec
                 ],
             )?;
         }
+        (RecordValue::DecisionEvaluation(v), intent) => {
+            crate::decisions::export_evaluation(tx, partition, p.key, p.timestamp, intent == "FAILED", v)?;
+        }
+        (RecordValue::Decision(d), _) => crate::decisions::export_decision(tx, d)?,
+        (RecordValue::DecisionRequirements(r), _) => crate::decisions::export_requirements(tx, r)?,
         (RecordValue::JobBatch(b), _) => {
             for (key, job) in b.job_keys.iter().zip(b.jobs.iter()) {
                 tx.execute(
@@ -635,7 +655,7 @@ fn apply_typed(tx: &Connection, partition: PartitionId, p: &Pending, value: &Rec
 /// everything belonging to them. Returns how many instances went.
 pub fn clean_up(conn: &Connection, partition: PartitionId, before: i64) -> Result<u64, StoreError> {
     let finished = "SELECT process_instance_key FROM process_instance WHERE partition_id = ?1 AND end_date IS NOT NULL AND end_date < ?2";
-    for table in ["flow_node_instance", "variable", "incident", "job", "message_subscription", "user_task"] {
+    for table in ["flow_node_instance", "variable", "incident", "job", "message_subscription", "user_task", "decision_instance"] {
         conn.execute(&format!("DELETE FROM {table} WHERE process_instance_key IN ({finished})"), params![partition, before])?;
     }
     conn.execute(
