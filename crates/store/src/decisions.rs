@@ -247,10 +247,12 @@ pub(crate) fn export_evaluation(
                 non_empty(&d.decision_type),
                 set(v.decision_requirements_key),
                 non_empty(&v.decision_requirements_id),
-                set(v.process_definition_key),
+                // -1 of an evaluation on its own, as 8.8 stores and answers them (its Java
+                // client reads these keys as numbers)
+                v.process_definition_key,
                 non_empty(&v.bpmn_process_id),
-                set(v.process_instance_key),
-                set(v.element_instance_key),
+                v.process_instance_key,
+                v.element_instance_key,
                 non_empty(&v.element_id),
                 Value::Array(inputs).to_string(),
                 Value::Array(rules).to_string(),
