@@ -1,10 +1,13 @@
 // The Camunda 8.8 Java client (io.camunda:camunda-client-java 8.8) driving Waggle's REST API v2
 // command endpoints with preferRestOverGrpc(true) and a gRPC address where nothing listens, so
 // every command below can only succeed over REST: deploy (multipart), create, activate jobs,
-// fail a job to an incident, update its retries, resolve the incident, set variables, complete,
+// fail a job to an incident, update its retries, resolve the incident, update retries and
+// timeout in one JOB UPDATE (and a 400 for retries 0), set variables, complete,
 // publish a message, broadcast a signal, throw an error, modify an instance, evaluate a
 // decision, delete a resource; correlate a message to a waiting catch event (the answer names
-// its process instance), and one nothing waits for (404, Zeebe's NOT_FOUND).
+// its process instance), and one nothing waits for (404, Zeebe's NOT_FOUND). Also the reads
+// of what they left: element statistics of an instance and of a definition, and the
+// evaluation's decision instances (search, get) and decision definition (search, XML).
 // Run by crates/waggle/tests/rest.rs: java -cp '<8.8 client jars>/*' RestCommands.java
 // <rest port> <models dir>; prints OK and exits 0, or throws.
 
@@ -12,6 +15,7 @@ import io.camunda.client.CamundaClient;
 import io.camunda.client.api.command.ProblemException;
 import io.camunda.client.api.response.ActivatedJob;
 import io.camunda.client.api.search.enums.ProcessInstanceState;
+import io.camunda.client.api.search.response.DecisionInstanceState;
 import java.net.ServerSocket;
 import java.net.URI;
 import java.nio.file.Path;
@@ -82,6 +86,16 @@ public class RestCommands {
       jobs = activate(client, "rest-work");
       check(jobs.size() == 1 && jobs.get(0).getKey() == job.getKey(), "the job again: " + jobs);
       client.newUpdateJobCommand(job.getKey()).updateTimeout(Duration.ofMinutes(2)).send().join();
+      // one JOB UPDATE for both; a changeset with an invalid part changes nothing (400)
+      client.newUpdateJobCommand(job.getKey()).update(3, 120_000L).send().join();
+      try {
+        client.newUpdateJobCommand(job.getKey()).update(0, 60_000L).send().join();
+        throw new AssertionError("retries 0 were accepted");
+      } catch (ProblemException e) {
+        check(e.code() == 400 && e.getMessage().contains("positive amount of retries"), "400: " + e);
+      }
+      eventually(() -> client.newJobSearchRequest().filter(f -> f.jobKey(job.getKey())).send().join()
+          .items().stream().anyMatch(j -> j.getRetries() == 3) ? true : null, "the job's retries updated to 3");
       client.newSetVariablesCommand(instance).variables(Map.of("extra", 7)).send().join();
       client.newCompleteCommand(job.getKey()).variables(Map.of("done", true)).send().join();
 
@@ -94,6 +108,13 @@ public class RestCommands {
       eventually(() -> client.newProcessInstanceSearchRequest()
           .filter(f -> f.processInstanceKey(instance).state(ProcessInstanceState.COMPLETED)).send().join().items().isEmpty() ? null : true,
           "the instance completed");
+      // element statistics of the completed instance, and of its definition's completed instances
+      var stats = client.newProcessInstanceElementStatisticsRequest(instance).send().join();
+      check(stats.stream().anyMatch(s -> s.getElementId().equals("work") && s.getCompleted() == 1 && s.getActive() == 0), "stats: " + stats);
+      long definitionKey = deployment.getProcesses().get(0).getProcessDefinitionKey();
+      var definitionStats = client.newProcessDefinitionElementStatisticsRequest(definitionKey)
+          .filter(f -> f.state(ProcessInstanceState.COMPLETED).elementId("work")).send().join();
+      check(definitionStats.size() == 1 && definitionStats.get(0).getCompleted() == 1, "definition stats: " + definitionStats);
       var vars = client.newVariableSearchRequest().filter(f -> f.processInstanceKey(instance)).send().join().items();
       check(vars.stream().anyMatch(v -> v.getName().equals("extra") && v.getValue().equals("7")), "extra: " + vars);
       check(vars.stream().anyMatch(v -> v.getName().equals("paid") && v.getValue().equals("true")), "paid: " + vars);
@@ -148,6 +169,20 @@ public class RestCommands {
       check(evaluated.getDecisionOutput().equals("\"Spareribs\""), "output: " + evaluated.getDecisionOutput());
       check(evaluated.getEvaluatedDecisions().size() == 2, "evaluated: " + evaluated.getEvaluatedDecisions());
       check(evaluated.getDecisionEvaluationKey() > 0, "evaluation key");
+
+      // the evaluation in the query store: a decision instance per evaluated decision
+      var decisionInstances = eventually(() -> {
+        var items = client.newDecisionInstanceSearchRequest()
+            .filter(f -> f.decisionInstanceKey(evaluated.getDecisionEvaluationKey())).send().join().items();
+        return items.size() == 2 ? items : null;
+      }, "the evaluation's decision instances");
+      var dish = decisionInstances.stream().filter(d -> d.getDecisionDefinitionId().equals("dish")).findFirst().orElseThrow();
+      check(dish.getState() == DecisionInstanceState.EVALUATED && dish.getResult().equals("\"Spareribs\""), "dish: " + dish);
+      var fetched = client.newDecisionInstanceGetRequest(dish.getDecisionInstanceId()).send().join();
+      check(!fetched.getMatchedRules().isEmpty() && !fetched.getEvaluatedInputs().isEmpty(), "inputs and rules: " + fetched);
+      var dishDefinition = client.newDecisionDefinitionSearchRequest().filter(f -> f.decisionDefinitionId("dish")).send().join().singleItem();
+      check(dishDefinition.getDecisionKey() == dish.getDecisionDefinitionKey(), "the definition: " + dishDefinition);
+      check(client.newDecisionDefinitionGetXmlRequest(dishDefinition.getDecisionKey()).send().join().contains("season"), "the DRG's XML");
 
       // deletion of the decision requirements, then evaluation fails with 404
       client.newDeleteResourceCommand(deployment.getDecisionRequirements().get(0).getDecisionRequirementsKey()).send().join();

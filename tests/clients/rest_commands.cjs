@@ -75,6 +75,8 @@ async function main() {
   jobs = await activate('rest-work')
   check(jobs.length === 1 && String(jobs[0].jobKey) === jobKey, `the job again ${JSON.stringify(jobs)}`)
   await rest.updateJob({ jobKey, retries: 2, timeout: 60000 })
+  // one JOB UPDATE: an invalid part rejects the whole changeset
+  await expectStatus(rest.updateJob({ jobKey, retries: 0, timeout: 60000 }), 400, 'an update to 0 retries')
   await rest.updateElementInstanceVariables({ elementInstanceKey: instance, variables: { extra: 7 } })
   await jobs[0].complete({ done: true })
 

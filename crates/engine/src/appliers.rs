@@ -700,6 +700,11 @@ fn apply_job(state: &mut Overlay<'_>, key: i64, intent: Intent, job: &JobRecord)
                 stored.record.element_id = job.element_id.clone();
             }
             Intent::TimeoutUpdated => stored.record.deadline_ms = job.deadline_ms,
+            // JOB UPDATE: the retries and the deadline as the changeset left them
+            Intent::Updated => {
+                stored.record.retries = job.retries;
+                stored.record.deadline_ms = job.deadline_ms;
+            }
             Intent::ErrorThrown => {
                 stored.state = JobState::ErrorThrown;
                 stored.record.error_code = job.error_code.clone();

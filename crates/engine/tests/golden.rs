@@ -230,6 +230,16 @@ impl Scenario {
                     RecordValue::Job(JobRecord { timeout_ms: arg(2).parse().unwrap(), ..Default::default() }),
                 );
             }
+            // 8.8's single JOB UPDATE: `update job <retries|-> <timeout|->` (`-`: not in the changeset)
+            "update" => {
+                let key = self.reference(arg(1));
+                let value = JobRecord {
+                    retries: if arg(2) == "-" { JobRecord::UNCHANGED_RETRIES } else { arg(2).parse().unwrap() },
+                    timeout_ms: if arg(3) == "-" { JobRecord::UNCHANGED_TIMEOUT } else { arg(3).parse().unwrap() },
+                    ..Default::default()
+                };
+                self.run(Intent::Update, key, RecordValue::Job(value));
+            }
             "time-out" => {
                 let key = self.reference(arg(1));
                 self.run(Intent::TimeOut, key, RecordValue::Job(job(0)));

@@ -149,6 +149,22 @@ impl GatewayService {
         .await
     }
 
+    /// Updates a job's retries and timeout in one JOB UPDATE command (Camunda 8.8's, which the
+    /// gRPC protocol lacks; REST's `PATCH /v2/jobs/{jobKey}`): `None` leaves an attribute as it
+    /// is. The UPDATED record, or the rejection (every invalid part named) as a status.
+    pub async fn update_job(&self, job_key: i64, retries: Option<i32>, timeout: Option<i64>) -> Result<Record, Status> {
+        self.measured("UpdateJob", async {
+            let partition = self.partition_of(job_key, "UPDATE")?;
+            let value = RecordValue::Job(JobRecord {
+                retries: retries.unwrap_or(JobRecord::UNCHANGED_RETRIES),
+                timeout_ms: timeout.unwrap_or(JobRecord::UNCHANGED_TIMEOUT),
+                ..job_value(job_key)
+            });
+            self.submit(partition, job_key, Intent::Update, value).await
+        })
+        .await
+    }
+
     fn partition_of(&self, key: i64, what: &str) -> Result<PartitionId, Status> {
         self.broker.partition_of_key(key).ok_or_else(|| {
             Status::not_found(format!(

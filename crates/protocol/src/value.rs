@@ -491,6 +491,16 @@ pub struct JobRecord {
     pub tenant_id: SharedStr,
 }
 
+impl JobRecord {
+    /// In a JOB UPDATE command (Camunda 8.8's single update, `PATCH /v2/jobs/{jobKey}`): the
+    /// changeset leaves the retries as they are. Zeebe's record lists its `changedAttributes`;
+    /// a record stored in the log never gains a field here, so an attribute the changeset
+    /// leaves out carries this value instead.
+    pub const UNCHANGED_RETRIES: i32 = i32::MIN;
+    /// In a JOB UPDATE command: the changeset leaves the timeout (the deadline) as it is.
+    pub const UNCHANGED_TIMEOUT: i64 = i64::MIN;
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct JobBatchRecord {
     pub job_type: String,

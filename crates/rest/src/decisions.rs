@@ -1,25 +1,55 @@
-//! `POST /v2/decision-definitions/evaluation`
+//! DMN in the 8.8 API: `POST /v2/decision-definitions/evaluation`
 //! (<https://docs.camunda.io/docs/8.8/apis-tools/orchestration-cluster-api-rest/specifications/evaluate-decision/>),
-//! through the gRPC gateway's EvaluateDecision handler.
+//! through the gRPC gateway's EvaluateDecision handler, and the decision searches and gets
+//! (`search-decision-instances`, `get-decision-instance`, `search-decision-definitions`, ...)
+//! over the query store.
 
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Path, State};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use waggle_protocol::gateway as pb;
 use waggle_protocol::gateway::gateway_server::Gateway as _;
+use waggle_store::decisions;
 
 use crate::input::{self, parse};
+use crate::routes::{by_key, key, read, search, S};
 use crate::{Problem, RestState};
 
-/// The decision route.
+/// The decision routes: evaluation, and the searches and gets of decision definitions,
+/// decision requirements (with their DMN XML) and decision instances, from the query store
+/// ([`waggle_store::decisions`]).
 pub fn routes() -> Router<Arc<RestState>> {
-    Router::new().route("/v2/decision-definitions/evaluation", post(evaluate))
+    Router::new()
+        .route("/v2/decision-definitions/evaluation", post(evaluate))
+        .route("/v2/decision-definitions/search", post(|s: S, b: Bytes| search(s, &decisions::DECISION_DEFINITION, b)))
+        .route("/v2/decision-definitions/:key", get(|s: S, k: Path<String>| by_key(s, &decisions::DECISION_DEFINITION, k)))
+        .route("/v2/decision-definitions/:key/xml", get(|s: S, k: Path<String>| xml(s, k, true)))
+        .route("/v2/decision-requirements/search", post(|s: S, b: Bytes| search(s, &decisions::DECISION_REQUIREMENTS, b)))
+        .route("/v2/decision-requirements/:key", get(|s: S, k: Path<String>| by_key(s, &decisions::DECISION_REQUIREMENTS, k)))
+        .route("/v2/decision-requirements/:key/xml", get(|s: S, k: Path<String>| xml(s, k, false)))
+        .route("/v2/decision-instances/search", post(|s: S, b: Bytes| search(s, &decisions::DECISION_INSTANCE, b)))
+        .route("/v2/decision-instances/:key", get(instance))
+}
+
+/// `GET /v2/decision-instances/{decisionEvaluationInstanceKey}`: 8.8's
+/// `DecisionInstanceGetQueryResult` (with evaluated inputs and matched rules).
+async fn instance(State(state): S, Path(id): Path<String>) -> Result<Response, Problem> {
+    let result = read(&state, move |c| decisions::get_instance(c, &id)).await?;
+    Ok(Json(result).into_response())
+}
+
+/// The DMN XML of a decision definition's requirements or of decision requirements.
+async fn xml(State(state): S, Path(text): Path<String>, by_definition: bool) -> Result<Response, Problem> {
+    let k = key(&text)?;
+    let xml = read(&state, move |c| decisions::xml(c, k, by_definition)).await?;
+    Ok(([(header::CONTENT_TYPE, "text/xml")], xml).into_response())
 }
 
 #[derive(Deserialize)]
@@ -35,7 +65,7 @@ struct Instruction {
 /// Evaluates by `decisionDefinitionKey` or `decisionDefinitionId` (the latest version), exactly
 /// one of them; answers 8.8's `EvaluateDecisionResult`. A failed evaluation is a 200 carrying
 /// `failedDecisionDefinitionId` and `failureMessage`, as the gRPC answer carries it.
-async fn evaluate(State(state): State<Arc<RestState>>, bytes: Bytes) -> Result<Response, Problem> {
+async fn evaluate(State(state): S, bytes: Bytes) -> Result<Response, Problem> {
     let req: Instruction = parse(&bytes, false)?;
     input::tenant(&req.tenant_id)?;
     let id = req.decision_definition_id.filter(|i| !i.is_empty());

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use waggle_protocol::gateway as pb;
 use waggle_protocol::gateway::gateway_server::Gateway as _;
+use waggle_protocol::value::JobRecord;
 
 use crate::input::{self, parse, path_key};
 use crate::{Problem, RestState};
@@ -176,9 +177,9 @@ struct Changeset {
     timeout: Option<i64>,
 }
 
-/// `PATCH /v2/jobs/{jobKey}`: 204. The changeset's retries and timeout are applied as the
-/// engine's UPDATE_RETRIES and UPDATE_TIMEOUT commands, in that order (8.8 writes one JOB
-/// UPDATE; Waggle's engine has the two 8.5 commands); an empty changeset is a 400.
+/// `PATCH /v2/jobs/{jobKey}`: 204. The changeset's retries and timeout go to the engine as one
+/// JOB UPDATE command, as in 8.8: both change or neither, and a rejection names every invalid
+/// part (400). An empty changeset is a 400.
 async fn update(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
     let job_key = path_key(&text)?;
     let req: Update = parse(&bytes, false)?;
@@ -187,11 +188,10 @@ async fn update(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answ
     if retries.is_none() && timeout.is_none() {
         return Err(Problem::bad_request("No update data provided: the changeset needs retries or timeout"));
     }
-    if let Some(retries) = retries {
-        state.gateway.update_job_retries(tonic::Request::new(pb::UpdateJobRetriesRequest { job_key, retries })).await?;
+    // the command marks an attribute left out with these values (JobRecord::UNCHANGED_*)
+    if retries == Some(JobRecord::UNCHANGED_RETRIES) || timeout == Some(JobRecord::UNCHANGED_TIMEOUT) {
+        return Err(Problem::bad_request("The changeset's retries or timeout is out of range"));
     }
-    if let Some(timeout) = timeout {
-        state.gateway.update_job_timeout(tonic::Request::new(pb::UpdateJobTimeoutRequest { job_key, timeout })).await?;
-    }
+    state.gateway.update_job(job_key, retries, timeout).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

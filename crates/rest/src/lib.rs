@@ -15,6 +15,7 @@ mod jobs;
 mod messages;
 mod problem;
 mod routes;
+mod statistics;
 mod ui;
 mod user_tasks;
 

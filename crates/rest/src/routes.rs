@@ -16,8 +16,8 @@ use waggle_store::query::{self, Entity};
 
 use crate::{Problem, RestState};
 
-type S = State<Arc<RestState>>;
-type Answer = Result<Response, Problem>;
+pub(crate) type S = State<Arc<RestState>>;
+pub(crate) type Answer = Result<Response, Problem>;
 
 /// The API's routes (the caller serves them, on port 8080 by default).
 pub fn router(state: Arc<RestState>) -> Router {
@@ -44,6 +44,7 @@ pub fn router(state: Arc<RestState>) -> Router {
         .merge(crate::jobs::routes())
         .merge(crate::messages::routes())
         .merge(crate::decisions::routes())
+        .merge(crate::statistics::routes())
         .merge(crate::instances::routes())
         .merge(crate::ui::routes());
     crate::user_tasks::routes(router).fallback(|| async { Problem::not_found("no such endpoint") }).with_state(state)
@@ -75,13 +76,13 @@ pub(crate) async fn read<T: Send + 'static>(
         .map_err(Problem::from)
 }
 
-async fn search(State(state): S, entity: &'static Entity, bytes: Bytes) -> Answer {
+pub(crate) async fn search(State(state): S, entity: &'static Entity, bytes: Bytes) -> Answer {
     let request = body(&bytes)?;
     let result = read(&state, move |c| query::search(c, entity, &request)).await?;
     Ok(Json(result).into_response())
 }
 
-async fn by_key(State(state): S, entity: &'static Entity, Path(text): Path<String>) -> Answer {
+pub(crate) async fn by_key(State(state): S, entity: &'static Entity, Path(text): Path<String>) -> Answer {
     let k = key(&text)?;
     let result = read(&state, move |c| query::get(c, entity, k)).await?;
     Ok(Json(result).into_response())

@@ -193,7 +193,13 @@ impl Exporter for StoreExporter {
             // the frequent values are read as they are, the others through their JSON
             let typed = matches!(
                 record.value,
-                RecordValue::ProcessInstance(_) | RecordValue::Variable(_) | RecordValue::Job(_) | RecordValue::JobBatch(_)
+                RecordValue::ProcessInstance(_)
+                    | RecordValue::Variable(_)
+                    | RecordValue::Job(_)
+                    | RecordValue::JobBatch(_)
+                    | RecordValue::DecisionEvaluation(_)
+                    | RecordValue::Decision(_)
+                    | RecordValue::DecisionRequirements(_)
             );
             self.batch.push(Pending {
                 ended: None,
@@ -334,10 +340,15 @@ pub fn stored(value_type: &str, intent: &str) -> bool {
             | ("PROCESS_INSTANCE", "SEQUENCE_FLOW_TAKEN")
             | ("VARIABLE", "CREATED" | "UPDATED" | "MIGRATED")
             | ("INCIDENT", "CREATED" | "RESOLVED")
-            | ("JOB", "CREATED" | "COMPLETED" | "FAILED" | "TIMED_OUT" | "CANCELED" | "ERROR_THROWN" | "RETRIES_UPDATED" | "MIGRATED")
+            | (
+                "JOB",
+                "CREATED" | "COMPLETED" | "FAILED" | "TIMED_OUT" | "CANCELED" | "ERROR_THROWN" | "RETRIES_UPDATED" | "MIGRATED" | "UPDATED"
+            )
             | ("JOB_BATCH", "ACTIVATED")
             | ("PROCESS_MESSAGE_SUBSCRIPTION", "CREATING" | "CREATED" | "CORRELATED" | "DELETED" | "MIGRATED")
             | ("USER_TASK", "CREATED" | "ASSIGNED" | "UPDATED" | "COMPLETED" | "CANCELED" | "MIGRATED")
+            | ("DECISION_REQUIREMENTS" | "DECISION", "CREATED")
+            | ("DECISION_EVALUATION", "EVALUATED" | "FAILED")
     )
 }
 
@@ -559,7 +570,7 @@ const JOB: &str = "INSERT INTO job (job_key, type, worker, state, kind, retries,
 const JOB_WORKER: &str = "UPDATE job SET worker = ?2, deadline = ?3 WHERE job_key = ?1";
 
 /// Writes the effect of the frequent events, read from the record's value itself (no JSON):
-/// elements, variables, jobs and job batches.
+/// elements, variables, jobs and job batches; and of the DMN ones ([`crate::decisions`]).
 fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordValue) -> Result<(), StoreError> {
     match (value, p.intent) {
         (RecordValue::ProcessInstance(v), "ELEMENT_ACTIVATING") => {
@@ -624,6 +635,10 @@ fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordV
                 params![p.key, v.process_instance_key, v.bpmn_process_id, v.scope_key, v.name, v.value, tenant_of(&v.tenant_id), partition],
             )?;
         }
+        // JOB UPDATE (8.8): the retries and deadline change, the job's state does not
+        (RecordValue::Job(v), "UPDATED") => {
+            tx.execute("UPDATE job SET retries = ?2, deadline = ?3 WHERE job_key = ?1", params![p.key, v.retries, set(v.deadline_ms)])?;
+        }
         (RecordValue::Job(v), intent) => {
             let end = matches!(intent, "COMPLETED" | "CANCELED" | "ERROR_THROWN").then_some(p.timestamp);
             let headers = v.custom_headers.trim();
@@ -656,6 +671,11 @@ fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordV
                 ],
             )?;
         }
+        (RecordValue::DecisionEvaluation(v), intent) => {
+            crate::decisions::export_evaluation(tx, partition, p.key, p.timestamp, intent == "FAILED", v)?;
+        }
+        (RecordValue::Decision(d), _) => crate::decisions::export_decision(tx, d)?,
+        (RecordValue::DecisionRequirements(r), _) => crate::decisions::export_requirements(tx, r)?,
         (RecordValue::JobBatch(b), _) => {
             for (key, job) in b.job_keys.iter().zip(b.jobs.iter()) {
                 tx.execute(JOB_WORKER, params![key, &*job.worker, set(job.deadline_ms)])?;
@@ -670,7 +690,7 @@ fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordV
 /// everything belonging to them. Returns how many instances went.
 pub fn clean_up(conn: &Connection, partition: PartitionId, before: i64) -> Result<u64, StoreError> {
     let finished = "SELECT process_instance_key FROM process_instance WHERE partition_id = ?1 AND end_date IS NOT NULL AND end_date < ?2";
-    for table in ["flow_node_instance", "variable", "incident", "job", "message_subscription", "user_task", "sequence_flow"] {
+    for table in ["flow_node_instance", "variable", "incident", "job", "message_subscription", "user_task", "sequence_flow", "decision_instance"] {
         conn.execute(&format!("DELETE FROM {table} WHERE process_instance_key IN ({finished})"), params![partition, before])?;
     }
     conn.execute(

@@ -11,12 +11,15 @@
 //!   entity once. History clean-up deletes finished instances older than a time to live.
 //! - [`query`]: the searches (`filter` with Camunda 8.8's operators, `sort`, `page`) as JSON in
 //!   the 8.8 Orchestration Cluster API's shape.
+//! - [`statistics`]: per element counts of a process definition's or instance's element
+//!   instances; [`decisions`]: decision definitions, requirements and instances.
 //! - [`db`], [`dialect`], [`pg`]: one connection interface over both databases; every statement
 //!   is written once and turned into the connection's dialect.
 //! - [`rows`]: the exporter's frequent writes as multi-row statements on PostgreSQL.
 //! - [`test_cluster`]: a throw-away PostgreSQL server for tests.
 
 pub mod db;
+pub mod decisions;
 pub mod dialect;
 pub mod exporter;
 pub mod overview;
@@ -24,6 +27,7 @@ pub mod pg;
 pub mod query;
 pub mod rows;
 pub mod schema;
+pub mod statistics;
 pub mod test_cluster;
 
 pub use db::{Connection, Location};

@@ -41,14 +41,14 @@ pub enum Kind {
 }
 
 /// A field of an entity: its API name, its SQL expression (over the table aliased `t`).
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Field {
     pub api: &'static str,
     pub sql: &'static str,
     pub kind: Kind,
 }
 
-const fn f(api: &'static str, sql: &'static str, kind: Kind) -> Field {
+pub(crate) const fn f(api: &'static str, sql: &'static str, kind: Kind) -> Field {
     Field { api, sql, kind }
 }
 
@@ -62,7 +62,7 @@ pub struct Entity {
     pub fields: &'static [Field],
 }
 
-const HAS_INCIDENT_PI: &str =
+pub(crate) const HAS_INCIDENT_PI: &str =
     "EXISTS (SELECT 1 FROM incident i WHERE i.process_instance_key = t.process_instance_key AND i.state = 'ACTIVE')";
 
 pub static PROCESS_INSTANCE: Entity = Entity {
@@ -223,7 +223,7 @@ pub static USER_TASK: Entity = Entity {
     ],
 };
 
-fn invalid(msg: impl Into<String>) -> StoreError {
+pub(crate) fn invalid(msg: impl Into<String>) -> StoreError {
     StoreError::Invalid(msg.into())
 }
 
@@ -289,7 +289,7 @@ fn is_empty(v: &Value) -> bool {
 }
 
 /// The WHERE clause of a `filter` object and its parameters (plus any fixed conditions).
-fn where_clause(entity: &Entity, filter: Option<&Value>, fixed: &[(&str, Sql)]) -> Result<(String, Vec<Sql>), StoreError> {
+pub(crate) fn where_clause(entity: &Entity, filter: Option<&Value>, fixed: &[(&str, Sql)]) -> Result<(String, Vec<Sql>), StoreError> {
     let mut conds = Vec::new();
     let mut args = Vec::new();
     for (column, value) in fixed {
@@ -568,7 +568,7 @@ fn page(page: Option<&Value>) -> Result<(Start, u64), StoreError> {
     Ok((start, limit))
 }
 
-fn item(entity: &Entity, row: Vec<Sql>) -> Value {
+pub(crate) fn item(entity: &Entity, row: Vec<Sql>) -> Value {
     let mut out = Map::new();
     for (fd, v) in entity.fields.iter().zip(row) {
         let v = match (fd.kind, v) {

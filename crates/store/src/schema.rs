@@ -41,6 +41,54 @@ CREATE TABLE IF NOT EXISTS process_definition (
     version_tag TEXT,
     tenant_id TEXT NOT NULL
 );
+-- DMN (decisions.rs): definitions and requirements (with their XML) as deployed, and one row
+-- per decision of an evaluation, its id `<evaluation key>-<place from 1>` as in 8.8;
+-- evaluated inputs and matched rules as JSON text
+CREATE TABLE IF NOT EXISTS decision_requirements (
+    decision_requirements_key INTEGER PRIMARY KEY,
+    decision_requirements_id TEXT NOT NULL,
+    name TEXT,
+    resource_name TEXT,
+    version INTEGER NOT NULL,
+    xml TEXT,
+    tenant_id TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS decision_definition (
+    decision_definition_key INTEGER PRIMARY KEY,
+    decision_definition_id TEXT NOT NULL,
+    name TEXT,
+    version INTEGER NOT NULL,
+    decision_requirements_key INTEGER,
+    decision_requirements_id TEXT,
+    tenant_id TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS decision_instance (
+    decision_instance_id TEXT PRIMARY KEY,
+    decision_instance_key INTEGER NOT NULL,
+    evaluation_index INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    evaluation_date INTEGER,
+    evaluation_failure TEXT,
+    result TEXT,
+    decision_definition_key INTEGER,
+    decision_definition_id TEXT,
+    decision_definition_name TEXT,
+    decision_definition_version INTEGER,
+    decision_type TEXT,
+    decision_requirements_key INTEGER,
+    decision_requirements_id TEXT,
+    process_definition_key INTEGER,
+    process_definition_id TEXT,
+    process_instance_key INTEGER,
+    flow_node_instance_key INTEGER,
+    flow_node_id TEXT,
+    evaluated_inputs TEXT,
+    matched_rules TEXT,
+    tenant_id TEXT NOT NULL,
+    partition_id INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS decision_instance_evaluation ON decision_instance (decision_instance_key, evaluation_index);
+CREATE INDEX IF NOT EXISTS decision_instance_pi ON decision_instance (process_instance_key);
 CREATE TABLE IF NOT EXISTS process_instance (
     process_instance_key INTEGER PRIMARY KEY,
     process_definition_id TEXT NOT NULL,
@@ -70,6 +118,7 @@ CREATE TABLE IF NOT EXISTS process_instance_count (
     n INTEGER NOT NULL,
     PRIMARY KEY (process_definition_key, state, partition_id)
 );
+-- a process definition's element statistics find its instances by key (statistics.rs): process_instance_by_definition
 CREATE TABLE IF NOT EXISTS flow_node_instance (
     flow_node_instance_key INTEGER PRIMARY KEY,
     process_instance_key INTEGER NOT NULL,

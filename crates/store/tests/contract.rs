@@ -7,7 +7,9 @@
 //! gets and 404s, malformed requests) must give the expected instances on both, and the same
 //! JSON answer from both. Re-exporting everything (the stored positions dropped) must change
 //! no answer: every write is an idempotent upsert. History clean-up deletes the same on both.
-//! Zeebe user tasks (assigned, completed, updated, cancelled) have a scenario of their own.
+//! Zeebe user tasks (assigned, completed, updated, cancelled) have a scenario of their own;
+//! element statistics and decisions (definitions, requirements, instances evaluated and failed,
+//! from a business rule task and on their own) a third.
 
 use std::collections::BTreeMap;
 
@@ -16,13 +18,15 @@ use waggle_engine::{Command, Engine, NoJobStreams, ProcessingContext};
 use waggle_exporter::{Context, Controller};
 use waggle_protocol::record::{Intent, ValueType};
 use waggle_protocol::value::{
-    DeploymentRecord, DeploymentResource, JobBatchRecord, JobRecord, ProcessInstanceCreationRecord, ProcessInstanceRecord, UserTaskRecord,
+    DecisionEvaluationRecord, DeploymentRecord, DeploymentResource, JobBatchRecord, JobRecord, ProcessInstanceCreationRecord,
+    ProcessInstanceRecord, UserTaskRecord,
 };
 use waggle_protocol::{Record, RecordValue};
 use waggle_state::{KvStore, MemoryStore, Overlay};
 use waggle_store::exporter::{self, StoreConfig};
 use waggle_store::query::{self, Entity};
 use waggle_store::test_cluster::TestCluster;
+use waggle_store::{decisions, statistics};
 use waggle_store::{Connection, Location, StoreError};
 
 const ONE_TASK: &str = include_str!("../../../workloads/one_task.bpmn");
@@ -141,6 +145,12 @@ struct Scenario {
 }
 
 fn scenario() -> Scenario {
+    let (run, names) = order_run();
+    Scenario { log: run.log, names }
+}
+
+/// The order scenario's run, to go on with.
+fn order_run() -> (Run, BTreeMap<&'static str, i64>) {
     let mut run = Run { engine: Engine::new(1), state: MemoryStore::new(), log: Vec::new() };
     run.deploy(1_000, "order.bpmn", &order(None));
     run.deploy(2_000, "one_task.bpmn", ONE_TASK);
@@ -158,7 +168,7 @@ fn scenario() -> Scenario {
     let fail = JobRecord { retries: 0, error_message: "boom".into(), ..Default::default() };
     run.command(12_000, jobs[&names["b"]], Intent::Fail, RecordValue::Job(fail));
     run.command(13_000, names["c"], Intent::Cancel, RecordValue::ProcessInstance(ProcessInstanceRecord::default()));
-    Scenario { log: run.log, names }
+    (run, names)
 }
 
 /// Three "review" instances: f's task assigned to alice, g's completed, h's candidate users
@@ -652,4 +662,200 @@ fn the_same_searches_give_the_same_answers_on_sqlite_and_postgresql() {
         let row = conn.query_row("SELECT last_exported_position FROM exporter_position WHERE partition_id = ?", &[1i64.into()]).unwrap();
         assert_eq!(row.unwrap()[0].as_i64(), Some(log.last().unwrap().position as i64));
     }
+}
+
+/// A DRG of two decisions: "outer" (a literal expression) requires "inner" (a UNIQUE decision
+/// table: an amount under 5 matches both rules, which fails the evaluation).
+const CHECKS: &str = r##"<?xml version="1.0" encoding="UTF-8"?>
+<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" id="checks" name="Checks" namespace="t">
+  <decision id="inner" name="Inner">
+    <decisionTable id="t1" hitPolicy="UNIQUE">
+      <input id="i1" label="Amount"><inputExpression id="e1" typeRef="number"><text>amount</text></inputExpression></input>
+      <output id="o1" name="size" typeRef="string"/>
+      <rule id="small"><inputEntry id="s1"><text>&lt; 10</text></inputEntry><outputEntry id="s2"><text>"small"</text></outputEntry></rule>
+      <rule id="tiny"><inputEntry id="t1i"><text>&lt; 5</text></inputEntry><outputEntry id="t1o"><text>"tiny"</text></outputEntry></rule>
+    </decisionTable>
+  </decision>
+  <decision id="outer" name="Outer">
+    <informationRequirement id="r1"><requiredDecision href="#inner"/></informationRequirement>
+    <literalExpression id="l1"><text>inner + "!"</text></literalExpression>
+  </decision>
+</definitions>"##;
+
+/// The order scenario (statistics), plus: the CHECKS graph evaluated on its own (amount 7:
+/// evaluated; amount 3: failed in "inner"), and one "rules" instance whose business rule task
+/// evaluates `rules.dmn`. Names: the order scenario's, "r" the rules instance, "ok" and "bad"
+/// the two evaluations' keys.
+fn decision_scenario() -> Scenario {
+    let (mut run, mut names) = order_run();
+    let deploy = DeploymentRecord {
+        resources: vec![
+            DeploymentResource { resource_name: "checks.dmn".into(), resource: CHECKS.as_bytes().to_vec() },
+            DeploymentResource { resource_name: "rules.dmn".into(), resource: include_bytes!("../../../workloads/rules.dmn").to_vec() },
+            DeploymentResource { resource_name: "rules.bpmn".into(), resource: include_bytes!("../../../workloads/rules.bpmn").to_vec() },
+        ],
+        ..Default::default()
+    };
+    let records = run.command(20_000, -1, Intent::Create, RecordValue::Deployment(deploy));
+    assert!(records.iter().any(|r| r.value_type == ValueType::Decision), "decisions deployed: {records:?}");
+    for (name, amount, intent) in [("ok", 7, Intent::Evaluated), ("bad", 3, Intent::Failed)] {
+        let ask = DecisionEvaluationRecord {
+            decision_id: "outer".into(),
+            variables: json!({"amount": amount}).to_string(),
+            ..Default::default()
+        };
+        let records = run.command(21_000, -1, Intent::Evaluate, RecordValue::DecisionEvaluation(ask));
+        let evaluation = records.iter().find(|r| r.value_type == ValueType::DecisionEvaluation && r.is_event()).expect("evaluation");
+        assert_eq!(evaluation.intent, intent, "{records:?}");
+        names.insert(name, evaluation.key);
+    }
+    names.insert("r", run.create(22_000, "rules", -1, json!({"approved": true, "amount": 50})));
+    Scenario { log: run.log, names }
+}
+
+/// The statistics and decision answers (on both stores, the same).
+fn decision_suite(stores: &Stores, names: &BTreeMap<&'static str, i64>) -> Vec<Value> {
+    let mut answers = Vec::new();
+    let both = |f: &dyn Fn(&Connection) -> Result<Value, StoreError>| -> Result<Value, String> {
+        match (f(&stores.sqlite), f(&stores.postgres)) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a, b, "SQLite and PostgreSQL differ");
+                Ok(a)
+            }
+            (Err(StoreError::Invalid(a)), Err(StoreError::Invalid(_))) => Err(format!("invalid: {a}")),
+            (Err(StoreError::NotFound(a)), Err(StoreError::NotFound(_))) => Err(format!("not found: {a}")),
+            (a, b) => panic!("SQLite {a:?}, PostgreSQL {b:?}"),
+        }
+    };
+    let stat = |id: &str, active: i64, canceled: i64, incidents: i64, completed: i64| json!({"elementId": id, "active": active, "canceled": canceled, "incidents": incidents, "completed": completed});
+
+    // element statistics of "order": version 1 has b (an incident at pay), version 2 a
+    // (completed) and c (cancelled at pay)
+    let defs =
+        stores.search(&query::PROCESS_DEFINITION, &json!({"filter": {"processDefinitionId": "order"}, "sort": [{"field": "version"}]}));
+    let key_of = |i: usize| defs["items"][i]["processDefinitionKey"].as_str().unwrap().parse::<i64>().unwrap();
+    let (v1, v2) = (key_of(0), key_of(1));
+    let by_definition = |key: i64, request: Value| both(&|c| statistics::process_definition(c, key, &request));
+    let mut check = |key: i64, request: Value, expected: Vec<Value>| {
+        let r = by_definition(key, request.clone()).unwrap();
+        assert_eq!(r, json!({ "items": expected }), "statistics of {key} {request}");
+        answers.push(r);
+    };
+    check(v1, Value::Null, vec![stat("pay", 0, 0, 1, 0), stat("start", 0, 0, 0, 1)]);
+    check(v2, json!({}), vec![stat("end", 0, 0, 0, 1), stat("pay", 0, 1, 0, 1), stat("start", 0, 0, 0, 2)]);
+    check(v2, json!({"filter": {"state": "COMPLETED"}}), vec![stat("end", 0, 0, 0, 1), stat("pay", 0, 0, 0, 1), stat("start", 0, 0, 0, 1)]);
+    check(
+        v2,
+        json!({"filter": {"elementId": "pay", "processInstanceKey": {"$in": [names["c"].to_string()]}}}),
+        vec![stat("pay", 0, 1, 0, 0)],
+    );
+    check(v2, json!({"filter": {"elementInstanceState": {"$neq": "COMPLETED"}}}), vec![stat("pay", 0, 1, 0, 0)]);
+    check(v1, json!({"filter": {"hasIncident": true, "hasElementInstanceIncident": true}}), vec![stat("pay", 0, 0, 1, 0)]);
+    check(v1, json!({"filter": {"$or": [{"state": "COMPLETED"}, {"hasRetriesLeft": true}]}}), vec![]);
+    check(
+        v2,
+        json!({"filter": {"startDate": {"$gte": at(4_000)}, "variables": []}}),
+        vec![stat("pay", 0, 1, 0, 0), stat("start", 0, 0, 0, 1)],
+    );
+    for bad in [json!({"filter": {"nope": 1}}), json!({"sort": []}), json!("x"), json!({"filter": {"state": 1}})] {
+        assert!(by_definition(v2, bad.clone()).unwrap_err().starts_with("invalid"), "{bad}");
+    }
+    // of one instance: element instances, not instances
+    let by_instance = |key: i64| both(&|c| statistics::process_instance(c, key)).unwrap();
+    assert_eq!(by_instance(names["b"]), json!({"items": [stat("pay", 0, 0, 1, 0), stat("start", 0, 0, 0, 1)]}));
+    assert_eq!(by_instance(names["d"])["items"].as_array().unwrap().len(), 2, "{}", by_instance(names["d"]));
+    assert_eq!(by_instance(1), json!({"items": []}));
+
+    // decision definitions and requirements
+    let dd = &decisions::DECISION_DEFINITION;
+    let defs = stores.search(dd, &json!({"sort": [{"field": "decisionDefinitionId"}]}));
+    let ids: Vec<&str> = defs["items"].as_array().unwrap().iter().map(|d| d["decisionDefinitionId"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["discount", "inner", "outer"], "{defs}");
+    assert_eq!(defs["items"][2]["name"], "Outer");
+    assert_eq!(defs["items"][2]["version"], 1);
+    assert_eq!(defs["items"][2]["decisionRequirementsId"], "checks");
+    let outer_key: i64 = defs["items"][2]["decisionDefinitionKey"].as_str().unwrap().parse().unwrap();
+    assert_eq!(stores.get(dd, outer_key).unwrap(), defs["items"][2]);
+    answers.push(defs);
+    let drs = stores.search(&decisions::DECISION_REQUIREMENTS, &json!({"filter": {"decisionRequirementsName": "Checks"}}));
+    assert_eq!(drs["page"]["totalItems"], 1, "{drs}");
+    assert_eq!(drs["items"][0]["resourceName"], "checks.dmn");
+    let drg_key: i64 = drs["items"][0]["decisionRequirementsKey"].as_str().unwrap().parse().unwrap();
+    for (key, by_definition) in [(outer_key, true), (drg_key, false)] {
+        assert_eq!(both(&|c| decisions::xml(c, key, by_definition).map(Value::String)).unwrap(), json!(CHECKS));
+    }
+    assert!(both(&|c| decisions::xml(c, 1, true).map(Value::String)).unwrap_err().starts_with("not found"));
+    answers.push(drs);
+
+    // decision instances: ok (inner, outer), bad (inner failed), the rules task's (discount)
+    let di = &decisions::DECISION_INSTANCE;
+    let all = stores.search(di, &json!({}));
+    let listed: Vec<(String, &str, &str)> = all["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let id = d["decisionEvaluationInstanceKey"].as_str().unwrap().to_owned();
+            (id, d["decisionDefinitionId"].as_str().unwrap(), d["state"].as_str().unwrap())
+        })
+        .collect();
+    let (ok, bad) = (names["ok"], names["bad"]);
+    let expected =
+        [(format!("{ok}-1"), "inner", "EVALUATED"), (format!("{ok}-2"), "outer", "EVALUATED"), (format!("{bad}-1"), "inner", "FAILED")];
+    assert_eq!(listed[..3], expected, "{all}");
+    assert_eq!((listed[3].1, listed[3].2), ("discount", "EVALUATED"), "{all}");
+    assert_eq!(all["page"]["totalItems"], 4);
+    let failed = &all["items"][2];
+    assert!(failed["evaluationFailure"].as_str().unwrap().contains("UNIQUE"), "{failed}");
+    assert_eq!(all["items"][1]["result"], "\"small!\"");
+    assert_eq!(all["items"][1]["decisionDefinitionType"], "LITERAL_EXPRESSION");
+    assert_eq!(all["items"][1]["processInstanceKey"], "-1", "evaluated on its own (8.8 answers -1)");
+    assert_eq!(all["items"][3]["processInstanceKey"], names["r"].to_string());
+    assert_eq!(all["items"][3]["result"], "5");
+    answers.push(all);
+    let mut search = |request: Value, expected: usize| {
+        let r = stores.search(di, &request);
+        assert_eq!(r["items"].as_array().unwrap().len(), expected, "{request}: {r}");
+        answers.push(r);
+    };
+    search(json!({"filter": {"state": "FAILED"}}), 1);
+    search(json!({"filter": {"decisionEvaluationKey": ok.to_string()}}), 2);
+    search(json!({"filter": {"processInstanceKey": names["r"].to_string(), "decisionDefinitionType": "DECISION_TABLE"}}), 1);
+    search(json!({"filter": {"decisionDefinitionId": {"$in": ["inner"]}}, "sort": [{"field": "evaluationDate", "order": "DESC"}]}), 2);
+    search(json!({"sort": [{"field": "decisionDefinitionName", "order": "DESC"}], "page": {"limit": 1, "from": 1}}), 1);
+    stores.invalid(di, &json!({"filter": {"evaluatedInputs": []}, "sort": [{"field": "nope"}]}));
+    // a get carries the inputs and the matched rules
+    let got = both(&|c| decisions::get_instance(c, &format!("{ok}-1"))).unwrap();
+    assert_eq!(got["evaluatedInputs"], json!([{"inputId": "i1", "inputName": "Amount", "inputValue": "7"}]), "{got}");
+    assert_eq!(got["matchedRules"][0]["ruleId"], "small", "{got}");
+    assert_eq!(got["matchedRules"][0]["evaluatedOutputs"][0]["outputValue"], "\"small\"", "{got}");
+    assert!(both(&|c| decisions::get_instance(c, &format!("{ok}-9"))).unwrap_err().starts_with("not found"));
+    assert!(both(&|c| decisions::get_instance(c, "nope")).unwrap_err().starts_with("invalid"));
+    answers.push(got);
+    answers
+}
+
+#[test]
+fn statistics_and_decisions_give_the_same_answers_on_sqlite_and_postgresql() {
+    let Scenario { log, names } = decision_scenario();
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Location::Sqlite(dir.path().join("store.sqlite"));
+    let cluster = TestCluster::start();
+    let postgres =
+        Location::Postgres(cluster.database_with("decisions", &["--template=template0", "--locale-provider=icu", "--icu-locale=en-US"]));
+    for location in [&sqlite, &postgres] {
+        export(location, &log);
+    }
+    let stores = Stores { sqlite: Connection::open(&sqlite).unwrap(), postgres: Connection::open(&postgres).unwrap() };
+    let answers = decision_suite(&stores, &names);
+    for location in [&sqlite, &postgres] {
+        Connection::open(location).unwrap().execute("DELETE FROM exporter_position", &[]).unwrap();
+        export(location, &log);
+    }
+    assert_eq!(decision_suite(&stores, &names), answers, "re-exporting changed an answer");
+    // the rules instance's decision goes with it at clean-up; evaluations on their own stay
+    for conn in [&stores.sqlite, &stores.postgres] {
+        exporter::clean_up(conn, 1, i64::MAX).unwrap();
+    }
+    assert_eq!(stores.search(&decisions::DECISION_INSTANCE, &json!({}))["page"]["totalItems"], 3);
 }

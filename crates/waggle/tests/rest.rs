@@ -448,6 +448,20 @@ fn rest_v2_commands_answer_malformed_requests_with_400_problems() {
         ("POST", "/v2/process-instances/1/modification", r#"{"activateInstructions":[{}]}"#),
         ("POST", "/v2/process-instances/1/modification", r#"{"terminateInstructions":[{"elementInstanceKey":"x"}]}"#),
         ("POST", "/v2/process-instances/1/migration", r#"{"mappingInstructions":[]}"#),
+        ("PATCH", "/v2/jobs/1", r#"{"changeset":{"retries":-2147483648}}"#),
+        ("POST", "/v2/process-definitions/x/statistics/element-instances", "{}"),
+        ("POST", "/v2/process-definitions/1/statistics/element-instances", "not json"),
+        ("POST", "/v2/process-definitions/1/statistics/element-instances", r#"{"filter":{"nope":1}}"#),
+        ("POST", "/v2/process-definitions/1/statistics/element-instances", r#"{"filter":{"startDate":"yesterday"}}"#),
+        ("POST", "/v2/process-definitions/1/statistics/element-instances", r#"{"sort":[]}"#),
+        ("GET", "/v2/process-instances/0/statistics/element-instances", ""),
+        ("POST", "/v2/decision-instances/search", r#"{"filter":{"nope":1}}"#),
+        ("POST", "/v2/decision-instances/search", r#"{"sort":[{"field":"state","order":"UP"}]}"#),
+        ("GET", "/v2/decision-instances/abc", ""),
+        ("GET", "/v2/decision-instances/12-0", ""),
+        ("POST", "/v2/decision-definitions/search", r#"{"page":{"limit":-1}}"#),
+        ("GET", "/v2/decision-definitions/x", ""),
+        ("GET", "/v2/decision-requirements/x/xml", ""),
         (
             "POST",
             "/v2/process-instances/1/migration",
@@ -485,6 +499,163 @@ fn rest_v2_commands_answer_malformed_requests_with_400_problems() {
         let (status, content_type, answer) = http(port, method, path, body);
         assert_eq!((status, content_type.as_str()), (404, "application/problem+json"), "{method} {path}: {answer}");
     }
+}
+
+/// A multipart deployment of files through `POST /v2/deployments`: its answer.
+fn deploy_files(node: &Node, files: &[std::path::PathBuf]) -> Value {
+    let boundary = "b0undary";
+    let mut body = String::new();
+    for file in files {
+        let name = file.file_name().unwrap().to_string_lossy();
+        let content = std::fs::read_to_string(file).unwrap();
+        body += &format!("--{boundary}\r\nContent-Disposition: form-data; name=\"resources\"; filename=\"{name}\"\r\n\r\n{content}\r\n");
+    }
+    body += &format!("--{boundary}--\r\n");
+    let (status, _, answer) =
+        http_typed(node.rest_port, "POST", "/v2/deployments", &format!("multipart/form-data; boundary={boundary}"), &body);
+    assert_eq!(status, 200, "{answer}");
+    serde_json::from_str(&answer).unwrap()
+}
+
+/// GETs a path; expects 200 and returns the body.
+fn get_ok(node: &Node, path: &str) -> String {
+    let (status, _, body) = http(node.rest_port, "GET", path, "");
+    assert_eq!(status, 200, "{path}: {body}");
+    body
+}
+
+/// Element statistics, decisions and the single JOB UPDATE over REST on the real binary: two
+/// "rules" instances (a business rule task) and two one-task instances, one of them cancelled;
+/// the statistics of each definition (filtered, too) and of an instance; the decision
+/// instances of the business rule tasks and of an evaluation on its own, with a get; decision
+/// definitions and requirements with their XML; a job's retries and timeout in one PATCH, and
+/// one whose retries are invalid refused whole (400, its timeout unchanged).
+#[test]
+fn rest_v2_element_statistics_decisions_and_job_update() {
+    let node = Node::start(&[]);
+    let workloads = common::repo_root().join("workloads");
+    let deployed = deploy_files(&node, &[workloads.join("rules.bpmn"), workloads.join("rules.dmn"), workloads.join("one_task.bpmn")]);
+    let definition_key = |id: &str| -> String {
+        deployed["deployments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|d| {
+                let p = &d["processDefinition"];
+                (p["processDefinitionId"] == id).then(|| p["processDefinitionKey"].as_str().unwrap().to_owned())
+            })
+            .unwrap_or_else(|| panic!("{id} in {deployed}"))
+    };
+    let create = |body: &str| -> String {
+        let (status, _, answer) = http(node.rest_port, "POST", "/v2/process-instances", body);
+        assert_eq!(status, 200, "{answer}");
+        serde_json::from_str::<Value>(&answer).unwrap()["processInstanceKey"].as_str().unwrap().to_owned()
+    };
+    let rules: Vec<String> = [10, 500]
+        .iter()
+        .map(|amount| create(&json!({"processDefinitionId": "rules", "variables": {"approved": true, "amount": amount}}).to_string()))
+        .collect();
+    let tasks: Vec<String> = (0..2).map(|_| create(r#"{"processDefinitionId":"benchmark"}"#)).collect();
+    let (status, _, answer) = http(node.rest_port, "POST", &format!("/v2/process-instances/{}/cancellation", tasks[0]), "");
+    assert_eq!(status, 204, "{answer}");
+    let (status, _, answer) = http(
+        node.rest_port,
+        "POST",
+        "/v2/decision-definitions/evaluation",
+        r#"{"decisionDefinitionId":"discount","variables":{"approved":false}}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+    let evaluation: Value = serde_json::from_str(&answer).unwrap();
+    eventually(&node, "process-instances", json!({"filter": {"processDefinitionId": "rules", "state": "COMPLETED"}}), 2);
+    eventually(&node, "process-instances", json!({"filter": {"state": "TERMINATED"}}), 1);
+    eventually(&node, "decision-instances", json!({}), 3);
+
+    // statistics: of a definition (process instances per element), filtered, of one instance
+    let stats = |key: &str, body: Value| -> Value {
+        let (status, _, answer) =
+            http(node.rest_port, "POST", &format!("/v2/process-definitions/{key}/statistics/element-instances"), &body.to_string());
+        assert_eq!(status, 200, "{answer}");
+        serde_json::from_str(&answer).unwrap()
+    };
+    let stat = |id: &str, active: i64, canceled: i64, incidents: i64, completed: i64| json!({"elementId": id, "active": active, "canceled": canceled, "incidents": incidents, "completed": completed});
+    let rules_key = definition_key("rules");
+    assert_eq!(
+        stats(&rules_key, json!({})),
+        json!({"items": [stat("decide", 0, 0, 0, 2), stat("end", 0, 0, 0, 2), stat("start", 0, 0, 0, 2)]})
+    );
+    let benchmark = definition_key("benchmark");
+    assert_eq!(stats(&benchmark, Value::Null), json!({"items": [stat("start", 0, 0, 0, 2), stat("task", 1, 1, 0, 0)]}));
+    let filtered = stats(&benchmark, json!({"filter": {"state": {"$eq": "ACTIVE"}, "elementId": "task", "hasIncident": false}}));
+    assert_eq!(filtered, json!({"items": [stat("task", 1, 0, 0, 0)]}));
+    let (status, _, answer) =
+        http(node.rest_port, "POST", &format!("/v2/process-definitions/{benchmark}/statistics/element-instances"), "");
+    assert_eq!(status, 200, "an empty body: {answer}");
+    let one: Value =
+        serde_json::from_str(&get_ok(&node, &format!("/v2/process-instances/{}/statistics/element-instances", tasks[0]))).unwrap();
+    assert_eq!(one, json!({"items": [stat("start", 0, 0, 0, 1), stat("task", 0, 1, 0, 0)]}));
+
+    // decision instances: the two business rule tasks' and the evaluation's
+    let of_rules = search(
+        &node,
+        "decision-instances",
+        json!({"filter": {"processDefinitionKey": rules_key}, "sort": [{"field": "result", "order": "DESC"}]}),
+    );
+    let results: Vec<&str> = of_rules["items"].as_array().unwrap().iter().map(|i| i["result"].as_str().unwrap()).collect();
+    assert_eq!(results, ["5", "10"], "{of_rules}");
+    let first = &of_rules["items"][1];
+    assert_eq!((first["state"].as_str(), first["decisionDefinitionId"].as_str()), (Some("EVALUATED"), Some("discount")), "{first}");
+    assert_eq!(first["processInstanceKey"].as_str(), Some(rules[1].as_str()), "{first}");
+    assert!(first["elementInstanceKey"].as_str().is_some() && first.get("evaluatedInputs").is_none(), "{first}");
+    let alone = search(&node, "decision-instances", json!({"filter": {"decisionEvaluationKey": evaluation["decisionEvaluationKey"]}}));
+    let id = alone["items"][0]["decisionEvaluationInstanceKey"].as_str().unwrap();
+    assert_eq!(id, evaluation["evaluatedDecisions"][0]["decisionEvaluationInstanceKey"], "{alone}");
+    let got: Value = serde_json::from_str(&get_ok(&node, &format!("/v2/decision-instances/{id}"))).unwrap();
+    assert_eq!(got["result"], "0", "approved false: rule 1: {got}");
+    assert_eq!(got["matchedRules"][0]["ruleId"], "r1", "{got}");
+    assert_eq!(got["evaluatedInputs"][0], json!({"inputId": "in_approved", "inputName": "Approved", "inputValue": "false"}), "{got}");
+    let (status, _, answer) =
+        http(node.rest_port, "GET", &format!("/v2/decision-instances/{}-9", evaluation["decisionEvaluationKey"].as_str().unwrap()), "");
+    assert_eq!(status, 404, "{answer}");
+
+    // decision definitions and requirements, with the DMN XML
+    let definitions = search(&node, "decision-definitions", json!({"filter": {"decisionDefinitionId": "discount"}}));
+    assert_eq!(definitions["page"]["totalItems"], 1, "{definitions}");
+    let decision_key = definitions["items"][0]["decisionDefinitionKey"].as_str().unwrap();
+    assert_eq!(definitions["items"][0]["name"], "Discount");
+    let one: Value = serde_json::from_str(&get_ok(&node, &format!("/v2/decision-definitions/{decision_key}"))).unwrap();
+    assert_eq!(one, definitions["items"][0]);
+    let dmn = std::fs::read_to_string(workloads.join("rules.dmn")).unwrap();
+    assert_eq!(get_ok(&node, &format!("/v2/decision-definitions/{decision_key}/xml")), dmn);
+    let requirements = search(&node, "decision-requirements", json!({"filter": {"resourceName": "rules.dmn"}}));
+    let drg_key = requirements["items"][0]["decisionRequirementsKey"].as_str().unwrap();
+    assert_eq!(drg_key, definitions["items"][0]["decisionRequirementsKey"], "{requirements}");
+    assert_eq!(get_ok(&node, &format!("/v2/decision-requirements/{drg_key}/xml")), dmn);
+    get_ok(&node, &format!("/v2/decision-requirements/{drg_key}"));
+
+    // one JOB UPDATE: retries and timeout together, or nothing
+    let (status, _, answer) = http(
+        node.rest_port,
+        "POST",
+        "/v2/jobs/activation",
+        r#"{"type":"benchmark-task","timeout":10000,"maxJobsToActivate":1,"worker":"w","requestTimeout":5000}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+    let jobs: Value = serde_json::from_str(&answer).unwrap();
+    let job_key = jobs["jobs"][0]["jobKey"].as_str().expect("an activated job").to_owned();
+    let deadline = jobs["jobs"][0]["deadline"].as_i64().unwrap();
+    let (status, _, answer) =
+        http(node.rest_port, "PATCH", &format!("/v2/jobs/{job_key}"), r#"{"changeset":{"retries":7,"timeout":600000}}"#);
+    assert_eq!(status, 204, "{answer}");
+    let (status, _, answer) = http(node.rest_port, "PATCH", &format!("/v2/jobs/{job_key}"), r#"{"changeset":{"retries":0,"timeout":1}}"#);
+    assert_eq!(status, 400, "{answer}");
+    assert!(answer.contains("positive amount of retries"), "{answer}");
+    let updated = eventually(&node, "jobs", json!({"filter": {"jobKey": job_key, "retries": 7}}), 1);
+    // ISO 8601 dates of one format order as their instants
+    let new_deadline = updated["items"][0]["deadline"].as_str().unwrap();
+    assert!(
+        new_deadline > waggle_store::query::iso(deadline + 500_000).as_str(),
+        "the deadline moved by the timeout, and not back: {updated}"
+    );
 }
 
 /// Deploys a BPMN file through `POST /v2/deployments` (multipart) and answers the 8.8 shape.

@@ -20,6 +20,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         Intent::UpdateTimeout => "update the timeout of",
         Intent::RecurAfterBackoff => "recur",
         Intent::Yield => "yield",
+        Intent::Update => "update",
         _ => {
             let reason = format!("Unsupported command JOB {}", command.intent);
             return p.reject(command, request, RejectionType::InvalidArgument, reason);
@@ -69,6 +70,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
             let event = p.event_record(command.key, Intent::RetriesUpdated, RecordValue::Job(record));
             p.respond(request, event);
         }
+        Intent::Update => update(p, command, request, job, given),
         Intent::UpdateTimeout => {
             if job.state != JobState::Activated {
                 let reason = format!("Expected to update the timeout of job with key '{}', but it is not active", command.key);
@@ -82,6 +84,36 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         }
         _ => unreachable!("filtered above"),
     }
+}
+
+/// JOB UPDATE (Camunda 8.8's `JobUpdateProcessor`): the changeset's retries (positive) and
+/// timeout (a new deadline from now; the job must be activated) together, one UPDATED event,
+/// or one INVALID_ARGUMENT rejection naming every part that is invalid.
+fn update(p: P, command: &Record, request: Option<RequestId>, job: StoredJob, given: &JobRecord) {
+    let mut record = job.record;
+    let mut errors = Vec::new();
+    if given.retries != JobRecord::UNCHANGED_RETRIES {
+        if given.retries < 1 {
+            errors.push(format!(
+                "Expected to update retries for job with key '{}' with a positive amount of retries, but the amount given was '{}'",
+                command.key, given.retries
+            ));
+        } else {
+            record.retries = given.retries;
+        }
+    }
+    if given.timeout_ms != JobRecord::UNCHANGED_TIMEOUT {
+        if job.state != JobState::Activated {
+            errors.push(format!("Expected to update the timeout of job with key '{}', but it is not active", command.key));
+        } else {
+            record.deadline_ms = p.now_ms.saturating_add(given.timeout_ms);
+        }
+    }
+    if !errors.is_empty() {
+        return p.reject(command, request, RejectionType::InvalidArgument, errors.join(", "));
+    }
+    let event = p.event_record(command.key, Intent::Updated, RecordValue::Job(record));
+    p.respond(request, event);
 }
 
 fn reject_state(p: P, command: &Record, request: Option<RequestId>, verb: &str, job: &StoredJob) {
