@@ -3,7 +3,8 @@
 // installed by `scripts/install-clients.sh browser`), against a running Waggle node:
 // deploys tests/clients/models/ui_payment.bpmn over REST, runs a worker that fails the
 // "ui-charge" job while the card is "declined", starts four instances, then in the browser sees
-// the diagram with its badges, opens an instance with an incident, edits the variable, retries,
+// the diagram with its badges (the pages live by server-sent events), filters the instance list
+// by element and by a variable's value, opens an instance with an incident, edits the variable, retries,
 // watches the instance complete without a reload, cancels another from the list and a third
 // through the list's selection; the incidents page groups the incidents.
 //   NODE_PATH=$PEERS/node/node_modules node ui_test.cjs --rest PORT --models DIR --shots DIR
@@ -110,6 +111,8 @@ async function main() {
     // the processes
     await page.goto(base + '/')
     await page.getByRole('link', { name: 'Open ui_payment version 1' }).waitFor()
+    // the page follows the store by server-sent events, not by polling
+    await page.locator('#live', { hasText: /^live$/ }).waitFor()
     await shot('processes')
     await page.getByRole('link', { name: 'Open ui_payment version 1' }).click()
     await page.waitForURL(`**/processes/${definitionKey}`)
@@ -135,6 +138,28 @@ async function main() {
     await page.getByLabel('With incident only').check()
     await page.locator('#page-info', { hasText: '3 instances' }).waitFor()
     await shot('instances-with-incident')
+
+    // the list filtered by element: an incident at "charge", then "charge" completed
+    await page.getByLabel('With incident only').uncheck()
+    await page.getByLabel('Element', { exact: true }).fill('charge')
+    await page.getByLabel('Element state').selectOption('incident')
+    await page.locator('#page-info', { hasText: /· 3 instances$/ }).waitFor()
+    await page.getByLabel('Element state').selectOption('completed')
+    await page.locator('#page-info', { hasText: /· 1 instances$/ }).waitFor()
+    await page.locator(`tr[data-instance="${charged}"]`).waitFor()
+    check(new URL(page.url()).searchParams.get('element') === 'charge', 'the element filter is in the address')
+    await shot('instances-by-element')
+
+    // and by a variable's value: the declined cards, then the amount of 500
+    await page.getByLabel('Element', { exact: true }).fill('')
+    await page.getByLabel('Variable name').fill('card')
+    await page.getByLabel('Variable value').fill('declined')
+    await page.locator('#page-info', { hasText: /· 3 instances$/ }).waitFor()
+    await page.getByLabel('Variable name').fill('amount')
+    await page.getByLabel('Variable value').fill('500')
+    await page.locator('#page-info', { hasText: /· 1 instances$/ }).waitFor()
+    await page.locator(`tr[data-instance="${repaired}"]`).waitFor()
+    await shot('instances-by-variable')
     await page.getByRole('link', { name: `Open instance ${repaired}` }).click()
     await page.waitForURL(`**/instances/${repaired}`)
 

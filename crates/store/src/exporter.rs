@@ -29,7 +29,7 @@ use waggle_protocol::record::RecordType;
 use waggle_protocol::{PartitionId, Record, RecordValue};
 
 use crate::rows::{Batched, Writer};
-use crate::{params, Connection, Location, StoreError};
+use crate::{params, Changes, Connection, Location, StoreError};
 
 /// Records written per transaction at most (a long catch-up writes as it goes).
 pub const BATCH: usize = 20_000;
@@ -63,6 +63,12 @@ fn sql(e: StoreError) -> ExportError {
 /// The factory of store exporters sharing one write connection (opened here, creating the
 /// file or database and its tables; every statement of `apply` stays prepared on it).
 pub fn factory(id: impl Into<String>, config: StoreConfig) -> Result<ExporterFactory, StoreError> {
+    factory_with_changes(id, config, Changes::default())
+}
+
+/// [`factory`], its exporters telling `changes` after every commit that changed rows (the
+/// REST API's live pages subscribe to it).
+pub fn factory_with_changes(id: impl Into<String>, config: StoreConfig, changes: Changes) -> Result<ExporterFactory, StoreError> {
     let conn = Arc::new(Mutex::new(Connection::open(&config.location)?));
     let id = id.into();
     let exporter_id = id.clone();
@@ -79,6 +85,7 @@ pub fn factory(id: impl Into<String>, config: StoreConfig) -> Result<ExporterFac
             batch: Vec::new(),
             history_ttl: config.history_ttl,
             timings: Timings::new(),
+            changes: changes.clone(),
         }) as Box<dyn Exporter>
     }))
 }
@@ -115,6 +122,8 @@ pub struct StoreExporter {
     batch: Vec<Pending>,
     history_ttl: Option<Duration>,
     timings: Timings,
+    /// Told after each commit that wrote rows (issue 28's live UI).
+    changes: Changes,
 }
 
 /// Where the store exporter's time goes, logged at debug level every 10 s: mapping records
@@ -237,6 +246,7 @@ impl Exporter for StoreExporter {
                 let conn = self.conn.lock().expect("store connection");
                 let deleted = clean_up(&conn, self.partition, before).map_err(sql)?;
                 if deleted > 0 {
+                    self.changes.committed();
                     tracing::debug!(partition = self.partition, deleted, "query store history clean-up");
                 }
             }
@@ -289,6 +299,10 @@ impl StoreExporter {
         self.timings.commit += statements_done.elapsed();
         self.timings.batches += 1;
         self.timings.report(self.partition);
+        // visible to readers now (WAL: a commit is seen by every later read, synced or not)
+        if !self.batch.is_empty() {
+            self.changes.committed();
+        }
         self.batch.clear();
         self.stored = last;
         if durable {

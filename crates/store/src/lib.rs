@@ -10,18 +10,22 @@
 //!   below the partition's stored position are skipped, so re-export after a crash leaves each
 //!   entity once. History clean-up deletes finished instances older than a time to live.
 //! - [`query`]: the searches (`filter` with Camunda 8.8's operators, `sort`, `page`) as JSON in
-//!   the 8.8 Orchestration Cluster API's shape.
+//!   the 8.8 Orchestration Cluster API's shape; [`instance_filter`]: the process instance
+//!   filter's conditions on elements and variables.
 //! - [`statistics`]: per element counts of a process definition's or instance's element
 //!   instances; [`decisions`]: decision definitions, requirements and instances.
 //! - [`db`], [`dialect`], [`pg`]: one connection interface over both databases; every statement
 //!   is written once and turned into the connection's dialect.
 //! - [`rows`]: the exporter's frequent writes as multi-row statements on PostgreSQL.
+//! - [`changes`]: the exporter's signal that a commit changed rows, for the UI's live pages.
 //! - [`test_cluster`]: a throw-away PostgreSQL server for tests.
 
+pub mod changes;
 pub mod db;
 pub mod decisions;
 pub mod dialect;
 pub mod exporter;
+pub mod instance_filter;
 pub mod overview;
 pub mod pg;
 pub mod query;
@@ -30,6 +34,7 @@ pub mod schema;
 pub mod statistics;
 pub mod test_cluster;
 
+pub use changes::Changes;
 pub use db::{Connection, Location};
 
 use std::path::{Path, PathBuf};
@@ -99,13 +104,26 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
 pub struct Reader {
     location: Location,
     idle: Mutex<Vec<Connection>>,
+    changes: Option<Changes>,
 }
 
 impl Reader {
     /// Opens (and creates, if missing) the store at `location`.
     pub fn new(location: Location) -> Result<Self, StoreError> {
         let first = Connection::open(&location)?;
-        Ok(Self { location, idle: Mutex::new(vec![first]) })
+        Ok(Self { location, idle: Mutex::new(vec![first]), changes: None })
+    }
+
+    /// The same, with the commits of this node's exporters into the store (what the UI's live
+    /// pages wait for).
+    pub fn with_changes(mut self, changes: Changes) -> Self {
+        self.changes = Some(changes);
+        self
+    }
+
+    /// The commits of this node's exporters, if told ([`Reader::with_changes`]).
+    pub fn changes(&self) -> Option<&Changes> {
+        self.changes.as_ref()
     }
 
     /// Runs `f` on a connection (blocking: call it off the async threads).

@@ -9,7 +9,9 @@
 //!   8.8 Java client sends `"$in": []` and `"tags": []` for what it leaves unset). `$or`: an
 //!   array of such filter objects, of which at least one must match, besides the other fields
 //!   (`{"state": "ACTIVE", "$or": [{"processDefinitionId": "a"}, {"hasIncident": true}]}`, as
-//!   8.8's process instance filter); an `$or` inside `$or` is invalid.
+//!   8.8's process instance filter); an `$or` inside `$or` is invalid. The process instance
+//!   filter also takes `elementId`, `elementInstanceState`, `hasElementInstanceIncident` and
+//!   `variables` ([`crate::instance_filter`]).
 //! - `sort`: `[{field, order: ASC|DESC}]`, then by the entity's key; text sorts bytewise, a
 //!   missing value first ascending, last descending.
 //! - `page`: `limit` (default 100, at most 10,000) and one of `from` (an offset), `after` or
@@ -279,7 +281,7 @@ fn field<'a>(entity: &'a Entity, name: &str) -> Result<&'a Field, StoreError> {
 }
 
 /// An unset filter value: `null`, `[]` or `{}` (no condition).
-fn is_empty(v: &Value) -> bool {
+pub(crate) fn is_empty(v: &Value) -> bool {
     match v {
         Value::Null => true,
         Value::Array(a) => a.is_empty(),
@@ -334,70 +336,84 @@ fn conditions(
             conds.push(format!("({})", alternatives.join(" OR ")));
             continue;
         }
+        if entity.table == PROCESS_INSTANCE.table && crate::instance_filter::handles(name) {
+            continue;
+        }
         let fd = field(entity, name)?;
-        let ops: Vec<(&str, &Value)> = match value {
-            Value::Object(o) if o.keys().all(|k| k.starts_with('$')) && !o.is_empty() => o.iter().map(|(k, v)| (k.as_str(), v)).collect(),
-            v => vec![("$eq", v)],
-        };
-        for (op, v) in ops {
-            // likewise unset operators (`"$in": []` beside `"$eq"`)
-            if is_empty(v) {
-                continue;
+        field_conditions(fd, name, value, conds, args)?;
+    }
+    if entity.table == PROCESS_INSTANCE.table {
+        crate::instance_filter::conditions(map, conds, args)?;
+    }
+    Ok(())
+}
+
+/// The conditions of one field's filter value (a value, or an object of operators).
+pub(crate) fn field_conditions(
+    fd: &Field,
+    name: &str,
+    value: &Value,
+    conds: &mut Vec<String>,
+    args: &mut Vec<Sql>,
+) -> Result<(), StoreError> {
+    let ops: Vec<(&str, &Value)> = match value {
+        Value::Object(o) if o.keys().all(|k| k.starts_with('$')) && !o.is_empty() => o.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+        v => vec![("$eq", v)],
+    };
+    for (op, v) in ops {
+        // likewise unset operators (`"$in": []` beside `"$eq"`)
+        if is_empty(v) {
+            continue;
+        }
+        let sql = fd.sql;
+        match op {
+            "$eq" | "$neq" | "$gt" | "$gte" | "$lt" | "$lte" => {
+                let cmp = match op {
+                    "$eq" => "=",
+                    "$neq" => "<>",
+                    "$gt" => ">",
+                    "$gte" => ">=",
+                    "$lt" => "<",
+                    _ => "<=",
+                };
+                if matches!(op, "$gt" | "$gte" | "$lt" | "$lte") && matches!(fd.kind, Kind::Str | Kind::Bool) {
+                    return Err(invalid(format!("{op} does not apply to '{name}'")));
+                }
+                if let (Some(member), "$eq" | "$neq", Sql::Integer(b)) = (semi_join(sql), op, parse_value(fd, v)?) {
+                    // "has an active incident" as a membership the planner starts from the
+                    // incidents with, not a subquery per instance
+                    let wanted = (b != 0) == (op == "$eq");
+                    conds.push(format!("{}{member}", if wanted { "" } else { "NOT " }));
+                    continue;
+                }
+                if op == "$neq" {
+                    conds.push(format!("({sql} IS NULL OR {sql} <> ?)"));
+                } else {
+                    conds.push(format!("{sql} {cmp} ?"));
+                }
+                args.push(parse_value(fd, v)?);
             }
-            let sql = fd.sql;
-            match op {
-                "$eq" | "$neq" | "$gt" | "$gte" | "$lt" | "$lte" => {
-                    let cmp = match op {
-                        "$eq" => "=",
-                        "$neq" => "<>",
-                        "$gt" => ">",
-                        "$gte" => ">=",
-                        "$lt" => "<",
-                        _ => "<=",
-                    };
-                    if matches!(op, "$gt" | "$gte" | "$lt" | "$lte") && matches!(fd.kind, Kind::Str | Kind::Bool) {
-                        return Err(invalid(format!("{op} does not apply to '{name}'")));
-                    }
-                    if let (Some(member), "$eq" | "$neq", Sql::Integer(b)) = (semi_join(sql), op, parse_value(fd, v)?) {
-                        // "has an active incident" as a membership the planner starts from the
-                        // incidents with, not a subquery per instance
-                        let wanted = (b != 0) == (op == "$eq");
-                        conds.push(format!("{}{member}", if wanted { "" } else { "NOT " }));
-                        continue;
-                    }
-                    if op == "$neq" {
-                        conds.push(format!("({sql} IS NULL OR {sql} <> ?)"));
-                    } else {
-                        conds.push(format!("{sql} {cmp} ?"));
-                    }
-                    args.push(parse_value(fd, v)?);
+            "$in" | "$notIn" => {
+                let items = v.as_array().ok_or_else(|| invalid(format!("{op} of '{name}' takes an array")))?;
+                let marks = vec!["?"; items.len()].join(", ");
+                conds.push(if op == "$in" { format!("{sql} IN ({marks})") } else { format!("({sql} IS NULL OR {sql} NOT IN ({marks}))") });
+                for item in items {
+                    args.push(parse_value(fd, item)?);
                 }
-                "$in" | "$notIn" => {
-                    let items = v.as_array().ok_or_else(|| invalid(format!("{op} of '{name}' takes an array")))?;
-                    let marks = vec!["?"; items.len()].join(", ");
-                    conds.push(if op == "$in" {
-                        format!("{sql} IN ({marks})")
-                    } else {
-                        format!("({sql} IS NULL OR {sql} NOT IN ({marks}))")
-                    });
-                    for item in items {
-                        args.push(parse_value(fd, item)?);
-                    }
-                }
-                "$like" => {
-                    if fd.kind != Kind::Str {
-                        return Err(invalid(format!("$like applies to strings, not '{name}'")));
-                    }
-                    let s = v.as_str().ok_or_else(|| invalid(format!("$like of '{name}' takes a string")))?;
-                    conds.push(format!("{sql} LIKE ? ESCAPE '\\'"));
-                    args.push(Sql::Text(like_pattern(s)));
-                }
-                "$exists" => {
-                    let b = v.as_bool().ok_or_else(|| invalid(format!("$exists of '{name}' takes a boolean")))?;
-                    conds.push(format!("{sql} IS {}NULL", if b { "NOT " } else { "" }));
-                }
-                other => return Err(invalid(format!("unknown filter operator '{other}' on '{name}'"))),
             }
+            "$like" => {
+                if fd.kind != Kind::Str {
+                    return Err(invalid(format!("$like applies to strings, not '{name}'")));
+                }
+                let s = v.as_str().ok_or_else(|| invalid(format!("$like of '{name}' takes a string")))?;
+                conds.push(format!("{sql} LIKE ? ESCAPE '\\'"));
+                args.push(Sql::Text(like_pattern(s)));
+            }
+            "$exists" => {
+                let b = v.as_bool().ok_or_else(|| invalid(format!("$exists of '{name}' takes a boolean")))?;
+                conds.push(format!("{sql} IS {}NULL", if b { "NOT " } else { "" }));
+            }
+            other => return Err(invalid(format!("unknown filter operator '{other}' on '{name}'"))),
         }
     }
     Ok(())

@@ -209,6 +209,12 @@ fn malformed_requests_are_invalid() {
         json!({"page": {"after": "!!"}}),
         json!({"page": {"from": 0, "after": "eyJpIjoxfQ"}}),
         json!({"extra": 1}),
+        json!({"filter": {"variables": {"name": "a", "value": "1"}}}),
+        json!({"filter": {"variables": [{"name": "a"}]}}),
+        json!({"filter": {"variables": [{"value": "1"}]}}),
+        json!({"filter": {"variables": [{"name": "a", "value": "1", "scope": "x"}]}}),
+        json!({"filter": {"elementInstanceState": {"$gt": "ACTIVE"}}}),
+        json!({"filter": {"hasElementInstanceIncident": "yes"}}),
     ] {
         let r = query::search(&conn, &query::PROCESS_INSTANCE, &bad);
         assert!(matches!(r, Err(crate::StoreError::Invalid(_))), "{bad} gave {r:?}");

@@ -346,6 +346,50 @@ fn suite(stores: &Stores, names: &BTreeMap<&'static str, i64>) -> Vec<Value> {
         json!({"filter": {"$or": [{"startDate": {"$lt": at(4_000)}}, {"processInstanceKey": {"$in": [k("e")]}, "state": {"$neq": "COMPLETED"}}]}}),
         &["a", "e"],
     );
+    // by element (issue 28, 8.8's elementId / elementInstanceState / hasElementInstanceIncident:
+    // together they hold for one element instance) and by variable value (`variables`)
+    check(pi, "processInstanceKey", json!({"filter": {"elementId": "pay"}}), &["a", "b", "c"]);
+    check(pi, "processInstanceKey", json!({"filter": {"elementId": "pay", "elementInstanceState": "ACTIVE"}}), &["b"]);
+    check(pi, "processInstanceKey", json!({"filter": {"elementId": "pay", "hasElementInstanceIncident": true}}), &["b"]);
+    check(
+        pi,
+        "processInstanceKey",
+        json!({"filter": {"elementId": "pay", "elementInstanceState": "ACTIVE", "hasElementInstanceIncident": false}}),
+        &[],
+    );
+    check(
+        pi,
+        "processInstanceKey",
+        json!({"filter": {"elementId": {"$like": "pa?"}, "elementInstanceState": {"$in": ["COMPLETED", "TERMINATED"]}}}),
+        &["a", "c"],
+    );
+    check(
+        pi,
+        "processInstanceKey",
+        json!({"filter": {"elementId": "start", "elementInstanceState": "COMPLETED", "processDefinitionId": "order"}}),
+        &["a", "b", "c"],
+    );
+    check(pi, "processInstanceKey", json!({"filter": {"variables": [{"name": "customer", "value": "\"bob\""}]}}), &["b"]);
+    check(pi, "processInstanceKey", json!({"filter": {"variables": [{"name": "amount", "value": {"$in": ["10", "30"]}}]}}), &["a", "c"]);
+    check(pi, "processInstanceKey", json!({"filter": {"variables": [{"name": "customer", "value": {"$like": "*o*"}}]}}), &["b", "c"]);
+    check(
+        pi,
+        "processInstanceKey",
+        json!({"filter": {"variables": [{"name": "amount", "value": "10"}, {"name": "paid", "value": "true"}]}}),
+        &["a"],
+    );
+    check(
+        pi,
+        "processInstanceKey",
+        json!({"filter": {"variables": [{"name": "amount", "value": "20"}, {"name": "paid", "value": "true"}]}}),
+        &[],
+    );
+    check(
+        pi,
+        "processInstanceKey",
+        json!({"filter": {"$or": [{"elementId": "pay", "hasElementInstanceIncident": true}, {"variables": [{"name": "i", "value": "2"}]}]}}),
+        &["b", "e"],
+    );
     check(pi, "processInstanceKey", json!({"filter": {"$or": []}}), &["a", "b", "c", "d", "e"]);
     check(pi, "processInstanceKey", json!({"filter": {"$or": [{}], "state": "TERMINATED"}}), &["c"]);
     // the 8.8 Java client's unset filters

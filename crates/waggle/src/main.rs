@@ -166,12 +166,13 @@ fn query_store_location(config: &config::NodeConfig, cluster: Option<&ClusterSpe
 fn export_config(
     config: &config::NodeConfig,
     query_store: Option<&waggle_store::Location>,
+    store_changes: &waggle_store::Changes,
 ) -> anyhow::Result<waggle_broker::export::ExportConfig> {
     let mut exporters = Vec::new();
     if let Some(location) = query_store {
         let store = waggle_store::exporter::StoreConfig { location: location.clone(), history_ttl: config.query_store_history_ttl };
-        let factory =
-            waggle_store::exporter::factory("query-store", store).with_context(|| format!("opening the query store {location}"))?;
+        let factory = waggle_store::exporter::factory_with_changes("query-store", store, store_changes.clone())
+            .with_context(|| format!("opening the query store {location}"))?;
         exporters.push(Arc::new(factory));
     }
     if let Some(target) = &config.debug_exporter {
@@ -197,6 +198,8 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     let started = Instant::now();
     let registry = prometheus::Registry::new();
     let query_store = query_store_location(&config, cluster.as_ref());
+    // the store exporter's commits, which the web UI's live pages wait for
+    let store_changes = waggle_store::Changes::default();
     let broker = Broker::start(
         BrokerConfig {
             data_dir: config.data_dir.clone(),
@@ -206,7 +209,7 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
             snapshot_every_entries: config.snapshot_every_entries,
             limits: config.limits,
             cluster: cluster.clone(),
-            export: export_config(&config, query_store.as_ref())?,
+            export: export_config(&config, query_store.as_ref(), &store_changes)?,
             disk: config.disk.clone(),
             backup_store: config.backup_store.clone(),
         },
@@ -243,7 +246,8 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     let rest_listener = tokio::net::TcpListener::bind(rest_addr).await.with_context(|| format!("binding the REST API on {rest_addr}"))?;
     let store_reader = match &query_store {
         Some(location) => {
-            Some(Arc::new(waggle_store::Reader::new(location.clone()).with_context(|| format!("opening the query store {location}"))?))
+            let reader = waggle_store::Reader::new(location.clone()).with_context(|| format!("opening the query store {location}"))?;
+            Some(Arc::new(reader.with_changes(store_changes.clone())))
         }
         None => None,
     };

@@ -1,7 +1,7 @@
 //! The built-in web UI (issue 28) in a real headless Chromium: `tests/ui/ui_test.cjs` drives
 //! Debian's `chromium` through playwright-core (both installed by `scripts/install-clients.sh
-//! browser`) against the real binary: the diagram with badges, an instance's incident, a
-//! variable edited, Retry, the instance completing without a reload, a cancel from the list and
+//! browser`) against the real binary: the diagram with badges, the instance list filtered by
+//! element and by a variable's value, an instance's incident, a variable edited, Retry, the instance completing without a reload, a cancel from the list and
 //! one through the list's selection, the incidents grouped on their page.
 //! Screenshots of every step go to `<target dir>/ui-screenshots/` (printed). Then the query store
 //! is asked, over `/v2`, whether the browser's commands really happened. A second test walks
@@ -103,7 +103,7 @@ fn the_web_ui_shows_and_repairs_instances_live_in_chromium() {
     // every step left a screenshot
     let mut pngs: Vec<_> = std::fs::read_dir(&shots).expect("screenshots").map(|e| e.expect("entry").path()).collect();
     pngs.sort();
-    assert_eq!(pngs.len(), 10, "one screenshot per step: {pngs:?}");
+    assert_eq!(pngs.len(), 12, "one screenshot per step: {pngs:?}");
     for p in &pngs {
         let bytes = std::fs::read(p).expect("png");
         assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} is no screenshot", p.display());
@@ -190,4 +190,80 @@ fn the_instance_page_draws_taken_flows_and_modifies_tokens_in_chromium() {
     assert_eq!(approve["items"][0]["state"], "TERMINATED", "{approve}");
     let extra = post_json(&node, "/v2/variables/search", &format!(r#"{{"filter":{{"processInstanceKey":"{key}","name":"extra"}}}}"#));
     assert_eq!(extra["items"][0]["value"], "7", "{extra}");
+}
+
+/// Reads a server-sent event stream on a thread: first the response head, then each event's
+/// name, as they arrive.
+fn subscribe(port: u16) -> std::sync::mpsc::Receiver<(String, Instant)> {
+    use std::io::BufRead;
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to the REST port");
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(stream, "GET /ui/api/changes HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(stream).lines();
+        let mut head = Vec::new();
+        for line in lines.by_ref() {
+            match line {
+                Ok(l) if !l.is_empty() => head.push(l),
+                _ => break,
+            }
+        }
+        if tx.send((head.join("\n"), Instant::now())).is_err() {
+            return;
+        }
+        for line in lines.map_while(Result::ok) {
+            if let Some(event) = line.strip_prefix("event: ") {
+                if tx.send((event.to_owned(), Instant::now())).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// Issue 28's live pages: `/ui/api/changes` sends `hello` at once and a `change` after the
+/// store's commits; however many commits come, its events stay at least 100 ms apart (the
+/// page refetches at most ten times a second). A node without the store answers 503 (the page
+/// polls).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn change_events_follow_the_stores_commits_at_a_bounded_rate() {
+    let node = Node::start(&[]);
+    let subscribed = Instant::now();
+    let events = subscribe(node.rest_port);
+    let (head, _) = events.recv_timeout(Duration::from_secs(10)).expect("the response head");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-type: text/event-stream"), "{head}");
+    assert_eq!(events.recv_timeout(Duration::from_secs(10)).expect("hello").0, "hello");
+
+    let mut c = common::grpc_client(&node).await;
+    common::deploy_one_task(&mut c).await;
+    let (event, _) = events.recv_timeout(Duration::from_secs(10)).expect("a change after the deployment");
+    assert_eq!(event, "change");
+
+    // 300 instances as fast as they go: many commits
+    let creations: Vec<_> = (0..300)
+        .map(|_| {
+            let mut c = c.clone();
+            tokio::spawn(async move { c.create_process_instance(common::one_task_creation()).await.expect("create") })
+        })
+        .collect();
+    for creation in creations {
+        creation.await.unwrap();
+    }
+    let mut changes = 1;
+    let mut last_read = Instant::now();
+    while let Ok((event, at)) = events.recv_timeout(Duration::from_secs(2)) {
+        assert_eq!(event, "change");
+        changes += 1;
+        last_read = at;
+    }
+    let bound = last_read.duration_since(subscribed).as_millis() / 100 + 1;
+    assert!(changes >= 2, "the creations' commits were told");
+    assert!(changes as u128 <= bound, "{changes} change events within {:?}: more than one per 100 ms", last_read - subscribed);
+
+    let off = Node::start(&["--query-store", "false"]);
+    let (status, body) = http_request(off.rest_port, "GET", "/ui/api/changes").expect("GET changes");
+    assert_eq!(status, 503, "{body}");
 }

@@ -1,8 +1,13 @@
-// Waggle's web UI: fills the page frame from the JSON endpoints and refreshes it every second
-// (polling; no page reload). Commands go to the REST API (/v2) and /ui/api.
+// Waggle's web UI: fills the page frame from the JSON endpoints and refreshes it when the query
+// store changes (server-sent events from /ui/api/changes; polling every second when they are not
+// available); no page reload. Commands go to the REST API (/v2) and /ui/api.
 'use strict';
 (function () {
   const POLL_MS = 1000;
+  // while live, a refresh at least this often anyway (commits another node exported)
+  const LIVE_SAFETY_MS = 5000;
+  // after the event stream was refused or closed for good, the next try
+  const LIVE_RETRY_MS = 5000;
   const PAGE_SIZE = 20;
   const app = document.getElementById('app');
   const view = app.dataset.view;
@@ -41,13 +46,72 @@
   const liveBox = document.getElementById('live');
   function live(on) {
     liveBox.className = 'live ' + (on ? 'on' : 'off');
-    liveBox.textContent = on ? 'live' : 'disconnected';
+    liveBox.textContent = on ? (changes.connected() ? 'live' : 'polling') : 'disconnected';
   }
 
-  /** Runs `refresh` now and every POLL_MS after the previous run ended. */
+  /**
+   * The store's changes as server-sent events (/ui/api/changes): `subscribe(f)` calls f after
+   * each event (the server sends at most ten a second), and when the stream connects or drops
+   * (to catch up, or to fall back to polling). A hidden tab closes its stream (a browser opens
+   * only six connections to a server) and reopens it when shown again.
+   */
+  const changes = (() => {
+    const subscribers = new Set();
+    let source = null;
+    let connected = false;
+    let retry = null;
+    const notify = () => { for (const f of subscribers) f(); };
+    function close() {
+      if (source) source.close();
+      source = null;
+      if (connected) {
+        connected = false;
+        notify();
+      }
+    }
+    function open() {
+      clearTimeout(retry);
+      if (source || document.hidden || !window.EventSource) return;
+      source = new EventSource('/ui/api/changes');
+      source.addEventListener('hello', () => {
+        connected = true;
+        notify();
+      });
+      source.addEventListener('change', notify);
+      source.onerror = () => {
+        // CONNECTING: the browser reconnects by itself; CLOSED (refused): poll, try again later
+        const closed = source.readyState === EventSource.CLOSED;
+        if (connected) {
+          connected = false;
+          notify();
+        }
+        if (closed) {
+          source = null;
+          retry = setTimeout(open, LIVE_RETRY_MS);
+        }
+      };
+    }
+    document.addEventListener('visibilitychange', () => (document.hidden ? close() : open()));
+    window.addEventListener('pagehide', close);
+    open();
+    return { subscribe: (f) => subscribers.add(f), connected: () => connected };
+  })();
+
+  /**
+   * Runs `refresh` now, then after each change of the store (a change during a run makes one
+   * more run after it, never two at once), or every POLL_MS after the previous run ended while
+   * the change events are not available. Returns a function that refreshes at once.
+   */
   function poll(refresh) {
     let timer = null;
+    let running = false;
+    let again = false;
     async function tick() {
+      if (running) {
+        again = true;
+        return;
+      }
+      running = true;
       clearTimeout(timer);
       try {
         await refresh();
@@ -56,8 +120,15 @@
         live(false);
         console.warn('refresh failed', e);
       }
-      timer = setTimeout(tick, POLL_MS);
+      running = false;
+      if (again) {
+        again = false;
+        tick();
+        return;
+      }
+      timer = setTimeout(tick, changes.connected() ? LIVE_SAFETY_MS : POLL_MS);
     }
+    changes.subscribe(tick);
     tick();
     return tick; // call to refresh at once (after a command)
   }
@@ -71,6 +142,25 @@
       flash(label + ' failed: ' + e.message, false);
     }
     if (refreshNow) refreshNow();
+  }
+
+  /** Sets an element's HTML only when it differs (a refresh that changes nothing leaves the
+   * page alone: a click or a selection in progress is not lost). */
+  function setHtml(el, html) {
+    if (el.dataset.html !== html) {
+      el.innerHTML = html;
+      el.dataset.html = html;
+    }
+  }
+
+  /** A variable value typed in a filter as the JSON text the store holds: JSON as given (made
+   * compact), anything else as a string (`declined` is `"declined"`). */
+  function jsonText(text) {
+    try {
+      return JSON.stringify(JSON.parse(text));
+    } catch (_) {
+      return JSON.stringify(text);
+    }
   }
 
   function section(parent, html) {
@@ -147,7 +237,7 @@
     poll(async () => {
       const { definitions, counts } = await api('GET', '/ui/api/processes');
       if (!definitions.length) {
-        body.innerHTML = '<p>No process is deployed yet.</p>';
+        setHtml(body, '<p>No process is deployed yet.</p>');
         return;
       }
       const rows = definitions.map((d) => {
@@ -158,9 +248,9 @@
           ${countCells(counts[d.processDefinitionKey])}
           <td><a href="/instances?process=${encodeURIComponent(d.processDefinitionId)}&version=${d.version}" aria-label="Instances of ${esc(d.processDefinitionId)} version ${d.version}">instances</a></td></tr>`;
       });
-      body.innerHTML = `<table aria-label="Process definitions"><thead><tr><th>Process</th><th>Version</th>
+      setHtml(body, `<table aria-label="Process definitions"><thead><tr><th>Process</th><th>Version</th>
         <th>Active</th><th>With incident</th><th>Completed</th><th>Canceled</th><th></th></tr></thead>
-        <tbody>${rows.join('')}</tbody></table>`;
+        <tbody>${rows.join('')}</tbody></table>`);
     });
   }
 
@@ -198,6 +288,10 @@
       incident: params.get('incident') === 'true',
       from: params.get('from') || '',
       until: params.get('until') || '',
+      element: params.get('element') || '',
+      elementState: params.get('elementState') || '',
+      variable: params.get('variable') || '',
+      value: params.get('value') || '',
       page: Math.max(0, parseInt(params.get('page') || '0', 10) || 0),
     };
     const form = section(app, `<form class="filters" aria-label="Filters">
@@ -209,6 +303,13 @@
       <label>Started from <input type="date" name="from" aria-label="Started from"></label>
       <label>Started until <input type="date" name="until" aria-label="Started until"></label>
       <label><span><input type="checkbox" name="incident" aria-label="With incident only"> with incident only</span></label>
+      <label>Element <input name="element" list="element-ids" aria-label="Element" placeholder="element id" autocomplete="off"></label>
+      <datalist id="element-ids"></datalist>
+      <label>Element state <select name="elementState" aria-label="Element state">
+        <option value="">Any</option><option value="active">Active</option><option value="incident">With incident</option>
+        <option value="completed">Completed</option><option value="canceled">Canceled</option></select></label>
+      <label>Variable <input name="variable" aria-label="Variable name" placeholder="name" autocomplete="off"></label>
+      <label>Value <input name="variableValue" aria-label="Variable value" placeholder='JSON: "text", 42' autocomplete="off"></label>
     </form>`).firstElementChild;
     const bulk = section(app, `<div class="filters" aria-label="Selection">
       <span id="selected-count">0 selected</span>
@@ -230,6 +331,24 @@
       form.incident.checked = f.incident;
       form.from.value = f.from;
       form.until.value = f.until;
+      if (document.activeElement !== form.element) form.element.value = f.element;
+      form.elementState.value = f.elementState;
+      form.elementState.disabled = !f.element;
+      if (document.activeElement !== form.variable) form.variable.value = f.variable;
+      if (document.activeElement !== form.variableValue) form.variableValue.value = f.value;
+      elementIds().catch((e) => console.warn('element ids', e));
+    }
+
+    // the element ids of the chosen process version (those with element instances) to pick from
+    let elementIdsOf = null;
+    async function elementIds() {
+      const d = definitions.find((x) => x.processDefinitionId === f.process && String(x.version) === f.version)
+        || definitions.find((x) => x.processDefinitionId === f.process);
+      const k = d ? d.processDefinitionKey : null;
+      if (k === elementIdsOf) return;
+      elementIdsOf = k;
+      const ids = k ? Object.keys((await api('GET', `/ui/api/processes/${k}`)).elements || {}).sort() : [];
+      form.querySelector('#element-ids').innerHTML = ids.map((id) => `<option value="${esc(id)}"></option>`).join('');
     }
 
     function syncUrl() {
@@ -240,12 +359,16 @@
       if (f.incident) q.set('incident', 'true');
       if (f.from) q.set('from', f.from);
       if (f.until) q.set('until', f.until);
+      if (f.element) q.set('element', f.element);
+      if (f.element && f.elementState) q.set('elementState', f.elementState);
+      if (f.variable) q.set('variable', f.variable);
+      if (f.variable && f.value) q.set('value', f.value);
       if (f.page) q.set('page', String(f.page));
       history.replaceState(null, '', '/instances' + (q.toString() ? '?' + q : ''));
     }
 
     let refreshNow = null;
-    form.addEventListener('change', (e) => {
+    function filtersChanged(e) {
       if (e.target.name === 'process') f.version = '';
       else if (e.target.name === 'version') f.version = form.version.value;
       f.process = form.process.value;
@@ -253,11 +376,24 @@
       f.incident = form.incident.checked;
       f.from = form.from.value;
       f.until = form.until.value;
+      f.element = form.element.value.trim();
+      f.elementState = form.elementState.value;
+      f.variable = form.variable.value.trim();
+      f.value = form.variableValue.value.trim();
       f.page = 0;
       fillSelects();
       syncUrl();
       refreshNow();
+    }
+    form.addEventListener('change', filtersChanged);
+    // the text filters apply as they are typed, once typing pauses
+    let typing = null;
+    form.addEventListener('input', (e) => {
+      if (e.target.tagName !== 'INPUT' || e.target.type === 'checkbox' || e.target.type === 'date') return;
+      clearTimeout(typing);
+      typing = setTimeout(() => filtersChanged(e), 300);
     });
+    form.addEventListener('submit', (e) => e.preventDefault());
 
     function showSelection() {
       bulk.querySelector('#selected-count').textContent = `${selected.size} selected`;
@@ -336,6 +472,14 @@
       if (f.from) started.$gte = `${f.from}T00:00:00Z`;
       if (f.until) started.$lt = new Date(Date.parse(`${f.until}T00:00:00Z`) + 86400000).toISOString();
       if (Object.keys(started).length) filter.startDate = started;
+      // 8.8's element filter (Operate's flow-node filter) and variable filter
+      if (f.element) {
+        filter.elementId = f.element;
+        const state = { active: ['ACTIVE', false], incident: ['ACTIVE', true], completed: ['COMPLETED'], canceled: ['TERMINATED'] }[f.elementState];
+        if (state) filter.elementInstanceState = state[0];
+        if (state && state.length > 1) filter.hasElementInstanceIncident = state[1];
+      }
+      if (f.variable) filter.variables = [{ name: f.variable, value: f.value ? jsonText(f.value) : { $exists: true } }];
       const r = await api('POST', '/v2/process-instances/search', {
         filter,
         sort: [{ field: 'processInstanceKey', order: 'DESC' }],
@@ -353,11 +497,11 @@
         <td>${i.hasIncident ? '<span class="incident-flag">incident</span>' : ''}</td>
         <td>${date(i.startDate)}</td><td>${date(i.endDate)}</td>
         <td>${i.state === 'ACTIVE' ? `<button type="button" class="danger" data-cancel="${esc(i.processInstanceKey)}" aria-label="Cancel instance ${esc(i.processInstanceKey)}">Cancel</button>` : ''}</td></tr>`);
-      list.innerHTML = `<table aria-label="Process instances"><thead><tr><th><input type="checkbox" data-select-all="1" aria-label="Select all on this page"></th><th>Instance</th><th>Process</th><th>Version</th><th>State</th>
+      setHtml(list, `<table aria-label="Process instances"><thead><tr><th><input type="checkbox" data-select-all="1" aria-label="Select all on this page"></th><th>Instance</th><th>Process</th><th>Version</th><th>State</th>
         <th>Incident</th><th>Started</th><th>Ended</th><th></th></tr></thead><tbody>${rows.join('') || '<tr><td colspan="9" class="muted">No instances match.</td></tr>'}</tbody></table>
         <div class="pager"><button type="button" data-page="-1" aria-label="Previous page" ${f.page === 0 ? 'disabled' : ''}>Previous</button>
         <span id="page-info">Page ${f.page + 1} of ${pages}${more} · ${total}${more} instances</span>
-        <button type="button" data-page="1" aria-label="Next page" ${f.page + 1 >= pages && !more ? 'disabled' : ''}>Next</button></div>`;
+        <button type="button" data-page="1" aria-label="Next page" ${f.page + 1 >= pages && !more ? 'disabled' : ''}>Next</button></div>`);
     });
   }
 
@@ -547,7 +691,7 @@
         groups.get(id).items.push(n);
       }
       if (!groups.size) {
-        body.innerHTML = '<p>No active incidents.</p>';
+        setHtml(body, '<p>No active incidents.</p>');
         return;
       }
       const rows = [...groups].map(([id, g]) => {
@@ -557,8 +701,8 @@
           <td class="error-message">${esc(g.items[0].errorMessage)}</td><td>${links}${instances.length > 5 ? ' …' : ''}</td>
           <td><button type="button" class="primary" data-group="${esc(id)}" aria-label="Retry all ${esc(g.errorType)} incidents of ${esc(g.process)}">Retry all</button></td></tr>`;
       });
-      body.innerHTML = `<table aria-label="Incidents by error type and process"><thead><tr><th>Error type</th><th>Process</th><th>Incidents</th>
-        <th>First message</th><th>Instances</th><th></th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+      setHtml(body, `<table aria-label="Incidents by error type and process"><thead><tr><th>Error type</th><th>Process</th><th>Incidents</th>
+        <th>First message</th><th>Instances</th><th></th></tr></thead><tbody>${rows.join('')}</tbody></table>`);
     });
   }
 
