@@ -704,7 +704,9 @@ fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordV
 /// everything belonging to them. Returns how many instances went.
 pub fn clean_up(conn: &Connection, partition: PartitionId, before: i64) -> Result<u64, StoreError> {
     let finished = "SELECT process_instance_key FROM process_instance WHERE partition_id = ?1 AND end_date IS NOT NULL AND end_date < ?2";
-    for table in ["flow_node_instance", "variable", "incident", "job", "message_subscription", "user_task", "sequence_flow", "decision_instance"] {
+    for table in
+        ["flow_node_instance", "variable", "incident", "job", "message_subscription", "user_task", "sequence_flow", "decision_instance"]
+    {
         conn.execute(&format!("DELETE FROM {table} WHERE process_instance_key IN ({finished})"), params![partition, before])?;
     }
     conn.execute(
