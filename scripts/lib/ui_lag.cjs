@@ -14,31 +14,13 @@
 // Prints p50/p90/p99/max and one JSON line; exits 1 on a failure.
 'use strict'
 const fs = require('fs')
-const os = require('os')
 const path = require('path')
-const { chromium } = require('playwright-core')
+const { arg, flag, base, sleep, rest, deploy, launch } = require(path.join(__dirname, '../../tests/ui/harness.cjs'))
 
-const argv = process.argv.slice(2)
-const arg = (name, dflt) => (argv.includes(`--${name}`) ? argv[argv.indexOf(`--${name}`) + 1] : dflt)
-const base = `http://127.0.0.1:${arg('rest')}`
 const SECONDS = Number(arg('seconds', '60'))
 const LANES = Number(arg('lanes', '4'))
-const POLL = argv.includes('--poll')
+const POLL = flag('poll')
 const now = () => performance.timeOrigin + performance.now()
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-async function rest(method, p, body) {
-  const init = { method, headers: {} }
-  if (body !== undefined) {
-    init.headers['Content-Type'] = 'application/json'
-    init.body = JSON.stringify(body)
-  }
-  const r = await fetch(base + p, init)
-  const text = await r.text()
-  if (!r.ok) throw new Error(`${method} ${p}: ${r.status} ${text}`)
-  return text ? JSON.parse(text) : null
-}
-
 /** One activation loop hands each job to whoever waits for its instance. */
 function jobs() {
   const waiting = new Map() // process instance key -> resolve
@@ -75,20 +57,9 @@ const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.ceil((
 
 async function main() {
   const xml = fs.readFileSync(arg('model'), 'utf8').replace(/benchmark-task/g, 'ui-lag').replace(/"benchmark"/g, '"ui_lag"')
-  const form = new FormData()
-  form.append('resources', new Blob([xml], { type: 'application/xml' }), 'ui_lag.bpmn')
-  const dep = await fetch(base + '/v2/deployments', { method: 'POST', body: form })
-  if (!dep.ok) throw new Error(`deployment: ${dep.status} ${await dep.text()}`)
+  await deploy('ui_lag.bpmn', xml)
 
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'waggle-ui-lag-'))
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    viewport: { width: 1280, height: 900 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--disable-background-timer-throttling', '--disable-renderer-backgrounding'],
-  })
-  const page = context.pages()[0] || (await context.newPage())
+  const { context, page, profile } = await launch('waggle-ui-lag-', 30000)
   const errors = []
   page.on('pageerror', (e) => errors.push(e.message))
   if (POLL) await page.route('**/ui/api/changes', (r) => r.abort())

@@ -14,49 +14,12 @@
 // exits 1 with the reason at the first failure.
 'use strict'
 const fs = require('fs')
-const os = require('os')
 const path = require('path')
-const { chromium } = require('playwright-core')
-
-const argv = process.argv.slice(2)
-const arg = (name) => argv[argv.indexOf(`--${name}`) + 1]
-const base = `http://127.0.0.1:${arg('rest')}`
+const { arg, base, check, rest, eventually, deploy, launch } = require('./harness.cjs')
 const shots = arg('shots')
-const STEP_MS = 20000
 
-function check(condition, message) {
-  if (!condition) throw new Error(message)
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-async function rest(method, p, body) {
-  const init = { method, headers: {} }
-  if (body !== undefined) {
-    init.headers['Content-Type'] = 'application/json'
-    init.body = JSON.stringify(body)
-  }
-  const r = await fetch(base + p, init)
-  const text = await r.text()
-  check(r.ok, `${method} ${p}: ${r.status} ${text}`)
-  return text ? JSON.parse(text) : null
-}
-
-async function eventually(probe, what) {
-  const deadline = Date.now() + STEP_MS
-  for (;;) {
-    const value = await probe()
-    if (value) return value
-    check(Date.now() < deadline, `timed out waiting for ${what}`)
-    await sleep(100)
-  }
-}
-
-async function deploy(file) {
-  const form = new FormData()
-  form.append('resources', new Blob([fs.readFileSync(path.join(arg('models'), file))], { type: 'application/xml' }), file)
-  const r = await fetch(base + '/v2/deployments', { method: 'POST', body: form })
-  const text = await r.text()
-  check(r.ok, `deployment of ${file}: ${r.status} ${text}`)
+async function deployModel(file) {
+  await deploy(file, fs.readFileSync(path.join(arg('models'), file)))
 }
 
 /** A worker over REST completing the "ui-check" and "ui-ship" jobs. */
@@ -75,8 +38,8 @@ function worker() {
 
 async function main() {
   fs.mkdirSync(shots, { recursive: true })
-  await deploy('ui_tree_child.bpmn')
-  await deploy('ui_tree.bpmn')
+  await deployModel('ui_tree_child.bpmn')
+  await deployModel('ui_tree.bpmn')
   const w = worker()
   const key = (await rest('POST', '/v2/process-instances', { processDefinitionId: 'ui_tree', variables: { items: [1, 2] } })).processInstanceKey
   const approving = { processInstanceKey: key, elementId: 'approve', state: 'ACTIVE' }
@@ -84,16 +47,7 @@ async function main() {
   const child = (await rest('POST', '/v2/process-instances/search', { filter: { parentProcessInstanceKey: key } })).items[0]
   check(child, 'the call activity called an instance')
 
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'waggle-ui-chromium-'))
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    viewport: { width: 1280, height: 900 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  })
-  const page = context.pages()[0] || (await context.newPage())
-  page.setDefaultTimeout(STEP_MS)
+  const { context, page, profile } = await launch('waggle-ui-chromium-')
   const errors = []
   page.on('pageerror', (e) => errors.push(e.message))
   let step = 0

@@ -12,42 +12,9 @@
 // exits 1 with the reason at the first failure.
 'use strict'
 const fs = require('fs')
-const os = require('os')
 const path = require('path')
-const { chromium } = require('playwright-core')
-
-const argv = process.argv.slice(2)
-const arg = (name) => argv[argv.indexOf(`--${name}`) + 1]
-const base = `http://127.0.0.1:${arg('rest')}`
+const { arg, base, check, rest, eventually, deploy, launch } = require('./harness.cjs')
 const shots = arg('shots')
-const STEP_MS = 20000
-
-function check(condition, message) {
-  if (!condition) throw new Error(message)
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-async function rest(method, p, body) {
-  const init = { method, headers: {} }
-  if (body !== undefined) {
-    init.headers['Content-Type'] = 'application/json'
-    init.body = JSON.stringify(body)
-  }
-  const r = await fetch(base + p, init)
-  const text = await r.text()
-  check(r.ok, `${method} ${p}: ${r.status} ${text}`)
-  return text ? JSON.parse(text) : null
-}
-
-async function eventually(probe, what) {
-  const deadline = Date.now() + STEP_MS
-  for (;;) {
-    const value = await probe()
-    if (value) return value
-    check(Date.now() < deadline, `timed out waiting for ${what}`)
-    await sleep(100)
-  }
-}
 
 /** A worker over REST: fails the job (no retries left: an incident) while `card` is "declined". */
 function worker() {
@@ -69,13 +36,8 @@ function worker() {
 
 async function main() {
   fs.mkdirSync(shots, { recursive: true })
-  const form = new FormData()
-  const xml = fs.readFileSync(path.join(arg('models'), 'ui_payment.bpmn'))
-  form.append('resources', new Blob([xml], { type: 'application/xml' }), 'ui_payment.bpmn')
-  const dep = await fetch(base + '/v2/deployments', { method: 'POST', body: form })
-  const deployed = await dep.text()
-  check(dep.ok, `deployment: ${dep.status} ${deployed}`)
-  const definitionKey = JSON.parse(deployed).deployments[0].processDefinition.processDefinitionKey
+  const deployed = await deploy('ui_payment.bpmn', fs.readFileSync(path.join(arg('models'), 'ui_payment.bpmn')))
+  const definitionKey = deployed.deployments[0].processDefinition.processDefinitionKey
 
   const w = worker()
   const start = async (variables) => (await rest('POST', '/v2/process-instances', { processDefinitionId: 'ui_payment', variables })).processInstanceKey
@@ -88,16 +50,7 @@ async function main() {
   await eventually(async () => (await search({ processDefinitionId: 'ui_payment', hasIncident: true })).page.totalItems === 3, 'three incidents')
   await eventually(async () => (await search({ processDefinitionId: 'ui_payment', state: 'COMPLETED' })).page.totalItems === 2, 'two completed instances')
 
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'waggle-ui-chromium-'))
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    viewport: { width: 1280, height: 900 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  })
-  const page = context.pages()[0] || (await context.newPage())
-  page.setDefaultTimeout(STEP_MS)
+  const { context, page, profile } = await launch('waggle-ui-chromium-')
   const errors = []
   page.on('pageerror', (e) => errors.push(e.message))
   let step = 0

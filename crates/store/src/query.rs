@@ -336,13 +336,13 @@ fn conditions(
             conds.push(format!("({})", alternatives.join(" OR ")));
             continue;
         }
-        if entity.table == PROCESS_INSTANCE.table && crate::instance_filter::handles(name) {
+        if std::ptr::eq(entity, &PROCESS_INSTANCE) && crate::instance_filter::handles(name) {
             continue;
         }
         let fd = field(entity, name)?;
         field_conditions(fd, name, value, conds, args)?;
     }
-    if entity.table == PROCESS_INSTANCE.table {
+    if std::ptr::eq(entity, &PROCESS_INSTANCE) {
         crate::instance_filter::conditions(map, conds, args)?;
     }
     Ok(())
