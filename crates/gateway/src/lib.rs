@@ -9,6 +9,7 @@
 #![allow(clippy::result_large_err)]
 
 mod backend;
+pub mod caller;
 mod coalescing_io;
 mod jobs;
 mod metrics;
@@ -32,6 +33,7 @@ use waggle_protocol::value::*;
 use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
 
 pub use backend::Backend;
+pub use caller::Caller;
 pub use coalescing_io::CoalescingIo;
 pub use metrics::GatewayMetrics;
 pub use pb::gateway_server::GatewayServer;
