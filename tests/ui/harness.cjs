@@ -72,4 +72,30 @@ async function launch(profilePrefix, timeoutMs = STEP_MS) {
   return { context, page, profile }
 }
 
-module.exports = { arg, flag, base, STEP_MS, check, sleep, rest, eventually, deploy, launch }
+/** Runs `steps({ page, shot })` in a fresh headless Chromium: `shot(name)` saves the next numbered
+ * full-page screenshot in `shotsDir`. Fails on any error the page threw; on a failure saves a
+ * last `failure` screenshot. Always closes the browser, removes its profile and runs `cleanup`. */
+async function browse(shotsDir, steps, cleanup = async () => {}) {
+  const { context, page, profile } = await launch('waggle-ui-chromium-')
+  const errors = []
+  page.on('pageerror', (e) => errors.push(e.message))
+  let step = 0
+  const shot = async (name) => {
+    const file = path.join(shotsDir, `${String(++step).padStart(2, '0')}-${name}.png`)
+    await page.screenshot({ path: file, fullPage: true })
+    console.log(`screenshot ${file}`)
+  }
+  try {
+    await steps({ page, shot })
+    check(errors.length === 0, `errors in the page: ${errors.join('; ')}`)
+  } catch (e) {
+    await shot('failure').catch(() => {})
+    throw e
+  } finally {
+    await context.close()
+    fs.rmSync(profile, { recursive: true, force: true })
+    await cleanup()
+  }
+}
+
+module.exports = { arg, flag, base, STEP_MS, check, sleep, rest, eventually, deploy, launch, browse }

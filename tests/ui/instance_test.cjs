@@ -15,7 +15,7 @@
 'use strict'
 const fs = require('fs')
 const path = require('path')
-const { arg, base, check, rest, eventually, deploy, launch } = require('./harness.cjs')
+const { arg, base, check, rest, eventually, deploy, browse } = require('./harness.cjs')
 const shots = arg('shots')
 
 async function deployModel(file) {
@@ -47,19 +47,10 @@ async function main() {
   const child = (await rest('POST', '/v2/process-instances/search', { filter: { parentProcessInstanceKey: key } })).items[0]
   check(child, 'the call activity called an instance')
 
-  const { context, page, profile } = await launch('waggle-ui-chromium-')
-  const errors = []
-  page.on('pageerror', (e) => errors.push(e.message))
-  let step = 0
-  const shot = async (name) => {
-    const file = path.join(shots, `${String(++step).padStart(2, '0')}-${name}.png`)
-    await page.screenshot({ path: file, fullPage: true })
-    console.log(`screenshot ${file}`)
-  }
-  const taken = (flow) => page.locator(`g.ui-taken[data-element-id="${flow}"]`)
-  const tree = page.locator('ul.tree')
-  const flash = page.locator('#flash')
-  try {
+  await browse(shots, async ({ page, shot }) => {
+    const taken = (flow) => page.locator(`g.ui-taken[data-element-id="${flow}"]`)
+    const tree = page.locator('ul.tree')
+    const flash = page.locator('#flash')
     await page.goto(base + `/instances/${key}`)
     await page.evaluate(() => { window.__sameDocument = true })
 
@@ -124,15 +115,7 @@ async function main() {
     check((await taken('f6').count()) === 0, 'f6 was never taken: the token was moved')
     check(await page.evaluate(() => window.__sameDocument === true), 'the page was reloaded')
     await shot('token-moved')
-    check(errors.length === 0, `errors in the page: ${errors.join('; ')}`)
-  } catch (e) {
-    await shot('failure').catch(() => {})
-    throw e
-  } finally {
-    await context.close()
-    fs.rmSync(profile, { recursive: true, force: true })
-    await w.stop()
-  }
+  }, () => w.stop())
   console.log(JSON.stringify({ instance: key, child: child.processInstanceKey }))
   console.log('OK')
 }

@@ -13,7 +13,7 @@
 'use strict'
 const fs = require('fs')
 const path = require('path')
-const { arg, base, check, rest, eventually, deploy, launch } = require('./harness.cjs')
+const { arg, base, check, rest, eventually, deploy, browse } = require('./harness.cjs')
 const shots = arg('shots')
 
 /** A worker over REST: fails the job (no retries left: an incident) while `card` is "declined". */
@@ -50,17 +50,8 @@ async function main() {
   await eventually(async () => (await search({ processDefinitionId: 'ui_payment', hasIncident: true })).page.totalItems === 3, 'three incidents')
   await eventually(async () => (await search({ processDefinitionId: 'ui_payment', state: 'COMPLETED' })).page.totalItems === 2, 'two completed instances')
 
-  const { context, page, profile } = await launch('waggle-ui-chromium-')
-  const errors = []
-  page.on('pageerror', (e) => errors.push(e.message))
-  let step = 0
-  const shot = async (name) => {
-    const file = path.join(shots, `${String(++step).padStart(2, '0')}-${name}.png`)
-    await page.screenshot({ path: file, fullPage: true })
-    console.log(`screenshot ${file}`)
-  }
-  const badge = (element, kind, n) => page.locator(`.badge-${kind}[data-element="${element}"]`, { hasText: new RegExp(`^${n}$`) }).waitFor()
-  try {
+  await browse(shots, async ({ page, shot }) => {
+    const badge = (element, kind, n) => page.locator(`.badge-${kind}[data-element="${element}"]`, { hasText: new RegExp(`^${n}$`) }).waitFor()
     // the processes
     await page.goto(base + '/')
     await page.getByRole('link', { name: 'Open ui_payment version 1' }).waitFor()
@@ -159,15 +150,7 @@ async function main() {
     await badge('charge', 'canceled', 2)
     check((await page.locator('.badge-incidents[data-element="charge"]').count()) === 0, 'no incident left on the diagram')
     await shot('diagram-after')
-    check(errors.length === 0, `errors in the page: ${errors.join('; ')}`)
-  } catch (e) {
-    await shot('failure').catch(() => {})
-    throw e
-  } finally {
-    await context.close()
-    fs.rmSync(profile, { recursive: true, force: true })
-    await w.stop()
-  }
+  }, () => w.stop())
   console.log(JSON.stringify({ repaired, canceled, bulkCanceled, waived, charged }))
   console.log('OK')
 }

@@ -78,36 +78,7 @@ fn the_web_ui_shows_and_repairs_instances_live_in_chromium() {
 
     let shots = screenshot_dir();
     let _ = std::fs::remove_dir_all(&shots);
-    let mut command = Command::new("node");
-    command
-        .env("NODE_PATH", &modules)
-        .arg(repo_root().join("tests/ui/ui_test.cjs"))
-        .args(["--rest", &node.rest_port.to_string()])
-        .arg("--models")
-        .arg(client_models())
-        .arg("--shots")
-        .arg(&shots);
-    let started = Instant::now();
-    let out = run_with_timeout(&mut command, Duration::from_secs(240));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    eprintln!("{stderr}");
-    println!("ui screenshots: {} ({:.1} s)", shots.display(), started.elapsed().as_secs_f64());
-    assert!(
-        out.status.success() && stdout.lines().any(|l| l == "OK"),
-        "the browser test failed:\n{stdout}\n{stderr}\nnode log:\n{}",
-        node.log()
-    );
-
-    // every step left a screenshot
-    let mut pngs: Vec<_> = std::fs::read_dir(&shots).expect("screenshots").map(|e| e.expect("entry").path()).collect();
-    pngs.sort();
-    assert_eq!(pngs.len(), 12, "one screenshot per step: {pngs:?}");
-    for p in &pngs {
-        let bytes = std::fs::read(p).expect("png");
-        assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} is no screenshot", p.display());
-    }
+    let stdout = run_browser_script(&node, "ui_test.cjs", &shots, 12);
 
     // what the browser did, as the query store has it
     let keys: Value = serde_json::from_str(stdout.lines().find(|l| l.starts_with('{')).expect("keys line")).expect("keys json");
@@ -139,33 +110,7 @@ fn the_instance_page_draws_taken_flows_and_modifies_tokens_in_chromium() {
     let node = Node::start(&[]);
     let shots = screenshot_dir().with_file_name("ui-screenshots-instance");
     let _ = std::fs::remove_dir_all(&shots);
-    let mut command = Command::new("node");
-    command
-        .env("NODE_PATH", &modules)
-        .arg(repo_root().join("tests/ui/instance_test.cjs"))
-        .args(["--rest", &node.rest_port.to_string()])
-        .arg("--models")
-        .arg(client_models())
-        .arg("--shots")
-        .arg(&shots);
-    let out = run_with_timeout(&mut command, Duration::from_secs(240));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}");
-    eprintln!("{stderr}");
-    println!("ui screenshots: {}", shots.display());
-    assert!(
-        out.status.success() && stdout.lines().any(|l| l == "OK"),
-        "the browser test failed:\n{stdout}\n{stderr}\nnode log:\n{}",
-        node.log()
-    );
-    let mut pngs: Vec<_> = std::fs::read_dir(&shots).expect("screenshots").map(|e| e.expect("entry").path()).collect();
-    pngs.sort();
-    assert_eq!(pngs.len(), 6, "one screenshot per step: {pngs:?}");
-    for p in &pngs {
-        let bytes = std::fs::read(p).expect("png");
-        assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} is no screenshot", p.display());
-    }
+    let stdout = run_browser_script(&node, "instance_test.cjs", &shots, 6);
 
     // what the browser did, as the query store has it
     let keys: Value = serde_json::from_str(stdout.lines().find(|l| l.starts_with('{')).expect("keys line")).expect("keys json");
@@ -190,6 +135,40 @@ fn the_instance_page_draws_taken_flows_and_modifies_tokens_in_chromium() {
     assert_eq!(approve["items"][0]["state"], "TERMINATED", "{approve}");
     let extra = post_json(&node, "/v2/variables/search", &format!(r#"{{"filter":{{"processInstanceKey":"{key}","name":"extra"}}}}"#));
     assert_eq!(extra["items"][0]["value"], "7", "{extra}");
+}
+
+/// Runs `tests/ui/<script>` in Chromium against `node`, asserts that it printed `OK` and left
+/// `screenshots` PNG screenshots in `shots`, and returns what it printed.
+fn run_browser_script(node: &Node, script: &str, shots: &std::path::Path, screenshots: usize) -> String {
+    let mut command = Command::new("node");
+    command
+        .env("NODE_PATH", peers().join("node/node_modules"))
+        .arg(repo_root().join("tests/ui").join(script))
+        .args(["--rest", &node.rest_port.to_string()])
+        .arg("--models")
+        .arg(client_models())
+        .arg("--shots")
+        .arg(shots);
+    let started = Instant::now();
+    let out = run_with_timeout(&mut command, Duration::from_secs(240));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    eprintln!("{stderr}");
+    println!("{script} screenshots: {} ({:.1} s)", shots.display(), started.elapsed().as_secs_f64());
+    assert!(
+        out.status.success() && stdout.lines().any(|l| l == "OK"),
+        "the browser test {script} failed:\n{stdout}\n{stderr}\nnode log:\n{}",
+        node.log()
+    );
+    let mut pngs: Vec<_> = std::fs::read_dir(shots).expect("screenshots").map(|e| e.expect("entry").path()).collect();
+    pngs.sort();
+    assert_eq!(pngs.len(), screenshots, "one screenshot per step: {pngs:?}");
+    for p in &pngs {
+        let bytes = std::fs::read(p).expect("png");
+        assert!(bytes.starts_with(b"\x89PNG") && bytes.len() > 5_000, "{} is no screenshot", p.display());
+    }
+    stdout
 }
 
 /// Reads a server-sent event stream on a thread: first the response head, then each event's
