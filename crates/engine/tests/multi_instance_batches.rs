@@ -1068,3 +1068,49 @@ fn a_boundary_event_on_a_call_activity_waits_for_a_wide_body_in_the_called_insta
     assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
     finish_after(&mut partition, &ended);
 }
+
+/// A parallel multi-instance subprocess over two items, each inner instance holding a body
+/// with 1,200 active inner instances, interrupted by a message boundary event on the outer
+/// body: the trigger waits on the outer body, both inner bodies terminate a chunk per batch,
+/// then the inner subprocesses and the outer body, TRIGGERED and the boundary event.
+#[test]
+fn a_boundary_event_on_a_narrow_body_holding_wide_bodies_waits_for_them() {
+    let n = 1_200;
+    let mut partition = Partition::new();
+    let task = r#"<bpmn:serviceTask id="t"><bpmn:extensionElements><zeebe:taskDefinition type="item"/></bpmn:extensionElements><bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=for i in 1..n return i" inputElement="item"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>"#;
+    let outer = format!(
+        r#"<bpmn:subProcess id="outer"><bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=[1, 2]" inputElement="part"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics><bpmn:startEvent id="s2"/><bpmn:sequenceFlow id="g1" sourceRef="s2" targetRef="t"/>{task}<bpmn:sequenceFlow id="g2" sourceRef="t" targetRef="e3"/><bpmn:endEvent id="e3"/></bpmn:subProcess>"#
+    );
+    let xml = interrupted_model(false);
+    assert!(xml.contains(task));
+    let xml = xml.replace(r#"Ref="t""#, r#"Ref="outer""#).replace(task, &outer);
+    partition.deploy(xml);
+    let mut records = create_keyed(&mut partition, n);
+    records.extend(partition.drain());
+    assert_eq!(jobs_of(&records, "item").len(), 2 * n);
+    partition.largest = (0, 0);
+    partition.most_terminations = 0;
+    let ended = end_with_restart(&mut partition, publish_stop());
+    assert_eq!(terminated(&ended, "SERVICE_TASK"), 2 * n, "every inner instance terminated, once");
+    assert!(partition.most_terminations <= MI_TERMINATIONS_PER_BATCH, "{}", partition.most_terminations);
+    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "a batch of {} records", partition.largest.0);
+    assert_eq!(terminated(&ended, "MULTI_INSTANCE_BODY"), 3);
+    assert_eq!(terminated(&ended, "SUB_PROCESS"), 2);
+    let outer_body = records
+        .iter()
+        .find(|r| {
+            element_event(r, Intent::ElementActivating, "outer")
+                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY")
+        })
+        .expect("the outer body")
+        .key;
+    let triggering = position_of(&ended, |r| process_event(r, Intent::Triggering, "b"));
+    let RecordValue::ProcessEvent(trigger) = &ended[triggering].value else { unreachable!() };
+    assert_eq!(trigger.scope_key, outer_body, "the trigger waits on the outer body");
+    let outer_terminated = position_of(&ended, |r| r.key == outer_body && r.intent == Intent::ElementTerminated);
+    let triggered = position_of(&ended, |r| process_event(r, Intent::Triggered, "b"));
+    let entered = position_of(&ended, |r| element_event(r, Intent::ElementActivating, "b"));
+    assert!(triggering < outer_terminated && outer_terminated < triggered && triggered < entered);
+    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
+    finish_after(&mut partition, &ended);
+}
