@@ -562,11 +562,12 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
     }
 }
 
-/// Whether a PROCESS_EVENT TRIGGERING can wait on an instance of this kind (`PE/`): a
-/// multi-instance body (its interrupting boundary event) or a scope (its interrupting event
-/// subprocess). Other kinds are not looked up when they end.
+/// Whether a PROCESS_EVENT TRIGGERING can wait on an instance of this kind (`PE/`): an
+/// activity that can hold a multi-instance body (its interrupting boundary event: a body, a
+/// subprocess, a call activity) or a scope (its interrupting event subprocess). Other kinds are
+/// not looked up when they end.
 fn may_hold_process_event(pi: &ProcessInstanceRecord) -> bool {
-    matches!(pi.bpmn_element_type.as_str(), "MULTI_INSTANCE_BODY" | "PROCESS" | "SUB_PROCESS" | "EVENT_SUB_PROCESS")
+    matches!(pi.bpmn_element_type.as_str(), "MULTI_INSTANCE_BODY" | "PROCESS" | "SUB_PROCESS" | "EVENT_SUB_PROCESS" | "CALL_ACTIVITY")
 }
 
 /// What a job's index rows are made of.

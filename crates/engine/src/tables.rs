@@ -663,6 +663,17 @@ impl<'a> StateView<'a> {
             .map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("child key")))
             .collect()
     }
+    /// The first `n` children of `scope` (oldest first) that are not terminating already (one
+    /// holding a wide multi-instance body waits for it).
+    pub fn first_children_not_terminating(&self, scope: i64, n: usize) -> Vec<i64> {
+        let prefix = child_prefix(scope);
+        self.kv
+            .scan_prefix(&prefix)
+            .map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("child key")))
+            .filter(|&key| self.element(key).is_some_and(|e| e.state != ElementState::Terminating))
+            .take(n)
+            .collect()
+    }
     pub fn children(&self, scope: i64) -> Vec<i64> {
         let prefix = child_prefix(scope);
         self.kv.scan_prefix(&prefix).map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("child key"))).collect()

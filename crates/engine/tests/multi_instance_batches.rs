@@ -674,3 +674,443 @@ fn cancelling_while_a_boundary_event_waits_drops_the_trigger() {
     assert_eq!(rows_left(&partition), 0, "rows left in state");
     partition.check_replay();
 }
+
+/// What ends a wide body nested in subprocesses (issue 26's last gap).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Nested {
+    /// An interrupting message boundary event on the outer subprocess.
+    MessageBoundary,
+    /// An error thrown by a job beside the body, caught by an error boundary event on the
+    /// outer subprocess.
+    ErrorBoundary,
+    /// An interrupting message event subprocess of the process.
+    MessageEsp,
+    /// An error thrown by a job beside the body, caught by an error event subprocess of the
+    /// process.
+    ErrorEsp,
+    /// A terminate end event in the outer subprocess, beside the subprocess holding the body.
+    TerminateSub,
+    /// A terminate end event of the process, beside the outer subprocess.
+    TerminateProcess,
+    /// The instance cancelled.
+    Cancel,
+}
+
+fn service(id: &str, job_type: &str) -> String {
+    format!(
+        r#"<bpmn:serviceTask id="{id}"><bpmn:extensionElements><zeebe:taskDefinition type="{job_type}"/></bpmn:extensionElements></bpmn:serviceTask>"#
+    )
+}
+
+/// Process `wide`: the parallel multi-instance service task `t` over `=for i in 1..n return i`
+/// inside subprocess `sub2` inside subprocess `sub1`, beside a service task `side` (type `side`)
+/// in `sub1` after a parallel fork; `sub1` is followed by task `done` (type `after`). What ends
+/// the body is `v`'s: its paths lead to a task `after` of type `after` (the boundary events and
+/// event subprocesses), or a terminate end event after `side` (in `sub1`) or after `pside`
+/// (type `pside`, beside `sub1` in the process).
+fn nested_model(v: Nested) -> String {
+    let t = r#"<bpmn:serviceTask id="t"><bpmn:extensionElements><zeebe:taskDefinition type="item"/></bpmn:extensionElements><bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=for i in 1..n return i" inputElement="item"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>"#;
+    let sub2 = format!(
+        r#"<bpmn:subProcess id="sub2"><bpmn:startEvent id="s2"/><bpmn:sequenceFlow id="g1" sourceRef="s2" targetRef="t"/>{t}<bpmn:sequenceFlow id="g2" sourceRef="t" targetRef="e2"/><bpmn:endEvent id="e2"/></bpmn:subProcess>"#
+    );
+    let side_end = match v {
+        Nested::TerminateSub => r#"<bpmn:endEvent id="se"><bpmn:terminateEventDefinition/></bpmn:endEvent>"#,
+        _ => r#"<bpmn:endEvent id="se"/>"#,
+    };
+    let side = service("side", "side");
+    let sub1 = format!(
+        r#"<bpmn:subProcess id="sub1"><bpmn:startEvent id="s1"/><bpmn:sequenceFlow id="h1" sourceRef="s1" targetRef="fork"/><bpmn:parallelGateway id="fork"/>
+<bpmn:sequenceFlow id="h2" sourceRef="fork" targetRef="sub2"/>{sub2}<bpmn:sequenceFlow id="h3" sourceRef="sub2" targetRef="e1"/><bpmn:endEvent id="e1"/>
+<bpmn:sequenceFlow id="h4" sourceRef="fork" targetRef="side"/>{side}<bpmn:sequenceFlow id="h5" sourceRef="side" targetRef="se"/>{side_end}</bpmn:subProcess>"#
+    );
+    let start = match v {
+        Nested::TerminateProcess => format!(
+            r#"<bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="pf"/><bpmn:parallelGateway id="pf"/><bpmn:sequenceFlow id="f0" sourceRef="pf" targetRef="sub1"/>
+<bpmn:sequenceFlow id="p1" sourceRef="pf" targetRef="pside"/>{}<bpmn:sequenceFlow id="p2" sourceRef="pside" targetRef="pe"/><bpmn:endEvent id="pe"><bpmn:terminateEventDefinition/></bpmn:endEvent>"#,
+            service("pside", "pside")
+        ),
+        _ => r#"<bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="sub1"/>"#.to_string(),
+    };
+    let after = service("after", "after");
+    let definition = match v {
+        Nested::MessageBoundary | Nested::MessageEsp => r#"<bpmn:messageEventDefinition messageRef="m"/>"#,
+        _ => r#"<bpmn:errorEventDefinition errorRef="err"/>"#,
+    };
+    let interruption = match v {
+        Nested::MessageBoundary | Nested::ErrorBoundary => format!(
+            r#"<bpmn:boundaryEvent id="b" attachedToRef="sub1" cancelActivity="true">{definition}</bpmn:boundaryEvent>
+<bpmn:sequenceFlow id="f3" sourceRef="b" targetRef="after"/>{after}<bpmn:sequenceFlow id="f4" sourceRef="after" targetRef="eb"/><bpmn:endEvent id="eb"/>"#
+        ),
+        Nested::MessageEsp | Nested::ErrorEsp => format!(
+            r#"<bpmn:subProcess id="esp" triggeredByEvent="true"><bpmn:startEvent id="es" isInterrupting="true">{definition}</bpmn:startEvent>
+<bpmn:sequenceFlow id="x1" sourceRef="es" targetRef="after"/>{after}<bpmn:sequenceFlow id="x2" sourceRef="after" targetRef="ee"/><bpmn:endEvent id="ee"/></bpmn:subProcess>"#
+        ),
+        _ => String::new(),
+    };
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d">
+<bpmn:process id="wide" isExecutable="true"><bpmn:startEvent id="s"/>{start}
+{sub1}<bpmn:sequenceFlow id="f2" sourceRef="sub1" targetRef="done"/>{}<bpmn:sequenceFlow id="f5" sourceRef="done" targetRef="e"/><bpmn:endEvent id="e"/>{interruption}</bpmn:process>
+<bpmn:message id="m" name="stop"><bpmn:extensionElements><zeebe:subscription correlationKey="=key"/></bpmn:extensionElements></bpmn:message>
+<bpmn:error id="err" errorCode="E"/></bpmn:definitions>"#,
+        service("done", "after")
+    )
+}
+
+/// The key of the first ELEMENT_ACTIVATING of `element_id`.
+fn activating_key(records: &[Record], element_id: &str) -> i64 {
+    records[position_of(records, |r| element_event(r, Intent::ElementActivating, element_id))].key
+}
+
+/// The process instance's key.
+fn instance_key(records: &[Record]) -> i64 {
+    records
+        .iter()
+        .find_map(|r| match &r.value {
+            RecordValue::ProcessInstance(pi) => Some(pi.process_instance_key),
+            _ => None,
+        })
+        .expect("the instance")
+}
+
+/// Runs an instance of [`nested_model`] over `n` items until every inner instance is active,
+/// then ends the body `v`'s way; the partition restarts after two chunks of the termination
+/// (as [`interrupt_wide_body`]). Returns the records from the start and from the interruption
+/// on.
+fn end_nested_body(partition: &mut Partition, n: usize, v: Nested) -> (Vec<Record>, Vec<Record>) {
+    partition.deploy(nested_model(v));
+    let mut records = create_keyed(partition, n);
+    records.extend(partition.drain());
+    assert_eq!(jobs_of(&records, "item").len(), n);
+    partition.largest = (0, 0);
+    partition.most_terminations = 0;
+    let side = jobs_of(&records, "side")[0];
+    let command = match v {
+        Nested::MessageBoundary | Nested::MessageEsp => publish_stop(),
+        Nested::ErrorBoundary | Nested::ErrorEsp => {
+            let job = JobRecord { error_code: "E".into(), variables: r#"{"why": "failed"}"#.into(), ..Default::default() };
+            Command::new(side, Intent::ThrowError, RecordValue::Job(job))
+        }
+        Nested::TerminateSub => Command::new(side, Intent::Complete, RecordValue::Job(JobRecord::default())),
+        Nested::TerminateProcess => Command::new(jobs_of(&records, "pside")[0], Intent::Complete, RecordValue::Job(JobRecord::default())),
+        Nested::Cancel => {
+            Command::new(instance_key(&records), Intent::Cancel, RecordValue::ProcessInstance(ProcessInstanceRecord::default()))
+        }
+    };
+    let ended = end_with_restart(partition, command);
+    (records, ended)
+}
+
+/// Processes `command`, which ends a wide body over later batches, then two chunks of the
+/// termination (one command a batch), then restarts the partition (the commands handed back are
+/// lost; `pending_commands` asks for the next chunk again, twice) and runs what is queued to
+/// the end. Returns the records from `command` on.
+fn end_with_restart(partition: &mut Partition, command: Command) -> Vec<Record> {
+    let mut ended = partition.batch(vec![command]);
+    assert!(!ended.iter().any(|r| r.record_type == RecordType::CommandRejection), "rejected");
+    assert_eq!(terminated(&ended, "SUB_PROCESS"), 0, "the subprocesses end after the body");
+    let mut chunks = 0;
+    while chunks < 2 {
+        let next = partition.queue.pop_front().expect("a command queued");
+        chunks += usize::from(next.intent == Intent::Terminate && matches!(next.value, RecordValue::ProcessInstanceBatch(_)));
+        ended.extend(partition.batch(vec![next]));
+    }
+    partition.queue.clear();
+    partition.engine = Engine::new(1);
+    let pending = waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1);
+    let terminate = pending.iter().find(|(_, c)| c.intent == Intent::Terminate).expect("the next chunk asked for again").1.clone();
+    partition.queue.extend(pending.into_iter().map(|(_, c)| c));
+    partition.queue.push_back(terminate);
+    ended.extend(partition.drain());
+    ended
+}
+
+/// Bounds and exactly-once for a nested body's termination: every inner instance terminated
+/// once, no batch terminating more than `MI_TERMINATIONS_PER_BATCH`, each scope ended once and
+/// in order (body, `sub2`, then `sub1` if it terminates).
+fn check_nested_termination(partition: &Partition, ended: &[Record], n: usize, v: Nested) {
+    let inner: std::collections::HashSet<i64> = ended
+        .iter()
+        .filter(|r| {
+            element_event(r, Intent::ElementTerminated, "t")
+                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "SERVICE_TASK")
+        })
+        .map(|r| r.key)
+        .collect();
+    assert_eq!(inner.len(), n, "{v:?}: every inner instance terminated");
+    // each once, and `side` unless it completed to the terminate end event
+    assert_eq!(terminated(ended, "SERVICE_TASK"), n + usize::from(v != Nested::TerminateSub), "{v:?}: each once");
+    assert!(partition.most_terminations <= MI_TERMINATIONS_PER_BATCH, "{v:?}: {} terminations in one batch", partition.most_terminations);
+    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "{v:?}: a batch of {} records", partition.largest.0);
+    assert!(partition.batches >= n / MI_TERMINATIONS_PER_BATCH);
+    assert_eq!(terminated(ended, "MULTI_INSTANCE_BODY"), 1);
+    let body = position_of(ended, |r| {
+        r.intent == Intent::ElementTerminated
+            && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY")
+    });
+    let sub2 = position_of(ended, |r| element_event(r, Intent::ElementTerminated, "sub2"));
+    assert!(body < sub2, "{v:?}: the body ends before its subprocess");
+    assert_eq!(ended.iter().filter(|r| element_event(r, Intent::ElementTerminated, "sub2")).count(), 1);
+    if v != Nested::TerminateSub {
+        let sub1 = position_of(ended, |r| element_event(r, Intent::ElementTerminated, "sub1"));
+        assert!(sub2 < sub1, "{v:?}: `sub2` ends before `sub1`");
+        assert_eq!(ended.iter().filter(|r| element_event(r, Intent::ElementTerminated, "sub1")).count(), 1);
+        let terminating = position_of(ended, |r| element_event(r, Intent::ElementTerminating, "sub1"));
+        let body_terminating = position_of(ended, |r| {
+            r.intent == Intent::ElementTerminating
+                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY")
+        });
+        assert!(terminating < body_terminating, "{v:?}: terminated from the top down");
+    }
+    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
+}
+
+fn process_event(r: &Record, intent: Intent, target: &str) -> bool {
+    r.intent == intent
+        && r.record_type == RecordType::Event
+        && matches!(&r.value, RecordValue::ProcessEvent(e) if e.target_element_id == target)
+}
+
+/// Checks an interrupting event's PROCESS_EVENT records around the terminated scope: TRIGGERING
+/// (on `scope_key`, with `variables`) before `sub1` TERMINATING, TRIGGERED after `sub1`
+/// TERMINATED and before `entered` is entered, each once (Zeebe 8.5's `EventTriggerBehavior`
+/// order, as on the body itself).
+fn check_trigger(ended: &[Record], target: &str, entered: &str, scope_key: i64, variables: serde_json::Value) {
+    let triggering = position_of(ended, |r| process_event(r, Intent::Triggering, target));
+    let triggered = position_of(ended, |r| process_event(r, Intent::Triggered, target));
+    let sub1_terminating = position_of(ended, |r| element_event(r, Intent::ElementTerminating, "sub1"));
+    let sub1_terminated = position_of(ended, |r| element_event(r, Intent::ElementTerminated, "sub1"));
+    let entered = position_of(ended, |r| element_event(r, Intent::ElementActivating, entered));
+    assert!(triggering < sub1_terminating && sub1_terminated < triggered && triggered < entered);
+    assert_eq!(ended.iter().filter(|r| r.intent == Intent::Triggering && r.record_type == RecordType::Event).count(), 1);
+    assert_eq!(ended.iter().filter(|r| r.intent == Intent::Triggered && matches!(r.value, RecordValue::ProcessEvent(_))).count(), 1);
+    let RecordValue::ProcessEvent(trigger) = &ended[triggering].value else { unreachable!() };
+    assert_eq!(trigger.scope_key, scope_key);
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&trigger.variables).unwrap(), variables);
+}
+
+/// Completes the one job of type `after` and checks the instance completes and leaves nothing
+/// in state; state rebuilt from the log equals the processed state.
+fn finish_after(partition: &mut Partition, ended: &[Record]) {
+    let after = jobs_of(ended, "after");
+    assert_eq!(after.len(), 1, "the path after goes on");
+    let done = partition.batch(vec![Command::new(after[0], Intent::Complete, RecordValue::Job(JobRecord::default()))]);
+    assert_eq!(completed(&done, "PROCESS"), 1);
+    assert_eq!(rows_left(partition), 0, "rows left in state");
+    partition.check_replay();
+}
+
+/// (a) An interrupting message boundary event on a subprocess holding, two levels down, a body
+/// with 10,000 active inner instances: TRIGGERING on the subprocess, everything inside
+/// terminated (the body a chunk per batch, its subprocesses after it), then TRIGGERED and the
+/// boundary event entered with the message's variables (`BoundaryEventTest`: an interrupting
+/// boundary event terminates its activity, then is activated; `EventTriggerBehavior`).
+#[test]
+fn a_boundary_event_on_a_subprocess_holding_a_wide_body_waits_for_it() {
+    let n = 10_000;
+    let mut partition = Partition::new();
+    let (records, ended) = end_nested_body(&mut partition, n, Nested::MessageBoundary);
+    check_nested_termination(&partition, &ended, n, Nested::MessageBoundary);
+    check_trigger(&ended, "b", "b", activating_key(&records, "sub1"), serde_json::json!({"why": "stopped"}));
+    assert!(!ended.iter().any(|r| element_event(r, Intent::ElementActivating, "done")), "`sub1` did not complete");
+    finish_after(&mut partition, &ended);
+}
+
+/// (b) An error thrown by a job beside the nested body, caught by an error boundary event on
+/// the outer subprocess: as (a), the error's variables local to the boundary event.
+#[test]
+fn an_error_caught_outside_a_subprocess_holding_a_wide_body_waits_for_it() {
+    let n = 2_000;
+    let mut partition = Partition::new();
+    let (records, ended) = end_nested_body(&mut partition, n, Nested::ErrorBoundary);
+    check_nested_termination(&partition, &ended, n, Nested::ErrorBoundary);
+    check_trigger(&ended, "b", "b", activating_key(&records, "sub1"), serde_json::json!({"why": "failed"}));
+    finish_after(&mut partition, &ended);
+}
+
+/// (a) An interrupting message event subprocess of the process, the body two subprocesses down:
+/// the event subprocess starts once `sub1` has terminated (`EventSubProcessTest`).
+#[test]
+fn an_event_subprocess_waits_for_a_wide_body_nested_in_subprocesses() {
+    let n = 2_000;
+    let mut partition = Partition::new();
+    let (records, ended) = end_nested_body(&mut partition, n, Nested::MessageEsp);
+    check_nested_termination(&partition, &ended, n, Nested::MessageEsp);
+    check_trigger(&ended, "es", "esp", instance_key(&records), serde_json::json!({"why": "stopped"}));
+    assert_eq!(ended.iter().filter(|r| element_event(r, Intent::ElementActivating, "esp")).count(), 1);
+    finish_after(&mut partition, &ended);
+}
+
+/// (b) An error thrown beside the nested body, caught by an error event subprocess of the
+/// process.
+#[test]
+fn an_error_event_subprocess_waits_for_a_wide_body_nested_in_subprocesses() {
+    let n = 2_000;
+    let mut partition = Partition::new();
+    let (records, ended) = end_nested_body(&mut partition, n, Nested::ErrorEsp);
+    check_nested_termination(&partition, &ended, n, Nested::ErrorEsp);
+    check_trigger(&ended, "es", "esp", instance_key(&records), serde_json::json!({"why": "failed"}));
+    finish_after(&mut partition, &ended);
+}
+
+/// (c) A terminate end event in the outer subprocess: its other children (the subprocess
+/// holding the body) terminate, the body a chunk per batch, then the outer subprocess
+/// completes and the flow goes on (Zeebe's `EndEventProcessor`, `TerminateEndEventTest`); no
+/// PROCESS_EVENT (no event is triggered).
+#[test]
+fn a_terminate_end_event_beside_a_wide_body_completes_its_scope_after_it() {
+    let n = 2_000;
+    let mut partition = Partition::new();
+    let (_, ended) = end_nested_body(&mut partition, n, Nested::TerminateSub);
+    check_nested_termination(&partition, &ended, n, Nested::TerminateSub);
+    let sub2 = position_of(&ended, |r| element_event(r, Intent::ElementTerminated, "sub2"));
+    let sub1 = position_of(&ended, |r| element_event(r, Intent::ElementCompleted, "sub1"));
+    assert!(sub2 < sub1, "`sub1` completes after `sub2` terminated");
+    assert_eq!(ended.iter().filter(|r| element_event(r, Intent::ElementCompleted, "sub1")).count(), 1);
+    assert!(!ended.iter().any(|r| matches!(r.value, RecordValue::ProcessEvent(_))));
+    finish_after(&mut partition, &ended);
+}
+
+/// (c) A terminate end event of the process: `sub1` (and all inside) terminates, the body a
+/// chunk per batch, then the process instance completes.
+#[test]
+fn a_terminate_end_event_of_the_process_completes_it_after_a_nested_wide_body() {
+    let n = 2_000;
+    let mut partition = Partition::new();
+    let (_, ended) = end_nested_body(&mut partition, n, Nested::TerminateProcess);
+    check_nested_termination(&partition, &ended, n, Nested::TerminateProcess);
+    let sub1 = position_of(&ended, |r| element_event(r, Intent::ElementTerminated, "sub1"));
+    let process = position_of(&ended, |r| {
+        r.intent == Intent::ElementCompleted
+            && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "PROCESS")
+    });
+    assert!(sub1 < process);
+    assert_eq!(completed(&ended, "PROCESS"), 1);
+    assert!(jobs_of(&ended, "after").is_empty());
+    assert_eq!(rows_left(&partition), 0, "rows left in state");
+    partition.check_replay();
+}
+
+/// (d) Cancelling the instance: the nested body terminates a chunk per batch, then `sub2`,
+/// `sub1` and the process.
+#[test]
+fn cancelling_an_instance_with_a_nested_wide_body_terminates_it_in_batches() {
+    let n = 2_000;
+    let mut partition = Partition::new();
+    let (_, ended) = end_nested_body(&mut partition, n, Nested::Cancel);
+    check_nested_termination(&partition, &ended, n, Nested::Cancel);
+    let sub1 = position_of(&ended, |r| element_event(r, Intent::ElementTerminated, "sub1"));
+    let process = position_of(&ended, |r| {
+        r.intent == Intent::ElementTerminated
+            && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "PROCESS")
+    });
+    assert!(sub1 < process);
+    assert!(!ended.iter().any(|r| matches!(r.value, RecordValue::ProcessEvent(_))));
+    assert_eq!(rows_left(&partition), 0, "rows left in state");
+    partition.check_replay();
+}
+
+/// A call activity whose called instance holds a body with 2,000 active inner instances,
+/// interrupted by a message boundary event on the call activity: TRIGGERING on the call
+/// activity, the body a chunk per batch, then the called instance and the call activity
+/// terminate, TRIGGERED and the boundary event is entered (`CallActivityTest`: the called
+/// instance is terminated with its call activity).
+#[test]
+fn a_boundary_event_on_a_call_activity_waits_for_a_wide_body_in_the_called_instance() {
+    let n = 2_000;
+    let mut partition = Partition::new();
+    let child = model(true).replace(r#"<bpmn:process id="wide""#, r#"<bpmn:process id="child""#);
+    let task = r#"<bpmn:serviceTask id="t"><bpmn:extensionElements><zeebe:taskDefinition type="item"/></bpmn:extensionElements><bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=for i in 1..n return i" inputElement="item"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>"#;
+    let call = r#"<bpmn:callActivity id="call"><bpmn:extensionElements><zeebe:calledElement processId="child"/></bpmn:extensionElements></bpmn:callActivity>"#;
+    let parent = interrupted_model(false);
+    assert!(parent.contains(task));
+    // the call activity is `call` (the harness counts terminated `t`s as inner instances)
+    let parent = parent.replace(task, call).replace(r#"Ref="t""#, r#"Ref="call""#);
+    let resources = vec![
+        DeploymentResource { resource_name: "child.bpmn".into(), resource: child.into_bytes() },
+        DeploymentResource { resource_name: "wide.bpmn".into(), resource: parent.into_bytes() },
+    ];
+    let deployed = partition.batch(vec![Command::new(
+        -1,
+        Intent::Create,
+        RecordValue::Deployment(DeploymentRecord { resources, ..Default::default() }),
+    )]);
+    assert!(!deployed.iter().any(|r| r.record_type == RecordType::CommandRejection), "{deployed:?}");
+    let mut records = create_keyed(&mut partition, n);
+    records.extend(partition.drain());
+    assert_eq!(jobs_of(&records, "item").len(), n);
+    partition.largest = (0, 0);
+    partition.most_terminations = 0;
+    let ended = end_with_restart(&mut partition, publish_stop());
+    assert_eq!(terminated(&ended, "SERVICE_TASK"), n, "every inner instance terminated, once");
+    assert!(partition.most_terminations <= MI_TERMINATIONS_PER_BATCH, "{}", partition.most_terminations);
+    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "a batch of {} records", partition.largest.0);
+    let body = position_of(&ended, |r| {
+        r.intent == Intent::ElementTerminated
+            && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY")
+    });
+    let called = position_of(&ended, |r| {
+        r.intent == Intent::ElementTerminated
+            && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "PROCESS")
+    });
+    let call = position_of(&ended, |r| {
+        r.intent == Intent::ElementTerminated
+            && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "CALL_ACTIVITY")
+    });
+    let triggering = position_of(&ended, |r| process_event(r, Intent::Triggering, "b"));
+    let triggered = position_of(&ended, |r| process_event(r, Intent::Triggered, "b"));
+    let entered = position_of(&ended, |r| element_event(r, Intent::ElementActivating, "b"));
+    assert!(triggering < body && body < called && called < call && call < triggered && triggered < entered);
+    let RecordValue::ProcessEvent(trigger) = &ended[triggering].value else { unreachable!() };
+    assert_eq!(trigger.scope_key, activating_key(&records, "call"), "the trigger waits on the call activity");
+    assert_eq!(terminated(&ended, "PROCESS"), 1, "the called instance");
+    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
+    finish_after(&mut partition, &ended);
+}
+
+/// A parallel multi-instance subprocess over two items, each inner instance holding a body
+/// with 1,200 active inner instances, interrupted by a message boundary event on the outer
+/// body: the trigger waits on the outer body, both inner bodies terminate a chunk per batch,
+/// then the inner subprocesses and the outer body, TRIGGERED and the boundary event.
+#[test]
+fn a_boundary_event_on_a_narrow_body_holding_wide_bodies_waits_for_them() {
+    let n = 1_200;
+    let mut partition = Partition::new();
+    let task = r#"<bpmn:serviceTask id="t"><bpmn:extensionElements><zeebe:taskDefinition type="item"/></bpmn:extensionElements><bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=for i in 1..n return i" inputElement="item"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>"#;
+    let outer = format!(
+        r#"<bpmn:subProcess id="outer"><bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=[1, 2]" inputElement="part"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics><bpmn:startEvent id="s2"/><bpmn:sequenceFlow id="g1" sourceRef="s2" targetRef="t"/>{task}<bpmn:sequenceFlow id="g2" sourceRef="t" targetRef="e3"/><bpmn:endEvent id="e3"/></bpmn:subProcess>"#
+    );
+    let xml = interrupted_model(false);
+    assert!(xml.contains(task));
+    let xml = xml.replace(r#"Ref="t""#, r#"Ref="outer""#).replace(task, &outer);
+    partition.deploy(xml);
+    let mut records = create_keyed(&mut partition, n);
+    records.extend(partition.drain());
+    assert_eq!(jobs_of(&records, "item").len(), 2 * n);
+    partition.largest = (0, 0);
+    partition.most_terminations = 0;
+    let ended = end_with_restart(&mut partition, publish_stop());
+    assert_eq!(terminated(&ended, "SERVICE_TASK"), 2 * n, "every inner instance terminated, once");
+    assert!(partition.most_terminations <= MI_TERMINATIONS_PER_BATCH, "{}", partition.most_terminations);
+    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "a batch of {} records", partition.largest.0);
+    assert_eq!(terminated(&ended, "MULTI_INSTANCE_BODY"), 3);
+    assert_eq!(terminated(&ended, "SUB_PROCESS"), 2);
+    let outer_body = records
+        .iter()
+        .find(|r| {
+            element_event(r, Intent::ElementActivating, "outer")
+                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY")
+        })
+        .expect("the outer body")
+        .key;
+    let triggering = position_of(&ended, |r| process_event(r, Intent::Triggering, "b"));
+    let RecordValue::ProcessEvent(trigger) = &ended[triggering].value else { unreachable!() };
+    assert_eq!(trigger.scope_key, outer_body, "the trigger waits on the outer body");
+    let outer_terminated = position_of(&ended, |r| r.key == outer_body && r.intent == Intent::ElementTerminated);
+    let triggered = position_of(&ended, |r| process_event(r, Intent::Triggered, "b"));
+    let entered = position_of(&ended, |r| element_event(r, Intent::ElementActivating, "b"));
+    assert!(triggering < outer_terminated && outer_terminated < triggered && triggered < entered);
+    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
+    finish_after(&mut partition, &ended);
+}

@@ -4,7 +4,9 @@
 //! boundary path is taken with the message's variables (Zeebe's `EventTriggerBehavior`,
 //! `ProcessInstanceBatchTerminateProcessor`). The node is killed (`kill -9`) in the middle of the
 //! termination and restarted: it finishes the termination and enters the boundary event once.
-//! What was written is read from the debug exporter's file.
+//! The same with the body nested two subprocesses down and the boundary event on the outer one:
+//! the subprocesses terminate after the body, then the boundary event is entered. What was
+//! written is read from the debug exporter's file.
 
 mod common;
 
@@ -21,20 +23,36 @@ const ITEMS: usize = 10_000;
 /// Inner instances one batch terminates at most (`waggle_engine::MI_TERMINATIONS_PER_BATCH`).
 const PER_BATCH: usize = 500;
 
-fn model() -> String {
-    r#"<?xml version="1.0" encoding="UTF-8"?>
+/// The body `work` (service tasks of type `mi-stop-item`) with the interrupting message boundary
+/// event `stopped` on it (`nested: false`), or inside subprocess `inner` inside subprocess
+/// `outer`, the boundary event on `outer` (`nested: true`).
+fn model(nested: bool) -> String {
+    let work = r#"<bpmn:serviceTask id="work"><bpmn:extensionElements><zeebe:taskDefinition type="mi-stop-item"/></bpmn:extensionElements>
+<bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=for i in 1..n return i" inputElement="item"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>"#;
+    let (activity, attached) = match nested {
+        false => (work.to_string(), "work"),
+        true => (
+            format!(
+                r#"<bpmn:subProcess id="outer"><bpmn:startEvent id="s1"/><bpmn:sequenceFlow id="g1" sourceRef="s1" targetRef="inner"/>
+<bpmn:subProcess id="inner"><bpmn:startEvent id="s2"/><bpmn:sequenceFlow id="h1" sourceRef="s2" targetRef="work"/>{work}<bpmn:sequenceFlow id="h2" sourceRef="work" targetRef="e3"/><bpmn:endEvent id="e3"/></bpmn:subProcess>
+<bpmn:sequenceFlow id="g2" sourceRef="inner" targetRef="e4"/><bpmn:endEvent id="e4"/></bpmn:subProcess>"#
+            ),
+            "outer",
+        ),
+    };
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
 <bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d">
-<bpmn:process id="mi-stop" isExecutable="true"><bpmn:startEvent id="s"/><bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="work"/>
-<bpmn:serviceTask id="work"><bpmn:extensionElements><zeebe:taskDefinition type="mi-stop-item"/></bpmn:extensionElements>
-<bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=for i in 1..n return i" inputElement="item"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>
-<bpmn:sequenceFlow id="f2" sourceRef="work" targetRef="e"/><bpmn:endEvent id="e"/>
-<bpmn:boundaryEvent id="stopped" attachedToRef="work" cancelActivity="true"><bpmn:messageEventDefinition messageRef="m"/></bpmn:boundaryEvent>
+<bpmn:process id="mi-stop" isExecutable="true"><bpmn:startEvent id="s"/><bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="{attached}"/>
+{activity}
+<bpmn:sequenceFlow id="f2" sourceRef="{attached}" targetRef="e"/><bpmn:endEvent id="e"/>
+<bpmn:boundaryEvent id="stopped" attachedToRef="{attached}" cancelActivity="true"><bpmn:messageEventDefinition messageRef="m"/></bpmn:boundaryEvent>
 <bpmn:sequenceFlow id="f3" sourceRef="stopped" targetRef="after"/>
 <bpmn:serviceTask id="after"><bpmn:extensionElements><zeebe:taskDefinition type="mi-stop-after"/></bpmn:extensionElements></bpmn:serviceTask>
 <bpmn:sequenceFlow id="f4" sourceRef="after" targetRef="e2"/><bpmn:endEvent id="e2"/></bpmn:process>
 <bpmn:message id="m" name="mi-stop"><bpmn:extensionElements><zeebe:subscription correlationKey="=key"/></bpmn:extensionElements></bpmn:message>
 </bpmn:definitions>"#
-        .to_string()
+    )
 }
 
 /// Reads what the file gained since `offset` (whole lines only); returns them and moves `offset`.
@@ -60,12 +78,44 @@ fn is_body_terminated(line: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_boundary_event_on_a_body_of_10000_terminates_it_in_batches_across_a_kill_9() {
+    interrupt_across_kill_9(false).await;
+}
+
+/// The body two subprocesses down, the boundary event on the outer one: TRIGGERING on the outer
+/// subprocess, the body's inner instances a chunk per batch across the kill, then `inner`,
+/// `outer` (each once), TRIGGERED and the boundary event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_boundary_event_on_a_subprocess_holding_a_body_of_10000_waits_for_it_across_a_kill_9() {
+    let records = interrupt_across_kill_9(true).await;
+    let events: Vec<&Value> = records.values().filter(|v| v["recordType"] == "EVENT").collect();
+    let position = |f: &dyn Fn(&Value) -> bool| events.iter().position(|v| f(v)).expect("record exported");
+    let count = |f: &dyn Fn(&Value) -> bool| events.iter().filter(|v| f(v)).count();
+    let element = |intent: &'static str, id: &'static str| move |v: &Value| v["intent"] == intent && v["value"]["elementId"] == id;
+    assert_eq!(count(&element("ELEMENT_TERMINATED", "inner")), 1);
+    assert_eq!(count(&element("ELEMENT_TERMINATED", "outer")), 1);
+    let outer = events[position(&element("ELEMENT_ACTIVATING", "outer"))]["key"].clone();
+    let triggering = position(&|v| v["valueType"] == "PROCESS_EVENT" && v["intent"] == "TRIGGERING");
+    assert_eq!(events[triggering]["value"]["scopeKey"], outer, "the trigger waits on the outer subprocess");
+    let body = position(&|v| v["intent"] == "ELEMENT_TERMINATED" && v["value"]["bpmnElementType"] == "MULTI_INSTANCE_BODY");
+    let inner = position(&element("ELEMENT_TERMINATED", "inner"));
+    let outer_terminated = position(&element("ELEMENT_TERMINATED", "outer"));
+    let triggered = position(&|v| v["valueType"] == "PROCESS_EVENT" && v["intent"] == "TRIGGERED");
+    let entered = position(&element("ELEMENT_ACTIVATING", "stopped"));
+    assert!(triggering < position(&element("ELEMENT_TERMINATING", "outer")));
+    assert!(body < inner && inner < outer_terminated && outer_terminated < triggered && triggered < entered);
+}
+
+/// Deploys [`model`], creates an instance over [`ITEMS`] items, publishes the message once every
+/// inner instance is active, kills the node (`kill -9`) once some have terminated, restarts it,
+/// completes the boundary path's job and checks the termination: every inner instance once,
+/// across the kill, bounded per command. Returns the exported records by position.
+async fn interrupt_across_kill_9(nested: bool) -> BTreeMap<u64, Value> {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("records.jsonl");
     let path_arg = path.to_str().expect("utf-8 path").to_string();
     let mut node = Node::start(&["--exporters-debug-path", &path_arg]);
     let mut c = common::grpc_client(&node).await;
-    let resources = vec![Resource { name: "mi-stop.bpmn".into(), content: model().into_bytes() }];
+    let resources = vec![Resource { name: "mi-stop.bpmn".into(), content: model(nested).into_bytes() }];
     c.deploy_resource(DeployResourceRequest { resources, tenant_id: String::new() }).await.expect("deploy");
     let request = CreateProcessInstanceRequest {
         bpmn_process_id: "mi-stop".into(),
@@ -186,4 +236,5 @@ async fn a_message_boundary_event_on_a_body_of_10000_terminates_it_in_batches_ac
     println!("largest command: {most_records} records; at most {most_terminations} inner instances terminated by one command");
     assert!(most_terminations <= PER_BATCH, "{most_terminations} inner instances terminated by one command");
     assert!(most_records <= 8 * PER_BATCH, "{most_records} records written by one command");
+    records
 }

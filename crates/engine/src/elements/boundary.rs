@@ -5,7 +5,7 @@
 use waggle_bpmn::{ElementKind, Process};
 use waggle_protocol::{Intent, RecordValue};
 
-use crate::behaviors::flows::{child_record, terminates_in_batches};
+use crate::behaviors::flows::child_record;
 use crate::elements::behavior::{ElementBehavior, Transitions};
 use crate::elements::event_trigger;
 use crate::processing::P;
@@ -31,8 +31,9 @@ impl ElementBehavior for BoundaryEvent {
 
 /// Activates boundary event `boundary` of `activity`; an interrupting one terminates the
 /// activity first. `local`: the variables stay local to the event (an error's, as Zeebe does),
-/// else they are local only when the event has output mappings. On a multi-instance body with
-/// more inner instances than one batch terminates, an interrupting event waits for them
+/// else they are local only when the event has output mappings. On an activity that is or holds
+/// (at any depth) a multi-instance body with more inner instances than one batch terminates, an
+/// interrupting event waits for them
 /// (PROCESS_EVENT TRIGGERING, see `event_trigger`); an activity already terminating (its
 /// instance cancelled, or interrupted by another event) takes no boundary event.
 pub(crate) fn activate(
@@ -49,7 +50,7 @@ pub(crate) fn activate(
     }
     let element = &model.elements[boundary];
     let interrupting = matches!(element.kind, ElementKind::BoundaryEvent { cancel_activity: true, .. });
-    if interrupting && terminates_in_batches(activity) {
+    if interrupting && event_trigger::holds_wide_body(p, activity.key) {
         event_trigger::triggering(p, activity, &element.id, variables);
         return t.terminate_in_batches(p, activity.key);
     }

@@ -1,10 +1,12 @@
 //! Interrupting events that wait for what they interrupt (Zeebe's `EventTriggerBehavior` and
-//! PROCESS_EVENT records): an interrupting boundary event on a multi-instance body with more
-//! inner instances than one batch terminates (`flows::terminates_in_batches`), or an interrupting
-//! event subprocess whose scope holds such a body, writes PROCESS_EVENT TRIGGERING (the trigger
-//! kept in state, `PE/<scope>`, by its applier), terminates them over later batches
-//! (PROCESS_INSTANCE_BATCH TERMINATE), and is entered once the last has terminated: TRIGGERED,
-//! then the boundary event or the event subprocess activates with the event's variables
+//! PROCESS_EVENT records): an interrupting boundary event (a timer, message, signal, or a caught
+//! error or escalation) on an activity that is or holds, at any depth, a multi-instance body with
+//! more inner instances than one batch terminates (`flows::terminates_in_batches`,
+//! [`holds_wide_body`]), or an interrupting event subprocess whose scope holds such a body,
+//! writes PROCESS_EVENT TRIGGERING (the trigger kept in state, `PE/<scope>`, by its applier),
+//! terminates them over later batches (PROCESS_INSTANCE_BATCH TERMINATE; the scopes in between
+//! stay TERMINATING), and is entered once the last has terminated: TRIGGERED, then the boundary
+//! event or the event subprocess activates with the event's variables
 //! (`events::enter_waiting_boundary`, `events::start_waiting_event_subprocess`). The trigger is
 //! durable, so a restart between two chunks goes on the same way; a scope that is
 //! terminated meanwhile (a cancelled instance) takes its trigger with it.
@@ -34,10 +36,31 @@ pub(crate) fn triggering(p: P, scope: &ElementInstance, target: &str, variables:
 }
 
 /// Whether an interrupting event subprocess starting in `scope` must wait: one of the scope's
-/// children is a multi-instance body too wide to terminate in one batch.
+/// children holds a multi-instance body too wide to terminate in one batch (see
+/// [`holds_wide_body`]).
 pub(crate) fn scope_terminates_in_batches(p: P, scope: i64) -> bool {
+    let children = p.view().children(scope);
+    children.into_iter().any(|c| holds_wide_body(p, c))
+}
+
+/// Whether element instance `key` is, or holds at any depth (inside subprocesses, inner
+/// instances, called instances), a multi-instance body too wide to terminate in one batch
+/// (`flows::terminates_in_batches`): an interrupting event on it must wait for it. Walks the
+/// subtree until it finds one (a body's inner instances only when it is narrow), reading what
+/// terminating it would read anyway.
+pub(crate) fn holds_wide_body(p: P, key: i64) -> bool {
     let view = p.view();
-    view.children(scope).into_iter().any(|c| view.element(c).is_some_and(|e| terminates_in_batches(&e)))
+    let mut stack = vec![key];
+    while let Some(key) = stack.pop() {
+        let Some(instance) = view.element(key) else { continue };
+        if terminates_in_batches(&instance) {
+            return true;
+        }
+        if instance.active_children > 0 {
+            stack.extend(view.children(key));
+        }
+    }
+    false
 }
 
 /// Whether the trigger `scope` waits for enters one of `targets` (an interrupting event

@@ -98,13 +98,16 @@ impl ElementBehavior for LinkThrowEvent {
     }
 }
 
-/// A terminate end event: everything else in its scope terminates.
+/// A terminate end event: everything else in its scope terminates, then the scope completes
+/// (Zeebe's `EndEventProcessor`: the flow scope's children are terminated and it completes once
+/// none is left). A wide multi-instance body among them terminates over later batches; the
+/// scope completes after its last inner instance (`lifecycle::finish_terminating`).
 pub(crate) struct TerminateEndEvent;
 
 impl ElementBehavior for TerminateEndEvent {
     fn on_completed(&self, p: P, _model: &Process, _idx: usize, _key: i64, pi: &ProcessInstanceRecord, t: Transitions) -> Then {
         for sibling in p.view().children(pi.flow_scope_key) {
-            t.terminate(p, sibling);
+            t.terminate_in_batches(p, sibling);
         }
         Then::TakeFlows
     }
@@ -213,14 +216,16 @@ pub(crate) fn catch(p: P, found: Catch, variables: &[(String, String)], t: Trans
     }
 }
 
-/// After multi-instance body `body` terminated: the interrupting boundary event that waited on
-/// it (`waiting`, read before its TERMINATED removed it) is entered, if the body's flow scope is
-/// still active. Whether it was.
+/// After activity `body` (a multi-instance body, a subprocess, a call activity) terminated: the
+/// interrupting boundary event that waited on it (`waiting`, read before its TERMINATED removed
+/// it) is entered, if the activity's flow scope is still active. Whether it was (a trigger
+/// for an event subprocess inside the activity is not entered: it went with the activity).
 pub(crate) fn enter_waiting_boundary(p: P, body: &ElementInstance, waiting: (i64, ProcessEventRecord), t: Transitions) -> bool {
     let active = p.view().element_with(body.record.flow_scope_key, |s| s.state == ElementState::Activated) == Some(true);
     let model = p.process_model(body.record.process_definition_key);
     let (event_key, record) = waiting;
-    let Some(idx) = model.element(&record.target_element_id).filter(|_| active) else { return false };
+    let boundary = |&idx: &usize| matches!(model.elements[idx].kind, ElementKind::BoundaryEvent { .. });
+    let Some(idx) = model.element(&record.target_element_id).filter(boundary).filter(|_| active) else { return false };
     let variables = document_texts(&record.variables).unwrap_or_default();
     let local = event_trigger::caught_locally(&model, idx);
     event_trigger::triggered(p, event_key, record);

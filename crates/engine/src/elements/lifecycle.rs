@@ -232,10 +232,12 @@ pub(crate) fn terminate(p: P, key: i64) {
     terminate_walk(p, key, false)
 }
 
-/// [`terminate`] for a cancelled process instance: a multi-instance body with more than
-/// [`MI_TERMINATIONS_PER_BATCH`] active inner instances terminates them over later batches
-/// (PROCESS_INSTANCE_BATCH TERMINATE, [`terminate_batch`]), and it and the scopes above it end
-/// once its last inner instance has (Zeebe 8.5's `ProcessInstanceBatchTerminateProcessor`).
+/// [`terminate`] where a wide body may be inside (a cancelled process instance, an interrupting
+/// event that waits, a terminate end event's siblings, inner instances a completion condition
+/// or a chunk ends): a multi-instance body with more than [`MI_TERMINATIONS_PER_BATCH`] active
+/// inner instances terminates them over later batches (PROCESS_INSTANCE_BATCH TERMINATE,
+/// [`terminate_batch`]), and it and the scopes above it end once its last inner instance has
+/// (Zeebe 8.5's `ProcessInstanceBatchTerminateProcessor`; see [`finish_terminating`]).
 pub(crate) fn terminate_in_batches(p: P, key: i64) {
     terminate_walk(p, key, true)
 }
@@ -285,10 +287,12 @@ pub(crate) fn terminate_batch(p: P, command: &Record) {
         return p.reject(command, None, waggle_protocol::RejectionType::NotFound, reason);
     };
     let room = MI_TERMINATIONS_PER_BATCH.saturating_sub(p.mi_terminations).max(1);
-    let children = p.view().first_children(body_key, room + 1);
+    // an inner instance holding a wide body of its own stays terminating while that body
+    // terminates over later batches: the next chunk passes it by
+    let children = p.view().first_children_not_terminating(body_key, room + 1);
     let chunk = children.len().min(room);
     for &child in &children[..chunk] {
-        terminate(p, child);
+        terminate_in_batches(p, child);
     }
     p.mi_terminations += chunk;
     if children.len() > room {
@@ -296,7 +300,8 @@ pub(crate) fn terminate_batch(p: P, command: &Record) {
     }
     p.event(command.key, Intent::Terminated, command.value.clone());
     if body.state == ElementState::Activated {
-        // a completion condition held
+        // a completion condition held (with inner instances still terminating, the body
+        // completes after them: `finish_terminating`)
         if p.view().element_with(body_key, |b| b.active_children == 0) == Some(true) {
             p.command(body_key, Intent::CompleteElement, RecordValue::ProcessInstance(body.record));
         }
@@ -306,22 +311,34 @@ pub(crate) fn terminate_batch(p: P, command: &Record) {
 }
 
 /// Ends the terminating instance `key` once nothing inside it is left, then each terminating
-/// scope above it that waited only for it. An interrupting event that waited for one of them
-/// (PROCESS_EVENT TRIGGERING: a boundary event on the body, an event subprocess of the scope
-/// above) is entered then (see `events::enter_waiting_boundary`).
+/// scope above it that waited only for it (through call activities too). An interrupting
+/// boundary event that waited for one of them (PROCESS_EVENT TRIGGERING on a body, a
+/// subprocess, a call activity) is entered then (see `events::enter_waiting_boundary`). The
+/// first scope up that stayed active goes on once nothing is left in it: the interrupting
+/// event subprocess that waited on it starts, or it completes (a terminate end event ended its
+/// other children; a completion condition held), as Zeebe's container processors do when their
+/// last child has terminated.
 fn finish_terminating(p: P, mut key: i64) {
-    while let Some(instance) = p.view().element(key).filter(|e| e.state == ElementState::Terminating && e.active_children == 0) {
+    loop {
+        let Some(instance) = p.view().element(key) else { return };
+        match instance.state {
+            ElementState::Activated => {
+                if !events::start_waiting_event_subprocess(p, key, TRANSITIONS) {
+                    maybe_complete_scope(p, key);
+                }
+                return;
+            }
+            ElementState::Terminating if instance.active_children == 0 => {}
+            _ => return,
+        }
         let record = &instance.record;
         let up = if record.flow_scope_key > 0 { record.flow_scope_key } else { record.parent_element_instance_key };
-        let waiting = is_multi_instance_body(&instance.record).then(|| p.view().process_event(key)).flatten();
+        let waiting = p.view().process_event(key);
         terminated(p, instance.clone());
         if let Some(waiting) = waiting {
             if events::enter_waiting_boundary(p, &instance, waiting, TRANSITIONS) {
                 return;
             }
-        }
-        if events::start_waiting_event_subprocess(p, up, TRANSITIONS) {
-            return;
         }
         key = up;
     }

@@ -361,10 +361,15 @@ pub(crate) fn inner_completed(p: P, model: &Process, idx: usize, inner: &Process
             let first = p.view().first_children(body.key, 1).first().copied().unwrap_or(-1);
             return request_termination_batch(p, &body.record, body.key, first);
         }
+        // an inner instance holding a wide body of its own terminates over later batches; the
+        // body completes after it (`lifecycle::finish_terminating`)
         for child in p.view().children(body.key) {
-            t.terminate(p, child);
+            t.terminate_in_batches(p, child);
         }
-        return p.command(body.key, Intent::CompleteElement, RecordValue::ProcessInstance(body.record));
+        if p.view().element_with(body.key, |b| b.active_children == 0) == Some(true) {
+            p.command(body.key, Intent::CompleteElement, RecordValue::ProcessInstance(body.record));
+        }
+        return;
     }
     if let Some(item) = done.next_item.filter(|_| mi.sequential) {
         return activate_inner(p, element, &body.record, body.key, done.loop_counter + 1, item);
