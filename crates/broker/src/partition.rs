@@ -6,20 +6,19 @@ use std::collections::{HashMap, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::broadcast;
 use waggle_engine::{BatchOutput, Command, Engine, ProcessingContext, RequestId, SideEffect, StateView};
-use waggle_protocol::codec::Entry;
 use waggle_protocol::value::IncidentRecord;
 use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue, ValueType};
 use waggle_replication::{Message, MessageType, RaftGroup, ReplicationError, SnapshotPacket};
-use waggle_state::{KvRead, KvStore, Overlay, RocksStore, WriteSet};
+use waggle_state::{KvRead, KvStore, Layered, Overlay, RocksStore, WriteSet};
 
-use crate::backpressure::{Limiter, SaturationWindow};
+use crate::backpressure::{Limiter, Permit, SaturationWindow};
 use crate::delivery::{Deliverer, Delivery, Targets};
 use crate::export::{ExportBounds, ExporterStatus};
 use crate::metrics::{BrokerMetrics, PartitionMetrics};
@@ -45,6 +44,15 @@ pub(crate) const RAFT_TICK: Duration = Duration::from_millis(50);
 /// its peers' messages (heartbeat answers, votes; while a batch waits for its commit it
 /// waits for them instead).
 const LEADER_POLL: Duration = Duration::from_millis(10);
+/// How long a replicated leader with batches in flight waits for its peers' answers before it
+/// looks at its queue again.
+const IN_FLIGHT_POLL: Duration = Duration::from_millis(1);
+/// A replicated leader's batches proposed and not yet committed, at most: it processes the next
+/// batch while earlier ones replicate, up to this many entries (the environment variable
+/// `WAGGLE_IN_FLIGHT_ENTRIES` overrides it, for measurements: 1 is one batch at a time) ...
+const MAX_IN_FLIGHT_ENTRIES: usize = 4;
+/// ... or this many bytes of entries.
+const MAX_IN_FLIGHT_BYTES: usize = 8 << 20;
 
 /// What the management API shows of a partition.
 #[derive(Debug, Clone)]
@@ -387,6 +395,13 @@ pub(crate) fn start(
             relayed: r.relayed,
             own: tx.clone(),
         }),
+        in_flight: VecDeque::new(),
+        in_flight_bytes: 0,
+        max_in_flight: std::env::var("WAGGLE_IN_FLIGHT_ENTRIES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&n: &usize| n >= 1)
+            .unwrap_or(MAX_IN_FLIGHT_ENTRIES),
     };
     // Bring state up to the log's commit point before accepting commands.
     processor.drive_raft().map_err(|e| start_err(id, e))?;
@@ -471,6 +486,30 @@ struct Processor {
     replica: Option<Replica>,
     /// Where commands for partitions led on other brokers go (a cluster's partitions only).
     relay: Option<Arc<Relay>>,
+    /// A replicated leader's batches proposed and not yet committed, oldest first (always empty
+    /// standalone): the state the next batch runs on, and what each sends out once committed.
+    in_flight: VecDeque<InFlight>,
+    /// The bytes of their entries.
+    in_flight_bytes: usize,
+    /// The entries it may have in flight ([`MAX_IN_FLIGHT_ENTRIES`]).
+    max_in_flight: usize,
+}
+
+/// A replicated leader's batch, processed and proposed, whose entry is not committed yet. Its
+/// writes are not in the store (which holds committed state only); its answers, pushed jobs,
+/// notifications and commands for other partitions wait for the commit (C4).
+struct InFlight {
+    /// The entry's index and term; none for a batch that wrote nothing, sent out with the
+    /// batch before it.
+    entry: Option<(u64, u64)>,
+    writes: WriteSet,
+    /// The encoded entry's size.
+    bytes: usize,
+    output: BatchOutput,
+    permits: Vec<Permit>,
+    /// The ids of its clients' requests.
+    requests: std::ops::Range<RequestId>,
+    processed: Instant,
 }
 
 impl Processor {
@@ -503,16 +542,27 @@ impl Processor {
     /// processes commands as the standalone partition does, and refuses them otherwise.
     fn run_replicated(mut self, rx: Receiver<Submission>) {
         while !self.stop.load(Ordering::SeqCst) {
-            let first = if self.serving() {
+            let first = if !self.serving() || self.window_full() {
+                self.wait_for_raft(None);
+                None
+            } else if !self.in_flight.is_empty() {
+                // a batch in flight: commands waiting are processed at once; otherwise the
+                // peers' answers are awaited, looking at the queue again shortly
+                match rx.try_recv() {
+                    Ok(s) => Some(s),
+                    Err(TryRecvError::Empty) => {
+                        self.wait_for_raft(Some(IN_FLIGHT_POLL));
+                        None
+                    }
+                    Err(TryRecvError::Disconnected) => break,
+                }
+            } else {
                 let wait = if self.deferred.is_empty() { LEADER_POLL } else { Duration::ZERO };
                 match rx.recv_timeout(wait) {
                     Ok(s) => Some(s),
                     Err(RecvTimeoutError::Timeout) => None,
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
-            } else {
-                self.wait_for_raft();
-                None
             };
             self.pump_raft();
             self.start_transfer();
@@ -523,6 +573,10 @@ impl Processor {
             self.take_relayed();
             if !self.serving() {
                 self.refuse(first.into_iter().chain(rx.try_iter()));
+                self.maybe_snapshot();
+                continue;
+            }
+            if first.is_none() && self.window_full() {
                 self.maybe_snapshot();
                 continue;
             }
@@ -581,9 +635,9 @@ impl Processor {
         }
     }
 
-    /// Waits for a peer's message until the next tick at most (not at all while pieces of a
-    /// snapshot transfer arrive: they are handed over at once).
-    fn wait_for_raft(&mut self) {
+    /// Waits for a peer's message until the next tick at most, and at most `at_most` (not at all
+    /// while pieces of a snapshot transfer arrive: they are handed over at once).
+    fn wait_for_raft(&mut self, at_most: Option<Duration>) {
         let Some(replica) = &mut self.replica else { return };
         let mut transfer = false;
         for packet in replica.packets.try_iter() {
@@ -593,7 +647,10 @@ impl Processor {
         if transfer {
             return;
         }
-        let timeout = replica.next_tick.saturating_duration_since(Instant::now());
+        let mut timeout = replica.next_tick.saturating_duration_since(Instant::now());
+        if let Some(at_most) = at_most {
+            timeout = timeout.min(at_most);
+        }
         match replica.inbox.recv_timeout(timeout) {
             Ok(m) => step(&mut self.raft, m),
             Err(RecvTimeoutError::Timeout) => {}
@@ -631,6 +688,7 @@ impl Processor {
             serving = false;
             self.set_serving(None);
             tracing::info!(partition = self.id, term, "no longer the leader");
+            self.abandon_in_flight();
             self.replies.clear();
             self.outbox.clear();
             let deferred: Vec<Submission> = self.deferred.drain(..).collect();
@@ -704,7 +762,7 @@ impl Processor {
     /// follower's), then takes a snapshot the group installed, if any.
     fn drive_raft(&mut self) -> Result<(), String> {
         let committed = self.raft.drive().map_err(|e| e.to_string())?;
-        self.replay(committed)?;
+        self.settle(committed)?;
         if self.replica.is_some() {
             self.take_installed()?;
         }
@@ -718,6 +776,8 @@ impl Processor {
     fn take_installed(&mut self) -> Result<(), String> {
         let Some(installed) = self.raft.take_installed() else { return Ok(()) };
         let started = Instant::now();
+        // (a follower: what it had in flight as a leader is not committed as its own)
+        self.abandon_in_flight();
         // a checkpoint under way reads the store about to be rewritten, and would delete the
         // received snapshot once done
         while self.snapshot.running.load(Ordering::SeqCst) {
@@ -755,8 +815,7 @@ impl Processor {
                     continue;
                 }
                 if !c.data.is_empty() {
-                    let entry = Entry::decode(&c.data).map_err(|e| format!("log entry {}: {e}", c.index))?;
-                    self.engine.replay(&mut overlay, &entry);
+                    self.engine.replay_encoded(&mut overlay, &c.data).map_err(|e| format!("log entry {}: {e}", c.index))?;
                 }
                 last = c.index;
             }
@@ -774,7 +833,10 @@ impl Processor {
         self.status.lock().expect("status lock").applied_index = index;
     }
 
-    /// Processes and empties `batch`.
+    /// Processes and empties `batch`. Standalone, it waits for the batch's commit and then
+    /// delivers what it sends out. A replicated leader proposes the batch and goes on (see
+    /// [`Processor::in_flight`]): the next batch runs on this one's writes, and what this one
+    /// sends out waits for its commit ([`Self::settle`]).
     fn process(&mut self, batch: &mut Vec<Submission>) -> Result<(), String> {
         if !self.raft.is_leader() {
             self.refuse(batch.drain(..));
@@ -797,51 +859,145 @@ impl Processor {
         self.metrics.batch_commands.observe(commands.len() as f64);
         let started = Instant::now();
         let ctx = ProcessingContext { now_ms: now_ms(), job_streams: &self.streams, partition_count: self.partition_count };
-        let mut overlay = Overlay::new(&*self.store);
+        // the batches in flight are state this batch runs on, not yet in the store
+        let layered;
+        let base: &dyn KvRead = if self.in_flight.is_empty() {
+            &*self.store
+        } else {
+            layered = Layered::new(&*self.store, self.in_flight.iter().map(|b| &b.writes).collect());
+            &layered
+        };
+        let mut overlay = Overlay::new(base);
         let output = self.engine.process_batch(&mut overlay, &ctx, commands);
-        self.limiter.congested(self.saturation.cuts(self.streams.push_counts(), started));
         let writes = overlay.into_writes();
-        if let Some(entry) = output.encoded_entry() {
-            let processed = Instant::now();
-            self.metrics.batch_processing.observe((processed - started).as_secs_f64());
-            let committed = self.raft.propose(entry).map_err(|e| e.to_string()).and_then(|()| {
-                let expected = self.raft.last_index();
-                match self.replica {
-                    None => self.commit_own(expected, writes).map(|()| true),
-                    Some(_) => self.commit_replicated(expected, self.raft.term(), writes),
-                }
-            });
-            if !matches!(committed, Ok(true)) {
-                // the batch is lost with the partition, or with the lead: the streams it picked
-                // for its jobs (the node's, shared with the other partitions) must not keep
-                // their places for them
-                for effect in &output.side_effects {
-                    if let SideEffect::PushJob { stream_id, .. } = effect {
-                        self.streams.registry().release(*stream_id);
-                    }
-                }
+        self.limiter.congested(self.saturation.cuts(self.streams.push_counts(), started));
+        let requests = first_request..self.next_request;
+        let Some(entry) = output.encoded_entry() else {
+            if self.in_flight.is_empty() {
+                self.deliver(output, permits);
+            } else {
+                // nothing to commit, but its answers may rest on the batches in flight
+                let rider = InFlight { entry: None, writes: WriteSet::default(), bytes: 0, output, permits, requests, processed: started };
+                self.in_flight.push_back(rider);
             }
-            match committed {
-                Ok(true) => {}
-                Ok(false) => {
-                    // the lead was lost before the entry committed: its overlay is discarded and
-                    // its clients answered UNAVAILABLE (the entry may still commit under the
-                    // next leader, which this replica then applies as a follower)
-                    for permit in permits {
-                        self.limiter.abandoned(permit);
-                    }
-                    for id in first_request..self.next_request {
-                        self.replies.remove(&id);
-                    }
-                    // the appliers may have cached models of a deployment in the discarded batch
-                    self.engine = Engine::with_limits(self.id, self.limits);
-                    return Ok(());
-                }
-                Err(e) => return Err(e),
+            return Ok(());
+        };
+        let processed = Instant::now();
+        self.metrics.batch_processing.observe((processed - started).as_secs_f64());
+        let bytes = entry.len();
+        let proposed = self.raft.propose(entry).map_err(|e| e.to_string());
+        if self.replica.is_none() {
+            let committed = proposed.and_then(|()| {
+                let expected = self.raft.last_index();
+                self.commit_own(expected, writes)
+            });
+            if let Err(e) = committed {
+                // the batch is lost with the partition: the streams it picked for its jobs (the
+                // node's, shared with the other partitions) must not keep their places for them
+                self.release_streams(&output.side_effects);
+                return Err(e);
             }
             self.metrics.batch_commit.observe(processed.elapsed().as_secs_f64());
             self.observe(&output.records);
+            self.deliver(output, permits);
+            return Ok(());
         }
+        let entry = Some((self.raft.last_index(), self.raft.term()));
+        self.in_flight_bytes += bytes;
+        self.in_flight.push_back(InFlight { entry, writes, bytes, output, permits, requests, processed });
+        if let Err(e) = proposed {
+            self.abandon_in_flight();
+            return Err(e);
+        }
+        // the appends go out and this replica's copy is written; what commits is settled
+        self.drive_raft()
+    }
+
+    /// Whether a replicated leader has as much in flight as it may (see [`MAX_IN_FLIGHT_ENTRIES`]).
+    fn window_full(&self) -> bool {
+        self.in_flight.len() >= self.max_in_flight || self.in_flight_bytes >= MAX_IN_FLIGHT_BYTES
+    }
+
+    /// Applies committed entries in log order: this leader's batches in flight by their staged
+    /// writes (and then sends out what they send), every other entry by replaying its events.
+    /// An entry of another leader where a batch in flight was means that none of them will
+    /// commit as this leader's ([`Self::abandon_in_flight`]).
+    fn settle(&mut self, committed: Vec<waggle_replication::Committed>) -> Result<(), String> {
+        let mut foreign = Vec::new();
+        for c in committed {
+            let front = self.in_flight.front().and_then(|b| b.entry);
+            if front == Some((c.index, c.term)) {
+                self.replay(std::mem::take(&mut foreign))?;
+                let batch = self.in_flight.pop_front().expect("the batch at the front");
+                self.commit_in_flight(batch)?;
+                // batches that wrote nothing, released with the one before them
+                while self.in_flight.front().is_some_and(|b| b.entry.is_none()) {
+                    let rider = self.in_flight.pop_front().expect("a rider");
+                    self.deliver(rider.output, rider.permits);
+                }
+                continue;
+            }
+            if front.is_some_and(|(index, _)| c.index >= index) {
+                self.abandon_in_flight();
+            }
+            foreign.push(c);
+        }
+        self.replay(foreign)
+    }
+
+    /// Commits a batch in flight whose entry committed: its writes with the applied index, then
+    /// what it sends out.
+    fn commit_in_flight(&mut self, batch: InFlight) -> Result<(), String> {
+        let InFlight { entry, mut writes, bytes, output, permits, processed, .. } = batch;
+        self.in_flight_bytes -= bytes;
+        if let Some((index, _)) = entry {
+            writes.put(META_APPLIED_INDEX.to_vec(), index.to_be_bytes().to_vec());
+            self.store.commit_owned(writes).map_err(|e| e.to_string())?;
+            self.set_applied(index);
+            self.metrics.batches.inc();
+            self.metrics.batch_commit.observe(processed.elapsed().as_secs_f64());
+            self.observe(&output.records);
+        }
+        self.deliver(output, permits);
+        Ok(())
+    }
+
+    /// Drops every batch in flight (the lead was lost, or the partition stops): their writes
+    /// are discarded (the store holds only committed state), their clients are not answered
+    /// (they see the partition unavailable), their back-pressure slots and the job streams they
+    /// picked are given back. Their entries may still commit under the next leader: this
+    /// replica then replays them as a follower.
+    fn abandon_in_flight(&mut self) {
+        if self.in_flight.is_empty() {
+            return;
+        }
+        let abandoned: Vec<InFlight> = self.in_flight.drain(..).collect();
+        self.in_flight_bytes = 0;
+        for batch in abandoned {
+            self.release_streams(&batch.output.side_effects);
+            for permit in batch.permits {
+                self.limiter.abandoned(permit);
+            }
+            for id in batch.requests {
+                self.replies.remove(&id);
+            }
+        }
+        // the appliers may have cached models of a deployment in a discarded batch
+        self.engine = Engine::with_limits(self.id, self.limits);
+    }
+
+    /// Gives back the places in job streams that a batch's pushed jobs took.
+    fn release_streams(&self, side_effects: &[SideEffect]) {
+        for effect in side_effects {
+            if let SideEffect::PushJob { stream_id, .. } = effect {
+                self.streams.registry().release(*stream_id);
+            }
+        }
+    }
+
+    /// Sends out what a committed batch sends: answers, pushed jobs, job notifications (one
+    /// delivery) and commands for other partitions.
+    fn deliver(&mut self, output: BatchOutput, permits: Vec<Permit>) {
         let BatchOutput { records, responses, side_effects, .. } = output;
         self.engine.recycle(records);
         let mut delivery = Delivery {
@@ -866,7 +1022,6 @@ impl Processor {
         }
         self.deliverer.send(delivery);
         self.flush_outbox();
-        Ok(())
     }
 
     /// Delivers commands for other partitions in the order they were sent; once a partition's
@@ -938,39 +1093,6 @@ impl Processor {
             std::thread::sleep(Duration::from_micros(100));
         }
         Err("proposal was not committed".into())
-    }
-
-    /// A replicated partition's commit of its own proposal at `expected` (proposed in `term`):
-    /// steps, ticks and drives until it commits (`true`: its state writes are committed with
-    /// the applied index, as [`Self::commit_own`] does), or until this replica loses the lead
-    /// or stops (`false`: nothing of the batch is applied; what commits meanwhile is).
-    ///
-    /// The partition thread waits here: one batch in flight at a time, for now.
-    fn commit_replicated(&mut self, expected: u64, term: u64, mut writes: WriteSet) -> Result<bool, String> {
-        loop {
-            let mut committed = self.raft.drive().map_err(|e| e.to_string())?;
-            let ours = committed.iter().position(|c| c.index == expected && c.term == term);
-            if let Some(at) = ours {
-                let after = committed.split_off(at + 1);
-                let own = committed.pop().expect("our entry");
-                self.replay(committed)?;
-                writes.put(META_APPLIED_INDEX.to_vec(), own.index.to_be_bytes().to_vec());
-                self.store.commit_owned(writes).map_err(|e| e.to_string())?;
-                self.set_applied(own.index);
-                self.metrics.batches.inc();
-                self.replay(after)?;
-                return Ok(true);
-            }
-            // entries before ours, or another leader's in place of ours (and then perhaps its
-            // snapshot)
-            self.replay(committed)?;
-            self.take_installed()?;
-            if self.applied >= expected || !self.raft.is_leader() || self.raft.term() != term || self.stop.load(Ordering::SeqCst) {
-                return Ok(false);
-            }
-            self.wait_for_raft();
-            self.pump_raft();
-        }
     }
 
     fn observe(&mut self, records: &[Record]) {

@@ -329,6 +329,45 @@ fn three_brokers_replicate_a_partition_fail_over_and_a_restarted_leader_catches_
     drop(runtime);
 }
 
+/// A leader taking many commands at once processes its next batches while earlier ones
+/// replicate: every command is answered once, after its batch committed, every answered
+/// instance is there, and the replicas agree.
+#[test]
+fn a_leader_under_load_pipelines_its_batches_and_answers_what_committed() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let members = free_addrs(3);
+    let brokers: Vec<Option<Arc<Broker>>> = (0..3).map(|i| Some(start(&config(dirs[i].path(), 1, i as u64, &members)))).collect();
+    let first = wait_for("a leader", Duration::from_secs(10), || leader(&brokers, 1));
+    let lead = brokers[first].clone().unwrap();
+    let deployed = runtime.block_on(lead.deploy(deployment())).unwrap();
+    assert!(deployed.rejection.is_none(), "deployment rejected: {deployed:?}");
+    const CREATIONS: usize = 3_000;
+    let tasks: Vec<_> = (0..CREATIONS)
+        .map(|_| {
+            let lead = lead.clone();
+            runtime.spawn(async move {
+                loop {
+                    match lead.submit(1, creation()).await {
+                        Err(BrokerError::Overloaded) => tokio::time::sleep(Duration::from_millis(5)).await,
+                        answer => return answer,
+                    }
+                }
+            })
+        })
+        .collect();
+    let acknowledged: BTreeSet<i64> = tasks.into_iter().map(|t| created(&runtime.block_on(t).unwrap().unwrap())).collect();
+    assert_eq!(acknowledged.len(), CREATIONS, "an instance key answered twice");
+    let digest = converged(&brokers, first, 1);
+    assert_eq!(activate_all(&runtime, &lead), acknowledged);
+    eprintln!("{CREATIONS} creations in entries up to index {}", digest.applied_index);
+    drop(lead);
+    for b in brokers.into_iter().flatten() {
+        b.shutdown();
+    }
+    drop(runtime);
+}
+
 #[test]
 fn three_brokers_elect_a_leader_for_each_of_three_partitions() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();

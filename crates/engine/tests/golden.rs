@@ -414,6 +414,17 @@ impl Scenario {
             engine.replay(&mut overlay, entry);
             replayed.commit(&overlay.into_writes()).unwrap();
         }
+        // and from the entries' bytes, record by record, as followers and recovery replay
+        let replayed_encoded = MemoryStore::new();
+        let mut engine = Engine::new(1);
+        for entry in &self.entries {
+            let mut overlay = Overlay::new(&replayed_encoded);
+            engine.replay_encoded(&mut overlay, &entry.encode()).map_err(|e| e.to_string())?;
+            replayed_encoded.commit(&overlay.into_writes()).unwrap();
+        }
+        if replayed_encoded.dump() != replayed.dump() {
+            return Err("state replayed from the entries' bytes differs from state replayed from the entries".into());
+        }
         let (a, b) = (self.store.dump(), replayed.dump());
         if a != b {
             let only_processed: Vec<_> =

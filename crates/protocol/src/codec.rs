@@ -142,6 +142,125 @@ where
     }
 }
 
+/// Decodes the entry in `bytes` one record at a time, showing each to `each` in position order,
+/// and returns its next key counter: as [`Entry::decode`], without building the entry (a
+/// follower and recovery apply records as they come: no record vector, and a value shared with
+/// the record before is neither copied nor moved).
+pub fn for_each_record(bytes: &[u8], mut each: impl FnMut(&Record)) -> Result<i64, CodecError> {
+    match bytes.first() {
+        None => Err(CodecError::Empty),
+        Some(&CODEC_VERSION) => {
+            let mut deserializer = postcard::Deserializer::from_bytes(&bytes[1..]);
+            let mut no_previous_value = false;
+            let seed = EntrySeed { each: &mut each, no_previous_value: &mut no_previous_value };
+            let decoded = serde::de::DeserializeSeed::deserialize(seed, &mut deserializer);
+            match decoded {
+                Ok(counter) => Ok(counter),
+                Err(_) if no_previous_value => Err(CodecError::NoPreviousValue),
+                Err(e) => Err(CodecError::Malformed(e)),
+            }
+        }
+        Some(_) => {
+            let entry = Entry::decode(bytes)?;
+            entry.records.iter().for_each(each);
+            Ok(entry.next_key_counter)
+        }
+    }
+}
+
+/// [`for_each_record`]'s reading of a version 2 entry: the key counter, then the records.
+struct EntrySeed<'f, F> {
+    each: &'f mut F,
+    no_previous_value: &'f mut bool,
+}
+
+impl<'de, F: FnMut(&Record)> serde::de::DeserializeSeed<'de> for EntrySeed<'_, F> {
+    type Value = i64;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<i64, D::Error> {
+        deserializer.deserialize_struct("CompactEntry", &["next_key_counter", "records"], self)
+    }
+}
+
+impl<'de, F: FnMut(&Record)> serde::de::Visitor<'de> for EntrySeed<'_, F> {
+    type Value = i64;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a log entry")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<i64, A::Error> {
+        use serde::de::Error;
+        let counter: i64 = seq.next_element()?.ok_or_else(|| A::Error::invalid_length(0, &"a key counter and records"))?;
+        seq.next_element_seed(RecordsSeed { each: self.each, no_previous_value: self.no_previous_value })?
+            .ok_or_else(|| A::Error::invalid_length(1, &"a key counter and records"))?;
+        Ok(counter)
+    }
+}
+
+/// The records of a version 2 entry, each laid over the one before it in one [`Record`].
+struct RecordsSeed<'f, F> {
+    each: &'f mut F,
+    no_previous_value: &'f mut bool,
+}
+
+impl<'de, F: FnMut(&Record)> serde::de::DeserializeSeed<'de> for RecordsSeed<'_, F> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de, F: FnMut(&Record)> serde::de::Visitor<'de> for RecordsSeed<'_, F> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a sequence of records")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        // the record before, which the next one is written against
+        let mut current: Option<Record> = None;
+        while let Some(compact) = seq.next_element::<CompactRecord<Rejection, RecordValue>>()? {
+            let record = match (current.as_mut(), compact.value) {
+                (Some(previous), value) => {
+                    let position = previous.position.wrapping_add(compact.position_step);
+                    previous.position = position;
+                    previous.source_position = position.wrapping_sub(compact.source_distance);
+                    previous.key = previous.key.wrapping_add(compact.key_step);
+                    previous.timestamp_ms = previous.timestamp_ms.wrapping_add(compact.timestamp_step);
+                    previous.record_type = compact.record_type;
+                    previous.value_type = compact.value_type;
+                    previous.intent = compact.intent;
+                    previous.rejection = compact.rejection;
+                    if let Some(value) = value {
+                        previous.value = value;
+                    }
+                    previous
+                }
+                (None, Some(value)) => current.insert(Record {
+                    position: compact.position_step,
+                    source_position: compact.position_step.wrapping_sub(compact.source_distance),
+                    key: compact.key_step,
+                    timestamp_ms: compact.timestamp_step,
+                    record_type: compact.record_type,
+                    value_type: compact.value_type,
+                    intent: compact.intent,
+                    rejection: compact.rejection,
+                    value,
+                }),
+                (None, None) => {
+                    *self.no_previous_value = true;
+                    return Err(serde::de::Error::custom("the first record has no value"));
+                }
+            };
+            (self.each)(record);
+        }
+        Ok(())
+    }
+}
+
 #[derive(Deserialize)]
 struct CompactEntry {
     next_key_counter: i64,
@@ -256,6 +375,24 @@ mod tests {
     }
 
     #[test]
+    fn records_shown_one_at_a_time_are_the_decoded_entry_s() {
+        let entry = batch();
+        for bytes in [entry.encode(), {
+            let mut v1 = vec![CODEC_VERSION_WHOLE_RECORDS];
+            v1.extend(postcard::to_stdvec(&entry).unwrap());
+            v1
+        }] {
+            let mut shown = Vec::new();
+            let counter = for_each_record(&bytes, |r| shown.push(r.clone())).unwrap();
+            assert_eq!(Entry { next_key_counter: counter, records: shown }, entry);
+        }
+        assert!(matches!(for_each_record(&[], |_| {}), Err(CodecError::Empty)));
+        assert!(matches!(for_each_record(&[9, 0], |_| {}), Err(CodecError::UnknownVersion(9))));
+        let bytes = entry.encode();
+        assert!(matches!(for_each_record(&bytes[..bytes.len() / 2], |_| {}), Err(CodecError::Malformed(_))));
+    }
+
+    #[test]
     fn entries_of_version_1_stay_readable() {
         let entry = batch();
         let mut bytes = vec![CODEC_VERSION_WHOLE_RECORDS];
@@ -292,5 +429,6 @@ mod tests {
         bytes.truncate(1);
         bytes.extend(postcard::to_stdvec(&OneRecord { next_key_counter: 1, records: vec![&first] }).unwrap());
         assert!(matches!(Entry::decode(&bytes), Err(CodecError::NoPreviousValue)));
+        assert!(matches!(for_each_record(&bytes, |_| {}), Err(CodecError::NoPreviousValue)));
     }
 }

@@ -567,7 +567,7 @@ impl RaftGroup {
                 }
                 // kept once durable; an append without entries leaves the last ones
                 if !appended.is_empty() {
-                    *self.node.store().recent.lock().expect("recent entries lock") = appended;
+                    self.node.store().hold_recent(appended);
                 }
             }
             // append responses and votes: what they acknowledge is durable now

@@ -14,19 +14,20 @@ use crate::SnapshotSource;
 pub(crate) struct JournalStorage {
     pub(crate) journal: Arc<RwLock<Journal>>,
     pub(crate) voters: Vec<u64>,
-    /// The entries of the last append, as Raft gave them: the leader asks for them again as soon
-    /// as they are committed, and they are served from here instead of read back from the file.
-    /// A request for all of them takes them (a single voter asks once; later requests read the
-    /// file).
+    /// The entries of the latest appends (contiguous, at most [`RECENT_ENTRIES`] and about
+    /// [`RECENT_BYTES`]), as Raft gave them: a node asks for them again as soon as they are
+    /// committed (a leader with several batches in flight, a follower told of the commit with a
+    /// later append), and they are served from here instead of read back from the file. Entries
+    /// served from the first one held are taken, not copied (later requests read the file).
     pub(crate) recent: Arc<Mutex<Vec<RaftEntry>>>,
     /// Names the files of the state at the compaction point (none: no snapshot to send).
     pub(crate) source: Arc<RwLock<Option<Arc<dyn SnapshotSource>>>>,
 }
 
 impl JournalStorage {
-    /// Entries `low..high` from the last append, if it holds all of them (at most `max_size`
-    /// bytes, and at least one entry, as Raft's storage contract limits them). Served entries
-    /// that are all it holds are taken, not copied.
+    /// Entries `low..high` from the latest appends, if they hold all of them (at most
+    /// `max_size` bytes, and at least one entry, as Raft's storage contract limits them). Served
+    /// entries from the first one held are taken, not copied.
     pub(crate) fn recent_entries(&self, low: u64, high: u64, max_size: Option<u64>) -> Option<Vec<RaftEntry>> {
         let mut recent = self.recent.lock().expect("recent entries lock");
         let first = recent.first()?.index;
@@ -46,9 +47,39 @@ impl JournalStorage {
         if count == recent.len() {
             return Some(std::mem::take(&mut *recent));
         }
+        if low == first {
+            return Some(recent.drain(..count).collect());
+        }
         Some(wanted[..count].to_vec())
     }
+
+    /// Holds the entries of an append (durable now) after those held, replacing what they
+    /// overwrite (a follower's log repaired) and dropping the oldest beyond the bounds.
+    pub(crate) fn hold_recent(&self, appended: Vec<RaftEntry>) {
+        let Some(start) = appended.first().map(|e| e.index) else { return };
+        let mut recent = self.recent.lock().expect("recent entries lock");
+        match recent.first().map(|e| e.index) {
+            Some(first) if start >= first && start <= first + recent.len() as u64 => recent.truncate((start - first) as usize),
+            _ => recent.clear(),
+        }
+        recent.extend(appended);
+        let mut drop = recent.len().saturating_sub(RECENT_ENTRIES);
+        let mut bytes: usize = recent[drop..].iter().map(|e| e.data.len()).sum();
+        for e in &recent[drop..] {
+            if bytes <= RECENT_BYTES || drop + 1 == recent.len() {
+                break;
+            }
+            bytes -= e.data.len();
+            drop += 1;
+        }
+        recent.drain(..drop);
+    }
 }
+
+/// Entries [`JournalStorage::recent`] holds at most ...
+pub(crate) const RECENT_ENTRIES: usize = 64;
+/// ... and the bytes beyond which it drops the oldest (it keeps the newest entry whatever its size).
+const RECENT_BYTES: usize = 32 << 20;
 
 fn store_err(e: JournalError) -> raft::Error {
     raft::Error::Store(StorageError::Other(Box::new(e)))

@@ -10,6 +10,7 @@
 
 mod generation;
 mod key;
+mod layered;
 mod memory;
 mod overlay;
 mod rocks;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 
 use key::{Key, KeyRef};
 
+pub use layered::Layered;
 pub use memory::MemoryStore;
 pub use overlay::{AbsentFromBase, Overlay};
 pub use rocks::{RocksStore, StoredAbsence, COMPACT_AFTER_DELETES};

@@ -2,6 +2,7 @@ use raft::storage::Storage;
 use raft::GetEntriesContext;
 
 use super::*;
+use crate::storage::RECENT_ENTRIES;
 fn drive_until(group: &mut RaftGroup, want: usize) -> Vec<Committed> {
     let mut all = Vec::new();
     for _ in 0..100 {
@@ -73,6 +74,34 @@ fn entries_of_the_last_append_are_served_as_the_journal_holds_them() {
     assert!(storage.recent.lock().unwrap().is_empty());
     assert!(storage.recent_entries(first, last + 1, None).is_none());
     assert_eq!(Storage::entries(&storage, 1, last + 1, None, GetEntriesContext::empty(false)).unwrap(), from_journal(1, last + 1, None));
+}
+
+#[test]
+fn recent_entries_span_several_appends_and_follow_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = RaftGroup::open(dir.path(), 0).unwrap();
+    let storage = group.node.store().clone();
+    let entry = |index: u64, term: u64| RaftEntry { index, term, data: vec![index as u8; 10].into(), ..Default::default() };
+    let indexes = |entries: &[RaftEntry]| entries.iter().map(|e| (e.index, e.term)).collect::<Vec<_>>();
+    // two appends in a row (a leader with two batches in flight): both held
+    storage.hold_recent(vec![entry(5, 1), entry(6, 1)]);
+    storage.hold_recent(vec![entry(7, 1)]);
+    assert_eq!(indexes(&storage.recent.lock().unwrap()), vec![(5, 1), (6, 1), (7, 1)]);
+    // the first committed: taken from the front, the rest kept for the next commit
+    assert_eq!(indexes(&storage.recent_entries(5, 7, None).unwrap()), vec![(5, 1), (6, 1)]);
+    assert_eq!(indexes(&storage.recent.lock().unwrap()), vec![(7, 1)]);
+    // an append that overwrites held entries (a follower's log repaired) replaces them
+    storage.hold_recent(vec![entry(8, 1), entry(9, 1)]);
+    storage.hold_recent(vec![entry(8, 2)]);
+    assert_eq!(indexes(&storage.recent.lock().unwrap()), vec![(7, 1), (8, 2)]);
+    // one that does not follow them replaces them all
+    storage.hold_recent(vec![entry(20, 2)]);
+    assert_eq!(indexes(&storage.recent.lock().unwrap()), vec![(20, 2)]);
+    // at most RECENT_ENTRIES, the newest kept
+    storage.hold_recent((21..21 + RECENT_ENTRIES as u64 + 5).map(|i| entry(i, 2)).collect());
+    let held = storage.recent.lock().unwrap().clone();
+    assert_eq!(held.len(), RECENT_ENTRIES);
+    assert_eq!(held.last().unwrap().index, 20 + RECENT_ENTRIES as u64 + 5);
 }
 
 fn payloads(committed: &[Committed]) -> Vec<Vec<u8>> {
