@@ -30,6 +30,15 @@
 //!   exporter (and compaction).
 //! - **Stuck:** an exporter with committed entries to acknowledge that acknowledged nothing for
 //!   the configured time is reported stuck (`waggle_exporter_stuck`, `/health`).
+//! - **Bounded lag** (issue 27): while an exporter runs here, works (no failed call waiting for
+//!   its retry) and is not stuck, and more than [`ExportConfig::max_backlog`] committed entries
+//!   wait for its acknowledgement, the partition refuses new process instances
+//!   ([`BacklogGate`]): RESOURCE_EXHAUSTED, as back pressure answers, until it is back under.
+//!   Every other command is taken, so the instances already running finish and the backlog
+//!   drains. An exporter slower than the partition would otherwise fall further behind for as
+//!   long as the load lasts, its target (the query store) ever staler and the log kept for it
+//!   ever longer; a failing or stuck one holds nothing back, as before (its alarm is
+//!   `/health`; the disk watermarks stop the partition before the disk fills).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -125,17 +134,59 @@ const IDLE_WAIT: Duration = Duration::from_millis(2);
 /// How long a runner of a partition not led here waits before looking again.
 const FOLLOWER_WAIT: Duration = Duration::from_millis(50);
 
-/// The exporters a node runs, and when one counts as stuck.
+/// The default of [`ExportConfig::max_backlog`], in log entries.
+pub const DEFAULT_MAX_BACKLOG: u64 = 10_000;
+
+/// The exporters a node runs, when one counts as stuck, and how far one may fall behind.
 #[derive(Debug, Clone)]
 pub struct ExportConfig {
     pub exporters: Vec<Arc<ExporterFactory>>,
     /// An exporter behind the commit index that acknowledged nothing for this long is stuck.
     pub stuck_after: Duration,
+    /// Committed log entries an exporter may leave unacknowledged before the partition refuses
+    /// new process instances ([`BacklogGate`]); 0: never.
+    pub max_backlog: u64,
 }
 
 impl Default for ExportConfig {
     fn default() -> Self {
-        Self { exporters: Vec::new(), stuck_after: Duration::from_secs(60) }
+        Self { exporters: Vec::new(), stuck_after: Duration::from_secs(60), max_backlog: DEFAULT_MAX_BACKLOG }
+    }
+}
+
+/// Bounded export lag (see the module): whether a partition takes a new process instance, from
+/// its commit index and each exporter's acknowledged and persisted entries.
+pub(crate) struct BacklogGate {
+    committed: Arc<AtomicU64>,
+    /// Per exporter: the log index its acknowledged records reach, while it runs here, works
+    /// and is not stuck; `u64::MAX` otherwise (it holds nothing back).
+    exported: Vec<Arc<AtomicU64>>,
+    max_backlog: u64,
+    /// New process instances refused (`waggle_export_backpressure_refused_total`).
+    refused: prometheus::IntCounter,
+}
+
+impl BacklogGate {
+    /// The committed entries the furthest behind of the exporters that count has not
+    /// acknowledged.
+    pub fn backlog(&self) -> u64 {
+        let low = self.exported.iter().map(|e| e.load(Ordering::Acquire)).min().unwrap_or(u64::MAX);
+        self.committed.load(Ordering::Acquire).saturating_sub(low)
+    }
+
+    /// Whether the partition takes `command`: anything but a new process instance always, a
+    /// new instance while the backlog is within the bound (counted when refused).
+    pub fn admits(&self, command: &waggle_engine::Command) -> bool {
+        use waggle_protocol::{Intent, RecordValue};
+        let creates = matches!(
+            (&command.value, command.intent),
+            (RecordValue::ProcessInstanceCreation(_), Intent::Create | Intent::CreateWithAwaitingResult)
+        );
+        if self.max_backlog == 0 || !creates || self.backlog() <= self.max_backlog {
+            return true;
+        }
+        self.refused.inc();
+        false
     }
 }
 
@@ -225,8 +276,14 @@ pub(crate) fn start(
 ) -> std::io::Result<Runners> {
     let mut bounds = ExportBounds { committed: committed.clone(), acknowledged: Vec::new() };
     let (mut statuses, mut threads) = (Vec::new(), Vec::new());
+    let mut gate = BacklogGate {
+        committed: committed.clone(),
+        exported: Vec::new(),
+        max_backlog: config.max_backlog,
+        refused: metrics.export_backpressure_refused.with_label_values(&[&id.to_string()]),
+    };
     if config.exporters.is_empty() {
-        return Ok(Runners { bounds, statuses, threads });
+        return Ok(Runners { bounds, statuses, threads, gate });
     }
     std::fs::create_dir_all(progress_dir)?;
     for factory in &config.exporters {
@@ -239,7 +296,9 @@ pub(crate) fn start(
             acknowledged_position: progress.position,
             ..Default::default()
         }));
+        let exported = Arc::new(AtomicU64::new(u64::MAX));
         let runner = Runner {
+            exported: exported.clone(),
             partition: id,
             factory: factory.clone(),
             log_dir: log_dir.to_path_buf(),
@@ -255,10 +314,11 @@ pub(crate) fn start(
         };
         let thread = std::thread::Builder::new().name(format!("export-{id}-{}", factory.id)).spawn(move || runner.run())?;
         bounds.acknowledged.push(bound);
+        gate.exported.push(exported);
         statuses.push(status);
         threads.push(thread);
     }
-    Ok(Runners { bounds, statuses, threads })
+    Ok(Runners { bounds, statuses, threads, gate })
 }
 
 /// A partition's exporter runners, as [`start`] started them.
@@ -266,6 +326,7 @@ pub(crate) struct Runners {
     pub bounds: ExportBounds,
     pub statuses: Vec<Arc<Mutex<ExporterStatus>>>,
     pub threads: Vec<JoinHandle<()>>,
+    pub gate: BacklogGate,
 }
 
 struct Runner {
@@ -277,6 +338,8 @@ struct Runner {
     leading: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     bound: Arc<AtomicU64>,
+    /// This exporter's part of the [`BacklogGate`].
+    exported: Arc<AtomicU64>,
     status: Arc<Mutex<ExporterStatus>>,
     metrics: ExporterMetrics,
     stuck_after: Duration,
@@ -297,8 +360,13 @@ struct Active {
     exporter: Box<dyn Exporter>,
     controller: Controller,
     reader: LogReader,
-    /// Records read and not yet exported, in position order (the front one first).
-    queue: std::collections::VecDeque<Record>,
+    /// The records of the entries read, in position order, each entry's with the index of its
+    /// next record to export (exported by reference where they were decoded: a record is a
+    /// few hundred bytes, and moving each into a queue and out again was 13 % of a store
+    /// exporter's thread, docs/performance.md).
+    queue: std::collections::VecDeque<(Vec<Record>, usize)>,
+    /// Records in `queue` not yet exported.
+    queued: usize,
     /// Log entries read whose records are not all acknowledged: (index, last position).
     entries: std::collections::VecDeque<(u64, u64)>,
     /// Records up to this position were acknowledged before this opening: not exported again.
@@ -436,6 +504,7 @@ impl Runner {
             controller: Controller::new(progress.position),
             reader: LogReader::open(&self.log_dir, progress.index),
             queue: Default::default(),
+            queued: 0,
             entries: Default::default(),
             skip_upto: progress.position,
             last_exported: progress.position,
@@ -484,7 +553,7 @@ impl Runner {
         }
         let committed = self.committed.load(Ordering::Acquire);
         let mut read = 0;
-        while read < ENTRIES_PER_ROUND && a.queue.len() < RECORDS_PER_ROUND {
+        while read < ENTRIES_PER_ROUND && a.queued < RECORDS_PER_ROUND {
             let started = Instant::now();
             let next = a.reader.next(committed);
             a.stages.read += started.elapsed();
@@ -552,16 +621,25 @@ impl Runner {
         };
         let last = records.last().map_or(0, |r| r.position);
         a.entries.push_back((entry.index, last));
-        a.queue.extend(records.into_iter().filter(|r| r.position > a.skip_upto));
+        // positions grow within an entry: the ones acknowledged before come first
+        let first = records.partition_point(|r| r.position <= a.skip_upto);
+        if first < records.len() {
+            a.queued += records.len() - first;
+            a.queue.push_back((records, first));
+        }
     }
 
-    /// Exports the queued records; the one that fails stays at the front.
+    /// Exports the queued records; the one that fails stays next.
     fn export_queue(&self, a: &mut Active) -> Result<(), waggle_exporter::ExportError> {
-        while let Some(record) = a.queue.front() {
-            a.exporter.export(record, &mut a.controller)?;
-            a.last_exported = record.position;
-            a.unflushed = true;
-            a.stages.records += 1;
+        while let Some((records, next)) = a.queue.front_mut() {
+            while let Some(record) = records.get(*next) {
+                a.exporter.export(record, &mut a.controller)?;
+                a.last_exported = record.position;
+                a.unflushed = true;
+                a.stages.records += 1;
+                *next += 1;
+                a.queued -= 1;
+            }
             a.queue.pop_front();
         }
         Ok(())
@@ -627,6 +705,8 @@ impl Runner {
         self.metrics.lag_entries.set(lag as i64);
         self.metrics.unacknowledged_entries.set(unacknowledged as i64);
         self.metrics.stuck.set(i64::from(stuck));
+        let counts = a.opened && a.retry.is_none() && !stuck;
+        self.exported.store(if counts { a.persisted.index - 1 } else { u64::MAX }, Ordering::Release);
         let mut s = self.status.lock().expect("exporter status");
         s.running = a.opened;
         s.last_exported_position = a.last_exported;
@@ -654,6 +734,7 @@ impl Runner {
         // leader's distribution moves on; without one nothing would move it
         let bound = if self.distribution.is_some() { a.persisted.index - 1 } else { u64::MAX };
         self.bound.store(bound, Ordering::Release);
+        self.exported.store(u64::MAX, Ordering::Release);
         self.status.lock().expect("exporter status").running = false;
         tracing::info!(partition = self.partition, exporter = %self.factory.id, "exporter closed");
     }

@@ -482,6 +482,9 @@ impl Broker {
         if !self.disk.admits(&command) {
             return Err(BrokerError::DiskSpaceLow(partition));
         }
+        if !handle.export_gate.admits(&command) {
+            return Err(BrokerError::Overloaded);
+        }
         let permit = Some(handle.limiter.try_acquire(&command).ok_or(BrokerError::Overloaded)?);
         let (tx, rx) = oneshot::channel();
         handle.send(Submission { command, reply: Some(tx), scheduled: false, permit })?;

@@ -27,6 +27,8 @@ pub struct BrokerMetrics {
     exporter_stuck: IntGaugeVec,
     exporter_skipped_entries: IntGaugeVec,
     exporter_errors: IntCounterVec,
+    /// New process instances refused while an exporter's backlog was above its bound.
+    pub(crate) export_backpressure_refused: IntCounterVec,
 }
 
 const BATCH_BUCKETS_S: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
@@ -106,8 +108,17 @@ impl BrokerMetrics {
             &["exporter", "partition"],
         )
         .expect("metric");
+        let export_backpressure_refused = IntCounterVec::new(
+            Opts::new(
+                "waggle_export_backpressure_refused_total",
+                "New process instances refused (RESOURCE_EXHAUSTED) while an exporter had more unacknowledged entries than exporter_max_backlog",
+            ),
+            &["partition"],
+        )
+        .expect("metric");
         for m in [
-            &processed_records as &dyn Collect,
+            &export_backpressure_refused as &dyn Collect,
+            &processed_records,
             &exporter_last_exported_position,
             &exporter_acknowledged_position,
             &exporter_lag_entries,
@@ -145,6 +156,7 @@ impl BrokerMetrics {
             exporter_stuck,
             exporter_skipped_entries,
             exporter_errors,
+            export_backpressure_refused,
         }
     }
 }

@@ -95,6 +95,8 @@ pub(crate) struct PartitionHandle {
     tx: SyncSender<Submission>,
     /// Client commands in flight, and whether the partition takes another (back pressure).
     pub limiter: Arc<Limiter>,
+    /// Whether the exporters' backlog lets the partition take a new process instance.
+    pub export_gate: crate::export::BacklogGate,
     status: Arc<Mutex<PartitionStatus>>,
     store: Arc<RocksStore>,
     /// Whether this node leads the partition and takes commands for it (always, standalone).
@@ -340,7 +342,7 @@ pub(crate) fn start(
     let backup = Arc::new(Mutex::new(None));
     let limiter = Arc::new(Limiter::new(config.backpressure, metrics.limiter(id)));
     let distribution = replica.as_ref().map(|r| Arc::new(crate::export::Distribution::new(id, r.network, r.id, &r.voters)));
-    let crate::export::Runners { bounds: export, statuses: exporters, threads: export_threads } = crate::export::start(
+    let crate::export::Runners { bounds: export, statuses: exporters, threads: export_threads, gate: export_gate } = crate::export::start(
         id,
         &config.export,
         &dirs.log,
@@ -417,7 +419,20 @@ pub(crate) fn start(
         .map_err(|e| start_err(id, e))?;
     let mut threads = vec![processing, scheduler];
     threads.extend(export_threads);
-    Ok(PartitionHandle { tx, limiter, status, store, leading, transfer, stop, threads: Mutex::new(threads), exporters, backup, dir: base })
+    Ok(PartitionHandle {
+        tx,
+        limiter,
+        export_gate,
+        status,
+        store,
+        leading,
+        transfer,
+        stop,
+        threads: Mutex::new(threads),
+        exporters,
+        backup,
+        dir: base,
+    })
 }
 
 /// A replicated partition's Raft side: its peers' messages, its clock, and whether it serves.

@@ -194,6 +194,19 @@ pub(crate) fn export_decision(tx: &Connection, d: &DecisionRecord) -> Result<(),
     Ok(())
 }
 
+/// A DECISION DELETED event (DeleteResource on its DRG; the record's key is the decision's): the definition's row goes, so that
+/// searches and gets no longer find it, as the deleted decision's own lookups fail in 8.8.
+pub(crate) fn delete_decision(tx: &Connection, decision_key: i64) -> Result<(), StoreError> {
+    tx.execute("DELETE FROM decision_definition WHERE decision_definition_key = ?1", params![decision_key])?;
+    Ok(())
+}
+
+/// A DECISION_REQUIREMENTS DELETED event: the requirements' row (with its XML) goes.
+pub(crate) fn delete_requirements(tx: &Connection, decision_requirements_key: i64) -> Result<(), StoreError> {
+    tx.execute("DELETE FROM decision_requirements WHERE decision_requirements_key = ?1", params![decision_requirements_key])?;
+    Ok(())
+}
+
 /// A DECISION_EVALUATION EVALUATED or FAILED event (`failed`): a row per evaluated decision.
 pub(crate) fn export_evaluation(
     tx: &Connection,

@@ -11,7 +11,8 @@
 //! Cost (issue 27, docs/performance.md "Data lag of the query store"): only the events a table
 //! takes are mapped to JSON ([`stored`]), the frequent ones not at all ([`apply_typed`]); each
 //! statement is prepared once per connection; an element's end is folded into its insert when
-//! both are in one batch ([`fold_ends`]). In SQLite a transaction's commit is durable against a
+//! both are in one batch ([`fold_ends`]), and a job's writes into its last full upsert of the
+//! batch ([`last_job_writes`]). In SQLite a transaction's commit is durable against a
 //! crash of the process (WAL, `synchronous=NORMAL`) but synced to disk only every
 //! [`DURABLE_EVERY`]: a position is **acknowledged only once a synced commit covers it**
 //! (`synchronous=FULL` for that commit: its fsync of the WAL makes every earlier commit durable
@@ -19,6 +20,7 @@
 //! PostgreSQL every commit is durable, so each is acknowledged at once
 //! ([`Connection::sync_commits`]).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -276,11 +278,12 @@ impl StoreExporter {
         let durable = conn.sync_commits(durable).map_err(sql)?;
         let started = std::time::Instant::now();
         fold_ends(&mut self.batch);
+        let jobs = last_job_writes(&self.batch);
         let mut statements_done = started;
         conn.transaction(|tx| {
             let writer = Writer::new(tx, &BATCHED);
-            for p in self.batch.iter().filter(|p| !p.folded) {
-                apply(&writer, self.partition, p)?;
+            for (at, p) in self.batch.iter().enumerate().filter(|(_, p)| !p.folded) {
+                apply(&writer, self.partition, p, &Later { jobs: &jobs, at })?;
             }
             writer.finish()?;
             tx.execute(
@@ -345,6 +348,42 @@ fn fold_ends(batch: &mut [Pending]) {
     }
 }
 
+/// Per job key, the index in the batch of the job's last full row write (an upsert of every
+/// column: each JOB event [`apply_typed`] writes with [`JOB`]). A job's writes before it are
+/// left out (its creation, a job batch's worker and deadline, an update of its retries or
+/// deadline): that write sets every column they set, from the job's record as the engine keeps
+/// it (an activated job's record holds its worker and deadline). Most of W2's jobs are
+/// created, activated and completed within one batch: one insert instead of three writes.
+fn last_job_writes(batch: &[Pending]) -> HashMap<i64, usize> {
+    let mut last = HashMap::new();
+    for (at, p) in batch.iter().enumerate() {
+        if matches!(p.typed, Some(RecordValue::Job(_))) && full_job_write(p.intent) {
+            last.insert(p.key, at);
+        }
+    }
+    last
+}
+
+/// Whether a JOB event's write is the full upsert ([`JOB`]).
+fn full_job_write(intent: &str) -> bool {
+    !matches!(intent, "UPDATED" | "TIMEOUT_UPDATED")
+}
+
+/// What comes later in the batch than the record being written.
+struct Later<'a> {
+    /// See [`last_job_writes`].
+    jobs: &'a HashMap<i64, usize>,
+    /// The record's index in the batch.
+    at: usize,
+}
+
+impl Later<'_> {
+    /// Whether a later record of the batch writes job `key`'s whole row.
+    fn writes_job(&self, key: i64) -> bool {
+        self.jobs.get(&key).is_some_and(|&last| last > self.at)
+    }
+}
+
 /// Whether an event of this value type and intent changes a row (what [`apply`] writes).
 pub fn stored(value_type: &str, intent: &str) -> bool {
     matches!(
@@ -356,12 +395,21 @@ pub fn stored(value_type: &str, intent: &str) -> bool {
             | ("INCIDENT", "CREATED" | "RESOLVED")
             | (
                 "JOB",
-                "CREATED" | "COMPLETED" | "FAILED" | "TIMED_OUT" | "CANCELED" | "ERROR_THROWN" | "RETRIES_UPDATED" | "MIGRATED" | "UPDATED"
+                "CREATED"
+                    | "COMPLETED"
+                    | "FAILED"
+                    | "TIMED_OUT"
+                    | "CANCELED"
+                    | "ERROR_THROWN"
+                    | "RETRIES_UPDATED"
+                    | "MIGRATED"
+                    | "UPDATED"
+                    | "TIMEOUT_UPDATED"
             )
             | ("JOB_BATCH", "ACTIVATED")
             | ("PROCESS_MESSAGE_SUBSCRIPTION", "CREATING" | "CREATED" | "CORRELATED" | "DELETED" | "MIGRATED")
             | ("USER_TASK", "CREATED" | "ASSIGNED" | "UPDATED" | "COMPLETED" | "CANCELED" | "MIGRATED")
-            | ("DECISION_REQUIREMENTS" | "DECISION", "CREATED")
+            | ("DECISION_REQUIREMENTS" | "DECISION", "CREATED" | "DELETED")
             | ("DECISION_EVALUATION", "EVALUATED" | "FAILED")
     )
 }
@@ -393,9 +441,9 @@ fn process_name_and_tag(xml: &str, process_id: &str) -> (Option<String>, Option<
 }
 
 /// Writes one event's effect (an upsert: applying it again changes nothing).
-fn apply(tx: &Writer, partition: PartitionId, p: &Pending) -> Result<(), StoreError> {
+fn apply(tx: &Writer, partition: PartitionId, p: &Pending, later: &Later) -> Result<(), StoreError> {
     if let Some(value) = &p.typed {
-        return apply_typed(tx, partition, p, value);
+        return apply_typed(tx, partition, p, value, later);
     }
     let v = &p.value;
     let tenant = s(v, "tenantId").unwrap_or_else(|| "<default>".into());
@@ -585,8 +633,9 @@ const JOB_WORKER: &str = "UPDATE job SET worker = ?2, deadline = ?3 WHERE job_ke
 
 /// Writes the effect of the frequent events, read from the record's value itself (no JSON):
 /// elements, variables, jobs and job batches; and of the DMN ones ([`crate::decisions`]).
-fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordValue) -> Result<(), StoreError> {
+fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordValue, later: &Later) -> Result<(), StoreError> {
     match (value, p.intent) {
+        (RecordValue::Job(_), _) if later.writes_job(p.key) => {}
         (RecordValue::ProcessInstance(v), "ELEMENT_ACTIVATING") => {
             // ended in the same batch: inserted ended (and so made ended if there already)
             let (state, end) = p.ended.map_or(("ACTIVE", None), |(state, at)| (state, Some(at)));
@@ -653,6 +702,10 @@ fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordV
         (RecordValue::Job(v), "UPDATED") => {
             tx.execute("UPDATE job SET retries = ?2, deadline = ?3 WHERE job_key = ?1", params![p.key, v.retries, set(v.deadline_ms)])?;
         }
+        // UpdateJobTimeout (Zeebe 8.5's JOB TIMEOUT_UPDATED): the new deadline
+        (RecordValue::Job(v), "TIMEOUT_UPDATED") => {
+            tx.execute("UPDATE job SET deadline = ?2 WHERE job_key = ?1", params![p.key, set(v.deadline_ms)])?;
+        }
         (RecordValue::Job(v), intent) => {
             let end = matches!(intent, "COMPLETED" | "CANCELED" | "ERROR_THROWN").then_some(p.timestamp);
             let headers = v.custom_headers.trim();
@@ -688,10 +741,13 @@ fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordV
         (RecordValue::DecisionEvaluation(v), intent) => {
             crate::decisions::export_evaluation(tx, partition, p.key, p.timestamp, intent == "FAILED", v)?;
         }
+        // DeleteResource on a DRG: its decisions and requirements are gone (their evaluations stay)
+        (RecordValue::Decision(_), "DELETED") => crate::decisions::delete_decision(tx, p.key)?,
+        (RecordValue::DecisionRequirements(_), "DELETED") => crate::decisions::delete_requirements(tx, p.key)?,
         (RecordValue::Decision(d), _) => crate::decisions::export_decision(tx, d)?,
         (RecordValue::DecisionRequirements(r), _) => crate::decisions::export_requirements(tx, r)?,
         (RecordValue::JobBatch(b), _) => {
-            for (key, job) in b.job_keys.iter().zip(b.jobs.iter()) {
+            for (key, job) in b.job_keys.iter().zip(b.jobs.iter()).filter(|(key, _)| !later.writes_job(**key)) {
                 tx.execute(JOB_WORKER, params![key, &*job.worker, set(job.deadline_ms)])?;
             }
         }

@@ -49,24 +49,32 @@ pub fn conditions(map: &serde_json::Map<String, Value>, conds: &mut Vec<String>,
         ));
     }
     if let Some(items) = given("variables") {
-        let items = items.as_array().ok_or_else(|| invalid("'variables' takes an array of {name, value}"))?;
-        for item in items {
-            let obj = item.as_object().ok_or_else(|| invalid(format!("a 'variables' item must be {{name, value}}, not {item}")))?;
-            if let Some(k) = obj.keys().find(|k| !matches!(k.as_str(), "name" | "value")) {
-                return Err(invalid(format!("unknown field '{k}' in a 'variables' item (expected name, value)")));
-            }
-            let name = obj.get("name").and_then(Value::as_str).ok_or_else(|| invalid("a 'variables' item needs a 'name' string"))?;
-            let mut inner = vec!["v.name = ?".to_owned()];
-            args.push(Sql::Text(name.to_owned()));
-            match obj.get("value") {
-                Some(value) if !crate::query::is_empty(value) => field_conditions(&VARIABLE_VALUE, "value", value, &mut inner, args)?,
-                _ => return Err(invalid(format!("the 'variables' item of '{name}' needs a 'value'"))),
-            }
-            conds.push(format!(
-                "EXISTS (SELECT 1 FROM variable v WHERE v.process_instance_key = t.process_instance_key AND {})",
-                inner.join(" AND ")
-            ));
+        variables(items, conds, args)?;
+    }
+    Ok(())
+}
+
+/// The conditions of a `variables` filter value (an array of `{name, value}`) on the process
+/// instance `t` (also the process definition statistics' filter, 8.8's
+/// `ProcessDefinitionStatisticsFilter`).
+pub fn variables(items: &Value, conds: &mut Vec<String>, args: &mut Vec<Sql>) -> Result<(), StoreError> {
+    let items = items.as_array().ok_or_else(|| invalid("'variables' takes an array of {name, value}"))?;
+    for item in items {
+        let obj = item.as_object().ok_or_else(|| invalid(format!("a 'variables' item must be {{name, value}}, not {item}")))?;
+        if let Some(k) = obj.keys().find(|k| !matches!(k.as_str(), "name" | "value")) {
+            return Err(invalid(format!("unknown field '{k}' in a 'variables' item (expected name, value)")));
         }
+        let name = obj.get("name").and_then(Value::as_str).ok_or_else(|| invalid("a 'variables' item needs a 'name' string"))?;
+        let mut inner = vec!["v.name = ?".to_owned()];
+        args.push(Sql::Text(name.to_owned()));
+        match obj.get("value") {
+            Some(value) if !crate::query::is_empty(value) => field_conditions(&VARIABLE_VALUE, "value", value, &mut inner, args)?,
+            _ => return Err(invalid(format!("the 'variables' item of '{name}' needs a 'value'"))),
+        }
+        conds.push(format!(
+            "EXISTS (SELECT 1 FROM variable v WHERE v.process_instance_key = t.process_instance_key AND {})",
+            inner.join(" AND ")
+        ));
     }
     Ok(())
 }

@@ -339,6 +339,10 @@ fn conditions(
         if std::ptr::eq(entity, &PROCESS_INSTANCE) && crate::instance_filter::handles(name) {
             continue;
         }
+        if std::ptr::eq(entity, &crate::statistics::PROCESS_DEFINITION_STATISTICS_FILTER) && crate::statistics::handles(name) {
+            crate::statistics::condition(name, value, conds, args)?;
+            continue;
+        }
         let fd = field(entity, name)?;
         field_conditions(fd, name, value, conds, args)?;
     }

@@ -731,6 +731,12 @@ const CHECKS: &str = r##"<?xml version="1.0" encoding="UTF-8"?>
 /// evaluates `rules.dmn`. Names: the order scenario's, "r" the rules instance, "ok" and "bad"
 /// the two evaluations' keys.
 fn decision_scenario() -> Scenario {
+    let (run, names) = decision_run();
+    Scenario { log: run.log, names }
+}
+
+/// [`decision_scenario`]'s run, to go on with.
+fn decision_run() -> (Run, BTreeMap<&'static str, i64>) {
     let (mut run, mut names) = order_run();
     let deploy = DeploymentRecord {
         resources: vec![
@@ -754,7 +760,7 @@ fn decision_scenario() -> Scenario {
         names.insert(name, evaluation.key);
     }
     names.insert("r", run.create(22_000, "rules", -1, json!({"approved": true, "amount": 50})));
-    Scenario { log: run.log, names }
+    (run, names)
 }
 
 /// The statistics and decision answers (on both stores, the same).
@@ -801,7 +807,35 @@ fn decision_suite(stores: &Stores, names: &BTreeMap<&'static str, i64>) -> Vec<V
         json!({"filter": {"startDate": {"$gte": at(4_000)}, "variables": []}}),
         vec![stat("pay", 0, 1, 0, 0), stat("start", 0, 0, 0, 1)],
     );
-    for bad in [json!({"filter": {"nope": 1}}), json!({"sort": []}), json!("x"), json!({"filter": {"state": 1}})] {
+    // 8.8's filter fields on other tables: b's incident says "boom" (Java's "boom".hashCode() is
+    // 3029739); b's customer is "bob", a's amount 10; no instance is in a batch operation
+    let b_only = || vec![stat("pay", 0, 0, 1, 0), stat("start", 0, 0, 0, 1)];
+    check(v1, json!({"filter": {"errorMessage": "boom"}}), b_only());
+    check(v1, json!({"filter": {"errorMessage": {"$like": "bo*", "$neq": "x"}}}), b_only());
+    check(v1, json!({"filter": {"errorMessage": "nope"}}), vec![]);
+    check(v1, json!({"filter": {"incidentErrorHashCode": 3_029_739}}), b_only());
+    check(v1, json!({"filter": {"incidentErrorHashCode": {"$in": [1, 3_029_739]}}}), b_only());
+    check(v1, json!({"filter": {"incidentErrorHashCode": {"$gt": 3_029_739}}}), vec![]);
+    check(v1, json!({"filter": {"$or": [{"state": "COMPLETED"}, {"incidentErrorHashCode": 3_029_739}]}}), b_only());
+    check(v1, json!({"filter": {"batchOperationId": "42"}}), vec![]);
+    check(v1, json!({"filter": {"variables": [{"name": "customer", "value": "\"bob\""}]}}), b_only());
+    check(v1, json!({"filter": {"variables": [{"name": "customer", "value": {"$like": "*Carol*"}}]}}), vec![]);
+    check(
+        v2,
+        json!({"filter": {"variables": [{"name": "amount", "value": {"$in": ["10", "11"]}}]}}),
+        vec![stat("end", 0, 0, 0, 1), stat("pay", 0, 0, 0, 1), stat("start", 0, 0, 0, 1)],
+    );
+    for bad in [
+        json!({"filter": {"nope": 1}}),
+        json!({"sort": []}),
+        json!("x"),
+        json!({"filter": {"state": 1}}),
+        json!({"filter": {"incidentErrorHashCode": "boom"}}),
+        json!({"filter": {"incidentErrorHashCode": {"$like": "1*"}}}),
+        json!({"filter": {"errorMessage": 1}}),
+        json!({"filter": {"batchOperationId": {"$gt": "1"}}}),
+        json!({"filter": {"variables": [{"name": "amount"}]}}),
+    ] {
         assert!(by_definition(v2, bad.clone()).unwrap_err().starts_with("invalid"), "{bad}");
     }
     // of one instance: element instances, not instances
@@ -902,4 +936,69 @@ fn statistics_and_decisions_give_the_same_answers_on_sqlite_and_postgresql() {
         exporter::clean_up(conn, 1, i64::MAX).unwrap();
     }
     assert_eq!(stores.search(&decisions::DECISION_INSTANCE, &json!({}))["page"]["totalItems"], 3);
+}
+
+/// A job's new timeout is its deadline in the store (JOB TIMEOUT_UPDATED), a job created,
+/// activated and completed between two flushes is one row with all of it, and a deleted DRG
+/// (DeleteResource) takes its decision definitions and requirements out of the store, while
+/// its evaluations stay (8.8 keeps decision instances as history).
+#[test]
+fn job_timeouts_and_deleted_decisions_reach_both_stores() {
+    let (mut run, names) = decision_run();
+    let jobs = run.activate(30_000, "benchmark-task");
+    assert_eq!(jobs.len(), 2, "d's and e's jobs activated");
+    let timeout = JobRecord { timeout_ms: 5_000, ..Default::default() };
+    let updated = run.command(31_000, jobs[&names["d"]], Intent::UpdateTimeout, RecordValue::Job(timeout));
+    assert!(updated.iter().any(|r| r.intent == Intent::TimeoutUpdated), "{updated:?}");
+    let complete = JobRecord { variables: "{}".into(), ..Default::default() };
+    run.command(32_000, jobs[&names["e"]], Intent::Complete, RecordValue::Job(complete));
+    let drg = run
+        .log
+        .iter()
+        .find_map(|r| match &r.value {
+            RecordValue::DecisionRequirements(d) if d.decision_requirements_id == "checks" => Some(r.key),
+            _ => None,
+        })
+        .expect("the checks DRG");
+    let deletion = waggle_protocol::value::ResourceDeletionRecord { resource_key: drg, ..Default::default() };
+    let deleted = run.command(33_000, -1, Intent::Delete, RecordValue::ResourceDeletion(deletion));
+    assert!(deleted.iter().any(|r| r.value_type == ValueType::Decision && r.intent == Intent::Deleted), "{deleted:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Location::Sqlite(dir.path().join("store.sqlite"));
+    let cluster = TestCluster::start();
+    let postgres = Location::Postgres(cluster.database("deletions"));
+    for location in [&sqlite, &postgres] {
+        export(location, &run.log);
+    }
+    let stores = Stores { sqlite: Connection::open(&sqlite).unwrap(), postgres: Connection::open(&postgres).unwrap() };
+    let job_of = |name: &str| {
+        let r = stores.search(&query::JOB, &json!({"filter": {"processInstanceKey": names[name].to_string()}}));
+        assert_eq!(r["page"]["totalItems"], 1, "{r}");
+        r["items"][0].clone()
+    };
+    let d = job_of("d");
+    assert_eq!(
+        (d["deadline"].as_str(), d["worker"].as_str(), d["state"].as_str()),
+        (Some(&*at(36_000)), Some("w1"), Some("CREATED")),
+        "{d}"
+    );
+    let e = job_of("e");
+    assert_eq!(
+        (e["deadline"].as_str(), e["worker"].as_str(), e["state"].as_str()),
+        (Some(&*at(630_000)), Some("w1"), Some("COMPLETED")),
+        "{e}"
+    );
+    assert!(e["endTime"].is_string(), "{e}");
+
+    let defs = stores.search(&decisions::DECISION_DEFINITION, &json!({}));
+    let ids: Vec<&str> = defs["items"].as_array().unwrap().iter().map(|d| d["decisionDefinitionId"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["discount"], "only rules.dmn's decision is left: {defs}");
+    let drs = stores.search(&decisions::DECISION_REQUIREMENTS, &json!({"filter": {"decisionRequirementsId": "checks"}}));
+    assert_eq!(drs["page"]["totalItems"], 0, "{drs}");
+    assert!(stores.get(&decisions::DECISION_REQUIREMENTS, drg).is_err(), "the DRG is gone");
+    for conn in [&stores.sqlite, &stores.postgres] {
+        assert!(matches!(decisions::xml(conn, drg, false), Err(StoreError::NotFound(_))), "its XML is gone");
+    }
+    assert_eq!(stores.search(&decisions::DECISION_INSTANCE, &json!({}))["page"]["totalItems"], 4, "evaluations stay");
 }

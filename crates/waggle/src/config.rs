@@ -98,6 +98,12 @@ pub struct NodeArgs {
     /// milliseconds is reported stuck (`/health` DOWN, `waggle_exporter_stuck`) [default: 60000].
     #[arg(long, env = "WAGGLE_EXPORTER_STUCK_AFTER_MS")]
     pub exporter_stuck_after_ms: Option<u64>,
+    /// Bounded export lag: while an exporter that works has more committed log entries than
+    /// this unacknowledged (`waggle_exporter_unacknowledged_entries`), a partition refuses new
+    /// process instances with RESOURCE_EXHAUSTED (`waggle_export_backpressure_refused_total`);
+    /// 0: never [default: 10000].
+    #[arg(long, env = "WAGGLE_EXPORTER_MAX_BACKLOG", value_name = "ENTRIES")]
+    pub exporter_max_backlog: Option<u64>,
     /// The query store, which the REST API's searches read: `true` or `false` for the embedded
     /// one (committed records exported into `query-store.sqlite` in the data folder), or a
     /// PostgreSQL database's URL, `postgres://user[:password]@host[:port]/database`, for
@@ -269,6 +275,7 @@ struct FileConfig {
     max_process_depth: Option<usize>,
     exporters: Option<ExportersFile>,
     exporter_stuck_after_ms: Option<u64>,
+    exporter_max_backlog: Option<u64>,
     query_store: Option<QueryStore>,
     query_store_history_ttl_secs: Option<u64>,
     rest_port: Option<u16>,
@@ -336,6 +343,8 @@ pub struct NodeConfig {
     /// Where the debug exporter writes, if it is on.
     pub debug_exporter: Option<DebugTarget>,
     pub exporter_stuck_after: Duration,
+    /// See [`waggle_broker::export::ExportConfig::max_backlog`].
+    pub exporter_max_backlog: u64,
     /// The query store: embedded on or off, or PostgreSQL; `None`: the mode's default (the
     /// embedded one on standalone).
     pub query_store: Option<QueryStore>,
@@ -441,6 +450,10 @@ impl NodeArgs {
                 (None, None) => None,
             },
             exporter_stuck_after: Duration::from_millis(self.exporter_stuck_after_ms.or(file.exporter_stuck_after_ms).unwrap_or(60_000)),
+            exporter_max_backlog: self
+                .exporter_max_backlog
+                .or(file.exporter_max_backlog)
+                .unwrap_or(waggle_broker::export::DEFAULT_MAX_BACKLOG),
             query_store: match self.query_store.clone().or_else(|| file.query_store.clone()) {
                 Some(QueryStore::Postgres(url)) => Some(url.parse().map_err(|e: String| anyhow::anyhow!("query_store: {e}"))?),
                 other => other,

@@ -180,7 +180,11 @@ fn export_config(
             waggle_exporter::debug::factory("debug", target).with_context(|| format!("opening the debug exporter's {target:?}"))?;
         exporters.push(Arc::new(factory));
     }
-    Ok(waggle_broker::export::ExportConfig { exporters, stuck_after: config.exporter_stuck_after })
+    Ok(waggle_broker::export::ExportConfig {
+        exporters,
+        stuck_after: config.exporter_stuck_after,
+        max_backlog: config.exporter_max_backlog,
+    })
 }
 
 /// Runs the node (the broker's partitions, the gateway, the management API) until SIGTERM.

@@ -529,7 +529,8 @@ fn get_ok(node: &Node, path: &str) -> String {
 /// the statistics of each definition (filtered, too) and of an instance; the decision
 /// instances of the business rule tasks and of an evaluation on its own, with a get; decision
 /// definitions and requirements with their XML; a job's retries and timeout in one PATCH, and
-/// one whose retries are invalid refused whole (400, its timeout unchanged).
+/// one whose retries are invalid refused whole (400, its timeout unchanged); the statistics
+/// filter's variable, incident and batch operation fields; the DRG deleted.
 #[test]
 fn rest_v2_element_statistics_decisions_and_job_update() {
     let node = Node::start(&[]);
@@ -656,6 +657,22 @@ fn rest_v2_element_statistics_decisions_and_job_update() {
         new_deadline > waggle_store::query::iso(deadline + 500_000).as_str(),
         "the deadline moved by the timeout, and not back: {updated}"
     );
+
+    // the statistics filter's fields on other tables (issue 27): a variable; an incident's
+    // message, its hash code and a batch operation, which no instance here has
+    let by_amount = stats(&rules_key, json!({"filter": {"variables": [{"name": "amount", "value": "500"}]}}));
+    assert_eq!(by_amount, json!({"items": [stat("decide", 0, 0, 0, 1), stat("end", 0, 0, 0, 1), stat("start", 0, 0, 0, 1)]}));
+    for filter in [json!({"errorMessage": {"$like": "*"}}), json!({"incidentErrorHashCode": 1}), json!({"batchOperationId": "1"})] {
+        assert_eq!(stats(&rules_key, json!({ "filter": filter })), json!({"items": []}), "{filter}");
+    }
+    // a deleted DRG leaves the store: its decision and requirements are no longer found
+    let (status, _, answer) = http(node.rest_port, "POST", &format!("/v2/resources/{drg_key}/deletion"), "");
+    assert_eq!(status, 200, "{answer}");
+    eventually(&node, "decision-definitions", json!({"filter": {"decisionDefinitionId": "discount"}}), 0);
+    eventually(&node, "decision-requirements", json!({"filter": {"resourceName": "rules.dmn"}}), 0);
+    let (status, _, answer) = http(node.rest_port, "GET", &format!("/v2/decision-definitions/{decision_key}"), "");
+    assert_eq!(status, 404, "{answer}");
+    eventually(&node, "decision-instances", json!({}), 3);
 }
 
 /// Deploys a BPMN file through `POST /v2/deployments` (multipart) and answers the 8.8 shape.
