@@ -5,8 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use waggle_fuzz::feel_context;
 use waggle_feel::{parse_unary_tests, EvalContext, Expression, Value};
+use waggle_fuzz::feel_context;
 
 fuzz_target!(|data: &[u8]| {
     let source = String::from_utf8_lossy(data);

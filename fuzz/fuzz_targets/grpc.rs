@@ -20,7 +20,11 @@ macro_rules! call {
             Ok(request) => {
                 let answer = $gateway.$method(tonic::Request::new(request)).await;
                 if std::env::var_os("WAGGLE_FUZZ_DEBUG").is_some() {
-                    eprintln!("{}: {:?}", stringify!($method), answer.as_ref().map(|_| ()).map_err(|s| (s.code(), s.message().to_string())));
+                    eprintln!(
+                        "{}: {:?}",
+                        stringify!($method),
+                        answer.as_ref().map(|_| ()).map_err(|s| (s.code(), s.message().to_string()))
+                    );
                 }
             }
             Err(_) => {}

@@ -77,11 +77,8 @@ mod node {
         let gateway = Arc::new(GatewayService::new(broker.clone(), gateway_config, &registry));
         let topology = Arc::new(StandaloneTopology { broker: broker.clone(), host: "127.0.0.1".into(), port: 26500 });
         let reader = waggle_store::Reader::new(location).expect("query store");
-        let rest = waggle_rest::router(Arc::new(waggle_rest::RestState {
-            store: Some(Arc::new(reader)),
-            gateway: gateway.clone(),
-            topology,
-        }));
+        let rest =
+            waggle_rest::router(Arc::new(waggle_rest::RestState { store: Some(Arc::new(reader)), gateway: gateway.clone(), topology }));
         let node = Node { runtime, gateway, rest, _broker: broker };
         node.runtime.block_on(node.deploy_seeds()).expect("the seed deployment");
         node
