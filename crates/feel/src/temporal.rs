@@ -68,6 +68,11 @@ fn parse_offset(s: &str) -> Option<FixedOffset> {
         b'-' => (-1, &s[1..]),
         _ => return None,
     };
+    // digits and ':' only: splitting at a byte offset below is then on a char boundary (fuzzing
+    // found `"-0€"`, four bytes, split inside the '€')
+    if !rest.is_ascii() {
+        return None;
+    }
     let (h, m) = match rest.split_once(':') {
         Some((h, m)) => (h, m),
         None if rest.len() == 4 => rest.split_at(2),

@@ -837,3 +837,15 @@ fn variable_name_is_the_variable_a_name_or_path_reads() {
     assert_eq!(name("f(x)"), None);
     assert_eq!(name("[x]"), None);
 }
+
+/// Fuzzing found it (`fuzz/`, target `feel`): an offset of a sign, a digit and a multi-byte
+/// character is four bytes long and was split inside the character, panicking; it is no offset.
+#[test]
+fn a_zone_offset_with_a_multibyte_character_is_null_not_a_panic() {
+    assert_eq!(j(r#"met by(@"-0€", [@"2014-01-01"..@""])"#), json!(null));
+    for text in [r#"@"-0€""#, r#"@"10:00:00-0€""#, r#"time("10:00:00+1é")"#, r#"date and time("2024-01-01T10:00:00-0€")"#] {
+        assert_eq!(j(text), json!(null), "{text}");
+    }
+    // a valid offset still parses
+    assert_eq!(j(r#"string(time("10:00:00+0100"))"#), json!("10:00:00+01:00"));
+}

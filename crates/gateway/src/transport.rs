@@ -49,6 +49,9 @@ const MAX_FRAME: u32 = 16 * 1024;
 const MAX_HEADER_LIST: u32 = 16 * 1024;
 const MAX_SEND_BUFFER: usize = 400 * 1024;
 const MAX_LOCAL_ERROR_RESETS: usize = 1024;
+/// How long a new connection may take to send HTTP/2's preface and first SETTINGS: one that
+/// opens and sends nothing (a slowloris client) is closed then instead of being held forever.
+pub const HANDSHAKE_LIMIT: Duration = Duration::from_secs(10);
 
 /// The unary calls answered without tonic: the ones a running workload makes per instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,7 +93,8 @@ impl GrpcServer {
     }
 
     /// Serves one accepted connection until the client closes it or, after `stop` resolves, until
-    /// its calls in progress end (the client is told to open no more: GOAWAY).
+    /// its calls in progress end (the client is told to open no more: GOAWAY). A client that does
+    /// not send HTTP/2's preface within [`HANDSHAKE_LIMIT`] is closed.
     pub async fn serve_connection<T>(self, io: T, stop: impl Future<Output = ()>)
     where
         T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
@@ -103,10 +107,14 @@ impl GrpcServer {
             .max_send_buffer_size(MAX_SEND_BUFFER)
             .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
             .handshake::<T, Bytes>(io);
-        let mut connection = match handshake.await {
-            Ok(c) => c,
-            Err(e) => {
+        let mut connection = match tokio::time::timeout(HANDSHAKE_LIMIT, handshake).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
                 tracing::debug!(error = %e, "HTTP/2 handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!("HTTP/2 handshake timed out");
                 return;
             }
         };

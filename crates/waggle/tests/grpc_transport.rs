@@ -9,6 +9,7 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::raw_h2::{framed, raw_call, raw_call_with, unread_call};
 use common::{deploy_one_task, grpc_client, Node};
 use prost::Message;
 use tonic::codec::CompressionEncoding;
@@ -16,40 +17,6 @@ use tonic::transport::Channel;
 use tonic::Code;
 use waggle_protocol::gateway::gateway_client::GatewayClient;
 use waggle_protocol::gateway::*;
-
-/// Sends `body` as the whole request body of `method` over a raw HTTP/2 stream; returns the
-/// answer's `grpc-status` and `grpc-message` (from headers or trailers).
-async fn raw_call(address: &str, method: &str, body: Bytes) -> (String, String) {
-    raw_call_with(address, method, body, &[]).await
-}
-
-/// [`raw_call`] with more request headers.
-async fn raw_call_with(address: &str, method: &str, body: Bytes, headers: &[(&'static str, &'static str)]) -> (String, String) {
-    let tcp = tokio::net::TcpStream::connect(address).await.expect("connect");
-    let (send, connection) = h2::client::handshake(tcp).await.expect("handshake");
-    tokio::spawn(connection);
-    let mut send = send.ready().await.expect("ready");
-    let mut request = http::Request::post(format!("http://{address}/gateway_protocol.Gateway/{method}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let request = request.body(()).unwrap();
-    let (answer, mut stream) = send.send_request(request, false).expect("send request");
-    stream.send_data(body, true).expect("send body");
-    let (parts, mut body) = answer.await.expect("answer").into_parts();
-    let headers = if parts.headers.contains_key("grpc-status") {
-        parts.headers
-    } else {
-        while let Some(chunk) = body.data().await {
-            chunk.expect("data");
-        }
-        body.trailers().await.expect("trailers").expect("trailers present")
-    };
-    let text = |name: &str| headers.get(name).map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-    (text("grpc-status"), text("grpc-message"))
-}
 
 /// An instance of the deployed one-task model.
 fn one_task_instance() -> CreateProcessInstanceRequest {
@@ -75,38 +42,6 @@ async fn only_the_new_job_is_activated(client: &mut GatewayClient<Channel>) {
     let mut answers = client.activate_jobs(activation(10, 5_000)).await.expect("activate").into_inner();
     let jobs = answers.message().await.expect("stream").expect("an answer with the job");
     assert_eq!(jobs.jobs.iter().map(|j| j.process_instance_key).collect::<Vec<_>>(), vec![created.process_instance_key]);
-}
-
-fn framed(message: &[u8]) -> Bytes {
-    let mut out = vec![0];
-    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
-    out.extend_from_slice(message);
-    out.into()
-}
-
-/// Opens a call to `method` on a connection whose window is 0 (the client reads nothing: what
-/// the server answers waits on its side) and sends `message`; returns once the answer's headers
-/// came, with what keeps the call open: dropping them and aborting the task is the client going
-/// away.
-async fn unread_call(
-    address: &str,
-    method: &str,
-    message: &[u8],
-) -> (http::Response<h2::RecvStream>, h2::client::SendRequest<Bytes>, tokio::task::JoinHandle<Result<(), h2::Error>>) {
-    let tcp = tokio::net::TcpStream::connect(address).await.expect("connect");
-    let (send, connection) = h2::client::Builder::new().initial_window_size(0).handshake(tcp).await.expect("handshake");
-    let connection = tokio::spawn(connection);
-    let mut send = send.ready().await.expect("ready");
-    let request = http::Request::post(format!("http://{address}/gateway_protocol.Gateway/{method}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .unwrap();
-    let (answer, mut body) = send.send_request(request, false).expect("send request");
-    body.send_data(framed(message), true).expect("send body");
-    let answer = answer.await.expect("answer headers");
-    assert_eq!(answer.status(), 200);
-    (answer, send, connection)
 }
 
 #[test]

@@ -506,3 +506,324 @@ async fn a_process_calling_itself_from_nested_subprocesses_stops_and_cancels() {
     eprintln!("recursion to the depth limit and its cancellation took {:?}", started.elapsed());
     runs_an_instance_end_to_end(&node).await;
 }
+
+/// `body` sent to the REST port with `method` on another thread (the blocking HTTP/1.0 client).
+async fn rest(node: &Node, method: &'static str, path: &'static str, body: String) -> (u16, String) {
+    let port = node.rest_port;
+    tokio::task::spawn_blocking(move || common::http_json(port, method, path, &body)).await.expect("client").expect("an answer")
+}
+
+/// JSON nested `depth` deep, alternating arrays and objects, around `1`.
+fn nested_json(depth: usize) -> String {
+    let (open, close): (String, String) = (0..depth).map(|i| if i % 2 == 0 { ("[", "]") } else { ("{\"a\":", "}") }).unzip();
+    format!("{open}1{close}")
+}
+
+/// Deeply nested JSON in REST bodies (creations, searches, messages, job completion, decision
+/// evaluation, variable updates) and in gRPC variable documents (every call that takes one) is
+/// refused with 400 / INVALID_ARGUMENT; nothing overflows the stack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deeply_nested_json_in_rest_bodies_and_grpc_documents_is_refused() {
+    let node = Node::start(&[]);
+    let mut client = grpc_client(&node).await;
+    deploy_one_task(&mut client).await;
+    let deep = nested_json(100_000);
+    let bodies: [(&'static str, &'static str, String); 7] = [
+        ("POST", "/v2/process-instances", format!(r#"{{"processDefinitionId":"benchmark","variables":{{"v":{deep}}}}}"#)),
+        ("POST", "/v2/process-instances/search", format!(r#"{{"filter":{deep}}}"#)),
+        ("POST", "/v2/messages/publication", format!(r#"{{"name":"m","correlationKey":"k","variables":{{"v":{deep}}}}}"#)),
+        ("POST", "/v2/jobs/2251799813685249/completion", format!(r#"{{"variables":{{"v":{deep}}}}}"#)),
+        ("POST", "/v2/decision-definitions/evaluation", format!(r#"{{"decisionDefinitionId":"d","variables":{{"v":{deep}}}}}"#)),
+        ("PUT", "/v2/element-instances/2251799813685249/variables", format!(r#"{{"variables":{{"v":{deep}}}}}"#)),
+        ("POST", "/v2/signals/broadcast", deep.clone()),
+    ];
+    for (method, path, body) in bodies {
+        let (status, answer) = rest(&node, method, path, body).await;
+        assert_eq!(status, 400, "{method} {path}: {answer}");
+    }
+    let document = format!(r#"{{"v":{deep}}}"#);
+    let invalid = |what: &str, result: Result<(), tonic::Status>| {
+        let status = result.expect_err(what);
+        assert_eq!(status.code(), Code::InvalidArgument, "{what}: {status:?}");
+    };
+    let create = CreateProcessInstanceRequest {
+        bpmn_process_id: "benchmark".into(),
+        version: -1,
+        variables: document.clone(),
+        ..Default::default()
+    };
+    invalid("create", client.create_process_instance(create).await.map(drop));
+    let publish =
+        PublishMessageRequest { name: "m".into(), correlation_key: "k".into(), variables: document.clone(), ..Default::default() };
+    invalid("publish", client.publish_message(publish).await.map(drop));
+    invalid("complete", client.complete_job(CompleteJobRequest { job_key: 2251799813685249, variables: document.clone() }).await.map(drop));
+    let set = SetVariablesRequest { element_instance_key: 2251799813685249, variables: document.clone(), local: false };
+    invalid("set variables", client.set_variables(set).await.map(drop));
+    let evaluate = EvaluateDecisionRequest { decision_id: "d".into(), variables: document.clone(), ..Default::default() };
+    invalid("evaluate", client.evaluate_decision(evaluate).await.map(drop));
+    let signal = BroadcastSignalRequest { signal_name: "s".into(), variables: document, ..Default::default() };
+    invalid("signal", client.broadcast_signal(signal).await.map(drop));
+    runs_an_instance_end_to_end(&node).await;
+}
+
+/// DMN as BPMN: an entity bomb, markup in entities and elements nested 50,000 deep are
+/// INVALID_ARGUMENT, in a DMN resource as in a BPMN one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dmn_entity_bombs_and_deep_nesting_are_rejected() {
+    let node = Node::start(&[]);
+    let mut client = grpc_client(&node).await;
+    let mut entities = String::from("<!ENTITY lol0 \"lol\">");
+    for i in 1..10 {
+        entities.push_str(&format!("<!ENTITY lol{i} \"{}\">", format!("&lol{};", i - 1).repeat(10)));
+    }
+    let dmn = |doctype: &str, body: &str| {
+        format!(
+            r#"<?xml version="1.0"?>{doctype}<definitions xmlns="https://www.omg.org/spec/DMN/20191111/MODEL/" id="drg" name="D" namespace="n"><decision id="d" name="D"><literalExpression><text>{body}</text></literalExpression></decision></definitions>"#
+        )
+    };
+    let cases = [
+        ("bomb.dmn", dmn(&format!("<!DOCTYPE definitions [{entities}]>"), "&lol9;")),
+        ("markup.dmn", dmn(&format!("<!DOCTYPE definitions [<!ENTITY e \"{}\">]>", "<a>".repeat(100_000)), "&e;")),
+        ("deep.dmn", dmn("", &format!("{}1{}", "<x>".repeat(50_000), "</x>".repeat(50_000)))),
+        ("external.dmn", dmn("<!DOCTYPE definitions [<!ENTITY x SYSTEM \"file:///etc/passwd\">]>", "&x;")),
+    ];
+    for (name, content) in cases {
+        let status = deploy(&mut client, name, content.into_bytes()).await.expect_err(name);
+        assert_eq!(status.code(), Code::InvalidArgument, "{name}: {status:?}");
+        assert!(!status.message().contains("root:"), "{name}: {}", status.message());
+    }
+    runs_an_instance_end_to_end(&node).await;
+}
+
+/// Malformed HTTP/2 on the gRPC port: each case on a connection of its own ends that connection
+/// with a GOAWAY naming the error (the `h2` crate's choice: PROTOCOL_ERROR where RFC 9113 would
+/// also allow FRAME_SIZE_ERROR or COMPRESSION_ERROR), or a close; the node goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_http2_frames_end_their_connection_and_the_node_goes_on() {
+    use common::raw_h2::{frame, frame_claiming, grpc_headers, kind, reason, Ending, RawFrames, END_HEADERS};
+    let node = Node::start(&[]);
+    let address = node.address();
+    let headers = grpc_headers("Topology");
+    let cases: Vec<(&str, Vec<u8>, Ending)> = vec![
+        ("DATA on stream 0", frame(kind::DATA, 0, 0, b"x"), Ending::GoAway(reason::PROTOCOL_ERROR)),
+        ("SETTINGS of 5 bytes", frame(kind::SETTINGS, 0, 0, &[0, 1, 0, 0, 0]), Ending::GoAway(reason::PROTOCOL_ERROR)),
+        ("a frame claiming 16 MiB", frame_claiming(0xff_ffff, kind::DATA, 0, 1, &[0; 64]), Ending::GoAway(reason::FRAME_SIZE_ERROR)),
+        ("HEADERS of junk HPACK", frame(kind::HEADERS, END_HEADERS, 1, &[0xff; 32]), Ending::GoAway(reason::PROTOCOL_ERROR)),
+        ("WINDOW_UPDATE of 0", frame(kind::WINDOW_UPDATE, 0, 0, &[0, 0, 0, 0]), Ending::GoAway(reason::PROTOCOL_ERROR)),
+        ("PING of 7 bytes", frame(kind::PING, 0, 0, &[0; 7]), Ending::GoAway(reason::PROTOCOL_ERROR)),
+        ("HEADERS on an even stream", frame(kind::HEADERS, END_HEADERS, 2, &headers), Ending::GoAway(reason::PROTOCOL_ERROR)),
+        ("CONTINUATION without HEADERS", frame(kind::CONTINUATION, END_HEADERS, 1, &headers), Ending::GoAway(reason::PROTOCOL_ERROR)),
+        ("RST_STREAM on an idle stream", frame(kind::RST_STREAM, 0, 9, &[0, 0, 0, 8]), Ending::GoAway(reason::PROTOCOL_ERROR)),
+    ];
+    let mut endings = Vec::new();
+    for (what, bytes, expected) in cases {
+        let mut connection = RawFrames::connect(&address).await;
+        connection.send(&bytes).await.expect(what);
+        let ending = connection.ending(Duration::from_secs(2)).await;
+        endings.push((what, ending, expected));
+    }
+    assert!(endings.iter().all(|(_, ending, expected)| ending == expected), "{endings:#?}");
+    // not HTTP/2 at all: closed
+    let mut connection = RawFrames::connect_bare(&address).await;
+    connection.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("HTTP/1.1");
+    assert_ne!(connection.ending(Duration::from_secs(2)).await, Ending::Open, "HTTP/1.1 on the gRPC port");
+    runs_an_instance_end_to_end(&node).await;
+}
+
+/// Floods on the gRPC port, each on a connection of its own that never reads: 20,000 streams
+/// opened and reset at once ("rapid reset", CVE-2023-44487), 100,000 SETTINGS and 100,000 PING
+/// frames, a header block of endless CONTINUATION frames (CVE-2024-27316), and headers over the
+/// 16 KiB limit. Each is refused or absorbed with the node's memory bounded (its resident set
+/// grows by less than 64 MiB), and other clients are served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn floods_of_resets_settings_pings_and_continuations_are_bounded() {
+    use common::raw_h2::{frame, grpc_headers, hpack, kind, reason, rss_kib, Ending, RawFrames, END_HEADERS};
+    let node = Node::start(&[]);
+    let pid = node.pid().expect("running");
+    let address = node.address();
+    runs_an_instance_end_to_end(&node).await;
+    let before = rss_kib(pid);
+    let grown = |what: &str| {
+        let grown = rss_kib(pid).saturating_sub(before);
+        assert!(grown < 64 * 1024, "{what}: the node grew by {grown} KiB");
+    };
+    // rapid reset: HEADERS then RST_STREAM(CANCEL), 20,000 times, in batches
+    let mut flood = RawFrames::connect(&address).await;
+    let headers = grpc_headers("Topology");
+    let mut stream = 1u32;
+    'flood: for _ in 0..40 {
+        let mut batch = Vec::new();
+        for _ in 0..500 {
+            batch.extend(frame(kind::HEADERS, END_HEADERS, stream, &headers));
+            batch.extend(frame(kind::RST_STREAM, 0, stream, &[0, 0, 0, 8]));
+            stream += 2;
+        }
+        if flood.send(&batch).await.is_err() {
+            break 'flood;
+        }
+    }
+    let ending = flood.ending(Duration::from_secs(2)).await;
+    assert_eq!(ending, Ending::GoAway(reason::ENHANCE_YOUR_CALM), "rapid reset");
+    grown("rapid reset");
+    runs_an_instance_end_to_end(&node).await;
+    // SETTINGS and PING floods, never reading the server's ACKs
+    for (what, one) in [("SETTINGS", frame(kind::SETTINGS, 0, 0, &[])), ("PING", frame(kind::PING, 0, 0, &[7; 8]))] {
+        let mut flood = RawFrames::connect(&address).await;
+        let batch = one.repeat(1_000);
+        let mut sent = 0;
+        for _ in 0..100 {
+            match tokio::time::timeout(Duration::from_secs(2), flood.send(&batch)).await {
+                Ok(Ok(())) => sent += 1_000,
+                // the server stops reading until its answers are read (bounded) or closes
+                _ => break,
+            }
+        }
+        println!("{what} flood: {sent} frames written");
+        grown(what);
+        runs_an_instance_end_to_end(&node).await;
+        drop(flood);
+    }
+    // endless CONTINUATION: a header block that never ends, 16 KiB at a time, up to 160 MiB
+    let mut flood = RawFrames::connect(&address).await;
+    flood.send(&frame(kind::HEADERS, 0, 1, &headers)).await.expect("headers");
+    let filler = hpack(&[("x-filler", &"a".repeat(16_000))]);
+    let mut written = 0usize;
+    for _ in 0..10_000 {
+        match tokio::time::timeout(Duration::from_secs(2), flood.send(&frame(kind::CONTINUATION, 0, 1, &filler))).await {
+            Ok(Ok(())) => written += filler.len(),
+            _ => break,
+        }
+    }
+    let ending = flood.ending(Duration::from_secs(2)).await;
+    assert!(written < 10_000 * filler.len(), "the whole endless header block was taken ({written} bytes)");
+    assert_ne!(ending, Ending::Open, "endless CONTINUATION: {written} bytes written");
+    println!("endless CONTINUATION: {ending:?} after {written} bytes");
+    grown("CONTINUATION");
+    // headers over the limit (16 KiB): the stream is refused, the connection goes on
+    let mut big = RawFrames::connect(&address).await;
+    let over =
+        hpack(&[(":method", "POST"), (":scheme", "http"), (":path", "/gateway_protocol.Gateway/Topology"), ("x-big", &"b".repeat(15_000))]);
+    let more = hpack(&[("x-more", &"c".repeat(15_000))]);
+    big.send(&frame(kind::HEADERS, 0, 1, &over)).await.expect("headers");
+    big.send(&frame(kind::CONTINUATION, END_HEADERS, 1, &more)).await.expect("continuation");
+    let ending = big.ending(Duration::from_secs(2)).await;
+    println!("headers over the limit: {ending:?}, resets {:?}, answers {}", big.resets, big.headers);
+    assert!(ending != Ending::Open || !big.resets.is_empty() || big.headers > 0, "headers over the limit went unanswered");
+    grown("headers over the limit");
+    runs_an_instance_end_to_end(&node).await;
+}
+
+/// Waits until process `pid` holds at most `most` file descriptors; false if it still holds
+/// more after `within`.
+async fn fds_fall_to(pid: u32, most: usize, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while common::raw_h2::open_fds(pid) > most {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    true
+}
+
+/// Slow clients on the gRPC port: 200 connections that never send HTTP/2's preface are closed
+/// after the handshake limit (10 s); 100 calls whose request body never comes stay open while
+/// their client does (as with Zeebe's gateway) and are freed when it goes. Other clients run
+/// instances meanwhile, and afterwards the node holds no more sockets than before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_grpc_clients_are_bounded_and_leave_nothing_behind() {
+    use common::raw_h2::{frame, grpc_headers, kind, open_fds, Ending, RawFrames, END_HEADERS};
+    let node = Node::start(&[]);
+    let pid = node.pid().expect("running");
+    runs_an_instance_end_to_end(&node).await;
+    let baseline = open_fds(pid);
+    let address = node.address();
+    let started = Instant::now();
+    let mut silent = Vec::new();
+    for _ in 0..200 {
+        silent.push(RawFrames::connect_bare(&address).await);
+    }
+    let mut holding = Vec::new();
+    for _ in 0..100 {
+        let mut c = RawFrames::connect(&address).await;
+        c.send(&frame(kind::HEADERS, END_HEADERS, 1, &grpc_headers("CompleteJob"))).await.expect("headers");
+        holding.push(c);
+    }
+    let taken = Instant::now();
+    while open_fds(pid) < baseline + 290 {
+        assert!(taken.elapsed() < Duration::from_secs(5), "the node took {} of 300 connections", open_fds(pid) - baseline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    runs_an_instance_end_to_end(&node).await;
+    for c in &mut silent {
+        let ending = c.ending(Duration::from_secs(15).saturating_sub(started.elapsed())).await;
+        assert_eq!(ending, Ending::Closed, "a connection without a preface after {:?}", started.elapsed());
+    }
+    assert!(started.elapsed() >= Duration::from_secs(9), "closed before the handshake limit");
+    for c in &mut holding {
+        assert_eq!(c.ending(Duration::from_millis(10)).await, Ending::Open, "a call waiting for its body");
+    }
+    runs_an_instance_end_to_end(&node).await;
+    drop(silent);
+    drop(holding);
+    assert!(fds_fall_to(pid, baseline + 4, Duration::from_secs(5)).await, "{} descriptors, {baseline} before", open_fds(pid));
+    runs_an_instance_end_to_end(&node).await;
+}
+
+/// Slow clients on the REST port: 200 connections sending a request's head a byte at a time
+/// (slowloris) are answered 408 and closed after the header read limit (10 s); 50 requests whose
+/// body never comes are held while their client is there and freed when it goes. Other clients
+/// are answered meanwhile, and afterwards the node holds no more sockets than before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_rest_clients_are_bounded_and_leave_nothing_behind() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let node = Node::start(&[]);
+    let pid = node.pid().expect("running");
+    let port = node.rest_port;
+    assert_eq!(common::http_get(port, "/v2/topology").expect("topology").0, 200);
+    let baseline = common::raw_h2::open_fds(pid);
+    let started = Instant::now();
+    let mut slow = Vec::new();
+    for _ in 0..200 {
+        let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        c.write_all(b"POST /v2/process-instances HTTP/1.1\r\nHost: x\r\n").await.expect("head");
+        slow.push(c);
+    }
+    let mut bodiless = Vec::new();
+    for _ in 0..50 {
+        let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
+        c.write_all(b"POST /v2/process-instances HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+            .await
+            .expect("head");
+        bodiless.push(c);
+    }
+    // a header line a byte every second, while others are answered
+    let mut answered = Vec::new();
+    while started.elapsed() < Duration::from_secs(8) {
+        for c in &mut slow {
+            let _ = c.write_all(b"X").await;
+        }
+        let asked = Instant::now();
+        let (status, _) = tokio::task::spawn_blocking(move || common::http_get(port, "/v2/topology")).await.unwrap().expect("an answer");
+        assert_eq!(status, 200);
+        answered.push(asked.elapsed());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(answered.iter().all(|d| *d < Duration::from_secs(1)), "others waited: {answered:?}");
+    for c in &mut slow {
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(15).saturating_sub(started.elapsed()), c.read_to_end(&mut answer)).await;
+        assert!(read.is_ok(), "a slow client still held after {:?}", started.elapsed());
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 408"), "{answer}");
+    }
+    assert!(started.elapsed() >= Duration::from_secs(9), "cut before the header read limit");
+    drop(slow);
+    drop(bodiless);
+    assert!(
+        fds_fall_to(pid, baseline + 4, Duration::from_secs(5)).await,
+        "{} descriptors, {baseline} before",
+        common::raw_h2::open_fds(pid)
+    );
+    runs_an_instance_end_to_end(&node).await;
+}

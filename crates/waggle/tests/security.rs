@@ -310,33 +310,6 @@ fn an_oversized_rest_body_is_413_with_a_problem_and_the_node_goes_on() {
     assert_eq!(status, 404, "{answer}");
 }
 
-/// Sends `body` as the whole request body of `method` over a raw HTTP/2 stream; returns the
-/// answer's `grpc-status` and `grpc-message` (from headers or trailers).
-async fn raw_grpc(address: &str, method: &str, body: bytes::Bytes) -> (String, String) {
-    let tcp = tokio::net::TcpStream::connect(address).await.expect("connect");
-    let (send, connection) = h2::client::handshake(tcp).await.expect("handshake");
-    tokio::spawn(connection);
-    let mut send = send.ready().await.expect("ready");
-    let request = http::Request::post(format!("http://{address}/gateway_protocol.Gateway/{method}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .body(())
-        .unwrap();
-    let (answer, mut stream) = send.send_request(request, false).expect("send request");
-    stream.send_data(body, true).expect("send body");
-    let (parts, mut body) = answer.await.expect("answer").into_parts();
-    let headers = if parts.headers.contains_key("grpc-status") {
-        parts.headers
-    } else {
-        while let Some(chunk) = body.data().await {
-            chunk.expect("data");
-        }
-        body.trailers().await.expect("trailers").expect("trailers present")
-    };
-    let text = |name: &str| headers.get(name).map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
-    (text("grpc-status"), text("grpc-message"))
-}
-
 /// Zeebe's gateway (grpc-java) answers a request message over `maxMessageSize` with
 /// RESOURCE_EXHAUSTED "gRPC message exceeds maximum size 4194304: <size>" (camunda/camunda#12108);
 /// so does Waggle, at any size, without reading more of it than the limit.
@@ -366,7 +339,7 @@ async fn oversized_grpc_messages_are_resource_exhausted_as_zeebe_answers() {
     let mut lying = vec![0u8, 0xff, 0xff, 0xff, 0xff];
     lying.extend_from_slice(&[0; 10]);
     for method in ["CreateProcessInstance", "DeployResource"] {
-        let (status, message) = raw_grpc(&node.address(), method, lying.clone().into()).await;
+        let (status, message) = common::raw_h2::raw_call(&node.address(), method, lying.clone().into()).await;
         let message = message.replace("%20", " ");
         assert_eq!(status, "8", "{method}: {message}");
         assert!(message.contains("exceeds maximum size 4194304"), "{method}: {message}");

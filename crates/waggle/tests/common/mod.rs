@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod fault_proxy;
+pub mod raw_h2;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -147,6 +148,11 @@ impl Node {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.data_dir.with_extension("log")).unwrap_or_default()
+    }
+
+    /// The node's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     pub fn address(&self) -> String {
