@@ -1182,7 +1182,11 @@ impl Processor {
         let (index, store, dir, progress, id) =
             (self.applied, self.store.clone(), self.snapshots_dir.clone(), self.snapshot.clone(), self.id);
         let spawned = std::thread::Builder::new().name(format!("snapshot-{id}")).spawn(move || {
-            match snapshots::take(&store, &dir, index) {
+            let taken = snapshots::take(&store, &dir, index);
+            // the store is let go before `running` falls, so a stopped partition's store is
+            // closed once its processor has seen `running` false (see `Processor`'s `Drop`)
+            drop(store);
+            match taken {
                 Ok(()) => progress.done.store(index, Ordering::SeqCst),
                 Err(e) => tracing::error!(partition = id, error = %e, "snapshot failed"),
             }
@@ -1191,6 +1195,17 @@ impl Processor {
         if let Err(e) = spawned {
             tracing::error!(partition = self.id, error = %e, "snapshot thread did not start");
             self.snapshot.running.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A stopping partition waits for its snapshot thread, which holds the store: once the
+/// partition's threads are joined, its data folder can be opened again (a restart in the same
+/// process, as tests do, would otherwise find RocksDB's lock still held).
+impl Drop for Processor {
+    fn drop(&mut self) {
+        while self.snapshot.running.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 }
