@@ -32,8 +32,8 @@ struct Waiting {
 fn unpack() -> (tempfile::TempDir, PathBuf, Vec<Waiting>) {
     let dir = tempfile::tempdir().unwrap();
     let fixture = manifest_dir().join(FIXTURE);
-    let status = Command::new("tar").arg("-xzf").arg(&fixture).arg("-C").arg(dir.path()).status().expect("tar");
-    assert!(status.success(), "unpacking {}", fixture.display());
+    let tar = Command::new("tar").arg("-xzf").arg(&fixture).arg("-C").arg(dir.path()).output().expect("tar");
+    assert!(tar.status.success(), "unpacking {}: {}", fixture.display(), String::from_utf8_lossy(&tar.stderr));
     let waiting = serde_json::from_slice(&std::fs::read(dir.path().join("instances.json")).unwrap()).unwrap();
     let data = dir.path().join("data");
     (dir, data, waiting)

@@ -105,8 +105,11 @@ pub(super) fn run(
             Ok(RunEnd::Failed(error)) => error,
             Err(payload) => format!("panic: {}", panic_message(payload.as_ref())),
         };
-        // DOWN at once: its client commands are refused from now on
+        // DOWN at once: its client commands are refused from now on, and those already queued
+        // too (commands of the scheduler and of other partitions are submitted again)
         health.set(Health::Unhealthy, Some(failure.clone()));
+        let queued: Vec<Submission> = rx.try_iter().collect();
+        processor.refuse(queued);
         scheduler.end();
         let now = Instant::now();
         failures.push_back(now);
