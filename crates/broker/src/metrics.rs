@@ -29,6 +29,9 @@ pub struct BrokerMetrics {
     exporter_errors: IntCounterVec,
     /// New process instances refused while an exporter's backlog was above its bound.
     pub(crate) export_backpressure_refused: IntCounterVec,
+    /// Each partition's health as Zeebe's `zeebe_health` gauge has it: 1 healthy, 0 unhealthy
+    /// (restarting after a panic or an error), -1 dead (left down: see `partition/supervise.rs`).
+    pub health: IntGaugeVec,
 }
 
 const BATCH_BUCKETS_S: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
@@ -83,6 +86,7 @@ impl BrokerMetrics {
             &["partition"],
         )
         .expect("metric");
+        let health = partition_gauge("zeebe_health", "Shows current health of the partition (1 = healthy, 0 = unhealthy, -1 = dead)");
         let exporter_gauge = |name: &str, help: &str| IntGaugeVec::new(Opts::new(name, help), &["exporter", "partition"]).expect("metric");
         let exporter_last_exported_position =
             exporter_gauge("zeebe_exporter_last_exported_position", "Position of the last record handed to the exporter");
@@ -135,6 +139,7 @@ impl BrokerMetrics {
             &backpressure_in_flight,
             &backpressure_limit,
             &dropped_requests,
+            &health,
         ] {
             m.register(registry);
         }
@@ -157,6 +162,7 @@ impl BrokerMetrics {
             exporter_skipped_entries,
             exporter_errors,
             export_backpressure_refused,
+            health,
         }
     }
 }
@@ -187,6 +193,7 @@ impl BrokerMetrics {
             rejections: records("COMMAND_REJECTION"),
             process_instance_execution_time: self.process_instance_execution_time.with_label_values(&[&p]),
             job_life_time: self.job_life_time.clone(),
+            health: self.health.with_label_values(&[&p]),
             partition: p,
         }
     }
@@ -231,6 +238,8 @@ pub(crate) struct PartitionMetrics {
     pub process_instance_execution_time: Histogram,
     /// Labelled by job type too, so per observation.
     job_life_time: HistogramVec,
+    /// `zeebe_health` of the partition.
+    pub health: IntGauge,
     partition: String,
 }
 

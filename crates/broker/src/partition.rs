@@ -1,13 +1,16 @@
 //! One partition: recovery, the processing thread, commit, responses, side effects, snapshots.
 
 mod snapshots;
+mod supervise;
+
+pub(crate) use supervise::{panic_message, StoreSlot};
 
 use std::collections::{HashMap, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -27,6 +30,12 @@ use crate::streams::{JobStreamRegistry, PartitionStreams, PushCounts, PushedJob}
 use crate::{scheduler, BrokerConfig, BrokerError, NotTaken, Peer, Peers, Reply, Submission};
 
 const META_APPLIED_INDEX: &[u8] = b"X/applied_index";
+/// The state's format version (its rows' keys and encodings; a snapshot, a checkpoint of the
+/// state, carries it too), big-endian u32. State without it was written before it existed, in
+/// version 1. Not part of [`StateDigest`].
+const META_STATE_FORMAT: &[u8] = b"X/state_format";
+/// The state format this build writes and reads.
+pub const STATE_FORMAT_VERSION: u32 = 1;
 /// Commands taken into one processing batch at most.
 const MAX_BATCH_COMMANDS: usize = 512;
 /// Scheduled commands (timers, time-outs) in a batch that also carries client commands: a
@@ -61,7 +70,12 @@ pub struct PartitionStatus {
     /// `"LEADER"` while this node leads the partition and takes commands for it (it has
     /// applied everything committed before its term), `"FOLLOWER"` otherwise.
     pub role: &'static str,
+    /// False while the partition restarts after a failure, and once it is left down (`dead`).
     pub healthy: bool,
+    /// Failed too often and left down until the node restarts (see `partition/supervise.rs`).
+    pub dead: bool,
+    /// The last failure (a panic's message, an error with its context) while not healthy.
+    pub failure: Option<String>,
     pub applied_index: u64,
     pub snapshot_index: u64,
     /// The node id (0-based, as [`crate::ClusterSpec::node_id`]) of the leader this node knows
@@ -98,7 +112,11 @@ pub(crate) struct PartitionHandle {
     /// Whether the exporters' backlog lets the partition take a new process instance.
     pub export_gate: crate::export::BacklogGate,
     status: Arc<Mutex<PartitionStatus>>,
-    store: Arc<RocksStore>,
+    /// The partition's state store; empty while the partition restarts after a failure.
+    store: StoreSlot,
+    /// False while the partition restarts after a failure or is left down: client commands are
+    /// refused at once (UNAVAILABLE) rather than waiting in its queue.
+    up: Arc<AtomicBool>,
     /// Whether this node leads the partition and takes commands for it (always, standalone).
     leading: Arc<AtomicBool>,
     /// A leadership transfer asked for and not yet started: the Raft id of the replica to hand
@@ -140,8 +158,14 @@ impl PartitionHandle {
     /// A digest of the partition's committed state: its applied index, and the count and a
     /// hash of every other row, read together (replicas at the same applied index have equal
     /// digests: C1; entries without records, such as a new leader's, change only the index).
+    /// While the partition restarts after a failure, the digest is all zeros.
     pub fn state_digest(&self) -> StateDigest {
-        digest_of(&*self.store)
+        self.store().map(|s| digest_of(&*s)).unwrap_or(StateDigest { applied_index: 0, rows: 0, hash: 0 })
+    }
+
+    /// The partition's state store, unless the partition is restarting.
+    fn store(&self) -> Option<Arc<RocksStore>> {
+        self.store.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Asks the partition thread for a checkpoint of its state into `ask.dir`, answered on
@@ -161,6 +185,12 @@ impl PartitionHandle {
     }
 
     pub fn send(&self, submission: Submission) -> Result<(), BrokerError> {
+        if !self.up.load(Ordering::Relaxed) {
+            if let Some(permit) = submission.permit {
+                self.limiter.abandoned(permit);
+            }
+            return Err(BrokerError::Unavailable(self.status().partition_id));
+        }
         let (error, submission) = match self.tx.try_send(submission) {
             Ok(()) => return Ok(()),
             Err(TrySendError::Full(s)) => (BrokerError::Overloaded, s),
@@ -180,14 +210,17 @@ impl PartitionHandle {
         self.exporters.iter().map(|s| s.lock().expect("exporter status").clone()).collect()
     }
 
+    /// The partition's incidents (none while it restarts after a failure).
     pub fn incidents(&self) -> Vec<(i64, IncidentRecord)> {
-        StateView::new(&*self.store).incidents()
+        self.store().map(|s| StateView::new(&*s).incidents()).unwrap_or_default()
     }
 
     /// Whether a command of this type and key sent to another partition still waits for its
     /// acknowledgement (committed state).
     pub fn distributing(&self, value_type: ValueType, command_key: i64) -> bool {
-        StateView::new(&*self.store).pending_distributions().iter().any(|(_, d)| d.value_type == value_type && d.command_key == command_key)
+        self.store().is_some_and(|s| {
+            StateView::new(&*s).pending_distributions().iter().any(|(_, d)| d.value_type == value_type && d.command_key == command_key)
+        })
     }
 
     pub fn stop(&self) {
@@ -205,7 +238,10 @@ fn digest_of(store: &dyn KvRead) -> StateDigest {
     let (mut rows, mut applied_index) = (0u64, 0u64);
     for (key, value) in store.scan_prefix(b"") {
         if key.as_slice() == META_APPLIED_INDEX {
-            applied_index = u64::from_be_bytes(value.as_slice().try_into().expect("applied index"));
+            applied_index = value.as_slice().try_into().map(u64::from_be_bytes).unwrap_or(u64::MAX);
+            continue;
+        }
+        if key.as_slice() == META_STATE_FORMAT {
             continue;
         }
         key.hash(&mut hasher);
@@ -228,8 +264,30 @@ fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
-fn applied_index(store: &dyn KvRead) -> u64 {
-    store.get(META_APPLIED_INDEX).map(|b| u64::from_be_bytes(b.try_into().expect("applied index"))).unwrap_or(0)
+fn applied_index(store: &dyn KvRead) -> Result<u64, String> {
+    match store.get(META_APPLIED_INDEX) {
+        None => Ok(0),
+        Some(b) => b.as_slice().try_into().map(u64::from_be_bytes).map_err(|_| format!("corrupt state: the applied index row holds {b:?}")),
+    }
+}
+
+/// Refuses state of a newer format than [`STATE_FORMAT_VERSION`], and records the version in
+/// state that has none yet (new, or written before the row existed).
+fn check_state_format(store: &RocksStore) -> Result<(), String> {
+    match store.get(META_STATE_FORMAT) {
+        None => {
+            let mut writes = WriteSet::default();
+            writes.put(META_STATE_FORMAT.to_vec(), STATE_FORMAT_VERSION.to_be_bytes().to_vec());
+            store.commit_owned(writes).map_err(|e| format!("recording the state format: {e}"))
+        }
+        Some(b) => match <[u8; 4]>::try_from(b.as_slice()).map(u32::from_be_bytes) {
+            Ok(v) if v <= STATE_FORMAT_VERSION => Ok(()),
+            Ok(v) => Err(format!(
+                "the state was written by a newer Waggle (state format version {v}; this one reads up to version {STATE_FORMAT_VERSION}): refusing to open it"
+            )),
+            Err(_) => Err(format!("corrupt state: the state format row holds {b:?}")),
+        },
+    }
 }
 
 fn start_err(partition: PartitionId, reason: impl ToString) -> BrokerError {
@@ -243,9 +301,12 @@ struct Dirs {
 }
 
 /// The partition's state store, told which engine tables are never scanned.
+/// Its format is checked (and recorded when missing).
 fn open_state(id: PartitionId, dirs: &Dirs) -> Result<RocksStore, BrokerError> {
-    RocksStore::open_with_point_tables(&dirs.runtime, waggle_engine::POINT_TABLES, Some(waggle_engine::stored_absence(id)))
-        .map_err(|e| start_err(id, e))
+    let store = RocksStore::open_with_point_tables(&dirs.runtime, waggle_engine::POINT_TABLES, Some(waggle_engine::stored_absence(id)))
+        .map_err(|e| start_err(id, e))?;
+    check_state_format(&store).map_err(|e| start_err(id, format!("{}: {e}", dirs.runtime.display())))?;
+    Ok(store)
 }
 
 /// Opens state and log so that state + the log's committed entries after it are complete:
@@ -257,7 +318,7 @@ fn recover<R>(
     open_raft: impl Fn(&Path, u64) -> Result<(RaftGroup, R), ReplicationError>,
 ) -> Result<(RocksStore, (RaftGroup, R), u64), BrokerError> {
     let mut store = open_state(id, dirs)?;
-    let mut applied = applied_index(&store);
+    let mut applied = applied_index(&store).map_err(|e| start_err(id, e))?;
     let (mut raft, extra) = open_raft(&dirs.log, applied).map_err(|e| start_err(id, e))?;
     // a snapshot received from the leader and installed in the journal before a crash, which
     // the state does not hold yet: it becomes the newest snapshot and the state
@@ -266,7 +327,7 @@ fn recover<R>(
         let kept = snapshots::keep_installed(&dirs.snapshots, &installed).map_err(|e| start_err(id, e))?;
         drop(store);
         store = restore_state(id, dirs, &kept)?;
-        applied = applied_index(&store);
+        applied = applied_index(&store).map_err(|e| start_err(id, e))?;
     }
     if raft.first_index() <= applied + 1 {
         return Ok((store, (raft, extra), applied));
@@ -279,7 +340,7 @@ fn recover<R>(
     };
     tracing::warn!(partition = id, snapshot = index, "state is behind the log: restoring from snapshot");
     let store = restore_state(id, dirs, &snapshot)?;
-    let applied = applied_index(&store);
+    let applied = applied_index(&store).map_err(|e| start_err(id, e))?;
     let (raft, extra) = open_raft(&dirs.log, applied).map_err(|e| start_err(id, e))?;
     if raft.first_index() > applied + 1 {
         return Err(start_err(id, "snapshot is older than the log's first entry"));
@@ -327,6 +388,8 @@ pub(crate) fn start(
         partition_id: id,
         role,
         healthy: true,
+        dead: false,
+        failure: None,
         applied_index: applied,
         snapshot_index,
         leader,
@@ -354,15 +417,24 @@ pub(crate) fn start(
         distribution,
     )
     .map_err(|e| start_err(id, e))?;
+    let partition_metrics = metrics.for_partition(id);
+    partition_metrics.health.set(supervise::Health::Healthy.gauge());
+    let up = Arc::new(AtomicBool::new(true));
+    let health = supervise::HealthReport { status: status.clone(), gauge: partition_metrics.health.clone(), up: up.clone() };
+    let store_slot: StoreSlot = Arc::new(RwLock::new(Some(store.clone())));
     let mut processor = Processor {
         id,
         engine: Engine::with_limits(id, config.limits),
         store: store.clone(),
+        store_slot: store_slot.clone(),
+        health,
+        side_failure: Default::default(),
+        pending_permits: Vec::new(),
         raft,
         applied,
         snapshot_index,
         snapshot_every: config.snapshot_every_entries.max(1),
-        snapshots_dir: dirs.snapshots,
+        snapshots_dir: dirs.snapshots.clone(),
         snapshot: SnapshotProgress::default(),
         replies: HashMap::default(),
         next_request: 1,
@@ -370,7 +442,7 @@ pub(crate) fn start(
         limiter: limiter.clone(),
         streams: PartitionStreams::new(streams.clone()),
         deliverer: Deliverer::new(Targets { streams, jobs_available, loopback: tx.clone(), limiter: limiter.clone() }),
-        metrics: metrics.for_partition(id),
+        metrics: partition_metrics,
         status: status.clone(),
         started: HashMap::default(),
         batch_buffer: Vec::new(),
@@ -411,20 +483,38 @@ pub(crate) fn start(
         // what other partitions were sent and had not acknowledged before the restart goes first
         processor.outbox = waggle_engine::pending_commands(StateView::new(&*processor.store), id).into();
     }
+    // the scheduler reads one run's store: each restart starts another
+    let start_scheduler = {
+        let (tx, leading) = (tx.clone(), leading.clone());
+        move |p: &Processor| {
+            let stop = Arc::new(AtomicBool::new(false));
+            let thread = scheduler::start(
+                id,
+                p.store.clone(),
+                tx.clone(),
+                p.scheduled_in_flight.clone(),
+                leading.clone(),
+                stop.clone(),
+                p.side_failure.clone(),
+            )?;
+            Ok(supervise::SchedulerRun { stop, thread })
+        }
+    };
+    let scheduler = start_scheduler(&processor).map_err(|e| start_err(id, e))?;
+    drop(store);
     let processing = std::thread::Builder::new()
         .name(format!("partition-{id}"))
-        .spawn(move || if standalone { processor.run(rx) } else { processor.run_replicated(rx) })
+        .spawn(move || supervise::run(processor, rx, dirs, scheduler, start_scheduler))
         .map_err(|e| start_err(id, e))?;
-    let scheduler = scheduler::start(id, store.clone(), tx.clone(), scheduled_in_flight, leading.clone(), stop.clone())
-        .map_err(|e| start_err(id, e))?;
-    let mut threads = vec![processing, scheduler];
+    let mut threads = vec![processing];
     threads.extend(export_threads);
     Ok(PartitionHandle {
         tx,
         limiter,
         export_gate,
         status,
-        store,
+        store: store_slot,
+        up,
         leading,
         transfer,
         stop,
@@ -454,6 +544,14 @@ struct Processor {
     id: PartitionId,
     engine: Engine,
     store: Arc<RocksStore>,
+    /// The store as the handle sees it (replaced when the partition restarts).
+    store_slot: StoreSlot,
+    health: supervise::HealthReport,
+    /// A failure of the partition's scheduler thread, taken as the partition's own.
+    side_failure: scheduler::SideFailure,
+    /// The back-pressure slots of the batch being processed, until its delivery takes them
+    /// (given back if the batch fails).
+    pending_permits: Vec<Permit>,
     raft: RaftGroup,
     applied: u64,
     snapshot_index: u64,
@@ -528,8 +626,18 @@ struct InFlight {
 }
 
 impl Processor {
+    /// The processing loop, until the partition is stopped or fails (see [`supervise`]).
+    fn run_loop(&mut self, rx: &Receiver<Submission>) -> supervise::RunEnd {
+        *self.side_failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let ended = if self.replica.is_none() { self.run(rx) } else { self.run_replicated(rx) };
+        match ended {
+            Ok(()) => supervise::RunEnd::Stopped,
+            Err(e) => supervise::RunEnd::Failed(e),
+        }
+    }
+
     /// The standalone partition's loop: a single voter, always the leader.
-    fn run(mut self, rx: Receiver<Submission>) {
+    fn run(&mut self, rx: &Receiver<Submission>) -> Result<(), String> {
         while !self.stop.load(Ordering::SeqCst) {
             // block for work only when no scheduled work waits
             let wait = if self.deferred.is_empty() { Duration::from_millis(50) } else { Duration::ZERO };
@@ -542,20 +650,17 @@ impl Processor {
                 self.raft.tick();
                 self.last_tick = Instant::now();
             }
-            if let Err(e) = self.drive_raft() {
-                return self.fail(e);
-            }
-            if let Err(e) = self.serve(first, &rx) {
-                return self.fail(e);
-            }
+            self.side_failed()?;
+            self.drive_raft()?;
+            self.serve(first, rx)?;
         }
-        tracing::info!(partition = self.id, "partition stopped");
+        Ok(())
     }
 
     /// A replicated partition's loop: it ticks its group, steps its peers' messages and applies
     /// what commits; while it leads (and has applied everything committed before its term) it
     /// processes commands as the standalone partition does, and refuses them otherwise.
-    fn run_replicated(mut self, rx: Receiver<Submission>) {
+    fn run_replicated(&mut self, rx: &Receiver<Submission>) -> Result<(), String> {
         while !self.stop.load(Ordering::SeqCst) {
             let first = if !self.serving() || self.window_full() {
                 self.wait_for_raft(None);
@@ -581,9 +686,8 @@ impl Processor {
             };
             self.pump_raft();
             self.start_transfer();
-            if let Err(e) = self.drive_raft() {
-                return self.fail(e);
-            }
+            self.side_failed()?;
+            self.drive_raft()?;
             self.follow_role();
             self.take_relayed();
             if !self.serving() {
@@ -595,11 +699,9 @@ impl Processor {
                 self.maybe_snapshot();
                 continue;
             }
-            if let Err(e) = self.serve(first, &rx) {
-                return self.fail(e);
-            }
+            self.serve(first, rx)?;
         }
-        tracing::info!(partition = self.id, "partition stopped");
+        Ok(())
     }
 
     /// Re-sends and delivers commands for other partitions, then processes a batch of what
@@ -768,9 +870,139 @@ impl Processor {
         }
     }
 
-    fn fail(&mut self, error: String) {
-        tracing::error!(partition = self.id, %error, "partition failed; it stops processing until restarted");
-        self.status.lock().expect("status lock").healthy = false;
+    /// The failure of a side thread (the scheduler), if one failed.
+    fn side_failed(&self) -> Result<(), String> {
+        match self.side_failure.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(failure) => Err(failure),
+            None => Ok(()),
+        }
+    }
+
+    /// Drops what a failed run held for its clients and the scheduler: their requests go
+    /// unanswered (the clients see an error), their back-pressure slots and scheduler counts
+    /// are given back.
+    fn forget_run(&mut self) {
+        self.abandon_in_flight();
+        for permit in self.pending_permits.drain(..) {
+            self.limiter.abandoned(permit);
+        }
+        let deferred: Vec<Submission> = self.deferred.drain(..).collect();
+        let batch: Vec<Submission> = self.batch_buffer.drain(..).collect();
+        self.refuse(deferred.into_iter().chain(batch));
+        self.replies.clear();
+        self.outbox.clear();
+        self.started.clear();
+    }
+
+    /// Closes the partition's store and log and opens them again as a start does
+    /// ([`recover`]), replaying the committed entries the state lacks; what the processor
+    /// shares with the rest of the node (its queue's other end, status, limiter, exporters'
+    /// bounds, delivery) goes on. The store's other users must have let go of it.
+    fn reopen(self, dirs: &Dirs) -> Result<Processor, String> {
+        let Processor {
+            id,
+            engine,
+            store,
+            store_slot,
+            health,
+            side_failure,
+            pending_permits,
+            raft,
+            applied: _,
+            snapshot_index: _,
+            snapshot_every,
+            snapshots_dir,
+            snapshot,
+            replies,
+            next_request,
+            streams,
+            saturation,
+            limiter,
+            deliverer,
+            metrics,
+            status,
+            started,
+            last_tick: _,
+            peers,
+            outbox: _,
+            unacknowledged: _,
+            partition_count,
+            deferred,
+            scheduled_in_flight,
+            batch_buffer,
+            limits,
+            transfer,
+            leading,
+            stop,
+            compacted: _,
+            backup,
+            export,
+            replica,
+            relay,
+            in_flight: _,
+            in_flight_bytes: _,
+            max_in_flight,
+        } = self;
+        drop((engine, raft, replica));
+        let Some(store) = Arc::into_inner(store) else { return Err("the state store is still in use".into()) };
+        // a compaction RocksDB runs for the store may take a while to let go of it
+        if !store.close(Duration::from_secs(120)) {
+            return Err("the state store's background work did not end".into());
+        }
+        let (store, (raft, ()), applied) =
+            recover(id, dirs, |dir, applied| Ok((RaftGroup::open(dir, applied)?, ()))).map_err(|e| e.to_string())?;
+        let store = Arc::new(store);
+        *store_slot.write().unwrap_or_else(|e| e.into_inner()) = Some(store.clone());
+        let snapshot_index = snapshots::newest(&dirs.snapshots).map(|(i, _)| i).unwrap_or(0);
+        status.lock().unwrap_or_else(|e| e.into_inner()).snapshot_index = snapshot_index;
+        let mut processor = Processor {
+            id,
+            engine: Engine::with_limits(id, limits),
+            store,
+            store_slot,
+            health,
+            side_failure,
+            pending_permits,
+            raft,
+            applied,
+            snapshot_index,
+            snapshot_every,
+            snapshots_dir,
+            snapshot,
+            replies,
+            next_request,
+            streams,
+            saturation,
+            limiter,
+            deliverer,
+            metrics,
+            status,
+            started,
+            last_tick: Instant::now(),
+            peers,
+            outbox: VecDeque::new(),
+            unacknowledged: Unacknowledged::default(),
+            partition_count,
+            deferred,
+            scheduled_in_flight,
+            batch_buffer,
+            limits,
+            transfer,
+            leading,
+            stop,
+            compacted: 0,
+            backup,
+            export,
+            replica: None,
+            relay,
+            in_flight: VecDeque::new(),
+            in_flight_bytes: 0,
+            max_in_flight,
+        };
+        processor.set_applied(applied);
+        processor.drive_raft()?;
+        processor.outbox = waggle_engine::pending_commands(StateView::new(&*processor.store), id).into();
+        Ok(processor)
     }
 
     /// Applies committed entries that this run did not process itself (recovery, and a
@@ -871,7 +1103,10 @@ impl Processor {
             }
             commands.push(command);
         }
+        // held by the processor while the engine runs: a failed batch's slots are given back
+        self.pending_permits = permits;
         self.metrics.batch_commands.observe(commands.len() as f64);
+        supervise::injected_panic(self.id);
         let started = Instant::now();
         let ctx = ProcessingContext { now_ms: now_ms(), job_streams: &self.streams, partition_count: self.partition_count };
         // the batches in flight are state this batch runs on, not yet in the store
@@ -885,6 +1120,7 @@ impl Processor {
         let mut overlay = Overlay::new(base);
         let output = self.engine.process_batch(&mut overlay, &ctx, commands);
         let writes = overlay.into_writes();
+        let permits = std::mem::take(&mut self.pending_permits);
         self.limiter.congested(self.saturation.cuts(self.streams.push_counts(), started));
         let requests = first_request..self.next_request;
         let Some(entry) = output.encoded_entry() else {
@@ -1183,8 +1419,8 @@ impl Processor {
             (self.applied, self.store.clone(), self.snapshots_dir.clone(), self.snapshot.clone(), self.id);
         let spawned = std::thread::Builder::new().name(format!("snapshot-{id}")).spawn(move || {
             let taken = snapshots::take(&store, &dir, index);
-            // the store is let go before `running` falls, so a stopped partition's store is
-            // closed once its processor has seen `running` false (see `Processor`'s `Drop`)
+            // the store is let go before `running` falls: a stopping or restarting partition
+            // waits for `running` to fall before its store is opened again (`supervise::run`)
             drop(store);
             match taken {
                 Ok(()) => progress.done.store(index, Ordering::SeqCst),
@@ -1195,17 +1431,6 @@ impl Processor {
         if let Err(e) = spawned {
             tracing::error!(partition = self.id, error = %e, "snapshot thread did not start");
             self.snapshot.running.store(false, Ordering::SeqCst);
-        }
-    }
-}
-
-/// A stopping partition waits for its snapshot thread, which holds the store: once the
-/// partition's threads are joined, its data folder can be opened again (a restart in the same
-/// process, as tests do, would otherwise find RocksDB's lock still held).
-impl Drop for Processor {
-    fn drop(&mut self) {
-        while self.snapshot.running.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(2));
         }
     }
 }

@@ -36,61 +36,81 @@ pub(crate) fn start(
     in_flight: Arc<AtomicUsize>,
     leading: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
+    failed: SideFailure,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new().name(format!("scheduler-{id}")).spawn(move || {
-        let mut submitted: HashMap<(Intent, i64, i64), Instant> = HashMap::new();
-        // due work found by the last scan and not submitted yet: fed to the partition as it
-        // takes work, so a storm of due timers costs one scan per MAX_DUE_PER_TICK, not one
-        // per batch the partition processes
-        let mut pending: VecDeque<Due> = VecDeque::new();
-        let mut last_scan: Option<Instant> = None;
-        let mut sleep = TICK;
-        while !stop.load(Ordering::SeqCst) {
-            std::thread::sleep(sleep);
-            if !leading.load(Ordering::SeqCst) {
-                // only the leader acts; what it submitted before may be lost with its term
-                submitted.clear();
-                pending.clear();
-                sleep = TICK;
-                continue;
-            }
-            if in_flight.load(Ordering::SeqCst) >= MAX_IN_FLIGHT {
-                // the partition has plenty to do: nothing to submit until it took some
-                sleep = IN_FLIGHT_RECHECK;
-                continue;
-            }
-            let view = StateView::new(&*store);
-            if pending.is_empty() || last_scan.is_none_or(|at| at.elapsed() >= TICK) {
-                submitted.retain(|_, at| at.elapsed() < RESUBMIT_AFTER);
-                pending = scan_due(&view, now_ms()).into_iter().filter(|d| !submitted.contains_key(&d.id())).collect();
-                last_scan = Some(Instant::now());
-            }
-            while let Some(due) = pending.pop_front() {
-                if in_flight.load(Ordering::SeqCst) >= MAX_IN_FLIGHT {
-                    pending.push_front(due);
-                    break; // the partition has enough: the rest in a moment
-                }
-                // counted before it is sent: the partition may take it at once
-                in_flight.fetch_add(1, Ordering::SeqCst);
-                if tx.try_send(Submission { command: due.command(), reply: None, scheduled: true, permit: None }).is_err() {
-                    in_flight.fetch_sub(1, Ordering::SeqCst);
-                    pending.push_front(due);
-                    break; // partition busy: try again in a moment
-                }
-                submitted.insert(due.id(), Instant::now());
-            }
-            // wake for the next due date; while due work waits or is in flight, look again soon
-            sleep = if !pending.is_empty() {
-                IN_FLIGHT_RECHECK
-            } else {
-                match view.next_due() {
-                    Some(next) if next > now_ms() => Duration::from_millis((next - now_ms()) as u64).min(TICK),
-                    Some(_) => IN_FLIGHT_RECHECK,
-                    None => TICK,
-                }
-            };
+        // a panic (a corrupt row read) is the partition's failure: its thread restarts it
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| schedule(store, tx, in_flight, leading, stop)));
+        if let Err(payload) = run {
+            *failed.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(format!("scheduler panic: {}", crate::partition::panic_message(payload.as_ref())));
         }
     })
+}
+
+/// A failure of a partition's side thread, which its processing thread takes as its own.
+pub(crate) type SideFailure = Arc<std::sync::Mutex<Option<String>>>;
+
+/// The scheduler's loop, until `stop`.
+fn schedule(
+    store: Arc<RocksStore>,
+    tx: SyncSender<Submission>,
+    in_flight: Arc<AtomicUsize>,
+    leading: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut submitted: HashMap<(Intent, i64, i64), Instant> = HashMap::new();
+    // due work found by the last scan and not submitted yet: fed to the partition as it
+    // takes work, so a storm of due timers costs one scan per MAX_DUE_PER_TICK, not one
+    // per batch the partition processes
+    let mut pending: VecDeque<Due> = VecDeque::new();
+    let mut last_scan: Option<Instant> = None;
+    let mut sleep = TICK;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(sleep);
+        if !leading.load(Ordering::SeqCst) {
+            // only the leader acts; what it submitted before may be lost with its term
+            submitted.clear();
+            pending.clear();
+            sleep = TICK;
+            continue;
+        }
+        if in_flight.load(Ordering::SeqCst) >= MAX_IN_FLIGHT {
+            // the partition has plenty to do: nothing to submit until it took some
+            sleep = IN_FLIGHT_RECHECK;
+            continue;
+        }
+        let view = StateView::new(&*store);
+        if pending.is_empty() || last_scan.is_none_or(|at| at.elapsed() >= TICK) {
+            submitted.retain(|_, at| at.elapsed() < RESUBMIT_AFTER);
+            pending = scan_due(&view, now_ms()).into_iter().filter(|d| !submitted.contains_key(&d.id())).collect();
+            last_scan = Some(Instant::now());
+        }
+        while let Some(due) = pending.pop_front() {
+            if in_flight.load(Ordering::SeqCst) >= MAX_IN_FLIGHT {
+                pending.push_front(due);
+                break; // the partition has enough: the rest in a moment
+            }
+            // counted before it is sent: the partition may take it at once
+            in_flight.fetch_add(1, Ordering::SeqCst);
+            if tx.try_send(Submission { command: due.command(), reply: None, scheduled: true, permit: None }).is_err() {
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                pending.push_front(due);
+                break; // partition busy: try again in a moment
+            }
+            submitted.insert(due.id(), Instant::now());
+        }
+        // wake for the next due date; while due work waits or is in flight, look again soon
+        sleep = if !pending.is_empty() {
+            IN_FLIGHT_RECHECK
+        } else {
+            match view.next_due() {
+                Some(next) if next > now_ms() => Duration::from_millis((next - now_ms()) as u64).min(TICK),
+                Some(_) => IN_FLIGHT_RECHECK,
+                None => TICK,
+            }
+        };
+    }
 }
 
 /// One piece of due work: what to do to a key (TRIGGER a timer, TIME_OUT a job, ...) and when

@@ -32,7 +32,8 @@ impl ProcessCache {
     }
 
     /// The model of a deployed process. Panics if the key is not deployed or its stored XML no
-    /// longer parses: both are broken invariants (only valid models are ever stored).
+    /// longer parses: both are broken invariants (only valid models are ever stored); the panic
+    /// is contained to the partition (the broker's `partition/supervise.rs`).
     pub fn get(&mut self, key: i64, view: StateView<'_>) -> Arc<Process> {
         if let Some(p) = self.by_key.get(&key) {
             return p.clone();

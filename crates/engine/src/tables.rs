@@ -158,8 +158,12 @@ pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
     ENCODE_SCRATCH.with_borrow_mut(|scratch| waggle_protocol::postcard_vec::to_exact_vec(v, scratch))
 }
 
+/// A state value decoded. A row that does not decode is corrupt state: the panic names the
+/// row's type and is contained to the partition, which restarts and, if it keeps failing, is
+/// left down (the broker's `partition/supervise.rs`).
 pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> T {
-    postcard::from_bytes(bytes).unwrap_or_else(|e| panic!("corrupt state value: {e}"))
+    postcard::from_bytes(bytes)
+        .unwrap_or_else(|e| panic!("corrupt state row: a {} of {} bytes does not decode: {e}", std::any::type_name::<T>(), bytes.len()))
 }
 
 pub(crate) fn process_key(key: i64) -> Vec<u8> {

@@ -142,7 +142,13 @@ impl TopologySource for StandaloneTopology {
             .map(|s| TopologyPartition {
                 partition_id: s.partition_id,
                 role: PartitionRole::Leader,
-                health: if s.healthy { PartitionHealth::Healthy } else { PartitionHealth::Unhealthy },
+                health: if s.healthy {
+                    PartitionHealth::Healthy
+                } else if s.dead {
+                    PartitionHealth::Dead
+                } else {
+                    PartitionHealth::Unhealthy
+                },
                 term: s.term,
             })
             .collect();

@@ -60,6 +60,10 @@ pub enum JournalError {
     NonContiguous { expected: u64, got: u64 },
     #[error("index {index} is at or below the compaction point {compacted}")]
     Compacted { index: u64, compacted: u64 },
+    #[error(
+        "{path}: journal format version {found}, written by a newer Waggle (this one reads up to version {JOURNAL_FORMAT_VERSION}): refusing to open it"
+    )]
+    NewerFormat { path: PathBuf, found: u32 },
 }
 
 impl From<SegmentError> for JournalError {
@@ -80,7 +84,37 @@ struct Location {
 }
 
 const HARD_STATE_FILE: &str = "hardstate";
+/// The file naming the journal's format version (segment framing, meta and hard state files):
+/// `waggle-journal <version>`. A journal without it was written before it existed, in version 1.
+const FORMAT_FILE: &str = "format";
+/// The journal format this build writes and reads.
+pub const JOURNAL_FORMAT_VERSION: u32 = 1;
 const META_FILE: &str = "meta";
+
+/// Refuses a journal of a newer format than [`JOURNAL_FORMAT_VERSION`], and records the
+/// version in a journal that has no format file yet (a new one, or one written before it).
+fn check_format(dir: &Path) -> Result<(), JournalError> {
+    let path = dir.join(FORMAT_FILE);
+    match fs::read_to_string(&path) {
+        Ok(text) => {
+            let found = text.trim().strip_prefix("waggle-journal ").and_then(|v| v.parse::<u32>().ok());
+            match found {
+                Some(v) if v <= JOURNAL_FORMAT_VERSION => Ok(()),
+                Some(found) => Err(JournalError::NewerFormat { path, found }),
+                None => Err(JournalError::Corrupt(format!("{}: not a journal format file: {text:?}", path.display()))),
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let tmp = dir.join("format.tmp");
+            let mut file = fs::File::create(&tmp)?;
+            std::io::Write::write_all(&mut file, format!("waggle-journal {JOURNAL_FORMAT_VERSION}\n").as_bytes())?;
+            file.sync_all()?;
+            fs::rename(&tmp, &path)?;
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
 
 /// The journal of one partition.
 pub struct Journal {
@@ -100,6 +134,7 @@ impl Journal {
     /// Opens (creating if missing) the journal in `dir` and recovers it.
     pub fn open(dir: &Path, config: JournalConfig) -> Result<Self, JournalError> {
         fs::create_dir_all(dir)?;
+        check_format(dir)?;
         let (compacted_index, compacted_term) = read_pair(&dir.join(META_FILE))?.unwrap_or((0, 0));
         let hard_state =
             read_pair3(&dir.join(HARD_STATE_FILE))?.map(|(term, vote, commit)| HardState { term, vote, commit }).unwrap_or_default();

@@ -262,3 +262,27 @@ fn synced_pages_leave_the_page_cache_and_read_back_from_disk() {
     let j = Journal::open(dir.path(), JournalConfig { segment_bytes: 1 << 20 }).unwrap();
     assert_eq!(j.entries(1, 6, None).unwrap(), big(1..=5));
 }
+
+#[test]
+fn the_format_version_is_recorded_kept_for_older_journals_and_a_newer_one_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(dir.path(), small()).unwrap();
+    assert_eq!(fs::read_to_string(dir.path().join("format")).unwrap(), "waggle-journal 1\n");
+    j.append(&entries(1..=5, 1)).unwrap();
+    j.flush().unwrap();
+    drop(j);
+    // a journal written before the file existed is version 1: it opens, and the file is written
+    fs::remove_file(dir.path().join("format")).unwrap();
+    let j = Journal::open(dir.path(), small()).unwrap();
+    assert_eq!(j.entries(1, 6, None).unwrap(), entries(1..=5, 1));
+    assert_eq!(fs::read_to_string(dir.path().join("format")).unwrap(), "waggle-journal 1\n");
+    drop(j);
+    let before = segment_files(dir.path());
+    fs::write(dir.path().join("format"), "waggle-journal 2\n").unwrap();
+    let err = Journal::open(dir.path(), small()).err().expect("a newer journal is refused");
+    assert!(matches!(err, JournalError::NewerFormat { found: 2, .. }), "{err}");
+    assert!(err.to_string().contains("journal format version 2, written by a newer Waggle (this one reads up to version 1)"), "{err}");
+    assert_eq!(segment_files(dir.path()), before, "nothing changed");
+    fs::write(dir.path().join("format"), "something else").unwrap();
+    assert!(matches!(Journal::open(dir.path(), small()), Err(JournalError::Corrupt(_))));
+}

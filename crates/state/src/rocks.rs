@@ -434,6 +434,24 @@ impl RocksStore {
     }
 }
 
+impl RocksStore {
+    /// Closes the store (flushing its write-back layer, as dropping it does) and waits, up to
+    /// `wait`, until its background threads (a flush, a compaction) have let go of RocksDB, so
+    /// that the folder can be opened again at once; `false` if they still hold it.
+    pub fn close(self, wait: std::time::Duration) -> bool {
+        let db = self.backing.db.clone();
+        drop(self);
+        let deadline = std::time::Instant::now() + wait;
+        while Arc::strong_count(&db) > 1 {
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        true
+    }
+}
+
 impl Drop for RocksStore {
     /// A store closed cleanly keeps its write-back layer (a crash loses it; see the type).
     fn drop(&mut self) {

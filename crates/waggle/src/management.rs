@@ -40,7 +40,9 @@ pub fn router(state: ManagementState) -> Router {
         .with_state(state)
 }
 
-/// UP while every partition is healthy, no exporter is stuck (behind, and nothing
+/// UP while every partition is healthy (`partitions`: each one's status, `health` HEALTHY,
+/// UNHEALTHY while it restarts after a failure or DEAD once left down, and its last `failure`),
+/// no exporter is stuck (behind, and nothing
 /// acknowledged for longer than `exporter_stuck_after_ms`: its log cannot be compacted, so it is
 /// reported long before the disk fills) and the data folder's free space is above the disk
 /// watermarks (`disk`: its level, free bytes and the watermarks); the exporters are listed when
@@ -60,6 +62,22 @@ async fn health(State(s): State<ManagementState>) -> Response {
         "freeSpaceProcessing": disk.free_space_processing,
         "freeSpaceReplication": disk.free_space_replication,
     });
+    body["partitions"] = s
+        .broker
+        .status()
+        .iter()
+        .map(|p| {
+            let mut partition = json!({
+                "partitionId": p.partition_id,
+                "status": if p.healthy { "UP" } else { "DOWN" },
+                "health": if p.healthy { "HEALTHY" } else if p.dead { "DEAD" } else { "UNHEALTHY" },
+            });
+            if let Some(failure) = &p.failure {
+                partition["failure"] = json!(failure);
+            }
+            partition
+        })
+        .collect();
     if !exporters.is_empty() {
         body["exporters"] = exporters
             .iter()
