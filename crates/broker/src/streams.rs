@@ -123,6 +123,8 @@ impl JobStreamRegistry {
         self.add(job_type, worker, timeout_ms, fetch_variables, default_tenant(), sender, true)
     }
 
+    // one stream's settings, each its own argument as in `register`
+    #[allow(clippy::too_many_arguments)]
     fn add(
         &self,
         job_type: String,
