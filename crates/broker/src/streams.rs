@@ -33,6 +33,9 @@ struct Stream {
     worker: SharedStr,
     timeout_ms: i64,
     fetch_variables: Vec<String>,
+    /// The tenants whose jobs the stream takes (the default tenant's alone unless the worker
+    /// asked for others).
+    tenant_ids: Vec<String>,
     sender: mpsc::Sender<PushedJob>,
     /// Jobs picked for this stream but not pushed yet.
     reserved: usize,
@@ -90,7 +93,20 @@ impl JobStreamRegistry {
         fetch_variables: Vec<String>,
         sender: mpsc::Sender<PushedJob>,
     ) -> StreamId {
-        self.add(job_type, worker, timeout_ms, fetch_variables, sender, false)
+        self.add(job_type, worker, timeout_ms, fetch_variables, default_tenant(), sender, false)
+    }
+
+    /// Registers a stream taking the jobs of `tenant_ids` only (multi-tenancy).
+    pub fn register_for_tenants(
+        &self,
+        job_type: String,
+        worker: String,
+        timeout_ms: i64,
+        fetch_variables: Vec<String>,
+        tenant_ids: Vec<String>,
+        sender: mpsc::Sender<PushedJob>,
+    ) -> StreamId {
+        self.add(job_type, worker, timeout_ms, fetch_variables, tenant_ids, sender, false)
     }
 
     /// Registers a stream a client opened at another broker (see `remote_streams`).
@@ -102,15 +118,20 @@ impl JobStreamRegistry {
         fetch_variables: Vec<String>,
         sender: mpsc::Sender<PushedJob>,
     ) -> StreamId {
-        self.add(job_type, worker, timeout_ms, fetch_variables, sender, true)
+        // the session between brokers does not carry tenants: a remote stream is the default
+        // tenant's (and only such local streams are announced, see `local_streams`)
+        self.add(job_type, worker, timeout_ms, fetch_variables, default_tenant(), sender, true)
     }
 
+    // one stream's settings, each its own argument as in `register`
+    #[allow(clippy::too_many_arguments)]
     fn add(
         &self,
         job_type: String,
         worker: String,
         timeout_ms: i64,
         fetch_variables: Vec<String>,
+        tenant_ids: Vec<String>,
         sender: mpsc::Sender<PushedJob>,
         remote: bool,
     ) -> StreamId {
@@ -123,6 +144,7 @@ impl JobStreamRegistry {
             worker: worker.into(),
             timeout_ms,
             fetch_variables,
+            tenant_ids,
             sender,
             reserved: 0,
             remote,
@@ -157,6 +179,8 @@ impl JobStreamRegistry {
             .streams
             .iter()
             .filter(|s| !s.remote && !s.sender.is_closed())
+            // other brokers push a remote stream the default tenant's jobs only
+            .filter(|s| s.tenant_ids.iter().any(|t| t == waggle_protocol::DEFAULT_TENANT))
             .map(|s| LocalStream {
                 id: s.id,
                 job_type: s.job_type.clone(),
@@ -220,8 +244,9 @@ impl JobStreamRegistry {
         }
     }
 
-    /// A stream of `job_type` with room, round robin, reserving a place in it.
-    fn lookup(&self, job_type: &str) -> StreamLookup {
+    /// A stream of `job_type` taking jobs of `tenant`, with room, round robin, reserving a
+    /// place in it.
+    fn lookup(&self, job_type: &str, tenant: &str) -> StreamLookup {
         let mut inner = self.inner.lock().expect("streams lock");
         let n = inner.streams.len();
         let start = inner.round_robin;
@@ -230,7 +255,7 @@ impl JobStreamRegistry {
         for i in 0..n {
             let idx = (start + i) % n;
             let s = &mut inner.streams[idx];
-            if s.job_type != job_type || s.sender.is_closed() {
+            if s.job_type != job_type || s.sender.is_closed() || !s.tenant_ids.iter().any(|t| t == tenant) {
                 continue;
             }
             if let Some(until) = s.paused_until {
@@ -259,6 +284,10 @@ impl JobStreamRegistry {
             StreamLookup::NoStream
         }
     }
+}
+
+fn default_tenant() -> Vec<String> {
+    vec![waggle_protocol::DEFAULT_TENANT.to_string()]
 }
 
 /// One partition's view of the node's job streams, on its processing thread: it counts what
@@ -291,7 +320,12 @@ impl PartitionStreams {
 
 impl JobStreams for PartitionStreams {
     fn stream_for(&self, job_type: &str) -> Option<JobStreamTarget> {
-        match self.registry.lookup(job_type) {
+        self.stream_for_tenant(job_type, waggle_protocol::DEFAULT_TENANT)
+    }
+
+    fn stream_for_tenant(&self, job_type: &str, tenant: &str) -> Option<JobStreamTarget> {
+        let tenant = if tenant.is_empty() { waggle_protocol::DEFAULT_TENANT } else { tenant };
+        match self.registry.lookup(job_type, tenant) {
             StreamLookup::Found(target) => {
                 self.offered.set(self.offered.get() + 1);
                 Some(target)

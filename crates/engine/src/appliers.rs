@@ -11,9 +11,9 @@ use crate::tables::*;
 
 /// A deleted version of a graph, decision or form leaves the version index; the newest version
 /// left (if any) becomes the latest.
-fn unversion(state: &mut Overlay<'_>, table: &[u8], latest_key: Vec<u8>, id: &str, version: i32) {
-    state.delete(version_key(table, id, version));
-    match StateView::new(state).newest_version(table, id) {
+fn unversion(state: &mut Overlay<'_>, table: &[u8], latest_key: Vec<u8>, tenant: &str, id: &str, version: i32) {
+    state.delete(version_key(table, tenant, id, version));
+    match StateView::new(state).newest_version(table, tenant, id) {
         Some(newest) => state.put(latest_key, encode(&newest)),
         None => state.delete(latest_key),
     }
@@ -24,18 +24,19 @@ fn unversion(state: &mut Overlay<'_>, table: &[u8], latest_key: Vec<u8>, id: &st
 fn delete_process(state: &mut Overlay<'_>, processes: &mut ProcessCache, p: &ProcessRecord) {
     let key = p.process_definition_key;
     let id = p.bpmn_process_id.as_str();
+    let tenant = p.tenant_id.as_str();
     let tag = StateView::new(state).process(key).and_then(|_| processes.get(key, StateView::new(state)).version_tag.clone());
-    if StateView::new(state).latest_process(id).is_some_and(|(v, _)| v == p.version) {
-        state.put(process_deleted_version_key(id), encode(&p.version));
+    if StateView::new(state).latest_process(tenant, id).is_some_and(|(v, _)| v == p.version) {
+        state.put(process_deleted_version_key(tenant, id), encode(&p.version));
     }
     state.delete(process_key(key));
-    unversion(state, b"P/", process_latest_key(id), id, p.version);
+    unversion(state, b"P/", process_latest_key(tenant, id), tenant, id, p.version);
     if let Some(tag) = tag {
-        let tagged = process_version_tag_key(id, &tag);
+        let tagged = process_version_tag_key(tenant, id, &tag);
         if StateView::new(state).get_raw::<(i32, i64)>(&tagged).is_some_and(|(_, k)| k == key) {
             // the newest version left with the same tag, if any
             let versions: Vec<(i32, i64)> = {
-                let prefix = version_prefix(b"P/", id);
+                let prefix = version_prefix(b"P/", tenant, id);
                 state
                     .scan_prefix(&prefix)
                     .filter_map(|(k, v)| Some((i32::from_be_bytes(k.get(prefix.len()..)?.try_into().ok()?), decode::<i64>(&v))))
@@ -77,14 +78,15 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
     match &record.value {
         RecordValue::Process(p) if record.intent == Intent::Created => {
             state.put(process_key(record.key), encode(p));
-            state.put(process_version_key(&p.bpmn_process_id, p.version), encode(&record.key));
-            let newer = StateView::new(state).latest_process(&p.bpmn_process_id).is_none_or(|(v, _)| v < p.version);
+            let tenant = p.tenant_id.as_str();
+            state.put(process_version_key(tenant, &p.bpmn_process_id, p.version), encode(&record.key));
+            let newer = StateView::new(state).latest_process(tenant, &p.bpmn_process_id).is_none_or(|(v, _)| v < p.version);
             if newer {
-                state.put(process_latest_key(&p.bpmn_process_id), encode(&(p.version, record.key)));
+                state.put(process_latest_key(tenant, &p.bpmn_process_id), encode(&(p.version, record.key)));
             }
             // the model is parsed once per run (the deployment put it in the cache already)
             if let Some(tag) = processes.get(record.key, StateView::new(state)).version_tag.clone() {
-                let tagged = process_version_tag_key(&p.bpmn_process_id, &tag);
+                let tagged = process_version_tag_key(tenant, &p.bpmn_process_id, &tag);
                 if StateView::new(state).get_raw::<(i32, i64)>(&tagged).is_none_or(|(v, _)| v < p.version) {
                     state.put(tagged, encode(&(p.version, record.key)));
                 }
@@ -102,28 +104,30 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
         }
         RecordValue::DecisionRequirements(r) if record.intent == Intent::Created => {
             state.put(drg_key(record.key), encode(r));
-            state.put(version_key(b"DQ/", &r.decision_requirements_id, r.decision_requirements_version), encode(&record.key));
-            let newer =
-                StateView::new(state).latest_drg(&r.decision_requirements_id).is_none_or(|(v, _)| v < r.decision_requirements_version);
+            let tenant = r.tenant_id.as_str();
+            state.put(version_key(b"DQ/", tenant, &r.decision_requirements_id, r.decision_requirements_version), encode(&record.key));
+            let newer = StateView::new(state)
+                .latest_drg(tenant, &r.decision_requirements_id)
+                .is_none_or(|(v, _)| v < r.decision_requirements_version);
             if newer {
-                state.put(drg_latest_key(&r.decision_requirements_id), encode(&(r.decision_requirements_version, record.key)));
+                state.put(drg_latest_key(tenant, &r.decision_requirements_id), encode(&(r.decision_requirements_version, record.key)));
             }
         }
         RecordValue::Decision(d) if record.intent == Intent::Created => {
             state.put(decision_key(record.key), encode(d));
-            state.put(version_key(b"DC/", &d.decision_id, d.version), encode(&record.key));
+            state.put(version_key(b"DC/", &d.tenant_id, &d.decision_id, d.version), encode(&record.key));
             state.put(decision_in_drg_key(d.decision_requirements_key, &d.decision_id), encode(&record.key));
-            let newer = StateView::new(state).latest_decision(&d.decision_id).is_none_or(|(v, _)| v < d.version);
+            let newer = StateView::new(state).latest_decision(&d.tenant_id, &d.decision_id).is_none_or(|(v, _)| v < d.version);
             if newer {
-                state.put(decision_latest_key(&d.decision_id), encode(&(d.version, record.key)));
+                state.put(decision_latest_key(&d.tenant_id, &d.decision_id), encode(&(d.version, record.key)));
             }
         }
         RecordValue::Form(f) if record.intent == Intent::Created => {
             state.put(form_key(record.key), encode(f));
-            state.put(version_key(b"FO/", &f.form_id, f.version), encode(&record.key));
-            let newer = StateView::new(state).latest_form(&f.form_id).is_none_or(|(v, _)| v < f.version);
+            state.put(version_key(b"FO/", &f.tenant_id, &f.form_id, f.version), encode(&record.key));
+            let newer = StateView::new(state).latest_form(&f.tenant_id, &f.form_id).is_none_or(|(v, _)| v < f.version);
             if newer {
-                state.put(form_latest_key(&f.form_id), encode(&(f.version, record.key)));
+                state.put(form_latest_key(&f.tenant_id, &f.form_id), encode(&(f.version, record.key)));
             }
         }
         RecordValue::DecisionRequirements(r) if record.intent == Intent::Deleted => {
@@ -131,7 +135,8 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             unversion(
                 state,
                 b"DQ/",
-                drg_latest_key(&r.decision_requirements_id),
+                drg_latest_key(&r.tenant_id, &r.decision_requirements_id),
+                &r.tenant_id,
                 &r.decision_requirements_id,
                 r.decision_requirements_version,
             );
@@ -139,11 +144,11 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
         RecordValue::Decision(d) if record.intent == Intent::Deleted => {
             state.delete(decision_key(record.key));
             state.delete(decision_in_drg_key(d.decision_requirements_key, &d.decision_id));
-            unversion(state, b"DC/", decision_latest_key(&d.decision_id), &d.decision_id, d.version);
+            unversion(state, b"DC/", decision_latest_key(&d.tenant_id, &d.decision_id), &d.tenant_id, &d.decision_id, d.version);
         }
         RecordValue::Form(f) if record.intent == Intent::Deleted => {
             state.delete(form_key(record.key));
-            unversion(state, b"FO/", form_latest_key(&f.form_id), &f.form_id, f.version);
+            unversion(state, b"FO/", form_latest_key(&f.tenant_id, &f.form_id), &f.tenant_id, &f.form_id, f.version);
         }
         RecordValue::ProcessInstance(pi) => {
             apply_multi_instance(state, processes, record.key, record.intent, pi);
@@ -202,21 +207,21 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
         RecordValue::Message(m) => match record.intent {
             Intent::Published => {
                 state.put(message_key(record.key), encode(m));
-                state.put(message_name_key(&m.name, &m.correlation_key, record.key), vec![]);
+                state.put(message_name_key(&m.tenant_id, &m.name, &m.correlation_key, record.key), vec![]);
                 if !m.message_id.is_empty() {
-                    state.put(message_id_key(&m.name, &m.correlation_key, &m.message_id), encode(&record.key));
+                    state.put(message_id_key(&m.tenant_id, &m.name, &m.correlation_key, &m.message_id), encode(&record.key));
                 }
                 state.put(message_deadline_key(m.deadline_ms, record.key), vec![]);
             }
             Intent::Expired => {
                 state.delete(message_key(record.key));
-                state.delete(message_name_key(&m.name, &m.correlation_key, record.key));
+                state.delete(message_name_key(&m.tenant_id, &m.name, &m.correlation_key, record.key));
                 let marks: Vec<Vec<u8>> = state.scan_prefix(&message_correlated_prefix(record.key)).map(|(k, _)| k).collect();
                 for mark in marks {
                     state.delete(mark);
                 }
                 if !m.message_id.is_empty() {
-                    state.delete(message_id_key(&m.name, &m.correlation_key, &m.message_id));
+                    state.delete(message_id_key(&m.tenant_id, &m.name, &m.correlation_key, &m.message_id));
                 }
                 state.delete(message_deadline_key(m.deadline_ms, record.key));
             }
@@ -242,7 +247,7 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             _ => {}
         },
         RecordValue::MessageSubscription(s) => {
-            let key = message_subscription_key(&s.message_name, &s.correlation_key, s.element_instance_key);
+            let key = message_subscription_key(&s.tenant_id, &s.message_name, &s.correlation_key, s.element_instance_key);
             match record.intent {
                 Intent::Created => state.put(key, encode(s)),
                 Intent::Correlating => {
@@ -264,12 +269,14 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             }
         }
         RecordValue::MessageStartEventSubscription(m) => match record.intent {
-            Intent::Created => state.put(message_start_key(&m.message_name, &m.bpmn_process_id, &m.start_event_id), encode(m)),
-            Intent::Deleted => state.delete(message_start_key(&m.message_name, &m.bpmn_process_id, &m.start_event_id)),
+            Intent::Created => {
+                state.put(message_start_key(&m.tenant_id, &m.message_name, &m.bpmn_process_id, &m.start_event_id), encode(m))
+            }
+            Intent::Deleted => state.delete(message_start_key(&m.tenant_id, &m.message_name, &m.bpmn_process_id, &m.start_event_id)),
             Intent::Correlated => {
                 state.put(message_correlated_key(m.message_key, &m.bpmn_process_id), vec![]);
                 if !m.correlation_key.is_empty() {
-                    state.put(message_started_key(&m.bpmn_process_id, &m.correlation_key), encode(&m.process_instance_key));
+                    state.put(message_started_key(&m.tenant_id, &m.bpmn_process_id, &m.correlation_key), encode(&m.process_instance_key));
                     state.put(
                         message_started_reverse_key(m.process_instance_key),
                         encode(&(m.bpmn_process_id.clone(), m.correlation_key.clone())),
@@ -550,7 +557,7 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
             {
                 // a message may start this process for the correlation key again
                 state.delete(message_started_reverse_key(key));
-                state.delete(message_started_key(&bpmn_id, &correlation));
+                state.delete(message_started_key(&pi.tenant_id, &bpmn_id, &correlation));
             }
         }
         Intent::SequenceFlowTaken => {

@@ -54,7 +54,17 @@ pub struct JobStreamTarget {
 
 /// Read-only view of the job streams open on this partition.
 pub trait JobStreams {
+    /// A stream of `job_type` open for the default tenant.
     fn stream_for(&self, job_type: &str) -> Option<JobStreamTarget>;
+    /// A stream of `job_type` open for `tenant` (a stream gets only jobs of the tenants its
+    /// worker asked for). By default: the default tenant's streams, none for another tenant.
+    fn stream_for_tenant(&self, job_type: &str, tenant: &str) -> Option<JobStreamTarget> {
+        if waggle_protocol::is_default_tenant(tenant) {
+            self.stream_for(job_type)
+        } else {
+            None
+        }
+    }
 }
 
 /// No streams (tests, replay).

@@ -62,6 +62,12 @@
 //!   waiting for the element instances it interrupts to terminate (PROCESS_EVENT TRIGGERING
 //!   until TRIGGERED, or until its scope terminates)
 //! - `X/...`                             → broker metadata (applied index, counters)
+//!
+//! Tenants: the rows that name a process, decision, graph or form by its id, and a message or
+//! signal by its name (`P/v`, `P/l`, `P/t`, `P/n`, `DQ/`, `DC/`, `FO/` `l`/`v`, `MI/`, `MS/`,
+//! `MN/`, `MSS/`, `MA/`, `SS/`) hold the tenant's part ([`tenant_part`]) before the id: nothing
+//! for the default tenant (its rows are where they were before multi-tenancy), `0xFF <tenant>
+//! 0xFF` for another. Activatable jobs (`A/`) are not split: activation reads each job's tenant.
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use waggle_protocol::value::{
@@ -166,20 +172,32 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> T {
         .unwrap_or_else(|e| panic!("corrupt state row: a {} of {} bytes does not decode: {e}", std::any::type_name::<T>(), bytes.len()))
 }
 
+/// The tenant's part of a key naming a tenant's process, decision, form, message or signal by
+/// its id or name: nothing for the default tenant (so its rows are where they were before
+/// multi-tenancy, and data folders of older versions read the same), else `0xFF`, the tenant,
+/// `0xFF`. No UTF-8 text holds the byte 0xFF, so no id of the default tenant begins so, and
+/// no prefix scan of one tenant's ids reaches another's.
+pub(crate) fn tenant_part(tenant: &str) -> Vec<u8> {
+    if waggle_protocol::is_default_tenant(tenant) {
+        return Vec::new();
+    }
+    k(&[b"\xFF", tenant.as_bytes(), b"\xFF"])
+}
+
 pub(crate) fn process_key(key: i64) -> Vec<u8> {
     k(&[b"P/k/", &be(key)])
 }
-pub(crate) fn process_version_key(id: &str, version: i32) -> Vec<u8> {
-    k(&[b"P/v/", id.as_bytes(), b"\0", &version.to_be_bytes()])
+pub(crate) fn process_version_key(tenant: &str, id: &str, version: i32) -> Vec<u8> {
+    k(&[b"P/v/", &tenant_part(tenant), id.as_bytes(), b"\0", &version.to_be_bytes()])
 }
-pub(crate) fn process_latest_key(id: &str) -> Vec<u8> {
-    k(&[b"P/l/", id.as_bytes()])
+pub(crate) fn process_latest_key(tenant: &str, id: &str) -> Vec<u8> {
+    k(&[b"P/l/", &tenant_part(tenant), id.as_bytes()])
 }
-pub(crate) fn process_version_tag_key(id: &str, tag: &str) -> Vec<u8> {
-    k(&[b"P/t/", id.as_bytes(), b"\0", tag.as_bytes()])
+pub(crate) fn process_version_tag_key(tenant: &str, id: &str, tag: &str) -> Vec<u8> {
+    k(&[b"P/t/", &tenant_part(tenant), id.as_bytes(), b"\0", tag.as_bytes()])
 }
-pub(crate) fn process_deleted_version_key(id: &str) -> Vec<u8> {
-    k(&[b"P/n/", id.as_bytes()])
+pub(crate) fn process_deleted_version_key(tenant: &str, id: &str) -> Vec<u8> {
+    k(&[b"P/n/", &tenant_part(tenant), id.as_bytes()])
 }
 pub(crate) fn running_instances_key(process: i64) -> Vec<u8> {
     k(&[b"PR/", &be(process)])
@@ -193,31 +211,31 @@ pub(crate) fn deployment_process_key(deployment: i64, id: &str) -> Vec<u8> {
 pub(crate) fn drg_key(key: i64) -> Vec<u8> {
     k(&[b"DQ/k/", &be(key)])
 }
-pub(crate) fn drg_latest_key(id: &str) -> Vec<u8> {
-    k(&[b"DQ/l/", id.as_bytes()])
+pub(crate) fn drg_latest_key(tenant: &str, id: &str) -> Vec<u8> {
+    k(&[b"DQ/l/", &tenant_part(tenant), id.as_bytes()])
 }
 pub(crate) fn decision_key(key: i64) -> Vec<u8> {
     k(&[b"DC/k/", &be(key)])
 }
-pub(crate) fn decision_latest_key(id: &str) -> Vec<u8> {
-    k(&[b"DC/l/", id.as_bytes()])
+pub(crate) fn decision_latest_key(tenant: &str, id: &str) -> Vec<u8> {
+    k(&[b"DC/l/", &tenant_part(tenant), id.as_bytes()])
 }
 pub(crate) fn decision_in_drg_key(drg: i64, id: &str) -> Vec<u8> {
     k(&[b"DC/r/", &be(drg), b"/", id.as_bytes()])
 }
 /// The version index of a decision requirements graph (`DQ/`), decision (`DC/`) or form
 /// (`FO/`) id: `<table>v/<id>\0` then the version.
-pub(crate) fn version_prefix(table: &[u8], id: &str) -> Vec<u8> {
-    k(&[table, b"v/", id.as_bytes(), b"\0"])
+pub(crate) fn version_prefix(table: &[u8], tenant: &str, id: &str) -> Vec<u8> {
+    k(&[table, b"v/", &tenant_part(tenant), id.as_bytes(), b"\0"])
 }
-pub(crate) fn version_key(table: &[u8], id: &str, version: i32) -> Vec<u8> {
-    k(&[table, b"v/", id.as_bytes(), b"\0", &version.to_be_bytes()])
+pub(crate) fn version_key(table: &[u8], tenant: &str, id: &str, version: i32) -> Vec<u8> {
+    k(&[table, b"v/", &tenant_part(tenant), id.as_bytes(), b"\0", &version.to_be_bytes()])
 }
 pub(crate) fn form_key(key: i64) -> Vec<u8> {
     k(&[b"FO/k/", &be(key)])
 }
-pub(crate) fn form_latest_key(id: &str) -> Vec<u8> {
-    k(&[b"FO/l/", id.as_bytes()])
+pub(crate) fn form_latest_key(tenant: &str, id: &str) -> Vec<u8> {
+    k(&[b"FO/l/", &tenant_part(tenant), id.as_bytes()])
 }
 /// A Zeebe user task by its key (`UT/`).
 pub(crate) fn user_task_key(key: i64) -> Vec<u8> {
@@ -304,8 +322,8 @@ pub(crate) fn job_incident_key(job: i64) -> Vec<u8> {
 pub(crate) fn message_key(key: i64) -> Vec<u8> {
     k(&[b"M/", &be(key)])
 }
-pub(crate) fn message_id_key(name: &str, correlation: &str, id: &str) -> Vec<u8> {
-    k(&[b"MI/", name.as_bytes(), b"\0", correlation.as_bytes(), b"\0", id.as_bytes()])
+pub(crate) fn message_id_key(tenant: &str, name: &str, correlation: &str, id: &str) -> Vec<u8> {
+    k(&[b"MI/", &tenant_part(tenant), name.as_bytes(), b"\0", correlation.as_bytes(), b"\0", id.as_bytes()])
 }
 pub(crate) fn message_deadline_key(deadline_ms: i64, key: i64) -> Vec<u8> {
     k(&[b"MD/", &be(deadline_ms), b"/", &be(key)])
@@ -332,17 +350,17 @@ pub(crate) fn process_subscription_prefix(element: i64) -> Vec<u8> {
 pub(crate) fn process_subscription_key(element: i64, event_id: &str) -> Vec<u8> {
     k(&[b"PS/", &be(element), b"/", event_id.as_bytes()])
 }
-pub(crate) fn message_subscription_prefix(name: &str, correlation: &str) -> Vec<u8> {
-    k(&[b"MS/", name.as_bytes(), b"\0", correlation.as_bytes(), b"\0"])
+pub(crate) fn message_subscription_prefix(tenant: &str, name: &str, correlation: &str) -> Vec<u8> {
+    k(&[b"MS/", &tenant_part(tenant), name.as_bytes(), b"\0", correlation.as_bytes(), b"\0"])
 }
-pub(crate) fn message_subscription_key(name: &str, correlation: &str, element: i64) -> Vec<u8> {
-    k(&[b"MS/", name.as_bytes(), b"\0", correlation.as_bytes(), b"\0", &be(element)])
+pub(crate) fn message_subscription_key(tenant: &str, name: &str, correlation: &str, element: i64) -> Vec<u8> {
+    k(&[b"MS/", &tenant_part(tenant), name.as_bytes(), b"\0", correlation.as_bytes(), b"\0", &be(element)])
 }
-pub(crate) fn message_name_prefix(name: &str, correlation: &str) -> Vec<u8> {
-    k(&[b"MN/", name.as_bytes(), b"\0", correlation.as_bytes(), b"\0"])
+pub(crate) fn message_name_prefix(tenant: &str, name: &str, correlation: &str) -> Vec<u8> {
+    k(&[b"MN/", &tenant_part(tenant), name.as_bytes(), b"\0", correlation.as_bytes(), b"\0"])
 }
-pub(crate) fn message_name_key(name: &str, correlation: &str, key: i64) -> Vec<u8> {
-    k(&[b"MN/", name.as_bytes(), b"\0", correlation.as_bytes(), b"\0", &be(key)])
+pub(crate) fn message_name_key(tenant: &str, name: &str, correlation: &str, key: i64) -> Vec<u8> {
+    k(&[b"MN/", &tenant_part(tenant), name.as_bytes(), b"\0", correlation.as_bytes(), b"\0", &be(key)])
 }
 pub(crate) fn message_correlated_prefix(message: i64) -> Vec<u8> {
     k(&[b"MC/", &be(message), b"/"])
@@ -350,24 +368,25 @@ pub(crate) fn message_correlated_prefix(message: i64) -> Vec<u8> {
 pub(crate) fn message_correlated_key(message: i64, bpmn_process_id: &str) -> Vec<u8> {
     k(&[b"MC/", &be(message), b"/", bpmn_process_id.as_bytes()])
 }
-pub(crate) fn message_start_prefix(name: &str) -> Vec<u8> {
-    k(&[b"MSS/", name.as_bytes(), b"\0"])
+pub(crate) fn message_start_prefix(tenant: &str, name: &str) -> Vec<u8> {
+    k(&[b"MSS/", &tenant_part(tenant), name.as_bytes(), b"\0"])
 }
-pub(crate) fn message_start_key(name: &str, bpmn_process_id: &str, event_id: &str) -> Vec<u8> {
-    k(&[b"MSS/", name.as_bytes(), b"\0", bpmn_process_id.as_bytes(), b"\0", event_id.as_bytes()])
+pub(crate) fn message_start_key(tenant: &str, name: &str, bpmn_process_id: &str, event_id: &str) -> Vec<u8> {
+    k(&[b"MSS/", &tenant_part(tenant), name.as_bytes(), b"\0", bpmn_process_id.as_bytes(), b"\0", event_id.as_bytes()])
 }
-pub(crate) fn message_started_key(bpmn_process_id: &str, correlation: &str) -> Vec<u8> {
-    k(&[b"MA/", bpmn_process_id.as_bytes(), b"\0", correlation.as_bytes()])
+pub(crate) fn message_started_key(tenant: &str, bpmn_process_id: &str, correlation: &str) -> Vec<u8> {
+    k(&[b"MA/", &tenant_part(tenant), bpmn_process_id.as_bytes(), b"\0", correlation.as_bytes()])
 }
 pub(crate) fn message_started_reverse_key(process_instance: i64) -> Vec<u8> {
     k(&[b"MAR/", &be(process_instance)])
 }
-pub(crate) fn signal_prefix(name: &str) -> Vec<u8> {
-    k(&[b"SS/", name.as_bytes(), b"\0"])
+pub(crate) fn signal_prefix(tenant: &str, name: &str) -> Vec<u8> {
+    k(&[b"SS/", &tenant_part(tenant), name.as_bytes(), b"\0"])
 }
 pub(crate) fn signal_key(s: &SignalSubscriptionRecord) -> Vec<u8> {
     k(&[
         b"SS/",
+        &tenant_part(&s.tenant_id),
         s.signal_name.as_bytes(),
         b"\0",
         &be(s.catch_event_instance_key),
@@ -397,6 +416,19 @@ pub(crate) fn received_key(source: u16, key: i64) -> Vec<u8> {
 }
 pub(crate) fn received_below_key(source: u16) -> Vec<u8> {
     k(&[b"DL/", &source.to_be_bytes()])
+}
+
+/// Whether two tenant ids name the same tenant (an empty one, as older records carry, is the
+/// default tenant).
+pub(crate) fn same_tenant(a: &str, b: &str) -> bool {
+    a == b || (waggle_protocol::is_default_tenant(a) && waggle_protocol::is_default_tenant(b))
+}
+
+/// Whether a job of `tenant` belongs to one of `tenants` (a job of an older version's data,
+/// without a tenant, is the default tenant's).
+pub(crate) fn job_of_tenants(tenant: &str, tenants: &[&str]) -> bool {
+    let tenant = if tenant.is_empty() { waggle_protocol::DEFAULT_TENANT } else { tenant };
+    tenants.contains(&tenant)
 }
 
 /// Lifecycle state of an element instance (Zeebe's ProcessInstanceIntent states).
@@ -554,19 +586,19 @@ impl<'a> StateView<'a> {
         self.get(&process_key(key))
     }
     /// (version, key) of the newest version of a process.
-    pub fn latest_process(&self, bpmn_id: &str) -> Option<(i32, i64)> {
-        self.get(&process_latest_key(bpmn_id))
+    pub fn latest_process(&self, tenant: &str, bpmn_id: &str) -> Option<(i32, i64)> {
+        self.get(&process_latest_key(tenant, bpmn_id))
     }
     /// The version the next deployment of a process id gets: one above the newest version,
     /// deleted ones included.
-    pub fn next_process_version(&self, bpmn_id: &str) -> i32 {
-        let latest = self.latest_process(bpmn_id).map_or(0, |(v, _)| v);
-        let deleted = self.get::<i32>(&process_deleted_version_key(bpmn_id)).unwrap_or(0);
+    pub fn next_process_version(&self, tenant: &str, bpmn_id: &str) -> i32 {
+        let latest = self.latest_process(tenant, bpmn_id).map_or(0, |(v, _)| v);
+        let deleted = self.get::<i32>(&process_deleted_version_key(tenant, bpmn_id)).unwrap_or(0);
         latest.max(deleted) + 1
     }
     /// (version, key) of the newest version of a process below `version`.
-    pub fn process_version_before(&self, bpmn_id: &str, version: i32) -> Option<(i32, i64)> {
-        let prefix = version_prefix(b"P/", bpmn_id);
+    pub fn process_version_before(&self, tenant: &str, bpmn_id: &str, version: i32) -> Option<(i32, i64)> {
+        let prefix = version_prefix(b"P/", tenant, bpmn_id);
         self.kv
             .scan_prefix(&prefix)
             .filter_map(|(key, value)| {
@@ -579,12 +611,12 @@ impl<'a> StateView<'a> {
     pub fn running_instances(&self, process: i64) -> i64 {
         self.get(&running_instances_key(process)).unwrap_or(0)
     }
-    pub fn process_by_version(&self, bpmn_id: &str, version: i32) -> Option<i64> {
-        self.get(&process_version_key(bpmn_id, version))
+    pub fn process_by_version(&self, tenant: &str, bpmn_id: &str, version: i32) -> Option<i64> {
+        self.get(&process_version_key(tenant, bpmn_id, version))
     }
     /// (version, key) of the newest version of a process with a `zeebe:versionTag`.
-    pub fn process_by_version_tag(&self, bpmn_id: &str, tag: &str) -> Option<(i32, i64)> {
-        self.get(&process_version_tag_key(bpmn_id, tag))
+    pub fn process_by_version_tag(&self, tenant: &str, bpmn_id: &str, tag: &str) -> Option<(i32, i64)> {
+        self.get(&process_version_tag_key(tenant, bpmn_id, tag))
     }
     /// The key of the deployment that created a process version.
     pub fn deployment_of(&self, process: i64) -> Option<i64> {
@@ -598,15 +630,15 @@ impl<'a> StateView<'a> {
         self.get(&drg_key(key))
     }
     /// (version, key) of the newest version of a decision requirements graph.
-    pub fn latest_drg(&self, id: &str) -> Option<(i32, i64)> {
-        self.get(&drg_latest_key(id))
+    pub fn latest_drg(&self, tenant: &str, id: &str) -> Option<(i32, i64)> {
+        self.get(&drg_latest_key(tenant, id))
     }
     pub fn decision(&self, key: i64) -> Option<DecisionRecord> {
         self.get(&decision_key(key))
     }
     /// (version, key) of the newest version of a decision.
-    pub fn latest_decision(&self, id: &str) -> Option<(i32, i64)> {
-        self.get(&decision_latest_key(id))
+    pub fn latest_decision(&self, tenant: &str, id: &str) -> Option<(i32, i64)> {
+        self.get(&decision_latest_key(tenant, id))
     }
     /// The key of decision `id` of the decision requirements graph `drg`.
     pub fn decision_in_drg(&self, drg: i64, id: &str) -> Option<i64> {
@@ -614,8 +646,8 @@ impl<'a> StateView<'a> {
     }
     /// (version, key) of the newest version of `id` still deployed in a versioned table
     /// (`DQ/`, `DC/`, `FO/`: see [`version_key`]).
-    pub fn newest_version(&self, table: &[u8], id: &str) -> Option<(i32, i64)> {
-        let prefix = version_prefix(table, id);
+    pub fn newest_version(&self, table: &[u8], tenant: &str, id: &str) -> Option<(i32, i64)> {
+        let prefix = version_prefix(table, tenant, id);
         self.kv
             .scan_prefix(&prefix)
             .filter_map(|(key, value)| {
@@ -636,8 +668,8 @@ impl<'a> StateView<'a> {
         self.get(&form_key(key))
     }
     /// (version, key) of the newest version of a form.
-    pub fn latest_form(&self, id: &str) -> Option<(i32, i64)> {
-        self.get(&form_latest_key(id))
+    pub fn latest_form(&self, tenant: &str, id: &str) -> Option<(i32, i64)> {
+        self.get(&form_latest_key(tenant, id))
     }
     pub fn element(&self, key: i64) -> Option<ElementInstance> {
         self.element_with(key, ElementInstance::clone)
@@ -714,13 +746,15 @@ impl<'a> StateView<'a> {
     pub fn job_with<R>(&self, key: i64, f: impl FnOnce(&StoredJob) -> R) -> Option<R> {
         self.decoded_with(&job_key_bytes(key), f)
     }
-    /// Up to `limit` activatable job keys of a type, oldest first.
-    pub fn activatable_jobs(&self, job_type: &str, limit: usize) -> Vec<i64> {
+    /// Up to `limit` activatable job keys of a type whose tenant is one of `tenants`, oldest
+    /// first.
+    pub fn activatable_jobs(&self, job_type: &str, tenants: &[&str], limit: usize) -> Vec<i64> {
         let prefix = activatable_prefix(job_type);
         self.kv
             .scan_prefix(&prefix)
-            .take(limit)
             .map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("job key")))
+            .filter(|&key| self.job_with(key, |j| job_of_tenants(&j.record.tenant_id, tenants)).unwrap_or(false))
+            .take(limit)
             .collect()
     }
     pub fn incident(&self, key: i64) -> Option<IncidentRecord> {
@@ -739,8 +773,8 @@ impl<'a> StateView<'a> {
     pub fn message(&self, key: i64) -> Option<MessageRecord> {
         self.get(&message_key(key))
     }
-    pub fn message_by_id(&self, name: &str, correlation: &str, id: &str) -> Option<i64> {
-        self.get(&message_id_key(name, correlation, id))
+    pub fn message_by_id(&self, tenant: &str, name: &str, correlation: &str, id: &str) -> Option<i64> {
+        self.get(&message_id_key(tenant, name, correlation, id))
     }
     pub fn timer(&self, key: i64) -> Option<TimerRecord> {
         self.get(&timer_key(key))
@@ -772,35 +806,35 @@ impl<'a> StateView<'a> {
     pub fn process_subscriptions_of(&self, element: i64) -> Vec<ProcessMessageSubscriptionRecord> {
         self.kv.scan_prefix(&process_subscription_prefix(element)).map(|(_, v)| decode(&v)).collect()
     }
-    pub fn message_subscription(&self, name: &str, correlation: &str, element: i64) -> Option<MessageSubscriptionRecord> {
-        self.get(&message_subscription_key(name, correlation, element))
+    pub fn message_subscription(&self, tenant: &str, name: &str, correlation: &str, element: i64) -> Option<MessageSubscriptionRecord> {
+        self.get(&message_subscription_key(tenant, name, correlation, element))
     }
     /// Open message subscriptions for a name and correlation key, oldest element first.
-    pub fn message_subscriptions(&self, name: &str, correlation: &str) -> Vec<MessageSubscriptionRecord> {
-        self.kv.scan_prefix(&message_subscription_prefix(name, correlation)).map(|(_, v)| decode(&v)).collect()
+    pub fn message_subscriptions(&self, tenant: &str, name: &str, correlation: &str) -> Vec<MessageSubscriptionRecord> {
+        self.kv.scan_prefix(&message_subscription_prefix(tenant, name, correlation)).map(|(_, v)| decode(&v)).collect()
     }
     /// Buffered (live) messages for a name and correlation key, oldest first.
-    pub fn buffered_messages(&self, name: &str, correlation: &str) -> Vec<i64> {
-        let prefix = message_name_prefix(name, correlation);
+    pub fn buffered_messages(&self, tenant: &str, name: &str, correlation: &str) -> Vec<i64> {
+        let prefix = message_name_prefix(tenant, name, correlation);
         self.kv.scan_prefix(&prefix).map(|(key, _)| i64::from_be_bytes(key[prefix.len()..].try_into().expect("message key"))).collect()
     }
     pub fn message_correlated_to(&self, message: i64, bpmn_process_id: &str) -> bool {
         self.kv.get(&message_correlated_key(message, bpmn_process_id)).is_some()
     }
     /// Message start events open for a message name, one per (process, start event).
-    pub fn message_start_subscriptions(&self, name: &str) -> Vec<MessageStartEventSubscriptionRecord> {
-        self.kv.scan_prefix(&message_start_prefix(name)).map(|(_, v)| decode(&v)).collect()
+    pub fn message_start_subscriptions(&self, tenant: &str, name: &str) -> Vec<MessageStartEventSubscriptionRecord> {
+        self.kv.scan_prefix(&message_start_prefix(tenant, name)).map(|(_, v)| decode(&v)).collect()
     }
     /// (bpmn process id, correlation key) of the message that started an active instance.
     pub fn started_by_message(&self, process_instance: i64) -> Option<(String, String)> {
         self.get(&message_started_reverse_key(process_instance))
     }
     /// The active instance a message with this correlation key started, if any.
-    pub fn instance_started_by_message(&self, bpmn_process_id: &str, correlation: &str) -> Option<i64> {
-        self.get(&message_started_key(bpmn_process_id, correlation))
+    pub fn instance_started_by_message(&self, tenant: &str, bpmn_process_id: &str, correlation: &str) -> Option<i64> {
+        self.get(&message_started_key(tenant, bpmn_process_id, correlation))
     }
-    pub fn signal_subscriptions(&self, name: &str) -> Vec<SignalSubscriptionRecord> {
-        self.kv.scan_prefix(&signal_prefix(name)).map(|(_, v)| decode(&v)).collect()
+    pub fn signal_subscriptions(&self, tenant: &str, name: &str) -> Vec<SignalSubscriptionRecord> {
+        self.kv.scan_prefix(&signal_prefix(tenant, name)).map(|(_, v)| decode(&v)).collect()
     }
     /// Signal subscriptions of an element instance (-1: of process start events).
     pub fn signal_subscriptions_of(&self, element: i64) -> Vec<SignalSubscriptionRecord> {

@@ -205,7 +205,7 @@ pub fn value(value: &RecordValue) -> Value {
             "jobKeys": b.job_keys,
             "jobs": b.jobs.iter().map(job).collect::<Vec<_>>(),
             "truncated": b.truncated,
-            "tenantIds": [DEFAULT_TENANT],
+            "tenantIds": b.tenants(),
         }),
         RecordValue::Variable(x) => json!({
             "name": x.name,

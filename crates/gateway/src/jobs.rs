@@ -114,6 +114,7 @@ async fn activate_once(broker: &Backend, req: &pb::ActivateJobsRequest) -> Resul
                 timeout_ms: req.timeout,
                 max_jobs_to_activate: chunk as i32,
                 fetch_variables: req.fetch_variable.clone(),
+                tenant_ids: req.tenant_ids.clone(),
                 ..Default::default()
             };
             let command = Command::new(-1, Intent::Activate, RecordValue::JobBatch(batch));
@@ -299,7 +300,7 @@ pub fn open_job_stream(broker: &Backend, req: pb::StreamActivatedJobsRequest) ->
         return Err(status::invalid(format!("Expected to stream jobs with a timeout greater than zero, but it was {}", req.timeout)));
     }
     let (tx, jobs) = mpsc::channel::<PushedJob>(STREAM_BUFFER_JOBS);
-    let id = broker.job_streams().register(req.r#type, req.worker, req.timeout, req.fetch_variable, tx);
+    let id = broker.job_streams().register_for_tenants(req.r#type, req.worker, req.timeout, req.fetch_variable, req.tenant_ids, tx);
     Ok(Box::pin(PushedJobs { jobs, broker: broker.clone(), id }))
 }
 

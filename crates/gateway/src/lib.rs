@@ -14,6 +14,7 @@ mod coalescing_io;
 mod jobs;
 mod metrics;
 mod status;
+pub mod tenancy;
 mod topology;
 mod transport;
 mod user_tasks;
@@ -30,7 +31,7 @@ use waggle_engine::Command;
 use waggle_protocol::gateway as pb;
 use waggle_protocol::gateway::gateway_server::Gateway;
 use waggle_protocol::value::*;
-use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
+use waggle_protocol::{Intent, PartitionId, Record, RecordValue, DEFAULT_TENANT};
 
 pub use backend::Backend;
 pub use caller::Caller;
@@ -51,11 +52,20 @@ pub struct GatewayConfig {
     pub long_polling_timeout: Duration,
     pub host: String,
     pub port: u16,
+    /// Multi-tenancy (Zeebe's `multiTenancy.enabled`): requests name their tenant; off, only
+    /// the default tenant is accepted (see [`tenancy`]).
+    pub multi_tenancy: bool,
 }
 
 impl Default for GatewayConfig {
     fn default() -> Self {
-        Self { max_message_bytes: 4 * 1024 * 1024, long_polling_timeout: Duration::from_secs(10), host: "127.0.0.1".into(), port: 26500 }
+        Self {
+            max_message_bytes: 4 * 1024 * 1024,
+            long_polling_timeout: Duration::from_secs(10),
+            host: "127.0.0.1".into(),
+            port: 26500,
+            multi_tenancy: false,
+        }
     }
 }
 
@@ -134,15 +144,24 @@ impl GatewayService {
     /// protocol lacks; REST's `POST /v2/messages/correlation`) on the partition of its
     /// correlation key: the CORRELATED record, with the message's key and the process instance
     /// it reached, once that is known; NOT_FOUND when nothing waits for it.
-    pub async fn correlate_message(&self, name: String, correlation_key: String, variables: String) -> Result<Record, Status> {
+    /// `tenant_id`: the tenant asked for ("" for none), checked as for gRPC requests.
+    pub async fn correlate_message(
+        &self,
+        name: String,
+        correlation_key: String,
+        variables: String,
+        tenant_id: String,
+        caller: Option<&Caller>,
+    ) -> Result<Record, Status> {
         self.measured("CorrelateMessage", async {
+            let tenant_id = self.tenant(caller, "CorrelateMessage", &tenant_id)?;
             status::check_variables("variables", &variables)?;
             let partition = self.broker.partition_of_correlation_key(&correlation_key);
             let value = RecordValue::MessageCorrelation(MessageCorrelationRecord {
                 name,
                 correlation_key,
                 variables,
-                tenant_id: "<default>".into(),
+                tenant_id,
                 message_key: -1,
                 process_instance_key: -1,
             });
@@ -167,6 +186,16 @@ impl GatewayService {
         .await
     }
 
+    /// The tenant a request acts for (see [`tenancy::tenant_of`]).
+    fn tenant(&self, caller: Option<&Caller>, rpc: &str, tenant_id: &str) -> Result<String, Status> {
+        tenancy::tenant_of(self.config.multi_tenancy, caller, rpc, tenant_id)
+    }
+
+    /// Whether multi-tenancy is on (REST decides its tenant checks by it).
+    pub fn multi_tenancy(&self) -> bool {
+        self.config.multi_tenancy
+    }
+
     fn partition_of(&self, key: i64, what: &str) -> Result<PartitionId, Status> {
         self.broker.partition_of_key(key).ok_or_else(|| {
             Status::not_found(format!(
@@ -182,7 +211,15 @@ impl GatewayService {
         result
     }
 
-    async fn create_instance(&self, req: pb::CreateProcessInstanceRequest, awaiting: bool, fetch: Vec<String>) -> Result<Record, Status> {
+    async fn create_instance(
+        &self,
+        req: pb::CreateProcessInstanceRequest,
+        awaiting: bool,
+        fetch: Vec<String>,
+        caller: Option<&Caller>,
+    ) -> Result<Record, Status> {
+        let rpc = if awaiting { "CreateProcessInstanceWithResult" } else { "CreateProcessInstance" };
+        let tenant_id = self.tenant(caller, rpc, &req.tenant_id)?;
         status::check_variables("variables", &req.variables)?;
         if req.bpmn_process_id.is_empty() {
             // as Zeebe 8.5.8's engine: without a process id the key is looked up, and a key of 0
@@ -206,7 +243,7 @@ impl GatewayService {
             variables: req.variables,
             fetch_variables: fetch,
             start_instructions: req.start_instructions.into_iter().map(|i| i.element_id).collect(),
-            tenant_id: "<default>".into(),
+            tenant_id,
         });
         let intent = if awaiting { Intent::CreateWithAwaitingResult } else { Intent::Create };
         let partition = self.broker.next_partition();
@@ -249,16 +286,11 @@ impl GatewayService {
         }))
     }
 
-    async fn deploy(&self, resources: Vec<DeploymentResource>) -> Result<(i64, DeploymentRecord), Status> {
+    async fn deploy(&self, resources: Vec<DeploymentResource>, tenant_id: String) -> Result<(i64, DeploymentRecord), Status> {
         if resources.is_empty() {
             return Err(status::invalid("Expected to deploy at least one resource, but none given"));
         }
-        let value = RecordValue::Deployment(DeploymentRecord {
-            resources,
-            processes_metadata: vec![],
-            tenant_id: "<default>".into(),
-            ..Default::default()
-        });
+        let value = RecordValue::Deployment(DeploymentRecord { resources, processes_metadata: vec![], tenant_id, ..Default::default() });
         let command = Command::new(-1, Intent::Create, value);
         let record = self.broker.deploy(command).await.map_err(status::broker)?;
         if record.rejection.is_some() {
@@ -281,9 +313,11 @@ impl Gateway for GatewayService {
     type StreamActivatedJobsStream = Stream_<pb::ActivatedJob>;
 
     async fn activate_jobs(&self, request: Request<pb::ActivateJobsRequest>) -> Result<Response<Self::ActivateJobsStream>, Status> {
-        let req = request.into_inner();
+        let caller = request.extensions().get::<Caller>().cloned();
+        let mut req = request.into_inner();
         self.measured("ActivateJobs", async {
             self.check_size(&req)?;
+            req.tenant_ids = tenancy::tenants_of(self.config.multi_tenancy, caller.as_ref(), "ActivateJobs", &req.tenant_ids)?;
             jobs::validate_activation(&req)?;
             let jobs = jobs::activate_with_long_polling(&self.broker, &req, self.config.long_polling_timeout).await?;
             let responses = jobs::split_responses(jobs, self.config.max_message_bytes);
@@ -296,8 +330,10 @@ impl Gateway for GatewayService {
         &self,
         request: Request<pb::StreamActivatedJobsRequest>,
     ) -> Result<Response<Self::StreamActivatedJobsStream>, Status> {
-        let req = request.into_inner();
+        let caller = request.extensions().get::<Caller>().cloned();
+        let mut req = request.into_inner();
         self.measured("StreamActivatedJobs", async {
+            req.tenant_ids = tenancy::tenants_of(self.config.multi_tenancy, caller.as_ref(), "StreamActivatedJobs", &req.tenant_ids)?;
             let stream = jobs::open_job_stream(&self.broker, req)?;
             Ok(Response::new(stream))
         })
@@ -336,10 +372,11 @@ impl Gateway for GatewayService {
         &self,
         request: Request<pb::CreateProcessInstanceRequest>,
     ) -> Result<Response<pb::CreateProcessInstanceResponse>, Status> {
+        let caller = request.extensions().get::<Caller>().cloned();
         let req = request.into_inner();
         self.measured("CreateProcessInstance", async {
             self.check_size(&req)?;
-            let record = self.create_instance(req, false, vec![]).await?;
+            let record = self.create_instance(req, false, vec![], caller.as_ref()).await?;
             let RecordValue::ProcessInstanceCreation(c) = record.value else {
                 return Err(Status::internal("unexpected answer to a process instance creation"));
             };
@@ -358,6 +395,7 @@ impl Gateway for GatewayService {
         &self,
         request: Request<pb::CreateProcessInstanceWithResultRequest>,
     ) -> Result<Response<pb::CreateProcessInstanceWithResultResponse>, Status> {
+        let caller = request.extensions().get::<Caller>().cloned();
         let mut req = request.into_inner();
         self.measured("CreateProcessInstanceWithResult", async {
             self.check_size(&req)?;
@@ -366,7 +404,7 @@ impl Gateway for GatewayService {
             };
             // Zeebe: the request timeout, or the gateway's default (10 s) when 0
             let timeout = if req.request_timeout > 0 { Duration::from_millis(req.request_timeout as u64) } else { Duration::from_secs(10) };
-            let result = tokio::time::timeout(timeout, self.create_instance(inner, true, req.fetch_variables)).await;
+            let result = tokio::time::timeout(timeout, self.create_instance(inner, true, req.fetch_variables, caller.as_ref())).await;
             let record = match result {
                 Ok(r) => r?,
                 Err(_) => {
@@ -398,15 +436,17 @@ impl Gateway for GatewayService {
         &self,
         request: Request<pb::EvaluateDecisionRequest>,
     ) -> Result<Response<pb::EvaluateDecisionResponse>, Status> {
+        let caller = request.extensions().get::<Caller>().cloned();
         let req = request.into_inner();
         self.measured("EvaluateDecision", async {
             self.check_size(&req)?;
+            let tenant_id = self.tenant(caller.as_ref(), "EvaluateDecision", &req.tenant_id)?;
             status::check_variables("variables", &req.variables)?;
             let value = RecordValue::DecisionEvaluation(DecisionEvaluationRecord {
                 decision_key: req.decision_key,
                 decision_id: req.decision_id,
                 variables: req.variables,
-                tenant_id: "<default>".into(),
+                tenant_id,
                 ..Default::default()
             });
             let partition = self.broker.next_partition();
@@ -420,12 +460,15 @@ impl Gateway for GatewayService {
     }
 
     async fn deploy_process(&self, request: Request<pb::DeployProcessRequest>) -> Result<Response<pb::DeployProcessResponse>, Status> {
+        let caller = request.extensions().get::<Caller>().cloned();
         let req = request.into_inner();
         self.measured("DeployProcess", async {
             self.check_size(&req)?;
+            // the deprecated RPC names no tenant: the default one's (Zeebe's RequestMapper)
+            let tenant_id = self.tenant(caller.as_ref(), "DeployProcess", DEFAULT_TENANT)?;
             let resources =
                 req.processes.into_iter().map(|p| DeploymentResource { resource_name: p.name, resource: p.definition }).collect();
-            let (key, deployment) = self.deploy(resources).await?;
+            let (key, deployment) = self.deploy(resources, tenant_id).await?;
             let processes = deployment
                 .processes_metadata
                 .into_iter()
@@ -443,11 +486,13 @@ impl Gateway for GatewayService {
     }
 
     async fn deploy_resource(&self, request: Request<pb::DeployResourceRequest>) -> Result<Response<pb::DeployResourceResponse>, Status> {
+        let caller = request.extensions().get::<Caller>().cloned();
         let req = request.into_inner();
         self.measured("DeployResource", async {
             self.check_size(&req)?;
+            let tenant_id = self.tenant(caller.as_ref(), "DeployResource", &req.tenant_id)?;
             let resources = req.resources.into_iter().map(|r| DeploymentResource { resource_name: r.name, resource: r.content }).collect();
-            let (key, deployment) = self.deploy(resources).await?;
+            let (key, deployment) = self.deploy(resources, tenant_id).await?;
             Ok(Response::new(deploy_response(key, deployment)))
         })
         .await
@@ -492,9 +537,11 @@ impl Gateway for GatewayService {
     }
 
     async fn publish_message(&self, request: Request<pb::PublishMessageRequest>) -> Result<Response<pb::PublishMessageResponse>, Status> {
+        let caller = request.extensions().get::<Caller>().cloned();
         let req = request.into_inner();
         self.measured("PublishMessage", async {
             self.check_size(&req)?;
+            let tenant_id = self.tenant(caller.as_ref(), "PublishMessage", &req.tenant_id)?;
             // an empty name is accepted, as by Zeebe 8.5.8 (docs/compatibility.md)
             status::check_variables("variables", &req.variables)?;
             let partition = self.broker.partition_of_correlation_key(&req.correlation_key);
@@ -505,10 +552,10 @@ impl Gateway for GatewayService {
                 message_id: req.message_id.clone(),
                 variables: req.variables.clone(),
                 deadline_ms: -1,
-                tenant_id: "<default>".into(),
+                tenant_id: tenant_id.clone(),
             });
             let record = self.submit(partition, -1, Intent::Publish, value).await?;
-            Ok(Response::new(pb::PublishMessageResponse { key: record.key, tenant_id: "<default>".into() }))
+            Ok(Response::new(pb::PublishMessageResponse { key: record.key, tenant_id }))
         })
         .await
     }
@@ -636,8 +683,10 @@ impl Gateway for GatewayService {
     async fn delete_resource(&self, request: Request<pb::DeleteResourceRequest>) -> Result<Response<pb::DeleteResourceResponse>, Status> {
         let req = request.into_inner();
         self.measured("DeleteResource", async {
-            let value =
-                RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: req.resource_key, tenant_id: "<default>".into() });
+            // the RPC names no tenant: with multi-tenancy on the resource is found in any
+            // tenant (docs/security.md: not yet limited to the caller's tenants)
+            let tenant_id = if self.config.multi_tenancy { String::new() } else { DEFAULT_TENANT.to_string() };
+            let value = RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: req.resource_key, tenant_id });
             let record = self.broker.deploy(Command::new(req.resource_key, Intent::Delete, value)).await.map_err(status::broker)?;
             if record.rejection.is_some() {
                 return Err(status::rejection(&record));
@@ -651,18 +700,20 @@ impl Gateway for GatewayService {
         &self,
         request: Request<pb::BroadcastSignalRequest>,
     ) -> Result<Response<pb::BroadcastSignalResponse>, Status> {
+        let caller = request.extensions().get::<Caller>().cloned();
         let req = request.into_inner();
         self.measured("BroadcastSignal", async {
             self.check_size(&req)?;
+            let tenant_id = self.tenant(caller.as_ref(), "BroadcastSignal", &req.tenant_id)?;
             status::check_variables("variables", &req.variables)?;
             // the first partition takes the broadcast and hands it on to the others
             let value = RecordValue::Signal(SignalRecord {
                 signal_name: req.signal_name.clone(),
                 variables: if req.variables.is_empty() { "{}".into() } else { req.variables.clone() },
-                tenant_id: "<default>".into(),
+                tenant_id: tenant_id.clone(),
             });
             let record = self.submit(1, -1, Intent::Broadcast, value).await?;
-            Ok(Response::new(pb::BroadcastSignalResponse { key: record.key, tenant_id: "<default>".into() }))
+            Ok(Response::new(pb::BroadcastSignalResponse { key: record.key, tenant_id }))
         })
         .await
     }

@@ -20,6 +20,14 @@ pub use record::{Intent, Record, RecordType, RejectionType, ValueType};
 pub use shared_str::SharedStr;
 pub use value::RecordValue;
 
+/// The tenant of everything when multi-tenancy is off (Zeebe's `TenantOwned.DEFAULT_TENANT_IDENTIFIER`).
+pub const DEFAULT_TENANT: &str = "<default>";
+
+/// Whether `tenant` is the default tenant (an empty id, as older records carry, counts as it).
+pub fn is_default_tenant(tenant: &str) -> bool {
+    tenant.is_empty() || tenant == DEFAULT_TENANT
+}
+
 /// Types generated from Zeebe's `gateway_protocol` package (gateway.proto, Zeebe 8.5).
 pub mod gateway {
     #![allow(clippy::all, missing_docs)]

@@ -82,6 +82,8 @@ enum WireRef<'a> {
     UserTask(&'a UserTaskRecord),
     MessageCorrelation(&'a MessageCorrelationRecord),
     ProcessEvent(&'a ProcessEventRecord),
+    /// A job batch naming tenants other than the default one (multi-tenancy).
+    JobBatchTenants(&'a JobBatchRecord, &'a Vec<String>),
 }
 
 /// A value as the log lays it out (deserialization side; see [`RecordValue`]).
@@ -119,6 +121,7 @@ enum Wire {
     UserTask(UserTaskRecord),
     MessageCorrelation(MessageCorrelationRecord),
     ProcessEvent(ProcessEventRecord),
+    JobBatchTenants(JobBatchRecord, Vec<String>),
 }
 
 /// [`DeploymentRecord`] as it was before decisions and forms: how a deployment without them
@@ -151,7 +154,8 @@ impl Serialize for RecordValue {
             RecordValue::ProcessInstanceCreation(x) => WireRef::ProcessInstanceCreation(x),
             RecordValue::ProcessInstanceResult(x) => WireRef::ProcessInstanceResult(x),
             RecordValue::Job(x) => WireRef::Job(x),
-            RecordValue::JobBatch(x) => WireRef::JobBatch(x),
+            RecordValue::JobBatch(x) if !x.names_other_tenants() => WireRef::JobBatch(x),
+            RecordValue::JobBatch(x) => WireRef::JobBatchTenants(x, &x.tenant_ids),
             RecordValue::Variable(x) => WireRef::Variable(x),
             RecordValue::VariableDocument(x) => WireRef::VariableDocument(x),
             RecordValue::Incident(x) => WireRef::Incident(x),
@@ -219,6 +223,7 @@ impl<'de> Deserialize<'de> for RecordValue {
             Wire::UserTask(x) => RecordValue::UserTask(x),
             Wire::MessageCorrelation(x) => RecordValue::MessageCorrelation(x),
             Wire::ProcessEvent(x) => RecordValue::ProcessEvent(x),
+            Wire::JobBatchTenants(x, tenant_ids) => RecordValue::JobBatch(JobBatchRecord { tenant_ids, ..x }),
         })
     }
 }
@@ -511,6 +516,11 @@ pub struct JobBatchRecord {
     pub job_keys: Vec<i64>,
     pub jobs: Vec<JobRecord>,
     pub truncated: bool,
+    /// The tenants whose jobs the batch may take (Zeebe 8.5's `tenantIds`); empty: only the
+    /// default tenant's. Not in the struct's own layout: a batch naming tenants other than the
+    /// default is written as the appended wire variant `JobBatchTenants` (see [`RecordValue`]).
+    #[serde(skip)]
+    pub tenant_ids: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -730,6 +740,21 @@ impl JobRecord {
 }
 
 impl JobBatchRecord {
+    /// Whether the batch names a tenant other than the default one (its log layout then
+    /// carries the tenants).
+    pub fn names_other_tenants(&self) -> bool {
+        self.tenant_ids.iter().any(|t| t != crate::DEFAULT_TENANT)
+    }
+
+    /// The tenants the batch takes jobs of: its `tenant_ids`, or the default tenant alone.
+    pub fn tenants(&self) -> Vec<&str> {
+        if self.tenant_ids.is_empty() {
+            vec![crate::DEFAULT_TENANT]
+        } else {
+            self.tenant_ids.iter().map(String::as_str).collect()
+        }
+    }
+
     /// The batch with every job's variables left out.
     pub fn without_variables(&self) -> Self {
         Self {
@@ -741,6 +766,7 @@ impl JobBatchRecord {
             job_keys: self.job_keys.clone(),
             jobs: self.jobs.iter().map(JobRecord::without_variables).collect(),
             truncated: self.truncated,
+            tenant_ids: self.tenant_ids.clone(),
         }
     }
 }
@@ -836,6 +862,18 @@ mod tests {
         });
         let bytes = postcard::to_allocvec(&evaluation).unwrap();
         assert_eq!(postcard::from_bytes::<RecordValue>(&bytes).unwrap(), evaluation);
+    }
+
+    #[test]
+    fn a_job_batch_keeps_its_layout_unless_it_names_other_tenants() {
+        let plain = JobBatchRecord { job_type: "t".into(), max_jobs_to_activate: 2, ..Default::default() };
+        let default_only = JobBatchRecord { tenant_ids: vec!["<default>".into()], ..plain.clone() };
+        let bytes = postcard::to_allocvec(&RecordValue::JobBatch(plain.clone())).unwrap();
+        assert_eq!(postcard::to_allocvec(&RecordValue::JobBatch(default_only)).unwrap(), bytes, "the default tenant: as before");
+        let tenants = RecordValue::JobBatch(JobBatchRecord { tenant_ids: vec!["a".into(), "b".into()], ..plain });
+        let other = postcard::to_allocvec(&tenants).unwrap();
+        assert_ne!(other, bytes);
+        assert_eq!(postcard::from_bytes::<RecordValue>(&other).unwrap(), tenants);
     }
 
     #[test]

@@ -10,10 +10,11 @@ use axum::extract::{Path, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use waggle_gateway::Caller;
 use waggle_protocol::gateway as pb;
 use waggle_protocol::gateway::gateway_server::Gateway as _;
 use waggle_store::decisions;
@@ -65,9 +66,9 @@ struct Instruction {
 /// Evaluates by `decisionDefinitionKey` or `decisionDefinitionId` (the latest version), exactly
 /// one of them; answers 8.8's `EvaluateDecisionResult`. A failed evaluation is a 200 carrying
 /// `failedDecisionDefinitionId` and `failureMessage`, as the gRPC answer carries it.
-async fn evaluate(State(state): S, bytes: Bytes) -> Result<Response, Problem> {
+async fn evaluate(State(state): S, caller: Option<Extension<Caller>>, bytes: Bytes) -> Result<Response, Problem> {
     let req: Instruction = parse(&bytes, false)?;
-    input::tenant(&req.tenant_id)?;
+    let tenant_id = input::tenant(state.gateway.multi_tenancy(), &req.tenant_id)?;
     let id = req.decision_definition_id.filter(|i| !i.is_empty());
     let (decision_key, decision_id) = match (req.decision_definition_key, id) {
         (Some(_), Some(_)) => return Err(Problem::bad_request("Only one of [decisionDefinitionId, decisionDefinitionKey] is allowed")),
@@ -75,9 +76,8 @@ async fn evaluate(State(state): S, bytes: Bytes) -> Result<Response, Problem> {
         (Some(k), None) => (k, String::new()),
         (None, Some(i)) => (0, i),
     };
-    let request =
-        pb::EvaluateDecisionRequest { decision_key, decision_id, variables: input::variables(&req.variables), tenant_id: String::new() };
-    let r = state.gateway.evaluate_decision(tonic::Request::new(request)).await?.into_inner();
+    let request = pb::EvaluateDecisionRequest { decision_key, decision_id, variables: input::variables(&req.variables), tenant_id };
+    let r = state.gateway.evaluate_decision(input::grpc(caller, request)).await?.into_inner();
     Ok(Json(result(r)).into_response())
 }
 

@@ -10,8 +10,9 @@ use axum::extract::{DefaultBodyLimit, Multipart, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde_json::{json, Value};
+use waggle_gateway::Caller;
 use waggle_protocol::gateway as pb;
 use waggle_protocol::gateway::deployment::Metadata;
 use waggle_protocol::gateway::gateway_server::Gateway as _;
@@ -41,6 +42,7 @@ fn malformed(e: MultipartError) -> Problem {
 /// A body that is not multipart, has no `resources` part or another field is a 400.
 async fn deploy(
     State(state): State<Arc<RestState>>,
+    caller: Option<Extension<Caller>>,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Result<Response, Problem> {
     let mut multipart = multipart.map_err(|e| Problem::bad_request(e.body_text()))?;
@@ -57,12 +59,12 @@ async fn deploy(
             other => return Err(Problem::bad_request(format!("unexpected part '{}'", other.unwrap_or_default()))),
         }
     }
-    input::tenant(&tenant)?;
+    let tenant_id = input::tenant(state.gateway.multi_tenancy(), &tenant)?;
     if resources.is_empty() {
         return Err(Problem::bad_request("Expected to deploy at least one resource, but none given (the 'resources' part)"));
     }
-    let request = pb::DeployResourceRequest { resources, tenant_id: String::new() };
-    let r = state.gateway.deploy_resource(tonic::Request::new(request)).await?.into_inner();
+    let request = pb::DeployResourceRequest { resources, tenant_id };
+    let r = state.gateway.deploy_resource(input::grpc(caller, request)).await?.into_inner();
     let deployments: Vec<Value> = r.deployments.into_iter().filter_map(|d| d.metadata).map(deployment).collect();
     Ok(Json(json!({ "deploymentKey": r.key.to_string(), "tenantId": r.tenant_id, "deployments": deployments })).into_response())
 }

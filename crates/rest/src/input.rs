@@ -51,14 +51,28 @@ pub fn variables(v: &Option<Map<String, Value>>) -> String {
     v.as_ref().map(|m| Value::Object(m.clone()).to_string()).unwrap_or_default()
 }
 
-/// Refuses a tenant other than the default one (multi-tenancy is off in Waggle).
-pub fn tenant(t: &Option<String>) -> Result<(), Problem> {
+/// The tenant id a request hands the gateway: with multi-tenancy off, a tenant other than the
+/// default one is refused as 8.8 refuses it, and none is handed on; with it on, the one given
+/// (the gateway checks it, and the caller's right to it, as for gRPC).
+pub fn tenant(multi_tenancy: bool, t: &Option<String>) -> Result<String, Problem> {
+    if multi_tenancy {
+        return Ok(t.clone().unwrap_or_default());
+    }
     match t.as_deref() {
-        None | Some(DEFAULT_TENANT) => Ok(()),
+        None | Some(DEFAULT_TENANT) => Ok(String::new()),
         Some(other) => {
             Err(Problem::bad_request(format!("Expected to handle request with tenant identifier '{other}', but multi-tenancy is disabled")))
         }
     }
+}
+
+/// A gRPC request for the gateway carrying the REST request's authenticated caller, if any.
+pub fn grpc<T>(caller: Option<axum::Extension<waggle_gateway::Caller>>, message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    if let Some(axum::Extension(caller)) = caller {
+        request.extensions_mut().insert(caller);
+    }
+    request
 }
 
 /// A JSON text from the engine as a value (`{}` when empty or malformed).
@@ -87,6 +101,8 @@ mod tests {
         assert!(parse::<Body>(&Bytes::from_static(br#"{"jobKey":"x"}"#), false).is_err());
         assert!(parse::<Body>(&Bytes::from_static(br#"{"jobKey":"1","other":1}"#), false).is_err());
         assert!(parse::<Body>(&Bytes::from_static(b""), false).is_err());
-        assert!(tenant(&Some("t1".into())).is_err());
+        assert!(tenant(false, &Some("t1".into())).is_err());
+        assert_eq!(tenant(false, &Some("<default>".into())).unwrap(), "");
+        assert_eq!(tenant(true, &Some("t1".into())).unwrap(), "t1");
     }
 }

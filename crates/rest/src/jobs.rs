@@ -10,11 +10,12 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{patch, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use bytes::Bytes;
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use waggle_gateway::Caller;
 use waggle_protocol::gateway as pb;
 use waggle_protocol::gateway::gateway_server::Gateway as _;
 use waggle_protocol::value::JobRecord;
@@ -49,10 +50,14 @@ struct Activation {
 
 /// `POST /v2/jobs/activation`: `{jobs: [...]}`, waiting up to `requestTimeout` ms (0 or absent:
 /// the gateway's long-polling default, negative: no waiting) for jobs of the type.
-async fn activate(State(state): S, bytes: Bytes) -> Answer {
+async fn activate(State(state): S, caller: Option<Extension<Caller>>, bytes: Bytes) -> Answer {
     let req: Activation = parse(&bytes, false)?;
+    let mut tenant_ids = Vec::new();
     for t in req.tenant_ids.iter().flatten() {
-        input::tenant(&Some(t.clone()))?;
+        let t = input::tenant(state.gateway.multi_tenancy(), &Some(t.clone()))?;
+        if !t.is_empty() {
+            tenant_ids.push(t);
+        }
     }
     let request = pb::ActivateJobsRequest {
         r#type: req.r#type,
@@ -61,9 +66,9 @@ async fn activate(State(state): S, bytes: Bytes) -> Answer {
         max_jobs_to_activate: req.max_jobs_to_activate,
         fetch_variable: req.fetch_variable.unwrap_or_default(),
         request_timeout: req.request_timeout.unwrap_or(0),
-        tenant_ids: vec![],
+        tenant_ids,
     };
-    let mut responses = state.gateway.activate_jobs(tonic::Request::new(request)).await?.into_inner();
+    let mut responses = state.gateway.activate_jobs(input::grpc(caller, request)).await?.into_inner();
     let mut jobs = Vec::new();
     while let Some(response) = responses.next().await {
         jobs.extend(response?.jobs.into_iter().map(activated_job));

@@ -8,10 +8,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use waggle_gateway::Caller;
 use waggle_protocol::gateway as pb;
 use waggle_protocol::gateway::gateway_server::Gateway as _;
 use waggle_protocol::RecordValue;
@@ -42,9 +43,9 @@ struct Publication {
 }
 
 /// `POST /v2/messages/publication`: `{messageKey, tenantId}` once MESSAGE PUBLISHED is committed.
-async fn publish(State(state): S, bytes: Bytes) -> Answer {
+async fn publish(State(state): S, caller: Option<Extension<Caller>>, bytes: Bytes) -> Answer {
     let req: Publication = parse(&bytes, false)?;
-    input::tenant(&req.tenant_id)?;
+    let tenant_id = input::tenant(state.gateway.multi_tenancy(), &req.tenant_id)?;
     if req.name.is_empty() {
         return Err(Problem::bad_request("No name provided"));
     }
@@ -54,9 +55,9 @@ async fn publish(State(state): S, bytes: Bytes) -> Answer {
         time_to_live: req.time_to_live.unwrap_or(0),
         message_id: req.message_id.unwrap_or_default(),
         variables: input::variables(&req.variables),
-        tenant_id: String::new(),
+        tenant_id,
     };
-    let r = state.gateway.publish_message(tonic::Request::new(request)).await?.into_inner();
+    let r = state.gateway.publish_message(input::grpc(caller, request)).await?.into_inner();
     Ok(Json(json!({ "messageKey": r.key.to_string(), "tenantId": r.tenant_id })).into_response())
 }
 
@@ -72,20 +73,22 @@ struct Correlation {
 /// `POST /v2/messages/correlation`: `{messageKey, tenantId, processInstanceKey}` once the
 /// engine's MESSAGE_CORRELATION CORRELATED is committed (for a waiting element, after its
 /// partition confirmed the correlation); a 404 problem when nothing waits for the message.
-async fn correlate(State(state): S, bytes: Bytes) -> Answer {
+async fn correlate(State(state): S, caller: Option<Extension<Caller>>, bytes: Bytes) -> Answer {
     let req: Correlation = parse(&bytes, false)?;
-    input::tenant(&req.tenant_id)?;
+    let tenant_id = input::tenant(state.gateway.multi_tenancy(), &req.tenant_id)?;
     if req.name.is_empty() {
         return Err(Problem::bad_request("No name provided"));
     }
     let variables = input::variables(&req.variables);
-    let record = state.gateway.correlate_message(req.name, req.correlation_key.unwrap_or_default(), variables).await?;
+    let caller = caller.map(|Extension(c)| c);
+    let record =
+        state.gateway.correlate_message(req.name, req.correlation_key.unwrap_or_default(), variables, tenant_id, caller.as_ref()).await?;
     let RecordValue::MessageCorrelation(c) = &record.value else {
         return Err(Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", "unexpected answer to a message correlation"));
     };
     Ok(Json(json!({
         "messageKey": c.message_key.to_string(),
-        "tenantId": "<default>",
+        "tenantId": c.tenant_id,
         "processInstanceKey": c.process_instance_key.to_string(),
     }))
     .into_response())
@@ -100,14 +103,13 @@ struct Broadcast {
 }
 
 /// `POST /v2/signals/broadcast`: `{signalKey, tenantId}` once SIGNAL BROADCASTED is committed.
-async fn broadcast(State(state): S, bytes: Bytes) -> Answer {
+async fn broadcast(State(state): S, caller: Option<Extension<Caller>>, bytes: Bytes) -> Answer {
     let req: Broadcast = parse(&bytes, false)?;
-    input::tenant(&req.tenant_id)?;
+    let tenant_id = input::tenant(state.gateway.multi_tenancy(), &req.tenant_id)?;
     if req.signal_name.is_empty() {
         return Err(Problem::bad_request("No signalName provided"));
     }
-    let request =
-        pb::BroadcastSignalRequest { signal_name: req.signal_name, variables: input::variables(&req.variables), tenant_id: String::new() };
-    let r = state.gateway.broadcast_signal(tonic::Request::new(request)).await?.into_inner();
+    let request = pb::BroadcastSignalRequest { signal_name: req.signal_name, variables: input::variables(&req.variables), tenant_id };
+    let r = state.gateway.broadcast_signal(input::grpc(caller, request)).await?.into_inner();
     Ok(Json(json!({ "signalKey": r.key.to_string(), "tenantId": r.tenant_id })).into_response())
 }

@@ -14,6 +14,7 @@ use waggle_protocol::gateway as pb;
 use waggle_protocol::gateway::gateway_server::Gateway as _;
 use waggle_store::query::{self, Entity};
 
+use crate::input;
 use crate::{Problem, RestState};
 
 pub(crate) type S = State<Arc<RestState>>;
@@ -143,7 +144,7 @@ pub(crate) fn opt_str<'a>(v: &'a Value, field: &str) -> Result<Option<&'a str>, 
 /// `POST /v2/process-instances`: by `processDefinitionKey`, or `processDefinitionId` with an
 /// optional `processDefinitionVersion` (-1: the latest); `awaitCompletion` waits for the result
 /// as `CreateProcessInstanceWithResult` does.
-async fn create_process_instance(State(state): S, bytes: Bytes) -> Answer {
+async fn create_process_instance(State(state): S, caller: Option<axum::Extension<waggle_gateway::Caller>>, bytes: Bytes) -> Answer {
     let req = body(&bytes)?;
     if !req.is_object() {
         return Err(Problem::bad_request("the request body must be an object"));
@@ -184,7 +185,7 @@ async fn create_process_instance(State(state): S, bytes: Bytes) -> Answer {
         version,
         variables,
         start_instructions,
-        tenant_id: opt_str(&req, "tenantId")?.unwrap_or_default().to_owned(),
+        tenant_id: input::tenant(state.gateway.multi_tenancy(), &opt_str(&req, "tenantId")?.map(str::to_owned))?,
     };
     if req.get("awaitCompletion").and_then(Value::as_bool).unwrap_or(false) {
         let fetch_variables = req
@@ -195,11 +196,10 @@ async fn create_process_instance(State(state): S, bytes: Bytes) -> Answer {
         let request_timeout = req.get("requestTimeout").and_then(Value::as_i64).unwrap_or(0);
         let r = state
             .gateway
-            .create_process_instance_with_result(tonic::Request::new(pb::CreateProcessInstanceWithResultRequest {
-                request: Some(request),
-                request_timeout,
-                fetch_variables,
-            }))
+            .create_process_instance_with_result(input::grpc(
+                caller,
+                pb::CreateProcessInstanceWithResultRequest { request: Some(request), request_timeout, fetch_variables },
+            ))
             .await?
             .into_inner();
         let variables: Value = serde_json::from_str(&r.variables).unwrap_or_else(|_| json!({}));
@@ -213,7 +213,7 @@ async fn create_process_instance(State(state): S, bytes: Bytes) -> Answer {
         }))
         .into_response());
     }
-    let r = state.gateway.create_process_instance(tonic::Request::new(request)).await?.into_inner();
+    let r = state.gateway.create_process_instance(input::grpc(caller, request)).await?.into_inner();
     Ok(Json(json!({
         "processDefinitionKey": r.process_definition_key.to_string(),
         "processDefinitionId": r.bpmn_process_id,

@@ -144,6 +144,11 @@ pub struct NodeArgs {
     /// the same on every broker of a cluster [default: none, backups refused].
     #[arg(long, env = "WAGGLE_BACKUP_STORE", value_name = "DIR")]
     pub backup_store: Option<PathBuf>,
+    /// Multi-tenancy (Zeebe 8.5's `multiTenancy.enabled`): requests name their tenant, and
+    /// processes, instances, jobs, messages, signals and decisions belong to one; off, a tenant
+    /// other than `<default>` is refused (docs/security.md, "Multi-tenancy") [default: false].
+    #[arg(long, env = "WAGGLE_MULTI_TENANCY", action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub multi_tenancy: Option<bool>,
 }
 
 /// A size in bytes: a number, or a number with a unit KB, MB or GB (powers of 1024, as
@@ -286,6 +291,7 @@ struct FileConfig {
     disk_free_space_replication: Option<ByteSize>,
     disk_monitoring_interval_ms: Option<u64>,
     backup_store: Option<PathBuf>,
+    multi_tenancy: Option<bool>,
 }
 
 /// `--query-store` (`query_store` in the file: a boolean or a URL string).
@@ -359,6 +365,8 @@ pub struct NodeConfig {
     pub disk: DiskConfig,
     /// The backup store's directory, if backups are on.
     pub backup_store: Option<PathBuf>,
+    /// Multi-tenancy on.
+    pub multi_tenancy: bool,
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -486,6 +494,7 @@ impl NodeArgs {
                 }
             },
             backup_store: self.backup_store.clone().or_else(|| file.backup_store.clone()),
+            multi_tenancy: self.multi_tenancy.or(file.multi_tenancy).unwrap_or(false),
         };
         anyhow::ensure!(config.rest_max_body_size >= 1024, "--rest-max-body-size must be at least 1024 bytes");
         anyhow::ensure!(config.partitions >= 1, "--partitions must be at least 1");

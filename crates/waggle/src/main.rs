@@ -240,6 +240,7 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
             long_polling_timeout: Duration::from_millis(config.long_polling_timeout_ms),
             host: config.host.clone(),
             port: config.port,
+            multi_tenancy: config.multi_tenancy,
         },
         &registry,
     )

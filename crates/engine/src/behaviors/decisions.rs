@@ -20,9 +20,9 @@ pub(crate) fn not_found_by_id(id: &str) -> String {
     format!("Expected to evaluate decision '{id}', but no decision found for id '{id}'")
 }
 
-/// The newest version of decision `id`.
-pub(crate) fn latest(p: P, id: &str) -> Option<DecisionRecord> {
-    let (_, key) = p.view().latest_decision(id)?;
+/// The newest version of decision `id` of `tenant`.
+pub(crate) fn latest(p: P, tenant: &str, id: &str) -> Option<DecisionRecord> {
+    let (_, key) = p.view().latest_decision(tenant, id)?;
     p.view().decision(key)
 }
 

@@ -63,7 +63,7 @@ pub(crate) fn cancel(p: P, job_key: i64) {
 /// A job can be taken: push it to an open job stream, or announce it to long-polling requests.
 pub(crate) fn job_became_activatable(p: P, job_key: i64) {
     let Some(job) = p.view().job(job_key) else { return };
-    match p.job_streams.stream_for(&job.record.job_type) {
+    match p.job_streams.stream_for_tenant(&job.record.job_type, &job.record.tenant_id) {
         Some(stream) => {
             let mut record = job.record.clone();
             record.variables = variables::visible_variables(p.view(), record.element_instance_key, &stream.fetch_variables).into();
@@ -79,6 +79,12 @@ pub(crate) fn job_became_activatable(p: P, job_key: i64) {
                 job_keys: vec![job_key],
                 jobs: vec![record.clone()],
                 truncated: false,
+                // the job's tenant (the default one's batch keeps its layout: see JobBatchRecord)
+                tenant_ids: if waggle_protocol::is_default_tenant(&record.tenant_id) {
+                    Vec::new()
+                } else {
+                    vec![record.tenant_id.to_string()]
+                },
             };
             let batch_key = p.new_key();
             p.event(batch_key, Intent::Activated, RecordValue::JobBatch(batch));

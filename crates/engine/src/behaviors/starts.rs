@@ -154,12 +154,13 @@ pub(crate) fn open_start_events(
 /// Closes the start events of a process definition that is no longer the latest.
 pub(crate) fn close_start_events(p: P, definition_key: i64) {
     let model = p.process_model(definition_key);
+    let tenant = p.process_record(definition_key).map(|d| d.tenant_id.clone()).unwrap_or_default();
     for start in model.event_start_events() {
         let ElementKind::EventStartEvent { trigger: EventTrigger::Message(message), .. } = &model.elements[start].kind else { continue };
         let Ok(name) = string_of(p, -1, &message.name) else { continue };
         let open = p
             .view()
-            .message_start_subscriptions(&name)
+            .message_start_subscriptions(&tenant, &name)
             .into_iter()
             .find(|s| s.process_definition_key == definition_key && s.start_event_id == model.elements[start].id);
         if let Some(subscription) = open {
@@ -199,12 +200,12 @@ pub(crate) fn trigger_start_timer(p: P, timer_key: i64, timer: TimerRecord) {
 /// instance an earlier message with the same correlation key started is still active.
 pub(crate) fn correlate_message_starts(p: P, message_key: i64, message: &MessageRecord) -> Option<i64> {
     let mut first = None;
-    for subscription in p.view().message_start_subscriptions(&message.name) {
+    for subscription in p.view().message_start_subscriptions(&message.tenant_id, &message.name) {
         if p.view().message_correlated_to(message_key, &subscription.bpmn_process_id) {
             continue;
         }
         if !message.correlation_key.is_empty()
-            && p.view().instance_started_by_message(&subscription.bpmn_process_id, &message.correlation_key).is_some()
+            && p.view().instance_started_by_message(&message.tenant_id, &subscription.bpmn_process_id, &message.correlation_key).is_some()
         {
             continue;
         }
@@ -236,18 +237,18 @@ fn start_by_message(p: P, subscription: &MessageStartEventSubscriptionRecord, me
 
 /// An instance a message with `correlation_key` started has ended: the oldest buffered
 /// message with that key for one of the process's message start events starts the next.
-pub(crate) fn start_with_buffered_message(p: P, bpmn_process_id: &str, correlation_key: &str) {
-    let Some((_, definition_key)) = p.view().latest_process(bpmn_process_id) else { return };
+pub(crate) fn start_with_buffered_message(p: P, tenant: &str, bpmn_process_id: &str, correlation_key: &str) {
+    let Some((_, definition_key)) = p.view().latest_process(tenant, bpmn_process_id) else { return };
     let model = p.process_model(definition_key);
     for start in model.event_start_events() {
         let ElementKind::EventStartEvent { trigger: EventTrigger::Message(message), .. } = &model.elements[start].kind else { continue };
         let Ok(name) = string_of(p, -1, &message.name) else { continue };
         let Some(subscription) =
-            p.view().message_start_subscriptions(&name).into_iter().find(|s| s.process_definition_key == definition_key)
+            p.view().message_start_subscriptions(tenant, &name).into_iter().find(|s| s.process_definition_key == definition_key)
         else {
             continue;
         };
-        for message_key in p.view().buffered_messages(&name, correlation_key) {
+        for message_key in p.view().buffered_messages(tenant, &name, correlation_key) {
             if p.view().message_correlated_to(message_key, bpmn_process_id) {
                 continue;
             }

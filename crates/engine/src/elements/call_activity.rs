@@ -82,7 +82,7 @@ fn called_process(
     let process_id = string_of(p, key, &called.process_id).map_err(|m| (error_type::EXTRACT_VALUE_ERROR, m))?;
     let view = p.view();
     let found = match &called.binding {
-        CalledBinding::Latest => view.latest_process(&process_id).map(|(_, k)| k).ok_or_else(|| {
+        CalledBinding::Latest => view.latest_process(&pi.tenant_id, &process_id).map(|(_, k)| k).ok_or_else(|| {
             format!("Expected process with BPMN process id '{process_id}' to be deployed, but not found.")
         }),
         CalledBinding::Deployment => {
@@ -93,7 +93,7 @@ fn called_process(
                 )
             })
         }
-        CalledBinding::VersionTag(tag) => view.process_by_version_tag(&process_id, tag).map(|(_, k)| k).ok_or_else(|| {
+        CalledBinding::VersionTag(tag) => view.process_by_version_tag(&pi.tenant_id, &process_id, tag).map(|(_, k)| k).ok_or_else(|| {
             format!(
                 "Expected to call process with BPMN process id '{process_id}' and version tag '{tag}', but no such process found. To resolve this incident, deploy a process with the given process id and version tag."
             )

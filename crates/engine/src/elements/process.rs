@@ -30,10 +30,11 @@ pub(crate) fn complete(p: P, model: &Process, key: i64, pi: ProcessInstanceRecor
     let awaiting = p.take_awaiting_result(key);
     let result_vars = awaiting.as_ref().map(|(_, names)| variables::visible_variables(p.view(), key, names));
     let started_by = p.view().started_by_message(key);
+    let pi_tenant = pi.tenant_id.to_string();
     waits::close(p, model, &pi.element_id, key);
     let completed = p.event_record(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
     if let Some((bpmn_process_id, correlation_key)) = started_by {
-        starts::start_with_buffered_message(p, &bpmn_process_id, &correlation_key);
+        starts::start_with_buffered_message(p, &pi_tenant, &bpmn_process_id, &correlation_key);
     }
     if let (Some((request, _)), Some(vars)) = (awaiting, result_vars) {
         let result = ProcessInstanceResultRecord {
@@ -59,9 +60,10 @@ pub(crate) fn complete(p: P, model: &Process, key: i64, pi: ProcessInstanceRecor
 /// its waits closed): TERMINATED; a creation awaiting its result gets no answer.
 pub(crate) fn terminated(p: P, key: i64, record: &ProcessInstanceRecord) {
     let started_by = p.view().started_by_message(key);
+    let pi_tenant = record.tenant_id.to_string();
     p.event(key, Intent::ElementTerminated, RecordValue::ProcessInstance(record.clone()));
     if let Some((bpmn_process_id, correlation_key)) = started_by {
-        starts::start_with_buffered_message(p, &bpmn_process_id, &correlation_key);
+        starts::start_with_buffered_message(p, &pi_tenant, &bpmn_process_id, &correlation_key);
     }
     // nobody will see a result
     let _ = p.take_awaiting_result(key);

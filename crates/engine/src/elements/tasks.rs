@@ -98,7 +98,7 @@ impl ElementBehavior for BusinessRuleTask {
             Ok(id) => id,
             Err(message) => return incident(p, &pi, key, -1, error_type::EXTRACT_VALUE_ERROR, message),
         };
-        let Some(decision) = decisions::latest(p, &decision_id) else {
+        let Some(decision) = decisions::latest(p, &pi.tenant_id, &decision_id) else {
             return incident(p, &pi, key, -1, error_type::CALLED_DECISION_ERROR, decisions::not_found_by_id(&decision_id));
         };
         let drg = decisions::drg_of(p, &decision);

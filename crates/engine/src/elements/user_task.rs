@@ -68,7 +68,7 @@ fn user_task_record(p: P, key: i64, pi: &ProcessInstanceRecord, props: &UserTask
         None => -1,
         Some(id) => {
             let id = string_of(p, key, id).map_err(extract)?;
-            match p.view().latest_form(&id) {
+            match p.view().latest_form(&pi.tenant_id, &id) {
                 Some((_, form_key)) => form_key,
                 None => return Err((FORM_NOT_FOUND, form_not_found(&id))),
             }

@@ -10,18 +10,21 @@ use crate::batch::RequestId;
 use crate::behaviors::decisions;
 use crate::json_doc;
 use crate::processing::P;
+use crate::tables::same_tenant;
 
 pub(crate) fn evaluate(p: P, command: &Record, request: Option<RequestId>) {
     let RecordValue::DecisionEvaluation(asked) = &command.value else { return };
     let decision = if asked.decision_key > 0 {
-        let Some(decision) = p.view().decision(asked.decision_key) else {
+        // a decision of another tenant is one this tenant cannot see
+        let decision = p.view().decision(asked.decision_key).filter(|d| same_tenant(&d.tenant_id, &asked.tenant_id));
+        let Some(decision) = decision else {
             let key = asked.decision_key;
             let reason = format!("Expected to evaluate decision '{key}', but no decision found for key '{key}'");
             return p.reject(command, request, RejectionType::NotFound, reason);
         };
         decision
     } else if !asked.decision_id.is_empty() {
-        let Some(decision) = decisions::latest(p, &asked.decision_id) else {
+        let Some(decision) = decisions::latest(p, &asked.tenant_id, &asked.decision_id) else {
             return p.reject(command, request, RejectionType::NotFound, decisions::not_found_by_id(&asked.decision_id));
         };
         decision

@@ -96,11 +96,13 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
         return p.reject(command, request, RejectionType::InvalidArgument, reason);
     }
     let deployment_key = p.new_key();
+    // the deployment's tenant owns every resource in it: versions count per tenant
+    let tenant = if deployment.tenant_id.is_empty() { waggle_protocol::DEFAULT_TENANT.to_string() } else { deployment.tenant_id.clone() };
     let mut metadata = Vec::new();
     for (resource, processes) in parsed {
         let checksum = crc32fast::hash(&resource.resource);
         for process in processes {
-            let latest = p.view().latest_process(&process.id);
+            let latest = p.view().latest_process(&tenant, &process.id);
             let duplicate = latest.and_then(|(version, key)| {
                 let stored = p.view().process(key)?;
                 (stored.checksum == checksum && stored.resource_name == resource.resource_name).then_some((version, key))
@@ -117,7 +119,7 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
                 continue;
             }
             // deleted versions are not given again (docs.camunda.io, "Resource deletion")
-            let version = p.view().next_process_version(&process.id);
+            let version = p.view().next_process_version(&tenant, &process.id);
             let key = p.new_key();
             let record = ProcessRecord {
                 bpmn_process_id: process.id.clone(),
@@ -126,7 +128,7 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
                 resource_name: resource.resource_name.clone(),
                 resource: resource.resource.clone(),
                 checksum,
-                tenant_id: "<default>".into(),
+                tenant_id: tenant.clone(),
             };
             let model = Arc::new(process.clone());
             p.processes_mut().insert(key, model.clone());
@@ -145,7 +147,7 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
     let mut record = DeploymentRecord {
         resources: deployment.resources.clone(),
         processes_metadata: metadata,
-        tenant_id: "<default>".into(),
+        tenant_id: tenant.clone(),
         ..Default::default()
     };
     for (resource, drg) in drgs {
@@ -183,7 +185,8 @@ pub(crate) fn distribute(p: &mut Processing<'_, '_, '_>, command: &Record, reque
         };
         let model = Arc::new(process);
         p.processes_mut().insert(meta.process_definition_key, model.clone());
-        let previous = p.view().latest_process(&meta.bpmn_process_id).filter(|(v, _)| *v < meta.version).map(|(_, k)| k);
+        let previous =
+            p.view().latest_process(&deployment.tenant_id, &meta.bpmn_process_id).filter(|(v, _)| *v < meta.version).map(|(_, k)| k);
         let record = ProcessRecord {
             bpmn_process_id: meta.bpmn_process_id.clone(),
             version: meta.version,
@@ -194,7 +197,7 @@ pub(crate) fn distribute(p: &mut Processing<'_, '_, '_>, command: &Record, reque
             tenant_id: deployment.tenant_id.clone(),
         };
         p.event(meta.process_definition_key, Intent::Created, RecordValue::Process(record.clone()));
-        let latest = p.view().latest_process(&meta.bpmn_process_id).is_some_and(|(v, _)| v == meta.version);
+        let latest = p.view().latest_process(&deployment.tenant_id, &meta.bpmn_process_id).is_some_and(|(v, _)| v == meta.version);
         if latest {
             starts::open_start_events(p, &model, meta.process_definition_key, &record, previous, false);
         }

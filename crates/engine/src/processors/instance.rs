@@ -8,7 +8,7 @@ use crate::behaviors::{starts, waits};
 use crate::elements::{self, ThrownError};
 use crate::json_doc::VariableTexts;
 use crate::processing::P;
-use crate::tables::ElementState;
+use crate::tables::{same_tenant, ElementState};
 use crate::variables::{self, Vars};
 
 /// PROCESS_INSTANCE_CREATION CREATE: resolves the process, sets the variables on the new
@@ -18,11 +18,14 @@ pub(crate) fn create(p: P, command: &Record, request: Option<RequestId>, await_r
     let definition_key = if creation.process_definition_key > 0 {
         Some(creation.process_definition_key)
     } else if creation.version > 0 {
-        p.view().process_by_version(&creation.bpmn_process_id, creation.version)
+        p.view().process_by_version(&creation.tenant_id, &creation.bpmn_process_id, creation.version)
     } else {
-        p.view().latest_process(&creation.bpmn_process_id).map(|(_, k)| k)
+        p.view().latest_process(&creation.tenant_id, &creation.bpmn_process_id).map(|(_, k)| k)
     };
-    let found = definition_key.and_then(|k| p.process_record(k).map(|r| (k, r)));
+    // a definition of another tenant is one this tenant cannot see (Zeebe 8.5 looks a key up
+    // within the creation's tenant)
+    let found =
+        definition_key.and_then(|k| p.process_record(k).map(|r| (k, r))).filter(|(_, r)| same_tenant(&r.tenant_id, &creation.tenant_id));
     let Some((definition_key, process)) = found else {
         let reason = if creation.process_definition_key > 0 {
             format!("Expected to find process definition with key '{}', but none found", creation.process_definition_key)

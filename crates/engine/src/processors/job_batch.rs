@@ -11,19 +11,19 @@ use crate::variables;
 pub(crate) fn jobs_to_activate(p: &Processing<'_, '_, '_>, command: &Command) -> Option<Vec<i64>> {
     match &command.value {
         RecordValue::JobBatch(batch) if command.intent == Intent::Activate => {
-            Some(p.view().activatable_jobs(&batch.job_type, batch.max_jobs_to_activate.max(0) as usize))
+            Some(p.view().activatable_jobs(&batch.job_type, &batch.tenants(), batch.max_jobs_to_activate.max(0) as usize))
         }
         _ => None,
     }
 }
 
 /// JOB_BATCH ACTIVATE: activates (the prefetched jobs, or) up to `max_jobs_to_activate` jobs of the type, oldest first,
-/// each with the variables visible from its element (or only `fetch_variables`).
+/// of the batch's tenants only (Zeebe 8.5's `tenantIds`), each with the variables visible from its element (or only `fetch_variables`).
 pub(crate) fn activate(p: &mut Processing<'_, '_, '_>, command: &Record, request: Option<RequestId>) {
     let RecordValue::JobBatch(batch) = &command.value else { return };
     let keys = match p.take_prefetched_activation() {
         Some(keys) => keys,
-        None => p.view().activatable_jobs(&batch.job_type, batch.max_jobs_to_activate.max(0) as usize),
+        None => p.view().activatable_jobs(&batch.job_type, &batch.tenants(), batch.max_jobs_to_activate.max(0) as usize),
     };
     let mut jobs = Vec::with_capacity(keys.len());
     for key in &keys {

@@ -14,7 +14,9 @@ pub(crate) fn publish(p: &mut Processing<'_, '_, '_>, command: &Record, request:
         let reason = format!("Expected to publish message with valid variables, but the document is invalid: {e}");
         return p.reject(command, request, RejectionType::InvalidArgument, reason);
     }
-    if !message.message_id.is_empty() && p.view().message_by_id(&message.name, &message.correlation_key, &message.message_id).is_some() {
+    if !message.message_id.is_empty()
+        && p.view().message_by_id(&message.tenant_id, &message.name, &message.correlation_key, &message.message_id).is_some()
+    {
         let reason =
             format!("Expected to publish a new message with id '{}', but a message with that id was already published", message.message_id);
         return p.reject(command, request, RejectionType::AlreadyExists, reason);

@@ -16,8 +16,7 @@ use crate::batch::RequestId;
 use crate::behaviors::starts;
 use crate::distribution;
 use crate::processing::Processing;
-
-const TENANT: &str = "<default>";
+use crate::tables::same_tenant;
 
 /// A DMN resource's decision requirements graph, or why it can not be deployed.
 pub(crate) fn parse_dmn(bytes: &[u8]) -> Result<Drg, String> {
@@ -74,14 +73,15 @@ pub(crate) fn check_unique_ids(drgs: &[(&DeploymentResource, Drg)], forms: &[(&D
 /// ones as duplicates. Adds them to the deployment's metadata.
 pub(crate) fn create_drg(p: &mut Processing<'_, '_, '_>, resource: &DeploymentResource, drg: Drg, deployment: &mut DeploymentRecord) {
     let checksum = crc32fast::hash(&resource.resource);
-    let latest = p.view().latest_drg(&drg.id);
+    let tenant = deployment.tenant_id.clone();
+    let latest = p.view().latest_drg(&tenant, &drg.id);
     // a duplicate: the latest version has the same name and content, and is still where the
     // latest version of each of its decisions lives (Zeebe's DmnResourceTransformer)
     let duplicate = latest.and_then(|(_, key)| p.view().drg(key)).filter(|stored| {
         stored.checksum == checksum
             && stored.resource_name == resource.resource_name
             && drg.decisions().iter().all(|d| {
-                let latest_decision = p.view().latest_decision(&d.id).and_then(|(_, k)| p.view().decision(k));
+                let latest_decision = p.view().latest_decision(&tenant, &d.id).and_then(|(_, k)| p.view().decision(k));
                 latest_decision.is_some_and(|l| l.decision_requirements_key == stored.decision_requirements_key)
             })
     });
@@ -106,7 +106,7 @@ pub(crate) fn create_drg(p: &mut Processing<'_, '_, '_>, resource: &DeploymentRe
         checksum,
         resource: resource.resource.clone(),
         duplicate: false,
-        tenant_id: TENANT.into(),
+        tenant_id: tenant.clone(),
     };
     let decisions: Vec<DecisionRecord> = drg
         .decisions()
@@ -114,12 +114,12 @@ pub(crate) fn create_drg(p: &mut Processing<'_, '_, '_>, resource: &DeploymentRe
         .map(|decision| DecisionRecord {
             decision_id: decision.id.clone(),
             decision_name: decision.name.clone().unwrap_or_default(),
-            version: p.view().latest_decision(&decision.id).map_or(1, |(v, _)| v + 1),
+            version: p.view().latest_decision(&tenant, &decision.id).map_or(1, |(v, _)| v + 1),
             decision_key: p.new_key(),
             decision_requirements_id: record.decision_requirements_id.clone(),
             decision_requirements_key: key,
             duplicate: false,
-            tenant_id: TENANT.into(),
+            tenant_id: tenant.clone(),
         })
         .collect();
     write_drg(p, Arc::new(drg), &record, &decisions);
@@ -144,7 +144,8 @@ pub(crate) fn create_form(
     deployment: &mut DeploymentRecord,
 ) {
     let checksum = crc32fast::hash(&resource.resource);
-    let latest = p.view().latest_form(&form_id);
+    let tenant = deployment.tenant_id.clone();
+    let latest = p.view().latest_form(&tenant, &form_id);
     let duplicate = latest
         .and_then(|(_, key)| p.view().form(key))
         .filter(|stored| stored.checksum == checksum && stored.resource_name == resource.resource_name);
@@ -161,7 +162,7 @@ pub(crate) fn create_form(
         checksum,
         resource: resource.resource.clone(),
         duplicate: false,
-        tenant_id: TENANT.into(),
+        tenant_id: tenant,
     };
     p.event(key, Intent::Created, RecordValue::Form(record.clone()));
     deployment.form_metadata.push(FormRecord { resource: Vec::new(), ..record });
@@ -212,9 +213,13 @@ pub(crate) fn delete(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
     let RecordValue::ResourceDeletion(deletion) = &command.value else { return };
     let key = deletion.resource_key;
     let distributed = command.intent == Intent::Distribute;
-    let process = p.view().process(key);
-    let drg = if process.is_none() { p.view().drg(key) } else { None };
-    let form = if process.is_none() && drg.is_none() { p.view().form(key) } else { None };
+    // a resource of another tenant is one this tenant cannot see (Zeebe 8.5 looks the key up
+    // within the command's tenant)
+    // (no tenant: any; the gateway sends none with multi-tenancy on, the RPC naming none)
+    let mine = |tenant: &str| deletion.tenant_id.is_empty() || same_tenant(tenant, &deletion.tenant_id);
+    let process = p.view().process(key).filter(|r| mine(&r.tenant_id));
+    let drg = if process.is_none() { p.view().drg(key).filter(|r| mine(&r.tenant_id)) } else { None };
+    let form = if process.is_none() && drg.is_none() { p.view().form(key).filter(|r| mine(&r.tenant_id)) } else { None };
     if process.is_some() && p.view().running_instances(key) > 0 {
         // (a distributed copy too: this partition keeps the definition while its instances run,
         // as Zeebe 8.5's processor refuses it there)
@@ -261,9 +266,10 @@ fn delete_process(p: &mut Processing<'_, '_, '_>, process: ProcessRecord, distri
     let record = ProcessRecord { resource: Vec::new(), checksum: 0, ..process };
     p.event(key, Intent::Deleting, RecordValue::Process(record.clone()));
     let id = record.bpmn_process_id.clone();
-    if p.view().latest_process(&id).is_some_and(|(_, latest)| latest == key) {
+    let tenant = record.tenant_id.clone();
+    if p.view().latest_process(&tenant, &id).is_some_and(|(_, latest)| latest == key) {
         starts::close_start_events(p, key);
-        if let Some((_, previous)) = p.view().process_version_before(&id, record.version) {
+        if let Some((_, previous)) = p.view().process_version_before(&tenant, &id, record.version) {
             let model = p.process_model(previous);
             if let Some(previous_record) = p.process_record(previous) {
                 starts::open_start_events(p, &model, previous, &previous_record, None, !distributed);

@@ -32,7 +32,7 @@ pub(crate) fn broadcast(p: P, command: &Record, request: Option<RequestId>) {
             }
         }
     }
-    for subscription in p.view().signal_subscriptions(&signal.signal_name) {
+    for subscription in p.view().signal_subscriptions(&signal.tenant_id, &signal.signal_name) {
         if subscription.catch_event_instance_key < 0 {
             start_at_event(p, subscription.process_definition_key, &subscription.catch_event_id, variables.clone());
             continue;

@@ -16,7 +16,7 @@ pub(crate) fn create_message_subscription(p: P, command: &waggle_protocol::Recor
     let RecordValue::MessageSubscription(s) = &command.value else { return };
     let key = p.new_key();
     p.event(key, Intent::Created, RecordValue::MessageSubscription(s.clone()));
-    let buffered = p.view().buffered_messages(&s.message_name, &s.correlation_key);
+    let buffered = p.view().buffered_messages(&s.tenant_id, &s.message_name, &s.correlation_key);
     for message_key in buffered {
         if p.view().message_correlated_to(message_key, &s.bpmn_process_id) {
             continue;
@@ -56,7 +56,7 @@ fn correlate(p: P, key: i64, s: &MessageSubscriptionRecord, message_key: i64, va
 pub(crate) fn correlate_published(p: P, message_key: i64) -> usize {
     let Some(message) = p.view().message(message_key) else { return 0 };
     let mut processes: Vec<String> = Vec::new();
-    for s in p.view().message_subscriptions(&message.name, &message.correlation_key) {
+    for s in p.view().message_subscriptions(&message.tenant_id, &message.name, &message.correlation_key) {
         if s.message_key > 0 || processes.contains(&s.bpmn_process_id) || p.view().message_correlated_to(message_key, &s.bpmn_process_id) {
             continue;
         }
@@ -109,7 +109,7 @@ pub(crate) fn correlate_process_subscription(p: P, command: &waggle_protocol::Re
 /// NOT_FOUND rejection; also when the subscription was deleted meanwhile (the instance ended).
 pub(crate) fn message_subscription(p: P, command: &waggle_protocol::Record) {
     let RecordValue::MessageSubscription(given) = &command.value else { return };
-    let stored = p.view().message_subscription(&given.message_name, &given.correlation_key, given.element_instance_key);
+    let stored = p.view().message_subscription(&given.tenant_id, &given.message_name, &given.correlation_key, given.element_instance_key);
     match (command.intent, stored) {
         (Intent::Correlate, stored) => {
             if let Some(stored) = stored {

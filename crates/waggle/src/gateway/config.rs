@@ -56,6 +56,9 @@ pub struct GatewayArgs {
     pub long_polling_timeout_ms: Option<u64>,
     #[command(flatten)]
     pub security: SecurityArgs,
+    /// Multi-tenancy (Zeebe 8.5's `multiTenancy.enabled`), as the brokers' [default: false].
+    #[arg(long, env = "WAGGLE_MULTI_TENANCY", action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub multi_tenancy: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -72,6 +75,7 @@ struct FileConfig {
     max_message_size: Option<usize>,
     long_polling_timeout_ms: Option<u64>,
     security: Option<SecurityFile>,
+    multi_tenancy: Option<bool>,
 }
 
 /// The resolved settings of a standalone gateway.
@@ -90,6 +94,7 @@ pub struct GatewayConfig {
     pub member_id: String,
     pub max_message_size: usize,
     pub long_polling_timeout_ms: u64,
+    pub multi_tenancy: bool,
 }
 
 impl GatewayArgs {
@@ -134,6 +139,7 @@ impl GatewayArgs {
             member_id,
             max_message_size: self.max_message_size.or(file.max_message_size).unwrap_or(4 * 1024 * 1024),
             long_polling_timeout_ms: self.long_polling_timeout_ms.or(file.long_polling_timeout_ms).unwrap_or(10_000),
+            multi_tenancy: self.multi_tenancy.or(file.multi_tenancy).unwrap_or(false),
         };
         anyhow::ensure!(config.max_message_size >= 1024, "--max-message-size must be at least 1024 bytes");
         Ok(config)
