@@ -44,6 +44,7 @@ token() {
 # run LABEL SECURE: a fresh node, W2, the rate
 run() {
   local label=$1 secure=$2 grpc rest mgmt
+  shift 2
   grpc=$(port); rest=$(port); mgmt=$(port)
   local args=(--data-dir "$WORK/data-$label" --port "$grpc" --rest-port "$rest" --management-port "$mgmt")
   local bench=(--target "127.0.0.1:$grpc")
