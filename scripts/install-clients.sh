@@ -8,7 +8,9 @@
 #   install-clients.sh java88   io.camunda:camunda-client-java:8.8.14 (REST API v2)  -> $PEERS/java-client-88/lib/*.jar
 #   install-clients.sh browser  Debian's chromium + playwright-core 1.65.1 (the web UI's test)
 #                               -> /usr/bin/chromium, $PEERS/node/node_modules/playwright-core
-#   install-clients.sh all      (default) all six
+#   install-clients.sh keycloak Keycloak 26 (org.keycloak:keycloak-quarkus-dist), the OAuth 2
+#                               server of tests/oauth.rs (scripts/keycloak.sh install: needs Java 21+)
+#   install-clients.sh all      (default) all seven
 # Needs: go, mvn + a JDK (17 is enough for the client), python3 with venv, node + npm; root or
 # sudo for chromium (apt-get).
 # Each client is skipped when already present, so re-running is cheap.
@@ -112,6 +114,7 @@ case "${1:-all}" in
   node) install_node ;;
   java88) install_java88 ;;
   browser) install_browser ;;
-  all) install_zbctl; install_java; install_python; install_node; install_java88; install_browser ;;
-  *) sed -n '2,15p' "$0"; exit 2 ;;
+  keycloak) "$(dirname "$0")/keycloak.sh" install ;;
+  all) install_zbctl; install_java; install_python; install_node; install_java88; install_browser; "$(dirname "$0")/keycloak.sh" install ;;
+  *) sed -n '2,17p' "$0"; exit 2 ;;
 esac

@@ -1,10 +1,16 @@
 // The Java client 8.5.8 over TLS: deploy -> create (awaiting the result) -> activate the job ->
 // complete it -> the instance's result arrives. The connection trusts only the CA given
-// (caCertificatePath; no usePlaintext). Run by crates/waggle/tests/security.rs:
+// (caCertificatePath; no usePlaintext); with --client-id, the client's OAuthCredentialsProvider
+// gets a client-credentials token from --token-url for --audience. Run by
+// crates/waggle/tests/security.rs and oauth.rs:
 //   java -cp "$PEERS/java-client/lib/*" TlsFlow.java --address HOST:PORT --ca CA.pem --models DIR
+//     [--client-id ID --client-secret SECRET --token-url URL --audience AUDIENCE]
 // Prints "OK <step>" per step; exits 1 with the reason at the first failure.
 
+import io.camunda.zeebe.client.CredentialsProvider;
 import io.camunda.zeebe.client.ZeebeClient;
+import io.camunda.zeebe.client.ZeebeClientBuilder;
+import java.nio.file.Files;
 import io.camunda.zeebe.client.api.response.ActivatedJob;
 import io.camunda.zeebe.client.api.response.ProcessInstanceResult;
 import java.nio.file.Path;
@@ -21,16 +27,32 @@ public class TlsFlow {
   }
 
   public static void main(String[] argv) {
-    String address = null, ca = null, models = null;
+    String address = null, ca = null, models = null, clientId = null, secret = null, tokenUrl = null, audience = null;
     for (int i = 0; i < argv.length; i++) {
       switch (argv[i]) {
         case "--address" -> address = argv[++i];
         case "--ca" -> ca = argv[++i];
         case "--models" -> models = argv[++i];
+        case "--client-id" -> clientId = argv[++i];
+        case "--client-secret" -> secret = argv[++i];
+        case "--token-url" -> tokenUrl = argv[++i];
+        case "--audience" -> audience = argv[++i];
         default -> throw new IllegalArgumentException("unknown argument " + argv[i]);
       }
     }
-    try (ZeebeClient client = ZeebeClient.newClientBuilder().gatewayAddress(address).caCertificatePath(ca).build()) {
+    ZeebeClientBuilder builder = ZeebeClient.newClientBuilder().gatewayAddress(address).caCertificatePath(ca);
+    try {
+      if (clientId != null) {
+        // the token cache in a folder of its own: no token of another run is reused
+        String cache = Files.createTempDirectory("zeebe-oauth").resolve("credentials").toString();
+        builder.credentialsProvider(CredentialsProvider.newCredentialsProviderBuilder().clientId(clientId).clientSecret(secret)
+            .audience(audience).authorizationServerUrl(tokenUrl).credentialsCachePath(cache).build());
+      }
+    } catch (Exception e) {
+      System.err.println("FAILED: " + e);
+      System.exit(1);
+    }
+    try (ZeebeClient client = builder.build()) {
       client.newDeployResourceCommand().addResourceFile(Path.of(models, "one_task.bpmn").toString()).send().join();
       ok("deploy");
       CompletableFuture<ProcessInstanceResult> result = client.newCreateInstanceCommand().bpmnProcessId("benchmark")

@@ -1,15 +1,33 @@
 // The Node SDK 8.8 over TLS: deploy -> create (awaiting the result) -> activate the job ->
 // complete it -> the instance's result arrives. grpcs:// with CAMUNDA_CUSTOM_ROOT_CERT_PATH, the
-// CA to trust. Run by crates/waggle/tests/security.rs:
+// CA to trust; with --client-id, the SDK's OAuth strategy (a client-credentials token from
+// --token-url for --audience). Run by crates/waggle/tests/security.rs and oauth.rs:
 //   NODE_PATH=... node tls_flow.cjs --address HOST:PORT --ca CA.pem --models DIR
+//     [--client-id ID --client-secret SECRET --token-url URL --audience AUDIENCE]
 // Prints "OK <step>" per step; exits 1 with the reason at the first failure.
 const path = require('path')
 const { Camunda8 } = require('@camunda8/sdk')
 
-function arg(name) {
+function arg(name, optional) {
   const i = process.argv.indexOf(`--${name}`)
-  if (i < 0) throw new Error(`--${name} missing`)
+  if (i < 0) {
+    if (optional) return undefined
+    throw new Error(`--${name} missing`)
+  }
   return process.argv[i + 1]
+}
+
+// the SDK's OAuth settings, when a client id is given
+function auth() {
+  if (!arg('client-id', true)) return { CAMUNDA_AUTH_STRATEGY: 'NONE' }
+  return {
+    CAMUNDA_AUTH_STRATEGY: 'OAUTH',
+    ZEEBE_CLIENT_ID: arg('client-id'),
+    ZEEBE_CLIENT_SECRET: arg('client-secret'),
+    CAMUNDA_OAUTH_URL: arg('token-url'),
+    ZEEBE_TOKEN_AUDIENCE: arg('audience'),
+    CAMUNDA_TOKEN_DISK_CACHE_DISABLE: true,
+  }
 }
 
 const ok = (step) => console.log(`OK ${step}`)
@@ -18,7 +36,7 @@ async function main() {
   const c8 = new Camunda8({
     ZEEBE_GRPC_ADDRESS: `grpcs://${arg('address')}`,
     CAMUNDA_CUSTOM_ROOT_CERT_PATH: arg('ca'),
-    CAMUNDA_AUTH_STRATEGY: 'NONE',
+    ...auth(),
     ZEEBE_GRPC_CLIENT_RETRY: false,
     CAMUNDA_LOG_LEVEL: 'error',
   })

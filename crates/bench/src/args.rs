@@ -61,6 +61,14 @@ pub struct RunArgs {
     /// Also plot throughput and latency over the run as `<workload>.png` in this folder.
     #[arg(long)]
     pub plots: Option<PathBuf>,
+    /// Connect over TLS, trusting this CA (PEM); the server's certificate must name the
+    /// target's host.
+    #[arg(long, value_name = "PEM")]
+    pub tls_ca: Option<PathBuf>,
+    /// Send this OAuth 2 access token on every call (`authorization: Bearer <token>`); also
+    /// `WAGGLE_BENCH_TOKEN`. It must outlive the run.
+    #[arg(long, value_name = "JWT", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Args)]

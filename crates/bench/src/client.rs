@@ -3,20 +3,62 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint};
 use waggle_protocol::gateway::gateway_client::GatewayClient;
 use waggle_protocol::gateway::{partition, DeployResourceRequest, Resource, TopologyRequest};
 
-pub type Client = GatewayClient<Channel>;
+use crate::secure;
 
-/// A client on its own HTTP/2 connection to `address` (`host:port`, loopback).
+pub type Client = GatewayClient<InterceptedService<Channel, Authorize>>;
+
+/// Adds the bearer token of [`secure`] to every call, when there is one.
+#[derive(Clone)]
+pub struct Authorize(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for Authorize {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(value) = &self.0 {
+            request.metadata_mut().insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// A client on its own HTTP/2 connection to `address` (`host:port`, loopback), over TLS and with
+/// a token when [`secure`] says so.
 pub async fn connect(address: &str) -> anyhow::Result<Client> {
     let endpoint = Endpoint::from_shared(format!("http://{address}"))
         .with_context(|| format!("bad address {address:?}"))?
         .connect_timeout(Duration::from_secs(5))
         .tcp_nodelay(true);
-    let channel = endpoint.connect().await.with_context(|| format!("connecting to {address}"))?;
-    Ok(GatewayClient::new(channel).max_decoding_message_size(64 << 20).max_encoding_message_size(64 << 20))
+    let settings = secure::get();
+    let channel = match &settings.tls {
+        None => endpoint.connect().await,
+        Some(tls) => {
+            let (tls, target) = (tls.clone(), address.to_string());
+            let connector = tower::service_fn(move |_: tonic::transport::Uri| {
+                let (tls, target) = (tls.clone(), target.clone());
+                async move {
+                    let tcp = tokio::net::TcpStream::connect(&target).await?;
+                    tcp.set_nodelay(true)?;
+                    let stream = secure::handshake(&tls, &target, tcp).await?;
+                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+                }
+            });
+            endpoint.connect_with_connector(connector).await
+        }
+    }
+    .with_context(|| format!("connecting to {address}"))?;
+    let authorize = match &settings.authorization {
+        Some(value) => Some(value.parse().context("the bearer token is not a header value")?),
+        None => None,
+    };
+    Ok(GatewayClient::with_interceptor(channel, Authorize(authorize))
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20))
 }
 
 /// Refuses anything but loopback: the bench must not load a shared server by accident.

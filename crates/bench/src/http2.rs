@@ -20,8 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, Notify};
 use tonic::{Code, Status};
 use waggle_protocol::grpc_frame::PREFIX_BYTES;
@@ -72,6 +71,10 @@ pub struct Method(Bytes);
 pub struct Connection {
     shared: Arc<Shared>,
     authority: Arc<str>,
+    /// Over TLS (`:scheme https`).
+    tls: bool,
+    /// The `authorization` header of every request, when set.
+    authorization: Option<String>,
 }
 
 struct Shared {
@@ -148,11 +151,30 @@ struct State {
 }
 
 /// Connects to `address` (`host:port`) and waits for the server's SETTINGS; tasks of the current
-/// runtime read and write the connection.
+/// runtime read and write the connection. Over TLS and with a bearer token on every request when
+/// [`crate::secure`] says so.
 pub async fn connect(address: &str) -> std::io::Result<Connection> {
     let tcp = tokio::net::TcpStream::connect(address).await?;
     tcp.set_nodelay(true)?;
-    let (read, write) = tcp.into_split();
+    let secure = crate::secure::get();
+    match &secure.tls {
+        None => {
+            let (read, write) = tcp.into_split();
+            start(address, read, write, false, secure.authorization.clone()).await
+        }
+        Some(tls) => {
+            let stream = crate::secure::handshake(tls, address, tcp).await?;
+            let (read, write) = tokio::io::split(stream);
+            start(address, read, write, true, secure.authorization.clone()).await
+        }
+    }
+}
+
+async fn start<R, W>(address: &str, read: R, write: W, tls: bool, authorization: Option<String>) -> std::io::Result<Connection>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (settings_tx, settings_rx) = oneshot::channel();
     let mut out = PREFACE.to_vec();
     put_frame_header(&mut out, 12, frame::SETTINGS, 0, 0);
@@ -180,7 +202,7 @@ pub async fn connect(address: &str) -> std::io::Result<Connection> {
     tokio::spawn(read_loop(shared.clone(), read));
     shared.writer.notify_one();
     match tokio::time::timeout(SETTINGS_TIMEOUT, settings_rx).await {
-        Ok(Ok(())) => Ok(Connection { shared, authority: address.into() }),
+        Ok(Ok(())) => Ok(Connection { shared, authority: address.into(), tls, authorization }),
         Ok(Err(_)) => {
             let reason = shared.lock().broken.clone().unwrap_or_default();
             Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, format!("HTTP/2 handshake with {address}: {reason}")))
@@ -198,17 +220,18 @@ impl Shared {
 impl Connection {
     /// The header block for gRPC method `path` (`/package.Service/Method`) on this connection.
     pub fn method(&self, path: &str) -> Method {
-        Method(
-            hpack::encode_literal_block(&[
-                (":method", "POST"),
-                (":scheme", "http"),
-                (":path", path),
-                (":authority", &self.authority),
-                ("content-type", "application/grpc"),
-                ("te", "trailers"),
-            ])
-            .into(),
-        )
+        let mut headers = vec![
+            (":method", "POST"),
+            (":scheme", if self.tls { "https" } else { "http" }),
+            (":path", path),
+            (":authority", &self.authority),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ];
+        if let Some(value) = &self.authorization {
+            headers.push(("authorization", value.as_str()));
+        }
+        Method(hpack::encode_literal_block(&headers).into())
     }
 
     /// Sends one framed gRPC message to `method`; resolves to the one message of the answer.
@@ -588,7 +611,7 @@ fn whole_message_len(data: &[u8]) -> Option<usize> {
     (data.len() >= PREFIX_BYTES + len).then_some(PREFIX_BYTES + len)
 }
 
-async fn write_loop(shared: Arc<Shared>, mut write: OwnedWriteHalf) {
+async fn write_loop<W: AsyncWrite + Unpin>(shared: Arc<Shared>, mut write: W) {
     let mut buf = Vec::with_capacity(64 * 1024);
     loop {
         shared.writer.notified().await;
@@ -610,7 +633,7 @@ async fn write_loop(shared: Arc<Shared>, mut write: OwnedWriteHalf) {
     }
 }
 
-async fn read_loop(shared: Arc<Shared>, mut read: OwnedReadHalf) {
+async fn read_loop<R: AsyncRead + Unpin>(shared: Arc<Shared>, mut read: R) {
     let mut buf = BytesMut::with_capacity(READ_BUFFER);
     let reason = 'read: loop {
         if buf.capacity() - buf.len() < READ_BUFFER / 4 {

@@ -24,6 +24,7 @@ pub mod plot;
 pub mod recorder;
 pub mod report;
 pub mod runner;
+pub mod secure;
 pub mod server;
 pub mod starter;
 pub mod stats;
@@ -77,6 +78,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 }
 
 async fn run_one(args: RunArgs) -> anyhow::Result<()> {
+    let token = args.token.clone().or_else(|| std::env::var("WAGGLE_BENCH_TOKEN").ok());
+    secure::set(args.tls_ca.as_deref(), token.as_deref())?;
     let w = args.overrides.apply(&args.workload)?;
     let phases = args.phases.for_workload(&w);
     let info = runner::ServerInfo { label: "server".into(), pid: args.pid, others: vec![], startup: None };

@@ -8,6 +8,7 @@
 // would only add an allocation on the error path.
 #![allow(clippy::result_large_err)]
 
+pub mod authenticate;
 mod backend;
 pub mod caller;
 mod coalescing_io;
@@ -33,6 +34,7 @@ use waggle_protocol::gateway::gateway_server::Gateway;
 use waggle_protocol::value::*;
 use waggle_protocol::{Intent, PartitionId, Record, RecordValue, DEFAULT_TENANT};
 
+pub use authenticate::{Authentication, Authenticator};
 pub use backend::Backend;
 pub use caller::Caller;
 pub use coalescing_io::CoalescingIo;

@@ -20,6 +20,9 @@
 //! here, at most to the limit (tonic would inflate without bound: a small gzip bomb would take
 //! gigabytes), and handed to tonic uncompressed.
 //!
+//! Authentication: with an [`Authenticator`], every call's headers are checked first (a refusal
+//! is a trailers-only answer) and the [`Caller`] goes into its extensions on both paths.
+//!
 //! As with hyper, a call whose client resets its stream is dropped (a long poll gives up), and
 //! `grpc-timeout` bounds every call's answer as tonic's timeout layer did (CANCELLED, "Timeout
 //! expired").
@@ -41,7 +44,7 @@ use tonic::{Request, Status};
 use waggle_protocol::gateway::gateway_server::{Gateway, GatewayServer};
 use waggle_protocol::grpc_frame;
 
-use crate::GatewayService;
+use crate::{Authenticator, Caller, GatewayService};
 
 /// HTTP/2 settings as tonic's server (hyper's defaults) had them.
 const WINDOW: u32 = 1024 * 1024;
@@ -79,6 +82,8 @@ impl FastCall {
 pub struct GrpcServer {
     gateway: Arc<GatewayService>,
     tonic: GatewayServer<GatewayService>,
+    /// Checks every call's credentials first, when authentication is on.
+    authenticator: Option<Arc<dyn Authenticator>>,
 }
 
 impl GrpcServer {
@@ -89,7 +94,13 @@ impl GrpcServer {
     /// The server of a gateway that others share (the REST API submits through it too).
     pub fn from_arc(gateway: Arc<GatewayService>) -> Self {
         let tonic = gateway.tonic_server();
-        Self { gateway, tonic }
+        Self { gateway, tonic, authenticator: None }
+    }
+
+    /// Every call is authenticated by `authenticator` first (see [`crate::authenticate`]).
+    pub fn with_authenticator(mut self, authenticator: Arc<dyn Authenticator>) -> Self {
+        self.authenticator = Some(authenticator);
+        self
     }
 
     /// Serves one accepted connection until the client closes it or, after `stop` resolves, until
@@ -144,6 +155,17 @@ impl GrpcServer {
     async fn handle(self, request: http::Request<RecvStream>, mut respond: SendResponse<Bytes>) {
         let (mut parts, body) = request.into_parts();
         let limit = grpc_timeout(&parts.headers);
+        let caller = match &self.authenticator {
+            None => None,
+            Some(authenticator) => match until_reset(&mut respond, authenticator.authenticate(&parts.headers)).await {
+                None => return,
+                Some(Ok(caller)) => Some(caller),
+                Some(Err(status)) => return send_status(respond, status),
+            },
+        };
+        if let Some(caller) = &caller {
+            parts.extensions.insert(caller.clone());
+        }
         if gzip_request(&parts.headers) {
             let Some((bytes, rest)) = read_unary(body, self.gateway.decode_limit()).await else { return };
             let body = match inflate(&bytes, rest.is_some(), self.gateway.config.max_message_bytes) {
@@ -170,7 +192,7 @@ impl GrpcServer {
             let body = RequestBody { read: Some(bytes), rest };
             return self.via_tonic(http::Request::from_parts(parts, body), limit, respond).await;
         };
-        let answer = self.answer(call, message);
+        let answer = self.answer(call, message, caller);
         match until_reset(&mut respond, within(limit, answer, || Some(Err(timeout_expired())))).await {
             // the client reset the stream: nothing to answer
             None => {}
@@ -186,13 +208,13 @@ impl GrpcServer {
 
     /// The call's answer as a gRPC message (length-prefixed), or `None` if `message` does not
     /// decode as its request.
-    async fn answer(&self, call: FastCall, message: Bytes) -> Option<Result<Bytes, Status>> {
+    async fn answer(&self, call: FastCall, message: Bytes, caller: Option<Caller>) -> Option<Result<Bytes, Status>> {
         let gateway = &*self.gateway;
         match call {
-            FastCall::CreateProcessInstance => unary(message, |r| gateway.create_process_instance(r)).await,
-            FastCall::CompleteJob => unary(message, |r| gateway.complete_job(r)).await,
-            FastCall::FailJob => unary(message, |r| gateway.fail_job(r)).await,
-            FastCall::PublishMessage => unary(message, |r| gateway.publish_message(r)).await,
+            FastCall::CreateProcessInstance => unary(message, caller, |r| gateway.create_process_instance(r)).await,
+            FastCall::CompleteJob => unary(message, caller, |r| gateway.complete_job(r)).await,
+            FastCall::FailJob => unary(message, caller, |r| gateway.fail_job(r)).await,
+            FastCall::PublishMessage => unary(message, caller, |r| gateway.publish_message(r)).await,
         }
     }
 
@@ -216,17 +238,20 @@ impl GrpcServer {
     }
 }
 
-/// Decodes `message` as `Req` (`None` if it does not decode), calls `method` with it and frames
-/// its answer.
-async fn unary<Req, Resp, F, Fut>(message: Bytes, method: F) -> Option<Result<Bytes, Status>>
+/// Decodes `message` as `Req` (`None` if it does not decode), calls `method` with it (and the
+/// caller in its extensions) and frames its answer.
+async fn unary<Req, Resp, F, Fut>(message: Bytes, caller: Option<Caller>, method: F) -> Option<Result<Bytes, Status>>
 where
     Req: Message + Default,
     Resp: Message,
     F: FnOnce(Request<Req>) -> Fut,
     Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
 {
-    let request = Req::decode(message).ok()?;
-    Some(method(Request::new(request)).await.map(|r| grpc_frame::frame(r.get_ref())))
+    let mut request = Request::new(Req::decode(message).ok()?);
+    if let Some(caller) = caller {
+        request.extensions_mut().insert(caller);
+    }
+    Some(method(request).await.map(|r| grpc_frame::frame(r.get_ref())))
 }
 
 /// Whether neither the request nor its answer would be compressed (no `grpc-encoding` other than

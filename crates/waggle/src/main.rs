@@ -257,15 +257,17 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
         None => None,
     };
     let tls = Acceptors::of(&config.security)?;
+    let auth = authentication(&config.security)?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let grpc = tokio::spawn(serve_grpc(grpc_listener, GrpcServer::from_arc(gateway.clone()), tls.grpc, stop_rx.clone()));
+    let grpc_server = with_authentication(GrpcServer::from_arc(gateway.clone()), auth.as_ref());
+    let grpc = tokio::spawn(serve_grpc(grpc_listener, grpc_server, tls.grpc, stop_rx.clone()));
     let rest_router = waggle_rest::router(Arc::new(waggle_rest::RestState { store: store_reader, gateway, topology: topology.clone() }));
-    let rest_router = protect_rest(security::body_limit::limit(rest_router, config.rest_max_body_size), &config.security);
+    let rest_router = protect_rest(security::body_limit::limit(rest_router, config.rest_max_body_size), auth.as_ref());
     let rest = tokio::spawn(security::serve::http(rest_listener, rest_router, tls.http.clone(), stopped(stop_rx.clone())));
     let mgmt_router = management::router(management::ManagementState { broker: broker.clone(), registry, node_id, topology });
     let mgmt = tokio::spawn(security::serve::http(
         mgmt_listener,
-        protect_management(mgmt_router, &config.security),
+        protect_management(mgmt_router, auth.as_ref()),
         tls.http,
         stopped(stop_rx.clone()),
     ));
@@ -273,6 +275,7 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     tracing::info!(
         grpc = %grpc_addr, management = %mgmt_addr, rest = %rest_addr, partitions = config.partitions, cluster = cluster_log.as_deref().unwrap_or("none (standalone)"),
         tls = config.security.tls.is_some(), basic_auth_users = config.security.basic_auth.as_ref().map_or(0, |u| u.count()),
+        oauth_issuer = config.security.oidc.as_ref().map_or("none", |o| o.issuer_uri.as_str()),
         data = %config.data_dir.display(), ready_ms = started.elapsed().as_millis() as u64, build = env!("WAGGLE_BUILD"),
         "waggle is ready"
     );
@@ -317,19 +320,42 @@ impl Acceptors {
     }
 }
 
-/// The REST API's router, behind HTTP Basic authentication when it is on.
-fn protect_rest(router: axum::Router, security: &security::SecurityConfig) -> axum::Router {
-    match &security.basic_auth {
-        Some(users) => router.layer(axum::middleware::from_fn_with_state(users.clone(), security::basic_auth::require)),
+/// The credentials the ports take (`None`: authentication off). With OAuth 2 on, the issuer's
+/// keys are fetched in the background now, so a wrong issuer shows in the log at start-up.
+fn authentication(security: &security::SecurityConfig) -> anyhow::Result<Option<Arc<security::authenticate::Authentication>>> {
+    let bearer = match &security.oidc {
+        Some(settings) => {
+            let validator = security::bearer::BearerValidator::new(settings.clone()).context("the OAuth 2 HTTP client")?;
+            let prefetch = validator.clone();
+            tokio::spawn(async move { prefetch.prefetch().await });
+            Some(validator)
+        }
+        None => None,
+    };
+    Ok(security::authenticate::Authentication::new(security.basic_auth.clone(), bearer))
+}
+
+/// The gRPC server, authenticating every call when authentication is on.
+fn with_authentication(server: GrpcServer, auth: Option<&Arc<security::authenticate::Authentication>>) -> GrpcServer {
+    match auth {
+        Some(auth) => server.with_authenticator(auth.clone()),
+        None => server,
+    }
+}
+
+/// The REST API's router, behind authentication when it is on.
+fn protect_rest(router: axum::Router, auth: Option<&Arc<security::authenticate::Authentication>>) -> axum::Router {
+    match auth {
+        Some(auth) => router.layer(axum::middleware::from_fn_with_state(auth.clone(), security::authenticate::require)),
         None => router,
     }
 }
 
-/// The management router, its state-changing `/actuator` endpoints behind HTTP Basic
-/// authentication when it is on.
-fn protect_management(router: axum::Router, security: &security::SecurityConfig) -> axum::Router {
-    match &security.basic_auth {
-        Some(users) => router.layer(axum::middleware::from_fn_with_state(users.clone(), security::basic_auth::require_for_changes)),
+/// The management router, its state-changing `/actuator` endpoints behind authentication when
+/// it is on.
+fn protect_management(router: axum::Router, auth: Option<&Arc<security::authenticate::Authentication>>) -> axum::Router {
+    match auth {
+        Some(auth) => router.layer(axum::middleware::from_fn_with_state(auth.clone(), security::authenticate::require_for_changes)),
         None => router,
     }
 }

@@ -64,9 +64,11 @@ async fn serve(config: config::GatewayConfig) -> anyhow::Result<()> {
     let grpc_listener = tokio::net::TcpListener::bind(grpc_addr).await.with_context(|| format!("binding gRPC on {grpc_addr}"))?;
     let mgmt_listener = tokio::net::TcpListener::bind(mgmt_addr).await.with_context(|| format!("binding management on {mgmt_addr}"))?;
     let tls = crate::Acceptors::of(&config.security)?;
+    let auth = crate::authentication(&config.security)?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let grpc = tokio::spawn(crate::serve_grpc(grpc_listener, GrpcServer::new(gateway), tls.grpc, stop_rx.clone()));
-    let mgmt_router = crate::protect_management(router(Management { cluster: known, remote: remote.clone(), registry }), &config.security);
+    let grpc_server = crate::with_authentication(GrpcServer::new(gateway), auth.as_ref());
+    let grpc = tokio::spawn(crate::serve_grpc(grpc_listener, grpc_server, tls.grpc, stop_rx.clone()));
+    let mgmt_router = crate::protect_management(router(Management { cluster: known, remote: remote.clone(), registry }), auth.as_ref());
     let mgmt = tokio::spawn(crate::security::serve::http(mgmt_listener, mgmt_router, tls.http, crate::stopped(stop_rx.clone())));
     crate::log_management(mgmt_addr);
     tracing::info!(

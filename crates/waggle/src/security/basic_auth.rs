@@ -3,25 +3,29 @@
 //! `camunda.security.initialization.users`,
 //! <https://docs.camunda.io/docs/self-managed/identity/orchestration-identity/configuration/>).
 //!
-//! A refused request gets 401 with an RFC 9457 problem (`application/problem+json`, title
-//! `UNAUTHORIZED`) whose detail says what is wrong, and `WWW-Authenticate: Basic realm="waggle"`.
+//! The credentials are checked here; [`super::authenticate`] reads the `Authorization` header
+//! and answers refusals.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
-use waggle_rest::Problem;
+use waggle_gateway::Caller;
 
-/// The challenge sent with every 401.
+/// The challenge sent with a 401 when Basic credentials are what the server takes.
 pub const CHALLENGE: &str = "Basic realm=\"waggle\", charset=\"UTF-8\"";
 
-/// The configured users: username → password (`Debug` shows the usernames only).
+/// A configured user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub password: String,
+    /// The tenants the user may use (multi-tenancy); empty when none are configured.
+    pub tenants: Vec<String>,
+}
+
+/// The configured users: username → user (`Debug` shows the usernames only).
 #[derive(Clone, PartialEq, Eq)]
-pub struct Users(Arc<HashMap<String, String>>);
+pub struct Users(Arc<HashMap<String, User>>);
 
 impl std::fmt::Debug for Users {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -44,7 +48,7 @@ pub enum Refusal {
 }
 
 impl Users {
-    pub fn new(users: HashMap<String, String>) -> Self {
+    pub fn new(users: HashMap<String, User>) -> Self {
         Self(Arc::new(users))
     }
 
@@ -53,18 +57,27 @@ impl Users {
         self.0.len()
     }
 
-    /// The user named by an `Authorization` header's value, if its credentials are right.
-    pub fn check(&self, authorization: Option<&HeaderValue>) -> Result<&str, Refusal> {
-        let value = authorization.ok_or(Refusal::Missing)?.to_str().map_err(|_| Refusal::Malformed)?;
+    /// The caller an `Authorization` header's value names, if it holds Basic credentials of a
+    /// configured user.
+    pub fn check(&self, authorization: Option<&str>) -> Result<Caller, Refusal> {
+        let value = authorization.ok_or(Refusal::Missing)?;
         let (scheme, encoded) = value.trim().split_once(' ').ok_or(Refusal::NotBasic)?;
         if !scheme.eq_ignore_ascii_case("basic") {
             return Err(Refusal::NotBasic);
         }
+        self.verify(encoded)
+    }
+
+    /// The caller the credentials of a Basic `Authorization` header (`base64(user:password)`)
+    /// name, if they are a configured user's.
+    pub fn verify(&self, encoded: &str) -> Result<Caller, Refusal> {
         let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).map_err(|_| Refusal::Malformed)?;
         let decoded = String::from_utf8(decoded).map_err(|_| Refusal::Malformed)?;
         let (user, password) = decoded.split_once(':').ok_or(Refusal::Malformed)?;
         match self.0.get_key_value(user) {
-            Some((name, expected)) if same(expected.as_bytes(), password.as_bytes()) => Ok(name),
+            Some((name, expected)) if same(expected.password.as_bytes(), password.as_bytes()) => {
+                Ok(Caller { name: name.clone(), tenants: expected.tenants.clone() })
+            }
             _ => Err(Refusal::Wrong),
         }
     }
@@ -75,66 +88,31 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
 }
 
-/// The 401 answer for `refusal`.
-pub fn unauthorized(refusal: &Refusal) -> Response {
-    let mut response = Problem::new(StatusCode::UNAUTHORIZED, "UNAUTHORIZED", refusal.to_string()).into_response();
-    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(CHALLENGE));
-    response
-}
-
-/// Middleware: every request needs a configured user's credentials (the REST API's port).
-pub async fn require(State(users): State<Users>, request: Request, next: Next) -> Response {
-    match users.check(request.headers().get(header::AUTHORIZATION)) {
-        Ok(_) => next.run(request).await,
-        Err(refusal) => unauthorized(&refusal),
-    }
-}
-
-/// Middleware: requests that change something under `/actuator` (any method but GET, HEAD and
-/// OPTIONS) need a configured user's credentials; reads (health, metrics, the cluster) do not,
-/// so probes and scrapers keep working (the management port's).
-pub async fn require_for_changes(State(users): State<Users>, request: Request, next: Next) -> Response {
-    let reads = [Method::GET, Method::HEAD, Method::OPTIONS];
-    if request.uri().path().starts_with("/actuator") && !reads.contains(request.method()) {
-        if let Err(refusal) = users.check(request.headers().get(header::AUTHORIZATION)) {
-            return unauthorized(&refusal);
-        }
-    }
-    next.run(request).await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn users() -> Users {
-        Users::new(HashMap::from([("demo".to_string(), "s3cret:x".to_string())]))
+        let demo = User { password: "s3cret:x".to_string(), tenants: vec!["tenant-a".into()] };
+        Users::new(HashMap::from([("demo".to_string(), demo)]))
     }
 
-    fn basic(credentials: &str) -> HeaderValue {
-        let encoded = base64::engine::general_purpose::STANDARD.encode(credentials);
-        HeaderValue::from_str(&format!("Basic {encoded}")).unwrap()
+    fn basic(credentials: &str) -> String {
+        format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(credentials))
     }
 
     #[test]
     fn right_credentials_pass_and_each_wrong_kind_is_named() {
         let users = users();
-        assert_eq!(users.check(Some(&basic("demo:s3cret:x"))), Ok("demo"), "a password may hold a colon");
+        let demo = Caller { name: "demo".into(), tenants: vec!["tenant-a".into()] };
+        assert_eq!(users.check(Some(&basic("demo:s3cret:x"))), Ok(demo), "a password may hold a colon");
         assert_eq!(users.check(None), Err(Refusal::Missing));
-        assert_eq!(users.check(Some(&HeaderValue::from_static("Bearer abc"))), Err(Refusal::NotBasic));
-        assert_eq!(users.check(Some(&HeaderValue::from_static("Basic"))), Err(Refusal::NotBasic));
-        assert_eq!(users.check(Some(&HeaderValue::from_static("Basic !!!"))), Err(Refusal::Malformed));
+        assert_eq!(users.check(Some("Bearer abc")), Err(Refusal::NotBasic));
+        assert_eq!(users.check(Some("Basic")), Err(Refusal::NotBasic));
+        assert_eq!(users.check(Some("Basic !!!")), Err(Refusal::Malformed));
         assert_eq!(users.check(Some(&basic("demo"))), Err(Refusal::Malformed));
         assert_eq!(users.check(Some(&basic("demo:wrong"))), Err(Refusal::Wrong));
         assert_eq!(users.check(Some(&basic("nobody:s3cret:x"))), Err(Refusal::Wrong));
         assert_eq!(users.check(Some(&basic("demo:s3cret:"))), Err(Refusal::Wrong));
-    }
-
-    #[test]
-    fn the_answer_is_a_problem_with_a_challenge() {
-        let response = unauthorized(&Refusal::Wrong);
-        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
-        assert_eq!(response.headers()[header::WWW_AUTHENTICATE], CHALLENGE);
-        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");
     }
 }

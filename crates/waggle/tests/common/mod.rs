@@ -3,6 +3,7 @@
 //! it on the same data; runs the real Zeebe clients installed by `scripts/install-clients.sh`.
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod fault_proxy;
 pub mod raw_h2;
 
