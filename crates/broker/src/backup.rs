@@ -185,6 +185,24 @@ impl BackupStore {
         self.objects.put(&key, serde_json::to_vec_pretty(info).expect("json")).map_err(store_err)
     }
 
+    /// Part `partition` of backup `id`, if written. A store that is not atomic (s3rver streams
+    /// an object while it is read) can show a half-written status: read again, a few times.
+    fn read_partition(&self, id: u64, partition: PartitionId) -> Result<Option<PartitionBackup>, BackupError> {
+        let key = format!("{}/partition.json", Self::partition_key(id, partition));
+        let mut tries = 0;
+        loop {
+            let Some(bytes) = self.objects.get(&key).map_err(store_err)? else { return Ok(None) };
+            match serde_json::from_slice::<PartitionBackup>(&bytes) {
+                Ok(part) => return Ok(Some(part)),
+                Err(_) if tries < 5 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(BackupError::Io(format!("{key}: {e}"))),
+            }
+        }
+    }
+
     /// Backup `id` as the store holds it.
     pub fn info(&self, id: u64) -> Result<BackupInfo, BackupError> {
         let meta: BackupMeta = match self.objects.get(&format!("{id}/backup.json")).map_err(store_err)? {
@@ -194,8 +212,8 @@ impl BackupStore {
         let mut details = Vec::new();
         let mut missing = false;
         for p in 1..=meta.partition_count {
-            match self.objects.get(&format!("{}/partition.json", Self::partition_key(id, p))).map_err(store_err)? {
-                Some(bytes) => details.push(serde_json::from_slice::<PartitionBackup>(&bytes).map_err(|e| BackupError::Io(e.to_string()))?),
+            match self.read_partition(id, p)? {
+                Some(part) => details.push(part),
                 None => {
                     missing = true;
                     details.push(PartitionBackup {

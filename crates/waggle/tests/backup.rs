@@ -436,7 +436,9 @@ async fn a_cluster_backup_under_load_restores_every_broker(store: Store) {
     let restored: Vec<PathBuf> = (0..BROKERS)
         .map(|i| {
             let dir = temp.path().join(format!("restored-{i}"));
-            let done = restore_cmd(&store, 7, &dir, &cluster(i));
+            let mut a = cluster(i);
+            a.extend(["--internal-port".to_string(), internal[i].clone()]);
+            let done = restore_cmd(&store, 7, &dir, &a);
             assert!(done.status.success(), "restoring broker {i}: {}", String::from_utf8_lossy(&done.stderr));
             dir
         })
