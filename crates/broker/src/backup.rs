@@ -11,14 +11,20 @@
 //! `partition.json` (state, position, the state's digest) are its own, so brokers sharing a
 //! store never write the same file.
 //!
-//! Store layout: `<store>/<backupId>/backup.json` (the partition count) and
-//! `<store>/<backupId>/partitions/<id>/{partition.json, state/}`.
+//! The store is a directory or an S3-compatible bucket ([`objects`], through `object_store`).
+//! Its layout (keys, `/`-separated): `<backupId>/backup.json` (the partition count),
+//! `<backupId>/partitions/<id>/partition.json`, `<backupId>/partitions/<id>/state/<file>`, and
+//! `deleted/<backupId>` for each deleted backup (its id is not taken again, as Zeebe's).
+
+mod objects;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use objects::Objects;
+pub use objects::{S3Config, StoreConfig};
 use serde::{Deserialize, Serialize};
 use waggle_protocol::PartitionId;
 
@@ -29,7 +35,7 @@ const CHECKPOINT_WAIT: Duration = Duration::from_secs(120);
 pub enum BackupError {
     #[error("no backup store is configured (set backup_store / --backup-store)")]
     NotConfigured,
-    #[error("a backup with id {0} already exists, or one with a higher id does ({1}): backup ids must increase")]
+    #[error("a backup with id {0} already exists, or one with a higher id was taken or deleted ({1}): backup ids must increase")]
     Conflict(u64, u64),
     #[error("no backup with id {0}")]
     NotFound(u64),
@@ -85,10 +91,15 @@ struct BackupMeta {
     partition_count: u16,
 }
 
-/// The backups in a store directory.
+/// The backups in a store (a directory or a bucket, see [`StoreConfig`]). Its calls block:
+/// call them from a plain thread or `spawn_blocking`.
 #[derive(Debug, Clone)]
 pub struct BackupStore {
-    root: PathBuf,
+    objects: Objects,
+}
+
+fn store_err(e: String) -> BackupError {
+    BackupError::Io(e)
 }
 
 fn now_iso() -> String {
@@ -114,67 +125,96 @@ fn chrono_like(ms: i64) -> String {
 }
 
 impl BackupStore {
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+    /// The store `config` names (a directory is created if missing; a bucket is not checked
+    /// until used).
+    pub fn open(config: &StoreConfig) -> Result<Self, BackupError> {
+        Ok(Self { objects: Objects::open(config).map_err(store_err)? })
     }
 
-    fn backup_dir(&self, id: u64) -> PathBuf {
-        self.root.join(id.to_string())
-    }
-
-    fn partition_dir(&self, id: u64, partition: PartitionId) -> PathBuf {
-        self.backup_dir(id).join("partitions").join(partition.to_string())
+    fn partition_key(id: u64, partition: PartitionId) -> String {
+        format!("{id}/partitions/{partition}")
     }
 
     /// The ids of the backups in the store, ascending.
-    pub fn ids(&self) -> Vec<u64> {
-        let mut ids: Vec<u64> = fs::read_dir(&self.root)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.path().join("backup.json").is_file())
-            .filter_map(|e| e.file_name().to_str()?.parse().ok())
-            .collect();
+    pub fn ids(&self) -> Result<Vec<u64>, BackupError> {
+        let mut ids = Vec::new();
+        for id in self.objects.folders("").map_err(store_err)?.into_iter().filter_map(|f| f.parse::<u64>().ok()) {
+            if self.objects.exists(&format!("{id}/backup.json")).map_err(store_err)? {
+                ids.push(id);
+            }
+        }
         ids.sort_unstable();
-        ids
+        Ok(ids)
+    }
+
+    /// The highest id of a backup in the store or deleted from it.
+    fn highest_id(&self) -> Result<Option<u64>, BackupError> {
+        let deleted = self.objects.files("deleted").map_err(store_err)?.into_iter().filter_map(|f| f.parse::<u64>().ok()).max();
+        Ok(self.ids()?.last().copied().max(deleted))
+    }
+
+    /// Checks that backup `id` can be taken: its id is above every backup's in the store and
+    /// every deleted one's (Zeebe: "greater than the id of previous backups that are completed,
+    /// failed, or deleted").
+    pub fn check_new(&self, id: u64) -> Result<(), BackupError> {
+        match self.highest_id()? {
+            Some(highest) if id <= highest => Err(BackupError::Conflict(id, highest)),
+            _ => Ok(()),
+        }
     }
 
     /// Starts backup `id` of `partitions` (of a cluster of `partition_count`): refused unless
-    /// `id` is above every backup's in the store (Zeebe's rule: ids increase), or is the newest
-    /// backup and holds none of `partitions` yet (another broker of the cluster started it).
+    /// `id` is new ([`Self::check_new`]), or is the newest backup and holds none of
+    /// `partitions` yet (another broker of the cluster started it).
     pub fn begin(&self, id: u64, partition_count: u16, partitions: &[PartitionId]) -> Result<(), BackupError> {
-        if let Some(&highest) = self.ids().last() {
-            let joins = id == highest && partitions.iter().all(|&p| !self.partition_dir(id, p).join("partition.json").exists());
+        if let Some(highest) = self.highest_id()? {
+            let mut joins = id == highest && self.objects.exists(&format!("{id}/backup.json")).map_err(store_err)?;
+            for &p in partitions {
+                joins = joins && !self.objects.exists(&format!("{}/partition.json", Self::partition_key(id, p))).map_err(store_err)?;
+            }
             if id < highest || (id == highest && !joins) {
                 return Err(BackupError::Conflict(id, highest));
             }
         }
-        let dir = self.backup_dir(id);
-        fs::create_dir_all(dir.join("partitions")).map_err(io(dir.display()))?;
         let meta = serde_json::to_vec_pretty(&BackupMeta { backup_id: id, partition_count }).expect("json");
-        write_atomically(&dir.join("backup.json"), &meta)
+        self.objects.put(&format!("{id}/backup.json"), meta).map_err(store_err)
     }
 
     fn write_partition(&self, id: u64, info: &PartitionBackup) -> Result<(), BackupError> {
-        let dir = self.partition_dir(id, info.partition_id);
-        fs::create_dir_all(&dir).map_err(io(dir.display()))?;
-        write_atomically(&dir.join("partition.json"), &serde_json::to_vec_pretty(info).expect("json"))
+        let key = format!("{}/partition.json", Self::partition_key(id, info.partition_id));
+        self.objects.put(&key, serde_json::to_vec_pretty(info).expect("json")).map_err(store_err)
+    }
+
+    /// Part `partition` of backup `id`, if written. A store that is not atomic (s3rver streams
+    /// an object while it is read) can show a half-written status: read again, a few times.
+    fn read_partition(&self, id: u64, partition: PartitionId) -> Result<Option<PartitionBackup>, BackupError> {
+        let key = format!("{}/partition.json", Self::partition_key(id, partition));
+        let mut tries = 0;
+        loop {
+            let Some(bytes) = self.objects.get(&key).map_err(store_err)? else { return Ok(None) };
+            match serde_json::from_slice::<PartitionBackup>(&bytes) {
+                Ok(part) => return Ok(Some(part)),
+                Err(_) if tries < 5 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(BackupError::Io(format!("{key}: {e}"))),
+            }
+        }
     }
 
     /// Backup `id` as the store holds it.
     pub fn info(&self, id: u64) -> Result<BackupInfo, BackupError> {
-        let dir = self.backup_dir(id);
-        let meta: BackupMeta = match fs::read(dir.join("backup.json")) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| BackupError::Io(format!("backup {id}'s backup.json: {e}")))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BackupError::NotFound(id)),
-            Err(e) => return Err(BackupError::Io(e.to_string())),
+        let meta: BackupMeta = match self.objects.get(&format!("{id}/backup.json")).map_err(store_err)? {
+            Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| BackupError::Io(format!("backup {id}'s backup.json: {e}")))?,
+            None => return Err(BackupError::NotFound(id)),
         };
         let mut details = Vec::new();
         let mut missing = false;
         for p in 1..=meta.partition_count {
-            match fs::read(self.partition_dir(id, p).join("partition.json")) {
-                Ok(bytes) => details.push(serde_json::from_slice::<PartitionBackup>(&bytes).map_err(|e| BackupError::Io(e.to_string()))?),
-                Err(_) => {
+            match self.read_partition(id, p)? {
+                Some(part) => details.push(part),
+                None => {
                     missing = true;
                     details.push(PartitionBackup {
                         partition_id: p,
@@ -207,29 +247,46 @@ impl BackupStore {
     }
 
     /// Every backup in the store, by id.
-    pub fn list(&self) -> Vec<BackupInfo> {
-        self.ids().into_iter().filter_map(|id| self.info(id).ok()).collect()
+    pub fn list(&self) -> Result<Vec<BackupInfo>, BackupError> {
+        Ok(self.ids()?.into_iter().filter_map(|id| self.info(id).ok()).collect())
     }
 
-    /// Removes backup `id` (its `backup.json` first, so that a removal cut short leaves no
-    /// backup that lists).
+    /// Removes backup `id`: records its id as deleted (never taken again), then removes its
+    /// `backup.json` (so that a removal cut short leaves no backup that lists) and its files.
     pub fn delete(&self, id: u64) -> Result<(), BackupError> {
-        let dir = self.backup_dir(id);
-        match fs::remove_file(dir.join("backup.json")) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BackupError::NotFound(id)),
-            Err(e) => return Err(BackupError::Io(e.to_string())),
+        if !self.objects.exists(&format!("{id}/backup.json")).map_err(store_err)? {
+            return Err(BackupError::NotFound(id));
         }
-        fs::remove_dir_all(&dir).map_err(io(dir.display()))
+        self.objects.put(&format!("deleted/{id}"), Vec::new()).map_err(store_err)?;
+        self.objects.delete(&format!("{id}/backup.json")).map_err(store_err)?;
+        self.objects.remove_all(&id.to_string()).map_err(store_err)
     }
-}
 
-/// Writes `bytes` to `path` through a temporary file and a rename.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), BackupError> {
-    let tmp = path.with_extension("json.tmp");
-    fs::write(&tmp, bytes).map_err(io(tmp.display()))?;
-    fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(io(tmp.display()))?;
-    fs::rename(&tmp, path).map_err(io(path.display()))
+    /// Uploads the files of the flat directory `from` as backup `id`'s state of `partition`.
+    fn upload_state(&self, id: u64, partition: PartitionId, from: &Path) -> Result<(), String> {
+        let prefix = format!("{}/state", Self::partition_key(id, partition));
+        self.objects.remove_all(&prefix)?;
+        for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+            let entry = entry.map_err(|e| format!("{}: {e}", from.display()))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            self.objects.upload(&entry.path(), &format!("{prefix}/{name}"))?;
+        }
+        Ok(())
+    }
+
+    /// Downloads backup `id`'s state of `partition` into the directory `to` (created).
+    fn download_state(&self, id: u64, partition: PartitionId, to: &Path) -> Result<(), BackupError> {
+        let prefix = format!("{}/state", Self::partition_key(id, partition));
+        fs::create_dir_all(to).map_err(io(to.display()))?;
+        let files = self.objects.files(&prefix).map_err(store_err)?;
+        if files.is_empty() {
+            return Err(BackupError::Io(format!("backup {id} holds no state files for partition {partition}")));
+        }
+        for name in files {
+            self.objects.download(&format!("{prefix}/{name}"), &to.join(&name)).map_err(store_err)?;
+        }
+        Ok(())
+    }
 }
 
 /// Copies the flat directory `from` into `to` (created), fsyncing each file.
@@ -253,9 +310,9 @@ pub(crate) struct PartitionJob {
     pub ask: Box<dyn FnOnce(PathBuf, CheckpointReply) + Send>,
 }
 
-/// Where a partition thread answers a backup's checkpoint: the digest of the state it holds
-/// and the partition's Raft term, or why it failed.
-pub(crate) type CheckpointReply = mpsc::Sender<Result<(crate::StateDigest, u64), String>>;
+/// Where a partition thread answers a backup's checkpoint: the partition's Raft term, or why
+/// it failed.
+pub(crate) type CheckpointReply = mpsc::Sender<Result<u64, String>>;
 
 /// A partition's backup recorded IN_PROGRESS, to be taken by [`run`].
 pub(crate) struct Pending(PartitionJob, PartitionBackup);
@@ -290,6 +347,36 @@ pub(crate) fn begin_partitions(store: &BackupStore, id: u64, broker_id: u64, job
         .collect()
 }
 
+/// Records `partitions` FAILED in backup `id` with `reason` (no broker took them).
+pub(crate) fn fail_partitions(
+    store: &BackupStore,
+    id: u64,
+    broker_id: u64,
+    partitions: &[PartitionId],
+    reason: &str,
+) -> Result<(), BackupError> {
+    for &partition_id in partitions {
+        let now = now_iso();
+        store.write_partition(
+            id,
+            &PartitionBackup {
+                partition_id,
+                state: "FAILED".into(),
+                broker_id,
+                broker_version: env!("CARGO_PKG_VERSION").into(),
+                checkpoint_position: None,
+                term: None,
+                rows: None,
+                hash: None,
+                created_at: now.clone(),
+                last_updated_at: now,
+                failure_reason: Some(reason.to_string()),
+            },
+        )?;
+    }
+    Ok(())
+}
+
 /// Backs up each partition of `pending`, one after another: COMPLETED with its position and
 /// digest, or FAILED with the reason.
 pub(crate) fn run(store: &BackupStore, id: u64, pending: Vec<Pending>) {
@@ -318,19 +405,22 @@ pub(crate) fn run(store: &BackupStore, id: u64, pending: Vec<Pending>) {
     }
 }
 
+/// Has the partition thread take its checkpoint (the thread pauses for a memtable flush and
+/// hard links only), uploads the checkpoint's files, then reads the digest of the state they
+/// hold (its applied index is the backup's position) from the checkpoint opened here, off the
+/// partition thread.
 fn backup_partition(store: &BackupStore, id: u64, job: PartitionJob) -> Result<(crate::StateDigest, u64), String> {
     let (tx, rx) = mpsc::channel();
     let scratch = job.scratch;
     (job.ask)(scratch.clone(), tx);
     let answer = rx.recv_timeout(CHECKPOINT_WAIT).map_err(|_| "the partition did not take its checkpoint".to_string())?;
-    let copied = answer.and_then(|(digest, term)| {
-        let target = store.partition_dir(id, job.partition).join("state");
-        let _ = fs::remove_dir_all(&target);
-        copy_files(&scratch, &target).map_err(|e| format!("copying the checkpoint to {}: {e}", target.display()))?;
-        Ok((digest, term))
+    let done = answer.and_then(|term| {
+        store.upload_state(id, job.partition, &scratch)?;
+        let checkpoint = waggle_state::RocksStore::open(&scratch).map_err(|e| format!("opening the checkpoint: {e}"))?;
+        Ok((crate::partition::digest_of(&checkpoint), term))
     });
     let _ = fs::remove_dir_all(&scratch);
-    copied
+    done
 }
 
 /// What `restore` rebuilt.
@@ -340,11 +430,12 @@ pub struct Restored {
     pub position: u64,
 }
 
-/// Rebuilds `data_dir` from backup `id` of `store`: each partition's state from its checkpoint
+/// Rebuilds `data_dir` from backup `id` of `store`: each partition `hosts` names (a
+/// standalone node's: all; a broker's: those it holds a replica of) gets its state from its checkpoint
 /// (as the runtime state and as its newest snapshot) and a log that starts after the backup's
 /// position. Refuses a `data_dir` that exists and is not empty, and a backup that is not
 /// COMPLETED.
-pub fn restore(store: &BackupStore, id: u64, data_dir: &Path) -> Result<Vec<Restored>, BackupError> {
+pub fn restore(store: &BackupStore, id: u64, data_dir: &Path, hosts: impl Fn(PartitionId) -> bool) -> Result<Vec<Restored>, BackupError> {
     let info = store.info(id)?;
     if info.state != "COMPLETED" {
         return Err(BackupError::Incomplete(id, info.state));
@@ -353,13 +444,13 @@ pub fn restore(store: &BackupStore, id: u64, data_dir: &Path) -> Result<Vec<Rest
         return Err(BackupError::TargetNotEmpty(data_dir.to_path_buf()));
     }
     let mut restored = Vec::new();
-    for p in &info.details {
+    for p in info.details.iter().filter(|p| hosts(p.partition_id)) {
         let position = p.checkpoint_position.unwrap_or(0);
         let term = p.term.unwrap_or(0);
-        let source = store.partition_dir(id, p.partition_id).join("state");
         let base = data_dir.join("partitions").join(p.partition_id.to_string());
-        copy_files(&source, &base.join("runtime")).map_err(io(source.display()))?;
-        copy_files(&source, &base.join("snapshots").join(position.to_string())).map_err(io(source.display()))?;
+        let runtime = base.join("runtime");
+        store.download_state(id, p.partition_id, &runtime)?;
+        copy_files(&runtime, &base.join("snapshots").join(position.to_string())).map_err(io(runtime.display()))?;
         let log = base.join("log");
         fs::create_dir_all(&log).map_err(io(log.display()))?;
         let mut journal =
@@ -387,7 +478,7 @@ mod tests {
     #[test]
     fn ids_increase_and_a_backup_aggregates_its_partitions() {
         let dir = tempfile::tempdir().unwrap();
-        let store = BackupStore::new(dir.path());
+        let store = BackupStore::open(&StoreConfig::Dir(dir.path().to_path_buf())).unwrap();
         store.begin(5, 2, &[1]).unwrap();
         assert!(matches!(store.begin(4, 2, &[2]), Err(BackupError::Conflict(4, 5))));
         assert_eq!(store.info(5).unwrap().state, "INCOMPLETE");
@@ -411,9 +502,13 @@ mod tests {
         assert_eq!(store.info(5).unwrap().state, "IN_PROGRESS");
         store.write_partition(5, &done(2)).unwrap();
         assert_eq!(store.info(5).unwrap().state, "COMPLETED");
-        assert_eq!(store.list().len(), 1);
+        assert_eq!(store.list().unwrap().len(), 1);
         store.delete(5).unwrap();
         assert!(matches!(store.info(5), Err(BackupError::NotFound(5))));
-        assert!(store.list().is_empty());
+        assert!(store.list().unwrap().is_empty());
+        assert!(!dir.path().join("5").exists(), "its files are gone");
+        assert!(matches!(store.check_new(5), Err(BackupError::Conflict(5, 5))), "a deleted id is not taken again");
+        assert!(matches!(store.begin(5, 2, &[1]), Err(BackupError::Conflict(5, 5))));
+        store.check_new(6).unwrap();
     }
 }

@@ -81,8 +81,9 @@ pub struct BrokerConfig {
     pub export: export::ExportConfig,
     /// Disk watermarks: below them, client commands are refused ([`disk`]).
     pub disk: disk::DiskConfig,
-    /// The directory backups go to ([`backup`]); `None`: backups are refused.
-    pub backup_store: Option<PathBuf>,
+    /// Where backups go, a directory or an S3-compatible bucket ([`backup`]); `None`: backups
+    /// are refused.
+    pub backup_store: Option<backup::StoreConfig>,
 }
 
 impl Default for BrokerConfig {
@@ -120,6 +121,8 @@ pub enum BrokerError {
     Start { partition: PartitionId, reason: String },
     #[error("failed to join the cluster: {0}")]
     Cluster(String),
+    #[error("the backup store: {0}")]
+    BackupStore(String),
 }
 
 /// Where a client command's answer goes: the record that answers it, or [`NotTaken`].
@@ -212,6 +215,13 @@ impl LateBroker {
 impl forward::LocalSubmit for LateBroker {
     fn rebalance_local(&self) -> Vec<PartitionId> {
         self.get().map(|b| b.rebalance_here()).unwrap_or_default()
+    }
+
+    fn backup_local(&self, id: u64) -> Result<Vec<PartitionId>, String> {
+        match self.get() {
+            Some(broker) => broker.take_backup_here(id).map_err(|e| e.to_string()),
+            None => Ok(Vec::new()),
+        }
     }
 
     fn submit_local(&self, partition: PartitionId, command: Command) -> forward::BoxFuture<'_, Result<Record, BrokerError>> {
@@ -337,6 +347,10 @@ impl Broker {
             partitions.push(Some(handle));
         }
         let _ = peers.set(partitions.iter().map(|p| p.as_ref().map(|p| p.peer())).collect());
+        let backup_store = match &config.backup_store {
+            Some(c) => Some(backup::BackupStore::open(c).map_err(|e| BrokerError::BackupStore(e.to_string()))?),
+            None => None,
+        };
         let broker = Arc::new(Broker {
             partitions,
             round_robin: AtomicUsize::new(0),
@@ -348,7 +362,7 @@ impl Broker {
             links,
             _runtime: runtime,
             disk,
-            backup_store: config.backup_store.clone().map(backup::BackupStore::new),
+            backup_store,
         });
         let _ = late.0.set(Arc::downgrade(&broker));
         if let Some(links) = &broker.links {
@@ -574,10 +588,10 @@ impl Broker {
     }
 
     /// Starts backup `id` of every partition this broker leads (see [`backup`]) and returns
-    /// once it is recorded IN_PROGRESS in the store; the partitions' checkpoints are taken
-    /// and copied on a thread of its own. In a cluster, each broker is asked for the
-    /// partitions it leads (Zeebe's gateway asks every partition's leader).
-    pub fn take_backup(self: &Arc<Self>, id: u64) -> Result<(), backup::BackupError> {
+    /// them once they are recorded IN_PROGRESS in the store; the partitions' checkpoints are
+    /// taken and uploaded on a thread of its own. Blocks on the store: call it from a plain
+    /// thread or `spawn_blocking`.
+    pub fn take_backup_here(&self, id: u64) -> Result<Vec<PartitionId>, backup::BackupError> {
         let store = self.backup_store.clone().ok_or(backup::BackupError::NotConfigured)?;
         let led: Vec<PartitionId> = self
             .partitions
@@ -588,14 +602,13 @@ impl Broker {
             .collect();
         store.begin(id, self.partition_count(), &led)?;
         let jobs = led
-            .into_iter()
-            .filter_map(|p| {
-                let scratch = self.handle(p).ok()?.dir().join(format!("backup-{id}.tmp"));
-                let broker = Arc::downgrade(self);
-                let ask = Box::new(move |dir: PathBuf, reply: std::sync::mpsc::Sender<Result<(StateDigest, u64), String>>| {
-                    if let Some(handle) = broker.upgrade().as_deref().and_then(|b| b.handle(p).ok()) {
-                        handle.ask_backup(partition::BackupAsk { dir, reply });
-                    }
+            .iter()
+            .filter_map(|&p| {
+                let handle = self.handle(p).ok()?;
+                let scratch = handle.dir().join(format!("backup-{id}.tmp"));
+                let slot = handle.backup_slot();
+                let ask = Box::new(move |dir: PathBuf, reply: backup::CheckpointReply| {
+                    *slot.lock().expect("backup lock") = Some(partition::BackupAsk { dir, reply });
                 });
                 Some(backup::PartitionJob { partition: p, scratch, ask })
             })
@@ -606,7 +619,46 @@ impl Broker {
             .name(format!("backup-{id}"))
             .spawn(move || backup::run(&store, id, pending))
             .map_err(|e| backup::BackupError::Io(format!("starting the backup thread: {e}")))?;
-        Ok(())
+        Ok(led)
+    }
+
+    /// Takes backup `id` of every partition of the cluster (Zeebe's `POST /actuator/backups`
+    /// on any broker): refused unless the id is new in the store; then this broker backs up
+    /// the partitions it leads and asks every other broker, through its command API, to back
+    /// up those it leads. A partition no broker took (no leader then, a broker unreachable) is
+    /// recorded FAILED, so the backup's status says so. Returns once every part is recorded
+    /// IN_PROGRESS (or FAILED); the uploads go on.
+    pub async fn take_backup(self: &Arc<Self>, id: u64) -> Result<(), backup::BackupError> {
+        let broker = self.clone();
+        let here = tokio::task::spawn_blocking(move || {
+            broker.backup_store.as_ref().ok_or(backup::BackupError::NotConfigured)?.check_new(id)?;
+            broker.take_backup_here(id)
+        })
+        .await
+        .map_err(|e| backup::BackupError::Io(e.to_string()))??;
+        let Some(links) = &self.links else { return Ok(()) };
+        let mut taken = here;
+        let mut failures = Vec::new();
+        let others = links.spec.members.iter().enumerate().filter(|&(node, _)| node as u64 != links.spec.node_id);
+        for (node, &addr) in others {
+            match links.forwarder.backup(addr, id, BACKUP_CALL).await {
+                Ok(partitions) => taken.extend(partitions),
+                Err(e) => {
+                    tracing::warn!(node, backup = id, error = %e, "a broker could not be asked to take the backup");
+                    failures.push(format!("broker {node}: {e}"));
+                }
+            }
+        }
+        let missing: Vec<PartitionId> = (1..=self.partition_count()).filter(|p| !taken.contains(p)).collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let store = self.backup_store.clone().ok_or(backup::BackupError::NotConfigured)?;
+        let node_id = links.spec.node_id;
+        let reason = format!("no broker took the partition's backup (no leader, or its leader was not reached: {})", failures.join("; "));
+        tokio::task::spawn_blocking(move || backup::fail_partitions(&store, id, node_id, &missing, &reason))
+            .await
+            .map_err(|e| backup::BackupError::Io(e.to_string()))?
     }
 
     /// The backup store, if one is configured.
@@ -718,6 +770,9 @@ impl Broker {
 
 /// How long `rebalance` waits for each other broker's answer.
 const REBALANCE_CALL: std::time::Duration = std::time::Duration::from_secs(1);
+/// How long another broker may take to start its part of a backup (it writes the parts'
+/// IN_PROGRESS status to the store first).
+const BACKUP_CALL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A command no leader took within its routing window, as its caller reports it: unavailable.
 fn not_taken_is_unavailable(answer: Result<Record, BrokerError>) -> Result<Record, BrokerError> {
@@ -736,6 +791,10 @@ impl forward::RouteLocal for Broker {
 impl forward::LocalSubmit for Broker {
     fn rebalance_local(&self) -> Vec<PartitionId> {
         self.rebalance_here()
+    }
+
+    fn backup_local(&self, id: u64) -> Result<Vec<PartitionId>, String> {
+        self.take_backup_here(id).map_err(|e| e.to_string())
     }
 
     fn submit_local(&self, partition: PartitionId, command: Command) -> forward::BoxFuture<'_, Result<Record, BrokerError>> {

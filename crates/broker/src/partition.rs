@@ -137,9 +137,9 @@ pub(crate) struct PartitionHandle {
 pub(crate) struct BackupAsk {
     /// Where the checkpoint goes (on the data folder's file system: hard links).
     pub dir: PathBuf,
-    /// The digest of the checkpoint's state (its applied index is the backup's position) and
-    /// the partition's Raft term.
-    pub reply: mpsc::Sender<Result<(StateDigest, u64), String>>,
+    /// The partition's Raft term once the checkpoint is taken (the backup reads the
+    /// checkpoint's digest, and with it its applied index, off this thread).
+    pub reply: mpsc::Sender<Result<u64, String>>,
 }
 
 impl PartitionHandle {
@@ -168,11 +168,11 @@ impl PartitionHandle {
         self.store.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Asks the partition thread for a checkpoint of its state into `ask.dir`, answered on
-    /// `ask.reply` with the digest of the state it holds (its applied index is the backup's
-    /// position). A partition that stopped drops the ask (its reply channel closes).
-    pub(crate) fn ask_backup(&self, ask: BackupAsk) {
-        *self.backup.lock().expect("backup lock") = Some(ask);
+    /// Where a backup asks the partition thread for a checkpoint of its state into `ask.dir`,
+    /// answered on `ask.reply` with the partition's term (the checkpoint's applied index is the
+    /// backup's position). A partition that stopped drops the ask (its reply channel closes).
+    pub(crate) fn backup_slot(&self) -> Arc<Mutex<Option<BackupAsk>>> {
+        self.backup.clone()
     }
 
     /// The partition's folder in the data folder.
@@ -232,7 +232,7 @@ impl PartitionHandle {
 }
 
 /// The digest of `store`'s rows (see [`PartitionHandle::state_digest`]).
-fn digest_of(store: &dyn KvRead) -> StateDigest {
+pub(crate) fn digest_of(store: &dyn KvRead) -> StateDigest {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     let (mut rows, mut applied_index) = (0u64, 0u64);
@@ -1437,15 +1437,14 @@ impl Processor {
 
 impl Processor {
     /// Takes the backup checkpoint asked for, if any: between two batches, so the checkpoint
-    /// holds the state at exactly the applied index its digest names (a RocksDB checkpoint:
-    /// a memtable flush and hard links; the digest reads every row, which the partition
-    /// waits for).
+    /// holds the state at exactly one applied index (a RocksDB checkpoint: a memtable flush
+    /// and hard links; the backup thread reads its digest from the checkpoint, so the
+    /// partition does not wait for a scan of every row).
     fn take_backup(&mut self) {
         let Some(ask) = self.backup.lock().expect("backup lock").take() else { return };
         let started = Instant::now();
         let _ = fs::remove_dir_all(&ask.dir);
-        let taken =
-            self.store.checkpoint(&ask.dir).map_err(|e| format!("checkpoint: {e}")).map(|()| (digest_of(&*self.store), self.raft.term()));
+        let taken = self.store.checkpoint(&ask.dir).map_err(|e| format!("checkpoint: {e}")).map(|()| self.raft.term());
         tracing::info!(partition = self.id, applied = self.applied, ms = started.elapsed().as_millis() as u64, "backup checkpoint taken");
         let _ = ask.reply.send(taken);
     }

@@ -149,6 +149,25 @@ pub struct NodeArgs {
     /// other than `<default>` is refused (docs/security.md, "Multi-tenancy") [default: false].
     #[arg(long, env = "WAGGLE_MULTI_TENANCY", action = clap::ArgAction::Set, value_name = "BOOL")]
     pub multi_tenancy: Option<bool>,
+    /// Backups in an S3-compatible bucket instead of a directory: the bucket's name (Zeebe's
+    /// `data.backup.s3.bucketName`) [default: none].
+    #[arg(long, env = "WAGGLE_BACKUP_S3_BUCKET", value_name = "NAME")]
+    pub backup_s3_bucket: Option<String>,
+    /// The S3 backup store's URL, e.g. `http://127.0.0.1:8333` (`s3.endpoint`) [default: AWS's].
+    #[arg(long, env = "WAGGLE_BACKUP_S3_ENDPOINT", value_name = "URL")]
+    pub backup_s3_endpoint: Option<String>,
+    /// The S3 backup store's region (`s3.region`) [default: `AWS_REGION`, else us-east-1].
+    #[arg(long, env = "WAGGLE_BACKUP_S3_REGION")]
+    pub backup_s3_region: Option<String>,
+    /// The S3 backup store's access key (`s3.accessKey`) [default: `AWS_ACCESS_KEY_ID`].
+    #[arg(long, env = "WAGGLE_BACKUP_S3_ACCESS_KEY", hide_env_values = true)]
+    pub backup_s3_access_key: Option<String>,
+    /// The S3 backup store's secret key (`s3.secretKey`) [default: `AWS_SECRET_ACCESS_KEY`].
+    #[arg(long, env = "WAGGLE_BACKUP_S3_SECRET_KEY", hide_env_values = true)]
+    pub backup_s3_secret_key: Option<String>,
+    /// A folder in the bucket the backups go under (`s3.basePath`) [default: the bucket's root].
+    #[arg(long, env = "WAGGLE_BACKUP_S3_BASE_PATH", value_name = "PATH")]
+    pub backup_s3_base_path: Option<String>,
 }
 
 /// A size in bytes: a number, or a number with a unit KB, MB or GB (powers of 1024, as
@@ -292,6 +311,12 @@ struct FileConfig {
     disk_monitoring_interval_ms: Option<u64>,
     backup_store: Option<PathBuf>,
     multi_tenancy: Option<bool>,
+    backup_s3_bucket: Option<String>,
+    backup_s3_endpoint: Option<String>,
+    backup_s3_region: Option<String>,
+    backup_s3_access_key: Option<String>,
+    backup_s3_secret_key: Option<String>,
+    backup_s3_base_path: Option<String>,
 }
 
 /// `--query-store` (`query_store` in the file: a boolean or a URL string).
@@ -363,8 +388,8 @@ pub struct NodeConfig {
     pub security: SecurityConfig,
     /// Disk watermarks.
     pub disk: DiskConfig,
-    /// The backup store's directory, if backups are on.
-    pub backup_store: Option<PathBuf>,
+    /// The backup store (a directory or an S3 bucket), if backups are on.
+    pub backup_store: Option<waggle_broker::backup::StoreConfig>,
     /// Multi-tenancy on.
     pub multi_tenancy: bool,
 }
@@ -493,7 +518,7 @@ impl NodeArgs {
                         .map_or(d.monitoring_interval, Duration::from_millis),
                 }
             },
-            backup_store: self.backup_store.clone().or_else(|| file.backup_store.clone()),
+            backup_store: self.backup_store_with(file)?,
             multi_tenancy: self.multi_tenancy.or(file.multi_tenancy).unwrap_or(false),
         };
         anyhow::ensure!(config.rest_max_body_size >= 1024, "--rest-max-body-size must be at least 1024 bytes");
@@ -531,7 +556,45 @@ fn debug_target(path: Option<&PathBuf>) -> DebugTarget {
     }
 }
 
+impl NodeArgs {
+    /// The backup store the flags, the environment and the file name: a directory, or an S3
+    /// bucket (not both).
+    fn backup_store_with(&self, file: &FileConfig) -> anyhow::Result<Option<waggle_broker::backup::StoreConfig>> {
+        use waggle_broker::backup::{S3Config, StoreConfig};
+        let dir = self.backup_store.clone().or_else(|| file.backup_store.clone());
+        let pick = |flag: &Option<String>, key: &Option<String>| flag.clone().or_else(|| key.clone());
+        let bucket = pick(&self.backup_s3_bucket, &file.backup_s3_bucket);
+        match (dir, bucket) {
+            (Some(_), Some(_)) => anyhow::bail!("--backup-store and --backup-s3-bucket name two backup stores: choose one"),
+            (Some(dir), None) => Ok(Some(StoreConfig::Dir(dir))),
+            (None, Some(bucket)) => Ok(Some(StoreConfig::S3(S3Config {
+                bucket,
+                endpoint: pick(&self.backup_s3_endpoint, &file.backup_s3_endpoint),
+                region: pick(&self.backup_s3_region, &file.backup_s3_region),
+                access_key: pick(&self.backup_s3_access_key, &file.backup_s3_access_key),
+                secret_key: pick(&self.backup_s3_secret_key, &file.backup_s3_secret_key),
+                base_path: pick(&self.backup_s3_base_path, &file.backup_s3_base_path),
+            }))),
+            (None, None) => Ok(None),
+        }
+    }
+}
+
 impl BrokerArgs {
+    /// For `waggle restore`: the node's configuration, and its cluster if any cluster setting
+    /// is given (flags, environment or file), else `None` (a standalone node's folder).
+    pub fn resolve_restore(&self) -> anyhow::Result<(NodeConfig, Option<ClusterSpec>)> {
+        let file = self.node.file()?;
+        let node = self.node.resolve_with(&file)?;
+        let c = &self.cluster;
+        let clustered = c.node_id.or(file.node_id).is_some()
+            || c.cluster_size.or(file.cluster_size).is_some()
+            || c.contact_points.is_some()
+            || file.contact_points.is_some();
+        let cluster = if clustered { Some(self.cluster.resolve_with(&file)?) } else { None };
+        Ok((node, cluster))
+    }
+
     /// The broker's node configuration and its cluster, validated.
     pub fn resolve(&self) -> anyhow::Result<(NodeConfig, ClusterSpec)> {
         let file = self.node.file()?;
@@ -655,6 +718,31 @@ mod tests {
         assert!(c.disk.enabled);
         let bad = NodeArgs { config: Some(file), disk_free_space_replication: Some(ByteSize(1 << 30)), ..Default::default() };
         assert!(bad.resolve().unwrap_err().to_string().contains("--disk-free-space-replication"));
+    }
+
+    #[test]
+    fn the_s3_backup_store_reads_zeebes_settings_from_the_file_and_flags() {
+        use waggle_broker::backup::{S3Config, StoreConfig};
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("waggle.toml");
+        std::fs::write(
+            &file,
+            "backup_s3_bucket = \"b\"\nbackup_s3_endpoint = \"http://127.0.0.1:9000\"\nbackup_s3_region = \"eu-west-1\"\n\
+             backup_s3_access_key = \"k\"\nbackup_s3_secret_key = \"s\"\nbackup_s3_base_path = \"cluster-a\"\n",
+        )
+        .unwrap();
+        let args = NodeArgs { config: Some(file.clone()), backup_s3_base_path: Some("cluster-b".into()), ..Default::default() };
+        let expected = S3Config {
+            bucket: "b".into(),
+            endpoint: Some("http://127.0.0.1:9000".into()),
+            region: Some("eu-west-1".into()),
+            access_key: Some("k".into()),
+            secret_key: Some("s".into()),
+            base_path: Some("cluster-b".into()),
+        };
+        assert_eq!(args.resolve().unwrap().backup_store, Some(StoreConfig::S3(expected)));
+        let both = NodeArgs { config: Some(file), backup_store: Some("/backups".into()), ..Default::default() };
+        assert!(both.resolve().unwrap_err().to_string().contains("choose one"));
     }
 
     #[test]

@@ -45,8 +45,9 @@ enum Cmd {
     /// request to the partition's leader (`waggle gateway --help`).
     Gateway(Box<gateway::config::GatewayArgs>),
     /// Rebuilds the data folder from a backup in the backup store (`--backup-id N`, with the
-    /// node's --data-dir, --backup-store and --partitions): refuses a data folder that is not
-    /// empty and a backup that is not complete (see docs/operations.md).
+    /// node's --data-dir, backup store and --partitions; a broker's also with its cluster
+    /// settings, --node-id, --cluster-size or --contact-points, --replication-factor): refuses
+    /// a data folder that is not empty and a backup that is not complete (docs/operations.md).
     Restore(Box<RestoreArgs>),
     /// Zeebe's benchmark over the gateway protocol, against Waggle
     /// (`waggle bench run|compare|smoke --help`).
@@ -60,14 +61,18 @@ struct RestoreArgs {
     #[arg(long)]
     backup_id: u64,
     #[command(flatten)]
-    node: NodeArgs,
+    broker: BrokerArgs,
 }
 
-/// Restores backup `args.backup_id` into the node's data folder.
+/// Restores backup `args.backup_id` into the node's data folder: on a broker, the partitions
+/// it holds a replica of (every replica of a partition gets the same state and log position).
 fn restore(args: &RestoreArgs) -> anyhow::Result<()> {
-    let config = args.node.resolve()?;
-    let store_dir = config.backup_store.clone().context("waggle restore needs --backup-store (or backup_store in the config file)")?;
-    let store = waggle_broker::backup::BackupStore::new(store_dir);
+    let (config, cluster) = args.broker.resolve_restore()?;
+    let store_config = config
+        .backup_store
+        .clone()
+        .context("waggle restore needs a backup store: --backup-store or --backup-s3-bucket (or the config file's)")?;
+    let store = waggle_broker::backup::BackupStore::open(&store_config)?;
     let info = store.info(args.backup_id)?;
     anyhow::ensure!(
         info.details.len() == usize::from(config.partitions),
@@ -77,8 +82,9 @@ fn restore(args: &RestoreArgs) -> anyhow::Result<()> {
         config.partitions,
         info.details.len()
     );
-    let restored = waggle_broker::backup::restore(&store, args.backup_id, &config.data_dir)?;
-    persisted::check_or_record(&config.data_dir, &persisted::DataSettings::of(config.partitions, None))?;
+    let restored =
+        waggle_broker::backup::restore(&store, args.backup_id, &config.data_dir, |p| cluster.as_ref().is_none_or(|c| c.hosts(p)))?;
+    persisted::record_restored(&config.data_dir, &persisted::DataSettings::of(config.partitions, cluster.as_ref()))?;
     for r in &restored {
         tracing::info!(backup = args.backup_id, partition = r.partition, position = r.position, "partition restored");
     }

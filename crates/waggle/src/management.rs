@@ -247,45 +247,57 @@ fn backup_error(e: BackupError) -> Response {
 }
 
 /// `POST /actuator/backups` with `{"backupId": N}` (Zeebe's): 202 once the backup of every
-/// partition led here is scheduled; its progress shows in `GET /actuator/backups/N`.
+/// partition is scheduled (in a cluster, on any broker: each broker backs up the partitions it
+/// leads); its progress shows in `GET /actuator/backups/N`.
 async fn take_backup(State(s): State<ManagementState>, body: axum::body::Bytes) -> Response {
     let id = serde_json::from_slice::<serde_json::Value>(&body).ok().and_then(|v| v.get("backupId").and_then(|id| id.as_u64()));
     let Some(id) = id else {
         return (StatusCode::BAD_REQUEST, Json(json!({ "message": "expected a body {\"backupId\": <a positive integer>}" })))
             .into_response();
     };
-    let broker = s.broker.clone();
-    match tokio::task::spawn_blocking(move || broker.take_backup(id)).await {
-        Ok(Ok(())) => (
+    match s.broker.take_backup(id).await {
+        Ok(()) => (
             StatusCode::ACCEPTED,
             Json(json!({ "message": format!("A backup with id {id} has been scheduled. Use GET actuator/backups/{id} to monitor the status.") })),
         )
             .into_response(),
-        Ok(Err(e)) => backup_error(e),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        Err(e) => backup_error(e),
     }
+}
+
+/// Runs `f` on the backup store (its calls block) off the async threads.
+async fn with_store<T: Send + 'static>(
+    s: &ManagementState,
+    f: impl FnOnce(&waggle_broker::backup::BackupStore) -> Result<T, BackupError> + Send + 'static,
+) -> Result<T, BackupError> {
+    let broker = s.broker.clone();
+    tokio::task::spawn_blocking(move || f(broker.backup_store().ok_or(BackupError::NotConfigured)?))
+        .await
+        .map_err(|e| BackupError::Io(e.to_string()))?
 }
 
 /// `GET /actuator/backups`: every backup in the store, each as `GET /actuator/backups/{id}`.
 async fn list_backups(State(s): State<ManagementState>) -> Response {
-    match s.broker.backup_store() {
-        Some(store) => Json(serde_json::to_value(store.list()).expect("json")).into_response(),
-        None => backup_error(BackupError::NotConfigured),
+    match with_store(&s, |store| store.list()).await {
+        Ok(list) => Json(serde_json::to_value(list).expect("json")).into_response(),
+        Err(e) => backup_error(e),
     }
 }
 
 /// `GET /actuator/backups/{id}`: the backup's state (COMPLETED, IN_PROGRESS, FAILED,
-/// INCOMPLETE) and each partition's (`details`).
+/// INCOMPLETE) and each partition's (`details`), as every partition's leader recorded it in
+/// the shared store.
 async fn backup_status(State(s): State<ManagementState>, Path(id): Path<u64>) -> Response {
-    match s.broker.backup_store().ok_or(BackupError::NotConfigured).and_then(|store| store.info(id)) {
+    match with_store(&s, move |store| store.info(id)).await {
         Ok(info) => Json(serde_json::to_value(info).expect("json")).into_response(),
         Err(e) => backup_error(e),
     }
 }
 
-/// `DELETE /actuator/backups/{id}`: removes the backup from the store (204).
+/// `DELETE /actuator/backups/{id}`: removes every part of the backup from the store (204); its
+/// id is not taken again.
 async fn delete_backup(State(s): State<ManagementState>, Path(id): Path<u64>) -> Response {
-    match s.broker.backup_store().ok_or(BackupError::NotConfigured).and_then(|store| store.delete(id)) {
+    match with_store(&s, move |store| store.delete(id)).await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => backup_error(e),
     }

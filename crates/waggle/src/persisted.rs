@@ -190,6 +190,13 @@ fn legacy_settings(data_dir: &Path) -> Result<Option<DataSettings>, PersistedErr
     Ok((highest > 0).then_some(DataSettings { format_version: FORMAT_VERSION, partitions: highest, role: Role::Standalone }))
 }
 
+/// Records `given` as the settings of a data folder `waggle restore` has just filled from a
+/// backup: its partition folders are the backup's, not an older standalone node's (which is
+/// what [`check_or_record`] takes a folder with partitions and no settings file to be).
+pub fn record_restored(data_dir: &Path, given: &DataSettings) -> Result<(), PersistedError> {
+    record(data_dir, given)
+}
+
 /// Writes `settings` to `data_dir/cluster.json` atomically (creating the folder).
 fn record(data_dir: &Path, settings: &DataSettings) -> Result<(), PersistedError> {
     fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> PersistedError + 'a {

@@ -4,25 +4,150 @@
 //!
 //! A backup is taken while instances are created and their jobs completed; the data folder
 //! restored from it (`waggle restore`) starts, and each partition's state digest equals the one
-//! the source partition had at the backup's position (recorded by the partition thread when it
-//! took the checkpoint, from its live state).
+//! the backup recorded for the partition at its position (read from the checkpoint it took).
+//! Each scenario runs against a directory store and against an S3-compatible server, s3rver
+//! (`scripts/s3-server.sh`, which installs it from npm on first use); the cluster's runs three
+//! brokers, takes the backup through one of them and restores every broker's folder.
 
 mod common;
 
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{deploy_one_task, grpc_client, http_json, one_task_activation, one_task_creation, Node};
-use waggle_protocol::gateway::CompleteJobRequest;
+use common::{deploy_one_task, free_port, grpc_client, http_json, one_task_creation, repo_root, Node};
+use waggle_protocol::gateway::{ActivateJobsRequest, CompleteJobRequest};
 
 fn json(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
 }
 
-/// Waits until backup `id` leaves IN_PROGRESS; returns its status.
+/// The bucket `scripts/s3-server.sh` creates.
+const BUCKET: &str = "waggle-backups";
+/// Every test's keys go under this folder of the bucket (`--backup-s3-base-path`).
+const BASE_PATH: &str = "tests/backups";
+
+/// An s3rver process on a loopback port, keeping its objects in a temporary folder; killed
+/// when dropped.
+struct S3Server {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl S3Server {
+    fn start() -> S3Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let log = std::fs::File::create(dir.path().join("s3-server.log")).expect("log");
+        let child = Command::new(repo_root().join("scripts/s3-server.sh"))
+            .arg(dir.path().join("objects"))
+            .arg(port.to_string())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("scripts/s3-server.sh");
+        let mut server = S3Server { child, port, dir };
+        // the first use installs s3rver from npm
+        let deadline = Instant::now() + Duration::from_secs(180);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Some(status) = server.child.try_wait().expect("try_wait") {
+                panic!("scripts/s3-server.sh exited ({status}): {}", server.log());
+            }
+            assert!(Instant::now() < deadline, "the S3 server did not start: {}", server.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        server
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("s3-server.log")).unwrap_or_default()
+    }
+
+    /// The flags of a node whose backups go to this server (the keys come from the environment,
+    /// see [`S3Server::envs`]).
+    fn args(&self) -> Vec<String> {
+        [
+            "--backup-s3-bucket",
+            BUCKET,
+            "--backup-s3-endpoint",
+            &format!("http://127.0.0.1:{}", self.port),
+            "--backup-s3-region",
+            "us-east-1",
+            "--backup-s3-base-path",
+            BASE_PATH,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    /// s3rver's credentials, which it checks each request's signature with.
+    fn envs() -> [(&'static str, &'static str); 2] {
+        [("WAGGLE_BACKUP_S3_ACCESS_KEY", "S3RVER"), ("WAGGLE_BACKUP_S3_SECRET_KEY", "S3RVER")]
+    }
+
+    /// The files s3rver keeps for the objects under `folder` of the base path.
+    fn files_under(&self, folder: &str) -> usize {
+        count_files(&self.dir.path().join("objects").join(BUCKET).join(BASE_PATH).join(folder))
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn count_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| if e.path().is_dir() { count_files(&e.path()) } else { 1 }).sum()
+}
+
+/// Where a test's backups go: a directory, or an S3 server.
+enum Store {
+    Dir(tempfile::TempDir),
+    S3(S3Server),
+}
+
+impl Store {
+    fn dir() -> Store {
+        Store::Dir(tempfile::tempdir().expect("tempdir"))
+    }
+
+    fn s3() -> Store {
+        Store::S3(S3Server::start())
+    }
+
+    fn args(&self) -> Vec<String> {
+        match self {
+            Store::Dir(dir) => vec!["--backup-store".into(), dir.path().to_str().unwrap().into()],
+            Store::S3(server) => server.args(),
+        }
+    }
+
+    fn envs(&self) -> Vec<(&'static str, &'static str)> {
+        match self {
+            Store::Dir(_) => Vec::new(),
+            Store::S3(_) => S3Server::envs().to_vec(),
+        }
+    }
+
+    /// Whether any file of backup `id` is left in the store.
+    fn holds(&self, id: u64) -> bool {
+        match self {
+            Store::Dir(dir) => dir.path().join(id.to_string()).exists(),
+            Store::S3(server) => server.files_under(&id.to_string()) > 0,
+        }
+    }
+}
+
+/// Waits until backup `id` leaves IN_PROGRESS (as `node` reports it); returns its status.
 fn wait_backup(node: &Node, id: u64) -> serde_json::Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let (code, body) = node.get(&format!("/actuator/backups/{id}"));
         assert_eq!(code, 200, "{body}");
@@ -35,46 +160,110 @@ fn wait_backup(node: &Node, id: u64) -> serde_json::Value {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_backup_under_load_restores_the_state_at_its_position_and_deleted_backups_are_gone() {
-    let store = tempfile::tempdir().unwrap();
-    let store_path = store.path().to_str().unwrap().to_string();
-    let args = ["--partitions", "2", "--query-store", "false", "--backup-store", &store_path];
-    let node = Node::start(&args);
-    let mut client = grpc_client(&node).await;
-    deploy_one_task(&mut client).await;
+/// Jobs of `one_task.bpmn` locked for ten minutes: none times out while a test restores and
+/// compares state.
+fn activation() -> ActivateJobsRequest {
+    ActivateJobsRequest {
+        r#type: "benchmark-task".into(),
+        worker: "backup-test".into(),
+        timeout: 600_000,
+        max_jobs_to_activate: 32,
+        request_timeout: 200,
+        ..Default::default()
+    }
+}
 
-    // load: a creator and a worker that completes what it activates
-    let stop = Arc::new(AtomicBool::new(false));
-    let (created, completed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
-    let creator = {
-        let (mut client, stop, created) = (client.clone(), stop.clone(), created.clone());
-        tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                client.create_process_instance(one_task_creation()).await.expect("create");
-                created.fetch_add(1, Ordering::Relaxed);
-            }
-        })
-    };
-    let worker = {
-        let (mut client, stop, completed) = (client.clone(), stop.clone(), completed.clone());
-        tokio::spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                let mut activation = one_task_activation(32);
-                activation.request_timeout = 200;
-                let mut stream = client.activate_jobs(activation).await.expect("activate").into_inner();
-                while let Some(batch) = stream.message().await.expect("jobs") {
-                    for job in batch.jobs {
-                        client.complete_job(CompleteJobRequest { job_key: job.key, ..Default::default() }).await.expect("complete");
-                        completed.fetch_add(1, Ordering::Relaxed);
+/// Creations and a worker completing what it activates, through `client`, until stopped.
+struct Load {
+    stop: Arc<AtomicBool>,
+    created: Arc<AtomicU64>,
+    completed: Arc<AtomicU64>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(client: &waggle_protocol::gateway::gateway_client::GatewayClient<tonic::transport::Channel>) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (created, completed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let creator = {
+            let (mut client, stop, created) = (client.clone(), stop.clone(), created.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    client.create_process_instance(one_task_creation()).await.expect("create");
+                    created.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        let worker = {
+            let (mut client, stop, completed) = (client.clone(), stop.clone(), completed.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let mut stream = client.activate_jobs(activation()).await.expect("activate").into_inner();
+                    while let Some(batch) = stream.message().await.expect("jobs") {
+                        for job in batch.jobs {
+                            client.complete_job(CompleteJobRequest { job_key: job.key, ..Default::default() }).await.expect("complete");
+                            completed.fetch_add(1, Ordering::Relaxed);
+                        }
                     }
                 }
-            }
-        })
-    };
-    while completed.load(Ordering::Relaxed) < 50 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+            })
+        };
+        Load { stop, created, completed, tasks: vec![creator, worker] }
     }
+
+    async fn until_completed(&self, n: u64) {
+        while self.completed.load(Ordering::Relaxed) < n {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Lets `n` more creations happen, then stops.
+    async fn stop_after(self, n: u64) {
+        let target = self.created.load(Ordering::Relaxed) + n;
+        while self.created.load(Ordering::Relaxed) < target {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.tasks {
+            t.await.unwrap();
+        }
+    }
+}
+
+fn restore_cmd(store: &Store, id: u64, data_dir: &Path, extra: &[String]) -> std::process::Output {
+    common::run_with_timeout(
+        Command::new(env!("CARGO_BIN_EXE_waggle"))
+            .args(["restore", "--backup-id", &id.to_string()])
+            .args(store.args())
+            .args(extra)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .envs(store.envs()),
+        Duration::from_secs(120),
+    )
+}
+
+/// Each partition's digest on `node` has the rows and hash `backup` recorded for it.
+fn assert_digests(node: &Node, backup: &serde_json::Value) {
+    for d in backup["details"].as_array().unwrap() {
+        let partition = d["partitionId"].as_u64().unwrap();
+        let (code, body) = node.get(&format!("/v1/partitions/{partition}/digest"));
+        assert_eq!(code, 200, "{body}");
+        let digest = json(&body);
+        // the restored node's new term adds an entry without records: only the index moves
+        assert!(digest["appliedIndex"].as_u64().unwrap() >= d["checkpointPosition"].as_u64().unwrap(), "{digest} vs {d}");
+        assert_eq!((&digest["rows"], &digest["hash"]), (&d["rows"], &d["hash"]), "partition {partition}: {digest} vs {d}");
+    }
+}
+
+async fn a_backup_under_load_restores_the_state_at_its_position(store: Store) {
+    let mut args: Vec<String> = ["--partitions", "2", "--query-store", "false"].iter().map(|s| s.to_string()).collect();
+    args.extend(store.args());
+    let node = Node::start_with_env(&args.iter().map(String::as_str).collect::<Vec<_>>(), &store.envs());
+    let mut client = grpc_client(&node).await;
+    deploy_one_task(&mut client).await;
+    let load = Load::start(&client);
+    load.until_completed(50).await;
 
     // no body, no id: refused
     let (code, _) = http_json(node.management_port, "POST", "/actuator/backups", "{}").unwrap();
@@ -83,15 +272,8 @@ async fn a_backup_under_load_restores_the_state_at_its_position_and_deleted_back
     assert_eq!(code, 202, "{body}");
     assert!(json(&body)["message"].as_str().unwrap().contains("backup with id 1 has been scheduled"), "{body}");
     let backup = tokio::task::block_in_place(|| wait_backup(&node, 1));
-    let at_backup = created.load(Ordering::Relaxed);
     // the load goes on a while after the backup
-    let target = at_backup + 50;
-    while created.load(Ordering::Relaxed) < target {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    stop.store(true, Ordering::Relaxed);
-    creator.await.unwrap();
-    worker.await.unwrap();
+    load.stop_after(50).await;
     assert_eq!(backup["state"], "COMPLETED", "{backup}");
     let details = backup["details"].as_array().unwrap();
     assert_eq!(details.len(), 2, "{backup}");
@@ -103,7 +285,8 @@ async fn a_backup_under_load_restores_the_state_at_its_position_and_deleted_back
     // ids increase: the same id again is a conflict
     let (code, _) = http_json(node.management_port, "POST", "/actuator/backups", r#"{"backupId": 1}"#).unwrap();
     assert_eq!(code, 409);
-    // a second backup, listed, then deleted
+    // a second backup, listed, then deleted: its files go, its id is not taken again (Zeebe's
+    // rule: ids above every completed, failed or deleted backup's)
     let (code, _) = http_json(node.management_port, "POST", "/actuator/backups", r#"{"backupId": 2}"#).unwrap();
     assert_eq!(code, 202);
     assert_eq!(tokio::task::block_in_place(|| wait_backup(&node, 2))["state"], "COMPLETED");
@@ -111,44 +294,182 @@ async fn a_backup_under_load_restores_the_state_at_its_position_and_deleted_back
     assert_eq!(code, 200);
     let ids: Vec<u64> = json(&list).as_array().unwrap().iter().map(|b| b["backupId"].as_u64().unwrap()).collect();
     assert_eq!(ids, [1, 2]);
+    assert!(store.holds(2));
     let (code, _) = http_json(node.management_port, "DELETE", "/actuator/backups/2", "").unwrap();
     assert_eq!(code, 204);
     assert_eq!(node.get("/actuator/backups/2").0, 404);
-    assert!(!store.path().join("2").exists(), "the deleted backup's files are gone");
+    assert!(!store.holds(2), "the deleted backup's files are gone");
     let (_, list) = node.get("/actuator/backups");
     assert_eq!(json(&list).as_array().unwrap().len(), 1);
+    let (code, body) = http_json(node.management_port, "POST", "/actuator/backups", r#"{"backupId": 2}"#).unwrap();
+    assert_eq!(code, 409, "a deleted backup's id is not taken again: {body}");
 
     // restore: refused into a folder that is not empty, done into a new one
-    let restore = |data_dir: &std::path::Path, id: &str| {
-        common::run_with_timeout(
-            std::process::Command::new(env!("CARGO_BIN_EXE_waggle"))
-                .args(["restore", "--backup-id", id, "--partitions", "2", "--backup-store", &store_path, "--data-dir"])
-                .arg(data_dir),
-            Duration::from_secs(60),
-        )
-    };
-    let refused = restore(&node.data_dir, "1");
+    let partitions = ["--partitions".to_string(), "2".to_string()];
+    let refused = restore_cmd(&store, 1, &node.data_dir, &partitions);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("not empty"), "{}", String::from_utf8_lossy(&refused.stderr));
-    let missing = restore(&store.path().join("nowhere"), "2");
-    assert!(!missing.status.success(), "a deleted backup cannot be restored");
     let target = tempfile::tempdir().unwrap();
+    let missing = restore_cmd(&store, 2, &target.path().join("nowhere"), &partitions);
+    assert!(!missing.status.success(), "a deleted backup cannot be restored");
     let data = target.path().join("data");
-    let done = restore(&data, "1");
+    let done = restore_cmd(&store, 1, &data, &partitions);
     assert!(done.status.success(), "restore failed: {}", String::from_utf8_lossy(&done.stderr));
     drop(node);
 
     let restored = Node::start_at(data, &["--partitions", "2", "--query-store", "false"], &[]);
-    for d in details {
-        let partition = d["partitionId"].as_u64().unwrap();
-        let (code, body) = restored.get(&format!("/v1/partitions/{partition}/digest"));
-        assert_eq!(code, 200, "{body}");
-        let digest = json(&body);
-        // the restored node's new term adds an entry without records: only the index moves
-        assert!(digest["appliedIndex"].as_u64().unwrap() >= d["checkpointPosition"].as_u64().unwrap(), "{digest} vs {d}");
-        assert_eq!((&digest["rows"], &digest["hash"]), (&d["rows"], &d["hash"]), "partition {partition}: {digest} vs {d}");
-    }
-    // and it serves: the instances created before the backup have their jobs, new ones start
+    assert_digests(&restored, &backup);
+    // and it serves: new instances start
     let mut client = grpc_client(&restored).await;
     client.create_process_instance(one_task_creation()).await.expect("a creation on the restored node");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backup_under_load_in_a_directory_restores_the_state_at_its_position() {
+    a_backup_under_load_restores_the_state_at_its_position(Store::dir()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backup_under_load_in_s3_restores_the_state_at_its_position() {
+    a_backup_under_load_restores_the_state_at_its_position(Store::s3()).await;
+}
+
+const BROKERS: usize = 3;
+const PARTITIONS: u16 = 3;
+
+/// Waits until every broker's replica of every partition has the same state digest; returns
+/// them by partition.
+fn replicas_agree(nodes: &[Node]) -> Vec<serde_json::Value> {
+    (1..=PARTITIONS)
+        .map(|p| {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let digests: Vec<serde_json::Value> = nodes
+                    .iter()
+                    .map(|n| {
+                        let (code, body) = n.get(&format!("/v1/partitions/{p}/digest"));
+                        assert_eq!(code, 200, "{body}");
+                        let mut d = json(&body);
+                        d.as_object_mut().unwrap().remove("appliedIndex");
+                        d
+                    })
+                    .collect();
+                if digests.iter().all(|d| d == &digests[0]) {
+                    break digests[0].clone();
+                }
+                assert!(Instant::now() < deadline, "partition {p}'s replicas differ: {digests:?}");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+        .collect()
+}
+
+/// Whether every partition has a leader, as broker `node` sees it.
+fn all_led(node: &Node) -> bool {
+    let (_, body) = node.get("/v1/partitions");
+    let v = json(&body);
+    v["items"].as_array().is_some_and(|items| items.len() == usize::from(PARTITIONS) && items.iter().all(|p| p["leader"].is_u64()))
+}
+
+fn wait_all_led(nodes: &[Node]) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !nodes.iter().all(all_led) {
+        assert!(Instant::now() < deadline, "not every partition has a leader");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+async fn a_cluster_backup_under_load_restores_every_broker(store: Store) {
+    let internal: Vec<String> = (0..BROKERS).map(|_| free_port().to_string()).collect();
+    let contact_points = internal.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
+    let cluster = |i: usize| -> Vec<String> {
+        [
+            "--node-id",
+            &i.to_string(),
+            "--cluster-size",
+            &BROKERS.to_string(),
+            "--partitions",
+            &PARTITIONS.to_string(),
+            "--replication-factor",
+            "3",
+            "--contact-points",
+            &contact_points,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let broker_args = |i: usize| -> Vec<String> {
+        let mut a = vec!["broker".to_string()];
+        a.extend(cluster(i));
+        a.extend(["--internal-port".to_string(), internal[i].clone()]);
+        a.extend(store.args());
+        a
+    };
+    let temp = tempfile::tempdir().unwrap();
+    let nodes: Vec<Node> = (0..BROKERS)
+        .map(|i| {
+            let a = broker_args(i);
+            let dir = temp.path().join(format!("broker-{i}"));
+            Node::start_at(dir, &a.iter().map(String::as_str).collect::<Vec<_>>(), &store.envs())
+        })
+        .collect();
+    wait_all_led(&nodes);
+    let mut client = grpc_client(&nodes[0]).await;
+    deploy_one_task(&mut client).await;
+    let load = Load::start(&client);
+    load.until_completed(50).await;
+
+    // the backup through broker 1, its status through broker 2: every partition, whoever leads
+    let (code, body) = http_json(nodes[1].management_port, "POST", "/actuator/backups", r#"{"backupId": 7}"#).unwrap();
+    assert_eq!(code, 202, "{body}");
+    let backup = tokio::task::block_in_place(|| wait_backup(&nodes[2], 7));
+    load.stop_after(50).await;
+    assert_eq!(backup["state"], "COMPLETED", "{backup}");
+    let details = backup["details"].as_array().unwrap();
+    assert_eq!(details.len(), usize::from(PARTITIONS), "{backup}");
+    let (code, _) = http_json(nodes[0].management_port, "POST", "/actuator/backups", r#"{"backupId": 7}"#).unwrap();
+    assert_eq!(code, 409, "the id is taken, on any broker");
+    drop(nodes);
+
+    // every broker's folder restored (its replicas), then the cluster started on them
+    let restored: Vec<PathBuf> = (0..BROKERS)
+        .map(|i| {
+            let dir = temp.path().join(format!("restored-{i}"));
+            let mut a = cluster(i);
+            a.extend(["--internal-port".to_string(), internal[i].clone()]);
+            let done = restore_cmd(&store, 7, &dir, &a);
+            assert!(done.status.success(), "restoring broker {i}: {}", String::from_utf8_lossy(&done.stderr));
+            dir
+        })
+        .collect();
+    let nodes: Vec<Node> = restored
+        .into_iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let mut a = vec!["broker".to_string()];
+            a.extend(cluster(i));
+            a.extend(["--internal-port".to_string(), internal[i].clone()]);
+            Node::start_at(dir, &a.iter().map(String::as_str).collect::<Vec<_>>(), &[])
+        })
+        .collect();
+    wait_all_led(&nodes);
+    let digests = replicas_agree(&nodes);
+    for (d, b) in digests.iter().zip(details) {
+        assert_eq!((&d["rows"], &d["hash"]), (&b["rows"], &b["hash"]), "partition {}: {d} vs {b}", b["partitionId"]);
+    }
+    let mut client = grpc_client(&nodes[2]).await;
+    for _ in 0..PARTITIONS {
+        client.create_process_instance(one_task_creation()).await.expect("a creation on the restored cluster");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cluster_backup_under_load_in_a_shared_directory_restores_every_broker() {
+    a_cluster_backup_under_load_restores_every_broker(Store::dir()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cluster_backup_under_load_in_s3_restores_every_broker() {
+    a_cluster_backup_under_load_restores_every_broker(Store::s3()).await;
 }
