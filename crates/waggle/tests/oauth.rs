@@ -395,3 +395,72 @@ async fn an_unreachable_issuer_is_unavailable_not_unauthenticated() {
     let log = node.log();
     assert!(log.contains("oauth_issuer=") && log.contains(&format!("http://127.0.0.1:{port}/realms/none")), "{log}");
 }
+
+/// A gRPC request carrying `token` as its bearer token.
+fn with_token<T>(message: T, token: &str) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert("authorization", format!("Bearer {token}").parse().expect("header value"));
+    request
+}
+
+/// Multi-tenancy with tenants from the token (issue 29): Keycloak's `tenant-a` and `tenant-b`
+/// clients carry a `tenants` claim of their one tenant. Each deploys and starts a one-task
+/// process in its own tenant; neither may deploy into, or ask for jobs of, the other's
+/// (PERMISSION_DENIED, as Zeebe 8.5's gateway answers); the worker authorised for tenant A gets
+/// tenant A's job and never tenant B's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_authorised_for_tenant_a_never_receives_tenant_bs_jobs() {
+    use waggle_protocol::gateway as pb;
+    let kc = keycloak();
+    let node = start(&oidc_args("waggle", &["--multi-tenancy", "true"]));
+    let a = kc.token("waggle", "tenant-a", "tenant-a-secret");
+    let b = kc.token("waggle", "tenant-b", "tenant-b-secret");
+    let model = std::fs::read(client_models().join("one_task.bpmn")).expect("one_task.bpmn");
+    let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
+    let deploy = |tenant: &str| pb::DeployResourceRequest {
+        resources: vec![pb::Resource { name: "one_task.bpmn".into(), content: model.clone() }],
+        tenant_id: tenant.into(),
+    };
+    let denied = client.deploy_resource(with_token(deploy("tenant-b"), &a)).await.expect_err("tenant A's token, tenant B");
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied:?}");
+    assert!(denied.message().contains("tenant is not authorized"), "{denied:?}");
+    for (tenant, token) in [("tenant-a", &a), ("tenant-b", &b)] {
+        client.deploy_resource(with_token(deploy(tenant), token)).await.unwrap_or_else(|e| panic!("deploy to {tenant}: {e:?}"));
+        let create = pb::CreateProcessInstanceRequest {
+            bpmn_process_id: "benchmark".into(),
+            version: -1,
+            tenant_id: tenant.into(),
+            ..Default::default()
+        };
+        client.create_process_instance(with_token(create, token)).await.unwrap_or_else(|e| panic!("create in {tenant}: {e:?}"));
+    }
+    let activate = |tenants: &[&str]| pb::ActivateJobsRequest {
+        r#type: "benchmark-task".into(),
+        worker: "w".into(),
+        timeout: 60_000,
+        max_jobs_to_activate: 10,
+        request_timeout: 2_000,
+        tenant_ids: tenants.iter().map(|t| t.to_string()).collect(),
+        ..Default::default()
+    };
+    let denied = client.activate_jobs(with_token(activate(&["tenant-b"]), &a)).await.expect_err("tenant A's worker, tenant B's jobs");
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied:?}");
+    let denied =
+        client.activate_jobs(with_token(activate(&["tenant-a", "tenant-b"]), &a)).await.expect_err("tenant A's worker, both tenants");
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied:?}");
+    // tenant A's worker: its tenant's one job, then nothing more (tenant B's job stays)
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let mut stream = client.activate_jobs(with_token(activate(&["tenant-a"]), &a)).await.expect("activate for tenant A").into_inner();
+        while let Some(batch) = stream.message().await.expect("a batch") {
+            got.extend(batch.jobs.into_iter().map(|j| j.tenant_id));
+        }
+    }
+    assert_eq!(got, ["tenant-a"], "tenant A's worker got tenant A's job only");
+    let mut stream = client.activate_jobs(with_token(activate(&["tenant-b"]), &b)).await.expect("activate for tenant B").into_inner();
+    let mut got = Vec::new();
+    while let Some(batch) = stream.message().await.expect("a batch") {
+        got.extend(batch.jobs.into_iter().map(|j| j.tenant_id));
+    }
+    assert_eq!(got, ["tenant-b"], "tenant B's job was waiting for tenant B's worker");
+}

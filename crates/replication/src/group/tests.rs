@@ -81,7 +81,7 @@ fn recent_entries_span_several_appends_and_follow_overwrites() {
     let dir = tempfile::tempdir().unwrap();
     let group = RaftGroup::open(dir.path(), 0).unwrap();
     let storage = group.node.store().clone();
-    let entry = |index: u64, term: u64| RaftEntry { index, term, data: vec![index as u8; 10].into(), ..Default::default() };
+    let entry = |index: u64, term: u64| RaftEntry { index, term, data: vec![index as u8; 10], ..Default::default() };
     let indexes = |entries: &[RaftEntry]| entries.iter().map(|e| (e.index, e.term)).collect::<Vec<_>>();
     // two appends in a row (a leader with two batches in flight): both held
     storage.hold_recent(vec![entry(5, 1), entry(6, 1)]);
