@@ -14,7 +14,9 @@
 # window, default 30s), WARMUP (default 10s), PAYLOAD (bytes of each parked instance's
 # variable, default 4096), KEEP_FREE_GB (a size is skipped when filling it could leave less
 # free disk, default 15), SNAPSHOT_EVERY (the node's --snapshot-every-entries, default 1000:
-# the log is compacted behind each snapshot, and a fill's log entries hold ~50 creations).
+# the log is compacted behind each snapshot, and a fill's log entries hold ~50 creations),
+# SETTLE_MAX (after the fill, W2 waits until the node idles, the fill's compactions done, at
+# most this many seconds, default 300).
 set -euo pipefail
 BIN=$(realpath "${1:?waggle binary}")
 shift
@@ -26,6 +28,7 @@ WARMUP=${WARMUP:-10s}
 PAYLOAD=${PAYLOAD:-4096}
 KEEP_FREE_GB=${KEEP_FREE_GB:-15}
 SNAPSHOT_EVERY=${SNAPSHOT_EVERY:-1000}
+SETTLE_MAX=${SETTLE_MAX:-300}
 OUT=${BIGSTATE_OUT:-$BASE/bigstate-out-$$} # logs and reports of each size
 mkdir -p "$OUT"
 PORT=$((28000 + RANDOM % 1000)); MGMT=$((PORT + 1000)); REST=$((PORT + 2000))
@@ -57,6 +60,19 @@ create_one() {
   curl -sf -o /dev/null -H 'content-type: application/json' \
     -d '{"processDefinitionId":"benchmark","variables":{}}' "localhost:$REST/v2/process-instances"
 }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER/stat"; }
+# Waits until the node is idle (under a tenth of a core over 5 s: the fill's compactions are
+# done), at most SETTLE_MAX seconds; prints the seconds waited.
+settle() {
+  local start=$SECONDS before after
+  while ((SECONDS - start < SETTLE_MAX)); do
+    before=$(cpu_ticks)
+    sleep 5
+    after=$(cpu_ticks)
+    ((after - before < 50)) && break # clock ticks of 10 ms: 0.5 s of CPU in 5 s
+  done
+  echo $((SECONDS - start))
+}
 gb() { awk -v b="$1" 'BEGIN {printf "%.2f", b / 1e9}'; }
 json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 
@@ -75,7 +91,7 @@ for size in "${SIZES[@]}"; do
   : >"$OUT/$size.log"
   start_server "$OUT/$size.log"
   wait_ready
-  instances=0 fill_s=0 fill_rate=-
+  instances=0 fill_s=0 fill_rate=- settle_s=0 fill_cp=-
   if awk -v s="$size" 'BEGIN {exit !(s > 0)}'; then
     echo "== $size GB: filling (load $(load))" >&2
     line=$("$BIN" bench fill --target "127.0.0.1:$PORT" --data-dir "$DIR" --state-gb "$size" --payload-bytes "$PAYLOAD" | tail -1)
@@ -83,6 +99,10 @@ for size in "${SIZES[@]}"; do
     instances=$(sed -n 's/.*instances=\([0-9]*\).*/\1/p' <<<"$line")
     fill_s=$(sed -n 's/.*seconds=\([0-9.]*\).*/\1/p' <<<"$line")
     fill_rate=$(sed -n 's/.*rate=\([0-9]*\).*/\1/p' <<<"$line")
+    echo "== $size GB: settling (load $(load))" >&2
+    settle_s=$(settle)
+    # the longest checkpoint while the fill wrote
+    fill_cp=$( (grep "checkpoint written" "$OUT/$size.log" || true) | sed -n 's/.*checkpoint_ms=\([0-9]*\).*/\1/p' | sort -n | tail -1)
   fi
   checkpoints_before=$(grep -c "checkpoint written" "$OUT/$size.log" || true)
   for w in W2 W5; do
@@ -102,6 +122,8 @@ for size in "${SIZES[@]}"; do
   snap=$( (ls -d "$DIR"/partitions/*/snapshots/[0-9]* 2>/dev/null || true) | sort -V | tail -1)
   snap_bytes=$([[ -n $snap ]] && du -sb "$snap" | cut -f1 || echo 0)
   state_bytes=$(du -sb "$DIR"/partitions/*/runtime | awk '{s += $1} END {print s}')
+  # RocksDB's write stalls (slowed or stopped writes: compaction behind), fill included
+  stalls=$(cat "$DIR"/partitions/*/runtime/LOG* 2>/dev/null | grep -c "Stalling writes\|Stopping writes" || true)
   # recovery: kill -9, restart, time to ready and to the first successful command
   kill -9 "$SERVER"
   wait "$SERVER" 2>/dev/null || true
@@ -115,9 +137,9 @@ for size in "${SIZES[@]}"; do
   kill "$SERVER"
   wait "$SERVER" 2>/dev/null || true
   SERVER=
-  ROWS+=("$(printf '%-6s %10s %9s %8s %7s %6s %6s %7s %7s %6s %9s %9s %8s %8s %8s %5s' \
+  ROWS+=("$(printf '%-6s %10s %9s %8s %7s %6s %6s %7s %7s %6s %9s %9s %8s %8s %8s %6s %8s %6s %6s' \
     "$size" "$instances" "$(gb "$state_bytes")" "$fill_rate" "$w2_rate" "$w2_p99" "$w2_load" "$w5_p99" "$w5_exec" "$w5_load" \
-    "$cp_ms" "$(gb "$snap_bytes")" "$ready_ms" "$first_ms" "$rec_load" "$fill_s")")
+    "$cp_ms" "$(gb "$snap_bytes")" "$ready_ms" "$first_ms" "$rec_load" "$fill_s" "${fill_cp:--}" "$settle_s" "$stalls")")
   rm -rf "$DIR"
   DIR=
   echo "${ROWS[-1]}" >&2
@@ -125,10 +147,12 @@ done
 
 echo
 echo "waggle bench against $("$BIN" --version 2>/dev/null | head -1) ($BIN), $(nproc) cores, payload $PAYLOAD B per parked instance"
-printf '%-6s %10s %9s %8s %7s %6s %6s %7s %7s %6s %9s %9s %8s %8s %8s %5s\n' \
-  fill_GB parked state_GB fill/s W2/s W2p99 load W5cp99 W5xp99 load snap_ms snap_GB ready_ms first_ms load fill_s
+printf '%-6s %10s %9s %8s %7s %6s %6s %7s %7s %6s %9s %9s %8s %8s %8s %6s %8s %6s %6s\n' \
+  fill_GB parked state_GB fill/s W2/s W2p99 load W5cp99 W5xp99 load snap_ms snap_GB ready_ms first_ms load fill_s fillsnap settle stalls
 printf '%s\n' "${ROWS[@]}"
 echo "W2/s: W2's completed PI/s; W2p99: its execution p99 (ms); W5cp99 / W5xp99: W5's correlation and execution p99 (ms);"
 echo "snap_ms: median/max checkpoint time while W2 and W5 ran; snap_GB: the newest snapshot; ready_ms / first_ms: after"
-echo "kill -9, restart to /ready UP and to the first CreateProcessInstance answered; load: 1-min load average then"
+echo "kill -9, restart to /ready UP and to the first CreateProcessInstance answered; load: 1-min load average then;"
+echo "fill_s: the fill's seconds; fillsnap: its longest checkpoint (ms); settle: seconds until the node idled after it;"
+echo "stalls: RocksDB's log lines on slowed or stopped writes, fill included"
 printf 'logs and reports: %s\n' "$OUT"
