@@ -30,6 +30,9 @@ pub enum BenchCommand {
     /// Start a cluster of brokers and measure it: W7 (W2 on the cluster beside the single node),
     /// failover after a leader's kill -9, a stopped broker's catch-up.
     Cluster(Box<crate::cluster_bench::ClusterBenchArgs>),
+    /// Fill a running server's state with parked instances (a message catch event, a timer a day
+    /// away, an un-worked job) until its RocksDB state holds --state-gb (the large-state benchmark).
+    Fill(crate::fill::FillArgs),
 }
 
 #[derive(Debug, Args)]

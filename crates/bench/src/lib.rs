@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod cluster_bench;
 pub mod compare;
 pub mod delay;
+pub mod fill;
 pub mod hpack;
 pub mod http2;
 pub mod management;
@@ -69,6 +70,19 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             Ok(())
         }
         BenchCommand::Cluster(a) => cluster_bench::run(&a).await.map(|_| ()),
+        BenchCommand::Fill(a) => {
+            let r = fill::run(&a).await?;
+            println!(
+                "filled: instances={} state_bytes={} seconds={:.1} rate={:.0} rejected={} load=\"{}\"",
+                r.instances,
+                r.state_bytes,
+                r.elapsed.as_secs_f64(),
+                r.instances as f64 / r.elapsed.as_secs_f64(),
+                r.rejected,
+                fill::load_average()
+            );
+            Ok(())
+        }
         BenchCommand::Smoke(a) => {
             let report = smoke(&a.waggle_bin).await?;
             print!("{}", report::render_run(&report));
