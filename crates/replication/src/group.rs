@@ -5,10 +5,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use prost011::Message as _;
+use raft::prelude::{ConfChange, ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, ConfState};
 use raft::prelude::{Entry as RaftEntry, EntryType, Message, MessageType};
 use raft::{Config, RawNode, SnapshotStatus, StateRole};
 use waggle_log::{Journal, JournalConfig};
 
+use crate::conf::ConfHistory;
 use crate::snapshot::{self, AckKind, Incoming, InstalledSnapshot, Outgoing, OutgoingState, PacketBody, Received, SnapshotPacket};
 use crate::storage::{from_raft, to_raft, JournalStorage, CONF_MARKER};
 use crate::{Committed, ReplicationError, SnapshotSource, LOCAL_NODE_ID};
@@ -35,9 +38,14 @@ pub trait Transport: Send {
 pub struct ReplicaConfig {
     /// This node's id in the group (not 0).
     pub id: u64,
-    /// Every voter's id, this node's included. Fixed for the group's life: membership changes
-    /// are not supported yet.
+    /// Every voter's id, this node's included: the group's first configuration. Once the group
+    /// has changed its membership ([`RaftGroup::add_learner`], [`RaftGroup::replace_voter`]) the
+    /// configuration persisted beside the journal is the group's, and this is not read.
     pub voters: Vec<u64>,
+    /// A replica added to a running group: it starts without a configuration, neither campaigns
+    /// nor votes, and learns the group's configuration from the leader's snapshot (its
+    /// `voters` may be empty).
+    pub joining: bool,
     /// Ticks a follower waits without hearing from a leader before it campaigns, and a leader
     /// waits without hearing from a quorum before it steps down (check-quorum).
     pub election_tick: usize,
@@ -76,6 +84,7 @@ impl ReplicaConfig {
             election_jitter_ticks: 10,
             snapshot_chunk_bytes: snapshot::DEFAULT_CHUNK_BYTES,
             priority: 0,
+            joining: false,
         }
     }
 
@@ -83,9 +92,6 @@ impl ReplicaConfig {
         let invalid = |why: String| Err(ReplicationError::InvalidConfig(why));
         if self.id == 0 || self.voters.contains(&0) {
             return invalid("node id 0 is reserved (Raft's \"none\")".into());
-        }
-        if !self.voters.contains(&self.id) {
-            return invalid(format!("node {} is not among the voters {:?}", self.id, self.voters));
         }
         let mut sorted = self.voters.clone();
         sorted.sort_unstable();
@@ -110,6 +116,10 @@ impl ReplicaConfig {
 pub struct RaftGroup {
     node: RawNode<JournalStorage>,
     journal: Arc<RwLock<Journal>>,
+    /// The journal's directory (where the configuration is persisted).
+    dir: PathBuf,
+    /// The group's membership through its changes (shared with Raft's storage).
+    conf: Arc<RwLock<ConfHistory>>,
     /// None for a single voter: it has no one to send to.
     transport: Option<Box<dyn Transport>>,
     snapshots: Snapshots,
@@ -178,6 +188,22 @@ impl RaftGroup {
     fn open_with(dir: &Path, applied: u64, config: ReplicaConfig, transport: Option<Box<dyn Transport>>) -> Result<Self, ReplicationError> {
         config.validate()?;
         let mut journal = Journal::open(dir, JournalConfig::default())?;
+        // the configuration persisted by a membership change, else the configured voters (a
+        // joining replica has none until its snapshot)
+        let conf = match ConfHistory::load(dir)? {
+            Some(history) => history,
+            None if config.joining => {
+                let empty = ConfHistory::default();
+                empty.save(dir)?;
+                empty
+            }
+            None if !config.voters.contains(&config.id) => {
+                return Err(ReplicationError::InvalidConfig(format!("node {} is not among the voters {:?}", config.id, config.voters)));
+            }
+            None => ConfHistory::initial(config.voters.clone()),
+        };
+        let current = conf.latest();
+        let single = current.voters == [config.id] && current.learners.is_empty() && current.voters_outgoing.is_empty();
         // The journal persists the commit index lazily: entries the state machine applied were
         // committed, so the commit index is at least the applied one (if the log holds it), and
         // at least the compaction point (an installed snapshot was committed).
@@ -186,7 +212,7 @@ impl RaftGroup {
         // A replica of a new group starts in term 1, not 0: a voter in term 0 that refuses a
         // (pre-)vote (a candidate of lower priority) answers with its term, and the `raft`
         // crate panics on a vote answer in term 0 ("term should be set").
-        if config.voters.len() > 1 && hs.term == 0 {
+        if !single && hs.term == 0 {
             hs.term = 1;
         }
         journal.set_hard_state(hs)?;
@@ -205,9 +231,8 @@ impl RaftGroup {
             .flatten();
         snapshot::clean_received(&root, pending.as_ref().map(|p| p.dir.as_path()))?;
         let journal = Arc::new(RwLock::new(journal));
-        let single = config.voters.len() == 1;
-        let storage =
-            JournalStorage { journal: journal.clone(), voters: config.voters.clone(), recent: Arc::default(), source: Arc::default() };
+        let conf = Arc::new(RwLock::new(conf));
+        let storage = JournalStorage { journal: journal.clone(), conf: conf.clone(), recent: Arc::default(), source: Arc::default() };
         let snapshots = Snapshots {
             root,
             chunk_bytes: config.snapshot_chunk_bytes,
@@ -246,7 +271,7 @@ impl RaftGroup {
         if single {
             node.campaign()?;
         }
-        Ok(Self { node, journal, transport, snapshots })
+        Ok(Self { node, journal, dir: dir.to_path_buf(), conf, transport, snapshots })
     }
 
     pub fn is_leader(&self) -> bool {
@@ -273,7 +298,7 @@ impl RaftGroup {
     /// no proposals meanwhile. Without effect on a follower, for `to` outside the group or this
     /// node; a transfer that does not finish within an election timeout is abandoned.
     pub fn transfer_leader(&mut self, to: u64) {
-        if self.is_leader() && to != self.id() && self.node.store().voters.contains(&to) {
+        if self.is_leader() && to != self.id() && self.conf_state().voters.contains(&to) {
             self.node.transfer_leader(to);
         }
     }
@@ -300,7 +325,7 @@ impl RaftGroup {
         if message.to != self.id() {
             return Err(ReplicationError::WrongRecipient { to: message.to, id: self.id() });
         }
-        if !self.node.store().voters.contains(&message.from) {
+        if !self.is_member(message.from) {
             return Err(ReplicationError::UnknownPeer(message.from));
         }
         if message.msg_type() == MessageType::MsgSnapshot {
@@ -362,7 +387,7 @@ impl RaftGroup {
         if packet.to != self.id() {
             return Err(ReplicationError::WrongRecipient { to: packet.to, id: self.id() });
         }
-        if !self.node.store().voters.contains(&packet.from) {
+        if !self.is_member(packet.from) {
             return Err(ReplicationError::UnknownPeer(packet.from));
         }
         let (from, index, term) = (packet.from, packet.index, packet.term);
@@ -540,7 +565,9 @@ impl RaftGroup {
             // leader's copy of an entry toward the quorum only once `advance` says it is durable
             self.send(ready.take_messages());
             let installing = !ready.snapshot().is_empty();
-            collect(&mut committed, ready.take_committed_entries());
+            let entries = ready.take_committed_entries();
+            self.apply_conf_changes(&entries)?;
+            collect(&mut committed, entries);
             {
                 let mut j = self.journal.write().expect("journal lock");
                 if installing {
@@ -550,6 +577,10 @@ impl RaftGroup {
                     let received = received.ok_or(ReplicationError::SnapshotFilesMissing { index, term })?;
                     // durable at once (the journal's meta file): the log restarts after the snapshot
                     j.reset_to_snapshot(index, term)?;
+                    // and the group's configuration is the snapshot's
+                    let mut conf = self.conf.write().expect("conf lock");
+                    conf.reset(index, ready.snapshot().get_metadata().get_conf_state().clone());
+                    conf.save(&self.dir)?;
                     self.node.store().recent.lock().expect("recent entries lock").clear();
                     self.snapshots.installed = Some(received);
                     self.snapshots.stats.installed += 1;
@@ -581,7 +612,9 @@ impl RaftGroup {
                 j.flush()?;
             }
             self.send(light.take_messages());
-            collect(&mut committed, light.take_committed_entries());
+            let entries = light.take_committed_entries();
+            self.apply_conf_changes(&entries)?;
+            collect(&mut committed, entries);
             self.node.advance_apply();
             if installing {
                 // the owner replaces its state before anything after the snapshot
@@ -606,6 +639,96 @@ impl RaftGroup {
         if let Some(transport) = &mut self.transport {
             transport.send(messages);
         }
+    }
+
+    /// Applies the configuration changes among committed `entries` that the persisted
+    /// configuration does not hold yet, persisting each new configuration.
+    fn apply_conf_changes(&mut self, entries: &[RaftEntry]) -> Result<(), ReplicationError> {
+        for e in entries {
+            let cc = match e.entry_type {
+                t if t == EntryType::EntryConfChangeV2 as i32 => {
+                    ConfChangeV2::decode(e.data.as_slice()).map_err(|_| ReplicationError::BadConfChange(e.index))?
+                }
+                t if t == EntryType::EntryConfChange as i32 => raft_proto::ConfChangeI::into_v2(
+                    ConfChange::decode(e.data.as_slice()).map_err(|_| ReplicationError::BadConfChange(e.index))?,
+                ),
+                _ => continue,
+            };
+            if e.index <= self.conf.read().expect("conf lock").last_index() {
+                // applied before a restart: the configuration Raft started with holds it
+                continue;
+            }
+            let applied = self.node.apply_conf_change(&cc)?;
+            tracing::info!(index = e.index, voters = ?applied.voters, learners = ?applied.learners, outgoing = ?applied.voters_outgoing, "raft configuration changed");
+            let compacted = self.first_index().saturating_sub(1);
+            let mut conf = self.conf.write().expect("conf lock");
+            conf.push(e.index, applied, compacted);
+            conf.save(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// The group's configuration as this replica has applied it.
+    pub fn conf_state(&self) -> ConfState {
+        self.conf.read().expect("conf lock").latest()
+    }
+
+    /// Whether `id` is in the group's configuration (voter, learner or leaving voter); a joining
+    /// replica that has not learnt it yet takes every node for one.
+    pub fn is_member(&self, id: u64) -> bool {
+        self.conf.read().expect("conf lock").is_member(id)
+    }
+
+    /// Whether this replica has a configuration (a joining one learns it from its snapshot).
+    pub fn has_conf(&self) -> bool {
+        !self.conf.read().expect("conf lock").is_empty()
+    }
+
+    /// Adds `id` as a learner (leader only): it receives the log but neither votes nor counts
+    /// for the quorum. The leader's log must be compacted (a snapshot taken), so that the
+    /// learner catches up by the snapshot, which carries the configuration, and then the log.
+    pub fn add_learner(&mut self, id: u64) -> Result<(), ReplicationError> {
+        if self.first_index() <= 1 {
+            return Err(ReplicationError::InvalidConfig("add a learner once the leader's log is compacted (a snapshot taken)".into()));
+        }
+        let change = ConfChangeSingle { change_type: ConfChangeType::AddLearnerNode as i32, node_id: id };
+        self.propose_conf_change(ConfChangeV2 { changes: vec![change], ..Default::default() })
+    }
+
+    /// Whether learner (or voter) `id` holds every committed entry (leader only).
+    pub fn caught_up(&self, id: u64) -> bool {
+        self.is_leader() && self.node.raft.prs().get(id).is_some_and(|p| p.matched >= self.commit_index())
+    }
+
+    /// Promotes learner `add` to voter and removes voter `remove` in one joint-consensus change
+    /// (leader only): the group decides by both the old and the new voters until it leaves the
+    /// joint configuration, which the leader proposes by itself once the change is applied.
+    /// Refused unless `add` has caught up (a partition never counts a replica that is behind),
+    /// and for `remove` the leader itself (transfer the leadership first).
+    pub fn replace_voter(&mut self, add: u64, remove: u64) -> Result<(), ReplicationError> {
+        if !self.caught_up(add) {
+            return Err(ReplicationError::InvalidConfig(format!("node {add} has not caught up")));
+        }
+        if remove == self.id() {
+            return Err(ReplicationError::InvalidConfig("the leader does not remove itself: transfer the leadership first".into()));
+        }
+        let changes = vec![
+            ConfChangeSingle { change_type: ConfChangeType::AddNode as i32, node_id: add },
+            ConfChangeSingle { change_type: ConfChangeType::RemoveNode as i32, node_id: remove },
+        ];
+        self.propose_conf_change(ConfChangeV2 { transition: ConfChangeTransition::Auto as i32, changes, context: vec![] })
+    }
+
+    /// Proposes a configuration change (leader only; one at a time).
+    fn propose_conf_change(&mut self, cc: ConfChangeV2) -> Result<(), ReplicationError> {
+        if !self.is_leader() {
+            return Err(ReplicationError::NotLeader);
+        }
+        if self.node.raft.has_pending_conf() || !self.conf_state().voters_outgoing.is_empty() {
+            return Err(ReplicationError::ConfChangePending);
+        }
+        self.node.propose_conf_change(vec![], cc)?;
+        Ok(())
     }
 
     /// Drops log entries up to `index` (state up to it is in a snapshot), keeping the term of

@@ -36,6 +36,7 @@
 //! A single voter ([`RaftGroup::open`]) has no transport and elects itself at once; its path
 //! sends nothing and costs what it did before replication (one fsync per `drive`).
 
+mod conf;
 mod group;
 pub mod net;
 pub mod snapshot;
@@ -43,7 +44,7 @@ mod storage;
 
 pub use group::{RaftGroup, ReplicaConfig, SnapshotStats, Transport, RECEIVED_SNAPSHOTS_DIR};
 /// Raft's message between the voters of a group (raft-proto, prost 0.11 encoding).
-pub use raft::prelude::{Message, MessageType};
+pub use raft::prelude::{ConfState, Message, MessageType};
 pub use snapshot::{AckKind, InstalledSnapshot, PacketBody, SnapshotFile, SnapshotPacket, SnapshotSource};
 
 /// This node's id in a single-voter group.
@@ -71,6 +72,10 @@ pub enum ReplicationError {
     SnapshotNotTaken(u64),
     #[error("a raft snapshot message outside a snapshot transfer")]
     SnapshotOutsideTransfer,
+    #[error("the configuration change at index {0} cannot be read")]
+    BadConfChange(u64),
+    #[error("a configuration change is under way: one at a time")]
+    ConfChangePending,
 }
 
 /// A committed entry handed to the state machine.

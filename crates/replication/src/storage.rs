@@ -7,13 +7,15 @@ use raft::storage::{RaftState, Storage};
 use raft::{GetEntriesContext, StorageError};
 use waggle_log::{Journal, JournalError};
 
+use crate::conf::ConfHistory;
 use crate::SnapshotSource;
 
 /// Raft's view of the journal.
 #[derive(Clone)]
 pub(crate) struct JournalStorage {
     pub(crate) journal: Arc<RwLock<Journal>>,
-    pub(crate) voters: Vec<u64>,
+    /// The group's membership through its changes.
+    pub(crate) conf: Arc<RwLock<ConfHistory>>,
     /// The entries of the latest appends (contiguous, at most [`RECENT_ENTRIES`] and about
     /// [`RECENT_BYTES`]), as Raft gave them: a node asks for them again as soon as they are
     /// committed (a leader with several batches in flight, a follower told of the commit with a
@@ -90,7 +92,7 @@ impl Storage for JournalStorage {
         let j = self.journal.read().expect("journal lock");
         let hs = j.hard_state();
         let hard_state = HardState { term: hs.term, vote: hs.vote, commit: hs.commit };
-        let conf_state = ConfState { voters: self.voters.clone(), ..Default::default() };
+        let conf_state: ConfState = self.conf.read().expect("conf lock").latest();
         Ok(RaftState::new(hard_state, conf_state))
     }
 
@@ -129,7 +131,7 @@ impl Storage for JournalStorage {
     /// The snapshot at the compaction point, when the owner's source has its files: Raft sends
     /// it to a follower that needs entries below the log's first one. The metadata is all it
     /// holds; the files travel in the group's snapshot transfer ([`crate::snapshot`]).
-    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+    fn snapshot(&self, _request_index: u64, to: u64) -> raft::Result<Snapshot> {
         let j = self.journal.read().expect("journal lock");
         let index = j.first_index() - 1;
         let term = j.term(index).unwrap_or(0);
@@ -137,33 +139,52 @@ impl Storage for JournalStorage {
         if index == 0 || source.as_ref().is_none_or(|s| s.files_at(index, term).is_none()) {
             return Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
         }
+        // a replica added after the snapshot's index would refuse it (it is not in its
+        // configuration): it waits for a snapshot taken after it was added
+        let conf = self.conf.read().expect("conf lock").at(index);
+        if !conf.voters.contains(&to) && !conf.learners.contains(&to) {
+            return Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
+        }
         let mut snapshot = Snapshot::default();
         let meta = snapshot.mut_metadata();
         meta.index = index;
         meta.term = term;
-        meta.set_conf_state(ConfState { voters: self.voters.clone(), ..Default::default() });
+        meta.set_conf_state(conf);
         Ok(snapshot)
     }
 }
 
 pub(crate) fn to_raft(e: waggle_log::Entry) -> RaftEntry {
-    let kind = if e.data.first() == Some(&CONF_MARKER) { EntryType::EntryConfChange } else { EntryType::EntryNormal };
-    let data = if kind == EntryType::EntryConfChange { e.data[1..].to_vec() } else { e.data };
+    if e.data.first() != Some(&CONF_MARKER) {
+        return RaftEntry { entry_type: EntryType::EntryNormal as i32, term: e.term, index: e.index, data: e.data, ..Default::default() };
+    }
+    let kind = if e.data.get(1) == Some(&CONF_V2) { EntryType::EntryConfChangeV2 } else { EntryType::EntryConfChange };
+    let data = e.data.get(2..).unwrap_or_default().to_vec();
     RaftEntry { entry_type: kind as i32, term: e.term, index: e.index, data, ..Default::default() }
 }
 
 /// Journal entries of Raft configuration changes start with this byte (normal entries are
 /// stored as given; Waggle's own entries never start with it: their first byte is a codec
-/// version, and version 0xFF is reserved).
+/// version, and version 0xFF is reserved), then [`CONF_V1`] or [`CONF_V2`] for the kind.
 pub(crate) const CONF_MARKER: u8 = 0xFF;
+/// A `ConfChange` (Raft's simple change) follows.
+pub(crate) const CONF_V1: u8 = 1;
+/// A `ConfChangeV2` (joint consensus) follows.
+pub(crate) const CONF_V2: u8 = 2;
 
 pub(crate) fn from_raft(e: RaftEntry) -> waggle_log::Entry {
-    let data = if e.entry_type == EntryType::EntryConfChange as i32 {
-        let mut d = vec![CONF_MARKER];
-        d.extend_from_slice(&e.data);
-        d
-    } else {
-        e.data
+    let kind = match e.entry_type {
+        t if t == EntryType::EntryConfChange as i32 => Some(CONF_V1),
+        t if t == EntryType::EntryConfChangeV2 as i32 => Some(CONF_V2),
+        _ => None,
+    };
+    let data = match kind {
+        Some(kind) => {
+            let mut d = vec![CONF_MARKER, kind];
+            d.extend_from_slice(&e.data);
+            d
+        }
+        None => e.data,
     };
     waggle_log::Entry { index: e.index, term: e.term, data }
 }
