@@ -328,10 +328,8 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             // a trigger already waiting on the scope stays (an event that does not wait, such as
             // a non-interrupting boundary event, is TRIGGERED at once); TRIGGERED removes its own
             Intent::Triggering if e.scope_key == e.process_definition_key => {} // a start event's
-            Intent::Triggering => {
-                if StateView::new(state).get_raw::<(i64, ProcessEventRecord)>(&process_event_key(e.scope_key)).is_none() {
-                    state.put(process_event_key(e.scope_key), encode(&(record.key, e.clone())));
-                }
+            Intent::Triggering if StateView::new(state).get_raw::<(i64, ProcessEventRecord)>(&process_event_key(e.scope_key)).is_none() => {
+                state.put(process_event_key(e.scope_key), encode(&(record.key, e.clone())))
             }
             Intent::Triggered => {
                 let stored = StateView::new(state).get_raw::<(i64, ProcessEventRecord)>(&process_event_key(e.scope_key));

@@ -187,7 +187,7 @@ pub(crate) fn pending_batches(view: crate::tables::StateView<'_>) -> Vec<Command
         .into_iter()
         .filter(|&key| view.element(key).is_some_and(|s| s.state == ElementState::Terminating))
         .filter(|&key| !view.first_children_not_terminating(key, 1).is_empty());
-    let terminating = bodies.chain(scopes).filter(|&key| seen.insert(key)).collect::<Vec<_>>().into_iter().filter_map(|key| {
+    let terminating = bodies.chain(scopes).filter(move |&key| seen.insert(key)).filter_map(|key| {
         let scope = view.element(key)?;
         let batch = ProcessInstanceBatchRecord { index: -1, ..batch_record(&scope.record, key, 0) };
         Some(Command::new(key, Intent::Terminate, RecordValue::ProcessInstanceBatch(batch)))
