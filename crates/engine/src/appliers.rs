@@ -2,7 +2,9 @@
 //! once released, an applier's behaviour never changes (a new behaviour gets a new intent or
 //! record version).
 
-use waggle_protocol::value::{JobRecord, MessageSubscriptionRecord, ProcessInstanceRecord, ProcessRecord, UserTaskRecord};
+use waggle_protocol::value::{
+    JobRecord, MessageSubscriptionRecord, ProcessEventRecord, ProcessInstanceRecord, ProcessRecord, UserTaskRecord,
+};
 use waggle_protocol::{Intent, Record, RecordValue};
 use waggle_state::{KvRead, Overlay};
 
@@ -323,8 +325,18 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
         },
         RecordValue::UserTask(u) => apply_user_task(state, record.key, record.intent, u),
         RecordValue::ProcessEvent(e) => match record.intent {
-            Intent::Triggering => state.put(process_event_key(e.scope_key), encode(&(record.key, e.clone()))),
-            Intent::Triggered => state.delete(process_event_key(e.scope_key)),
+            // a trigger already waiting on the scope stays (an event that does not wait, such as
+            // a non-interrupting boundary event, is TRIGGERED at once); TRIGGERED removes its own
+            Intent::Triggering if e.scope_key == e.process_definition_key => {} // a start event's
+            Intent::Triggering if StateView::new(state).get_raw::<(i64, ProcessEventRecord)>(&process_event_key(e.scope_key)).is_none() => {
+                state.put(process_event_key(e.scope_key), encode(&(record.key, e.clone())))
+            }
+            Intent::Triggered => {
+                let stored = StateView::new(state).get_raw::<(i64, ProcessEventRecord)>(&process_event_key(e.scope_key));
+                if stored.is_some_and(|(key, _)| key == record.key) {
+                    state.delete(process_event_key(e.scope_key));
+                }
+            }
             _ => {}
         },
         // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED,
@@ -517,7 +529,14 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
             update_element(state, key, |e| e.record = pi.clone())
         }
         Intent::ElementCompleting => update_element(state, key, |e| e.state = ElementState::Completing),
-        Intent::ElementTerminating => update_element(state, key, |e| e.state = ElementState::Terminating),
+        Intent::ElementTerminating => {
+            let holds_children = StateView::new(state).element_with(key, |e| e.active_children > 0) == Some(true);
+            update_element(state, key, |e| e.state = ElementState::Terminating);
+            if holds_children {
+                // its children may terminate over later batches: a restart asks for them again
+                state.put(terminating_scope_key(key), encode(&true));
+            }
+        }
         Intent::ElementCompleted | Intent::ElementTerminated => {
             // only scopes that hold variables or tokens on their flows have rows to remove
             // (tokens on flows and taken counts move together: see SequenceFlowTaken)
@@ -543,6 +562,9 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
                 // an interrupting event still waiting here goes with it
                 if StateView::new(state).get_raw::<(i64, waggle_protocol::value::ProcessEventRecord)>(&process_event_key(key)).is_some() {
                     state.delete(process_event_key(key));
+                }
+                if StateView::new(state).get_raw::<bool>(&terminating_scope_key(key)).is_some() {
+                    state.delete(terminating_scope_key(key));
                 }
             }
             if scope > 0 {
@@ -571,10 +593,21 @@ fn apply_element(state: &mut Overlay<'_>, processes: &mut ProcessCache, key: i64
 
 /// Whether a PROCESS_EVENT TRIGGERING can wait on an instance of this kind (`PE/`): an
 /// activity that can hold a multi-instance body (its interrupting boundary event: a body, a
-/// subprocess, a call activity) or a scope (its interrupting event subprocess). Other kinds are
-/// not looked up when they end.
+/// subprocess, a call activity), a scope (its interrupting event subprocess), or a catch event,
+/// receive task or event-based gateway (triggered, and terminated before it completed). Other
+/// kinds are not looked up when they end.
 fn may_hold_process_event(pi: &ProcessInstanceRecord) -> bool {
-    matches!(pi.bpmn_element_type.as_str(), "MULTI_INSTANCE_BODY" | "PROCESS" | "SUB_PROCESS" | "EVENT_SUB_PROCESS" | "CALL_ACTIVITY")
+    matches!(
+        pi.bpmn_element_type.as_str(),
+        "MULTI_INSTANCE_BODY"
+            | "PROCESS"
+            | "SUB_PROCESS"
+            | "EVENT_SUB_PROCESS"
+            | "CALL_ACTIVITY"
+            | "INTERMEDIATE_CATCH_EVENT"
+            | "RECEIVE_TASK"
+            | "EVENT_BASED_GATEWAY"
+    )
 }
 
 /// What a job's index rows are made of.

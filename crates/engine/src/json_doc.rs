@@ -314,6 +314,24 @@ fn json_type_name(v: &Json) -> &'static str {
     }
 }
 
+/// Variables (name, JSON text) as a JSON object's text (empty: none).
+pub(crate) fn object_text(variables: &[(String, String)]) -> String {
+    if variables.is_empty() {
+        return String::new();
+    }
+    let mut text = String::from("{");
+    for (i, (name, value)) in variables.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(&Json::String(name.clone()).to_string());
+        text.push(':');
+        text.push_str(value);
+    }
+    text.push('}');
+    text
+}
+
 #[cfg(test)]
 mod property_tests;
 

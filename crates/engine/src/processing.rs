@@ -45,6 +45,9 @@ pub(crate) struct Processing<'o, 's, 'c> {
     /// Elements a new process instance (or a flow scope inside it) starts at instead of its
     /// start event, until its activation (a follow-up command of the same batch) takes them.
     start_elements: HashMap<i64, Vec<usize>>,
+    /// The PROCESS_EVENT TRIGGERING (key, record) of a timer, message or signal start event, by
+    /// the process instance it starts, until its start event's activation writes TRIGGERED.
+    start_triggers: HashMap<i64, (i64, waggle_protocol::value::ProcessEventRecord)>,
     /// The loop counter and item (JSON text) of an inner instance of a multi-instance body,
     /// from the body's ACTIVATE_ELEMENT command until the inner instance's activation takes them.
     loop_items: HashMap<i64, (usize, String)>,
@@ -99,6 +102,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             source_position: 0,
             pending: VecDeque::new(),
             start_elements: HashMap::new(),
+            start_triggers: HashMap::new(),
             loop_items: HashMap::new(),
             modification_locals: HashMap::new(),
             mi_activations: 0,
@@ -172,6 +176,21 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
 
     pub fn set_start_elements(&mut self, pi: i64, elements: Vec<usize>) {
         self.start_elements.insert(pi, elements);
+    }
+
+    pub(crate) fn set_start_trigger(&mut self, pi: i64, trigger: (i64, waggle_protocol::value::ProcessEventRecord)) {
+        self.start_triggers.insert(pi, trigger);
+    }
+
+    /// The start trigger of process instance `pi` when `element_id` is its target.
+    pub(crate) fn take_start_trigger(&mut self, pi: i64, element_id: &str) -> Option<(i64, waggle_protocol::value::ProcessEventRecord)> {
+        if self.start_triggers.is_empty() {
+            return None; // nearly always: looked up for every element activated in a process
+        }
+        if self.start_triggers.get(&pi).is_some_and(|(_, e)| e.target_element_id == element_id) {
+            return self.start_triggers.remove(&pi);
+        }
+        None
     }
 
     pub fn take_start_elements(&mut self, key: i64) -> Option<Vec<usize>> {

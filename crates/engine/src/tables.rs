@@ -58,9 +58,13 @@
 //! - `CS/<process instance key>/<subscription key>` → CompensationSubscriptionRecord
 //! - `MO/<body key>/<loop counter u32>`  → JSON text: an inner instance's output element, for a
 //!   body whose output collection is too long to rewrite at each completion
-//! - `PE/<scope key>`                    → (event key, ProcessEventRecord): an interrupting event
-//!   waiting for the element instances it interrupts to terminate (PROCESS_EVENT TRIGGERING
-//!   until TRIGGERED, or until its scope terminates)
+//! - `PE/<scope key>`                    → (event key, ProcessEventRecord): an event triggered on
+//!   the scope (PROCESS_EVENT TRIGGERING until TRIGGERED, or until its scope terminates; the
+//!   first kept while another comes): an interrupting event waiting for the element instances
+//!   it interrupts to terminate, a catch event until it completes
+//! - `TS/<scope key>`                    → (): a scope that was terminating with children inside
+//!   (from its ELEMENT_TERMINATING to its ELEMENT_TERMINATED): a restart asks for the next
+//!   PROCESS_INSTANCE_BATCH TERMINATE of those still holding children to terminate
 //! - `X/...`                             → broker metadata (applied index, counters)
 //!
 //! Tenants: the rows that name a process, decision, graph or form by its id, and a message or
@@ -100,6 +104,7 @@ fn owned_by_key(table: &[u8]) -> bool {
             | [b'C', b'S', b'/']
             | [b'U', b'T', b'/']
             | [b'P', b'E', b'/']
+            | [b'T', b'S', b'/']
     )
 }
 
@@ -296,6 +301,10 @@ pub(crate) fn mi_body_key(body: i64) -> Vec<u8> {
 /// `PE/<scope>`: the interrupting event waiting on element instance `scope`.
 pub(crate) fn process_event_key(scope: i64) -> Vec<u8> {
     k(&[b"PE/", &be(scope)])
+}
+/// `TS/<scope>`: a scope terminating with children inside.
+pub(crate) fn terminating_scope_key(scope: i64) -> Vec<u8> {
+    k(&[b"TS/", &be(scope)])
 }
 pub(crate) fn mi_output_prefix(body: i64) -> Vec<u8> {
     k(&[b"MO/", &be(body), b"/"])
@@ -850,6 +859,10 @@ impl<'a> StateView<'a> {
     /// Every multi-instance body's key.
     pub(crate) fn mi_bodies(&self) -> Vec<i64> {
         self.kv.scan_prefix(b"MB/").map(|(key, _)| i64::from_be_bytes(key[3..11].try_into().expect("body key"))).collect()
+    }
+    /// The scopes that were terminating with children inside (`TS/`), oldest first.
+    pub(crate) fn terminating_scopes(&self) -> Vec<i64> {
+        self.kv.scan_prefix(b"TS/").map(|(key, _)| i64::from_be_bytes(key[3..11].try_into().expect("scope key"))).collect()
     }
     pub(crate) fn activating_mi_bodies(&self) -> Vec<i64> {
         self.kv

@@ -1,21 +1,37 @@
 //! A process that calls itself is bounded (C10): the call activity that would create an instance
 //! deeper than `EngineLimits::max_process_depth` raises a CALLED_ELEMENT_ERROR incident with
 //! Zeebe's message (CallActivityTest.shouldLimitDescendantDepth), and the whole recursion runs
-//! in one batch of bounded size; cancelling the root ends every level.
+//! in one batch of bounded size; cancelling the root ends every level (over several batches, at
+//! most `MI_TERMINATIONS_PER_BATCH` element instances a batch).
 
-use waggle_engine::{Command, Engine, EngineLimits, NoJobStreams, ProcessingContext, StateView};
+use waggle_engine::{Command, Engine, EngineLimits, NoJobStreams, ProcessingContext, SideEffect, StateView, MI_TERMINATIONS_PER_BATCH};
 use waggle_protocol::value::{DeploymentRecord, DeploymentResource, ProcessInstanceCreationRecord, ProcessInstanceRecord};
 use waggle_protocol::{Intent, Record, RecordType, RecordValue};
 use waggle_state::{KvStore, MemoryStore, Overlay};
 
 const MODEL: &str = include_str!("models/call_loop.bpmn");
 
+/// Processes `command`, then the commands the engine hands back to its own partition (a
+/// termination spread over batches), a batch each, until none is left; every batch starts
+/// terminating at most `MI_TERMINATIONS_PER_BATCH` element instances.
 fn run(engine: &mut Engine, store: &MemoryStore, command: Command) -> Vec<Record> {
     let ctx = ProcessingContext { now_ms: 1_000, job_streams: &NoJobStreams, partition_count: 1 };
-    let mut overlay = Overlay::new(store);
-    let output = engine.process_batch(&mut overlay, &ctx, vec![command]);
-    store.commit(&overlay.into_writes()).unwrap();
-    output.records
+    let mut records = Vec::new();
+    let mut queue = std::collections::VecDeque::from([command]);
+    while let Some(command) = queue.pop_front() {
+        let mut overlay = Overlay::new(store);
+        let output = engine.process_batch(&mut overlay, &ctx, vec![command]);
+        store.commit(&overlay.into_writes()).unwrap();
+        let terminating = output.records.iter().filter(|r| r.intent == Intent::ElementTerminating).count();
+        assert!(terminating <= MI_TERMINATIONS_PER_BATCH, "{terminating} element instances terminating in one batch");
+        for effect in output.side_effects {
+            if let SideEffect::SendCommand { partition: 1, command } = effect {
+                queue.push_back(*command);
+            }
+        }
+        records.extend(output.records);
+    }
+    records
 }
 
 /// Deploys the loop and starts it with `depth` 1: the records of that batch, and the root's key.

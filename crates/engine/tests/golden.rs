@@ -447,6 +447,12 @@ impl Scenario {
             .iter()
             .filter(|(k, _)| (k.starts_with(b"V/") || k.starts_with(b"F/")) && k.len() >= 10)
             .filter(|(k, _)| !keys.contains([b"E/".as_slice(), &k[2..10]].concat().as_slice()))
+            // a kept trigger (PROCESS_EVENT) or a terminating scope's index row without its scope
+            .chain(
+                dump.iter()
+                    .filter(|(k, _)| (k.starts_with(b"PE/") || k.starts_with(b"TS/")) && k.len() >= 11)
+                    .filter(|(k, _)| !keys.contains([b"E/".as_slice(), &k[3..11]].concat().as_slice())),
+            )
             .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
             .collect();
         if orphans.is_empty() {

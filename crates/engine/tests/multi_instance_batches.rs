@@ -46,6 +46,9 @@ struct Partition {
     most_activations: usize,
     /// Inner instances terminated per batch, at most.
     most_terminations: usize,
+    /// Element instances of any kind that started terminating (ELEMENT_TERMINATING) per batch,
+    /// at most.
+    most_terminating: usize,
     batches: usize,
 }
 
@@ -59,6 +62,7 @@ impl Partition {
             largest: (0, 0),
             most_activations: 0,
             most_terminations: 0,
+            most_terminating: 0,
             batches: 0,
         }
     }
@@ -93,6 +97,8 @@ impl Partition {
             })
             .count();
         self.most_terminations = self.most_terminations.max(terminations);
+        let terminating = output.records.iter().filter(|r| r.intent == Intent::ElementTerminating).count();
+        self.most_terminating = self.most_terminating.max(terminating);
         for effect in output.side_effects {
             if let SideEffect::SendCommand { partition: 1, command } = effect {
                 self.queue.push_back(*command);
@@ -807,11 +813,19 @@ fn end_nested_body(partition: &mut Partition, n: usize, v: Nested) -> (Vec<Recor
 /// lost; `pending_commands` asks for the next chunk again, twice) and runs what is queued to
 /// the end. Returns the records from `command` on.
 fn end_with_restart(partition: &mut Partition, command: Command) -> Vec<Record> {
+    run_with_restart(partition, command, 2, true)
+}
+
+/// [`end_with_restart`] restarting after `chunks_before` chunks; `subprocesses_after`: no
+/// subprocess terminates in `command`'s batch.
+fn run_with_restart(partition: &mut Partition, command: Command, chunks_before: usize, subprocesses_after: bool) -> Vec<Record> {
     let mut ended = partition.batch(vec![command]);
     assert!(!ended.iter().any(|r| r.record_type == RecordType::CommandRejection), "rejected");
-    assert_eq!(terminated(&ended, "SUB_PROCESS"), 0, "the subprocesses end after the body");
+    if subprocesses_after {
+        assert_eq!(terminated(&ended, "SUB_PROCESS"), 0, "the subprocesses end after the body");
+    }
     let mut chunks = 0;
-    while chunks < 2 {
+    while chunks < chunks_before {
         let next = partition.queue.pop_front().expect("a command queued");
         chunks += usize::from(next.intent == Intent::Terminate && matches!(next.value, RecordValue::ProcessInstanceBatch(_)));
         ended.extend(partition.batch(vec![next]));
@@ -1113,4 +1127,251 @@ fn a_boundary_event_on_a_narrow_body_holding_wide_bodies_waits_for_them() {
     assert!(triggering < outer_terminated && outer_terminated < triggered && triggered < entered);
     assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
     finish_after(&mut partition, &ended);
+}
+
+/// Process `wide`: a parallel multi-instance subprocess `outer` over `=for i in 1..n return i`,
+/// each inner instance holding the parallel multi-instance service task `t` (type `item`) over
+/// `=for j in 1..m return j`: `n` narrow bodies of `m` inside a narrow body.
+fn nested_narrow_model() -> String {
+    let t = r#"<bpmn:serviceTask id="t"><bpmn:extensionElements><zeebe:taskDefinition type="item"/></bpmn:extensionElements><bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=for j in 1..m return j" inputElement="j"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics></bpmn:serviceTask>"#;
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d">
+<bpmn:process id="wide" isExecutable="true"><bpmn:startEvent id="s"/><bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="outer"/>
+<bpmn:subProcess id="outer"><bpmn:multiInstanceLoopCharacteristics><bpmn:extensionElements><zeebe:loopCharacteristics inputCollection="=for i in 1..n return i" inputElement="i"/></bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics>
+<bpmn:startEvent id="s2"/><bpmn:sequenceFlow id="g1" sourceRef="s2" targetRef="t"/>{t}<bpmn:sequenceFlow id="g2" sourceRef="t" targetRef="e2"/><bpmn:endEvent id="e2"/></bpmn:subProcess>
+<bpmn:sequenceFlow id="f2" sourceRef="outer" targetRef="e"/><bpmn:endEvent id="e"/>
+<bpmn:boundaryEvent id="b" attachedToRef="outer" cancelActivity="true"><bpmn:messageEventDefinition messageRef="m"/></bpmn:boundaryEvent>
+<bpmn:sequenceFlow id="f3" sourceRef="b" targetRef="after"/>{}<bpmn:sequenceFlow id="f4" sourceRef="after" targetRef="eb"/><bpmn:endEvent id="eb"/></bpmn:process>
+<bpmn:message id="m" name="stop"><bpmn:extensionElements><zeebe:subscription correlationKey="=key"/></bpmn:extensionElements></bpmn:message></bpmn:definitions>"#,
+        service("after", "after")
+    )
+}
+
+/// Runs an instance of [`nested_narrow_model`] with `n` × `m` jobs until every one is active.
+fn nested_narrow(partition: &mut Partition, n: usize, m: usize) -> Vec<Record> {
+    partition.deploy(nested_narrow_model());
+    let creation = ProcessInstanceCreationRecord {
+        bpmn_process_id: "wide".into(),
+        version: -1,
+        variables: format!(r#"{{"n": {n}, "m": {m}, "key": "k1"}}"#),
+        ..Default::default()
+    };
+    let mut records = partition.batch(vec![Command::new(-1, Intent::Create, RecordValue::ProcessInstanceCreation(creation))]);
+    records.extend(partition.drain());
+    assert_eq!(jobs_of(&records, "item").len(), n * m);
+    partition.largest = (0, 0);
+    partition.most_terminations = 0;
+    partition.most_terminating = 0;
+    records
+}
+
+/// Every element instance the termination ended: each `t` once, each narrow body and
+/// subprocess once, no batch starting to terminate more than `MI_TERMINATIONS_PER_BATCH`
+/// element instances, nothing left to ask for.
+fn check_nested_narrow(partition: &Partition, ended: &[Record], n: usize, m: usize) {
+    let inner: std::collections::HashSet<i64> = ended
+        .iter()
+        .filter(|r| {
+            element_event(r, Intent::ElementTerminated, "t")
+                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "SERVICE_TASK")
+        })
+        .map(|r| r.key)
+        .collect();
+    assert_eq!(inner.len(), n * m, "every inner instance terminated");
+    assert_eq!(terminated(ended, "SERVICE_TASK"), n * m, "each once");
+    assert_eq!(terminated(ended, "SUB_PROCESS"), n);
+    assert_eq!(terminated(ended, "MULTI_INSTANCE_BODY"), n + 1);
+    assert_eq!(ended.iter().filter(|r| r.intent == Intent::Canceled && matches!(r.value, RecordValue::Job(_))).count(), n * m);
+    assert!(
+        partition.most_terminating <= MI_TERMINATIONS_PER_BATCH,
+        "{} element instances started terminating in one batch",
+        partition.most_terminating
+    );
+    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "a batch of {} records", partition.largest.0);
+    assert!(partition.batches >= (n * m) / MI_TERMINATIONS_PER_BATCH);
+    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
+}
+
+/// Issue 26: 30 narrow bodies of 30 inside a narrow body of 30 (961 element instances, none of
+/// the bodies wide) cancelled: the termination is spread over batches by the number of element
+/// instances it ends (PROCESS_INSTANCE_BATCH TERMINATE of the scopes left for later), with a
+/// restart between two chunks; the process ends last, nothing is left in state, and state
+/// rebuilt from the log equals the processed state.
+#[test]
+fn cancelling_30_narrow_bodies_of_30_nested_stays_within_the_per_batch_bound() {
+    let (n, m) = (30, 30);
+    let mut partition = Partition::new();
+    let records = nested_narrow(&mut partition, n, m);
+    let cancel = Command::new(instance_key(&records), Intent::Cancel, RecordValue::ProcessInstance(ProcessInstanceRecord::default()));
+    let mut ended = partition.batch(vec![cancel]);
+    assert!(!ended.iter().any(|r| r.record_type == RecordType::CommandRejection));
+    assert_eq!(terminated(&ended, "PROCESS"), 0, "the process ends after everything inside it");
+    let first = partition.queue.pop_front().expect("a chunk handed back");
+    ended.extend(partition.batch(vec![first]));
+    partition.queue.clear();
+    partition.engine = Engine::new(1);
+    let pending = waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1);
+    assert!(!pending.is_empty(), "the chunks left asked for again");
+    for (_, command) in pending {
+        partition.queue.push_back(command.clone());
+        partition.queue.push_back(command);
+    }
+    ended.extend(partition.drain());
+    check_nested_narrow(&partition, &ended, n, m);
+    assert_eq!(terminated(&ended, "PROCESS"), 1);
+    let process = position_of(&ended, |r| {
+        r.intent == Intent::ElementTerminated
+            && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "PROCESS")
+    });
+    assert_eq!(process, ended.iter().rposition(|r| r.intent == Intent::ElementTerminated).unwrap(), "the process ends last");
+    assert_eq!(rows_left(&partition), 0, "rows left in state");
+    partition.check_replay();
+}
+
+/// The same nesting interrupted by a message boundary event on the outer body: the trigger
+/// waits (PROCESS_EVENT TRIGGERING on the body), everything terminates within the bound, then
+/// TRIGGERED and the boundary event once, with the message's variables.
+#[test]
+fn a_boundary_event_on_30_narrow_bodies_of_30_waits_within_the_per_batch_bound() {
+    let (n, m) = (30, 30);
+    let mut partition = Partition::new();
+    let records = nested_narrow(&mut partition, n, m);
+    let ended = run_with_restart(&mut partition, publish_stop(), 1, false);
+    check_nested_narrow(&partition, &ended, n, m);
+    let outer_body = records
+        .iter()
+        .find(|r| {
+            element_event(r, Intent::ElementActivating, "outer")
+                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY")
+        })
+        .expect("the outer body")
+        .key;
+    let triggering = position_of(&ended, |r| process_event(r, Intent::Triggering, "b"));
+    let outer_terminated = position_of(&ended, |r| r.key == outer_body && r.intent == Intent::ElementTerminated);
+    let triggered = position_of(&ended, |r| process_event(r, Intent::Triggered, "b"));
+    let entered = position_of(&ended, |r| element_event(r, Intent::ElementActivating, "b"));
+    assert!(triggering < outer_terminated && outer_terminated < triggered && triggered < entered);
+    assert_eq!(ended.iter().filter(|r| element_event(r, Intent::ElementActivating, "b")).count(), 1);
+    finish_after(&mut partition, &ended);
+}
+
+fn modify(instance: i64, terminate: Vec<i64>, activate: Vec<ActivateInstruction>) -> Command {
+    let modification = ProcessInstanceModificationRecord {
+        process_instance_key: instance,
+        activate_instructions: activate,
+        terminate_instructions: terminate,
+    };
+    Command::new(-1, Intent::Modify, RecordValue::ProcessInstanceModification(modification))
+}
+
+fn body_key(records: &[Record], element_id: &str) -> i64 {
+    records
+        .iter()
+        .find(|r| {
+            element_event(r, Intent::ElementActivating, element_id)
+                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY")
+        })
+        .expect("the body")
+        .key
+}
+
+/// Issue 26: ModifyProcessInstance terminating a body with 2,000 active inner instances, its
+/// process's only child: the inner instances terminate a chunk per batch (a restart between two
+/// chunks), the emptied process instance is terminated after the body, not completed (Zeebe's
+/// `ModifyProcessInstanceTerminationTest`: `shouldTerminateAllElementsInRootScope`,
+/// `shouldNotCompleteFlowScopeIfElementsAreTerminated`), each once.
+#[test]
+fn a_modification_terminates_a_wide_body_a_chunk_per_batch() {
+    let n = 2_000;
+    let mut partition = Partition::new();
+    partition.deploy(model(true));
+    let mut records = partition.create(n);
+    records.extend(partition.drain());
+    partition.largest = (0, 0);
+    partition.most_terminations = 0;
+    let instance = instance_key(&records);
+    let ended = end_with_restart(&mut partition, modify(instance, vec![body_key(&records, "t")], vec![]));
+    assert!(ended.iter().any(|r| r.intent == Intent::Modified));
+    assert_eq!(terminated(&ended, "SERVICE_TASK"), n, "every inner instance terminated, once");
+    assert!(partition.most_terminations <= MI_TERMINATIONS_PER_BATCH, "{}", partition.most_terminations);
+    assert!(partition.most_terminating <= MI_TERMINATIONS_PER_BATCH, "{}", partition.most_terminating);
+    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "a batch of {} records", partition.largest.0);
+    let body = position_of(&ended, |r| {
+        r.intent == Intent::ElementTerminated
+            && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY")
+    });
+    let process = position_of(&ended, |r| r.key == instance && r.intent == Intent::ElementTerminated);
+    assert!(body < process, "the process ends after the body");
+    assert_eq!(terminated(&ended, "PROCESS"), 1);
+    assert_eq!(completed(&ended, "PROCESS"), 0, "terminated, not completed");
+    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
+    assert_eq!(rows_left(&partition), 0, "rows left in state");
+    partition.check_replay();
+}
+
+/// A modification terminating 30 narrow bodies of 30 (the outer body) while activating the
+/// end event `e` in the process: the termination stays within the per-batch bound, `e` keeps
+/// the process alive until the outer body has ended, then the process completes.
+#[test]
+fn a_modification_terminating_30_narrow_bodies_of_30_stays_within_the_bound() {
+    let (n, m) = (30, 30);
+    let mut partition = Partition::new();
+    let records = nested_narrow(&mut partition, n, m);
+    let instance = instance_key(&records);
+    let activate = ActivateInstruction { element_id: "e".into(), ancestor_scope_key: -1, ..Default::default() };
+    let ended = run_with_restart(&mut partition, modify(instance, vec![body_key(&records, "outer")], vec![activate]), 1, false);
+    check_nested_narrow(&partition, &ended, n, m);
+    assert_eq!(completed(&ended, "PROCESS"), 1, "the process completes once the body has ended");
+    assert_eq!(terminated(&ended, "PROCESS"), 0);
+    assert_eq!(rows_left(&partition), 0, "rows left in state");
+    partition.check_replay();
+}
+
+/// While a modification's termination of `sub2` (holding a body of 2,000) goes on over later
+/// batches, a second modification sees `sub2` and what it holds as gone, as Zeebe 8.5 (which
+/// ends them in the first modification's batch) would: terminating one of its inner instances
+/// or naming it as ancestor is refused as not found; activating `e2` (inside `sub2`) without an
+/// ancestor creates a new `sub2` in `sub1`.
+#[test]
+fn a_modification_during_a_batched_termination_sees_its_scope_as_gone() {
+    let n = 2_000;
+    let mut partition = Partition::new();
+    partition.deploy(nested_model(Nested::MessageBoundary));
+    let mut records = create_keyed(&mut partition, n);
+    records.extend(partition.drain());
+    let instance = instance_key(&records);
+    let sub2 = activating_key(&records, "sub2");
+    let sub1 = activating_key(&records, "sub1");
+    let first = partition.batch(vec![modify(instance, vec![sub2], vec![])]);
+    assert!(first.iter().any(|r| r.intent == Intent::Modified));
+    assert!(!first.iter().any(|r| element_event(r, Intent::ElementTerminated, "sub2")), "sub2 ends over later batches");
+    let inner = *jobs_of(&records, "item").last().unwrap();
+    let inner_instance = records
+        .iter()
+        .find_map(|r| match &r.value {
+            RecordValue::Job(j) if r.key == inner && r.intent == Intent::Created => Some(j.element_instance_key),
+            _ => None,
+        })
+        .unwrap();
+    let refused = partition.batch(vec![modify(instance, vec![inner_instance], vec![])]);
+    let rejection = refused.iter().find(|r| r.record_type == RecordType::CommandRejection).expect("refused");
+    let reason = &rejection.rejection.as_ref().unwrap().reason;
+    assert!(reason.contains("could not be found"), "{reason}");
+    let named = ActivateInstruction { element_id: "e2".into(), ancestor_scope_key: sub2, ..Default::default() };
+    let refused = partition.batch(vec![modify(instance, vec![], vec![named])]);
+    let rejection = refused.iter().find(|r| r.record_type == RecordType::CommandRejection).expect("refused");
+    let reason = &rejection.rejection.as_ref().unwrap().reason;
+    assert!(reason.contains("not in an active state"), "{reason}");
+    let e2 = ActivateInstruction { element_id: "e2".into(), ancestor_scope_key: -1, ..Default::default() };
+    let again = partition.batch(vec![modify(instance, vec![], vec![e2])]);
+    assert!(again.iter().any(|r| r.intent == Intent::Modified), "{again:?}");
+    let new_sub2 = again.iter().find(|r| element_event(r, Intent::ElementActivating, "sub2")).expect("a new sub2");
+    let RecordValue::ProcessInstance(pi) = &new_sub2.value else { unreachable!() };
+    assert_eq!(pi.flow_scope_key, sub1, "in sub1");
+    assert_ne!(new_sub2.key, sub2);
+    let rest = partition.drain();
+    assert_eq!(terminated(&rest, "SERVICE_TASK") + terminated(&first, "SERVICE_TASK"), n);
+    assert_eq!(rest.iter().filter(|r| r.key == sub2 && r.intent == Intent::ElementTerminated).count(), 1);
+    partition.check_replay();
 }

@@ -238,3 +238,129 @@ async fn interrupt_across_kill_9(nested: bool) -> BTreeMap<u64, Value> {
     assert!(most_records <= 8 * PER_BATCH, "{most_records} records written by one command");
     records
 }
+
+/// ModifyProcessInstance terminating the body of 10,000 (issue 26) while activating the task
+/// `after` in the process: the inner instances terminate a chunk per batch, the node is killed
+/// (`kill -9`) in the middle and restarted; every inner instance terminates once, no command
+/// terminates more than [`PER_BATCH`], the body once, and the instance completes through `after`
+/// (`e2`) once the body has ended (Zeebe's `ModifyProcessInstanceTerminationTest`
+/// `shouldBeAbleToCompleteProcessInstanceAfterElementIsTerminated`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modification_terminating_a_body_of_10000_goes_on_across_a_kill_9() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("records.jsonl");
+    let path_arg = path.to_str().expect("utf-8 path").to_string();
+    let mut node = Node::start(&["--exporters-debug-path", &path_arg]);
+    let mut c = common::grpc_client(&node).await;
+    let resources = vec![Resource { name: "mi-stop.bpmn".into(), content: model(false).into_bytes() }];
+    c.deploy_resource(DeployResourceRequest { resources, tenant_id: String::new() }).await.expect("deploy");
+    let request = CreateProcessInstanceRequest {
+        bpmn_process_id: "mi-stop".into(),
+        version: -1,
+        variables: format!(r#"{{"n": {ITEMS}, "key": "k-1"}}"#),
+        ..Default::default()
+    };
+    let instance = c.create_process_instance(request).await.expect("create").into_inner().process_instance_key;
+
+    // every inner instance activated; the body's key read from the exported records
+    let mut offset = 0;
+    let mut body = None;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let lines = new_lines(&path, &mut offset);
+        for line in &lines {
+            if line.contains(r#""intent":"ELEMENT_ACTIVATED""#) && line.contains(r#""bpmnElementType":"MULTI_INSTANCE_BODY""#) {
+                let v: Value = serde_json::from_str(line).expect("JSON line");
+                body = v["key"].as_i64();
+            }
+        }
+        if lines.iter().any(|l| l.contains(r#""valueType":"PROCESS_INSTANCE_BATCH""#) && l.contains(r#""intent":"ACTIVATED""#)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the body never activated its inner instances");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let body = body.expect("the body's key");
+
+    let modification = ModifyProcessInstanceRequest {
+        process_instance_key: instance,
+        activate_instructions: vec![modify_process_instance_request::ActivateInstruction {
+            element_id: "after".into(),
+            ancestor_element_instance_key: 0,
+            variable_instructions: vec![],
+        }],
+        terminate_instructions: vec![modify_process_instance_request::TerminateInstruction { element_instance_key: body }],
+    };
+    c.modify_process_instance(modification).await.expect("modify");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let lines = new_lines(&path, &mut offset);
+        assert!(!lines.iter().any(|l| is_body_terminated(l)), "the body terminated before the kill could land in the middle");
+        if lines.iter().any(|l| is_inner_terminated(l)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no inner instance terminated");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    node.kill9();
+    let killed_at = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
+    node.restart();
+
+    // the activated task's job, then the instance completes once the body has ended
+    let mut c = common::grpc_client(&node).await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let job = 'found: loop {
+        assert!(Instant::now() < deadline, "the activated task's job never came");
+        let activation = ActivateJobsRequest {
+            r#type: "mi-stop-after".into(),
+            worker: "w".into(),
+            timeout: 60_000,
+            max_jobs_to_activate: 10,
+            request_timeout: 1_000,
+            ..Default::default()
+        };
+        let mut stream = c.activate_jobs(activation).await.expect("activate").into_inner();
+        while let Some(batch) = stream.message().await.expect("jobs") {
+            if let Some(job) = batch.jobs.into_iter().next() {
+                break 'found job;
+            }
+        }
+    };
+    assert_eq!(job.process_instance_key, instance);
+    c.complete_job(CompleteJobRequest { job_key: job.key, variables: String::new() }).await.expect("complete");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut records: BTreeMap<u64, Value> = BTreeMap::new();
+    let mut offset = 0;
+    loop {
+        for line in new_lines(&path, &mut offset) {
+            let v: Value = serde_json::from_str(&line).expect("JSON line");
+            records.insert(v["position"].as_u64().expect("position"), v);
+        }
+        if records.values().any(|v| v["key"] == instance && v["intent"] == "ELEMENT_COMPLETED") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the instance did not complete");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let events = |f: &dyn Fn(&Value) -> bool| records.values().filter(|v| v["recordType"] == "EVENT" && f(v)).count();
+    let inner: Vec<&Value> = records.values().filter(|v| is_inner_terminated(&v.to_string())).collect();
+    let distinct: std::collections::HashSet<i64> = inner.iter().map(|v| v["key"].as_i64().unwrap()).collect();
+    assert_eq!(inner.len(), ITEMS, "every inner instance terminated, once");
+    assert_eq!(distinct.len(), ITEMS);
+    let before = inner.iter().filter(|v| v["timestamp"].as_i64().unwrap() <= killed_at).count();
+    assert!(before > 0 && before < ITEMS, "{before} of {ITEMS} terminated before the kill: it did not land mid-termination");
+    assert_eq!(events(&|v| v["intent"] == "ELEMENT_TERMINATED" && v["key"] == body), 1, "the body terminated once");
+    assert_eq!(events(&|v| v["intent"] == "CANCELED" && v["valueType"] == "JOB" && v["value"]["type"] == "mi-stop-item"), ITEMS);
+    assert_eq!(events(&|v| v["intent"] == "ELEMENT_COMPLETED" && v["value"]["elementId"] == "after"), 1);
+    assert_eq!(events(&|v| v["intent"] == "ELEMENT_TERMINATED" && v["key"] == instance), 0, "completed, not terminated");
+    let mut per_source: HashMap<i64, (usize, usize)> = HashMap::new();
+    for v in records.values() {
+        let entry = per_source.entry(v["sourceRecordPosition"].as_i64().unwrap()).or_default();
+        entry.0 += 1;
+        entry.1 += usize::from(v["intent"] == "ELEMENT_TERMINATING");
+    }
+    let (most_records, most_terminating) = per_source.values().fold((0, 0), |(r, t), &(r2, t2)| (r.max(r2), t.max(t2)));
+    println!("largest command: {most_records} records; at most {most_terminating} element instances began terminating in one command");
+    assert!(most_terminating <= PER_BATCH, "{most_terminating} element instances terminating in one command");
+    assert!(most_records <= 8 * PER_BATCH, "{most_records} records written by one command");
+}

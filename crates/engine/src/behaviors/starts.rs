@@ -4,8 +4,8 @@
 
 use waggle_bpmn::{ElementKind, EventTrigger, Process};
 use waggle_protocol::value::{
-    MessageRecord, MessageStartEventSubscriptionRecord, ProcessInstanceRecord, ProcessRecord, SignalRecord, SignalSubscriptionRecord,
-    TimerRecord,
+    MessageRecord, MessageStartEventSubscriptionRecord, ProcessEventRecord, ProcessInstanceRecord, ProcessRecord, SignalRecord,
+    SignalSubscriptionRecord, TimerRecord,
 };
 use waggle_protocol::{Intent, RecordValue};
 
@@ -81,6 +81,7 @@ pub(crate) fn start_at_event(p: P, definition_key: i64, target: &str, variables:
     let model = p.process_model(definition_key);
     let start = model.element(target)?;
     let pi_key = p.new_key();
+    start_triggering(p, &definition, definition_key, pi_key, target, &variables);
     start_instance(p, &definition, definition_key, pi_key, Some(vec![start]), variables);
     Some(pi_key)
 }
@@ -231,6 +232,8 @@ fn start_by_message(p: P, subscription: &MessageStartEventSubscriptionRecord, me
     };
     let key = p.new_key();
     p.event(key, Intent::Correlated, RecordValue::MessageStartEventSubscription(correlated));
+    let target = &model.elements[start].id;
+    start_triggering(p, &definition, subscription.process_definition_key, pi_key, target, &variables);
     start_instance(p, &definition, subscription.process_definition_key, pi_key, Some(vec![start]), variables);
     Some(pi_key)
 }
@@ -266,4 +269,23 @@ pub(crate) fn start_with_buffered_message(p: P, tenant: &str, bpmn_process_id: &
 pub(crate) fn broadcast_signal(p: P, name: &str, tenant_id: &str) {
     let signal = SignalRecord { signal_name: name.to_string(), variables: "{}".into(), tenant_id: tenant_id.to_string() };
     p.command(-1, Intent::Broadcast, RecordValue::Signal(signal));
+}
+
+/// PROCESS_EVENT TRIGGERING for a timer, message or signal start event `target` of process
+/// definition `definition` starting instance `pi_key`: its scope is the definition (Zeebe's
+/// `EventHandle.triggerStartEvent`); TRIGGERED comes when the start event is activated, before
+/// its ACTIVATING (`activateTriggeredStartEvent`). Not kept in state: the activation is a
+/// follow-up command of the same batch.
+fn start_triggering(p: P, definition: &ProcessRecord, definition_key: i64, pi_key: i64, target: &str, variables: &[(String, String)]) {
+    let record = ProcessEventRecord {
+        scope_key: definition_key,
+        target_element_id: target.to_string(),
+        variables: crate::json_doc::object_text(variables),
+        process_definition_key: definition_key,
+        process_instance_key: pi_key,
+        tenant_id: definition.tenant_id.to_string(),
+    };
+    let key = p.new_key();
+    p.event(key, Intent::Triggering, RecordValue::ProcessEvent(record.clone()));
+    p.set_start_trigger(pi_key, (key, record));
 }

@@ -31,11 +31,13 @@ impl ElementBehavior for BoundaryEvent {
 
 /// Activates boundary event `boundary` of `activity`; an interrupting one terminates the
 /// activity first. `local`: the variables stay local to the event (an error's, as Zeebe does),
-/// else they are local only when the event has output mappings. On an activity that is or holds
-/// (at any depth) a multi-instance body with more inner instances than one batch terminates, an
-/// interrupting event waits for them
-/// (PROCESS_EVENT TRIGGERING, see `event_trigger`); an activity already terminating (its
-/// instance cancelled, or interrupted by another event) takes no boundary event.
+/// else they are local only when the event has output mappings. PROCESS_EVENT TRIGGERING comes
+/// first and TRIGGERED just before the event's ACTIVATING (Zeebe 8.5's `BoundaryEventTest`
+/// `shouldTerminateSubProcessBeforeTriggeringBoundaryEvent`: TRIGGERING, the activity's
+/// termination, TRIGGERED, the boundary event). When the activity's termination does not end
+/// in this batch (see `event_trigger`), the event waits for it; an activity already
+/// terminating (its instance cancelled, or interrupted by another event) takes no boundary
+/// event.
 pub(crate) fn activate(
     p: P,
     model: &Process,
@@ -50,13 +52,21 @@ pub(crate) fn activate(
     }
     let element = &model.elements[boundary];
     let interrupting = matches!(element.kind, ElementKind::BoundaryEvent { cancel_activity: true, .. });
+    if interrupting {
+        if let Some((key, waiting)) = p.view().process_event(activity.key) {
+            // an interrupting event subprocess inside the activity waited on it: it goes with
+            // the activity, and this event waits there instead
+            event_trigger::triggered(p, key, waiting);
+        }
+    }
+    let (event_key, trigger) = event_trigger::triggering(p, activity, &element.id, variables);
     if interrupting && event_trigger::holds_wide_body(p, activity.key) {
-        event_trigger::triggering(p, activity, &element.id, variables);
         return t.terminate_in_batches(p, activity.key);
     }
     if interrupting {
         t.terminate(p, activity.key);
     }
+    event_trigger::triggered(p, event_key, trigger);
     enter(p, model, activity, boundary, variables, local, t)
 }
 

@@ -1,63 +1,102 @@
-//! Interrupting events that wait for what they interrupt (Zeebe's `EventTriggerBehavior` and
-//! PROCESS_EVENT records): an interrupting boundary event (a timer, message, signal, or a caught
-//! error or escalation) on an activity that is or holds, at any depth, a multi-instance body with
-//! more inner instances than one batch terminates (`flows::terminates_in_batches`,
-//! [`holds_wide_body`]), or an interrupting event subprocess whose scope holds such a body,
-//! writes PROCESS_EVENT TRIGGERING (the trigger kept in state, `PE/<scope>`, by its applier),
-//! terminates them over later batches (PROCESS_INSTANCE_BATCH TERMINATE; the scopes in between
-//! stay TERMINATING), and is entered once the last has terminated: TRIGGERED, then the boundary
+//! PROCESS_EVENT records (Zeebe 8.5's `EventHandle`, `EventTriggerBehavior`): every triggered
+//! event writes TRIGGERING on the instance it is caught on, with the event's variables, and
+//! TRIGGERED when it is taken (see [`triggering`], [`catch_event_completing`],
+//! `behaviors::starts::start_triggering`; docs/compatibility.md lists where each comes).
+//!
+//! Interrupting events that wait for what they interrupt: an interrupting boundary event (a
+//! timer, message, signal, or a caught error or escalation) on an activity whose termination
+//! does not end in this batch (it is or holds, at any depth, a multi-instance body with more
+//! inner instances than one batch terminates, or more element instances in all than the
+//! batch's share: [`terminates_later`]), or an interrupting event subprocess whose scope's
+//! children are so, keeps its TRIGGERING in state (`PE/<scope>`, by its applier), terminates
+//! them over later batches (PROCESS_INSTANCE_BATCH TERMINATE; the scopes in between stay
+//! TERMINATING), and is entered once the last has terminated: TRIGGERED, then the boundary
 //! event or the event subprocess activates with the event's variables
 //! (`events::enter_waiting_boundary`, `events::start_waiting_event_subprocess`). The trigger is
 //! durable, so a restart between two chunks goes on the same way; a scope that is
 //! terminated meanwhile (a cancelled instance) takes its trigger with it.
 
-use serde_json::Value as Json;
 use waggle_bpmn::{ElementKind, EventTrigger, Process};
 use waggle_protocol::value::ProcessEventRecord;
 use waggle_protocol::{Intent, RecordValue};
 
 use crate::behaviors::flows::terminates_in_batches;
+use crate::limits::MI_TERMINATIONS_PER_BATCH;
 use crate::processing::P;
-use crate::tables::ElementInstance;
+use crate::tables::{ElementInstance, ElementState};
 
-/// PROCESS_EVENT TRIGGERING: `target` (a boundary event, an event subprocess's start event)
-/// waits on `scope` with `variables` (name, JSON text) until what it interrupts has terminated.
-pub(crate) fn triggering(p: P, scope: &ElementInstance, target: &str, variables: &[(String, String)]) {
+/// PROCESS_EVENT TRIGGERING: the event of `target` (a boundary event, an event subprocess's
+/// start event, a catch event, an event after an event-based gateway) occurred on `scope` (the
+/// instance it is caught on: the boundary event's activity, the event subprocess's flow scope,
+/// the catch event or gateway itself) with `variables` (name, JSON text). Zeebe 8.5 writes it
+/// for every triggered event (`EventHandle.triggerEvent`, `EventTriggerBehavior`); its applier
+/// keeps the trigger in `PE/<scope>` until TRIGGERED (a trigger already waiting there stays).
+/// Returns its key and record, for the TRIGGERED.
+pub(crate) fn triggering(p: P, scope: &ElementInstance, target: &str, variables: &[(String, String)]) -> (i64, ProcessEventRecord) {
     let record = ProcessEventRecord {
         scope_key: scope.key,
         target_element_id: target.to_string(),
-        variables: document(variables),
+        variables: crate::json_doc::object_text(variables),
         process_definition_key: scope.record.process_definition_key,
         process_instance_key: scope.record.process_instance_key,
         tenant_id: scope.record.tenant_id.to_string(),
     };
     let key = p.new_key();
-    p.event(key, Intent::Triggering, RecordValue::ProcessEvent(record));
+    p.event(key, Intent::Triggering, RecordValue::ProcessEvent(record.clone()));
+    (key, record)
 }
 
-/// Whether an interrupting event subprocess starting in `scope` must wait: one of the scope's
-/// children holds a multi-instance body too wide to terminate in one batch (see
-/// [`holds_wide_body`]).
+/// A triggered catch event or receive task completes (COMPLETING written): PROCESS_EVENT
+/// TRIGGERED for the trigger that completes it, as Zeebe writes it when it applies the
+/// event's output (`BpmnVariableMappingBehavior.applyOutputMappings`).
+pub(crate) fn catch_event_completing(p: P, model: &Process, idx: usize, key: i64) {
+    if !matches!(model.elements[idx].kind, ElementKind::IntermediateCatchEvent(_) | ElementKind::ReceiveTask(_)) {
+        return;
+    }
+    if let Some((event_key, record)) = p.view().process_event(key).filter(|(_, e)| e.scope_key == key) {
+        triggered(p, event_key, record);
+    }
+}
+
+/// Whether an interrupting event subprocess starting in `scope` must wait: terminating the
+/// scope's children does not end in this batch (see [`terminates_later`]).
 pub(crate) fn scope_terminates_in_batches(p: P, scope: i64) -> bool {
-    let children = p.view().children(scope);
-    children.into_iter().any(|c| holds_wide_body(p, c))
+    terminates_later(p, &p.view().children(scope))
 }
 
-/// Whether element instance `key` is, or holds at any depth (inside subprocesses, inner
-/// instances, called instances), a multi-instance body too wide to terminate in one batch
-/// (`flows::terminates_in_batches`): an interrupting event on it must wait for it. Walks the
-/// subtree until it finds one (a body's inner instances only when it is narrow), reading what
-/// terminating it would read anyway.
+/// Whether an interrupting event on element instance `key` must wait for it: terminating it
+/// does not end in this batch (see [`terminates_later`]).
 pub(crate) fn holds_wide_body(p: P, key: i64) -> bool {
+    terminates_later(p, &[key])
+}
+
+/// Whether terminating `roots` one after another (`lifecycle::terminate_in_batches`) leaves
+/// something for a later batch: one holds, at any depth (inside subprocesses, inner instances,
+/// called instances), a multi-instance body too wide to terminate in one batch
+/// (`flows::terminates_in_batches`) or an instance terminating already, or, counted as the
+/// termination counts them, more element instances than the batch's share of
+/// `MI_TERMINATIONS_PER_BATCH` has room for (a root always starts terminating). Reads what
+/// terminating them would read anyway, and stops once the answer is known.
+pub(crate) fn terminates_later(p: P, roots: &[i64]) -> bool {
     let view = p.view();
-    let mut stack = vec![key];
-    while let Some(key) = stack.pop() {
-        let Some(instance) = view.element(key) else { continue };
-        if terminates_in_batches(&instance) {
-            return true;
-        }
-        if instance.active_children > 0 {
-            stack.extend(view.children(key));
+    let mut used = p.mi_terminations;
+    for &root in roots {
+        let mut stack = vec![root];
+        while let Some(key) = stack.pop() {
+            let Some(instance) = view.element(key) else { continue };
+            match instance.state {
+                ElementState::Terminated | ElementState::Completed => continue,
+                // it ends in a later batch
+                ElementState::Terminating => return true,
+                _ => {}
+            }
+            if terminates_in_batches(&instance) || (key != root && used >= MI_TERMINATIONS_PER_BATCH) {
+                return true;
+            }
+            used += 1;
+            if instance.active_children > 0 {
+                stack.extend(view.children(key));
+            }
         }
     }
     false
@@ -83,22 +122,4 @@ pub(crate) fn caught_locally(model: &Process, idx: usize) -> bool {
         ElementKind::BoundaryEvent { trigger: EventTrigger::Error { .. } | EventTrigger::Escalation { .. }, .. }
             | ElementKind::EventStartEvent { trigger: EventTrigger::Error { .. } | EventTrigger::Escalation { .. }, .. }
     )
-}
-
-/// Variables as a JSON object's text (empty: none).
-fn document(variables: &[(String, String)]) -> String {
-    if variables.is_empty() {
-        return String::new();
-    }
-    let mut text = String::from("{");
-    for (i, (name, value)) in variables.iter().enumerate() {
-        if i > 0 {
-            text.push(',');
-        }
-        text.push_str(&Json::String(name.clone()).to_string());
-        text.push(':');
-        text.push_str(value);
-    }
-    text.push('}');
-    text
 }

@@ -10,6 +10,7 @@ use crate::behaviors::expressions::type_error;
 use crate::behaviors::flows::{child_record, flow_taken};
 use crate::behaviors::waits::{self, wait_for, Wait};
 use crate::elements::behavior::{wait, Activation, ElementBehavior, Transitions};
+use crate::elements::event_trigger;
 use crate::processing::P;
 use crate::tables::ElementInstance;
 use crate::variables::{self, evaluate, Vars};
@@ -83,6 +84,9 @@ pub(crate) fn continue_after_event_gateway(
     t: Transitions,
 ) {
     let Some(&flow) = model.elements[event].incoming.first() else { return };
+    // PROCESS_EVENT TRIGGERING on the gateway; TRIGGERED just before the event's ACTIVATING
+    // (Zeebe's `EventTriggerBehavior.activateTriggeredEvent`)
+    let (event_key, trigger) = event_trigger::triggering(p, gateway, &model.elements[event].id, variables);
     p.event(gateway.key, Intent::ElementCompleting, RecordValue::ProcessInstance(gateway.record.clone()));
     waits::close(p, model, &gateway.record.element_id, gateway.key);
     p.event(gateway.key, Intent::ElementCompleted, RecordValue::ProcessInstance(gateway.record.clone()));
@@ -90,6 +94,7 @@ pub(crate) fn continue_after_event_gateway(
     let element = &model.elements[event];
     let record = child_record(&gateway.record, gateway.record.flow_scope_key, &element.id, element.kind.bpmn_element_type());
     let key = p.new_key();
+    event_trigger::triggered(p, event_key, trigger);
     p.event(key, Intent::ElementActivating, RecordValue::ProcessInstance(record));
     variables::set_event_variables(p, key, gateway.record.flow_scope_key, !element.outputs.is_empty(), variables);
     t.continue_activation(p, key);

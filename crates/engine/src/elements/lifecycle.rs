@@ -18,7 +18,7 @@ use crate::behaviors::waits::{self, Wait};
 use crate::elements::behavior::{Activation, ElementBehavior, Then, Transitions};
 use crate::elements::events::{self, ThrownError};
 use crate::elements::table::{behavior_for, behavior_of};
-use crate::elements::{call_activity, compensation, gateways, multi_instance, process, subprocesses};
+use crate::elements::{call_activity, compensation, event_trigger, gateways, multi_instance, process, subprocesses};
 use crate::limits::MI_TERMINATIONS_PER_BATCH;
 use crate::processing::P;
 use crate::tables::{ElementInstance, ElementState};
@@ -42,6 +42,11 @@ pub(crate) fn activate(p: P, command: &Record) {
             if !behavior_for(&model.elements[idx], pi).ready_to_activate(p, &model, idx, pi.flow_scope_key) {
                 return; // more tokens may still arrive
             }
+        }
+    }
+    if pi.flow_scope_key == pi.process_instance_key {
+        if let Some((event_key, trigger)) = p.take_start_trigger(pi.process_instance_key, &pi.element_id) {
+            event_trigger::triggered(p, event_key, trigger);
         }
     }
     p.event(command.key, Intent::ElementActivating, RecordValue::ProcessInstance(pi.clone()));
@@ -148,6 +153,7 @@ pub(crate) fn continue_completion(p: P, key: i64) {
     let behavior = behavior_for(element, &pi);
     if !body {
         behavior.on_completing(p, &model, idx, key);
+        event_trigger::catch_event_completing(p, &model, idx, key);
     }
     if body {
         multi_instance::body_completing(p, element, key, &pi);
@@ -232,22 +238,39 @@ pub(crate) fn terminate(p: P, key: i64) {
     terminate_walk(p, key, false)
 }
 
-/// [`terminate`] where a wide body may be inside (a cancelled process instance, an interrupting
-/// event that waits, a terminate end event's siblings, inner instances a completion condition
-/// or a chunk ends): a multi-instance body with more than [`MI_TERMINATIONS_PER_BATCH`] active
-/// inner instances terminates them over later batches (PROCESS_INSTANCE_BATCH TERMINATE,
-/// [`terminate_batch`]), and it and the scopes above it end once its last inner instance has
-/// (Zeebe 8.5's `ProcessInstanceBatchTerminateProcessor`; see [`finish_terminating`]).
+/// [`terminate`] spread over batches (a cancelled process instance, an interrupting event that
+/// waits, a terminate end event's siblings, inner instances a completion condition or a chunk
+/// ends, a modification's terminate instructions): at most [`MI_TERMINATIONS_PER_BATCH`]
+/// element instances terminate a batch, whatever their nesting. `key` always starts
+/// terminating; an instance inside it reached once the batch's share is used up waits, with its
+/// siblings not yet terminating, for a PROCESS_INSTANCE_BATCH TERMINATE of their scope in a
+/// later batch ([`terminate_batch`]); a multi-instance body with more than
+/// [`MI_TERMINATIONS_PER_BATCH`] active inner instances always terminates them so. The scopes
+/// above end once their last child has (Zeebe 8.5's `ProcessInstanceBatchTerminateProcessor`;
+/// see [`finish_terminating`]); [`crate::elements::event_trigger::terminates_later`] tells in
+/// advance whether a termination ends in this batch.
 pub(crate) fn terminate_in_batches(p: P, key: i64) {
     terminate_walk(p, key, true)
 }
 
-fn terminate_walk(p: P, key: i64, in_batches: bool) {
+/// The instance whose child list holds `record`'s instance: its flow scope, or for a called
+/// process instance its call activity.
+pub(crate) fn container_of(record: &ProcessInstanceRecord) -> i64 {
+    if record.flow_scope_key > 0 {
+        record.flow_scope_key
+    } else {
+        record.parent_element_instance_key
+    }
+}
+
+fn terminate_walk(p: P, root: i64, in_batches: bool) {
     enum Step {
         Enter(i64),
         Leave(Box<ElementInstance>),
     }
-    let mut steps = vec![Step::Enter(key)];
+    let mut steps = vec![Step::Enter(root)];
+    // scopes whose children not yet terminating wait for a later batch
+    let mut deferred: Vec<i64> = Vec::new();
     while let Some(step) = steps.pop() {
         match step {
             Step::Enter(key) => {
@@ -255,7 +278,19 @@ fn terminate_walk(p: P, key: i64, in_batches: bool) {
                 if matches!(instance.state, ElementState::Terminating | ElementState::Terminated | ElementState::Completed) {
                     continue;
                 }
+                if in_batches && key != root && p.mi_terminations >= MI_TERMINATIONS_PER_BATCH {
+                    // the batch's share is used up: the rest of this scope's children later
+                    let scope = container_of(&instance.record);
+                    if !deferred.contains(&scope) {
+                        deferred.push(scope);
+                        if let Some(s) = p.view().element(scope) {
+                            multi_instance::request_termination_batch(p, &s.record, scope, key);
+                        }
+                    }
+                    continue;
+                }
                 p.event(key, Intent::ElementTerminating, RecordValue::ProcessInstance(instance.record.clone()));
+                p.mi_terminations += 1;
                 if in_batches && terminates_in_batches(&instance) {
                     let first = p.view().first_children(key, 1).first().copied().unwrap_or(-1);
                     multi_instance::request_termination_batch(p, &instance.record, key, first);
@@ -265,19 +300,20 @@ fn terminate_walk(p: P, key: i64, in_batches: bool) {
                 // the first child ends first
                 steps.extend(p.view().children(key).into_iter().rev().map(Step::Enter));
             }
-            // a scope above a body that terminates over later batches ends after it
+            // a scope above children that terminate over later batches ends after them
             Step::Leave(instance) if p.view().element_with(instance.key, |e| e.active_children > 0) == Some(true) => {}
             Step::Leave(instance) => terminated(p, *instance),
         }
     }
 }
 
-/// PROCESS_INSTANCE_BATCH TERMINATE: terminates the next inner instances of a multi-instance
-/// body (at most what is left of the batch's [`MI_TERMINATIONS_PER_BATCH`]) and, while some are
-/// left, asks for the next chunk with another TERMINATE for a later batch; the last writes
-/// TERMINATED, then the body ends: a terminating body with the scopes above it that waited for
-/// it, or a body whose completion condition held completes. A body that is gone: rejected
-/// (NOT_FOUND).
+/// PROCESS_INSTANCE_BATCH TERMINATE: terminates the next children of a scope (a multi-instance
+/// body's inner instances, or the children of any terminating scope a bounded termination left
+/// for later), each with what it holds, while the batch's share of
+/// [`MI_TERMINATIONS_PER_BATCH`] lasts; with children left, it asks for the next chunk with
+/// another TERMINATE for a later batch; the last writes TERMINATED, then the scope ends: a
+/// terminating scope with the scopes above it that waited for it, or a body whose completion
+/// condition held completes. A scope that is gone: rejected (NOT_FOUND).
 pub(crate) fn terminate_batch(p: P, command: &Record) {
     let RecordValue::ProcessInstanceBatch(batch) = &command.value else { return };
     let body_key = batch.batch_element_instance_key;
@@ -287,16 +323,20 @@ pub(crate) fn terminate_batch(p: P, command: &Record) {
         return p.reject(command, None, waggle_protocol::RejectionType::NotFound, reason);
     };
     let room = MI_TERMINATIONS_PER_BATCH.saturating_sub(p.mi_terminations).max(1);
-    // an inner instance holding a wide body of its own stays terminating while that body
-    // terminates over later batches: the next chunk passes it by
+    // a child holding children that terminate over later batches stays terminating meanwhile:
+    // the next chunk passes it by
     let children = p.view().first_children_not_terminating(body_key, room + 1);
-    let chunk = children.len().min(room);
-    for &child in &children[..chunk] {
+    for (i, &child) in children.iter().enumerate() {
+        if i > 0 && p.mi_terminations >= MI_TERMINATIONS_PER_BATCH {
+            return multi_instance::request_termination_batch(p, &body.record, body_key, child);
+        }
         terminate_in_batches(p, child);
     }
-    p.mi_terminations += chunk;
     if children.len() > room {
-        return multi_instance::request_termination_batch(p, &body.record, body_key, children[room]);
+        let next = p.view().first_children_not_terminating(body_key, 1);
+        if let Some(&next) = next.first() {
+            return multi_instance::request_termination_batch(p, &body.record, body_key, next);
+        }
     }
     p.event(command.key, Intent::Terminated, command.value.clone());
     if body.state == ElementState::Activated {
@@ -331,8 +371,7 @@ fn finish_terminating(p: P, mut key: i64) {
             ElementState::Terminating if instance.active_children == 0 => {}
             _ => return,
         }
-        let record = &instance.record;
-        let up = if record.flow_scope_key > 0 { record.flow_scope_key } else { record.parent_element_instance_key };
+        let up = container_of(&instance.record);
         let waiting = p.view().process_event(key);
         terminated(p, instance.clone());
         if let Some(waiting) = waiting {
@@ -368,6 +407,9 @@ fn terminated(p: P, instance: ElementInstance) {
 pub(crate) fn event_occurred(p: P, instance: &ElementInstance, target: &str, variables: &[(String, String)]) {
     let model = p.process_model(instance.record.process_definition_key);
     if instance.record.element_id == target {
+        // PROCESS_EVENT TRIGGERING on the catch event itself; TRIGGERED when it completes
+        // (`event_trigger::catch_event_completing`)
+        event_trigger::triggering(p, instance, target, variables);
         let outputs = model.element(target).is_some_and(|i| !model.elements[i].outputs.is_empty());
         variables::set_event_variables(p, instance.key, instance.record.flow_scope_key, outputs, variables);
         p.command(instance.key, Intent::CompleteElement, RecordValue::ProcessInstance(instance.record.clone()));

@@ -24,6 +24,6 @@ pub(crate) mod user_task;
 
 pub(crate) use events::ThrownError;
 pub(crate) use lifecycle::{
-    activate, complete, continue_activation, continue_completion, event_occurred, terminate, terminate_batch, terminate_in_batches,
-    throw_error, waits_of,
+    activate, complete, container_of, continue_activation, continue_completion, event_occurred, terminate, terminate_batch,
+    terminate_in_batches, throw_error, waits_of,
 };

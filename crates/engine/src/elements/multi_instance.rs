@@ -171,18 +171,26 @@ pub(crate) fn activate_batch(p: P, command: &Record) {
 }
 
 /// The next PROCESS_INSTANCE_BATCH ACTIVATE of every body still activating its inner instances,
-/// and TERMINATE of every body terminating them over several batches (after a restart or a
-/// change of leader: what was handed back before is lost).
+/// and TERMINATE of every body terminating them over several batches and of every terminating
+/// scope with children not terminating yet (a bounded termination left them for a later batch;
+/// `TS/`), after a restart or a change of leader: what was handed back before is lost.
 pub(crate) fn pending_batches(view: crate::tables::StateView<'_>) -> Vec<Command> {
     let activating = view.activating_mi_bodies().into_iter().filter_map(|body_key| {
         let body = view.element(body_key)?;
         let batch = batch_record(&body.record, body_key, 0);
         Some(Command::new(body_key, Intent::Activate, RecordValue::ProcessInstanceBatch(batch)))
     });
-    let terminating = view.mi_bodies().into_iter().filter_map(|body_key| {
-        let body = view.element(body_key).filter(|b| b.state == ElementState::Terminating)?;
-        let batch = ProcessInstanceBatchRecord { index: -1, ..batch_record(&body.record, body_key, 0) };
-        Some(Command::new(body_key, Intent::Terminate, RecordValue::ProcessInstanceBatch(batch)))
+    let mut seen = std::collections::HashSet::new();
+    let bodies = view.mi_bodies().into_iter().filter(|&key| view.element(key).is_some_and(|b| b.state == ElementState::Terminating));
+    let scopes = view
+        .terminating_scopes()
+        .into_iter()
+        .filter(|&key| view.element(key).is_some_and(|s| s.state == ElementState::Terminating))
+        .filter(|&key| !view.first_children_not_terminating(key, 1).is_empty());
+    let terminating = bodies.chain(scopes).filter(move |&key| seen.insert(key)).filter_map(|key| {
+        let scope = view.element(key)?;
+        let batch = ProcessInstanceBatchRecord { index: -1, ..batch_record(&scope.record, key, 0) };
+        Some(Command::new(key, Intent::Terminate, RecordValue::ProcessInstanceBatch(batch)))
     });
     activating.chain(terminating).collect()
 }

@@ -36,10 +36,12 @@ impl ElementBehavior for SubProcess {
 
 /// Starts event subprocess `esp` inside `scope` (the instance of its flow scope). An
 /// interrupting one terminates everything else in the scope first, and the scope's other
-/// event subprocesses can no longer start; when the scope holds a multi-instance body too wide
-/// to terminate in one batch, it starts once that has terminated (PROCESS_EVENT TRIGGERING, see
-/// `event_trigger`). `local`: the variables stay local to the event subprocess (an error's),
-/// else they propagate.
+/// event subprocesses can no longer start; when terminating them does not end in this batch, it
+/// starts once they have terminated (see `event_trigger`). PROCESS_EVENT TRIGGERING comes first,
+/// TRIGGERED just before the event subprocess's ACTIVATING (Zeebe's
+/// `EventTriggerBehavior.triggerEventSubProcess`). A scope already terminating discards the
+/// event. `local`: the variables stay local to the event subprocess (an error's), else they
+/// propagate.
 pub(crate) fn start_event_subprocess(
     p: P,
     model: &Process,
@@ -50,6 +52,9 @@ pub(crate) fn start_event_subprocess(
     t: Transitions,
 ) {
     let Some(start) = model.event_subprocess_start(esp) else { return };
+    if scope.state == crate::tables::ElementState::Terminating {
+        return; // the scope is ending (over later batches): the event is discarded
+    }
     let interrupting = matches!(model.elements[start].kind, ElementKind::EventStartEvent { interrupting: true, .. });
     if interrupting {
         let starts: Vec<String> = model
@@ -58,8 +63,10 @@ pub(crate) fn start_event_subprocess(
             .map(|s| model.elements[s].id.clone())
             .collect();
         close_where(p, scope.key, |target| starts.iter().any(|s| s == target));
+    }
+    let (event_key, trigger) = event_trigger::triggering(p, scope, &model.elements[start].id, variables);
+    if interrupting {
         if event_trigger::scope_terminates_in_batches(p, scope.key) {
-            event_trigger::triggering(p, scope, &model.elements[start].id, variables);
             for child in p.view().children(scope.key) {
                 t.terminate_in_batches(p, child);
             }
@@ -69,6 +76,7 @@ pub(crate) fn start_event_subprocess(
             t.terminate(p, child);
         }
     }
+    event_trigger::triggered(p, event_key, trigger);
     enter_event_subprocess(p, model, scope, esp, variables, local, t)
 }
 

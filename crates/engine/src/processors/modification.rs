@@ -7,6 +7,15 @@
 //!
 //! Everything is validated before anything is written: a modification is done whole or
 //! rejected.
+//!
+//! Terminations are spread over batches as a cancellation's are (`elements::terminate_in_batches`:
+//! at most `MI_TERMINATIONS_PER_BATCH` element instances a batch, a wide multi-instance body a
+//! chunk a batch); an emptied flow scope starts terminating at once and ends after what it
+//! waits for. Zeebe 8.5 ends them in the modification's own batch, so an instance still
+//! terminating here is one Zeebe no longer has: a later modification sees it (and everything
+//! in it) as gone — a terminate instruction or an ancestor naming it is refused as not found,
+//! an activation does not choose it as flow scope, and a process instance being cancelled is
+//! not found.
 
 use std::collections::HashSet;
 
@@ -42,7 +51,8 @@ type Refusal = String;
 pub(crate) fn modify(p: P, command: &Record, request: Option<RequestId>) {
     let RecordValue::ProcessInstanceModification(modification) = &command.value else { return };
     let event_key = if command.key > 0 { command.key } else { modification.process_instance_key };
-    let instance = p.view().element(modification.process_instance_key).filter(|e| e.record.flow_scope_key < 0);
+    let instance =
+        p.view().element(modification.process_instance_key).filter(|e| e.record.flow_scope_key < 0 && !being_terminated(p, e.key));
     let Some(instance) = instance else {
         let reason = format!("Expected to modify process instance but no process instance found with key '{event_key}'");
         return p.reject(command, request, RejectionType::NotFound, reason);
@@ -62,7 +72,7 @@ pub(crate) fn modify(p: P, command: &Record, request: Option<RequestId>) {
     for &key in &modification.terminate_instructions {
         extended.terminate_instructions.push(key);
         let Some(target) = p.view().element(key).filter(|e| terminable(e.state)) else { continue };
-        elements::terminate(p, key);
+        elements::terminate_in_batches(p, key);
         terminate_emptied_scopes(p, target.record.flow_scope_key, &required);
     }
     let event = p.event_record(event_key, Intent::Modified, RecordValue::ProcessInstanceModification(extended));
@@ -111,7 +121,7 @@ fn validate(p: P, model: &Process, instance: &ElementInstance, m: &ProcessInstan
     }
     let missing: Vec<String> = distinct(m.terminate_instructions.iter().copied())
         .into_iter()
-        .filter(|&key| p.view().element(key).is_none())
+        .filter(|&key| p.view().element(key).is_none() || being_terminated(p, key))
         .map(|key| key.to_string())
         .collect();
     if !missing.is_empty() {
@@ -169,8 +179,11 @@ fn check_ancestors(
     targets: &[usize],
 ) -> Result<(), String> {
     let named = distinct(m.activate_instructions.iter().map(|i| i.ancestor_scope_key).filter(|k| *k > 0));
-    let inactive: Vec<String> =
-        named.iter().filter(|&&k| p.view().element(k).is_none_or(|e| e.state != ElementState::Activated)).map(|k| k.to_string()).collect();
+    let inactive: Vec<String> = named
+        .iter()
+        .filter(|&&k| p.view().element(k).is_none_or(|e| e.state != ElementState::Activated) || being_terminated(p, k))
+        .map(|k| k.to_string())
+        .collect();
     if !inactive.is_empty() {
         return Err(format!(
             "activate instructions with an ancestor scope key that does not exist, or is not in an active state: '{}'",
@@ -310,15 +323,38 @@ fn activate(p: P, model: &Process, instance: &ElementInstance, instruction: &Act
 }
 
 /// After a termination: the flow scope `scope`, and each one above it, is terminated too when
-/// nothing is active in it any more, no token is on its way in it, and no activation needs it.
+/// nothing is active in it any more (its children, if any, are all terminating: over later
+/// batches), no token is on its way in it, and no activation needs it. A scope whose children
+/// still terminate starts terminating now and ends after them.
 fn terminate_emptied_scopes(p: P, mut scope: i64, required: &HashSet<i64>) {
     while let Some(s) = p.view().element(scope) {
-        if s.state != ElementState::Activated || s.active_children > 0 || s.active_flows > 0 || required.contains(&scope) {
+        if s.state != ElementState::Activated || s.active_flows > 0 || required.contains(&scope) {
             return;
         }
-        elements::terminate(p, scope);
+        if s.active_children > 0 {
+            let children = p.view().children(scope);
+            if children.iter().any(|&c| p.view().element(c).is_some_and(|c| c.state != ElementState::Terminating)) {
+                return;
+            }
+        }
+        elements::terminate_in_batches(p, scope);
         scope = s.record.flow_scope_key;
     }
+}
+
+/// Whether element instance `key`, or an instance it lies in (up through call activities), is
+/// terminating: Zeebe 8.5 would have ended it with the modification, cancellation or
+/// interruption that began it.
+fn being_terminated(p: P, key: i64) -> bool {
+    let mut next = p.view().element(key);
+    while let Some(e) = next {
+        if e.state == ElementState::Terminating {
+            return true;
+        }
+        let up = elements::container_of(&e.record);
+        next = if up > 0 { p.view().element(up) } else { None };
+    }
+    false
 }
 
 /// Whether terminating `terminated` would, with the emptied scopes above them, end the process
@@ -388,7 +424,7 @@ fn instances_of(p: P, root: i64, id: &str) -> Vec<ElementInstance> {
     let mut stack = vec![root];
     while let Some(key) = stack.pop() {
         for child in p.view().children(key) {
-            if let Some(e) = p.view().element(child) {
+            if let Some(e) = p.view().element(child).filter(|e| e.state != ElementState::Terminating) {
                 if e.record.element_id.as_str() == id {
                     found.push(e.clone());
                 }
