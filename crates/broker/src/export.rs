@@ -31,15 +31,30 @@
 //! - **Stuck:** an exporter with committed entries to acknowledge that acknowledged nothing for
 //!   the configured time is reported stuck (`waggle_exporter_stuck`, `/health`).
 //! - **Bounded lag** (issue 27): while an exporter runs here, works (no failed call waiting for
-//!   its retry) and is not stuck, and more than [`ExportConfig::max_backlog`] committed entries
-//!   wait for its acknowledgement, the partition refuses new process instances
-//!   ([`BacklogGate`]): RESOURCE_EXHAUSTED, as back pressure answers, until it is back under.
-//!   Every other command is taken, so the instances already running finish and the backlog
-//!   drains. An exporter slower than the partition would otherwise fall further behind for as
-//!   long as the load lasts, its target (the query store) ever staler and the log kept for it
-//!   ever longer; a failing or stuck one holds nothing back, as before (its alarm is
-//!   `/health`; the disk watermarks stop the partition before the disk fills).
+//!   its retry) and is not stuck, and more than [`ExportConfig::max_backlog_records`] committed
+//!   records (positions: the committed position minus its acknowledged one) wait for its
+//!   acknowledgement, the partition refuses new process instances ([`BacklogGate`]):
+//!   RESOURCE_EXHAUSTED, as back pressure answers, until it is back under. Every other command
+//!   is taken, so the instances already running finish and the backlog drains. The bound is in
+//!   records, not log entries: an entry is a batch of one to thousands of records, and a bound
+//!   in entries let W2's huge entries pile up to a minute of export work, then admitted only as
+//!   many (tiny) new entries as the exporter retired huge old ones, so the rate collapsed to a
+//!   trickle instead of following the exporter's pace (docs/performance.md). A failing or stuck
+//!   exporter holds nothing back, as before (its alarm is `/health`; the disk watermarks stop
+//!   the partition before the disk fills).
+//! - **Panics** (issue 30): a runner thread catches a panic of its exporter (a bug in the
+//!   store, a driver's panic) or of its own: the exporter shows DOWN in `/health`
+//!   (`waggle_exporter_health` 0, `waggle_exporter_panics_total`, the panic in the log), its
+//!   instance is dropped, and after a back-off ([`MIN_RESTART_BACKOFF`] doubling with each
+//!   panic in the window, at most [`MAX_RESTART_BACKOFF`]) a new instance resumes from the
+//!   persisted acknowledged progress, so its records are exported at least once, as after a
+//!   restart of the node. The partition keeps processing meanwhile (the gate does not count a
+//!   down exporter; compaction stays held at its persisted progress). After [`MAX_PANICS`]
+//!   within [`PANIC_WINDOW`] it is left down, *dead* (`waggle_exporter_health` -1, DEAD in
+//!   `/health`), until the node restarts, as a partition is (`partition/supervise.rs`).
 
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -134,8 +149,22 @@ const IDLE_WAIT: Duration = Duration::from_millis(2);
 /// How long a runner of a partition not led here waits before looking again.
 const FOLLOWER_WAIT: Duration = Duration::from_millis(50);
 
-/// The default of [`ExportConfig::max_backlog`], in log entries.
-pub const DEFAULT_MAX_BACKLOG: u64 = 10_000;
+/// The default of [`ExportConfig::max_backlog_records`]: about 3 s of the query store
+/// exporter's work at W2's rate on a quiet machine. There it exported about 340,000-400,000
+/// records/s (W2 at 17.7k-18k PI/s wrote some 500,000 records/s and the store fell behind by
+/// ~160,000/s; 64 M records took it ~160 s: docs/performance.md), so a million records is a
+/// few seconds of staleness, an order of magnitude above what the ~200 ms between the store's
+/// synced commits leave unacknowledged at that rate (~80,000), so the gate does not engage on
+/// that cadence alone, and small enough that the gate follows the exporter's pace closely.
+pub const DEFAULT_MAX_BACKLOG_RECORDS: u64 = 1_000_000;
+
+/// Panics of one exporter on one partition within [`PANIC_WINDOW`] after which it is left down.
+pub const MAX_PANICS: usize = 5;
+pub const PANIC_WINDOW: Duration = Duration::from_secs(600);
+/// The wait before an exporter that panicked is restarted; it doubles with each panic in the
+/// window, up to [`MAX_RESTART_BACKOFF`].
+pub const MIN_RESTART_BACKOFF: Duration = Duration::from_millis(500);
+pub const MAX_RESTART_BACKOFF: Duration = Duration::from_secs(30);
 
 /// The exporters a node runs, when one counts as stuck, and how far one may fall behind.
 #[derive(Debug, Clone)]
@@ -143,35 +172,36 @@ pub struct ExportConfig {
     pub exporters: Vec<Arc<ExporterFactory>>,
     /// An exporter behind the commit index that acknowledged nothing for this long is stuck.
     pub stuck_after: Duration,
-    /// Committed log entries an exporter may leave unacknowledged before the partition refuses
-    /// new process instances ([`BacklogGate`]); 0: never.
-    pub max_backlog: u64,
+    /// Committed records (positions) an exporter may leave unacknowledged before the
+    /// partition refuses new process instances ([`BacklogGate`]); 0: never.
+    pub max_backlog_records: u64,
 }
 
 impl Default for ExportConfig {
     fn default() -> Self {
-        Self { exporters: Vec::new(), stuck_after: Duration::from_secs(60), max_backlog: DEFAULT_MAX_BACKLOG }
+        Self { exporters: Vec::new(), stuck_after: Duration::from_secs(60), max_backlog_records: DEFAULT_MAX_BACKLOG_RECORDS }
     }
 }
 
 /// Bounded export lag (see the module): whether a partition takes a new process instance, from
-/// its commit index and each exporter's acknowledged and persisted entries.
+/// its committed position and each exporter's acknowledged position.
 pub(crate) struct BacklogGate {
-    committed: Arc<AtomicU64>,
-    /// Per exporter: the log index its acknowledged records reach, while it runs here, works
-    /// and is not stuck; `u64::MAX` otherwise (it holds nothing back).
-    exported: Vec<Arc<AtomicU64>>,
-    max_backlog: u64,
+    /// The position of the partition's last committed record.
+    committed_position: Arc<AtomicU64>,
+    /// Per exporter: its acknowledged position, while it runs here, works and is not stuck;
+    /// `u64::MAX` otherwise (it holds nothing back).
+    acknowledged: Vec<Arc<AtomicU64>>,
+    max_backlog_records: u64,
     /// New process instances refused (`waggle_export_backpressure_refused_total`).
     refused: prometheus::IntCounter,
 }
 
 impl BacklogGate {
-    /// The committed entries the furthest behind of the exporters that count has not
-    /// acknowledged.
+    /// The committed records the furthest behind of the exporters that count has not
+    /// acknowledged (positions are dense: one per record).
     pub fn backlog(&self) -> u64 {
-        let low = self.exported.iter().map(|e| e.load(Ordering::Acquire)).min().unwrap_or(u64::MAX);
-        self.committed.load(Ordering::Acquire).saturating_sub(low)
+        let low = self.acknowledged.iter().map(|e| e.load(Ordering::Acquire)).min().unwrap_or(u64::MAX);
+        self.committed_position.load(Ordering::Acquire).saturating_sub(low)
     }
 
     /// Whether the partition takes `command`: anything but a new process instance always, a
@@ -182,7 +212,7 @@ impl BacklogGate {
             (&command.value, command.intent),
             (RecordValue::ProcessInstanceCreation(_), Intent::Create | Intent::CreateWithAwaitingResult)
         );
-        if self.max_backlog == 0 || !creates || self.backlog() <= self.max_backlog {
+        if self.max_backlog_records == 0 || !creates || self.backlog() <= self.max_backlog_records {
             return true;
         }
         self.refused.inc();
@@ -195,6 +225,8 @@ impl BacklogGate {
 pub(crate) struct ExportBounds {
     /// The partition's applied (committed) log index.
     pub committed: Arc<AtomicU64>,
+    /// The position of its last applied record (kept only while exporters are configured).
+    pub committed_position: Arc<AtomicU64>,
     /// Per exporter: every record of the log entries up to this index is acknowledged and
     /// persisted (`u64::MAX` while the exporter does not run here).
     pub acknowledged: Vec<Arc<AtomicU64>>,
@@ -219,6 +251,15 @@ pub struct ExporterStatus {
     /// Committed log entries not yet handed to the exporter, and not yet acknowledged.
     pub lag_entries: u64,
     pub unacknowledged_entries: u64,
+    /// Committed records (positions) not yet acknowledged: what the [`BacklogGate`] bounds.
+    pub unacknowledged_records: u64,
+    /// Panicked and not running again yet (restarting, or dead); see the module.
+    pub down: bool,
+    /// Panicked too often: left down until the node restarts.
+    pub dead: bool,
+    /// Panics so far, and the last one's message.
+    pub panics: u64,
+    pub last_panic: Option<String>,
     pub errors: u64,
     pub last_error: Option<String>,
     /// Behind, and no acknowledgement for longer than the configured time.
@@ -261,7 +302,8 @@ fn write_progress(path: &Path, progress: Progress) -> std::io::Result<()> {
 }
 
 /// Starts one runner thread per configured exporter for partition `id`, whose log is in
-/// `log_dir` and whose exporter progress goes to `progress_dir`.
+/// `log_dir` and whose exporter progress goes to `progress_dir`; `committed` and
+/// `committed_position` are the partition's applied index and last applied position.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn start(
     id: PartitionId,
@@ -269,17 +311,20 @@ pub(crate) fn start(
     log_dir: &Path,
     progress_dir: &Path,
     committed: Arc<AtomicU64>,
+    committed_position: u64,
     leading: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     metrics: &BrokerMetrics,
     distribution: Option<Arc<Distribution>>,
 ) -> std::io::Result<Runners> {
-    let mut bounds = ExportBounds { committed: committed.clone(), acknowledged: Vec::new() };
+    let committed_position = Arc::new(AtomicU64::new(committed_position));
+    let mut bounds =
+        ExportBounds { committed: committed.clone(), committed_position: committed_position.clone(), acknowledged: Vec::new() };
     let (mut statuses, mut threads) = (Vec::new(), Vec::new());
     let mut gate = BacklogGate {
-        committed: committed.clone(),
-        exported: Vec::new(),
-        max_backlog: config.max_backlog,
+        committed_position: committed_position.clone(),
+        acknowledged: Vec::new(),
+        max_backlog_records: config.max_backlog_records,
         refused: metrics.export_backpressure_refused.with_label_values(&[&id.to_string()]),
     };
     if config.exporters.is_empty() {
@@ -304,6 +349,7 @@ pub(crate) fn start(
             log_dir: log_dir.to_path_buf(),
             progress_path: progress_path(progress_dir, &factory.id),
             committed: committed.clone(),
+            committed_position: committed_position.clone(),
             leading: leading.clone(),
             stop: stop.clone(),
             bound: bound.clone(),
@@ -312,9 +358,10 @@ pub(crate) fn start(
             stuck_after: config.stuck_after,
             distribution: distribution.clone(),
         };
+        runner.metrics.health.set(1);
         let thread = std::thread::Builder::new().name(format!("export-{id}-{}", factory.id)).spawn(move || runner.run())?;
         bounds.acknowledged.push(bound);
-        gate.exported.push(exported);
+        gate.acknowledged.push(exported);
         statuses.push(status);
         threads.push(thread);
     }
@@ -335,10 +382,11 @@ struct Runner {
     log_dir: PathBuf,
     progress_path: PathBuf,
     committed: Arc<AtomicU64>,
+    committed_position: Arc<AtomicU64>,
     leading: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     bound: Arc<AtomicU64>,
-    /// This exporter's part of the [`BacklogGate`].
+    /// This exporter's part of the [`BacklogGate`]: its acknowledged position while it counts.
     exported: Arc<AtomicU64>,
     status: Arc<Mutex<ExporterStatus>>,
     metrics: ExporterMetrics,
@@ -441,13 +489,101 @@ impl Stages {
 }
 
 impl Runner {
+    /// The thread's body: runs the exporter under supervision (see the module's **Panics**).
     fn run(self) {
+        let mut panics: VecDeque<Instant> = VecDeque::new();
         let mut active: Option<Active> = None;
+        loop {
+            let ran = catch_unwind(AssertUnwindSafe(|| self.run_until_stopped(&mut active)));
+            let Err(payload) = ran else { break };
+            let failure = format!("panic: {}", crate::partition::panic_message(payload.as_ref()));
+            // the instance that panicked is not used again (its drop may panic as well)
+            if let Some(a) = active.take() {
+                let _ = catch_unwind(AssertUnwindSafe(move || drop(a)));
+            }
+            if !self.panicked(&mut panics, failure) {
+                return;
+            }
+        }
+        if let Some(a) = active.take() {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| self.close(a))) {
+                let error = crate::partition::panic_message(payload.as_ref());
+                tracing::error!(partition = self.partition, exporter = %self.factory.id, error = %error, "exporter panicked while closing");
+            }
+        }
+    }
+
+    /// Reports a panic and waits out the back-off before the next instance; whether to go on
+    /// (false: too many panics, the exporter stays down until the node stops).
+    fn panicked(&self, panics: &mut VecDeque<Instant>, failure: String) -> bool {
+        let now = Instant::now();
+        panics.push_back(now);
+        while panics.front().is_some_and(|t| now.duration_since(*t) > PANIC_WINDOW) {
+            panics.pop_front();
+        }
+        // it holds no new instance back while down; compaction stays at its persisted progress
+        self.exported.store(u64::MAX, Ordering::Release);
+        self.metrics.panics.inc();
+        let dead = panics.len() >= MAX_PANICS;
+        {
+            let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            s.running = false;
+            s.down = true;
+            s.dead = dead;
+            s.panics += 1;
+            s.last_panic = Some(failure.clone());
+        }
+        if dead {
+            self.metrics.health.set(-1);
+            tracing::error!(
+                partition = self.partition,
+                exporter = %self.factory.id,
+                error = %failure,
+                panics = panics.len(),
+                window_s = PANIC_WINDOW.as_secs(),
+                "exporter panicked too often: left down (dead) until the node restarts; the partition goes on, its log is kept from the exporter's acknowledged position"
+            );
+            while !self.stop.load(Ordering::SeqCst) {
+                std::thread::sleep(FOLLOWER_WAIT);
+            }
+            return false;
+        }
+        self.metrics.health.set(0);
+        let backoff = MIN_RESTART_BACKOFF.saturating_mul(1 << (panics.len() - 1).min(16)).min(MAX_RESTART_BACKOFF);
+        let backoff = backoff.max(injected_hold());
+        tracing::error!(
+            partition = self.partition,
+            exporter = %self.factory.id,
+            error = %failure,
+            restart_in_ms = backoff.as_millis() as u64,
+            "exporter panicked; restarting it from its acknowledged position"
+        );
+        let until = Instant::now() + backoff;
+        while Instant::now() < until && !self.stop.load(Ordering::SeqCst) {
+            std::thread::sleep(FOLLOWER_WAIT.min(until.saturating_duration_since(Instant::now())));
+        }
+        true
+    }
+
+    /// After a panic: the exporter runs again (opened, or not led here).
+    fn recovered(&self) {
+        let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        if s.down && !s.dead {
+            s.down = false;
+            self.metrics.health.set(1);
+            tracing::info!(partition = self.partition, exporter = %self.factory.id, "exporter restarted after a panic");
+        }
+    }
+
+    /// Exports while the partition is led here, until the node stops; `active` is left for
+    /// [`Runner::run`] to close (or to drop, after a panic).
+    fn run_until_stopped(&self, active: &mut Option<Active>) {
         while !self.stop.load(Ordering::SeqCst) {
             if !self.leading.load(Ordering::SeqCst) {
                 if let Some(a) = active.take() {
                     self.close(a);
                 }
+                self.recovered();
                 self.follow();
                 std::thread::sleep(FOLLOWER_WAIT);
                 continue;
@@ -461,9 +597,6 @@ impl Runner {
                 let wait = a.controller.next_due().map_or(wait, |due| wait.min(due.saturating_duration_since(Instant::now())));
                 std::thread::sleep(wait.max(Duration::from_micros(200)));
             }
-        }
-        if let Some(a) = active.take() {
-            self.close(a);
         }
     }
 
@@ -489,7 +622,7 @@ impl Runner {
         match write_progress(&self.progress_path, received) {
             Ok(()) => {
                 self.bound.store(received.index - 1, Ordering::Release);
-                self.status.lock().expect("exporter status").acknowledged_position = received.position;
+                self.status.lock().unwrap_or_else(|e| e.into_inner()).acknowledged_position = received.position;
                 self.metrics.acknowledged_position.set(received.position as i64);
             }
             Err(e) => self.count_error(&format!("persisting the leader's exporter position: {e}")),
@@ -601,6 +734,7 @@ impl Runner {
             a.exporter.open(&mut a.controller)?;
             a.opened = true;
             tracing::info!(partition = self.partition, exporter = %self.factory.id, after = a.skip_upto, "exporter opened");
+            self.recovered();
         }
         Ok(())
     }
@@ -631,8 +765,18 @@ impl Runner {
 
     /// Exports the queued records; the one that fails stays next.
     fn export_queue(&self, a: &mut Active) -> Result<(), waggle_exporter::ExportError> {
+        // a test's injected panic comes halfway through the queued records
+        let mut panic_in = if a.queued > 0 && injected_panic(&self.factory.id, self.partition) { Some(a.queued / 2) } else { None };
         while let Some((records, next)) = a.queue.front_mut() {
             while let Some(record) = records.get(*next) {
+                match panic_in.as_mut() {
+                    Some(0) => panic!(
+                        "injected panic (WAGGLE_TEST_EXPORTER_PANIC_FILE) in exporter {} on partition {}",
+                        self.factory.id, self.partition
+                    ),
+                    Some(n) => *n -= 1,
+                    None => {}
+                }
                 a.exporter.export(record, &mut a.controller)?;
                 a.last_exported = record.position;
                 a.unflushed = true;
@@ -660,7 +804,7 @@ impl Runner {
 
     fn count_error(&self, error: &str) {
         self.metrics.errors.inc();
-        let mut s = self.status.lock().expect("exporter status");
+        let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
         s.errors += 1;
         s.last_error = Some(error.to_string());
     }
@@ -700,19 +844,22 @@ impl Runner {
         }
         let stuck = unacknowledged > 0 && a.last_progress.elapsed() >= self.stuck_after;
         let acked = a.controller.last_acknowledged();
+        let unacknowledged_records = self.committed_position.load(Ordering::Acquire).saturating_sub(acked);
+        self.metrics.unacknowledged_records.set(unacknowledged_records as i64);
         self.metrics.last_exported_position.set(a.last_exported as i64);
         self.metrics.acknowledged_position.set(acked as i64);
         self.metrics.lag_entries.set(lag as i64);
         self.metrics.unacknowledged_entries.set(unacknowledged as i64);
         self.metrics.stuck.set(i64::from(stuck));
         let counts = a.opened && a.retry.is_none() && !stuck;
-        self.exported.store(if counts { a.persisted.index - 1 } else { u64::MAX }, Ordering::Release);
-        let mut s = self.status.lock().expect("exporter status");
+        self.exported.store(if counts { acked } else { u64::MAX }, Ordering::Release);
+        let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
         s.running = a.opened;
         s.last_exported_position = a.last_exported;
         s.acknowledged_position = acked;
         s.lag_entries = lag;
         s.unacknowledged_entries = unacknowledged;
+        s.unacknowledged_records = unacknowledged_records;
         s.stuck = stuck;
         s.skipped_entries = a.reader.skipped();
         if s.skipped_entries > 0 && a.reader.skipped() != self.metrics.skipped.get() as u64 {
@@ -735,7 +882,44 @@ impl Runner {
         let bound = if self.distribution.is_some() { a.persisted.index - 1 } else { u64::MAX };
         self.bound.store(bound, Ordering::Release);
         self.exported.store(u64::MAX, Ordering::Release);
-        self.status.lock().expect("exporter status").running = false;
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).running = false;
         tracing::info!(partition = self.partition, exporter = %self.factory.id, "exporter closed");
     }
+}
+
+/// A panic injected by a test (debug builds only; a release build has no such hook): when the
+/// environment variable `WAGGLE_TEST_EXPORTER_PANIC_FILE` names a file and that file holds
+/// `<exporter id> <partition id>` (or `... <hold ms>` to keep the exporter down at least that
+/// long before it restarts, so a test sees it DOWN), the file is removed and the exporter's
+/// runner panics halfway through the records it is exporting. `crates/waggle/tests/
+/// exporter_panics.rs` uses it.
+#[cfg(debug_assertions)]
+fn injected_panic(exporter: &str, partition: PartitionId) -> bool {
+    static FILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let Some(path) = FILE.get_or_init(|| std::env::var_os("WAGGLE_TEST_EXPORTER_PANIC_FILE").map(Into::into)) else { return false };
+    let Ok(text) = std::fs::read_to_string(path) else { return false };
+    let mut words = text.split_whitespace();
+    let (Some(id), Some(p)) = (words.next(), words.next().and_then(|w| w.parse::<PartitionId>().ok())) else { return false };
+    if id != exporter || p != partition || std::fs::remove_file(path).is_err() {
+        return false;
+    }
+    INJECTED_HOLD_MS.store(words.next().and_then(|w| w.parse().ok()).unwrap_or(0), Ordering::SeqCst);
+    true
+}
+
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+fn injected_panic(_exporter: &str, _partition: PartitionId) -> bool {
+    false
+}
+
+#[cfg(debug_assertions)]
+static INJECTED_HOLD_MS: AtomicU64 = AtomicU64::new(0);
+
+/// How long an injected panic asked the exporter to stay down (taken once).
+fn injected_hold() -> Duration {
+    #[cfg(debug_assertions)]
+    return Duration::from_millis(INJECTED_HOLD_MS.swap(0, Ordering::SeqCst));
+    #[cfg(not(debug_assertions))]
+    Duration::ZERO
 }

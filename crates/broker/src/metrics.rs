@@ -24,7 +24,10 @@ pub struct BrokerMetrics {
     exporter_acknowledged_position: IntGaugeVec,
     exporter_lag_entries: IntGaugeVec,
     exporter_unacknowledged_entries: IntGaugeVec,
+    exporter_unacknowledged_records: IntGaugeVec,
     exporter_stuck: IntGaugeVec,
+    exporter_health: IntGaugeVec,
+    exporter_panics: IntCounterVec,
     exporter_skipped_entries: IntGaugeVec,
     exporter_errors: IntCounterVec,
     /// New process instances refused while an exporter's backlog was above its bound.
@@ -99,6 +102,22 @@ impl BrokerMetrics {
             "waggle_exporter_unacknowledged_entries",
             "Committed log entries whose records the exporter has not acknowledged (the log cannot be compacted past them)",
         );
+        let exporter_unacknowledged_records = exporter_gauge(
+            "waggle_exporter_unacknowledged_records",
+            "Committed records (positions) the exporter has not acknowledged: the export backlog exporter_max_backlog_records bounds",
+        );
+        let exporter_health = exporter_gauge(
+            "waggle_exporter_health",
+            "The exporter's health on the partition: 1 = healthy, 0 = restarting after a panic, -1 = dead (panicked too often, left down)",
+        );
+        let exporter_panics = IntCounterVec::new(
+            Opts::new(
+                "waggle_exporter_panics_total",
+                "Panics of the exporter's thread (each one restarts the exporter from its acknowledged position)",
+            ),
+            &["exporter", "partition"],
+        )
+        .expect("metric");
         let exporter_stuck = exporter_gauge(
             "waggle_exporter_stuck",
             "1 while the exporter is behind and acknowledged nothing for longer than exporter_stuck_after_ms",
@@ -115,7 +134,7 @@ impl BrokerMetrics {
         let export_backpressure_refused = IntCounterVec::new(
             Opts::new(
                 "waggle_export_backpressure_refused_total",
-                "New process instances refused (RESOURCE_EXHAUSTED) while an exporter had more unacknowledged entries than exporter_max_backlog",
+                "New process instances refused (RESOURCE_EXHAUSTED) while an exporter had more unacknowledged records than exporter_max_backlog_records",
             ),
             &["partition"],
         )
@@ -127,6 +146,9 @@ impl BrokerMetrics {
             &exporter_acknowledged_position,
             &exporter_lag_entries,
             &exporter_unacknowledged_entries,
+            &exporter_unacknowledged_records,
+            &exporter_health,
+            &exporter_panics,
             &exporter_stuck,
             &exporter_skipped_entries,
             &exporter_errors,
@@ -158,6 +180,9 @@ impl BrokerMetrics {
             exporter_acknowledged_position,
             exporter_lag_entries,
             exporter_unacknowledged_entries,
+            exporter_unacknowledged_records,
+            exporter_health,
+            exporter_panics,
             exporter_stuck,
             exporter_skipped_entries,
             exporter_errors,
@@ -208,6 +233,9 @@ impl BrokerMetrics {
             acknowledged_position: self.exporter_acknowledged_position.with_label_values(&labels),
             lag_entries: self.exporter_lag_entries.with_label_values(&labels),
             unacknowledged_entries: self.exporter_unacknowledged_entries.with_label_values(&labels),
+            unacknowledged_records: self.exporter_unacknowledged_records.with_label_values(&labels),
+            health: self.exporter_health.with_label_values(&labels),
+            panics: self.exporter_panics.with_label_values(&labels),
             stuck: self.exporter_stuck.with_label_values(&labels),
             skipped: self.exporter_skipped_entries.with_label_values(&labels),
             errors: self.exporter_errors.with_label_values(&labels),
@@ -221,6 +249,10 @@ pub(crate) struct ExporterMetrics {
     pub acknowledged_position: IntGauge,
     pub lag_entries: IntGauge,
     pub unacknowledged_entries: IntGauge,
+    pub unacknowledged_records: IntGauge,
+    /// 1 healthy, 0 restarting after a panic, -1 dead (as `zeebe_health`).
+    pub health: IntGauge,
+    pub panics: IntCounter,
     pub stuck: IntGauge,
     pub skipped: IntGauge,
     pub errors: IntCounter,

@@ -207,7 +207,7 @@ impl PartitionHandle {
     }
 
     pub fn exporters(&self) -> Vec<ExporterStatus> {
-        self.exporters.iter().map(|s| s.lock().expect("exporter status").clone()).collect()
+        self.exporters.iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).clone()).collect()
     }
 
     /// The partition's incidents (none while it restarts after a failure).
@@ -411,6 +411,7 @@ pub(crate) fn start(
         &dirs.log,
         &base.join("exporters"),
         Arc::new(AtomicU64::new(applied)),
+        Engine::last_position(&*store),
         leading.clone(),
         stop.clone(),
         &metrics,
@@ -1076,6 +1077,10 @@ impl Processor {
 
     fn set_applied(&mut self, index: u64) {
         self.applied = index;
+        if !self.export.acknowledged.is_empty() {
+            // the export back pressure's measure (a point read of the row just committed)
+            self.export.committed_position.store(Engine::last_position(&*self.store), Ordering::Release);
+        }
         self.export.committed.store(index, Ordering::Release);
         self.status.lock().expect("status lock").applied_index = index;
     }

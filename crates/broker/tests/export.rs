@@ -174,7 +174,7 @@ async fn compaction_waits_for_the_slowest_exporter_and_a_failing_one_is_retried(
 }
 
 /// Bounded export lag (issue 27): an exporter that works but acknowledges nothing holds new
-/// process instances back once more committed entries than `max_backlog` wait for it (the
+/// process instances back once more committed records than `max_backlog_records` wait for it (the
 /// partition answers `Overloaded`, RESOURCE_EXHAUSTED at the gateway, counted in
 /// `waggle_export_backpressure_refused_total`), while other commands (a deployment) are still
 /// taken; once it acknowledges, new instances are taken again.
@@ -184,7 +184,7 @@ async fn new_instances_wait_while_an_exporter_is_too_far_behind() {
     let (slow, slow_h) = recording("slow", false, 0);
     let config = BrokerConfig {
         data_dir: dir.path().to_path_buf(),
-        export: ExportConfig { exporters: vec![slow], max_backlog: 5, ..Default::default() },
+        export: ExportConfig { exporters: vec![slow], max_backlog_records: 50, ..Default::default() },
         ..Default::default()
     };
     let registry = prometheus::Registry::new();
@@ -204,7 +204,7 @@ async fn new_instances_wait_while_an_exporter_is_too_far_behind() {
     assert!(refused, "200 instances created while the exporter acknowledged nothing");
     assert!(created >= 1, "refused before the backlog was there");
     // the status (sampled by the runner as it goes) shows the backlog that refused it
-    wait_for("the backlog in the status", Duration::from_secs(5), || status(&broker, "slow").unacknowledged_entries > 5);
+    wait_for("the backlog in the status", Duration::from_secs(5), || status(&broker, "slow").unacknowledged_records > 50);
     broker.deploy(deployment(ONE_TASK)).await.expect("a deployment is still taken");
     let metrics = prometheus::TextEncoder::new().encode_to_string(&registry.gather()).unwrap();
     assert!(metrics.contains(r#"waggle_export_backpressure_refused_total{partition="1"} 1"#), "{metrics}");

@@ -183,17 +183,22 @@ impl Connection {
 
     /// Runs `f` in a transaction: committed if it returns `Ok`, rolled back otherwise.
     pub fn transaction<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        self.batch("BEGIN")?;
-        match f(self) {
-            Ok(out) => {
-                self.batch("COMMIT")?;
-                Ok(out)
-            }
-            Err(e) => {
-                let _ = self.batch("ROLLBACK");
-                Err(e)
+        /// Rolls the transaction back when `f` fails or panics (a supervised exporter that
+        /// panicked is restarted on the same connection, which must not be left inside it).
+        struct Open<'a>(&'a Connection, bool);
+        impl Drop for Open<'_> {
+            fn drop(&mut self) {
+                if self.1 {
+                    let _ = self.0.batch("ROLLBACK");
+                }
             }
         }
+        self.batch("BEGIN")?;
+        let mut open = Open(self, true);
+        let out = f(self)?;
+        open.1 = false;
+        self.batch("COMMIT")?;
+        Ok(out)
     }
 
     /// Whether the next commits are synced to disk, asked as `synced`; returns whether they

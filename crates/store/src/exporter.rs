@@ -176,7 +176,7 @@ impl Exporter for StoreExporter {
     }
 
     fn open(&mut self, controller: &mut Controller) -> Result<(), ExportError> {
-        let conn = self.conn.lock().expect("store connection");
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let stored = conn
             .query_row("SELECT last_exported_position FROM exporter_position WHERE partition_id = ?1", params![self.partition])
             .map_err(sql)?
@@ -245,7 +245,7 @@ impl Exporter for StoreExporter {
         if task == CLEANUP_TASK {
             if let Some(ttl) = self.history_ttl {
                 let before = chrono::Utc::now().timestamp_millis() - ttl.as_millis() as i64;
-                let conn = self.conn.lock().expect("store connection");
+                let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
                 let deleted = clean_up(&conn, self.partition, before).map_err(sql)?;
                 if deleted > 0 {
                     self.changes.committed();
@@ -274,7 +274,7 @@ impl StoreExporter {
     /// are all durable: acknowledged at once).
     fn commit(&mut self, controller: &mut Controller, durable: bool) -> Result<(), ExportError> {
         let last = self.last_seen.max(self.stored);
-        let conn = self.conn.lock().expect("store connection");
+        let conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
         let durable = conn.sync_commits(durable).map_err(sql)?;
         let started = std::time::Instant::now();
         fold_ends(&mut self.batch);

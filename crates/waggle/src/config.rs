@@ -98,11 +98,16 @@ pub struct NodeArgs {
     /// milliseconds is reported stuck (`/health` DOWN, `waggle_exporter_stuck`) [default: 60000].
     #[arg(long, env = "WAGGLE_EXPORTER_STUCK_AFTER_MS")]
     pub exporter_stuck_after_ms: Option<u64>,
-    /// Bounded export lag: while an exporter that works has more committed log entries than
-    /// this unacknowledged (`waggle_exporter_unacknowledged_entries`), a partition refuses new
+    /// Bounded export lag: while an exporter that works has more committed records than this
+    /// unacknowledged (`waggle_exporter_unacknowledged_records`), a partition refuses new
     /// process instances with RESOURCE_EXHAUSTED (`waggle_export_backpressure_refused_total`);
-    /// 0: never [default: 10000].
-    #[arg(long, env = "WAGGLE_EXPORTER_MAX_BACKLOG", value_name = "ENTRIES")]
+    /// 0: never [default: 1000000, a few seconds of the query store's work].
+    #[arg(long, env = "WAGGLE_EXPORTER_MAX_BACKLOG_RECORDS", value_name = "RECORDS")]
+    pub exporter_max_backlog_records: Option<u64>,
+    /// Deprecated (a bound in log entries, which let the export backlog grow to a minute of
+    /// work and then stalled new instances): 0 still turns the bound off; any other value is
+    /// ignored with a warning. Use --exporter-max-backlog-records.
+    #[arg(long, env = "WAGGLE_EXPORTER_MAX_BACKLOG", value_name = "ENTRIES", hide = true)]
     pub exporter_max_backlog: Option<u64>,
     /// The query store, which the REST API's searches read: `true` or `false` for the embedded
     /// one (committed records exported into `query-store.sqlite` in the data folder), or a
@@ -299,6 +304,8 @@ struct FileConfig {
     max_process_depth: Option<usize>,
     exporters: Option<ExportersFile>,
     exporter_stuck_after_ms: Option<u64>,
+    exporter_max_backlog_records: Option<u64>,
+    /// Deprecated: see the command line's.
     exporter_max_backlog: Option<u64>,
     query_store: Option<QueryStore>,
     query_store_history_ttl_secs: Option<u64>,
@@ -374,8 +381,10 @@ pub struct NodeConfig {
     /// Where the debug exporter writes, if it is on.
     pub debug_exporter: Option<DebugTarget>,
     pub exporter_stuck_after: Duration,
-    /// See [`waggle_broker::export::ExportConfig::max_backlog`].
-    pub exporter_max_backlog: u64,
+    /// See [`waggle_broker::export::ExportConfig::max_backlog_records`].
+    pub exporter_max_backlog_records: u64,
+    /// A value of the deprecated entries bound that was ignored (warned about at start).
+    pub ignored_exporter_max_backlog: Option<u64>,
     /// The query store: embedded on or off, or PostgreSQL; `None`: the mode's default (the
     /// embedded one on standalone).
     pub query_store: Option<QueryStore>,
@@ -483,10 +492,13 @@ impl NodeArgs {
                 (None, None) => None,
             },
             exporter_stuck_after: Duration::from_millis(self.exporter_stuck_after_ms.or(file.exporter_stuck_after_ms).unwrap_or(60_000)),
-            exporter_max_backlog: self
-                .exporter_max_backlog
-                .or(file.exporter_max_backlog)
-                .unwrap_or(waggle_broker::export::DEFAULT_MAX_BACKLOG),
+            exporter_max_backlog_records: self.exporter_max_backlog_records.or(file.exporter_max_backlog_records).unwrap_or(
+                match self.exporter_max_backlog.or(file.exporter_max_backlog) {
+                    Some(0) => 0,
+                    _ => waggle_broker::export::DEFAULT_MAX_BACKLOG_RECORDS,
+                },
+            ),
+            ignored_exporter_max_backlog: self.exporter_max_backlog.or(file.exporter_max_backlog).filter(|&n| n > 0),
             query_store: match self.query_store.clone().or_else(|| file.query_store.clone()) {
                 Some(QueryStore::Postgres(url)) => Some(url.parse().map_err(|e: String| anyhow::anyhow!("query_store: {e}"))?),
                 other => other,
@@ -743,6 +755,25 @@ mod tests {
         assert_eq!(args.resolve().unwrap().backup_store, Some(StoreConfig::S3(expected)));
         let both = NodeArgs { config: Some(file), backup_store: Some("/backups".into()), ..Default::default() };
         assert!(both.resolve().unwrap_err().to_string().contains("choose one"));
+    }
+
+    #[test]
+    fn the_export_backlog_is_bounded_in_records_and_the_entries_bound_is_deprecated() {
+        use waggle_broker::export::DEFAULT_MAX_BACKLOG_RECORDS;
+        let c = NodeArgs::default().resolve().unwrap();
+        assert_eq!((c.exporter_max_backlog_records, c.ignored_exporter_max_backlog), (DEFAULT_MAX_BACKLOG_RECORDS, None));
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("waggle.toml");
+        std::fs::write(&file, "exporter_max_backlog_records = 250000\n").unwrap();
+        let c = NodeArgs { config: Some(file.clone()), ..Default::default() }.resolve().unwrap();
+        assert_eq!(c.exporter_max_backlog_records, 250_000);
+        let c = NodeArgs { config: Some(file), exporter_max_backlog_records: Some(7), ..Default::default() }.resolve().unwrap();
+        assert_eq!(c.exporter_max_backlog_records, 7);
+        // the old bound in entries: 0 still turns it off; another value is ignored (warned about)
+        let c = NodeArgs { exporter_max_backlog: Some(0), ..Default::default() }.resolve().unwrap();
+        assert_eq!((c.exporter_max_backlog_records, c.ignored_exporter_max_backlog), (0, None));
+        let c = NodeArgs { exporter_max_backlog: Some(10_000), ..Default::default() }.resolve().unwrap();
+        assert_eq!((c.exporter_max_backlog_records, c.ignored_exporter_max_backlog), (DEFAULT_MAX_BACKLOG_RECORDS, Some(10_000)));
     }
 
     #[test]

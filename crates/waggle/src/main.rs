@@ -174,6 +174,13 @@ fn export_config(
     query_store: Option<&waggle_store::Location>,
     store_changes: &waggle_store::Changes,
 ) -> anyhow::Result<waggle_broker::export::ExportConfig> {
+    if let Some(entries) = config.ignored_exporter_max_backlog {
+        tracing::warn!(
+            entries,
+            records = config.exporter_max_backlog_records,
+            "exporter_max_backlog (log entries) is deprecated and ignored: the export backlog is bounded in records, by exporter_max_backlog_records"
+        );
+    }
     let mut exporters = Vec::new();
     if let Some(location) = query_store {
         let store = waggle_store::exporter::StoreConfig { location: location.clone(), history_ttl: config.query_store_history_ttl };
@@ -189,7 +196,7 @@ fn export_config(
     Ok(waggle_broker::export::ExportConfig {
         exporters,
         stuck_after: config.exporter_stuck_after,
-        max_backlog: config.exporter_max_backlog,
+        max_backlog_records: config.exporter_max_backlog_records,
     })
 }
 

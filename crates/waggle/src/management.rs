@@ -44,14 +44,15 @@ pub fn router(state: ManagementState) -> Router {
 /// UNHEALTHY while it restarts after a failure or DEAD once left down, and its last `failure`),
 /// no exporter is stuck (behind, and nothing
 /// acknowledged for longer than `exporter_stuck_after_ms`: its log cannot be compacted, so it is
-/// reported long before the disk fills) and the data folder's free space is above the disk
+/// reported long before the disk fills) or down after a panic (`status` DOWN while it restarts,
+/// DEAD once left down, with its `lastPanic`) and the data folder's free space is above the disk
 /// watermarks (`disk`: its level, free bytes and the watermarks); the exporters are listed when
 /// there are any.
 async fn health(State(s): State<ManagementState>) -> Response {
     let exporters = s.broker.exporters();
     let disk = s.broker.disk();
     let disk_ok = disk.level == waggle_broker::disk::DiskLevel::Ok;
-    let healthy = s.broker.status().iter().all(|p| p.healthy) && !exporters.iter().any(|e| e.stuck) && disk_ok;
+    let healthy = s.broker.status().iter().all(|p| p.healthy) && !exporters.iter().any(|e| e.stuck || e.down) && disk_ok;
     let code = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     let mut body = json!({ "status": if healthy { "UP" } else { "DOWN" } });
     body["disk"] = json!({
@@ -85,13 +86,26 @@ async fn health(State(s): State<ManagementState>) -> Response {
                 json!({
                     "exporter": e.exporter,
                     "partitionId": e.partition_id,
-                    "status": if e.stuck { "STUCK" } else if e.running { "EXPORTING" } else { "IDLE" },
+                    "status": if e.dead {
+                        "DEAD"
+                    } else if e.down {
+                        "DOWN"
+                    } else if e.stuck {
+                        "STUCK"
+                    } else if e.running {
+                        "EXPORTING"
+                    } else {
+                        "IDLE"
+                    },
                     "lastExportedPosition": e.last_exported_position,
                     "acknowledgedPosition": e.acknowledged_position,
                     "lagEntries": e.lag_entries,
                     "unacknowledgedEntries": e.unacknowledged_entries,
+                    "unacknowledgedRecords": e.unacknowledged_records,
                     "errors": e.errors,
                     "lastError": e.last_error,
+                    "panics": e.panics,
+                    "lastPanic": e.last_panic,
                 })
             })
             .collect();
