@@ -18,6 +18,9 @@
 #   --gateway               also start a standalone gateway (`waggle gateway`) in front of the
 #                           brokers, in the next slot: gRPC on G + 10 N, management on M + 10 N,
 #                           gossip on I + 10 N; its settings in DIR/gateway/gateway.toml
+#   --tls                   mutual TLS between the brokers (and the gateway): a CA and a
+#                           certificate per node are made with openssl in DIR/tls (kept, and
+#                           reused by later starts), and given as --network-security-* flags
 # Broker i (its node id, 0-based) keeps its data in DIR/broker-i/data, its log in
 # DIR/broker-i/waggle.log and its PID in DIR/broker-i/waggle.pid. Every broker gets the same
 # --contact-points: the internal addresses of brokers 0..N-1, in node-id order. Started again on
@@ -35,7 +38,7 @@ die() {
 }
 
 usage() {
-  sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -58,6 +61,7 @@ rest_base=8080
 wait_s=120
 bin=${WAGGLE_BIN:-}
 with_gateway=""
+with_tls=""
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -71,6 +75,7 @@ while [ $# -gt 0 ]; do
     --wait) wait_s=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --gateway) with_gateway=1; shift ;;
+    --tls) with_tls=1; shift ;;
     --) shift; extra=("$@"); break ;;
     -h|--help) usage ;;
     *) die "unknown option $1 (see \`cluster.sh --help\`)" ;;
@@ -93,6 +98,37 @@ load_settings() {
 }
 
 broker_dir() { echo "$dir/broker-$1"; }
+tls_dir() { echo "$dir/tls"; }
+
+# Makes (once) the cluster's CA and node $1's certificate (server and client use, for 127.0.0.1
+# and localhost) and key in DIR/tls.
+make_cert() {
+  local t
+  t=$(tls_dir)
+  mkdir -p "$t"
+  command -v openssl >/dev/null || die "--tls needs openssl"
+  if [ ! -f "$t/ca.pem" ]; then
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 -subj /CN=waggle-cluster-ca \
+      -keyout "$t/ca.key" -out "$t/ca.pem" 2>/dev/null || die "openssl could not make the CA"
+  fi
+  [ -f "$t/$1.pem" ] && return 0
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
+    -keyout "$t/$1.key" -out "$t/$1.csr" 2>/dev/null || die "openssl could not make $1's key"
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n' >"$t/$1.ext"
+  openssl x509 -req -in "$t/$1.csr" -CA "$t/ca.pem" -CAkey "$t/ca.key" -CAcreateserial -days 365 \
+    -extfile "$t/$1.ext" -out "$t/$1.pem" 2>/dev/null || die "openssl could not sign $1's certificate"
+  rm -f "$t/$1.csr" "$t/$1.ext"
+}
+
+# The --network-security-* flags of node $1 (with --tls), one a line.
+tls_flags() {
+  [ -n "$with_tls" ] || return 0
+  make_cert "$1"
+  local t
+  t=$(tls_dir)
+  printf '%s\n' --network-security-enabled true --network-security-certificate-chain-path "$t/$1.pem" \
+    --network-security-private-key-path "$t/$1.key" --network-security-ca-certificate-path "$t/ca.pem"
+}
 gateway_dir() { echo "$dir/gateway"; }
 
 # The PID of the standalone gateway if it runs (its command line names its config file).
@@ -158,16 +194,18 @@ start() {
   printf 'count=%s\ngateway_base=%s\ninternal_base=%s\nmanagement_base=%s\ngateway=%s\n' \
     "$count" "$gateway_base" "$internal_base" "$management_base" "$with_gateway" >"$settings"
   for ((i = 0; i < count; i++)); do
-    local b
+    local b tls=()
     b=$(broker_dir "$i")
     mkdir -p "$b"
+    mapfile -t tls < <(tls_flags "broker-$i")
+    [ -z "$with_tls" ] || [ ${#tls[@]} -gt 0 ] || die "no certificate for broker $i"
     echo "=== $(date -u +%FT%TZ) cluster.sh start" >>"$b/waggle.log"
     nohup "$bin" broker \
       --node-id "$i" --cluster-size "$count" --partitions "$partitions" --replication-factor "$replication_factor" \
       --contact-points "$contact_points" --internal-host 127.0.0.1 --internal-port "$((internal_base + 10 * i))" \
       --host 127.0.0.1 --port "$((gateway_base + 10 * i))" --management-port "$((management_base + 10 * i))" \
       --rest-port "$((rest_base + 10 * i))" \
-      --data-dir "$b/data" "${extra[@]}" </dev/null >/dev/null 2>>"$b/waggle.log" &
+      --data-dir "$b/data" "${tls[@]}" "${extra[@]}" </dev/null >/dev/null 2>>"$b/waggle.log" &
     echo $! >"$b/waggle.pid"
   done
   local deadline=$((SECONDS + wait_s)) failed=""
@@ -197,7 +235,7 @@ start() {
     stop >/dev/null
     die "the cluster did not start; the brokers that had started were stopped"
   fi
-  echo "started $count brokers in $dir: $partitions partitions, replication factor $replication_factor"
+  echo "started $count brokers in $dir: $partitions partitions, replication factor $replication_factor${with_tls:+, mutual TLS between them (CA $(tls_dir)/ca.pem)}"
   status
 }
 
@@ -217,6 +255,12 @@ start_gateway() {
     'internal_host = "127.0.0.1"' \
     "internal_port = $((internal_base + 10 * count))" \
     'member_id = "gateway"' >"$g/gateway.toml"
+  if [ -n "$with_tls" ]; then
+    make_cert gateway
+    printf '%s\n' '[network.security]' 'enabled = true' \
+      "certificate_chain_path = \"$(tls_dir)/gateway.pem\"" "private_key_path = \"$(tls_dir)/gateway.key\"" \
+      "ca_certificate_path = \"$(tls_dir)/ca.pem\"" >>"$g/gateway.toml"
+  fi
   echo "=== $(date -u +%FT%TZ) cluster.sh start" >>"$g/waggle.log"
   nohup "$bin" gateway --config "$g/gateway.toml" </dev/null >/dev/null 2>>"$g/waggle.log" &
   echo $! >"$g/waggle.pid"

@@ -84,6 +84,9 @@ pub struct BrokerConfig {
     /// Where backups go, a directory or an S3-compatible bucket ([`backup`]); `None`: backups
     /// are refused.
     pub backup_store: Option<backup::StoreConfig>,
+    /// Mutual TLS on every connection between brokers ([`waggle_replication::tls`]); `None`:
+    /// plaintext. Only used in a cluster.
+    pub internal_tls: Option<Arc<waggle_replication::tls::MutualTls>>,
 }
 
 impl Default for BrokerConfig {
@@ -99,6 +102,7 @@ impl Default for BrokerConfig {
             export: export::ExportConfig::default(),
             disk: disk::DiskConfig::default(),
             backup_store: None,
+            internal_tls: None,
         }
     }
 }
@@ -189,6 +193,8 @@ struct ClusterLinks {
     forwarder: Arc<forward::Forwarder>,
     runtime: tokio::runtime::Handle,
     announcer: Mutex<Option<remote_streams::StreamAnnouncer>>,
+    /// How connections to the others are made: mutual TLS when configured, else TCP.
+    connector: Option<forward::Connector>,
 }
 
 /// How long a command waits for its partition to have a leader it can reach (an election, a
@@ -259,6 +265,7 @@ impl Drop for OwnRuntime {
 /// peer, on the current tokio runtime (it should be multi-threaded) or one of the broker's own.
 fn start_network(
     spec: &ClusterSpec,
+    tls: Option<Arc<waggle_replication::tls::MutualTls>>,
     late: Arc<LateBroker>,
     streams: Arc<JobStreamRegistry>,
     jobs_available: broadcast::Sender<String>,
@@ -289,10 +296,11 @@ fn start_network(
     let services = move |routes: tonic::service::Routes| {
         routes.add_service(forward::service(late)).add_service(remote_streams::JobStreamsService::new(streams, yielder, jobs_available))
     };
-    let bound =
-        std::thread::scope(|s| s.spawn(|| handle.block_on(waggle_replication::net::RaftNetwork::bind_with(id, addr, services))).join())
-            .map_err(|_| BrokerError::Cluster("binding the internal address panicked".into()))?
-            .map_err(|e| BrokerError::Cluster(format!("binding the internal address {addr}: {e}")))?;
+    let bound = std::thread::scope(|s| {
+        s.spawn(|| handle.block_on(waggle_replication::net::RaftNetwork::bind_secured(id, addr, tls, services))).join()
+    })
+    .map_err(|_| BrokerError::Cluster("binding the internal address panicked".into()))?
+    .map_err(|e| BrokerError::Cluster(format!("binding the internal address {addr}: {e}")))?;
     for (node, &peer) in spec.members.iter().enumerate().filter(|&(node, _)| node as u64 != spec.node_id) {
         bound.add_peer(cluster::raft_id(node as u64), peer);
     }
@@ -314,8 +322,11 @@ impl Broker {
         let (network, runtime, links) = match &config.cluster {
             None => (None, None, None),
             Some(spec) => {
-                let (network, runtime, handle) = start_network(spec, late.clone(), streams.clone(), jobs_available.clone())?;
-                let links = ClusterLinks { spec: spec.clone(), forwarder: Arc::default(), runtime: handle, announcer: Mutex::new(None) };
+                let tls = config.internal_tls.clone();
+                let (network, runtime, handle) = start_network(spec, tls.clone(), late.clone(), streams.clone(), jobs_available.clone())?;
+                let connector = tls.as_ref().map(|tls| tls.connector());
+                let forwarder = Arc::new(connector.clone().map_or_else(forward::Forwarder::default, forward::Forwarder::with_connector));
+                let links = ClusterLinks { spec: spec.clone(), forwarder, runtime: handle, announcer: Mutex::new(None), connector };
                 (Some(network), runtime, Some(links))
             }
         };
@@ -380,6 +391,7 @@ impl Broker {
                 broker.streams.clone(),
                 others,
                 broker.relayed_jobs_available.clone(),
+                links.connector.clone(),
             );
             *links.announcer.lock().expect("announcer lock") = Some(announcer);
         }

@@ -58,13 +58,19 @@ impl RemoteCluster {
     /// opens a job stream session with each broker as the directory learns of it, on the
     /// current tokio runtime (it must be in one).
     pub fn start(partitions: u16, directory: Arc<dyn Directory>) -> Arc<RemoteCluster> {
+        Self::start_with(partitions, directory, None)
+    }
+
+    /// As [`Self::start`]; every connection to a broker goes through `connector` when given
+    /// (the brokers' mutual TLS, [`waggle_replication::tls::MutualTls::connector`]).
+    pub fn start_with(partitions: u16, directory: Arc<dyn Directory>, connector: Option<forward::Connector>) -> Arc<RemoteCluster> {
         let runtime = tokio::runtime::Handle::current();
         let (jobs_available, _) = broadcast::channel(1024);
         let cluster = Arc::new(RemoteCluster {
             partitions: partitions.max(1),
             round_robin: AtomicUsize::new(0),
             directory,
-            forwarder: Arc::default(),
+            forwarder: Arc::new(connector.clone().map_or_else(forward::Forwarder::default, forward::Forwarder::with_connector)),
             streams: Arc::new(JobStreamRegistry::default()),
             jobs_available,
             runtime: runtime.clone(),
@@ -76,6 +82,7 @@ impl RemoteCluster {
             cluster.streams.clone(),
             cluster.jobs_available.clone(),
             cluster.sessions.clone(),
+            connector,
         ));
         *cluster.watcher.lock().expect("watcher lock") = Some(watcher);
         cluster
@@ -225,6 +232,7 @@ async fn keep_sessions(
     streams: Arc<JobStreamRegistry>,
     jobs_available: broadcast::Sender<String>,
     sessions: Arc<Mutex<HashMap<SocketAddr, JoinHandle<()>>>>,
+    connector: Option<forward::Connector>,
 ) {
     let mut tick = tokio::time::interval(SESSIONS_EVERY);
     loop {
@@ -234,7 +242,7 @@ async fn keep_sessions(
         for (node, addr) in brokers {
             sessions.entry(addr).or_insert_with(|| {
                 tracing::debug!(node, %addr, "opening a job stream session");
-                tokio::spawn(crate::remote_streams::keep_session(streams.clone(), addr, jobs_available.clone()))
+                tokio::spawn(crate::remote_streams::keep_session(streams.clone(), addr, jobs_available.clone(), connector.clone()))
             });
         }
     }

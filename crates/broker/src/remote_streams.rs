@@ -24,6 +24,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::transport::Endpoint;
+use waggle_replication::net::Connector;
 
 use crate::forward::pb;
 use crate::streams::{JobStreamRegistry, LocalStream, PushedJob, StreamId};
@@ -199,13 +200,18 @@ pub struct StreamAnnouncer {
 impl StreamAnnouncer {
     /// Starts a session with each broker in `peers` (their addresses serving [`JobStreamsService`])
     /// on `runtime`; the other brokers' "jobs available" notices go out on `jobs_available`.
+    /// Sessions connect through `connector` (mutual TLS) when given, else over TCP.
     pub fn start(
         runtime: &tokio::runtime::Handle,
         registry: Arc<JobStreamRegistry>,
         peers: Vec<SocketAddr>,
         jobs_available: broadcast::Sender<String>,
+        connector: Option<Connector>,
     ) -> Self {
-        let tasks = peers.into_iter().map(|peer| runtime.spawn(keep_session(registry.clone(), peer, jobs_available.clone()))).collect();
+        let tasks = peers
+            .into_iter()
+            .map(|peer| runtime.spawn(keep_session(registry.clone(), peer, jobs_available.clone(), connector.clone())))
+            .collect();
         Self { tasks }
     }
 }
@@ -231,11 +237,16 @@ fn add_control(s: &LocalStream) -> pb::StreamControl {
 }
 
 /// Keeps a session with `peer` (reconnecting with back-off) until the task is aborted.
-pub(crate) async fn keep_session(registry: Arc<JobStreamRegistry>, peer: SocketAddr, jobs_available: broadcast::Sender<String>) {
+pub(crate) async fn keep_session(
+    registry: Arc<JobStreamRegistry>,
+    peer: SocketAddr,
+    jobs_available: broadcast::Sender<String>,
+    connector: Option<Connector>,
+) {
     let mut backoff = MIN_BACKOFF;
     loop {
         let started = tokio::time::Instant::now();
-        if let Err(e) = session(&registry, peer, &jobs_available).await {
+        if let Err(e) = session(&registry, peer, &jobs_available, connector.as_ref()).await {
             tracing::debug!(%peer, error = %e, "job stream session ended");
         }
         if started.elapsed() > Duration::from_secs(5) {
@@ -248,16 +259,21 @@ pub(crate) async fn keep_session(registry: Arc<JobStreamRegistry>, peer: SocketA
 
 /// One session with `peer`: announces every local stream, then follows opened and closed ones and
 /// delivers what `peer` pushes, until the session fails.
-async fn session(registry: &JobStreamRegistry, peer: SocketAddr, jobs_available: &broadcast::Sender<String>) -> Result<(), tonic::Status> {
-    let channel = Endpoint::from_shared(format!("http://{peer}"))
+async fn session(
+    registry: &JobStreamRegistry,
+    peer: SocketAddr,
+    jobs_available: &broadcast::Sender<String>,
+    connector: Option<&Connector>,
+) -> Result<(), tonic::Status> {
+    let endpoint = Endpoint::from_shared(format!("http://{peer}"))
         .expect("a socket address is a valid URI")
-        .connect_timeout(Duration::from_secs(1))
         .tcp_nodelay(true)
         .http2_keep_alive_interval(Duration::from_secs(1))
-        .keep_alive_timeout(Duration::from_secs(2))
-        .connect()
-        .await
-        .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+        .keep_alive_timeout(Duration::from_secs(2));
+    let channel = match connector {
+        None => endpoint.connect_timeout(Duration::from_secs(1)).connect().await.map_err(|e| tonic::Status::unavailable(e.to_string()))?,
+        Some(connect) => connect(endpoint),
+    };
     let (controls, outgoing) = mpsc::channel(SESSION_BUFFER);
     let mut client = pb::job_streams_client::JobStreamsClient::new(channel);
     let mut pushed = client.session(ReceiverStream::new(outgoing)).await?.into_inner();

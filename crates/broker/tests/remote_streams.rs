@@ -56,6 +56,7 @@ async fn announce(gateway_side: &Arc<Broker>, partition_side: &Arc<Broker>) -> S
         gateway_side.job_streams().clone(),
         peers,
         gateway_side.jobs_available_sender(),
+        None,
     )
 }
 

@@ -41,6 +41,7 @@ mod group;
 pub mod net;
 pub mod snapshot;
 mod storage;
+pub mod tls;
 
 pub use group::{RaftGroup, ReplicaConfig, SnapshotStats, Transport, RECEIVED_SNAPSHOTS_DIR};
 /// Raft's message between the voters of a group (raft-proto, prost 0.11 encoding).

@@ -16,7 +16,8 @@
 //! [`KEEPALIVE_TIMEOUT`], and the stream reconnects; without them such a stream would stay
 //! open, and the peer cut off, for as long as TCP keeps retransmitting (many minutes).
 //!
-//! The network runs over TCP ([`RaftNetwork::bind`]), or over any byte streams a caller accepts
+//! The network runs over TCP ([`RaftNetwork::bind`]), over mutual TLS
+//! ([`RaftNetwork::bind_secured`]), or over any byte streams a caller accepts
 //! and dials ([`RaftNetwork::serve_incoming`] with a [`Connector`]): the deterministic simulation
 //! in `crates/broker/tests` runs this very code over a simulated network that way.
 
@@ -37,6 +38,7 @@ use tonic::transport::{Channel, Endpoint, Server};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::snapshot::{AckKind, PacketBody, SnapshotFile, SnapshotPacket};
+use crate::tls::MutualTls;
 use crate::{Message, Transport};
 
 mod proto {
@@ -110,8 +112,22 @@ impl RaftNetwork {
     /// As [`Self::bind`], serving also the gRPC services `more` adds to the server's routes
     /// (other broker-to-broker services share the internal port, as in Zeebe).
     pub async fn bind_with(id: u64, addr: SocketAddr, more: impl FnOnce(Routes) -> Routes + Send + 'static) -> std::io::Result<Self> {
+        Self::bind_secured(id, addr, None, more).await
+    }
+
+    /// As [`Self::bind_with`]; with `tls`, every connection, accepted or made, is mutual TLS
+    /// ([`crate::tls`]): a peer without a certificate of the CA, or speaking plaintext, is refused.
+    pub async fn bind_secured(
+        id: u64,
+        addr: SocketAddr,
+        tls: Option<Arc<MutualTls>>,
+        more: impl FnOnce(Routes) -> Routes + Send + 'static,
+    ) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let local_addr = listener.local_addr()?;
+        if let Some(tls) = tls {
+            return Ok(Self::serve_incoming(id, local_addr, tls.incoming(listener), Some(tls.connector()), more));
+        }
         let incoming = TcpListenerStream::new(listener).map(|stream| {
             let stream = stream?;
             stream.set_nodelay(true)?;

@@ -13,7 +13,9 @@ use waggle_broker::disk::DiskConfig;
 use waggle_broker::{BackpressureConfig, ClusterSpec, EngineLimits, ParseLimits};
 pub use waggle_exporter::debug::Target as DebugTarget;
 
+use crate::security::network::{NetworkFile, NetworkSecurityArgs, NETWORK_SECURITY_ENV};
 use crate::security::{SecurityArgs, SecurityConfig, SecurityFile};
+use waggle_replication::tls::MutualTlsFiles;
 
 /// Zeebe's internal (broker-to-broker) port.
 pub const DEFAULT_INTERNAL_PORT: u16 = 26502;
@@ -247,6 +249,8 @@ pub struct ClusterArgs {
     /// host of its own entry in --contact-points, else 127.0.0.1].
     #[arg(long, env = "WAGGLE_INTERNAL_HOST")]
     pub internal_host: Option<String>,
+    #[command(flatten)]
+    pub network_security: NetworkSecurityArgs,
 }
 
 /// `waggle broker`: a node's settings and its place in the cluster.
@@ -284,6 +288,7 @@ struct FileConfig {
     contact_points: Option<ContactPoints>,
     internal_port: Option<u16>,
     internal_host: Option<String>,
+    network: Option<NetworkFile>,
     data_dir: Option<PathBuf>,
     partitions: Option<u16>,
     host: Option<String>,
@@ -401,6 +406,8 @@ pub struct NodeConfig {
     pub backup_store: Option<waggle_broker::backup::StoreConfig>,
     /// Multi-tenancy on.
     pub multi_tenancy: bool,
+    /// Mutual TLS between the brokers (`waggle broker` only), if on.
+    pub internal_tls: Option<MutualTlsFiles>,
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -437,12 +444,13 @@ impl NodeArgs {
             ("contact_points", file.contact_points.is_some()),
             ("internal_port", file.internal_port.is_some()),
             ("internal_host", file.internal_host.is_some()),
+            ("network", file.network.is_some()),
         ];
         if let Some((key, _)) = in_file.iter().find(|(_, set)| *set) {
             let path = self.config.as_deref().unwrap_or(Path::new("")).display();
             anyhow::bail!("the config file {path} sets {key}, a setting of a cluster broker: run `waggle broker --config {path}`, or remove it to run the standalone node");
         }
-        if let Some(var) = CLUSTER_ENV.iter().find(|v| std::env::var_os(v).is_some()) {
+        if let Some(var) = CLUSTER_ENV.iter().chain(&NETWORK_SECURITY_ENV).find(|v| std::env::var_os(v).is_some()) {
             anyhow::bail!("{var} is set, a setting of a cluster broker: run `waggle broker`, or unset it to run the standalone node");
         }
         self.resolve_with(&file)
@@ -532,6 +540,7 @@ impl NodeArgs {
             },
             backup_store: self.backup_store_with(file)?,
             multi_tenancy: self.multi_tenancy.or(file.multi_tenancy).unwrap_or(false),
+            internal_tls: None,
         };
         anyhow::ensure!(config.rest_max_body_size >= 1024, "--rest-max-body-size must be at least 1024 bytes");
         anyhow::ensure!(config.partitions >= 1, "--partitions must be at least 1");
@@ -604,6 +613,7 @@ impl BrokerArgs {
             || c.contact_points.is_some()
             || file.contact_points.is_some();
         let cluster = if clustered { Some(self.cluster.resolve_with(&file)?) } else { None };
+        let node = NodeConfig { internal_tls: self.cluster.network_security.resolve(file.network.as_ref())?, ..node };
         Ok((node, cluster))
     }
 
@@ -612,6 +622,7 @@ impl BrokerArgs {
         let file = self.node.file()?;
         let node = self.node.resolve_with(&file)?;
         let cluster = self.cluster.resolve_with(&file)?;
+        let node = NodeConfig { internal_tls: self.cluster.network_security.resolve(file.network.as_ref())?, ..node };
         Ok((node, cluster))
     }
 }

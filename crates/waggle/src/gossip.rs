@@ -17,10 +17,6 @@ use waggle_broker::{Broker, ClusterSpec, PartitionStatus};
 use waggle_gateway::{ClusterTopology, PartitionHealth, PartitionRole, TopologyBroker, TopologyPartition, TopologySource};
 use waggle_membership::{ClusterShape, ClusterView, Membership, MembershipConfig, NodeState, PartitionState, Role};
 
-/// Every broker of every Waggle cluster gossips under this id: a cluster is the brokers its
-/// contact points name, which no other cluster's seeds point at.
-pub const CLUSTER_ID: &str = "waggle";
-
 /// How often the broker's partition roles are compared with what it announced last.
 pub const PUBLISH_EVERY: Duration = Duration::from_millis(150);
 
@@ -31,12 +27,15 @@ pub struct Gossip {
 }
 
 impl Gossip {
-    /// Starts gossiping as broker `spec.node_id`, whose gateway clients reach at
+    /// Starts gossiping as broker `spec.node_id` under `cluster_id` (a cluster is the brokers its
+    /// contact points name, which no other cluster's seeds point at; with mutual TLS the id is
+    /// derived from the CA, [`crate::security::network::gossip_cluster_id`]), whose gateway clients reach at
     /// `gateway_host:gateway_port` (a wildcard host stands for the internal address's host), and
     /// keeps announcing `broker`'s partition roles. Returns the gossip and the cluster's
     /// description from it.
     pub async fn start(
         spec: &ClusterSpec,
+        cluster_id: &str,
         gateway_host: &str,
         gateway_port: u16,
         broker: Arc<Broker>,
@@ -47,7 +46,7 @@ impl Gossip {
             Ok(ip) => std::net::SocketAddr::new(ip, gateway_port).to_string(),
             Err(_) => format!("{gateway_host}:{gateway_port}"),
         };
-        let mut config = MembershipConfig::new(spec.node_id, internal, CLUSTER_ID);
+        let mut config = MembershipConfig::new(spec.node_id, internal, cluster_id);
         config.seeds = spec.members.iter().enumerate().filter(|(i, _)| *i as u64 != spec.node_id).map(|(_, m)| m.to_string()).collect();
         let own = NodeState {
             gateway_addr,

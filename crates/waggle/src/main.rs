@@ -217,6 +217,18 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     let query_store = query_store_location(&config, cluster.as_ref());
     // the store exporter's commits, which the web UI's live pages wait for
     let store_changes = waggle_store::Changes::default();
+    // read before anything starts: a missing or unreadable file stops the broker here
+    let internal_tls = match (&cluster, &config.internal_tls) {
+        (Some(_), Some(files)) => Some(security::network::load(files)?),
+        _ => None,
+    };
+    let gossip_cluster_id = security::network::gossip_cluster_id(internal_tls.as_deref());
+    if let Some(files) = config.internal_tls.as_ref().filter(|_| internal_tls.is_some()) {
+        tracing::info!(
+            certificate = %files.certificate_chain_path.display(), ca = %files.ca_certificate_path.display(),
+            "internal port: mutual TLS; peers must present a certificate signed by the CA (the UDP gossip stays plaintext, as Zeebe's)"
+        );
+    }
     let broker = Broker::start(
         BrokerConfig {
             data_dir: config.data_dir.clone(),
@@ -229,6 +241,7 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
             export: export_config(&config, query_store.as_ref(), &store_changes)?,
             disk: config.disk.clone(),
             backup_store: config.backup_store.clone(),
+            internal_tls: internal_tls.clone(),
         },
         &registry,
     )
@@ -240,8 +253,9 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     // a cluster broker gossips its membership, and describes the cluster from the gossip
     let (gossip, topology): (Option<gossip::Gossip>, Arc<dyn TopologySource>) = match &cluster {
         Some(spec) => {
-            let (gossip, topology) =
-                gossip::Gossip::start(spec, &config.host, config.port, broker.clone()).await.context("starting the gossip")?;
+            let (gossip, topology) = gossip::Gossip::start(spec, &gossip_cluster_id, &config.host, config.port, broker.clone())
+                .await
+                .context("starting the gossip")?;
             (Some(gossip), topology)
         }
         None => (None, Arc::new(StandaloneTopology { broker: broker.clone(), host: config.host.clone(), port: config.port })),
@@ -287,7 +301,7 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     log_management(mgmt_addr);
     tracing::info!(
         grpc = %grpc_addr, management = %mgmt_addr, rest = %rest_addr, partitions = config.partitions, cluster = cluster_log.as_deref().unwrap_or("none (standalone)"),
-        tls = config.security.tls.is_some(), basic_auth_users = config.security.basic_auth.as_ref().map_or(0, |u| u.count()),
+        tls = config.security.tls.is_some(), internal_mtls = internal_tls.is_some(), basic_auth_users = config.security.basic_auth.as_ref().map_or(0, |u| u.count()),
         oauth_issuer = config.security.oidc.as_ref().map_or("none", |o| o.issuer_uri.as_str()),
         data = %config.data_dir.display(), ready_ms = started.elapsed().as_millis() as u64, build = env!("WAGGLE_BUILD"),
         "waggle is ready"

@@ -129,3 +129,33 @@ fn the_cluster_script_starts_shows_and_stops_brokers() {
     let restarted = script(&["start", "3", "--partitions", "3", "--replication-factor", "2"], &dir, base);
     assert!(restarted.status.success(), "{}", text(&restarted));
 }
+
+#[test]
+fn the_cluster_script_starts_a_cluster_with_mutual_tls_between_brokers_and_gateway() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("cluster-data");
+    let base = free_bases(4);
+    let _stop = Stop(&dir, base);
+
+    let started = script(&["start", "3", "--tls", "--gateway"], &dir, base);
+    assert!(started.status.success(), "start failed:\n{}", text(&started));
+    assert!(text(&started).contains("mutual TLS between them"), "{}", text(&started));
+    for file in ["ca.pem", "broker-0.pem", "broker-2.key", "gateway.pem"] {
+        assert!(dir.join("tls").join(file).exists(), "{file} not made");
+    }
+    for i in 0..3 {
+        let log = std::fs::read_to_string(dir.join(format!("broker-{i}/waggle.log"))).unwrap();
+        assert!(log.contains("internal port: mutual TLS"), "broker {i} is not on mutual TLS:\n{log}");
+    }
+    // an instance created through the standalone gateway reaches its partition's leader over TLS
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let mut client = waggle_protocol::gateway::gateway_client::GatewayClient::connect(format!("http://127.0.0.1:{}", base + 30))
+            .await
+            .expect("the gateway");
+        common::deploy_one_task(&mut client).await;
+        for _ in 0..3 {
+            client.create_process_instance(common::one_task_creation()).await.expect("an instance through the gateway");
+        }
+    });
+}

@@ -14,12 +14,12 @@ use waggle_gateway::{ClusterTopology, TopologySource};
 use waggle_membership::{ClusterShape, ClusterView, Member, Membership, MembershipConfig, NodeState};
 
 use super::config::GatewayConfig;
-use crate::gossip::{describe, CLUSTER_ID};
+use crate::gossip::describe;
 
 /// Joins the gossip through the contact points and waits until a broker has said the cluster's
 /// shape (logging every few seconds while none has).
-pub async fn join(config: &GatewayConfig) -> anyhow::Result<(Membership, ClusterShape)> {
-    let mut gossip = MembershipConfig::new(0, config.gossip_addr, CLUSTER_ID);
+pub async fn join(config: &GatewayConfig, cluster_id: &str) -> anyhow::Result<(Membership, ClusterShape)> {
+    let mut gossip = MembershipConfig::new(0, config.gossip_addr, cluster_id);
     gossip.gossip_id = Some(format!("gateway/{}", config.member_id));
     gossip.seeds = config.contact_points.clone();
     let own = NodeState {

@@ -9,7 +9,9 @@ use clap::Args;
 use serde::Deserialize;
 
 use crate::config::{socket_address, split_host_port, ContactPoints, DEFAULT_INTERNAL_PORT};
+use crate::security::network::{NetworkFile, NetworkSecurityArgs};
 use crate::security::{SecurityArgs, SecurityConfig, SecurityFile};
+use waggle_replication::tls::MutualTlsFiles;
 
 /// Settings of a standalone gateway. It holds no data and no partition: it learns the cluster
 /// (brokers, partition count, replication factor, leaders) from the brokers' gossip, so it needs
@@ -56,6 +58,9 @@ pub struct GatewayArgs {
     pub long_polling_timeout_ms: Option<u64>,
     #[command(flatten)]
     pub security: SecurityArgs,
+    // mutual TLS to the brokers' internal ports, as the brokers have it
+    #[command(flatten)]
+    pub network_security: NetworkSecurityArgs,
     /// Multi-tenancy (Zeebe 8.5's `multiTenancy.enabled`), as the brokers' [default: false].
     #[arg(long, env = "WAGGLE_MULTI_TENANCY", action = clap::ArgAction::Set, value_name = "BOOL")]
     pub multi_tenancy: Option<bool>,
@@ -75,6 +80,7 @@ struct FileConfig {
     max_message_size: Option<usize>,
     long_polling_timeout_ms: Option<u64>,
     security: Option<SecurityFile>,
+    network: Option<NetworkFile>,
     multi_tenancy: Option<bool>,
 }
 
@@ -95,6 +101,8 @@ pub struct GatewayConfig {
     pub max_message_size: usize,
     pub long_polling_timeout_ms: u64,
     pub multi_tenancy: bool,
+    /// Mutual TLS to the brokers' internal ports, if on.
+    pub internal_tls: Option<MutualTlsFiles>,
 }
 
 impl GatewayArgs {
@@ -140,6 +148,7 @@ impl GatewayArgs {
             max_message_size: self.max_message_size.or(file.max_message_size).unwrap_or(4 * 1024 * 1024),
             long_polling_timeout_ms: self.long_polling_timeout_ms.or(file.long_polling_timeout_ms).unwrap_or(10_000),
             multi_tenancy: self.multi_tenancy.or(file.multi_tenancy).unwrap_or(false),
+            internal_tls: self.network_security.resolve(file.network.as_ref())?,
         };
         anyhow::ensure!(config.max_message_size >= 1024, "--max-message-size must be at least 1024 bytes");
         Ok(config)

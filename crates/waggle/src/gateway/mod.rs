@@ -40,14 +40,16 @@ async fn serve(config: config::GatewayConfig) -> anyhow::Result<()> {
     let grpc_addr: SocketAddr = format!("{}:{}", config.host, config.port).parse().context("gateway address")?;
     let mgmt_addr: SocketAddr =
         format!("{}:{}", config.management_host, config.management_port).parse().context("management address (--management-host)")?;
+    let internal_tls = config.internal_tls.as_ref().map(crate::security::network::load).transpose()?;
+    let cluster_id = crate::security::network::gossip_cluster_id(internal_tls.as_deref());
     // nothing listens before the cluster's shape is known: the partition count comes from it
     let (membership, shape) = tokio::select! {
-        joined = cluster::join(&config) => joined.context("joining the cluster's gossip")?,
+        joined = cluster::join(&config, &cluster_id) => joined.context("joining the cluster's gossip")?,
         () = crate::shutdown_signal() => return Ok(()),
     };
     let known = Arc::new(GossipCluster { view: membership.subscribe(), shape });
     let partitions = u16::try_from(shape.partitions_count).context("the cluster's partition count")?;
-    let remote = RemoteCluster::start(partitions, known.clone());
+    let remote = RemoteCluster::start_with(partitions, known.clone(), internal_tls.as_ref().map(|tls| tls.connector()));
     let registry = prometheus::Registry::new();
     let gateway = GatewayService::remote(
         remote.clone(),

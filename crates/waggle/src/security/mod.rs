@@ -11,6 +11,7 @@ pub mod basic_auth;
 pub mod bearer;
 pub mod body_limit;
 pub mod jwks;
+pub mod network;
 pub mod serve;
 pub mod settings;
 pub mod tls;
