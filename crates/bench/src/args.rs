@@ -30,6 +30,9 @@ pub enum BenchCommand {
     /// Start a cluster of brokers and measure it: W7 (W2 on the cluster beside the single node),
     /// failover after a leader's kill -9, a stopped broker's catch-up.
     Cluster(Box<crate::cluster_bench::ClusterBenchArgs>),
+    /// Run a workload (W1 by default) on a fresh Waggle for a long time, sampling its RSS, its
+    /// data folder's disk use and each interval's p99 into a CSV, plotted as SVG at the end.
+    Soak(Box<crate::soak::SoakArgs>),
 }
 
 #[derive(Debug, Args)]
