@@ -33,6 +33,9 @@ pub enum BenchCommand {
     /// Fill a running server's state with parked instances (a message catch event, a timer a day
     /// away, an un-worked job) until its RocksDB state holds --state-gb (the large-state benchmark).
     Fill(crate::fill::FillArgs),
+    /// Run a workload (W1 by default) on a fresh Waggle for a long time, sampling its RSS, its
+    /// data folder's disk use and each interval's p99 into a CSV, plotted as SVG at the end.
+    Soak(Box<crate::soak::SoakArgs>),
 }
 
 #[derive(Debug, Args)]

@@ -27,6 +27,7 @@ pub mod report;
 pub mod runner;
 pub mod secure;
 pub mod server;
+pub mod soak;
 pub mod starter;
 pub mod stats;
 pub mod timer_storm;
@@ -83,6 +84,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        BenchCommand::Soak(a) => soak::run(&a).await.map(|_| ()),
         BenchCommand::Smoke(a) => {
             let report = smoke(&a.waggle_bin).await?;
             print!("{}", report::render_run(&report));

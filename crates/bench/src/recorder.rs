@@ -96,6 +96,13 @@ impl Recorder {
     pub fn events(&self) -> Vec<Event> {
         self.events.lock().expect("recorder events lock (a recording thread panicked)").clone()
     }
+
+    /// The events recorded after the first `from` (a soak reads only what came since its last
+    /// look).
+    pub fn events_from(&self, from: usize) -> Vec<Event> {
+        let events = self.events.lock().expect("recorder events lock (a recording thread panicked)");
+        events.get(from..).map_or_else(Vec::new, <[Event]>::to_vec)
+    }
 }
 
 /// Latencies of the instances created inside the measurement window.

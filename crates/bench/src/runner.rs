@@ -55,6 +55,18 @@ impl ServerInfo {
 
 /// Runs `w` against `address`. A deployment the server rejects yields a report marked unsupported.
 pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: Phases) -> anyhow::Result<RunReport> {
+    run_observed(w, address, server_info, phases, &mut |_| {}).await
+}
+
+/// As [`run`], calling `observe` with the run's recorder once a second during the window (a
+/// soak samples the server and the latencies of each interval from it).
+pub async fn run_observed(
+    w: &Workload,
+    address: &str,
+    server_info: &ServerInfo,
+    phases: Phases,
+    observe: &mut (dyn FnMut(&Recorder) + Send),
+) -> anyhow::Result<RunReport> {
     client::check_loopback(address)?;
     let info = workload::inspect(&w.model)?;
     let mut control = client::connect(address).await?;
@@ -159,6 +171,7 @@ pub async fn run(w: &Workload, address: &str, server_info: &ServerInfo, phases: 
         if let Some(s) = server_info.sample() {
             max_rss = max_rss.max(Some(s.rss_bytes));
         }
+        observe(&recorder);
     }
     tokio::time::sleep_until(t1.into()).await;
     let c1 = recorder.counts();

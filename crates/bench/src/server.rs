@@ -67,7 +67,7 @@ pub struct Server {
     /// Spawn → every partition has a healthy leader; only for servers the bench started.
     pub startup: Option<Duration>,
     child: Option<Child>,
-    _data_dir: Option<tempfile::TempDir>,
+    temp_dir: Option<tempfile::TempDir>,
 }
 
 /// A loopback port free now, below Linux's ephemeral range (32768-60999). A port the kernel
@@ -92,7 +92,7 @@ pub fn free_port() -> anyhow::Result<u16> {
 impl Server {
     /// A server someone else started.
     pub fn attach(address: &str, pid: Option<u32>) -> Self {
-        Server { address: address.into(), pid, startup: None, child: None, _data_dir: None }
+        Server { address: address.into(), pid, startup: None, child: None, temp_dir: None }
     }
 
     /// Starts `waggle` on free loopback ports with a fresh data directory and waits until ready.
@@ -119,11 +119,16 @@ impl Server {
             r = client::wait_ready(&address, READY_TIMEOUT) => r?,
             status = child.wait() => bail!("{} exited before it was ready: {}", bin.display(), status?),
         };
-        Ok(Server { address, pid, startup: Some(ready - spawned), child: Some(child), _data_dir: Some(data) })
+        Ok(Server { address, pid, startup: Some(ready - spawned), child: Some(child), temp_dir: Some(data) })
     }
 
     pub fn sample(&self) -> Option<ProcSample> {
         self.pid.and_then(|p| sample(p).ok())
+    }
+
+    /// The data folder of a server the bench started (`None` when attached).
+    pub fn data_dir(&self) -> Option<std::path::PathBuf> {
+        self.temp_dir.as_ref().map(|d| d.path().join("data"))
     }
 
     /// Stops a server the bench started (SIGTERM, then SIGKILL after 30 s); leaves attached ones.

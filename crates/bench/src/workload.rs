@@ -275,10 +275,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         (n, 1.0)
     } else if let Some(n) = t.strip_suffix('m') {
         (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
     } else {
         (t, 1.0)
     };
-    let value: f64 = num.trim().parse().map_err(|_| format!("not a duration: {text:?} (e.g. 50ms, 30s, 2m)"))?;
+    let value: f64 = num.trim().parse().map_err(|_| format!("not a duration: {text:?} (e.g. 50ms, 30s, 2m, 2h)"))?;
     if !value.is_finite() || value < 0.0 {
         return Err(format!("not a duration: {text:?}"));
     }
@@ -329,6 +331,7 @@ mod tests {
         assert_eq!(parse_duration("50ms"), Ok(Duration::from_millis(50)));
         assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
         assert!(parse_duration("soon").is_err());
         assert!(parse_duration("-1s").is_err());

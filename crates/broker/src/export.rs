@@ -63,8 +63,8 @@ use std::time::{Duration, Instant};
 
 use waggle_exporter::{Context, Controller, Exporter, ExporterFactory};
 use waggle_log::LogReader;
-use waggle_protocol::codec::Entry;
-use waggle_protocol::{PartitionId, Record};
+use waggle_protocol::codec::for_each_record;
+use waggle_protocol::PartitionId;
 
 use crate::metrics::{BrokerMetrics, ExporterMetrics};
 
@@ -141,9 +141,10 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
 pub const PERSIST_EVERY: Duration = Duration::from_millis(200);
 /// Log entries read before the records read so far are flushed.
 const ENTRIES_PER_ROUND: usize = 256;
-/// Records queued before the records read so far are flushed (a W2 entry holds thousands:
-/// a round of 256 of them took the store 20 s, acknowledging nothing meanwhile).
-const RECORDS_PER_ROUND: usize = 20_000;
+/// Bytes of log entries queued before the records read so far are flushed (a W2 entry holds
+/// thousands of records in ~50 bytes each; a round of 256 such entries took the store 20 s,
+/// acknowledging nothing meanwhile; 20,000 records, the bound before, were ~1 MB).
+const BYTES_PER_ROUND: usize = 1 << 20;
 /// How long an exporter with nothing to do waits before looking at the commit index again.
 const IDLE_WAIT: Duration = Duration::from_millis(2);
 /// How long a runner of a partition not led here waits before looking again.
@@ -408,13 +409,14 @@ struct Active {
     exporter: Box<dyn Exporter>,
     controller: Controller,
     reader: LogReader,
-    /// The records of the entries read, in position order, each entry's with the index of its
-    /// next record to export (exported by reference where they were decoded: a record is a
-    /// few hundred bytes, and moving each into a queue and out again was 13 % of a store
-    /// exporter's thread, docs/performance.md).
-    queue: std::collections::VecDeque<(Vec<Record>, usize)>,
-    /// Records in `queue` not yet exported.
-    queued: usize,
+    /// The entries read whose records are not all exported, in log order, as they are in the
+    /// log: their records are decoded one at a time as they are exported
+    /// ([`waggle_protocol::codec::for_each_record`]), so no record vector is built per entry
+    /// (under W2 those vectors, a few MB for each entry and freed a moment later, held ~20 MB
+    /// of the server's RSS; docs/performance.md, W6).
+    queue: std::collections::VecDeque<Queued>,
+    /// Bytes of the entries in `queue`.
+    queued_bytes: usize,
     /// Log entries read whose records are not all acknowledged: (index, last position).
     entries: std::collections::VecDeque<(u64, u64)>,
     /// Records up to this position were acknowledged before this opening: not exported again.
@@ -433,8 +435,17 @@ struct Active {
     distributed_at: Option<Instant>,
 }
 
+/// A log entry waiting for its records to be exported.
+struct Queued {
+    index: u64,
+    data: Vec<u8>,
+    /// Its records exported (or skipped as acknowledged before) so far, from the first.
+    done: usize,
+}
+
 /// Where an exporter's time goes, logged at debug level every [`STAGES_EVERY`] (target
-/// `waggle_broker::export`): journal reads, entry decoding, `export` calls, `flush` calls.
+/// `waggle_broker::export`): journal reads, queueing, decoding with the `export` calls,
+/// `flush` calls.
 #[derive(Debug)]
 struct Stages {
     since: Instant,
@@ -637,7 +648,7 @@ impl Runner {
             controller: Controller::new(progress.position),
             reader: LogReader::open(&self.log_dir, progress.index),
             queue: Default::default(),
-            queued: 0,
+            queued_bytes: 0,
             entries: Default::default(),
             skip_upto: progress.position,
             last_exported: progress.position,
@@ -653,7 +664,7 @@ impl Runner {
     }
 
     /// One round: a due retry, due scheduled tasks, then up to [`ENTRIES_PER_ROUND`] entries
-    /// (or [`RECORDS_PER_ROUND`] records) read, exported and flushed. Whether there was work.
+    /// (or [`BYTES_PER_ROUND`]) read, exported and flushed. Whether there was work.
     fn step(&self, a: &mut Active) -> bool {
         let now = Instant::now();
         if let Some((what, at, backoff)) = a.retry {
@@ -686,7 +697,7 @@ impl Runner {
         }
         let committed = self.committed.load(Ordering::Acquire);
         let mut read = 0;
-        while read < ENTRIES_PER_ROUND && a.queued < RECORDS_PER_ROUND {
+        while read < ENTRIES_PER_ROUND && a.queued_bytes < BYTES_PER_ROUND {
             let started = Instant::now();
             let next = a.reader.next(committed);
             a.stages.read += started.elapsed();
@@ -739,52 +750,66 @@ impl Runner {
         Ok(())
     }
 
-    /// Decodes a committed entry into the queue, leaving out records acknowledged before.
+    /// Queues a committed entry for export; Raft's own entries (a leader's empty entry,
+    /// configuration changes, 0xFF) hold no records.
     fn take_entry(&self, a: &mut Active, entry: waggle_log::Entry) {
-        // Raft's own entries: a leader's empty entry, configuration changes (0xFF)
-        let records = if entry.data.is_empty() || entry.data[0] == 0xFF {
-            Vec::new()
-        } else {
-            match Entry::decode(&entry.data) {
-                Ok(e) => e.records,
-                Err(e) => {
-                    self.count_error(&format!("log entry {} does not decode: {e}", entry.index));
-                    Vec::new()
-                }
-            }
-        };
-        let last = records.last().map_or(0, |r| r.position);
-        a.entries.push_back((entry.index, last));
-        // positions grow within an entry: the ones acknowledged before come first
-        let first = records.partition_point(|r| r.position <= a.skip_upto);
-        if first < records.len() {
-            a.queued += records.len() - first;
-            a.queue.push_back((records, first));
+        if entry.data.is_empty() || entry.data[0] == 0xFF {
+            a.entries.push_back((entry.index, 0));
+            return;
         }
+        // its last position is known once its records are exported: until then it holds the
+        // acknowledgement (and the resume index) at this entry
+        a.entries.push_back((entry.index, u64::MAX));
+        a.queued_bytes += entry.data.len();
+        a.queue.push_back(Queued { index: entry.index, data: entry.data, done: 0 });
     }
 
-    /// Exports the queued records; the one that fails stays next.
+    /// Exports the queued entries' records in order, leaving out those acknowledged before;
+    /// the one that fails stays next (its entry is decoded again from the first record then).
     fn export_queue(&self, a: &mut Active) -> Result<(), waggle_exporter::ExportError> {
-        // a test's injected panic comes halfway through the queued records
-        let mut panic_in = if a.queued > 0 && injected_panic(&self.factory.id, self.partition) { Some(a.queued / 2) } else { None };
-        while let Some((records, next)) = a.queue.front_mut() {
-            while let Some(record) = records.get(*next) {
-                match panic_in.as_mut() {
-                    Some(0) => panic!(
-                        "injected panic (WAGGLE_TEST_EXPORTER_PANIC_FILE) in exporter {} on partition {}",
-                        self.factory.id, self.partition
-                    ),
-                    Some(n) => *n -= 1,
-                    None => {}
+        let Active { queue, queued_bytes, entries, exporter, controller, skip_upto, last_exported, unflushed, stages, .. } = a;
+        // a test's injected panic comes after the first record exported (debug builds)
+        let mut panic_in: Option<u32> = if !queue.is_empty() && injected_panic(&self.factory.id, self.partition) { Some(1) } else { None };
+        while let Some(q) = queue.front_mut() {
+            let (mut seen, mut last, mut failed) = (0, 0, None);
+            let decoded = for_each_record(&q.data, |record| {
+                seen += 1;
+                last = record.position;
+                if failed.is_some() || seen <= q.done {
+                    return;
                 }
-                a.exporter.export(record, &mut a.controller)?;
-                a.last_exported = record.position;
-                a.unflushed = true;
-                a.stages.records += 1;
-                *next += 1;
-                a.queued -= 1;
+                // positions grow within an entry: the ones acknowledged before come first
+                if record.position > *skip_upto {
+                    match panic_in.as_mut() {
+                        Some(0) => panic!(
+                            "injected panic (WAGGLE_TEST_EXPORTER_PANIC_FILE) in exporter {} on partition {}",
+                            self.factory.id, self.partition
+                        ),
+                        Some(n) => *n -= 1,
+                        None => {}
+                    }
+                    if let Err(e) = exporter.export(record, controller) {
+                        failed = Some(e);
+                        return;
+                    }
+                    *last_exported = record.position;
+                    *unflushed = true;
+                    stages.records += 1;
+                }
+                q.done = seen;
+            });
+            if let Some(e) = failed {
+                return Err(e);
             }
-            a.queue.pop_front();
+            if let Err(e) = decoded {
+                self.count_error(&format!("log entry {} does not decode: {e}", q.index));
+            }
+            let index = q.index;
+            *queued_bytes -= q.data.len();
+            queue.pop_front();
+            if let Some(entry) = entries.iter_mut().rev().find(|e| e.0 == index) {
+                entry.1 = last;
+            }
         }
         Ok(())
     }
