@@ -916,7 +916,7 @@ impl Runner {
 /// environment variable `WAGGLE_TEST_EXPORTER_PANIC_FILE` names a file and that file holds
 /// `<exporter id> <partition id>` (or `... <hold ms>` to keep the exporter down at least that
 /// long before it restarts, so a test sees it DOWN), the file is removed and the exporter's
-/// runner panics halfway through the records it is exporting. `crates/waggle/tests/
+/// runner panics after the first record it exports. `crates/waggle/tests/
 /// exporter_panics.rs` uses it.
 #[cfg(debug_assertions)]
 fn injected_panic(exporter: &str, partition: PartitionId) -> bool {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{client_models, peers, repo_root, run_with_timeout, Node};
+use common::{client_models, drive_steps, peers, repo_root, Node};
 use std::process::Command;
 use std::time::Duration;
 
@@ -39,16 +39,7 @@ fn drive(mut command: Command, node: &Node, stream: bool, steps: &[&str]) {
     if stream {
         command.arg("--stream");
     }
-    let output = run_with_timeout(&mut command, Duration::from_secs(240));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let done: Vec<&str> = stdout.lines().filter_map(|l| l.strip_prefix("OK ")).collect();
-    assert!(
-        output.status.success() && done == steps,
-        "{command:?} exited {}; steps done {done:?}\nstdout:\n{stdout}\nstderr:\n{stderr}\nwaggle log:\n{}",
-        output.status,
-        node.log()
-    );
+    drive_steps(&mut command, node, Duration::from_secs(240), steps);
 }
 
 fn java(stream: bool) {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use common::certs::Certs;
-use common::{client_models, free_port, peers, repo_root, run_with_timeout, Node};
+use common::{client_models, drive_steps, free_port, peers, repo_root, run_with_timeout, Node};
 use waggle_protocol::gateway::gateway_client::GatewayClient;
 use waggle_protocol::gateway::TopologyRequest;
 
@@ -121,20 +121,6 @@ fn oauth_args(client: &str, secret: &str) -> Vec<String> {
         .to_vec()
 }
 
-/// Runs a driver that prints `OK <step>` per step and checks it did `steps`.
-fn drive(mut command: Command, node: &Node, steps: &[&str]) {
-    let output = run_with_timeout(&mut command, Duration::from_secs(180));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let done: Vec<&str> = stdout.lines().filter_map(|l| l.strip_prefix("OK ")).collect();
-    assert!(
-        output.status.success() && done == steps,
-        "{command:?} exited {}; steps done {done:?}\nstdout:\n{stdout}\nstderr:\n{}\nwaggle log:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr),
-        node.log()
-    );
-}
-
 const FLOW: &[&str] = &["deploy", "create", "complete", "result"];
 
 /// zbctl over TLS with `oauth` as its environment (its `ZEEBE_*` OAuth variables) or flags, and a
@@ -210,7 +196,7 @@ fn the_java_client_gets_a_token_with_its_oauth_credentials_provider_over_tls() {
     command.arg("-cp").arg(format!("{}/*", lib.display())).arg(repo_root().join("tests/clients/TlsFlow.java"));
     command.args(["--address", &node.address(), "--ca", &certs.ca_str()]).arg("--models").arg(client_models());
     command.args(oauth_args("zeebe", "zeebe-secret"));
-    drive(command, &node, FLOW);
+    drive_steps(&mut command, &node, Duration::from_secs(180), FLOW);
 }
 
 #[test]
@@ -227,7 +213,7 @@ fn pyzeebe_gets_a_token_with_its_oauth_channel_over_tls() {
         command.args(oauth_args("zeebe", secret));
         command
     };
-    drive(driver("zeebe-secret"), &node, FLOW);
+    drive_steps(&mut driver("zeebe-secret"), &node, Duration::from_secs(180), FLOW);
     // a wrong secret: Keycloak gives no token, and no call is made
     let output = run_with_timeout(&mut driver("wrong-secret"), Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -244,7 +230,7 @@ fn the_node_sdk_gets_a_token_with_its_oauth_settings_over_tls() {
     command.env("NODE_PATH", &modules).arg(repo_root().join("tests/clients/tls_flow.cjs"));
     command.args(["--address", &node.address(), "--ca", &certs.ca_str()]).arg("--models").arg(client_models());
     command.args(oauth_args("zeebe", "zeebe-secret"));
-    drive(command, &node, FLOW);
+    drive_steps(&mut command, &node, Duration::from_secs(180), FLOW);
 }
 
 /// A gRPC call (Topology) with `authorization` as its header, on a plaintext node.

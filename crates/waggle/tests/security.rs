@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::certs::Certs;
-use common::{client_models, http_get, peers, repo_root, run_with_timeout, Node};
+use common::{client_models, drive_steps, http_get, peers, repo_root, run_with_timeout, Node};
 
 fn start(args: &[String]) -> Node {
     Node::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
@@ -28,20 +28,6 @@ fn curl(args: &[&str]) -> Option<(u16, String, String)> {
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let status = head.split_whitespace().nth(1)?.parse().ok()?;
     Some((status, head.to_string(), body.to_string()))
-}
-
-/// Runs a driver that prints `OK <step>` per step and checks it did `steps`.
-fn drive(mut command: Command, node: &Node, steps: &[&str]) {
-    let output = run_with_timeout(&mut command, Duration::from_secs(180));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let done: Vec<&str> = stdout.lines().filter_map(|l| l.strip_prefix("OK ")).collect();
-    assert!(
-        output.status.success() && done == steps,
-        "{command:?} exited {}; steps done {done:?}\nstdout:\n{stdout}\nstderr:\n{}\nwaggle log:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr),
-        node.log()
-    );
 }
 
 const FLOW: &[&str] = &["deploy", "create", "complete", "result"];
@@ -114,7 +100,7 @@ fn the_java_client_runs_a_flow_over_tls() {
     let mut command = Command::new("java");
     command.arg("-cp").arg(format!("{}/*", lib.display())).arg(repo_root().join("tests/clients/TlsFlow.java"));
     command.args(["--address", &node.address(), "--ca", &certs.ca_str()]).arg("--models").arg(client_models());
-    drive(command, &node, FLOW);
+    drive_steps(&mut command, &node, Duration::from_secs(180), FLOW);
 }
 
 #[test]
@@ -126,7 +112,7 @@ fn pyzeebe_runs_a_flow_over_tls() {
     let mut command = Command::new(python);
     command.arg(repo_root().join("tests/clients/tls_flow.py"));
     command.args(["--address", &node.address(), "--ca", &certs.ca_str()]).arg("--models").arg(client_models());
-    drive(command, &node, FLOW);
+    drive_steps(&mut command, &node, Duration::from_secs(180), FLOW);
 }
 
 #[test]
@@ -138,7 +124,7 @@ fn the_node_sdk_runs_a_flow_over_tls() {
     let mut command = Command::new("node");
     command.env("NODE_PATH", &modules).arg(repo_root().join("tests/clients/tls_flow.cjs"));
     command.args(["--address", &node.address(), "--ca", &certs.ca_str()]).arg("--models").arg(client_models());
-    drive(command, &node, FLOW);
+    drive_steps(&mut command, &node, Duration::from_secs(180), FLOW);
 }
 
 #[test]
@@ -152,7 +138,7 @@ fn the_camunda_8_8_java_client_runs_a_flow_over_rest_with_tls_and_basic_auth() {
     let mut command = Command::new("java");
     command.arg("-cp").arg(format!("{}/*", lib.display())).arg(repo_root().join("tests/clients/RestTls.java"));
     command.arg(node.rest_port.to_string()).arg(certs.ca()).arg(client_models()).args(["demo", "s3cret"]);
-    drive(command, &node, &["deploy", "create", "complete", "refused"]);
+    drive_steps(&mut command, &node, Duration::from_secs(180), &["deploy", "create", "complete", "refused"]);
 }
 
 /// A 401 answer: an RFC 9457 problem whose detail contains `detail`, with a Basic challenge.

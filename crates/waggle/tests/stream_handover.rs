@@ -14,19 +14,15 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{deploy_one_task, grpc_client, peers, repo_root, run_with_timeout, Node};
+use common::{deploy_one_task, grpc_client, peers, repo_root, run_driver, Node};
 
 const ROUNDS: usize = 3;
 
 /// Runs a driver to completion; returns its `OK` lines, failing with its output and the node's
 /// log unless it succeeded.
-fn drive(mut command: Command, node: &Node, what: &str) -> Vec<String> {
+fn drive(mut command: Command, node: &Node) -> Vec<String> {
     command.arg("--address").arg(node.address());
-    let output = run_with_timeout(&mut command, Duration::from_secs(120));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "{what} exited {}\nstdout:\n{stdout}\nstderr:\n{stderr}\nwaggle log:\n{}", output.status, node.log());
-    stdout.lines().filter_map(|l| l.strip_prefix("OK ")).map(str::to_string).collect()
+    run_driver(&mut command, node, Duration::from_secs(120))
 }
 
 #[test]
@@ -44,12 +40,12 @@ fn a_job_is_not_lost_after_streaming_clients_come_and_go() {
     for round in 1..=ROUNDS {
         let mut pyzeebe = Command::new(&python);
         pyzeebe.arg(repo_root().join("tests/clients/stream_handover.py")).args(["--instances", "30"]);
-        let done = drive(pyzeebe, &node, &format!("round {round}: pyzeebe"));
+        let done = drive(pyzeebe, &node);
         assert_eq!(done, ["30 completed"], "round {round}: pyzeebe");
 
         let mut sdk = Command::new("node");
         sdk.env("NODE_PATH", &modules).arg(repo_root().join("tests/clients/stream_handover.cjs")).args(["--instances", "20"]);
-        let done = drive(sdk, &node, &format!("round {round}: Node SDK"));
+        let done = drive(sdk, &node);
         assert_eq!(done, ["streaming-worker", "polling-worker", "last-job"], "round {round}: Node SDK");
     }
 }

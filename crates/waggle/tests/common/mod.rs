@@ -374,6 +374,28 @@ pub fn run_with_timeout(command: &mut Command, timeout: Duration) -> Output {
     Output { status, stdout: out.join().expect("stdout reader"), stderr: err.join().expect("stderr reader") }
 }
 
+/// Runs a client driver (a program that prints `OK <step>` per step done) against `node` and
+/// returns the steps it did; fails, with the driver's output and the node's log, if it exits
+/// unsuccessfully or runs longer than `timeout`.
+pub fn run_driver(command: &mut Command, node: &Node, timeout: Duration) -> Vec<String> {
+    let output = run_with_timeout(command, timeout);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{command:?} exited {}\nstdout:\n{stdout}\nstderr:\n{}\nwaggle log:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr),
+        node.log()
+    );
+    stdout.lines().filter_map(|l| l.strip_prefix("OK ")).map(str::to_string).collect()
+}
+
+/// [`run_driver`], checking that the driver did exactly `steps`, in order.
+pub fn drive_steps(command: &mut Command, node: &Node, timeout: Duration, steps: &[&str]) {
+    let done = run_driver(command, node, timeout);
+    assert_eq!(done, steps, "{command:?}: steps done\nwaggle log:\n{}", node.log());
+}
+
 fn read_all(mut r: impl Read) -> Vec<u8> {
     let mut buf = Vec::new();
     let _ = r.read_to_end(&mut buf);
