@@ -20,7 +20,7 @@ use waggle_protocol::gateway::gateway_server::Gateway as _;
 use waggle_store::decisions;
 
 use crate::input::{self, parse};
-use crate::routes::{by_key, key, read, search, CallerOf, S};
+use crate::routes::{by_key, key, read, readable_tenants, search, CallerOf, S};
 use crate::{Problem, RestState};
 
 /// The decision routes: evaluation, and the searches and gets of decision definitions,
