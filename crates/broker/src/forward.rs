@@ -117,7 +117,10 @@ impl pb::command_api_server::CommandApi for Receiver {
     async fn submit(&self, request: tonic::Request<pb::SubmitRequest>) -> Result<tonic::Response<pb::SubmitResponse>, tonic::Status> {
         let request = request.into_inner();
         let outcome = match (decode_command(&request.command), PartitionId::try_from(request.partition)) {
-            (Ok(command), Ok(partition)) => {
+            (Ok(mut command), Ok(partition)) => {
+                if request.tenants_limited {
+                    command.authorized_tenants = Some(request.authorized_tenants);
+                }
                 let answer =
                     if request.deploy { self.local.deploy_local(command).await } else { self.local.submit_local(partition, command).await };
                 match answer {
@@ -204,8 +207,13 @@ impl Forwarder {
         let mut client = pb::command_api_client::CommandApiClient::new(self.channel(to))
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        let mut request =
-            tonic::Request::new(pb::SubmitRequest { partition: u32::from(partition), deploy, command: encode_command(command) });
+        let mut request = tonic::Request::new(pb::SubmitRequest {
+            partition: u32::from(partition),
+            deploy,
+            tenants_limited: command.authorized_tenants.is_some(),
+            authorized_tenants: command.authorized_tenants.clone().unwrap_or_default(),
+            command: encode_command(command),
+        });
         request.set_timeout(timeout);
         let response = match client.submit(request).await {
             Ok(response) => response.into_inner(),

@@ -157,7 +157,8 @@ impl pb::job_streams_server::JobStreams for JobStreamsService {
                 match control.control {
                     Some(pb::stream_control::Control::Add(add)) => {
                         let (sender, jobs) = mpsc::channel(REMOTE_STREAM_BUFFER);
-                        let id = registry.register_remote(add.job_type, add.worker, add.timeout_ms, add.fetch_variables, sender);
+                        let id =
+                            registry.register_remote(add.job_type, add.worker, add.timeout_ms, add.fetch_variables, add.tenant_ids, sender);
                         if let Some(old) = streams.insert(add.id, id) {
                             registry.remove(old);
                         }
@@ -232,6 +233,7 @@ fn add_control(s: &LocalStream) -> pb::StreamControl {
             worker: s.worker.clone(),
             timeout_ms: s.timeout_ms,
             fetch_variables: s.fetch_variables.clone(),
+            tenant_ids: s.tenant_ids.clone(),
         })),
     }
 }

@@ -57,6 +57,8 @@ pub struct LocalStream {
     pub worker: String,
     pub timeout_ms: i64,
     pub fetch_variables: Vec<String>,
+    /// The tenants whose jobs it takes.
+    pub tenant_ids: Vec<String>,
 }
 
 #[derive(Default)]
@@ -109,18 +111,22 @@ impl JobStreamRegistry {
         self.add(job_type, worker, timeout_ms, fetch_variables, tenant_ids, sender, false)
     }
 
-    /// Registers a stream a client opened at another broker (see `remote_streams`).
+    /// Registers a stream a client opened at another broker (see `remote_streams`), taking the
+    /// jobs of `tenant_ids` (none: the default tenant's, as a broker of an older version
+    /// announces its streams).
+    // one stream's settings, each its own argument as in `register_for_tenants`
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn register_remote(
         &self,
         job_type: String,
         worker: String,
         timeout_ms: i64,
         fetch_variables: Vec<String>,
+        tenant_ids: Vec<String>,
         sender: mpsc::Sender<PushedJob>,
     ) -> StreamId {
-        // the session between brokers does not carry tenants: a remote stream is the default
-        // tenant's (and only such local streams are announced, see `local_streams`)
-        self.add(job_type, worker, timeout_ms, fetch_variables, default_tenant(), sender, true)
+        let tenant_ids = if tenant_ids.is_empty() { default_tenant() } else { tenant_ids };
+        self.add(job_type, worker, timeout_ms, fetch_variables, tenant_ids, sender, true)
     }
 
     // one stream's settings, each its own argument as in `register`
@@ -179,14 +185,13 @@ impl JobStreamRegistry {
             .streams
             .iter()
             .filter(|s| !s.remote && !s.sender.is_closed())
-            // other brokers push a remote stream the default tenant's jobs only
-            .filter(|s| s.tenant_ids.iter().any(|t| t == waggle_protocol::DEFAULT_TENANT))
             .map(|s| LocalStream {
                 id: s.id,
                 job_type: s.job_type.clone(),
                 worker: s.worker.to_string(),
                 timeout_ms: s.timeout_ms,
                 fetch_variables: s.fetch_variables.clone(),
+                tenant_ids: s.tenant_ids.clone(),
             })
             .collect()
     }

@@ -34,12 +34,18 @@ pub struct Command {
     pub value: RecordValue,
     /// Set on a command another partition sent (processed once, however often it arrives).
     pub distribution: Option<Distribution>,
+    /// The tenants the client may act for (Zeebe 8.5's record metadata `authorizations`,
+    /// `authorized_tenants`): an entity of another tenant is rejected as if it did not exist.
+    /// `None`: no limit (the scheduler, other partitions, a client with authentication or
+    /// multi-tenancy off). Runtime only: the log does not store it, as logged commands are
+    /// never processed again (replay applies events, C1).
+    pub authorized_tenants: Option<Vec<String>>,
 }
 
 impl Command {
     /// A command nobody waits on, from within this partition or from a client.
     pub fn new(key: i64, intent: Intent, value: RecordValue) -> Self {
-        Self { request_id: None, key, intent, value, distribution: None }
+        Self { request_id: None, key, intent, value, distribution: None, authorized_tenants: None }
     }
 }
 

@@ -67,6 +67,9 @@ pub(crate) struct Processing<'o, 's, 'c> {
     called_results: HashMap<i64, Vec<(String, String)>>,
     /// Jobs found for the client's activation command before it was written.
     prefetched_activation: Option<Vec<i64>>,
+    /// The tenants the command from outside being processed may act for (its
+    /// `authorized_tenants`; `None` for its follow-ups and for unrestricted commands).
+    authorized_tenants: Option<Vec<String>>,
     out: BatchOutput,
 }
 
@@ -109,6 +112,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             mi_terminations: 0,
             called_results: HashMap::new(),
             prefetched_activation: None,
+            authorized_tenants: None,
             out: BatchOutput { records, ..Default::default() },
         }
     }
@@ -353,6 +357,7 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
     /// [`Self::take_prefetched_activation`]).
     pub(crate) fn begin_command(&mut self, command: Command, prefetched: Option<Vec<i64>>) -> Record {
         self.prefetched_activation = prefetched;
+        self.authorized_tenants = command.authorized_tenants;
         self.source_position = 0;
         let record = self.append(Self::make(command.key, RecordType::Command, command.intent, command.value)).clone();
         self.source_position = record.position;
@@ -362,6 +367,15 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
     /// Ends the processing of a command from outside: the prefetched jobs are forgotten.
     pub(crate) fn end_command(&mut self) {
         self.prefetched_activation = None;
+        self.authorized_tenants = None;
+    }
+
+    /// Whether the command being processed may touch an entity of `tenant` (Zeebe 8.5's
+    /// processors check the command's authorized tenants the same way: an entity of another
+    /// tenant is "not found", e.g. `MultiTenantJobOperationsTest` in camunda/camunda's engine
+    /// tests). Always true for follow-up and internal commands.
+    pub(crate) fn may_access(&self, tenant: &str) -> bool {
+        self.authorized_tenants.as_ref().is_none_or(|ts| ts.iter().any(|t| crate::tables::same_tenant(t, tenant)))
     }
 
     /// The next follow-up command to process, oldest first; the records it leads to have it as

@@ -298,3 +298,50 @@ fn a_decision_is_evaluated_within_its_tenant() {
     let rejected = records.iter().find(|r| r.record_type == RecordType::CommandRejection).expect("rejected");
     assert_eq!(rejection(rejected), Some("Expected to evaluate decision 'dish', but no decision found for id 'dish'"));
 }
+
+/// A command from a client limited to some tenants (`Command::authorized_tenants`, Zeebe 8.5's
+/// authorized tenants) finds only their entities: another tenant's job, instance or incident is
+/// NOT_FOUND with the usual reason (camunda/camunda's `MultiTenantJobOperationsTest`:
+/// `shouldRejectCompletionIfTenantIsUnauthorized`, `...ResolvingIncidentWithUnauthorizedTenant`);
+/// the same command authorized for the entity's tenant, or unlimited, goes through.
+#[test]
+fn a_command_limited_to_other_tenants_finds_nothing() {
+    let mut c = Cluster::new();
+    c.deploy("one_task.bpmn", "tenant-a");
+    let created = c.create(1, "benchmark", "tenant-a", "{}");
+    let RecordValue::ProcessInstanceCreation(creation) = &created.value else { unreachable!() };
+    let instance = creation.process_instance_key;
+    let job = c
+        .partitions
+        .iter()
+        .flat_map(|p| &p.records)
+        .find(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Job(_)))
+        .expect("a job")
+        .key;
+    let as_tenants = |command: Command, tenants: &[&str]| Command {
+        authorized_tenants: Some(tenants.iter().map(|t| t.to_string()).collect()),
+        request_id: Some(1),
+        ..command
+    };
+    let answer = |records: Vec<Record>| records.into_iter().find(|r| r.record_type != RecordType::Command).expect("an answer");
+    let retries = |n| Command::new(job, Intent::UpdateRetries, RecordValue::Job(JobRecord { retries: n, ..Default::default() }));
+    let r = answer(c.submit(1, as_tenants(retries(5), &["tenant-b", "<default>"])));
+    assert_eq!(r.rejection.as_ref().map(|r| r.rejection_type), Some(waggle_protocol::RejectionType::NotFound));
+    assert_eq!(rejection(&r), Some(format!("Expected to update retries for job with key '{job}', but no such job was found").as_str()));
+    let r = answer(c.submit(1, as_tenants(retries(5), &["tenant-b", "tenant-a"])));
+    assert_eq!((r.intent, r.rejection.is_none()), (Intent::RetriesUpdated, true), "{r:?}");
+    // no limit (the scheduler, other partitions, authentication off): as before
+    let r = answer(c.submit(1, Command { request_id: Some(1), ..retries(6) }));
+    assert_eq!(r.intent, Intent::RetriesUpdated);
+
+    let cancel = || Command::new(instance, Intent::Cancel, RecordValue::ProcessInstance(ProcessInstanceRecord::default()));
+    let r = answer(c.submit(1, as_tenants(cancel(), &[])));
+    assert_eq!(
+        rejection(&r),
+        Some(format!("Expected to cancel a process instance with key '{instance}', but no such process was found").as_str())
+    );
+    // the instance still runs: the authorized tenant cancels it
+    let r = answer(c.submit(1, as_tenants(cancel(), &["tenant-a"])));
+    assert_eq!(r.record_type, RecordType::Event, "{r:?}");
+    c.check_replay();
+}

@@ -135,7 +135,21 @@ impl GatewayService {
     }
 
     async fn submit(&self, partition: PartitionId, key: i64, intent: Intent, value: RecordValue) -> Result<Record, Status> {
-        let record = self.broker.submit(partition, Command::new(key, intent, value)).await.map_err(status::broker)?;
+        self.submit_as(partition, key, intent, value, None).await
+    }
+
+    /// Submits a command acting only on entities of `tenants` (see [`Self::authorized_tenants`];
+    /// `None`: any): the engine rejects one on another tenant's entity NOT_FOUND.
+    async fn submit_as(
+        &self,
+        partition: PartitionId,
+        key: i64,
+        intent: Intent,
+        value: RecordValue,
+        tenants: Option<Vec<String>>,
+    ) -> Result<Record, Status> {
+        let command = Command { authorized_tenants: tenants, ..Command::new(key, intent, value) };
+        let record = self.broker.submit(partition, command).await.map_err(status::broker)?;
         if record.rejection.is_some() {
             return Err(status::rejection(&record));
         }
@@ -175,7 +189,14 @@ impl GatewayService {
     /// Updates a job's retries and timeout in one JOB UPDATE command (Camunda 8.8's, which the
     /// gRPC protocol lacks; REST's `PATCH /v2/jobs/{jobKey}`): `None` leaves an attribute as it
     /// is. The UPDATED record, or the rejection (every invalid part named) as a status.
-    pub async fn update_job(&self, job_key: i64, retries: Option<i32>, timeout: Option<i64>) -> Result<Record, Status> {
+    pub async fn update_job(
+        &self,
+        job_key: i64,
+        retries: Option<i32>,
+        timeout: Option<i64>,
+        caller: Option<&Caller>,
+    ) -> Result<Record, Status> {
+        let tenants = self.authorized_tenants(caller);
         self.measured("UpdateJob", async {
             let partition = self.partition_of(job_key, "UPDATE")?;
             let value = RecordValue::Job(JobRecord {
@@ -183,7 +204,7 @@ impl GatewayService {
                 timeout_ms: timeout.unwrap_or(JobRecord::UNCHANGED_TIMEOUT),
                 ..job_value(job_key)
             });
-            self.submit(partition, job_key, Intent::Update, value).await
+            self.submit_as(partition, job_key, Intent::Update, value, tenants).await
         })
         .await
     }
@@ -191,6 +212,14 @@ impl GatewayService {
     /// The tenant a request acts for (see [`tenancy::tenant_of`]).
     fn tenant(&self, caller: Option<&Caller>, rpc: &str, tenant_id: &str) -> Result<String, Status> {
         tenancy::tenant_of(self.config.multi_tenancy, caller, rpc, tenant_id)
+    }
+
+    /// The tenants a command by key from `caller` may touch (Zeebe 8.5's authorized tenants,
+    /// sent with the command): the caller's, with multi-tenancy and authentication on; `None`
+    /// (no limit) otherwise: without multi-tenancy everything is the default tenant's, and
+    /// without a caller authentication is off.
+    pub fn authorized_tenants(&self, caller: Option<&Caller>) -> Option<Vec<String>> {
+        caller.filter(|_| self.config.multi_tenancy).map(|c| c.tenants.clone())
     }
 
     /// Whether multi-tenancy is on (REST decides its tenant checks by it).
@@ -346,25 +375,27 @@ impl Gateway for GatewayService {
         &self,
         request: Request<pb::CancelProcessInstanceRequest>,
     ) -> Result<Response<pb::CancelProcessInstanceResponse>, Status> {
+        let tenants = self.authorized_tenants(request.extensions().get::<Caller>());
         let req = request.into_inner();
         self.measured("CancelProcessInstance", async {
             let key = req.process_instance_key;
             let partition = self.partition_of(key, "CANCEL")?;
             let value = RecordValue::ProcessInstance(ProcessInstanceRecord { process_instance_key: key, ..Default::default() });
-            self.submit(partition, key, Intent::Cancel, value).await?;
+            self.submit_as(partition, key, Intent::Cancel, value, tenants).await?;
             Ok(Response::new(pb::CancelProcessInstanceResponse {}))
         })
         .await
     }
 
     async fn complete_job(&self, request: Request<pb::CompleteJobRequest>) -> Result<Response<pb::CompleteJobResponse>, Status> {
+        let tenants = self.authorized_tenants(request.extensions().get::<Caller>());
         let req = request.into_inner();
         self.measured("CompleteJob", async {
             self.check_size(&req)?;
             status::check_variables("variables", &req.variables)?;
             let partition = self.partition_of(req.job_key, "COMPLETE")?;
             let value = RecordValue::Job(JobRecord { variables: (&req.variables).into(), ..job_value(req.job_key) });
-            self.submit(partition, req.job_key, Intent::Complete, value).await?;
+            self.submit_as(partition, req.job_key, Intent::Complete, value, tenants).await?;
             Ok(Response::new(pb::CompleteJobResponse {}))
         })
         .await
@@ -501,6 +532,7 @@ impl Gateway for GatewayService {
     }
 
     async fn fail_job(&self, request: Request<pb::FailJobRequest>) -> Result<Response<pb::FailJobResponse>, Status> {
+        let tenants = self.authorized_tenants(request.extensions().get::<Caller>());
         let req = request.into_inner();
         self.measured("FailJob", async {
             self.check_size(&req)?;
@@ -513,13 +545,14 @@ impl Gateway for GatewayService {
                 variables: (&req.variables).into(),
                 ..job_value(req.job_key)
             });
-            self.submit(partition, req.job_key, Intent::Fail, value).await?;
+            self.submit_as(partition, req.job_key, Intent::Fail, value, tenants).await?;
             Ok(Response::new(pb::FailJobResponse {}))
         })
         .await
     }
 
     async fn throw_error(&self, request: Request<pb::ThrowErrorRequest>) -> Result<Response<pb::ThrowErrorResponse>, Status> {
+        let tenants = self.authorized_tenants(request.extensions().get::<Caller>());
         let req = request.into_inner();
         self.measured("ThrowError", async {
             self.check_size(&req)?;
@@ -532,7 +565,7 @@ impl Gateway for GatewayService {
                 variables: (&req.variables).into(),
                 ..job_value(req.job_key)
             });
-            self.submit(partition, req.job_key, Intent::ThrowError, value).await?;
+            self.submit_as(partition, req.job_key, Intent::ThrowError, value, tenants).await?;
             Ok(Response::new(pb::ThrowErrorResponse {}))
         })
         .await
@@ -566,17 +599,19 @@ impl Gateway for GatewayService {
         &self,
         request: Request<pb::ResolveIncidentRequest>,
     ) -> Result<Response<pb::ResolveIncidentResponse>, Status> {
+        let tenants = self.authorized_tenants(request.extensions().get::<Caller>());
         let req = request.into_inner();
         self.measured("ResolveIncident", async {
             let partition = self.partition_of(req.incident_key, "RESOLVE")?;
             let value = RecordValue::Incident(IncidentRecord::default());
-            self.submit(partition, req.incident_key, Intent::Resolve, value).await?;
+            self.submit_as(partition, req.incident_key, Intent::Resolve, value, tenants).await?;
             Ok(Response::new(pb::ResolveIncidentResponse {}))
         })
         .await
     }
 
     async fn set_variables(&self, request: Request<pb::SetVariablesRequest>) -> Result<Response<pb::SetVariablesResponse>, Status> {
+        let tenants = self.authorized_tenants(request.extensions().get::<Caller>());
         let req = request.into_inner();
         self.measured("SetVariables", async {
             self.check_size(&req)?;
@@ -590,7 +625,7 @@ impl Gateway for GatewayService {
                 update_semantics: if req.local { UpdateSemantics::Local } else { UpdateSemantics::Propagate },
                 variables: req.variables.clone(),
             });
-            let record = self.submit(partition, -1, Intent::Update, value).await?;
+            let record = self.submit_as(partition, -1, Intent::Update, value, tenants).await?;
             Ok(Response::new(pb::SetVariablesResponse { key: record.key }))
         })
         .await
@@ -604,11 +639,12 @@ impl Gateway for GatewayService {
         &self,
         request: Request<pb::UpdateJobRetriesRequest>,
     ) -> Result<Response<pb::UpdateJobRetriesResponse>, Status> {
+        let tenants = self.authorized_tenants(request.extensions().get::<Caller>());
         let req = request.into_inner();
         self.measured("UpdateJobRetries", async {
             let partition = self.partition_of(req.job_key, "UPDATE_RETRIES")?;
             let value = RecordValue::Job(JobRecord { retries: req.retries, ..job_value(req.job_key) });
-            self.submit(partition, req.job_key, Intent::UpdateRetries, value).await?;
+            self.submit_as(partition, req.job_key, Intent::UpdateRetries, value, tenants).await?;
             Ok(Response::new(pb::UpdateJobRetriesResponse {}))
         })
         .await
@@ -618,11 +654,12 @@ impl Gateway for GatewayService {
         &self,
         request: Request<pb::UpdateJobTimeoutRequest>,
     ) -> Result<Response<pb::UpdateJobTimeoutResponse>, Status> {
+        let tenants = self.authorized_tenants(request.extensions().get::<Caller>());
         let req = request.into_inner();
         self.measured("UpdateJobTimeout", async {
             let partition = self.partition_of(req.job_key, "UPDATE_TIMEOUT")?;
             let value = RecordValue::Job(JobRecord { timeout_ms: req.timeout, ..job_value(req.job_key) });
-            self.submit(partition, req.job_key, Intent::UpdateTimeout, value).await?;
+            self.submit_as(partition, req.job_key, Intent::UpdateTimeout, value, tenants).await?;
             Ok(Response::new(pb::UpdateJobTimeoutResponse {}))
         })
         .await
@@ -632,6 +669,7 @@ impl Gateway for GatewayService {
         &self,
         request: Request<pb::ModifyProcessInstanceRequest>,
     ) -> Result<Response<pb::ModifyProcessInstanceResponse>, Status> {
+        let tenants = self.authorized_tenants(request.extensions().get::<Caller>());
         let req = request.into_inner();
         self.measured("ModifyProcessInstance", async {
             self.check_size(&req)?;
@@ -652,7 +690,7 @@ impl Gateway for GatewayService {
             }
             value.terminate_instructions = req.terminate_instructions.iter().map(|t| t.element_instance_key).collect();
             let partition = self.partition_of(key, "MODIFY")?;
-            self.submit(partition, key, Intent::Modify, RecordValue::ProcessInstanceModification(value)).await?;
+            self.submit_as(partition, key, Intent::Modify, RecordValue::ProcessInstanceModification(value), tenants).await?;
             Ok(Response::new(pb::ModifyProcessInstanceResponse {}))
         })
         .await
@@ -662,6 +700,7 @@ impl Gateway for GatewayService {
         &self,
         request: Request<pb::MigrateProcessInstanceRequest>,
     ) -> Result<Response<pb::MigrateProcessInstanceResponse>, Status> {
+        let tenants = self.authorized_tenants(request.extensions().get::<Caller>());
         let req = request.into_inner();
         self.measured("MigrateProcessInstance", async {
             self.check_size(&req)?;
@@ -673,7 +712,7 @@ impl Gateway for GatewayService {
                 mapping_instructions: plan.mapping_instructions.into_iter().map(|m| (m.source_element_id, m.target_element_id)).collect(),
             };
             let partition = self.partition_of(key, "MIGRATE")?;
-            self.submit(partition, key, Intent::Migrate, RecordValue::ProcessInstanceMigration(value)).await?;
+            self.submit_as(partition, key, Intent::Migrate, RecordValue::ProcessInstanceMigration(value), tenants).await?;
             Ok(Response::new(pb::MigrateProcessInstanceResponse {}))
         })
         .await
@@ -683,13 +722,15 @@ impl Gateway for GatewayService {
     /// partition 1, which distributes the deletion to the others
     /// (https://docs.camunda.io/docs/apis-tools/zeebe-api/gateway-service/#deleteresource-rpc).
     async fn delete_resource(&self, request: Request<pb::DeleteResourceRequest>) -> Result<Response<pb::DeleteResourceResponse>, Status> {
+        let tenants = self.authorized_tenants(request.extensions().get::<Caller>());
         let req = request.into_inner();
         self.measured("DeleteResource", async {
             // the RPC names no tenant: with multi-tenancy on the resource is found in any
-            // tenant (docs/security.md: not yet limited to the caller's tenants)
+            // tenant the caller may use (its authorized tenants)
             let tenant_id = if self.config.multi_tenancy { String::new() } else { DEFAULT_TENANT.to_string() };
             let value = RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: req.resource_key, tenant_id });
-            let record = self.broker.deploy(Command::new(req.resource_key, Intent::Delete, value)).await.map_err(status::broker)?;
+            let command = Command { authorized_tenants: tenants, ..Command::new(req.resource_key, Intent::Delete, value) };
+            let record = self.broker.deploy(command).await.map_err(status::broker)?;
             if record.rejection.is_some() {
                 return Err(status::rejection(&record));
             }

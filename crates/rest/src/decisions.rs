@@ -20,7 +20,7 @@ use waggle_protocol::gateway::gateway_server::Gateway as _;
 use waggle_store::decisions;
 
 use crate::input::{self, parse};
-use crate::routes::{by_key, key, read, search, S};
+use crate::routes::{by_key, key, read, readable_tenants, search, CallerOf, S};
 use crate::{Problem, RestState};
 
 /// The decision routes: evaluation, and the searches and gets of decision definitions,
@@ -29,27 +29,48 @@ use crate::{Problem, RestState};
 pub fn routes() -> Router<Arc<RestState>> {
     Router::new()
         .route("/v2/decision-definitions/evaluation", post(evaluate))
-        .route("/v2/decision-definitions/search", post(|s: S, b: Bytes| search(s, &decisions::DECISION_DEFINITION, b)))
-        .route("/v2/decision-definitions/:key", get(|s: S, k: Path<String>| by_key(s, &decisions::DECISION_DEFINITION, k)))
-        .route("/v2/decision-definitions/:key/xml", get(|s: S, k: Path<String>| xml(s, k, true)))
-        .route("/v2/decision-requirements/search", post(|s: S, b: Bytes| search(s, &decisions::DECISION_REQUIREMENTS, b)))
-        .route("/v2/decision-requirements/:key", get(|s: S, k: Path<String>| by_key(s, &decisions::DECISION_REQUIREMENTS, k)))
-        .route("/v2/decision-requirements/:key/xml", get(|s: S, k: Path<String>| xml(s, k, false)))
-        .route("/v2/decision-instances/search", post(|s: S, b: Bytes| search(s, &decisions::DECISION_INSTANCE, b)))
+        .route("/v2/decision-definitions/search", post(|s: S, c: CallerOf, b: Bytes| search(s, c, &decisions::DECISION_DEFINITION, b)))
+        .route("/v2/decision-definitions/:key", get(|s: S, c: CallerOf, k: Path<String>| by_key(s, c, &decisions::DECISION_DEFINITION, k)))
+        .route("/v2/decision-definitions/:key/xml", get(|s: S, c: CallerOf, k: Path<String>| xml(s, c, k, true)))
+        .route("/v2/decision-requirements/search", post(|s: S, c: CallerOf, b: Bytes| search(s, c, &decisions::DECISION_REQUIREMENTS, b)))
+        .route(
+            "/v2/decision-requirements/:key",
+            get(|s: S, c: CallerOf, k: Path<String>| by_key(s, c, &decisions::DECISION_REQUIREMENTS, k)),
+        )
+        .route("/v2/decision-requirements/:key/xml", get(|s: S, c: CallerOf, k: Path<String>| xml(s, c, k, false)))
+        .route("/v2/decision-instances/search", post(|s: S, c: CallerOf, b: Bytes| search(s, c, &decisions::DECISION_INSTANCE, b)))
         .route("/v2/decision-instances/:key", get(instance))
 }
 
 /// `GET /v2/decision-instances/{decisionEvaluationInstanceKey}`: 8.8's
 /// `DecisionInstanceGetQueryResult` (with evaluated inputs and matched rules).
-async fn instance(State(state): S, Path(id): Path<String>) -> Result<Response, Problem> {
-    let result = read(&state, move |c| decisions::get_instance(c, &id)).await?;
+/// Another tenant's (multi-tenancy) is 404, as a missing one.
+async fn instance(State(state): S, caller: CallerOf, Path(id): Path<String>) -> Result<Response, Problem> {
+    let tenants = readable_tenants(&state, caller);
+    let result = read(&state, move |c| {
+        let found = decisions::get_instance(c, &id)?;
+        let tenant = found["tenantId"].as_str().unwrap_or(waggle_protocol::DEFAULT_TENANT);
+        match tenants {
+            Some(ts) if !ts.iter().any(|t| t == tenant) => {
+                Err(waggle_store::StoreError::NotFound(format!("decision instance with key {id}")))
+            }
+            _ => Ok(found),
+        }
+    })
+    .await?;
     Ok(Json(result).into_response())
 }
 
 /// The DMN XML of a decision definition's requirements or of decision requirements.
-async fn xml(State(state): S, Path(text): Path<String>, by_definition: bool) -> Result<Response, Problem> {
+async fn xml(State(state): S, caller: CallerOf, Path(text): Path<String>, by_definition: bool) -> Result<Response, Problem> {
     let k = key(&text)?;
-    let xml = read(&state, move |c| decisions::xml(c, k, by_definition)).await?;
+    let tenants = readable_tenants(&state, caller);
+    let xml = read(&state, move |c| {
+        let entity = if by_definition { &decisions::DECISION_DEFINITION } else { &decisions::DECISION_REQUIREMENTS };
+        waggle_store::query::get_in(c, entity, k, tenants.as_deref())?;
+        decisions::xml(c, k, by_definition)
+    })
+    .await?;
     Ok(([(header::CONTENT_TYPE, "text/xml")], xml).into_response())
 }
 

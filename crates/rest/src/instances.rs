@@ -43,10 +43,15 @@ struct OperationOnly {
 }
 
 /// `POST /v2/incidents/{incidentKey}/resolution`: 204.
-async fn resolve_incident(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+async fn resolve_incident(
+    State(state): S,
+    Path(text): Path<String>,
+    caller: Option<axum::Extension<waggle_gateway::Caller>>,
+    bytes: Bytes,
+) -> Answer {
     let incident_key = path_key(&text)?;
     parse::<OperationOnly>(&bytes, true)?;
-    state.gateway.resolve_incident(tonic::Request::new(pb::ResolveIncidentRequest { incident_key })).await?;
+    state.gateway.resolve_incident(input::grpc(caller, pb::ResolveIncidentRequest { incident_key })).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -60,7 +65,12 @@ struct SetVariables {
 }
 
 /// `PUT /v2/element-instances/{elementInstanceKey}/variables`: 204; `variables` is required.
-async fn set_variables(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+async fn set_variables(
+    State(state): S,
+    Path(text): Path<String>,
+    caller: Option<axum::Extension<waggle_gateway::Caller>>,
+    bytes: Bytes,
+) -> Answer {
     let element_instance_key = path_key(&text)?;
     let req: SetVariables = parse(&bytes, false)?;
     let request = pb::SetVariablesRequest {
@@ -68,7 +78,7 @@ async fn set_variables(State(state): S, Path(text): Path<String>, bytes: Bytes) 
         variables: input::variables(&Some(req.variables)),
         local: req.local.unwrap_or(false),
     };
-    state.gateway.set_variables(tonic::Request::new(request)).await?;
+    state.gateway.set_variables(input::grpc(caller, request)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -118,7 +128,12 @@ fn ancestor(v: Option<Value>) -> Result<i64, Problem> {
 }
 
 /// `POST /v2/process-instances/{processInstanceKey}/modification`: 204.
-async fn modify(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+async fn modify(
+    State(state): S,
+    Path(text): Path<String>,
+    caller: Option<axum::Extension<waggle_gateway::Caller>>,
+    bytes: Bytes,
+) -> Answer {
     let process_instance_key = path_key(&text)?;
     let req: Modification = parse(&bytes, false)?;
     let mut activate_instructions = Vec::new();
@@ -142,7 +157,7 @@ async fn modify(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answ
         .map(|t| pb::modify_process_instance_request::TerminateInstruction { element_instance_key: t.element_instance_key })
         .collect();
     let request = pb::ModifyProcessInstanceRequest { process_instance_key, activate_instructions, terminate_instructions };
-    state.gateway.modify_process_instance(tonic::Request::new(request)).await?;
+    state.gateway.modify_process_instance(input::grpc(caller, request)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -164,7 +179,12 @@ struct Mapping {
 }
 
 /// `POST /v2/process-instances/{processInstanceKey}/migration`: 204.
-async fn migrate(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+async fn migrate(
+    State(state): S,
+    Path(text): Path<String>,
+    caller: Option<axum::Extension<waggle_gateway::Caller>>,
+    bytes: Bytes,
+) -> Answer {
     let process_instance_key = path_key(&text)?;
     let req: Migration = parse(&bytes, false)?;
     let plan = pb::migrate_process_instance_request::MigrationPlan {
@@ -179,15 +199,20 @@ async fn migrate(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Ans
             .collect(),
     };
     let request = pb::MigrateProcessInstanceRequest { process_instance_key, migration_plan: Some(plan) };
-    state.gateway.migrate_process_instance(tonic::Request::new(request)).await?;
+    state.gateway.migrate_process_instance(input::grpc(caller, request)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `POST /v2/resources/{resourceKey}/deletion`: 200 with an empty body ("The resource is
 /// deleted.") once the deletion is committed.
-async fn delete_resource(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+async fn delete_resource(
+    State(state): S,
+    Path(text): Path<String>,
+    caller: Option<axum::Extension<waggle_gateway::Caller>>,
+    bytes: Bytes,
+) -> Answer {
     let resource_key = path_key(&text)?;
     parse::<OperationOnly>(&bytes, true)?;
-    state.gateway.delete_resource(tonic::Request::new(pb::DeleteResourceRequest { resource_key })).await?;
+    state.gateway.delete_resource(input::grpc(caller, pb::DeleteResourceRequest { resource_key })).await?;
     Ok(StatusCode::OK.into_response())
 }

@@ -108,14 +108,19 @@ struct Completion {
 }
 
 /// `POST /v2/jobs/{jobKey}/completion`: 204.
-async fn complete(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+async fn complete(
+    State(state): S,
+    Path(text): Path<String>,
+    caller: Option<axum::Extension<waggle_gateway::Caller>>,
+    bytes: Bytes,
+) -> Answer {
     let job_key = path_key(&text)?;
     let req: Completion = parse(&bytes, true)?;
     if req.result.as_ref().is_some_and(|r| !r.is_null()) {
         return Err(Problem::bad_request("a job result (user task listeners, ad-hoc sub-processes) is not supported by Waggle"));
     }
     let variables = input::variables(&req.variables);
-    state.gateway.complete_job(tonic::Request::new(pb::CompleteJobRequest { job_key, variables })).await?;
+    state.gateway.complete_job(input::grpc(caller, pb::CompleteJobRequest { job_key, variables })).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -129,7 +134,7 @@ struct Failure {
 }
 
 /// `POST /v2/jobs/{jobKey}/failure`: 204; `retries` defaults to 0 (an incident), as in 8.8.
-async fn fail(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+async fn fail(State(state): S, Path(text): Path<String>, caller: Option<axum::Extension<waggle_gateway::Caller>>, bytes: Bytes) -> Answer {
     let job_key = path_key(&text)?;
     let req: Failure = parse(&bytes, true)?;
     let request = pb::FailJobRequest {
@@ -139,7 +144,7 @@ async fn fail(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer
         retry_back_off: req.retry_back_off.unwrap_or(0),
         variables: input::variables(&req.variables),
     };
-    state.gateway.fail_job(tonic::Request::new(request)).await?;
+    state.gateway.fail_job(input::grpc(caller, request)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -152,7 +157,12 @@ struct JobError {
 }
 
 /// `POST /v2/jobs/{jobKey}/error`: 204; `errorCode` is required.
-async fn throw_error(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+async fn throw_error(
+    State(state): S,
+    Path(text): Path<String>,
+    caller: Option<axum::Extension<waggle_gateway::Caller>>,
+    bytes: Bytes,
+) -> Answer {
     let job_key = path_key(&text)?;
     let req: JobError = parse(&bytes, false)?;
     if req.error_code.trim().is_empty() {
@@ -164,7 +174,7 @@ async fn throw_error(State(state): S, Path(text): Path<String>, bytes: Bytes) ->
         error_message: req.error_message.unwrap_or_default(),
         variables: input::variables(&req.variables),
     };
-    state.gateway.throw_error(tonic::Request::new(request)).await?;
+    state.gateway.throw_error(input::grpc(caller, request)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -185,7 +195,12 @@ struct Changeset {
 /// `PATCH /v2/jobs/{jobKey}`: 204. The changeset's retries and timeout go to the engine as one
 /// JOB UPDATE command, as in 8.8: both change or neither, and a rejection names every invalid
 /// part (400). An empty changeset is a 400.
-async fn update(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+async fn update(
+    State(state): S,
+    Path(text): Path<String>,
+    caller: Option<axum::Extension<waggle_gateway::Caller>>,
+    bytes: Bytes,
+) -> Answer {
     let job_key = path_key(&text)?;
     let req: Update = parse(&bytes, false)?;
     let _ = req.operation_reference;
@@ -197,6 +212,7 @@ async fn update(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answ
     if retries == Some(JobRecord::UNCHANGED_RETRIES) || timeout == Some(JobRecord::UNCHANGED_TIMEOUT) {
         return Err(Problem::bad_request("The changeset's retries or timeout is out of range"));
     }
-    state.gateway.update_job(job_key, retries, timeout).await?;
+    let caller = caller.map(|axum::Extension(c)| c);
+    state.gateway.update_job(job_key, retries, timeout, caller.as_ref()).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

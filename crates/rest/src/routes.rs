@@ -25,22 +25,22 @@ pub fn router(state: Arc<RestState>) -> Router {
     let router = Router::new()
         .route("/v2/topology", get(topology))
         .route("/v2/process-instances", post(create_process_instance))
-        .route("/v2/process-instances/search", post(|s: S, b: Bytes| search(s, &query::PROCESS_INSTANCE, b)))
-        .route("/v2/process-instances/:key", get(|s: S, k: Path<String>| by_key(s, &query::PROCESS_INSTANCE, k)))
+        .route("/v2/process-instances/search", post(|s: S, c: CallerOf, b: Bytes| search(s, c, &query::PROCESS_INSTANCE, b)))
+        .route("/v2/process-instances/:key", get(|s: S, c: CallerOf, k: Path<String>| by_key(s, c, &query::PROCESS_INSTANCE, k)))
         .route("/v2/process-instances/:key/cancellation", post(cancel_process_instance))
         .route("/v2/process-instances/:key/sequence-flows", get(sequence_flows))
-        .route("/v2/process-definitions/search", post(|s: S, b: Bytes| search(s, &query::PROCESS_DEFINITION, b)))
-        .route("/v2/process-definitions/:key", get(|s: S, k: Path<String>| by_key(s, &query::PROCESS_DEFINITION, k)))
+        .route("/v2/process-definitions/search", post(|s: S, c: CallerOf, b: Bytes| search(s, c, &query::PROCESS_DEFINITION, b)))
+        .route("/v2/process-definitions/:key", get(|s: S, c: CallerOf, k: Path<String>| by_key(s, c, &query::PROCESS_DEFINITION, k)))
         .route("/v2/process-definitions/:key/xml", get(process_definition_xml))
-        .route("/v2/element-instances/search", post(|s: S, b: Bytes| search(s, &query::ELEMENT_INSTANCE, b)))
-        .route("/v2/element-instances/:key", get(|s: S, k: Path<String>| by_key(s, &query::ELEMENT_INSTANCE, k)))
-        .route("/v2/variables/search", post(|s: S, b: Bytes| search(s, &query::VARIABLE, b)))
-        .route("/v2/variables/:key", get(|s: S, k: Path<String>| by_key(s, &query::VARIABLE, k)))
-        .route("/v2/incidents/search", post(|s: S, b: Bytes| search(s, &query::INCIDENT, b)))
-        .route("/v2/incidents/:key", get(|s: S, k: Path<String>| by_key(s, &query::INCIDENT, k)))
-        .route("/v2/jobs/search", post(|s: S, b: Bytes| search(s, &query::JOB, b)))
-        .route("/v2/user-tasks/search", post(|s: S, b: Bytes| search(s, &query::USER_TASK, b)))
-        .route("/v2/user-tasks/:key", get(|s: S, k: Path<String>| by_key(s, &query::USER_TASK, k)))
+        .route("/v2/element-instances/search", post(|s: S, c: CallerOf, b: Bytes| search(s, c, &query::ELEMENT_INSTANCE, b)))
+        .route("/v2/element-instances/:key", get(|s: S, c: CallerOf, k: Path<String>| by_key(s, c, &query::ELEMENT_INSTANCE, k)))
+        .route("/v2/variables/search", post(|s: S, c: CallerOf, b: Bytes| search(s, c, &query::VARIABLE, b)))
+        .route("/v2/variables/:key", get(|s: S, c: CallerOf, k: Path<String>| by_key(s, c, &query::VARIABLE, k)))
+        .route("/v2/incidents/search", post(|s: S, c: CallerOf, b: Bytes| search(s, c, &query::INCIDENT, b)))
+        .route("/v2/incidents/:key", get(|s: S, c: CallerOf, k: Path<String>| by_key(s, c, &query::INCIDENT, k)))
+        .route("/v2/jobs/search", post(|s: S, c: CallerOf, b: Bytes| search(s, c, &query::JOB, b)))
+        .route("/v2/user-tasks/search", post(|s: S, c: CallerOf, b: Bytes| search(s, c, &query::USER_TASK, b)))
+        .route("/v2/user-tasks/:key", get(|s: S, c: CallerOf, k: Path<String>| by_key(s, c, &query::USER_TASK, k)))
         .merge(crate::deployments::routes())
         .merge(crate::jobs::routes())
         .merge(crate::messages::routes())
@@ -77,29 +77,72 @@ pub(crate) async fn read<T: Send + 'static>(
         .map_err(Problem::from)
 }
 
-pub(crate) async fn search(State(state): S, entity: &'static Entity, bytes: Bytes) -> Answer {
+/// The request's authenticated caller, if any.
+pub(crate) type CallerOf = Option<axum::Extension<waggle_gateway::Caller>>;
+
+/// The tenants whose rows a read by `caller` may see: with multi-tenancy on, an authenticated
+/// caller's own (as the gateway limits its commands); `None` (all) otherwise.
+pub(crate) fn readable_tenants(state: &RestState, caller: CallerOf) -> Option<Vec<String>> {
+    state.gateway.authorized_tenants(caller.as_ref().map(|axum::Extension(c)| c))
+}
+
+/// Whether `key` of `entity` is one `tenants` may see (always when `None`); a missing one is
+/// not.
+pub(crate) fn visible(
+    c: &waggle_store::Connection,
+    entity: &Entity,
+    key: i64,
+    tenants: Option<&[String]>,
+) -> Result<bool, waggle_store::StoreError> {
+    if tenants.is_none() {
+        return Ok(true);
+    }
+    match query::get_in(c, entity, key, tenants) {
+        Ok(_) => Ok(true),
+        Err(waggle_store::StoreError::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// A search, over the rows of the tenants the caller may see.
+pub(crate) async fn search(State(state): S, caller: CallerOf, entity: &'static Entity, bytes: Bytes) -> Answer {
     let request = body(&bytes)?;
-    let result = read(&state, move |c| query::search(c, entity, &request)).await?;
+    let tenants = readable_tenants(&state, caller);
+    let result = read(&state, move |c| query::search_in(c, entity, &request, tenants.as_deref())).await?;
     Ok(Json(result).into_response())
 }
 
-pub(crate) async fn by_key(State(state): S, entity: &'static Entity, Path(text): Path<String>) -> Answer {
+/// A get by key: 404 for an entity of a tenant the caller may not see, as for an absent one.
+pub(crate) async fn by_key(State(state): S, caller: CallerOf, entity: &'static Entity, Path(text): Path<String>) -> Answer {
     let k = key(&text)?;
-    let result = read(&state, move |c| query::get(c, entity, k)).await?;
+    let tenants = readable_tenants(&state, caller);
+    let result = read(&state, move |c| query::get_in(c, entity, k, tenants.as_deref())).await?;
     Ok(Json(result).into_response())
 }
 
 /// `GET /v2/process-instances/{processInstanceKey}/sequence-flows`: the flows the instance took
 /// (`waggle_store::query::sequence_flows`); an unknown instance has none, as 8.8 answers.
-async fn sequence_flows(State(state): S, Path(text): Path<String>) -> Answer {
+/// Another tenant's instance has none either.
+async fn sequence_flows(State(state): S, caller: CallerOf, Path(text): Path<String>) -> Answer {
     let k = key(&text)?;
-    let result = read(&state, move |c| query::sequence_flows(c, k)).await?;
+    let tenants = readable_tenants(&state, caller);
+    let result = read(&state, move |c| {
+        // key 0 is no instance's
+        let k = if visible(c, &query::PROCESS_INSTANCE, k, tenants.as_deref())? { k } else { 0 };
+        query::sequence_flows(c, k)
+    })
+    .await?;
     Ok(Json(result).into_response())
 }
 
-async fn process_definition_xml(State(state): S, Path(text): Path<String>) -> Answer {
+async fn process_definition_xml(State(state): S, caller: CallerOf, Path(text): Path<String>) -> Answer {
     let k = key(&text)?;
-    let xml = read(&state, move |c| query::process_definition_xml(c, k)).await?;
+    let tenants = readable_tenants(&state, caller);
+    let xml = read(&state, move |c| {
+        query::get_in(c, &query::PROCESS_DEFINITION, k, tenants.as_deref())?;
+        query::process_definition_xml(c, k)
+    })
+    .await?;
     Ok(([(header::CONTENT_TYPE, "text/xml")], xml).into_response())
 }
 
@@ -226,9 +269,14 @@ async fn create_process_instance(State(state): S, caller: Option<axum::Extension
 }
 
 /// `POST /v2/process-instances/{key}/cancellation`: 204 once the cancellation is committed.
-async fn cancel_process_instance(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+async fn cancel_process_instance(
+    State(state): S,
+    Path(text): Path<String>,
+    caller: Option<axum::Extension<waggle_gateway::Caller>>,
+    bytes: Bytes,
+) -> Answer {
     let k = key(&text)?;
     body(&bytes)?;
-    state.gateway.cancel_process_instance(tonic::Request::new(pb::CancelProcessInstanceRequest { process_instance_key: k })).await?;
+    state.gateway.cancel_process_instance(input::grpc(caller, pb::CancelProcessInstanceRequest { process_instance_key: k })).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -10,9 +10,9 @@ use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use waggle_store::statistics;
+use waggle_store::{query, statistics};
 
-use crate::routes::{body, key, read, Answer, S};
+use crate::routes::{body, key, read, readable_tenants, visible, Answer, CallerOf, S};
 use crate::RestState;
 
 /// The statistics routes.
@@ -22,15 +22,28 @@ pub fn routes() -> Router<Arc<RestState>> {
         .route("/v2/process-instances/:key/statistics/element-instances", get(of_instance))
 }
 
-async fn of_definition(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+// another tenant's definition or instance (multi-tenancy) is answered as one that does not
+// exist (key 0 is nobody's)
+
+async fn of_definition(State(state): S, caller: CallerOf, Path(text): Path<String>, bytes: Bytes) -> Answer {
     let k = key(&text)?;
     let request = body(&bytes)?;
-    let result = read(&state, move |c| statistics::process_definition(c, k, &request)).await?;
+    let tenants = readable_tenants(&state, caller);
+    let result = read(&state, move |c| {
+        let k = if visible(c, &query::PROCESS_DEFINITION, k, tenants.as_deref())? { k } else { 0 };
+        statistics::process_definition(c, k, &request)
+    })
+    .await?;
     Ok(Json(result).into_response())
 }
 
-async fn of_instance(State(state): S, Path(text): Path<String>) -> Answer {
+async fn of_instance(State(state): S, caller: CallerOf, Path(text): Path<String>) -> Answer {
     let k = key(&text)?;
-    let result = read(&state, move |c| statistics::process_instance(c, k)).await?;
+    let tenants = readable_tenants(&state, caller);
+    let result = read(&state, move |c| {
+        let k = if visible(c, &query::PROCESS_INSTANCE, k, tenants.as_deref())? { k } else { 0 };
+        statistics::process_instance(c, k)
+    })
+    .await?;
     Ok(Json(result).into_response())
 }

@@ -16,6 +16,7 @@ use axum::routing::{delete, patch, post};
 use axum::Router;
 use bytes::Bytes;
 use serde_json::Value;
+use waggle_gateway::Caller;
 use waggle_protocol::value::UserTaskRecord;
 use waggle_protocol::Intent;
 
@@ -46,13 +47,19 @@ fn object(bytes: &Bytes) -> Result<Value, Problem> {
     }
 }
 
-async fn submit(state: &RestState, key: i64, intent: Intent, value: UserTaskRecord) -> Answer {
-    state.gateway.user_task_command(key, intent, value).await?;
+/// `caller`: the request's; a task of a tenant it may not use is a 404, as an unknown one.
+async fn submit(state: &RestState, caller: Option<Caller>, key: i64, intent: Intent, value: UserTaskRecord) -> Answer {
+    state.gateway.user_task_command(key, intent, value, caller.as_ref()).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// `POST …/user-tasks/{key}/completion`.
-async fn complete(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+async fn complete(
+    State(state): S,
+    Path(text): Path<String>,
+    caller: Option<axum::Extension<waggle_gateway::Caller>>,
+    bytes: Bytes,
+) -> Answer {
     let k = key(&text)?;
     let req = object(&bytes)?;
     let variables = match req.get("variables") {
@@ -61,11 +68,17 @@ async fn complete(State(state): S, Path(text): Path<String>, bytes: Bytes) -> An
         Some(_) => return Err(Problem::bad_request("variables must be an object")),
     };
     let action = opt_str(&req, "action")?.unwrap_or_default().to_owned();
-    submit(&state, k, Intent::Complete, UserTaskRecord { variables, action, ..Default::default() }).await
+    submit(&state, caller.map(|axum::Extension(c)| c), k, Intent::Complete, UserTaskRecord { variables, action, ..Default::default() })
+        .await
 }
 
 /// `POST …/user-tasks/{key}/assignment`: ASSIGN, or CLAIM when `allowOverride` is false.
-async fn assign(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+async fn assign(
+    State(state): S,
+    Path(text): Path<String>,
+    caller: Option<axum::Extension<waggle_gateway::Caller>>,
+    bytes: Bytes,
+) -> Answer {
     let k = key(&text)?;
     let req = object(&bytes)?;
     let assignee = opt_str(&req, "assignee")?.filter(|a| !a.is_empty()).ok_or_else(|| Problem::bad_request("No assignee provided."))?;
@@ -76,18 +89,37 @@ async fn assign(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answ
     };
     let action = opt_str(&req, "action")?.unwrap_or_default().to_owned();
     let intent = if allow_override { Intent::Assign } else { Intent::Claim };
-    submit(&state, k, intent, UserTaskRecord { assignee: assignee.to_owned(), action, ..Default::default() }).await
+    submit(
+        &state,
+        caller.map(|axum::Extension(c)| c),
+        k,
+        intent,
+        UserTaskRecord { assignee: assignee.to_owned(), action, ..Default::default() },
+    )
+    .await
 }
 
 /// `DELETE …/user-tasks/{key}/assignee`: ASSIGN to nobody, action `unassign`.
-async fn unassign(State(state): S, Path(text): Path<String>) -> Answer {
+async fn unassign(State(state): S, Path(text): Path<String>, caller: Option<axum::Extension<waggle_gateway::Caller>>) -> Answer {
     let k = key(&text)?;
-    submit(&state, k, Intent::Assign, UserTaskRecord { action: "unassign".into(), ..Default::default() }).await
+    submit(
+        &state,
+        caller.map(|axum::Extension(c)| c),
+        k,
+        Intent::Assign,
+        UserTaskRecord { action: "unassign".into(), ..Default::default() },
+    )
+    .await
 }
 
 /// `PATCH …/user-tasks/{key}`: the changeset's attributes that are present (null: unchanged;
 /// an empty date or list clears it).
-async fn update(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answer {
+async fn update(
+    State(state): S,
+    Path(text): Path<String>,
+    caller: Option<axum::Extension<waggle_gateway::Caller>>,
+    bytes: Bytes,
+) -> Answer {
     let k = key(&text)?;
     let req = object(&bytes)?;
     let action = opt_str(&req, "action")?.unwrap_or_default().to_owned();
@@ -133,7 +165,7 @@ async fn update(State(state): S, Path(text): Path<String>, bytes: Bytes) -> Answ
             "No update data provided. Provide at least an \"action\" or a non-null value for a supported attribute in the \"changeset\".",
         ));
     }
-    submit(&state, k, Intent::Update, value).await
+    submit(&state, caller.map(|axum::Extension(c)| c), k, Intent::Update, value).await
 }
 
 /// An RFC 3339 date-time (`2023-11-11T10:10:10+01:00`, `…Z`, with or without a fraction).

@@ -612,6 +612,30 @@ pub(crate) fn item(entity: &Entity, row: Vec<Sql>) -> Value {
 
 /// Runs a search request (`{filter, sort, page}`) on an entity.
 pub fn search(conn: &Connection, entity: &Entity, request: &Value) -> Result<Value, StoreError> {
+    search_in(conn, entity, request, None)
+}
+
+/// The tenants whose rows a read may return (multi-tenancy: the caller's); `None`: every
+/// tenant's.
+pub type Tenants<'a> = Option<&'a [String]>;
+
+/// Limits `clause` (a `WHERE ...` or empty) to rows of `tenants` (of the entity's `tenantId`
+/// field; an entity without one is not limited), appending the tenants to `args`.
+fn within_tenants(entity: &Entity, tenants: Tenants<'_>, clause: &mut String, args: &mut Vec<Sql>) {
+    let (Some(tenants), Some(field)) = (tenants, entity.fields.iter().find(|f| f.api == "tenantId")) else { return };
+    let cond = if tenants.is_empty() {
+        "1 = 0".to_owned()
+    } else {
+        args.extend(tenants.iter().map(|t| Sql::Text(t.clone())));
+        format!("{} IN ({})", field.sql, vec!["?"; tenants.len()].join(", "))
+    };
+    clause.push_str(if clause.is_empty() { " WHERE " } else { " AND " });
+    clause.push_str(&cond);
+}
+
+/// [`search`] over the rows of `tenants` only (Camunda 8.8's searches with multi-tenancy on
+/// return only the authorized tenants' entities).
+pub fn search_in(conn: &Connection, entity: &Entity, request: &Value, tenants: Tenants<'_>) -> Result<Value, StoreError> {
     let obj = match request {
         Value::Null => Map::new(),
         Value::Object(o) => o.clone(),
@@ -622,7 +646,8 @@ pub fn search(conn: &Connection, entity: &Entity, request: &Value) -> Result<Val
             return Err(invalid(format!("unknown request field '{k}' (expected filter, sort, page)")));
         }
     }
-    let (clause, args) = where_clause(entity, obj.get("filter"), &[])?;
+    let (mut clause, mut args) = where_clause(entity, obj.get("filter"), &[])?;
+    within_tenants(entity, tenants, &mut clause, &mut args);
     let terms = order_terms(entity, obj.get("sort"))?;
     let dialect = conn.dialect();
     let (start, limit) = page(obj.get("page"))?;
@@ -669,8 +694,15 @@ pub fn search(conn: &Connection, entity: &Entity, request: &Value) -> Result<Val
 
 /// One entity by its key (`NotFound` if absent).
 pub fn get(conn: &Connection, entity: &Entity, key: i64) -> Result<Value, StoreError> {
+    get_in(conn, entity, key, None)
+}
+
+/// [`get`], an entity of a tenant not in `tenants` being `NotFound` as an absent one.
+pub fn get_in(conn: &Connection, entity: &Entity, key: i64, tenants: Tenants<'_>) -> Result<Value, StoreError> {
     let columns = entity.fields.iter().map(|f| f.sql).collect::<Vec<_>>().join(", ");
-    match conn.query_row(&format!("SELECT {columns} FROM {} t WHERE {} = ?1", entity.table, entity.key), &[Sql::Integer(key)])? {
+    let (mut clause, mut args) = (format!(" WHERE {} = ?", entity.key), vec![Sql::Integer(key)]);
+    within_tenants(entity, tenants, &mut clause, &mut args);
+    match conn.query_row(&format!("SELECT {columns} FROM {} t{clause}", entity.table), &args)? {
         Some(row) => Ok(item(entity, row)),
         None => Err(StoreError::NotFound(format!("{} with key {key}", entity.name))),
     }

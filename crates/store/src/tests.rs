@@ -193,6 +193,33 @@ fn filters_sort_and_pages() {
     assert!(matches!(query::get(&conn, pi, 999), Err(crate::StoreError::NotFound(_))));
 }
 
+/// Multi-tenancy: a search over some tenants counts and pages their rows only, and a get by key
+/// of another tenant's entity is `NotFound` (the records above are the default tenant's).
+#[test]
+fn searches_and_gets_within_tenants() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    export(&path, &records(), 0);
+    let conn = crate::open(&path).unwrap();
+    let pi = &query::PROCESS_INSTANCE;
+    let default = ["<default>".to_string()];
+    let others = ["tenant-a".to_string(), "tenant-b".to_string()];
+    let mine = query::search_in(&conn, pi, &json!({"page": {"limit": 2}}), Some(&default)).unwrap();
+    assert_eq!((keys(&mine, "processInstanceKey"), mine["page"]["totalItems"].clone()), (vec!["100".into(), "200".into()], json!(3)));
+    let next = query::search_in(&conn, pi, &json!({"page": {"limit": 2, "after": mine["page"]["endCursor"]}}), Some(&default)).unwrap();
+    assert_eq!(keys(&next, "processInstanceKey"), ["300"]);
+    let nobody: &[String] = &[];
+    for tenants in [&others[..], nobody] {
+        let none = query::search_in(&conn, pi, &json!({"filter": {"state": "ACTIVE"}}), Some(tenants)).unwrap();
+        assert_eq!((none["items"].clone(), none["page"]["totalItems"].clone()), (json!([]), json!(0)), "{tenants:?}");
+        let none = query::search_in(&conn, &query::VARIABLE, &Value::Null, Some(tenants)).unwrap();
+        assert_eq!(none["items"], json!([]));
+        assert!(matches!(query::get_in(&conn, pi, 300, Some(tenants)), Err(crate::StoreError::NotFound(_))));
+    }
+    assert_eq!(query::get_in(&conn, pi, 300, Some(&default)).unwrap()["tenantId"], "<default>");
+    assert_eq!(query::get_in(&conn, &query::PROCESS_DEFINITION, 10, None).unwrap()["processDefinitionKey"], "10");
+}
+
 #[test]
 fn malformed_requests_are_invalid() {
     let dir = tempfile::tempdir().unwrap();

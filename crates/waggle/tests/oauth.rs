@@ -457,3 +457,89 @@ async fn a_worker_authorised_for_tenant_a_never_receives_tenant_bs_jobs() {
     }
     assert_eq!(got, ["tenant-b"], "tenant B's job was waiting for tenant B's worker");
 }
+
+/// zbctl (plaintext, `--insecure`) with `client`'s OAuth flags.
+fn zbctl_insecure(node: &Node, client: &str, secret: &str, args: &[&str]) -> Result<String, String> {
+    let bin = peers().join("bin/zbctl");
+    assert!(bin.exists(), "{} missing: run scripts/install-clients.sh", bin.display());
+    let home = tempfile::tempdir().expect("tempdir");
+    let token_url = keycloak().token_url("waggle");
+    let mut command = Command::new(bin);
+    command.env("HOME", home.path()).env("ZEEBE_CLIENT_CONFIG_PATH", home.path().join("credentials"));
+    command.args(["--insecure", "--address", &node.address()]);
+    command.args(["--clientId", client, "--clientSecret", secret, "--audience", AUDIENCE, "--authzUrl", &token_url]).args(args);
+    let output = run_with_timeout(&mut command, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    match output.status.success() {
+        true => Ok(stdout),
+        false => Err(format!("{}{stdout}", String::from_utf8_lossy(&output.stderr))),
+    }
+}
+
+/// Commands by key carry the caller's tenants (issue 29): zbctl with tenant B's Keycloak
+/// client gets NOT_FOUND, with Zeebe's usual reason, completing, failing or updating tenant A's
+/// job and cancelling or setting variables on tenant A's instance, as if they did not exist
+/// (Zeebe 8.5's engine checks a command's authorized tenants); the REST API with tenant B's
+/// token finds none of tenant A's instances. zbctl with tenant A's client completes the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zbctl_of_tenant_b_gets_not_found_for_tenant_as_job_and_instance() {
+    use waggle_protocol::gateway as pb;
+    let kc = keycloak();
+    let node = start(&oidc_args("waggle", &["--multi-tenancy", "true"]));
+    let a = kc.token("waggle", "tenant-a", "tenant-a-secret");
+    let b = kc.token("waggle", "tenant-b", "tenant-b-secret");
+    let model = std::fs::read(client_models().join("one_task.bpmn")).expect("one_task.bpmn");
+    let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
+    let deploy = pb::DeployResourceRequest {
+        resources: vec![pb::Resource { name: "one_task.bpmn".into(), content: model }],
+        tenant_id: "tenant-a".into(),
+    };
+    client.deploy_resource(with_token(deploy, &a)).await.expect("deploy to tenant A");
+    let create = pb::CreateProcessInstanceRequest {
+        bpmn_process_id: "benchmark".into(),
+        version: -1,
+        tenant_id: "tenant-a".into(),
+        ..Default::default()
+    };
+    let instance = client.create_process_instance(with_token(create, &a)).await.expect("create").into_inner().process_instance_key;
+    let activate = pb::ActivateJobsRequest {
+        r#type: "benchmark-task".into(),
+        worker: "w".into(),
+        timeout: 60_000,
+        max_jobs_to_activate: 1,
+        request_timeout: 5_000,
+        tenant_ids: vec!["tenant-a".into()],
+        ..Default::default()
+    };
+    let mut stream = client.activate_jobs(with_token(activate, &a)).await.expect("activate").into_inner();
+    let job = stream.message().await.unwrap().expect("a batch").jobs[0].key.to_string();
+    let instance = instance.to_string();
+    for (args, says) in [
+        (vec!["complete", "job", &job], format!("Expected to complete job with key '{job}', but no such job was found")),
+        (vec!["fail", "job", &job, "--retries", "0"], format!("Expected to fail job with key '{job}', but no such job was found")),
+        (
+            vec!["update", "retries", &job, "--retries", "5"],
+            format!("Expected to update retries for job with key '{job}', but no such job was found"),
+        ),
+        (
+            vec!["cancel", "instance", &instance],
+            format!("Expected to cancel a process instance with key '{instance}', but no such process was found"),
+        ),
+        (
+            vec!["set", "variables", &instance, "--variables", r#"{"x":1}"#],
+            format!("Expected to update variables for element with key '{instance}', but no such element was found"),
+        ),
+    ] {
+        let refused = zbctl_insecure(&node, "tenant-b", "tenant-b-secret", &args).expect_err("tenant B's zbctl refused");
+        assert!(refused.contains("NotFound") && refused.contains(&says), "zbctl {args:?}: {refused}");
+    }
+    // REST: tenant B's token sees none of tenant A's instances, nor the one by key
+    let (status, _, body) = rest_get(&node, &format!("/v2/process-instances/{instance}"), Some(&format!("Bearer {b}")));
+    assert_eq!(status, 404, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rest_get(&node, &format!("/v2/process-instances/{instance}"), Some(&format!("Bearer {a}"))).0 != 200 {
+        assert!(Instant::now() < deadline, "tenant A never found its instance over REST");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    zbctl_insecure(&node, "tenant-a", "tenant-a-secret", &["complete", "job", &job]).expect("tenant A's zbctl completes its job");
+}

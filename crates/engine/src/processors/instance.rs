@@ -151,7 +151,7 @@ const START_INSTRUCTION_TYPES: &str = "[PARALLEL_GATEWAY, USER_TASK, PROCESS, EV
 
 /// PROCESS_INSTANCE CANCEL: terminates the instance and everything in it.
 pub(crate) fn cancel(p: P, command: &Record, request: Option<RequestId>) {
-    let instance = p.view().element(command.key).filter(|e| e.record.flow_scope_key < 0);
+    let instance = p.view().element(command.key).filter(|e| e.record.flow_scope_key < 0 && p.may_access(&e.record.tenant_id));
     let Some(instance) = instance else {
         let reason = format!("Expected to cancel a process instance with key '{}', but no such process was found", command.key);
         return p.reject(command, request, RejectionType::NotFound, reason);
@@ -189,7 +189,7 @@ fn root_instance(p: P, record: &waggle_protocol::value::ProcessInstanceRecord) -
 /// VARIABLE_DOCUMENT UPDATE (SetVariables): local or propagated merge into an element's scope.
 pub(crate) fn set_variables(p: P, command: &Record, request: Option<RequestId>) {
     let RecordValue::VariableDocument(doc) = &command.value else { return };
-    if p.view().element(doc.scope_key).is_none() {
+    if !p.view().element(doc.scope_key).is_some_and(|e| p.may_access(&e.record.tenant_id)) {
         let reason = format!("Expected to update variables for element with key '{}', but no such element was found", doc.scope_key);
         return p.reject(command, request, RejectionType::NotFound, reason);
     }
@@ -213,7 +213,7 @@ pub(crate) fn set_variables(p: P, command: &Record, request: Option<RequestId>) 
 /// INCIDENT RESOLVE: marks the incident resolved and resumes where it stopped (a job incident
 /// makes the job activatable again once it has retries).
 pub(crate) fn resolve_incident(p: P, command: &Record, request: Option<RequestId>) {
-    let Some(incident) = p.view().incident(command.key) else {
+    let Some(incident) = p.view().incident(command.key).filter(|i| p.may_access(&i.tenant_id)) else {
         let reason = format!("Expected to resolve incident with key '{}', but no such incident was found", command.key);
         return p.reject(command, request, RejectionType::NotFound, reason);
     };

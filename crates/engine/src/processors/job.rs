@@ -34,7 +34,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         );
         return p.reject(command, request, RejectionType::InvalidArgument, reason);
     }
-    let Some(job) = p.view().job(command.key) else {
+    let Some(job) = p.view().job(command.key).filter(|j| p.may_access(&j.record.tenant_id)) else {
         let reason = format!("Expected to {verb} job with key '{}', but no such job was found", command.key);
         return p.reject(command, request, RejectionType::NotFound, reason);
     };

@@ -33,7 +33,7 @@ const SUPPORTED_TYPES: [&str; 5] = ["PROCESS", "SERVICE_TASK", "USER_TASK", "SUB
 pub(crate) fn migrate(p: P, command: &Record, request: Option<RequestId>) {
     let RecordValue::ProcessInstanceMigration(migration) = &command.value else { return };
     let key = migration.process_instance_key;
-    let Some(root) = p.view().element(key).filter(|e| e.record.flow_scope_key < 0) else {
+    let Some(root) = p.view().element(key).filter(|e| e.record.flow_scope_key < 0 && p.may_access(&e.record.tenant_id)) else {
         let reason = format!("Expected to migrate process instance but no process instance found with key '{key}'");
         return p.reject(command, request, RejectionType::NotFound, reason);
     };

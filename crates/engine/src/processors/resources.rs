@@ -216,7 +216,8 @@ pub(crate) fn delete(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
     // a resource of another tenant is one this tenant cannot see (Zeebe 8.5 looks the key up
     // within the command's tenant)
     // (no tenant: any; the gateway sends none with multi-tenancy on, the RPC naming none)
-    let mine = |tenant: &str| deletion.tenant_id.is_empty() || same_tenant(tenant, &deletion.tenant_id);
+    // and the caller's authorized tenants: another tenant's resource is not found
+    let mine = |tenant: &str| (deletion.tenant_id.is_empty() || same_tenant(tenant, &deletion.tenant_id)) && p.may_access(tenant);
     let process = p.view().process(key).filter(|r| mine(&r.tenant_id));
     let drg = if process.is_none() { p.view().drg(key).filter(|r| mine(&r.tenant_id)) } else { None };
     let form = if process.is_none() && drg.is_none() { p.view().form(key).filter(|r| mine(&r.tenant_id)) } else { None };

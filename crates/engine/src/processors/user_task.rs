@@ -29,7 +29,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         }
     };
     let key = command.key;
-    let Some(task) = p.view().user_task(key) else {
+    let Some(task) = p.view().user_task(key).filter(|t| p.may_access(&t.record.tenant_id)) else {
         let reason = format!("Expected to {verb} user task with key '{key}', but no such user task was found");
         return p.reject(command, request, RejectionType::NotFound, reason);
     };
