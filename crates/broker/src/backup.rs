@@ -3,9 +3,15 @@
 //! management API": `POST /actuator/backups`, `GET /actuator/backups[/{id}]`,
 //! `DELETE /actuator/backups/{id}`; its JSON is `BackupInfo` / `PartitionBackupInfo`).
 //!
-//! A partition's backup is a RocksDB checkpoint its partition thread takes between two batches
-//! (so it holds the state at exactly one applied index: the backup's `checkpointPosition`),
-//! then copied into the store off the partition thread. The log is not copied: every entry up
+//! A partition's backup starts as Zeebe's does, with a CHECKPOINT CREATE command (the backup
+//! id as its `checkpointId`) in the partition's log: CREATED if the id is greater than the
+//! partition's last checkpoint, IGNORED otherwise (then the partition's backup fails). Every
+//! replica applies it, so the last checkpoint survives a failover. Once the CREATED entry is
+//! applied, and before any later entry is, the leader's partition thread takes a RocksDB
+//! checkpoint (so it holds the state at exactly the checkpoint's entry, a point in the log all
+//! replicas agree on: the backup's `checkpointPosition`), then copied into the store off the
+//! partition thread. A backup id not greater than a led partition's last checkpoint is refused
+//! before anything is written ([`BackupError::CheckpointNotNewer`]). The log is not copied: every entry up
 //! to the position is in the checkpoint's state, and a restored partition's log starts after
 //! it. Each broker backs up the partitions it leads; a partition's files and its
 //! `partition.json` (state, position, the state's digest) are its own, so brokers sharing a
@@ -37,6 +43,9 @@ pub enum BackupError {
     NotConfigured,
     #[error("a backup with id {0} already exists, or one with a higher id was taken or deleted ({1}): backup ids must increase")]
     Conflict(u64, u64),
+    /// Zeebe's rule for a checkpoint: its id must be greater than the partition's last one.
+    #[error("backup id {id} is not greater than partition {partition}'s last checkpoint {last}: backup ids must increase")]
+    CheckpointNotNewer { id: u64, partition: PartitionId, last: i64 },
     #[error("no backup with id {0}")]
     NotFound(u64),
     #[error("backup {0} is not complete ({1})")]
@@ -306,8 +315,8 @@ pub(crate) struct PartitionJob {
     pub partition: PartitionId,
     /// Where the partition thread puts its checkpoint (the partition's folder, for hard links).
     pub scratch: PathBuf,
-    /// Asks the partition thread for the checkpoint.
-    pub ask: Box<dyn FnOnce(PathBuf, CheckpointReply) + Send>,
+    /// Asks the partition thread for the checkpoint (backup id, where, answer).
+    pub ask: Box<dyn FnOnce(u64, PathBuf, CheckpointReply) + Send>,
 }
 
 /// Where a partition thread answers a backup's checkpoint: the partition's Raft term, or why
@@ -412,7 +421,7 @@ pub(crate) fn run(store: &BackupStore, id: u64, pending: Vec<Pending>) {
 fn backup_partition(store: &BackupStore, id: u64, job: PartitionJob) -> Result<(crate::StateDigest, u64), String> {
     let (tx, rx) = mpsc::channel();
     let scratch = job.scratch;
-    (job.ask)(scratch.clone(), tx);
+    (job.ask)(id, scratch.clone(), tx);
     let answer = rx.recv_timeout(CHECKPOINT_WAIT).map_err(|_| "the partition did not take its checkpoint".to_string())?;
     let done = answer.and_then(|term| {
         store.upload_state(id, job.partition, &scratch)?;

@@ -435,6 +435,12 @@ impl Broker {
         Ok(self.handle(partition)?.state_digest())
     }
 
+    /// The last backup checkpoint (CHECKPOINT CREATED) in this broker's replica of
+    /// `partition`'s committed state, if any.
+    pub fn last_checkpoint(&self, partition: PartitionId) -> Result<Option<waggle_protocol::value::CheckpointRecord>, BrokerError> {
+        Ok(self.handle(partition)?.last_checkpoint())
+    }
+
     /// The next partition for work that is not bound to a key (round robin).
     pub fn next_partition(&self) -> PartitionId {
         (self.round_robin.fetch_add(1, Ordering::Relaxed) % self.partitions.len()) as PartitionId + 1
@@ -599,7 +605,8 @@ impl Broker {
         self.hosted().map(|p| p.status()).collect()
     }
 
-    /// Starts backup `id` of every partition this broker leads (see [`backup`]) and returns
+    /// Starts backup `id` of every partition this broker leads (see [`backup`]; refused if `id`
+    /// is not greater than the last checkpoint of a partition this broker holds) and returns
     /// them once they are recorded IN_PROGRESS in the store; the partitions' checkpoints are
     /// taken and uploaded on a thread of its own. Blocks on the store: call it from a plain
     /// thread or `spawn_blocking`.
@@ -612,6 +619,14 @@ impl Broker {
             .filter(|(_, h)| h.as_ref().is_some_and(|h| h.leads()))
             .map(|(i, _)| i as PartitionId + 1)
             .collect();
+        // Zeebe: a checkpoint's id must be greater than the partition's last one. Every replica
+        // here is asked, followers too: what a follower applied the leader has as well
+        for p in 1..=self.partition_count() {
+            let last = self.handle(p).ok().and_then(|h| h.last_checkpoint());
+            if let Some(last) = last.filter(|c| c.checkpoint_id >= 0 && id <= c.checkpoint_id as u64) {
+                return Err(backup::BackupError::CheckpointNotNewer { id, partition: p, last: last.checkpoint_id });
+            }
+        }
         store.begin(id, self.partition_count(), &led)?;
         let jobs = led
             .iter()
@@ -619,8 +634,8 @@ impl Broker {
                 let handle = self.handle(p).ok()?;
                 let scratch = handle.dir().join(format!("backup-{id}.tmp"));
                 let slot = handle.backup_slot();
-                let ask = Box::new(move |dir: PathBuf, reply: backup::CheckpointReply| {
-                    *slot.lock().expect("backup lock") = Some(partition::BackupAsk { dir, reply });
+                let ask = Box::new(move |checkpoint_id: u64, dir: PathBuf, reply: backup::CheckpointReply| {
+                    *slot.lock().expect("backup lock") = Some(partition::BackupAsk { checkpoint_id, dir, reply });
                 });
                 Some(backup::PartitionJob { partition: p, scratch, ask })
             })

@@ -132,9 +132,13 @@ pub(crate) struct PartitionHandle {
     dir: PathBuf,
 }
 
-/// A backup's checkpoint asked of the partition thread (see [`crate::backup`]): taken between
-/// two batches, so that it holds the state at exactly one applied index.
+/// A backup's checkpoint asked of the partition thread (see [`crate::backup`]): it writes a
+/// CHECKPOINT CREATE command for `checkpoint_id` into its log (at the front of its next batch)
+/// and, once that entry is applied and before any later one is, checkpoints its state, which
+/// then holds the state at exactly the checkpoint's entry.
 pub(crate) struct BackupAsk {
+    /// The backup's id: the checkpoint's, refused (IGNORED) unless greater than the last.
+    pub checkpoint_id: u64,
     /// Where the checkpoint goes (on the data folder's file system: hard links).
     pub dir: PathBuf,
     /// The partition's Raft term once the checkpoint is taken (the backup reads the
@@ -166,6 +170,11 @@ impl PartitionHandle {
     /// The partition's state store, unless the partition is restarting.
     fn store(&self) -> Option<Arc<RocksStore>> {
         self.store.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The partition's last backup checkpoint in its committed state (none while it restarts).
+    pub fn last_checkpoint(&self) -> Option<waggle_protocol::value::CheckpointRecord> {
+        self.store().and_then(|s| StateView::new(&*s).last_checkpoint())
     }
 
     /// Where a backup asks the partition thread for a checkpoint of its state into `ask.dir`,
@@ -373,10 +382,8 @@ pub(crate) fn start(
         None => recover(id, &dirs, |dir, applied| Ok((RaftGroup::open(dir, applied)?, None)))?,
         Some(r) => recover(id, &dirs, |dir, applied| {
             let (transport, inbox, packets) = r.network.register_with_snapshots(u64::from(id));
-            let config = crate::cluster::replica_config(r.id, r.voters.clone());
-            let mut raft = RaftGroup::open_replicated(dir, applied, config, Box::new(transport))?;
-            raft.set_snapshot_source(Arc::new(snapshots::CheckpointSource { dir: dirs.snapshots.clone() }));
-            Ok((raft, Some((inbox, packets))))
+            let raft = open_replica(dir, applied, r.id, &r.voters, &transport, &dirs.snapshots)?;
+            Ok((raft, Some((inbox, packets, transport))))
         })?,
     };
     let store = Arc::new(store);
@@ -460,11 +467,15 @@ pub(crate) fn start(
         stop: stop.clone(),
         compacted: 0,
         backup: backup.clone(),
+        checkpoint: None,
         export,
         relay: replica.as_ref().map(|r| r.relay.clone()),
-        replica: inbox.zip(replica).map(|((inbox, packets), r)| Replica {
+        replica: inbox.zip(replica).map(|((inbox, packets, transport), r)| Replica {
             inbox,
             packets,
+            transport,
+            raft_id: r.id,
+            voters: r.voters,
             next_tick: Instant::now() + RAFT_TICK,
             serving_term: None,
             relayed: r.relayed,
@@ -526,11 +537,31 @@ pub(crate) fn start(
     })
 }
 
+/// Opens this node's replica of a partition's Raft group on its journal in `dir` (the term,
+/// vote and log a previous run persisted, never reset), sending through `transport`.
+fn open_replica(
+    dir: &Path,
+    applied: u64,
+    raft_id: u64,
+    voters: &[u64],
+    transport: &waggle_replication::net::NetTransport,
+    snapshots_dir: &Path,
+) -> Result<RaftGroup, ReplicationError> {
+    let config = crate::cluster::replica_config(raft_id, voters.to_vec());
+    let mut raft = RaftGroup::open_replicated(dir, applied, config, Box::new(transport.clone()))?;
+    raft.set_snapshot_source(Arc::new(snapshots::CheckpointSource { dir: snapshots_dir.to_path_buf() }));
+    Ok(raft)
+}
+
 /// A replicated partition's Raft side: its peers' messages, its clock, and whether it serves.
 struct Replica {
     /// Messages from the group's other replicas, and pieces of snapshot transfers.
     inbox: Receiver<Message>,
     packets: Receiver<SnapshotPacket>,
+    /// The group's sending side, its Raft id and voters (a restart reopens the group with them).
+    transport: waggle_replication::net::NetTransport,
+    raft_id: u64,
+    voters: Vec<u64>,
     next_tick: Instant,
     /// The term in which this node leads and takes commands: set once, as leader, it has
     /// applied its term's first entry (everything committed before the term), cleared when it
@@ -594,6 +625,9 @@ struct Processor {
     compacted: u64,
     /// [`PartitionHandle::ask_backup`]'s request.
     backup: Arc<Mutex<Option<BackupAsk>>>,
+    /// A backup whose CHECKPOINT command is in the log at this entry, waiting for it to be
+    /// applied (a replicated leader proposes nothing after it meanwhile: [`Self::window_full`]).
+    checkpoint: Option<(u64, BackupAsk)>,
     /// The applied index the exporters read up to, and how far they let the log be compacted.
     export: ExportBounds,
     /// The Raft side of a partition of a cluster; `None` standalone (a single voter).
@@ -724,6 +758,7 @@ impl Processor {
         let scheduled = room.min(self.deferred.len());
         batch.extend(self.deferred.drain(..scheduled));
         self.scheduled_in_flight.fetch_sub(scheduled, Ordering::SeqCst);
+        let checkpoint = self.checkpoint_command(&mut batch);
         if batch.is_empty() {
             self.batch_buffer = batch;
             self.prune_replies();
@@ -733,8 +768,25 @@ impl Processor {
         let processed = self.process(&mut batch);
         self.batch_buffer = batch;
         processed?;
+        if let Some(ask) = checkpoint {
+            // its entry is the batch's (standalone: committed and applied already)
+            self.checkpoint = Some((self.raft.last_index(), ask));
+        }
         self.maybe_snapshot();
         Ok(())
+    }
+
+    /// Puts a backup's CHECKPOINT CREATE command at the front of `batch`, if a backup asked
+    /// for one and none is waiting for its entry; returns the ask.
+    fn checkpoint_command(&mut self, batch: &mut Vec<Submission>) -> Option<BackupAsk> {
+        if self.checkpoint.is_some() {
+            return None;
+        }
+        let ask = self.backup.lock().expect("backup lock").take()?;
+        let value = waggle_protocol::value::CheckpointRecord { checkpoint_id: ask.checkpoint_id as i64, checkpoint_position: -1 };
+        let command = Command::new(-1, Intent::Create, RecordValue::Checkpoint(value));
+        batch.insert(0, Submission { command, reply: None, scheduled: false, permit: None });
+        Some(ask)
     }
 
     /// Whether this replica leads and takes commands (see [`Replica::serving_term`]); not while
@@ -879,6 +931,17 @@ impl Processor {
         }
     }
 
+    /// A failed replica stops claiming the lead at once (its handle, the scheduler and the
+    /// Topology see a follower with no known leader until it is back and hears one).
+    fn step_down_failed(&mut self) {
+        if self.replica.is_none() {
+            return;
+        }
+        self.set_serving(None);
+        let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        (status.role, status.leader) = (FOLLOWER, None);
+    }
+
     /// Drops what a failed run held for its clients and the scheduler: their requests go
     /// unanswered (the clients see an error), their back-pressure slots and scheduler counts
     /// are given back.
@@ -899,6 +962,12 @@ impl Processor {
     /// ([`recover`]), replaying the committed entries the state lacks; what the processor
     /// shares with the rest of the node (its queue's other end, status, limiter, exporters'
     /// bounds, delivery) goes on. The store's other users must have let go of it.
+    ///
+    /// A replica of a cluster reopens its Raft group from its journal as a node restarting
+    /// does (the persisted term, vote and log are kept, so Raft's safety holds as across a
+    /// crash: whatever it acknowledged to its peers is still on disk), on the same network
+    /// registration, and comes back as a follower: if it led, the others have elected a
+    /// leader meanwhile or it campaigns again with its log.
     fn reopen(self, dirs: &Dirs) -> Result<Processor, String> {
         let Processor {
             id,
@@ -937,6 +1006,7 @@ impl Processor {
             stop,
             compacted: _,
             backup,
+            checkpoint: _,
             export,
             replica,
             relay,
@@ -944,14 +1014,26 @@ impl Processor {
             in_flight_bytes: _,
             max_in_flight,
         } = self;
-        drop((engine, raft, replica));
+        drop((engine, raft));
         let Some(store) = Arc::into_inner(store) else { return Err("the state store is still in use".into()) };
         // a compaction RocksDB runs for the store may take a while to let go of it
         if !store.close(Duration::from_secs(120)) {
             return Err("the state store's background work did not end".into());
         }
-        let (store, (raft, ()), applied) =
-            recover(id, dirs, |dir, applied| Ok((RaftGroup::open(dir, applied)?, ()))).map_err(|e| e.to_string())?;
+        let (store, (raft, ()), applied) = match &replica {
+            None => recover(id, dirs, |dir, applied| Ok((RaftGroup::open(dir, applied)?, ()))),
+            Some(r) => {
+                recover(id, dirs, |dir, applied| Ok((open_replica(dir, applied, r.raft_id, &r.voters, &r.transport, &dirs.snapshots)?, ())))
+            }
+        }
+        .map_err(|e| e.to_string())?;
+        let replica = replica.map(|r| Replica { next_tick: Instant::now() + RAFT_TICK, serving_term: None, ..r });
+        if replica.is_some() {
+            // a follower until elected again (the handle and the scheduler follow `leading`)
+            leading.store(false, Ordering::SeqCst);
+            let mut status = status.lock().unwrap_or_else(|e| e.into_inner());
+            (status.role, status.leader, status.term) = (FOLLOWER, None, raft.term());
+        }
         let store = Arc::new(store);
         *store_slot.write().unwrap_or_else(|e| e.into_inner()) = Some(store.clone());
         let snapshot_index = snapshots::newest(&dirs.snapshots).map(|(i, _)| i).unwrap_or(0);
@@ -993,8 +1075,9 @@ impl Processor {
             stop,
             compacted: 0,
             backup,
+            checkpoint: None,
             export,
-            replica: None,
+            replica,
             relay,
             in_flight: VecDeque::new(),
             in_flight_bytes: 0,
@@ -1002,7 +1085,10 @@ impl Processor {
         };
         processor.set_applied(applied);
         processor.drive_raft()?;
-        processor.outbox = waggle_engine::pending_commands(StateView::new(&*processor.store), id).into();
+        if processor.replica.is_none() {
+            // a replica re-sends its outbox once it leads again (`follow_role`)
+            processor.outbox = waggle_engine::pending_commands(StateView::new(&*processor.store), id).into();
+        }
         Ok(processor)
     }
 
@@ -1054,6 +1140,8 @@ impl Processor {
         if committed.is_empty() {
             return Ok(());
         }
+        // a test's injected panic reaches a follower here (it processes no batch)
+        supervise::injected_panic(self.id);
         let mut writes = WriteSet::default();
         let mut last = self.applied;
         {
@@ -1171,7 +1259,7 @@ impl Processor {
 
     /// Whether a replicated leader has as much in flight as it may (see [`MAX_IN_FLIGHT_ENTRIES`]).
     fn window_full(&self) -> bool {
-        self.in_flight.len() >= self.max_in_flight || self.in_flight_bytes >= MAX_IN_FLIGHT_BYTES
+        self.in_flight.len() >= self.max_in_flight || self.in_flight_bytes >= MAX_IN_FLIGHT_BYTES || self.checkpoint.is_some()
     }
 
     /// Applies committed entries in log order: this leader's batches in flight by their staged
@@ -1441,16 +1529,54 @@ impl Processor {
 }
 
 impl Processor {
-    /// Takes the backup checkpoint asked for, if any: between two batches, so the checkpoint
-    /// holds the state at exactly one applied index (a RocksDB checkpoint: a memtable flush
-    /// and hard links; the backup thread reads its digest from the checkpoint, so the
-    /// partition does not wait for a scan of every row).
+    /// Takes the backup checkpoint whose CHECKPOINT entry is applied, if any: before any later
+    /// entry is, so the checkpoint holds the state at exactly that entry, the same on every
+    /// replica (a RocksDB checkpoint: a memtable flush and hard links; the backup thread reads
+    /// its digest from the checkpoint, so the partition does not wait for a scan of every
+    /// row). A checkpoint the engine IGNORED (its id not above the last one), and asks a
+    /// replica that does not lead (or lost the lead before the entry committed) cannot serve,
+    /// are answered with the reason.
     fn take_backup(&mut self) {
-        let Some(ask) = self.backup.lock().expect("backup lock").take() else { return };
+        let not_leading = self.replica.is_some() && !self.serving();
+        let Some((index, _)) = &self.checkpoint else {
+            if not_leading {
+                if let Some(ask) = self.backup.lock().expect("backup lock").take() {
+                    let _ = ask.reply.send(Err("this replica does not lead the partition".into()));
+                }
+            }
+            return;
+        };
+        let index = *index;
+        if self.applied < index {
+            if not_leading {
+                let (_, ask) = self.checkpoint.take().expect("a checkpoint");
+                let _ = ask.reply.send(Err(format!("the lead was lost before the checkpoint's entry {index} was applied")));
+            }
+            return;
+        }
+        let (_, ask) = self.checkpoint.take().expect("a checkpoint");
         let started = Instant::now();
-        let _ = fs::remove_dir_all(&ask.dir);
-        let taken = self.store.checkpoint(&ask.dir).map_err(|e| format!("checkpoint: {e}")).map(|()| self.raft.term());
-        tracing::info!(partition = self.id, applied = self.applied, ms = started.elapsed().as_millis() as u64, "backup checkpoint taken");
+        let last = StateView::new(&*self.store).last_checkpoint();
+        let taken = if self.applied != index {
+            Err(format!("the state went past the checkpoint's entry {index} (applied {})", self.applied))
+        } else if last.as_ref().is_none_or(|c| c.checkpoint_id != ask.checkpoint_id as i64) {
+            Err(format!(
+                "checkpoint {} ignored: the partition's last checkpoint is {}",
+                ask.checkpoint_id,
+                last.map_or(-1, |c| c.checkpoint_id)
+            ))
+        } else {
+            let _ = fs::remove_dir_all(&ask.dir);
+            self.store.checkpoint(&ask.dir).map_err(|e| format!("checkpoint: {e}")).map(|()| self.raft.term())
+        };
+        tracing::info!(
+            partition = self.id,
+            checkpoint = ask.checkpoint_id,
+            applied = self.applied,
+            ms = started.elapsed().as_millis() as u64,
+            ok = taken.is_ok(),
+            "backup checkpoint"
+        );
         let _ = ask.reply.send(taken);
     }
 

@@ -339,6 +339,7 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             }
             _ => {}
         },
+        RecordValue::Checkpoint(c) if record.intent == Intent::Created => state.put(LAST_CHECKPOINT.to_vec(), encode(c)),
         // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED,
         // PROCESS_INSTANCE_MODIFICATION MODIFIED, PROCESS_INSTANCE_MIGRATION MIGRATED and
         // JOB_BATCH records carry no state of their own.

@@ -203,5 +203,6 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::UserTask(_) => ValueType::UserTask,
         RecordValue::MessageCorrelation(_) => ValueType::MessageCorrelation,
         RecordValue::ProcessEvent(_) => ValueType::ProcessEvent,
+        RecordValue::Checkpoint(_) => ValueType::Checkpoint,
     }
 }

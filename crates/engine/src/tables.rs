@@ -66,6 +66,8 @@
 //!   (from its ELEMENT_TERMINATING to its ELEMENT_TERMINATED): a restart asks for the next
 //!   PROCESS_INSTANCE_BATCH TERMINATE of those still holding children to terminate
 //! - `X/...`                             → broker metadata (applied index, counters)
+//! - `X/last_checkpoint`                 → CheckpointRecord: the partition's last backup
+//!   checkpoint (CHECKPOINT CREATED)
 //!
 //! Tenants: the rows that name a process, decision, graph or form by its id, and a message or
 //! signal by its name (`P/v`, `P/l`, `P/t`, `P/n`, `DQ/`, `DC/`, `FO/` `l`/`v`, `MI/`, `MS/`,
@@ -85,6 +87,7 @@ use waggle_state::{AbsentFromBase, DecodedValue, KvRead};
 /// Metadata keys the engine keeps beside its tables: the key counter and the last position.
 pub(crate) const META_NEXT_KEY: &[u8] = b"X/next_key";
 pub(crate) const META_LAST_POSITION: &[u8] = b"X/last_position";
+pub(crate) const LAST_CHECKPOINT: &[u8] = b"X/last_checkpoint";
 
 /// Whether rows of `table` (a key's prefix up to and including its first `/`) have keys that
 /// start, after the table prefix, with the key of what owns the row (element instance, scope,
@@ -873,6 +876,10 @@ impl<'a> StateView<'a> {
     }
     /// The interrupting event waiting on element instance `scope` (PROCESS_EVENT TRIGGERING):
     /// its event key and record.
+    /// The partition's last backup checkpoint (CHECKPOINT CREATED), if any.
+    pub fn last_checkpoint(&self) -> Option<waggle_protocol::value::CheckpointRecord> {
+        self.get(LAST_CHECKPOINT)
+    }
     pub(crate) fn process_event(&self, scope: i64) -> Option<(i64, ProcessEventRecord)> {
         self.get(&process_event_key(scope))
     }

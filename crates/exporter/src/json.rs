@@ -393,6 +393,11 @@ pub fn value(value: &RecordValue) -> Value {
             "processInstanceKey": e.process_instance_key,
             "tenantId": tenant(&e.tenant_id),
         }),
+        // Zeebe's CheckpointRecord
+        RecordValue::Checkpoint(c) => json!({
+            "checkpointId": c.checkpoint_id,
+            "checkpointPosition": c.checkpoint_position,
+        }),
     }
 }
 

@@ -30,6 +30,10 @@ pub struct PartitionState {
     /// The Raft term in which the node holds `role`; of two claimed leaders the higher term wins.
     pub term: u64,
     pub healthy: bool,
+    /// Failed too often and left down until the node restarts (Zeebe's DEAD health); absent
+    /// from the gossip of a node that does not say, read as false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dead: bool,
 }
 
 /// What a node tells the cluster about itself.

@@ -77,7 +77,7 @@ mod tests {
                 gateway_addr: format!("node-{node_id}:26500"),
                 partitions: partitions
                     .iter()
-                    .map(|&(partition_id, role, term)| PartitionState { partition_id, role, term, healthy: true })
+                    .map(|&(partition_id, role, term)| PartitionState { partition_id, role, term, healthy: true, dead: false })
                     .collect(),
                 ..NodeState::default()
             },

@@ -18,7 +18,7 @@ fn free_addrs(n: usize) -> Vec<SocketAddr> {
 }
 
 fn partition(partition_id: u16, role: Role, term: u64) -> PartitionState {
-    PartitionState { partition_id, role, term, healthy: true }
+    PartitionState { partition_id, role, term, healthy: true, dead: false }
 }
 
 fn gateway_of(node_id: u64) -> String {

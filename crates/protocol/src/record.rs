@@ -91,6 +91,8 @@ names! {
         MessageCorrelation => "MESSAGE_CORRELATION",
         // an interrupting event waiting for what it interrupts to terminate (appended)
         ProcessEvent => "PROCESS_EVENT",
+        // a backup's checkpoint in every partition's log (Zeebe's CheckpointRecord; appended)
+        Checkpoint => "CHECKPOINT",
     }
 }
 
@@ -199,6 +201,8 @@ names! {
         NotCorrelated => "NOT_CORRELATED",
         // PROCESS_EVENT (TRIGGERED above; appended)
         Triggering => "TRIGGERING",
+        // CHECKPOINT (Zeebe's CheckpointIntent: CREATE, CREATED above; appended)
+        Ignored => "IGNORED",
     }
 }
 

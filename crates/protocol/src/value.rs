@@ -44,6 +44,7 @@ pub enum RecordValue {
     UserTask(UserTaskRecord),
     MessageCorrelation(MessageCorrelationRecord),
     ProcessEvent(ProcessEventRecord),
+    Checkpoint(CheckpointRecord),
 }
 
 /// A value as the log lays it out (serialization side; see [`RecordValue`]).
@@ -84,6 +85,7 @@ enum WireRef<'a> {
     ProcessEvent(&'a ProcessEventRecord),
     /// A job batch naming tenants other than the default one (multi-tenancy).
     JobBatchTenants(&'a JobBatchRecord, &'a Vec<String>),
+    Checkpoint(&'a CheckpointRecord),
 }
 
 /// A value as the log lays it out (deserialization side; see [`RecordValue`]).
@@ -122,6 +124,7 @@ enum Wire {
     MessageCorrelation(MessageCorrelationRecord),
     ProcessEvent(ProcessEventRecord),
     JobBatchTenants(JobBatchRecord, Vec<String>),
+    Checkpoint(CheckpointRecord),
 }
 
 /// [`DeploymentRecord`] as it was before decisions and forms: how a deployment without them
@@ -179,6 +182,7 @@ impl Serialize for RecordValue {
             RecordValue::UserTask(x) => WireRef::UserTask(x),
             RecordValue::MessageCorrelation(x) => WireRef::MessageCorrelation(x),
             RecordValue::ProcessEvent(x) => WireRef::ProcessEvent(x),
+            RecordValue::Checkpoint(x) => WireRef::Checkpoint(x),
         };
         wire.serialize(serializer)
     }
@@ -224,6 +228,7 @@ impl<'de> Deserialize<'de> for RecordValue {
             Wire::MessageCorrelation(x) => RecordValue::MessageCorrelation(x),
             Wire::ProcessEvent(x) => RecordValue::ProcessEvent(x),
             Wire::JobBatchTenants(x, tenant_ids) => RecordValue::JobBatch(JobBatchRecord { tenant_ids, ..x }),
+            Wire::Checkpoint(x) => RecordValue::Checkpoint(x),
         })
     }
 }
@@ -1012,4 +1017,14 @@ pub struct UserTaskRecord {
     pub element_instance_key: i64,
     pub tenant_id: String,
     pub creation_timestamp: i64,
+}
+
+/// A backup's checkpoint in a partition's log (Zeebe's `CheckpointRecord`, value type
+/// CHECKPOINT): CREATE asks for checkpoint `checkpoint_id`; CREATED records it at
+/// `checkpoint_position` (the command's position) when its id is greater than the partition's
+/// last checkpoint's; IGNORED otherwise, carrying the last checkpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointRecord {
+    pub checkpoint_id: i64,
+    pub checkpoint_position: i64,
 }

@@ -220,7 +220,9 @@ impl Drop for RaftNetwork {
     }
 }
 
-/// One group's [`Transport`] over the node's streams.
+/// One group's [`Transport`] over the node's streams (a clone sends for the same group: a
+/// replica reopened after a failure takes one).
+#[derive(Clone)]
 pub struct NetTransport {
     group: u64,
     peers: Peers,

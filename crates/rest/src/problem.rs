@@ -50,6 +50,8 @@ impl From<StoreError> for Problem {
                 tracing::warn!(error = %e, "query store read failed");
                 Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", e.to_string())
             }
+            // a newer store is refused when it is opened: only a connection opened later sees it
+            e @ StoreError::NewerSchema { .. } => Problem::new(StatusCode::INTERNAL_SERVER_ERROR, "INTERNAL", e.to_string()),
         }
     }
 }

@@ -129,11 +129,17 @@ pub enum Connection {
 }
 
 impl Connection {
-    /// Opens the store at `location`, creating (or completing) its tables.
+    /// Opens the store at `location`, creating (or completing) its tables, or migrating them
+    /// to this Waggle's schema version; a store of a newer version is refused
+    /// ([`crate::version`]).
     pub fn open(location: &Location) -> Result<Connection, StoreError> {
         match location {
             Location::Sqlite(path) => crate::open(path),
-            Location::Postgres(url) => Ok(Connection::Postgres(Box::new(PgConnection::connect(url)?))),
+            Location::Postgres(url) => {
+                let conn = Connection::Postgres(Box::new(PgConnection::connect(url)?));
+                crate::version::prepare(&conn)?;
+                Ok(conn)
+            }
         }
     }
 

@@ -19,6 +19,7 @@
 //! - [`rows`]: the exporter's frequent writes as multi-row statements on PostgreSQL.
 //! - [`changes`]: the exporter's signal that a commit changed rows, for the UI's live pages.
 //! - [`test_cluster`]: a throw-away PostgreSQL server for tests.
+//! - [`version`]: the schema's version, migrated forward at open; a newer store is refused.
 
 pub mod changes;
 pub mod db;
@@ -33,6 +34,7 @@ pub mod rows;
 pub mod schema;
 pub mod statistics;
 pub mod test_cluster;
+pub mod version;
 
 pub use changes::Changes;
 pub use db::{Connection, Location};
@@ -54,6 +56,11 @@ pub enum StoreError {
     Invalid(String),
     #[error("not found: {0}")]
     NotFound(String),
+    /// The store was written by a newer Waggle ([`version`]).
+    #[error(
+        "the query store has schema version {found}, written by a newer Waggle (this one knows versions up to {supported}): refusing to open it; run that Waggle, or point this one at another store"
+    )]
+    NewerSchema { found: i64, supported: i64 },
 }
 
 /// A database's error.
@@ -80,7 +87,7 @@ impl From<tokio_postgres::Error> for StoreError {
 }
 
 /// Opens an SQLite store in WAL mode (readers never wait for the exporter's transactions),
-/// with the schema created if missing.
+/// with the schema created if missing or migrated to this Waggle's version ([`version`]).
 pub fn open(path: &Path) -> Result<Connection, StoreError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         let _ = std::fs::create_dir_all(dir);
@@ -96,8 +103,9 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
     // `$like` is case-sensitive, as PostgreSQL's LIKE
     conn.pragma_update(None, "case_sensitive_like", true)?;
     conn.set_prepared_statement_cache_capacity(64);
-    conn.execute_batch(&schema::ddl(dialect::Dialect::Sqlite))?;
-    Ok(Connection::Sqlite(conn))
+    let conn = Connection::Sqlite(conn);
+    version::prepare(&conn)?;
+    Ok(conn)
 }
 
 /// Read connections for the REST API, reused across requests.
@@ -124,6 +132,11 @@ impl Reader {
     /// The commits of this node's exporters, if told ([`Reader::with_changes`]).
     pub fn changes(&self) -> Option<&Changes> {
         self.changes.as_ref()
+    }
+
+    /// The store's schema version (as recorded in it; see [`version`]).
+    pub fn schema_version(&self) -> Result<Option<i64>, StoreError> {
+        self.with(version::recorded)
     }
 
     /// Runs `f` on a connection (blocking: call it off the async threads).

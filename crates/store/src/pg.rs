@@ -1,9 +1,9 @@
 //! A connection to a PostgreSQL store (`--query-store postgres://…`), with rust-postgres's
 //! `tokio-postgres` client driven by a small runtime of the connection's own.
 //!
-//! - The schema ([`crate::schema::ddl`] in PostgreSQL's form) is created or completed on
-//!   every connect, in a transaction holding an advisory lock, so nodes starting together do not
-//!   race on it.
+//! - The schema ([`crate::schema::ddl`] in PostgreSQL's form) is created, completed or
+//!   migrated ([`crate::version`]) after every connect by [`crate::Connection::open`], in a
+//!   transaction holding an advisory lock, so nodes starting together do not race on it.
 //! - Inside a transaction, statements are queued and sent at `COMMIT` pipelined (all at once,
 //!   the server runs them in order): a batch of thousands of upserts costs one round trip, not
 //!   one each. Their row counts are not reported (0).
@@ -24,13 +24,10 @@ use tokio_postgres::types::{FromSql, IsNull, ToSql, Type};
 use tokio_postgres::{Client, NoTls, Statement};
 
 use crate::db::Value;
-use crate::dialect::Dialect;
 use crate::{SqlError, StoreError};
 
 /// Statements kept prepared per connection at most (searches vary by filter).
 const STATEMENT_CACHE: usize = 256;
-/// The advisory lock taken while the schema is created (any fixed number: "waggle" in ASCII).
-const SCHEMA_LOCK: i64 = 0x7761_6767_6c65;
 
 /// A PostgreSQL connection (not shared between threads: each user takes one).
 pub struct PgConnection {
@@ -86,17 +83,14 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-/// Connects, then runs `setup` (on a thread of its own: the caller may be on an async thread).
-fn connect(config: &tokio_postgres::Config, setup: Option<String>) -> Result<(Runtime, Client), tokio_postgres::Error> {
+/// Connects (on a thread of its own: the caller may be on an async thread).
+fn connect(config: &tokio_postgres::Config) -> Result<(Runtime, Client), tokio_postgres::Error> {
     let config = config.clone();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime for PostgreSQL");
         let client = runtime.block_on(async {
             let (client, connection) = config.connect(NoTls).await?;
             tokio::spawn(connection);
-            if let Some(sql) = setup {
-                client.batch_execute(&sql).await?;
-            }
             Ok::<_, tokio_postgres::Error>(client)
         })?;
         Ok((runtime, client))
@@ -118,12 +112,11 @@ async fn prepared(client: &Client, cache: &mut HashMap<String, Statement>, sql: 
 }
 
 impl PgConnection {
-    /// Connects to `url` and creates the schema where missing.
+    /// Connects to `url` (the schema is [`crate::Connection::open`]'s).
     pub fn connect(url: &str) -> Result<PgConnection, StoreError> {
         let config: tokio_postgres::Config =
             url.parse().map_err(|e| StoreError::Invalid(format!("invalid PostgreSQL URL {}: {e}", redact(url))))?;
-        let ddl = crate::schema::ddl(Dialect::Postgres);
-        let client = connect(&config, Some(format!("BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {ddl} COMMIT;")))?;
+        let client = connect(&config)?;
         Ok(PgConnection {
             config,
             client: RefCell::new(Some(client)),
@@ -149,7 +142,7 @@ impl PgConnection {
                 }
                 statements.clear();
                 *client = None;
-                *client = Some(connect(&self.config, None)?);
+                *client = Some(connect(&self.config)?);
             }
             let (runtime, c) = client.as_ref().expect("connected");
             match f(runtime, c, &mut statements) {

@@ -115,6 +115,7 @@ fn partition_states(status: &[PartitionStatus]) -> Vec<PartitionState> {
             role: if s.role == waggle_broker::LEADER { Role::Leader } else { Role::Follower },
             term: s.term,
             healthy: s.healthy,
+            dead: s.dead,
         })
         .collect()
 }
@@ -178,7 +179,13 @@ pub(crate) fn describe(nodes: &[(u64, NodeState)], cluster_size: u32, partitions
                             Role::Leader | Role::Follower => PartitionRole::Follower,
                             Role::Inactive => PartitionRole::Inactive,
                         },
-                        health: if p.healthy { PartitionHealth::Healthy } else { PartitionHealth::Unhealthy },
+                        health: if p.healthy {
+                            PartitionHealth::Healthy
+                        } else if p.dead {
+                            PartitionHealth::Dead
+                        } else {
+                            PartitionHealth::Unhealthy
+                        },
                         term: p.term,
                     })
                     .collect(),
@@ -210,7 +217,7 @@ mod tests {
             version: "v".into(),
             partitions: partitions
                 .iter()
-                .map(|&(partition_id, role, term)| PartitionState { partition_id, role, term, healthy: true })
+                .map(|&(partition_id, role, term)| PartitionState { partition_id, role, term, healthy: true, dead: false })
                 .collect(),
             cluster: None,
         };

@@ -289,6 +289,8 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     let store_reader = match &query_store {
         Some(location) => {
             let reader = waggle_store::Reader::new(location.clone()).with_context(|| format!("opening the query store {location}"))?;
+            let version = reader.schema_version().with_context(|| format!("reading the query store's schema version at {location}"))?;
+            tracing::info!(store = %location, schema_version = version, "query store opened");
             Some(Arc::new(reader.with_changes(store_changes.clone())))
         }
         None => None,

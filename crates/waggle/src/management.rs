@@ -223,12 +223,16 @@ async fn partitions(State(s): State<ManagementState>) -> Json<serde_json::Value>
         .status()
         .into_iter()
         .map(|p| {
+            let checkpoint = s.broker.last_checkpoint(p.partition_id).ok().flatten();
             json!({
                 "partitionId": p.partition_id,
                 "role": p.role,
                 "leader": p.leader,
                 "term": p.term,
                 "appliedIndex": p.applied_index,
+                // the last backup checkpoint this replica applied (CHECKPOINT CREATED)
+                "lastCheckpointId": checkpoint.as_ref().map(|c| c.checkpoint_id),
+                "lastCheckpointPosition": checkpoint.as_ref().map(|c| c.checkpoint_position),
             })
         })
         .collect();
@@ -249,11 +253,11 @@ async fn digest(State(s): State<ManagementState>, Path(id): Path<u16>) -> Respon
 }
 
 /// A backup error as the backup API answers it: 404 for an unknown backup, 409 for an id not
-/// above the store's newest, 400 when no store is configured or the backup is not complete.
+/// above the store's newest or a led partition's last checkpoint, 400 when no store is configured or the backup is not complete.
 fn backup_error(e: BackupError) -> Response {
     let code = match &e {
         BackupError::NotFound(_) => StatusCode::NOT_FOUND,
-        BackupError::Conflict(..) => StatusCode::CONFLICT,
+        BackupError::Conflict(..) | BackupError::CheckpointNotNewer { .. } => StatusCode::CONFLICT,
         BackupError::NotConfigured | BackupError::Incomplete(..) | BackupError::TargetNotEmpty(_) => StatusCode::BAD_REQUEST,
         BackupError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };

@@ -5,6 +5,10 @@
 //! A backup is taken while instances are created and their jobs completed; the data folder
 //! restored from it (`waggle restore`) starts, and each partition's state digest equals the one
 //! the backup recorded for the partition at its position (read from the checkpoint it took).
+//! A backup is a CHECKPOINT record in every partition's log (Zeebe's CheckpointRecord): every
+//! replica applies it (`lastCheckpointId` in `/v1/partitions`), so after the leader of a
+//! partition is killed its new leader knows it, and a restored cluster refuses a backup id not
+//! greater than its last checkpoint even with an empty backup store.
 //! Each scenario runs against a directory store and against an S3-compatible server, s3rver
 //! (`scripts/s3-server.sh`, which installs it from npm on first use); the cluster's runs three
 //! brokers, takes the backup through one of them and restores every broker's folder.
@@ -230,6 +234,31 @@ impl Load {
     }
 }
 
+/// `(lastCheckpointId, lastCheckpointPosition)` of each of `node`'s replicas, by partition.
+fn checkpoints(node: &Node) -> Vec<(u64, Option<i64>, Option<i64>)> {
+    let (code, body) = node.get("/v1/partitions");
+    assert_eq!(code, 200, "{body}");
+    json(&body)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["partitionId"].as_u64().unwrap(), p["lastCheckpointId"].as_i64(), p["lastCheckpointPosition"].as_i64()))
+        .collect()
+}
+
+/// Waits until every replica on `nodes` has applied checkpoint `id`.
+fn wait_checkpoint(nodes: &[&Node], id: i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen: Vec<_> = nodes.iter().map(|n| checkpoints(n)).collect();
+        if seen.iter().flatten().all(|(_, c, position)| *c == Some(id) && position.is_some_and(|p| p > 0)) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not every replica applied checkpoint {id}: {seen:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn restore_cmd(store: &Store, id: u64, data_dir: &Path, extra: &[String]) -> std::process::Output {
     common::run_with_timeout(
         Command::new(env!("CARGO_BIN_EXE_waggle"))
@@ -281,6 +310,8 @@ async fn a_backup_under_load_restores_the_state_at_its_position(store: Store) {
         assert_eq!(d["state"], "COMPLETED", "{backup}");
         assert!(d["checkpointPosition"].as_u64().unwrap() > 0, "{backup}");
     }
+    // the backup's CHECKPOINT record is in each partition's state
+    tokio::task::block_in_place(|| wait_checkpoint(&[&node], 1));
 
     // ids increase: the same id again is a conflict
     let (code, _) = http_json(node.management_port, "POST", "/actuator/backups", r#"{"backupId": 1}"#).unwrap();
@@ -290,6 +321,7 @@ async fn a_backup_under_load_restores_the_state_at_its_position(store: Store) {
     let (code, _) = http_json(node.management_port, "POST", "/actuator/backups", r#"{"backupId": 2}"#).unwrap();
     assert_eq!(code, 202);
     assert_eq!(tokio::task::block_in_place(|| wait_backup(&node, 2))["state"], "COMPLETED");
+    tokio::task::block_in_place(|| wait_checkpoint(&[&node], 2));
     let (code, list) = node.get("/actuator/backups");
     assert_eq!(code, 200);
     let ids: Vec<u64> = json(&list).as_array().unwrap().iter().map(|b| b["backupId"].as_u64().unwrap()).collect();
@@ -407,7 +439,7 @@ async fn a_cluster_backup_under_load_restores_every_broker(store: Store) {
         a
     };
     let temp = tempfile::tempdir().unwrap();
-    let nodes: Vec<Node> = (0..BROKERS)
+    let mut nodes: Vec<Node> = (0..BROKERS)
         .map(|i| {
             let a = broker_args(i);
             let dir = temp.path().join(format!("broker-{i}"));
@@ -430,6 +462,40 @@ async fn a_cluster_backup_under_load_restores_every_broker(store: Store) {
     assert_eq!(details.len(), usize::from(PARTITIONS), "{backup}");
     let (code, _) = http_json(nodes[0].management_port, "POST", "/actuator/backups", r#"{"backupId": 7}"#).unwrap();
     assert_eq!(code, 409, "the id is taken, on any broker");
+    // followers applied the checkpoint too
+    tokio::task::block_in_place(|| wait_checkpoint(&nodes.iter().collect::<Vec<_>>(), 7));
+
+    // the leader of partition 1 is killed: its successor knows the last checkpoint, and the
+    // next backup's checkpoints come after it in every partition's log
+    let (_, body) = nodes[0].get("/v1/partitions");
+    let leader = json(&body)["items"].as_array().unwrap().iter().find(|p| p["partitionId"] == 1).unwrap()["leader"].as_u64().unwrap();
+    let leader = leader as usize;
+    nodes[leader].kill9();
+    let survivors: Vec<&Node> = nodes.iter().enumerate().filter(|&(i, _)| i != leader).map(|(_, n)| n).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // every partition led by a survivor, as every survivor sees it (partition 1 first)
+    let new_leader = loop {
+        let led: Vec<Vec<Option<u64>>> = survivors
+            .iter()
+            .map(|n| json(&n.get("/v1/partitions").1)["items"].as_array().unwrap().iter().map(|p| p["leader"].as_u64()).collect())
+            .collect();
+        let moved = |l: &Vec<Option<u64>>| l.len() == usize::from(PARTITIONS) && l.iter().all(|x| x.is_some_and(|x| x != leader as u64));
+        if led.iter().all(|l| l == &led[0] && moved(l)) {
+            break led[0][0].unwrap() as usize;
+        }
+        assert!(Instant::now() < deadline, "not every partition moved off broker {leader} after its kill: {led:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(checkpoints(&nodes[new_leader]).iter().find(|c| c.0 == 1).unwrap().1, Some(7), "the new leader knows the checkpoint");
+    let (code, body) = http_json(nodes[new_leader].management_port, "POST", "/actuator/backups", r#"{"backupId": 8}"#).unwrap();
+    assert_eq!(code, 202, "{body}");
+    let next = tokio::task::block_in_place(|| wait_backup(&nodes[new_leader], 8));
+    assert_eq!(next["state"], "COMPLETED", "{next}");
+    for (d, before) in next["details"].as_array().unwrap().iter().zip(details) {
+        assert!(d["checkpointPosition"].as_u64() > before["checkpointPosition"].as_u64(), "{d} after {before}");
+    }
+    tokio::task::block_in_place(|| wait_checkpoint(&survivors, 8));
+    drop(survivors);
     drop(nodes);
 
     // every broker's folder restored (its replicas), then the cluster started on them
@@ -443,6 +509,8 @@ async fn a_cluster_backup_under_load_restores_every_broker(store: Store) {
             dir
         })
         .collect();
+    // the restored cluster backs up into a new, empty store
+    let new_store = tempfile::tempdir().unwrap();
     let nodes: Vec<Node> = restored
         .into_iter()
         .enumerate()
@@ -450,6 +518,7 @@ async fn a_cluster_backup_under_load_restores_every_broker(store: Store) {
             let mut a = vec!["broker".to_string()];
             a.extend(cluster(i));
             a.extend(["--internal-port".to_string(), internal[i].clone()]);
+            a.extend(["--backup-store".to_string(), new_store.path().to_str().unwrap().to_string()]);
             Node::start_at(dir, &a.iter().map(String::as_str).collect::<Vec<_>>(), &[])
         })
         .collect();
@@ -458,6 +527,17 @@ async fn a_cluster_backup_under_load_restores_every_broker(store: Store) {
     for (d, b) in digests.iter().zip(details) {
         assert_eq!((&d["rows"], &d["hash"]), (&b["rows"], &b["hash"]), "partition {}: {d} vs {b}", b["partitionId"]);
     }
+    // its state holds checkpoint 7: an id not greater is refused (Zeebe's rule), a greater one taken
+    tokio::task::block_in_place(|| wait_checkpoint(&nodes.iter().collect::<Vec<_>>(), 7));
+    for id in [5, 7] {
+        let (code, body) = http_json(nodes[0].management_port, "POST", "/actuator/backups", &format!(r#"{{"backupId": {id}}}"#)).unwrap();
+        assert_eq!(code, 409, "{body}");
+        assert!(body.contains("last checkpoint 7"), "{body}");
+    }
+    assert_eq!(count_files(new_store.path()), 0, "a refused backup writes nothing");
+    let (code, body) = http_json(nodes[0].management_port, "POST", "/actuator/backups", r#"{"backupId": 9}"#).unwrap();
+    assert_eq!(code, 202, "{body}");
+    assert_eq!(tokio::task::block_in_place(|| wait_backup(&nodes[1], 9))["state"], "COMPLETED");
     let mut client = grpc_client(&nodes[2]).await;
     for _ in 0..PARTITIONS {
         client.create_process_instance(one_task_creation()).await.expect("a creation on the restored cluster");

@@ -4,7 +4,8 @@
 //! into it; instances created, completed and failed into an incident over gRPC are found
 //! through `/v2/.../search` with filters (`$or` included), sorting, paging and gets. Then
 //! `kill -9` and a restart: each instance is still in the database once; PostgreSQL stopped and
-//! started again under the node: the store catches up; and SIGTERM: a clean exit.
+//! started again under the node: the store catches up; and SIGTERM: a clean exit. The start-up
+//! log names the store's schema version.
 
 mod common;
 
@@ -77,6 +78,9 @@ async fn rest_v2_searches_a_postgresql_query_store() {
     let url = cluster.database("waggle");
     let mut node = Node::start(&["--partitions", "2", "--query-store", &url]);
     assert!(!node.data_dir.join("query-store.sqlite").exists(), "no embedded store beside PostgreSQL");
+    // the store's schema version is in the start-up log (waggle_store::version)
+    let version = format!("schema_version={}", waggle_store::version::SCHEMA_VERSION);
+    assert!(node.log().contains("query store opened") && node.log().contains(&version), "{}", node.log());
     let mut c = common::grpc_client(&node).await;
     deploy_one_task(&mut c).await;
     let mut created = Vec::new();

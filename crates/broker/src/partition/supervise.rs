@@ -14,8 +14,10 @@
 //! get past: its stream processor goes to the DEAD health status (`HealthMetrics`: "1 =
 //! healthy, 0 = unhealthy, -1 = dead") and stays there until the broker restarts.
 //!
-//! Restarting a partition of a cluster (its replica registered with the Raft network) is not
-//! done: a replica that fails is left down, and the group's other replicas take over.
+//! A replica of a cluster's partition restarts the same way: it reopens its Raft group from
+//! its journal (persisted term, vote and log reused, never reset: as a node restarting after a
+//! crash) and comes back as a follower. While it is down, the group's other replicas go on; if
+//! it led, they elect a new leader once its heartbeats stop.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -113,6 +115,7 @@ pub(super) fn run(
         // DOWN at once: its client commands are refused from now on, and those already queued
         // too (commands of the scheduler and of other partitions are submitted again)
         health.set(Health::Unhealthy, Some(failure.clone()));
+        processor.step_down_failed();
         let queued: Vec<Submission> = rx.try_iter().collect();
         processor.refuse(queued);
         scheduler.end();
@@ -120,11 +123,6 @@ pub(super) fn run(
         failures.push_back(now);
         while failures.front().is_some_and(|t| now.duration_since(*t) > FAILURE_WINDOW) {
             failures.pop_front();
-        }
-        if processor.replica.is_some() {
-            tracing::error!(partition = id, error = %failure, "partition failed; a replica of a cluster is not restarted in place: left down until the node restarts (the group's other replicas take over)");
-            health.set(Health::Dead, Some(failure));
-            return;
         }
         if failures.len() >= MAX_FAILURES {
             tracing::error!(

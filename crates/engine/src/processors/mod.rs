@@ -2,6 +2,7 @@
 //! commands, rejections and responses. The top of the engine: [`run`] processes a command from
 //! outside and every follow-up command it causes.
 
+pub(crate) mod checkpoint;
 pub(crate) mod decision;
 pub(crate) mod deployment;
 pub(crate) mod instance;
@@ -84,6 +85,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         (RecordValue::ResourceDeletion(_), Intent::Delete | Intent::Distribute) => resources::delete(p, command, request),
         (RecordValue::ProcessInstanceBatch(_), Intent::Activate) => elements::multi_instance::activate_batch(p, command),
         (RecordValue::ProcessInstanceBatch(_), Intent::Terminate) => elements::terminate_batch(p, command),
+        (RecordValue::Checkpoint(_), Intent::Create) => checkpoint::create(p, command, request),
         _ => p.reject(
             command,
             request,
