@@ -134,8 +134,8 @@ mod tests {
             internal_addr: "broker-1:26502".into(),
             version: "8.5.0".into(),
             partitions: vec![
-                PartitionState { partition_id: 1, role: Role::Leader, term: 3, healthy: true },
-                PartitionState { partition_id: 2, role: Role::Inactive, term: 0, healthy: false },
+                PartitionState { partition_id: 1, role: Role::Leader, term: 3, healthy: true, dead: false },
+                PartitionState { partition_id: 2, role: Role::Inactive, term: 0, healthy: false, dead: false },
             ],
             cluster: Some(ClusterShape { cluster_size: 3, partitions_count: 2, replication_factor: 3 }),
         }
@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn partitions_are_sorted_and_unique() {
-        let p = |id| PartitionState { partition_id: id, role: Role::Follower, term: 1, healthy: true };
+        let p = |id| PartitionState { partition_id: id, role: Role::Follower, term: 1, healthy: true, dead: false };
         let sorted = normalise_partitions(vec![p(3), p(1), p(2)]).unwrap();
         assert_eq!(sorted.iter().map(|p| p.partition_id).collect::<Vec<_>>(), [1, 2, 3]);
         assert!(matches!(normalise_partitions(vec![p(2), p(1), p(2)]), Err(Error::DuplicatePartition(2))));

@@ -51,10 +51,10 @@ type Refusal = String;
 pub(crate) fn modify(p: P, command: &Record, request: Option<RequestId>) {
     let RecordValue::ProcessInstanceModification(modification) = &command.value else { return };
     let event_key = if command.key > 0 { command.key } else { modification.process_instance_key };
-    let instance =
-        p.view().element(modification.process_instance_key).filter(|e| {
-            e.record.flow_scope_key < 0 && !being_terminated(p, e.key) && p.may_access(&e.record.tenant_id)
-        });
+    let instance = p
+        .view()
+        .element(modification.process_instance_key)
+        .filter(|e| e.record.flow_scope_key < 0 && !being_terminated(p, e.key) && p.may_access(&e.record.tenant_id));
     let Some(instance) = instance else {
         let reason = format!("Expected to modify process instance but no process instance found with key '{event_key}'");
         return p.reject(command, request, RejectionType::NotFound, reason);
