@@ -166,7 +166,7 @@ pub async fn run(args: &FillArgs) -> anyhow::Result<FillReport> {
         }
         let state = if recent.len() == SETTLE_SAMPLES { recent.iter().copied().min().unwrap_or(0) } else { 0 };
         ticks += 1;
-        if ticks % 10 == 0 || state >= target_bytes {
+        if ticks.is_multiple_of(10) || state >= target_bytes {
             let (now, n) = (Instant::now(), created.load(Ordering::Relaxed));
             let rate = (n - last.1) as f64 / now.duration_since(last.0).as_secs_f64();
             last = (now, n);

@@ -200,6 +200,9 @@ pub async fn run(args: &SoakArgs) -> anyhow::Result<Vec<Sample>> {
     Ok(samples)
 }
 
+/// One plotted series: its caption, its value in a sample (if measured), its colour.
+type Series = (&'static str, fn(&Sample) -> Option<f64>, plotters::style::RGBColor);
+
 /// Draws RSS, disk use and p99 over time, one panel each, as SVG.
 pub fn plot(path: &Path, samples: &[Sample], title: &str) -> anyhow::Result<()> {
     use plotters::prelude::*;
@@ -209,7 +212,7 @@ pub fn plot(path: &Path, samples: &[Sample], title: &str) -> anyhow::Result<()> 
     let panels = root.split_evenly((3, 1));
     let minutes = |s: &Sample| s.elapsed_s / 60.0;
     let x_max = samples.iter().map(minutes).fold(1.0, f64::max);
-    let series: [(&str, fn(&Sample) -> Option<f64>, RGBColor); 3] = [
+    let series: [Series; 3] = [
         ("server RSS (MB)", |s| s.rss_mb, BLUE),
         ("data folder on disk (MB)", |s| s.disk_mb, RGBColor(0, 130, 0)),
         ("execution p99 of the interval (ms)", |s| s.p99_ms, RED),

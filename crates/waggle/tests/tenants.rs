@@ -282,13 +282,13 @@ async fn a_caller_of_tenant_b_cannot_touch_or_see_tenant_as_entities() {
     assert_not_found("FailJob", client.fail_job(as_user("bob", fail)).await, &format!("Expected to fail {no_job}"));
     let error = pb::ThrowErrorRequest { job_key: job, error_code: "e".into(), ..Default::default() };
     assert_not_found("ThrowError", client.throw_error(as_user("bob", error)).await, &format!("Expected to throw an error for {no_job}"));
-    let retries = pb::UpdateJobRetriesRequest { job_key: job, retries: 5, ..Default::default() };
+    let retries = pb::UpdateJobRetriesRequest { job_key: job, retries: 5 };
     let r = client.update_job_retries(as_user("bob", retries)).await;
     assert_not_found("UpdateJobRetries", r, &format!("Expected to update retries for {no_job}"));
-    let timeout = pb::UpdateJobTimeoutRequest { job_key: job, timeout: 1_000, ..Default::default() };
+    let timeout = pb::UpdateJobTimeoutRequest { job_key: job, timeout: 1_000 };
     let r = client.update_job_timeout(as_user("bob", timeout)).await;
     assert_not_found("UpdateJobTimeout", r, &format!("Expected to update the timeout of {no_job}"));
-    let cancel = pb::CancelProcessInstanceRequest { process_instance_key: instance, ..Default::default() };
+    let cancel = pb::CancelProcessInstanceRequest { process_instance_key: instance };
     let r = client.cancel_process_instance(as_user("bob", cancel)).await;
     assert_not_found("CancelProcessInstance", r, &format!("process instance with key '{instance}', but no such process was found"));
     let set = pb::SetVariablesRequest { element_instance_key: instance, variables: r#"{"x":1}"#.into(), ..Default::default() };
@@ -310,12 +310,11 @@ async fn a_caller_of_tenant_b_cannot_touch_or_see_tenant_as_entities() {
             target_process_definition_key: definition,
             mapping_instructions: vec![],
         }),
-        ..Default::default()
     };
     let r = client.migrate_process_instance(as_user("bob", migrate)).await;
     assert_not_found("MigrateProcessInstance", r, &format!("no process instance found with key '{instance}'"));
-    let delete = pb::DeleteResourceRequest { resource_key: definition, ..Default::default() };
-    let r = client.delete_resource(as_user("bob", delete.clone())).await;
+    let delete = pb::DeleteResourceRequest { resource_key: definition };
+    let r = client.delete_resource(as_user("bob", delete)).await;
     assert_not_found("DeleteResource", r, &format!("no resource found with key `{definition}`"));
 
     // an incident of alice's: bob cannot resolve it
@@ -323,7 +322,7 @@ async fn a_caller_of_tenant_b_cannot_touch_or_see_tenant_as_entities() {
     client.fail_job(as_user("alice", fail)).await.expect("alice fails her job");
     let incidents = search_until(&node, "alice", "incidents", &format!(r#"{{"processInstanceKey":"{instance}"}}"#), 1);
     let incident: i64 = incidents[0]["incidentKey"].as_str().expect("incident key").parse().unwrap();
-    let r = client.resolve_incident(as_user("bob", pb::ResolveIncidentRequest { incident_key: incident, ..Default::default() })).await;
+    let r = client.resolve_incident(as_user("bob", pb::ResolveIncidentRequest { incident_key: incident })).await;
     assert_not_found("ResolveIncident", r, &format!("incident with key '{incident}', but no such incident was found"));
 
     // REST: bob's commands are 404s, his searches see nothing of tenant-a, his gets are 404s
@@ -355,14 +354,11 @@ async fn a_caller_of_tenant_b_cannot_touch_or_see_tenant_as_entities() {
     }
 
     // alice's own commands go through
-    let retries = pb::UpdateJobRetriesRequest { job_key: job, retries: 1, ..Default::default() };
+    let retries = pb::UpdateJobRetriesRequest { job_key: job, retries: 1 };
     client.update_job_retries(as_user("alice", retries)).await.expect("alice updates her job's retries");
-    client
-        .resolve_incident(as_user("alice", pb::ResolveIncidentRequest { incident_key: incident, ..Default::default() }))
-        .await
-        .expect("alice resolves");
+    client.resolve_incident(as_user("alice", pb::ResolveIncidentRequest { incident_key: incident })).await.expect("alice resolves");
     let (status, answer) = rest_as(&node, "alice", "POST", &format!("/v2/user-tasks/{task}/completion"), "{}");
     assert_eq!(status, 204, "alice completes her user task: {answer}");
-    let cancel = pb::CancelProcessInstanceRequest { process_instance_key: instance, ..Default::default() };
+    let cancel = pb::CancelProcessInstanceRequest { process_instance_key: instance };
     client.cancel_process_instance(as_user("alice", cancel)).await.expect("alice cancels her instance");
 }
