@@ -606,7 +606,8 @@ impl Broker {
     }
 
     /// Starts backup `id` of every partition this broker leads (see [`backup`]; refused if `id`
-    /// is not greater than the last checkpoint of a partition this broker holds) and returns
+    /// is not greater than the last checkpoint of a partition this broker leads, or lower than
+    /// that of one it follows) and returns
     /// them once they are recorded IN_PROGRESS in the store; the partitions' checkpoints are
     /// taken and uploaded on a thread of its own. Blocks on the store: call it from a plain
     /// thread or `spawn_blocking`.
@@ -620,10 +621,16 @@ impl Broker {
             .map(|(i, _)| i as PartitionId + 1)
             .collect();
         // Zeebe: a checkpoint's id must be greater than the partition's last one. Every replica
-        // here is asked, followers too: what a follower applied the leader has as well
+        // here is asked, followers too (what a follower applied the leader has as well), but a
+        // follower's checkpoint equal to `id` may be this very backup's, written by another
+        // broker that leads the partition a moment ago: only a lower id is stale there
         for p in 1..=self.partition_count() {
             let last = self.handle(p).ok().and_then(|h| h.last_checkpoint());
-            if let Some(last) = last.filter(|c| c.checkpoint_id >= 0 && id <= c.checkpoint_id as u64) {
+            let leads = led.contains(&p);
+            let stale = |c: &waggle_protocol::value::CheckpointRecord| {
+                c.checkpoint_id >= 0 && (id < c.checkpoint_id as u64 || (leads && id == c.checkpoint_id as u64))
+            };
+            if let Some(last) = last.filter(stale) {
                 return Err(backup::BackupError::CheckpointNotNewer { id, partition: p, last: last.checkpoint_id });
             }
         }

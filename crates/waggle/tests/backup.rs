@@ -519,7 +519,7 @@ async fn a_cluster_backup_under_load_restores_every_broker(store: Store) {
             a.extend(cluster(i));
             a.extend(["--internal-port".to_string(), internal[i].clone()]);
             a.extend(["--backup-store".to_string(), new_store.path().to_str().unwrap().to_string()]);
-            Node::start_at(dir, &a.iter().map(String::as_str).collect::<Vec<_>>(), &[])
+            Node::start_at(dir, &a.iter().map(String::as_str).collect::<Vec<_>>(), &store.envs())
         })
         .collect();
     wait_all_led(&nodes);
@@ -537,7 +537,8 @@ async fn a_cluster_backup_under_load_restores_every_broker(store: Store) {
     assert_eq!(count_files(new_store.path()), 0, "a refused backup writes nothing");
     let (code, body) = http_json(nodes[0].management_port, "POST", "/actuator/backups", r#"{"backupId": 9}"#).unwrap();
     assert_eq!(code, 202, "{body}");
-    assert_eq!(tokio::task::block_in_place(|| wait_backup(&nodes[1], 9))["state"], "COMPLETED");
+    let status = tokio::task::block_in_place(|| wait_backup(&nodes[1], 9));
+    assert_eq!(status["state"], "COMPLETED", "{status}");
     let mut client = grpc_client(&nodes[2]).await;
     for _ in 0..PARTITIONS {
         client.create_process_instance(one_task_creation()).await.expect("a creation on the restored cluster");
