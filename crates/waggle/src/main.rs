@@ -248,7 +248,11 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
             snapshot_every_entries: config.snapshot_every_entries,
             limits: config.limits,
             cluster: cluster.clone(),
-            export: export_config(&config, query_store.as_ref(), &store_changes)?,
+            // opening the query store checks its schema with blocking calls (PostgreSQL's client
+            // runs a runtime of its own): on a thread outside the async runtime
+            export: std::thread::scope(|s| {
+                s.spawn(|| export_config(&config, query_store.as_ref(), &store_changes)).join().expect("opening the query store panicked")
+            })?,
             disk: config.disk.clone(),
             backup_store: config.backup_store.clone(),
             internal_tls: internal_tls.clone(),
@@ -288,8 +292,18 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     let rest_listener = tokio::net::TcpListener::bind(rest_addr).await.with_context(|| format!("binding the REST API on {rest_addr}"))?;
     let store_reader = match &query_store {
         Some(location) => {
-            let reader = waggle_store::Reader::new(location.clone()).with_context(|| format!("opening the query store {location}"))?;
-            let version = reader.schema_version().with_context(|| format!("reading the query store's schema version at {location}"))?;
+            // blocking calls (PostgreSQL's client runs a runtime of its own): off the async thread
+            let (reader, version) = std::thread::scope(|s| {
+                s.spawn(|| -> anyhow::Result<_> {
+                    let reader =
+                        waggle_store::Reader::new(location.clone()).with_context(|| format!("opening the query store {location}"))?;
+                    let version =
+                        reader.schema_version().with_context(|| format!("reading the query store's schema version at {location}"))?;
+                    Ok((reader, version))
+                })
+                .join()
+                .expect("opening the query store panicked")
+            })?;
             tracing::info!(store = %location, schema_version = version, "query store opened");
             Some(Arc::new(reader.with_changes(store_changes.clone())))
         }
