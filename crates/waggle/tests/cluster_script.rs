@@ -13,6 +13,10 @@ use common::{free_port, http_get, repo_root, run_with_timeout};
 
 /// Port bases (gateway G, internal G + 2, management G + 5) whose ports for `count` brokers
 /// (each base + 10 i) are all free now.
+/// The tests here run one at a time: their port ranges come from the same allocator, one
+/// after the other, so two clusters starting at once would take each other's ports.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn free_bases(count: u16) -> u16 {
     for _ in 0..100 {
         let base = free_port();
@@ -71,6 +75,7 @@ impl Drop for Stop<'_> {
 
 #[test]
 fn the_cluster_script_starts_shows_and_stops_brokers() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("cluster-data");
     let base = free_bases(4);
@@ -132,6 +137,7 @@ fn the_cluster_script_starts_shows_and_stops_brokers() {
 
 #[test]
 fn the_cluster_script_starts_a_cluster_with_mutual_tls_between_brokers_and_gateway() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("cluster-data");
     let base = free_bases(4);
