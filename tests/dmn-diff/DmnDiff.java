@@ -11,7 +11,7 @@
 //   input's name its label, else its expression's text cut to 30 characters, an output's name
 //   its label, else its name, a rule's index its position in the table from 1;
 // - values are the JSON of the MessagePack Zeebe writes from a FEEL value (its
-//   FeelToMessagePackTransformer, as tests/feel-diff/FeelDiff.java's `zeebe` prints it).
+//   FeelToMessagePackTransformer, as tests/diff-common/DiffJson.java's `zeebe` prints it).
 //
 // Run by regenerate.sh (compiled, with IdentityMapper registered as a service).
 //
@@ -66,7 +66,7 @@ public class DmnDiff {
     for (String line : Files.readAllLines(cases, StandardCharsets.UTF_8)) {
       if (line.isBlank()) continue;
       @SuppressWarnings("unchecked")
-      Map<String, Object> c = (Map<String, Object>) new Json(line).value();
+      Map<String, Object> c = (Map<String, Object>) DiffJson.parse(line);
       String file = (String) c.get("dmn");
       Object dmn = parsed.get(file);
       if (dmn == null) {
@@ -79,14 +79,14 @@ public class DmnDiff {
         parsed.put(file, dmn);
       }
       StringBuilder sb = new StringBuilder();
-      sb.append("{\"id\":").append(quote((String) c.get("id")));
-      sb.append(",\"dmn\":").append(quote(file));
+      sb.append("{\"id\":").append(DiffJson.quote((String) c.get("id")));
+      sb.append(",\"dmn\":").append(DiffJson.quote(file));
       String decision = (String) c.get("decision");
-      if (decision != null) sb.append(",\"decision\":").append(quote(decision));
-      if (c.containsKey("vars")) sb.append(",\"vars\":").append(Json.write(c.get("vars")));
+      if (decision != null) sb.append(",\"decision\":").append(DiffJson.quote(decision));
+      if (c.containsKey("vars")) sb.append(",\"vars\":").append(DiffJson.Json.write(c.get("vars")));
       boolean valid = dmn instanceof ParsedDmn;
       sb.append(",\"parsed\":").append(valid);
-      if (!valid) sb.append(",\"parse_error\":").append(quote((String) dmn));
+      if (!valid) sb.append(",\"parse_error\":").append(DiffJson.quote((String) dmn));
       if (valid && decision != null) {
         @SuppressWarnings("unchecked")
         Map<String, Object> vars = c.containsKey("vars") ? (Map<String, Object>) c.get("vars") : new HashMap<>();
@@ -105,21 +105,21 @@ public class DmnDiff {
     if (r.isLeft()) {
       String reason = r.left().get().failure().message();
       String failed = entries.isEmpty() ? decision : entries.get(entries.size() - 1).id();
-      sb.append(",\"failure\":").append(quote(String.format("Expected to evaluate decision '%s', but %s", decision, reason)));
-      sb.append(",\"failed_decision\":").append(quote(failed));
+      sb.append(",\"failure\":").append(DiffJson.quote(String.format("Expected to evaluate decision '%s', but %s", decision, reason)));
+      sb.append(",\"failed_decision\":").append(DiffJson.quote(failed));
     } else {
       DmnEngine.EvalResult ok = r.toOption().get();
-      sb.append(",\"output\":").append(ok.isNil() ? "null" : zeebe(ok.value()));
+      sb.append(",\"output\":").append(ok.isNil() ? "null" : DiffJson.zeebe(ok.value()));
     }
     sb.append(",\"evaluated\":[");
     boolean first = true;
     for (Audit.AuditLogEntry e : entries) {
       if (!first) sb.append(",");
       first = false;
-      sb.append("{\"id\":").append(quote(e.id()));
-      sb.append(",\"name\":").append(quote(e.name()));
-      sb.append(",\"type\":").append(quote(type(e.decisionLogic())));
-      sb.append(",\"output\":").append(zeebe(e.result().result()));
+      sb.append("{\"id\":").append(DiffJson.quote(e.id()));
+      sb.append(",\"name\":").append(DiffJson.quote(e.name()));
+      sb.append(",\"type\":").append(DiffJson.quote(type(e.decisionLogic())));
+      sb.append(",\"output\":").append(DiffJson.zeebe(e.result().result()));
       sb.append(",\"inputs\":[");
       StringBuilder rules = new StringBuilder();
       if (e.result() instanceof Audit.DecisionTableEvaluationResult) {
@@ -133,16 +133,16 @@ public class DmnDiff {
           if (name == null && in.expression() instanceof FeelExpression) {
             name = String.format("%.30s", ((FeelExpression) in.expression()).expression().text());
           }
-          sb.append("{\"id\":").append(quote(in.id()));
-          sb.append(",\"name\":").append(quote(name));
-          sb.append(",\"value\":").append(zeebe(i.value())).append("}");
+          sb.append("{\"id\":").append(DiffJson.quote(in.id()));
+          sb.append(",\"name\":").append(DiffJson.quote(name));
+          sb.append(",\"value\":").append(DiffJson.zeebe(i.value())).append("}");
         }
         List<ParsedRule> all = CollectionConverters.asJava(((ParsedDecisionTable) e.decisionLogic()).rules().toList());
         f2 = true;
         for (Audit.EvaluatedRule m : CollectionConverters.asJava(t.matchedRules())) {
           if (!f2) rules.append(",");
           f2 = false;
-          rules.append("{\"id\":").append(quote(m.rule().id()));
+          rules.append("{\"id\":").append(DiffJson.quote(m.rule().id()));
           rules.append(",\"index\":").append(all.indexOf(m.rule()) + 1);
           rules.append(",\"outputs\":[");
           boolean f3 = true;
@@ -150,9 +150,9 @@ public class DmnDiff {
             if (!f3) rules.append(",");
             f3 = false;
             ParsedOutput po = o.output();
-            rules.append("{\"id\":").append(quote(po.id()));
-            rules.append(",\"name\":").append(quote(po.label() != null ? po.label() : po.name()));
-            rules.append(",\"value\":").append(zeebe(o.value())).append("}");
+            rules.append("{\"id\":").append(DiffJson.quote(po.id()));
+            rules.append(",\"name\":").append(DiffJson.quote(po.label() != null ? po.label() : po.name()));
+            rules.append(",\"value\":").append(DiffJson.zeebe(o.value())).append("}");
           }
           rules.append("]}");
         }
@@ -171,191 +171,5 @@ public class DmnDiff {
     if (logic instanceof ParsedRelation) return "RELATION";
     if (logic instanceof ParsedInvocation) return "INVOCATION";
     return "UNKNOWN";
-  }
-
-  /** The JSON of the MessagePack Zeebe 8.5 writes from a FEEL value (as FeelDiff.java). */
-  static String zeebe(Object o) {
-    if (o == null || o instanceof ValNull$) return "null";
-    if (o instanceof ValBoolean) return String.valueOf(((ValBoolean) o).value());
-    if (o instanceof ValNumber) {
-      scala.math.BigDecimal n = ((ValNumber) o).value();
-      if (n.isWhole()) return String.valueOf(n.longValue());
-      double d = Double.parseDouble(n.bigDecimal().toString());
-      return Double.isFinite(d) ? shortest(d) : "null";
-    }
-    if (o instanceof ValString) return quote(((ValString) o).value());
-    if (o instanceof ValDate) return quote(((ValDate) o).value().toString());
-    if (o instanceof ValLocalTime) return quote(((ValLocalTime) o).value().toString());
-    if (o instanceof ValTime) return quote(((ValTime) o).value().format());
-    if (o instanceof ValLocalDateTime) return quote(((ValLocalDateTime) o).value().toString());
-    if (o instanceof ValDateTime) return quote(((ValDateTime) o).value().toString());
-    if (o instanceof ValDayTimeDuration) return quote(((ValDayTimeDuration) o).value().toString());
-    if (o instanceof ValYearMonthDuration) return quote(((ValYearMonthDuration) o).value().toString());
-    if (o instanceof ValList) {
-      StringBuilder sb = new StringBuilder("[");
-      scala.collection.Iterator<Val> it = ((ValList) o).items().iterator();
-      while (it.hasNext()) {
-        sb.append(zeebe(it.next()));
-        if (it.hasNext()) sb.append(",");
-      }
-      return sb.append("]").toString();
-    }
-    if (o instanceof ValContext) {
-      scala.collection.Iterator<scala.Tuple2<String, Object>> it =
-          ((ValContext) o).context().variableProvider().getVariables().iterator();
-      StringBuilder sb = new StringBuilder("{");
-      while (it.hasNext()) {
-        scala.Tuple2<String, Object> e = it.next();
-        sb.append(quote(e._1())).append(":").append(e._2() instanceof Val ? zeebe(e._2()) : "null");
-        if (it.hasNext()) sb.append(",");
-      }
-      return sb.append("}").toString();
-    }
-    return "null";
-  }
-
-  /** The shortest decimal that parses back to {@code d}, always with a point or exponent. */
-  static String shortest(double d) {
-    if (!Double.isFinite(d)) return "null";
-    BigDecimal exact = new BigDecimal(d);
-    String s = exact.toString();
-    for (int digits = 1; digits <= 17; digits++) {
-      String t = exact.round(new java.math.MathContext(digits)).toString();
-      if (Double.parseDouble(t) == d) {
-        s = t;
-        break;
-      }
-    }
-    return s.contains(".") || s.contains("E") ? s : s + ".0";
-  }
-
-  static String quote(String s) {
-    if (s == null) return "null";
-    StringBuilder sb = new StringBuilder("\"");
-    for (int i = 0; i < s.length(); i++) {
-      char c = s.charAt(i);
-      switch (c) {
-        case '"': sb.append("\\\""); break;
-        case '\\': sb.append("\\\\"); break;
-        case '\n': sb.append("\\n"); break;
-        case '\r': sb.append("\\r"); break;
-        case '\t': sb.append("\\t"); break;
-        default:
-          if (c < 0x20) sb.append(String.format("\\u%04x", (int) c));
-          else sb.append(c);
-      }
-    }
-    return sb.append("\"").toString();
-  }
-
-  /** A minimal JSON reader and writer: objects, arrays, strings, numbers, literals. */
-  static final class Json {
-    final String s;
-    int i;
-
-    Json(String s) {
-      this.s = s;
-    }
-
-    static String write(Object o) {
-      if (o == null) return "null";
-      if (o instanceof String) return quote((String) o);
-      if (o instanceof Double) return shortest((Double) o);
-      if (o instanceof Map) {
-        StringBuilder sb = new StringBuilder("{");
-        boolean first = true;
-        for (Map.Entry<?, ?> e : ((Map<?, ?>) o).entrySet()) {
-          if (!first) sb.append(",");
-          first = false;
-          sb.append(quote((String) e.getKey())).append(":").append(write(e.getValue()));
-        }
-        return sb.append("}").toString();
-      }
-      if (o instanceof List) {
-        StringBuilder sb = new StringBuilder("[");
-        boolean first = true;
-        for (Object x : (List<?>) o) {
-          if (!first) sb.append(",");
-          first = false;
-          sb.append(write(x));
-        }
-        return sb.append("]").toString();
-      }
-      return o.toString();
-    }
-
-    Object value() {
-      ws();
-      char c = s.charAt(i);
-      if (c == '{') {
-        i++;
-        Map<String, Object> m = new LinkedHashMap<>();
-        ws();
-        if (s.charAt(i) == '}') {
-          i++;
-          return m;
-        }
-        while (true) {
-          ws();
-          String k = (String) value();
-          ws();
-          i++; // ':'
-          m.put(k, value());
-          ws();
-          if (s.charAt(i++) == '}') return m;
-        }
-      }
-      if (c == '[') {
-        i++;
-        List<Object> l = new ArrayList<>();
-        ws();
-        if (s.charAt(i) == ']') {
-          i++;
-          return l;
-        }
-        while (true) {
-          l.add(value());
-          ws();
-          if (s.charAt(i++) == ']') return l;
-        }
-      }
-      if (c == '"') {
-        i++;
-        StringBuilder sb = new StringBuilder();
-        while (s.charAt(i) != '"') {
-          char x = s.charAt(i++);
-          if (x == '\\') {
-            char e = s.charAt(i++);
-            switch (e) {
-              case 'n': sb.append('\n'); break;
-              case 't': sb.append('\t'); break;
-              case 'r': sb.append('\r'); break;
-              case 'u': sb.append((char) Integer.parseInt(s.substring(i, i + 4), 16)); i += 4; break;
-              default: sb.append(e);
-            }
-          } else sb.append(x);
-        }
-        i++;
-        return sb.toString();
-      }
-      if (s.startsWith("true", i)) { i += 4; return Boolean.TRUE; }
-      if (s.startsWith("false", i)) { i += 5; return Boolean.FALSE; }
-      if (s.startsWith("null", i)) { i += 4; return null; }
-      int start = i;
-      while (i < s.length() && "+-0123456789.eE".indexOf(s.charAt(i)) >= 0) i++;
-      String num = s.substring(start, i);
-      if (num.matches("-?\\d+")) {
-        try {
-          return Long.parseLong(num);
-        } catch (NumberFormatException e) {
-          return new BigDecimal(num);
-        }
-      }
-      return Double.parseDouble(num);
-    }
-
-    void ws() {
-      while (i < s.length() && Character.isWhitespace(s.charAt(i))) i++;
-    }
   }
 }

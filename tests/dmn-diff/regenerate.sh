@@ -10,7 +10,7 @@ cd "$(dirname "$0")"
 LIB="${DMN_SCALA_HOME:-$HOME/.cache/waggle-peers/dmn-scala}/lib"
 BUILD=$(mktemp -d)
 trap 'rm -rf "$BUILD" expected.jsonl.tmp' EXIT
-javac -nowarn -d "$BUILD" -cp "$LIB/*" DmnDiff.java 2>"$BUILD/javac" || { cat "$BUILD/javac" >&2; exit 1; }
+javac -nowarn -d "$BUILD" -cp "$LIB/*" DmnDiff.java ../diff-common/DiffJson.java 2>"$BUILD/javac" || { cat "$BUILD/javac" >&2; exit 1; }
 mkdir -p "$BUILD/META-INF/services"
 echo 'DmnDiff$IdentityMapper' > "$BUILD/META-INF/services/org.camunda.feel.valuemapper.CustomValueMapper"
 # the JVM's default zone shapes now() only; pin it anyway

@@ -1,7 +1,7 @@
 // Differential harness: evaluates the FEEL corpus with the real feel-scala engine (1.17.8, the
 // version Zeebe 8.5.8 ships) and prints one JSON line per entry with the result in canonical form.
 //
-//   java -cp "$HOME/.cache/waggle-peers/feel-scala/lib/*" FeelDiff.java corpus/ > expected.jsonl
+//   regenerate.sh (compiles it with tests/diff-common/DiffJson.java, then runs it on corpus/)
 //
 // Corpus files (*.txt, read in name order): one expression per line. `#` starts a comment line.
 // Directives change how the following lines of the same file are evaluated:
@@ -96,7 +96,7 @@ public class FeelDiff {
         if (ctxJson != null) id = id + " | " + ctxJson;
         for (int n = 2; ids.contains(id); n++) id = id.replaceAll(" #\\d+$", "") + " #" + n;
         ids.add(id);
-        Map<String, Object> vars = ctxJson == null ? new HashMap<>() : asMap(new Json(ctxJson).value());
+        Map<String, Object> vars = ctxJson == null ? new HashMap<>() : asMap(DiffJson.parse(ctxJson));
         boolean ok;
         String canon;
         String zeebeJson = null;
@@ -111,19 +111,19 @@ public class FeelDiff {
           }
           ok = r.isSuccess();
           canon = ok ? canonical(r.result()) : null;
-          if (ok) zeebeJson = zeebe(r.result());
+          if (ok) zeebeJson = DiffJson.zeebe(r.result());
         } catch (Throwable t) {
           ok = false;
           canon = null;
         }
         StringBuilder sb = new StringBuilder();
-        sb.append("{\"id\":").append(quote(id));
-        sb.append(",\"expr\":").append(quote(expr));
-        if (ctxJson != null) sb.append(",\"ctx\":").append(quote(ctxJson));
-        if (input != null) sb.append(",\"input\":").append(quote(input));
+        sb.append("{\"id\":").append(DiffJson.quote(id));
+        sb.append(",\"expr\":").append(DiffJson.quote(expr));
+        if (ctxJson != null) sb.append(",\"ctx\":").append(DiffJson.quote(ctxJson));
+        if (input != null) sb.append(",\"input\":").append(DiffJson.quote(input));
         if (shape) sb.append(",\"shape\":true");
         sb.append(",\"ok\":").append(ok);
-        sb.append(",\"value\":").append(canon == null ? "null" : quote(canon));
+        sb.append(",\"value\":").append(canon == null ? "null" : DiffJson.quote(canon));
         if (ok) sb.append(",\"zeebe\":").append(zeebeJson);
         sb.append("}");
         out.println(sb);
@@ -140,7 +140,7 @@ public class FeelDiff {
     if (o == null || o instanceof ValNull$) return "null";
     if (o instanceof ValBoolean) return String.valueOf(((ValBoolean) o).value());
     if (o instanceof ValNumber) return number(((ValNumber) o).value().bigDecimal());
-    if (o instanceof ValString) return quote(((ValString) o).value());
+    if (o instanceof ValString) return DiffJson.quote(((ValString) o).value());
     if (o instanceof ValDate) return "date(" + ((ValDate) o).value() + ")";
     if (o instanceof ValLocalTime) return "time(" + time(((ValLocalTime) o).value()) + ")";
     if (o instanceof ValTime) {
@@ -188,7 +188,7 @@ public class FeelDiff {
       for (Map.Entry<String, String> e : sorted.entrySet()) {
         if (!first) sb.append(", ");
         first = false;
-        sb.append(quote(e.getKey())).append(": ").append(e.getValue());
+        sb.append(DiffJson.quote(e.getKey())).append(": ").append(e.getValue());
       }
       return sb.append("}").toString();
     }
@@ -201,67 +201,9 @@ public class FeelDiff {
     // raw Java values inside contexts built from variables
     if (o instanceof BigDecimal) return number((BigDecimal) o);
     if (o instanceof Long || o instanceof Integer) return String.valueOf(o);
-    if (o instanceof String) return quote((String) o);
+    if (o instanceof String) return DiffJson.quote((String) o);
     if (o instanceof Boolean) return o.toString();
     return "raw(" + o.getClass().getSimpleName() + ":" + o + ")";
-  }
-
-  /** The JSON of the variable Zeebe 8.5 writes from a FEEL result (see the header). */
-  static String zeebe(Object o) {
-    if (o == null || o instanceof ValNull$) return "null";
-    if (o instanceof ValBoolean) return String.valueOf(((ValBoolean) o).value());
-    if (o instanceof ValNumber) {
-      scala.math.BigDecimal n = ((ValNumber) o).value();
-      if (n.isWhole()) return String.valueOf(n.longValue());
-      // BigDecimal.doubleValue() and Double.toString() are exact from JDK 19 on (Zeebe 8.5
-      // runs on 21), not before: take the double with parseDouble and print the shortest
-      // decimal that parses back to it, so that the harness gives the same double on any JDK
-      double d = Double.parseDouble(n.bigDecimal().toString());
-      return Double.isFinite(d) ? shortest(d) : "null";
-    }
-    if (o instanceof ValString) return quote(((ValString) o).value());
-    if (o instanceof ValDate) return quote(((ValDate) o).value().toString());
-    if (o instanceof ValLocalTime) return quote(((ValLocalTime) o).value().toString());
-    if (o instanceof ValTime) return quote(((ValTime) o).value().format());
-    if (o instanceof ValLocalDateTime) return quote(((ValLocalDateTime) o).value().toString());
-    if (o instanceof ValDateTime) return quote(((ValDateTime) o).value().toString());
-    if (o instanceof ValDayTimeDuration) return quote(((ValDayTimeDuration) o).value().toString());
-    if (o instanceof ValYearMonthDuration) return quote(((ValYearMonthDuration) o).value().toString());
-    if (o instanceof ValList) {
-      StringBuilder sb = new StringBuilder("[");
-      scala.collection.Iterator<Val> it = ((ValList) o).items().iterator();
-      while (it.hasNext()) {
-        sb.append(zeebe(it.next()));
-        if (it.hasNext()) sb.append(",");
-      }
-      return sb.append("]").toString();
-    }
-    if (o instanceof ValContext) {
-      scala.collection.Iterator<scala.Tuple2<String, Object>> it =
-          ((ValContext) o).context().variableProvider().getVariables().iterator();
-      StringBuilder sb = new StringBuilder("{");
-      while (it.hasNext()) {
-        scala.Tuple2<String, Object> e = it.next();
-        sb.append(quote(e._1())).append(":").append(e._2() instanceof Val ? zeebe(e._2()) : "null");
-        if (it.hasNext()) sb.append(",");
-      }
-      return sb.append("}").toString();
-    }
-    return "null";
-  }
-
-  /** The shortest decimal that parses back to {@code d}, always with a point or exponent. */
-  static String shortest(double d) {
-    BigDecimal exact = new BigDecimal(d);
-    String s = exact.toString();
-    for (int digits = 1; digits <= 17; digits++) {
-      String t = exact.round(new java.math.MathContext(digits)).toString();
-      if (Double.parseDouble(t) == d) {
-        s = t;
-        break;
-      }
-    }
-    return s.contains(".") || s.contains("E") ? s : s + ".0";
   }
 
   static String boundary(RangeBoundary b, boolean start) {
@@ -284,107 +226,5 @@ public class FeelDiff {
 
   static String offset(ZoneOffset o) {
     return o.getTotalSeconds() == 0 ? "Z" : o.getId();
-  }
-
-  static String quote(String s) {
-    StringBuilder sb = new StringBuilder("\"");
-    for (int i = 0; i < s.length(); i++) {
-      char c = s.charAt(i);
-      switch (c) {
-        case '"': sb.append("\\\""); break;
-        case '\\': sb.append("\\\\"); break;
-        case '\n': sb.append("\\n"); break;
-        case '\r': sb.append("\\r"); break;
-        case '\t': sb.append("\\t"); break;
-        default:
-          if (c < 0x20) sb.append(String.format("\\u%04x", (int) c));
-          else sb.append(c);
-      }
-    }
-    return sb.append("\"").toString();
-  }
-
-  /** A minimal JSON reader for the @ctx lines: objects, arrays, strings, numbers, literals. */
-  static final class Json {
-    final String s;
-    int i;
-
-    Json(String s) {
-      this.s = s;
-    }
-
-    Object value() {
-      ws();
-      char c = s.charAt(i);
-      if (c == '{') {
-        i++;
-        Map<String, Object> m = new LinkedHashMap<>();
-        ws();
-        if (s.charAt(i) == '}') {
-          i++;
-          return m;
-        }
-        while (true) {
-          ws();
-          String k = (String) value();
-          ws();
-          i++; // ':'
-          m.put(k, value());
-          ws();
-          if (s.charAt(i++) == '}') return m;
-        }
-      }
-      if (c == '[') {
-        i++;
-        List<Object> l = new ArrayList<>();
-        ws();
-        if (s.charAt(i) == ']') {
-          i++;
-          return l;
-        }
-        while (true) {
-          l.add(value());
-          ws();
-          if (s.charAt(i++) == ']') return l;
-        }
-      }
-      if (c == '"') {
-        i++;
-        StringBuilder sb = new StringBuilder();
-        while (s.charAt(i) != '"') {
-          char x = s.charAt(i++);
-          if (x == '\\') {
-            char e = s.charAt(i++);
-            switch (e) {
-              case 'n': sb.append('\n'); break;
-              case 't': sb.append('\t'); break;
-              case 'r': sb.append('\r'); break;
-              case 'u': sb.append((char) Integer.parseInt(s.substring(i, i + 4), 16)); i += 4; break;
-              default: sb.append(e);
-            }
-          } else sb.append(x);
-        }
-        i++;
-        return sb.toString();
-      }
-      if (s.startsWith("true", i)) { i += 4; return Boolean.TRUE; }
-      if (s.startsWith("false", i)) { i += 5; return Boolean.FALSE; }
-      if (s.startsWith("null", i)) { i += 4; return null; }
-      int start = i;
-      while (i < s.length() && "+-0123456789.eE".indexOf(s.charAt(i)) >= 0) i++;
-      String num = s.substring(start, i);
-      if (num.matches("-?\\d+")) {
-        try {
-          return Long.parseLong(num);
-        } catch (NumberFormatException e) {
-          return new BigDecimal(num);
-        }
-      }
-      return Double.parseDouble(num);
-    }
-
-    void ws() {
-      while (i < s.length() && Character.isWhitespace(s.charAt(i))) i++;
-    }
   }
 }

@@ -9,8 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")"
 ./fetch.sh >/dev/null
 LIB="${FEEL_SCALA_HOME:-$HOME/.cache/waggle-peers/feel-scala}/lib"
+BUILD=$(mktemp -d)
+trap 'rm -rf "$BUILD"' EXIT
+javac -nowarn -d "$BUILD" -cp "$LIB/*" FeelDiff.java ../diff-common/DiffJson.java 2>"$BUILD/javac" || { cat "$BUILD/javac" >&2; exit 1; }
 # the JVM's default zone shapes now() only; pin it anyway
-java -Duser.timezone=UTC -cp "$LIB/*" FeelDiff.java corpus 2>/dev/null > expected.jsonl.tmp
+java -Duser.timezone=UTC -cp "$BUILD:$LIB/*" FeelDiff corpus 2>/dev/null > expected.jsonl.tmp
 if [ "${1:-}" = "--check" ]; then
   if ! diff <(grep -v '"shape":true' expected.jsonl) <(grep -v '"shape":true' expected.jsonl.tmp); then
     rm -f expected.jsonl.tmp

@@ -2,8 +2,8 @@
 //! `tests/feel-diff/expected.jsonl` (produced by `tests/feel-diff/regenerate.sh`, which runs
 //! feel-scala on `tests/feel-diff/corpus/*.txt`) is evaluated with waggle-feel and compared in
 //! the canonical form described in `tests/feel-diff/FeelDiff.java`, and in the JSON of the
-//! variable Zeebe 8.5 writes from the result (the entry's `zeebe` field, which FeelDiff.java
-//! derives from feel-scala's Java objects as Zeebe's `FeelToMessagePackTransformer` does)
+//! variable Zeebe 8.5 writes from the result (the entry's `zeebe` field, which
+//! `tests/diff-common/DiffJson.java` derives from feel-scala's Java objects as Zeebe's `FeelToMessagePackTransformer` does)
 //! against `Value::to_json`.
 //!
 //! Every mismatch fails the test unless its id is in [`KNOWN_DIFFERENCES`] (with the reason);
@@ -71,7 +71,7 @@ fn canonical(v: &Value) -> String {
     }
 }
 
-/// JSON-like quoting as FeelDiff.java does it.
+/// JSON-like quoting as the harness does it (`tests/diff-common/DiffJson.java`).
 fn quote(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
