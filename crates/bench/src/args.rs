@@ -64,7 +64,7 @@ pub struct RunArgs {
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Also plot throughput and latency over the run as `<workload>.png` in this folder.
+    /// Also plot throughput and latency over the run as `<workload>.svg` in this folder.
     #[arg(long)]
     pub plots: Option<PathBuf>,
     /// Connect over TLS, trusting this CA (PEM); the server's certificate must name the
@@ -110,7 +110,7 @@ pub struct CompareArgs {
     #[arg(long)]
     pub markdown: Option<PathBuf>,
     /// Plot each workload's throughput and latency over the run, a column per server, as
-    /// `<workload>.png` in this folder.
+    /// `<workload>.svg` in this folder.
     #[arg(long)]
     pub plots: Option<PathBuf>,
 }

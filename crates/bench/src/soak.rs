@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 
+use crate::plot;
 use crate::recorder::{Event, Recorder};
 use crate::report;
 use crate::runner::{self, Phases, ServerInfo};
@@ -200,38 +201,23 @@ pub async fn run(args: &SoakArgs) -> anyhow::Result<Vec<Sample>> {
     Ok(samples)
 }
 
-/// One plotted series: its caption, its value in a sample (if measured), its colour.
-type Series = (&'static str, fn(&Sample) -> Option<f64>, plotters::style::RGBColor);
-
-/// Draws RSS, disk use and p99 over time, one panel each, as SVG.
+/// Draws RSS, disk use and p99 over time (minutes), one panel each, as SVG.
 pub fn plot(path: &Path, samples: &[Sample], title: &str) -> anyhow::Result<()> {
-    use plotters::prelude::*;
-    let root = SVGBackend::new(path, (900, 780)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let root = root.titled(title, ("sans-serif", 20))?;
-    let panels = root.split_evenly((3, 1));
-    let minutes = |s: &Sample| s.elapsed_s / 60.0;
-    let x_max = samples.iter().map(minutes).fold(1.0, f64::max);
-    let series: [Series; 3] = [
-        ("server RSS (MB)", |s| s.rss_mb, BLUE),
-        ("data folder on disk (MB)", |s| s.disk_mb, RGBColor(0, 130, 0)),
-        ("execution p99 of the interval (ms)", |s| s.p99_ms, RED),
+    let panel = |label: &str, value: fn(&Sample) -> Option<f64>, color| plot::Chart {
+        title: label.into(),
+        x_label: "minutes".into(),
+        series: vec![plot::Series {
+            name: label.into(),
+            color,
+            points: samples.iter().filter_map(|s| Some((s.elapsed_s / 60.0, value(s)?))).collect(),
+        }],
+    };
+    let charts = [
+        panel("server RSS (MB)", |s| s.rss_mb, plot::BLUE),
+        panel("data folder on disk (MB)", |s| s.disk_mb, plot::GREEN),
+        panel("execution p99 of the interval (ms)", |s| s.p99_ms, plot::RED),
     ];
-    for (area, (label, value, colour)) in panels.iter().zip(series) {
-        let points: Vec<(f64, f64)> = samples.iter().filter_map(|s| Some((minutes(s), value(s)?))).collect();
-        let y_max = points.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.15;
-        let mut chart = ChartBuilder::on(area)
-            .caption(label, ("sans-serif", 16))
-            .margin(8)
-            .x_label_area_size(32)
-            .y_label_area_size(56)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-        chart.configure_mesh().x_desc("minutes").light_line_style(WHITE).draw()?;
-        chart.draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(2)))?;
-        chart.draw_series(points.iter().map(|&p| Circle::new(p, 2, colour.filled())))?;
-    }
-    root.present().with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    plot::write_svg(path, Some(title), 1, (900, 250), &charts)
 }
 
 #[cfg(test)]
@@ -302,10 +288,7 @@ mod tests {
             })
             .collect();
         plot(&path, &samples, "W1 soak").unwrap();
-        let svg = std::fs::read_to_string(&path).unwrap();
-        assert!(svg.starts_with("<svg"), "{}", &svg[..80.min(svg.len())]);
-        for label in ["server RSS (MB)", "data folder on disk (MB)", "execution p99 of the interval (ms)", "W1 soak"] {
-            assert!(svg.contains(label), "{label} missing");
-        }
+        let labels = ["server RSS (MB)", "data folder on disk (MB)", "execution p99 of the interval (ms)", "W1 soak"];
+        crate::plot::tests::assert_svg_with(&path, &labels);
     }
 }

@@ -9,7 +9,7 @@
 //! bench waits for the probe to be quick again, so the next one starts from a calm partition.
 //!
 //! Prints creation time and stall per size (medians over the repeats) and draws both against the
-//! key count and against the payload size as one PNG.
+//! key count and against the payload size as one SVG.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +22,7 @@ use serde::Serialize;
 use waggle_protocol::gateway::{CancelProcessInstanceRequest, CreateProcessInstanceRequest};
 
 use crate::client;
-use crate::plot::{Canvas, Chart, Series};
+use crate::plot::{self, Chart, Series};
 use crate::server::Server;
 
 const MODEL: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
@@ -58,7 +58,7 @@ pub struct VariableScalingArgs {
     /// Creations per size (medians are reported).
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
-    /// Write the plot to this PNG file.
+    /// Write the plot to this SVG file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Also write the report as JSON to this file.
@@ -148,7 +148,7 @@ async fn measure(args: &VariableScalingArgs, target: &str) -> anyhow::Result<Sca
         std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.plot {
-        std::fs::write(path, image(&report).to_png()).with_context(|| format!("writing {}", path.display()))?;
+        plot::write_svg(path, None, 2, (640, 400), &charts(&report))?;
         eprintln!("plot: {}", path.display());
     }
     Ok(report)
@@ -239,20 +239,19 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// Creation time and stall against the key count (left) and the payload size (right).
-pub fn image(r: &ScalingReport) -> Canvas {
-    let (w, h) = (640i64, 400i64);
-    let mut canvas = Canvas::new((2 * w) as usize, h as usize);
+pub fn charts(r: &ScalingReport) -> [Chart; 2] {
     let chart = |title: &str, x_label: &str, points: &[Point], x: fn(&Point) -> f64| Chart {
         title: title.into(),
         x_label: x_label.into(),
         series: vec![
-            Series { name: "creation ms".into(), color: [31, 119, 180], points: points.iter().map(|p| (x(p), p.creation_ms)).collect() },
-            Series { name: "stall ms".into(), color: [200, 30, 30], points: points.iter().map(|p| (x(p), p.stall_ms)).collect() },
+            Series { name: "creation ms".into(), color: plot::BLUE, points: points.iter().map(|p| (x(p), p.creation_ms)).collect() },
+            Series { name: "stall ms".into(), color: plot::RED, points: points.iter().map(|p| (x(p), p.stall_ms)).collect() },
         ],
     };
-    chart("Flat variables: creation and stall", "thousand keys", &r.by_keys, |p| p.size as f64 / 1000.0).draw(&mut canvas, 0, 0, w, h);
-    chart("One string variable: creation and stall", "MB", &r.by_payload_kb, |p| p.size as f64 / 1024.0).draw(&mut canvas, w, 0, w, h);
-    canvas
+    [
+        chart("Flat variables: creation and stall", "thousand keys", &r.by_keys, |p| p.size as f64 / 1000.0),
+        chart("One string variable: creation and stall", "MB", &r.by_payload_kb, |p| p.size as f64 / 1024.0),
+    ]
 }
 
 /// The report as text.
@@ -297,8 +296,13 @@ mod tests {
             by_keys: vec![p(1000, 1.0), p(200_000, 90.0)],
             by_payload_kb: vec![p(1, 1.0), p(3584, 40.0)],
         };
-        let canvas = image(&r);
-        assert_eq!((canvas.width(), canvas.height()), (1280, 400));
+        let [keys, payload] = charts(&r);
+        assert_eq!(keys.series[0].points, [(1.0, 1.0), (200.0, 90.0)]);
+        assert_eq!(payload.series[1].points, [(1.0 / 1024.0, 0.5), (3.5, 20.0)]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("variable-scaling.svg");
+        plot::write_svg(&path, None, 2, (640, 400), &charts(&r)).unwrap();
+        crate::plot::tests::assert_svg_with(&path, &["Flat variables: creation and stall", "stall ms", "thousand keys"]);
         assert!(render(&r).contains("200000 keys"));
     }
 }

@@ -55,7 +55,7 @@ pub use metrics::BrokerMetrics;
 pub use partition::{PartitionStatus, StateDigest, FOLLOWER, LEADER};
 pub use remote_cluster::RemoteCluster;
 pub use remote_streams::JobsAvailable;
-pub use streams::{JobStreamRegistry, LocalStream, PushedJob, StreamId};
+pub use streams::{JobStreamRegistry, LocalStream, PushedJob, StreamId, StreamSettings};
 pub use waggle_engine::{EngineLimits, ParseLimits};
 
 /// How long a deployment's answer waits for the other partitions to acknowledge it.

@@ -27,7 +27,7 @@ use tonic::transport::Endpoint;
 use waggle_replication::net::Connector;
 
 use crate::forward::pb;
-use crate::streams::{JobStreamRegistry, LocalStream, PushedJob, StreamId};
+use crate::streams::{JobStreamRegistry, LocalStream, PushedJob, StreamId, StreamSettings};
 
 /// Jobs a remote stream holds on the broker that activates them, before they are sent on. The
 /// stream's client side has its own buffer (the gateway's); this one only smooths the session.
@@ -157,8 +157,14 @@ impl pb::job_streams_server::JobStreams for JobStreamsService {
                 match control.control {
                     Some(pb::stream_control::Control::Add(add)) => {
                         let (sender, jobs) = mpsc::channel(REMOTE_STREAM_BUFFER);
-                        let id =
-                            registry.register_remote(add.job_type, add.worker, add.timeout_ms, add.fetch_variables, add.tenant_ids, sender);
+                        let settings = StreamSettings {
+                            job_type: add.job_type,
+                            worker: add.worker,
+                            timeout_ms: add.timeout_ms,
+                            fetch_variables: add.fetch_variables,
+                            tenant_ids: add.tenant_ids,
+                        };
+                        let id = registry.register_remote(settings, sender);
                         if let Some(old) = streams.insert(add.id, id) {
                             registry.remove(old);
                         }

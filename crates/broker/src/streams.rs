@@ -49,6 +49,18 @@ struct Stream {
     paused_until: Option<std::time::Instant>,
 }
 
+/// What a worker asked of its stream: the same whether its client opened it here or at another
+/// broker that announced it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamSettings {
+    pub job_type: String,
+    pub worker: String,
+    pub timeout_ms: i64,
+    pub fetch_variables: Vec<String>,
+    /// The tenants whose jobs it takes.
+    pub tenant_ids: Vec<String>,
+}
+
 /// A stream a client opened at this broker's gateway, as announced to other brokers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalStream {
@@ -87,6 +99,7 @@ enum StreamLookup {
 }
 
 impl JobStreamRegistry {
+    /// Registers a stream taking the default tenant's jobs.
     pub fn register(
         &self,
         job_type: String,
@@ -95,52 +108,30 @@ impl JobStreamRegistry {
         fetch_variables: Vec<String>,
         sender: mpsc::Sender<PushedJob>,
     ) -> StreamId {
-        self.add(job_type, worker, timeout_ms, fetch_variables, default_tenant(), sender, false)
+        let settings = StreamSettings { job_type, worker, timeout_ms, fetch_variables, tenant_ids: default_tenant() };
+        self.add(settings, sender, false)
     }
 
-    /// Registers a stream taking the jobs of `tenant_ids` only (multi-tenancy).
-    pub fn register_for_tenants(
-        &self,
-        job_type: String,
-        worker: String,
-        timeout_ms: i64,
-        fetch_variables: Vec<String>,
-        tenant_ids: Vec<String>,
-        sender: mpsc::Sender<PushedJob>,
-    ) -> StreamId {
-        self.add(job_type, worker, timeout_ms, fetch_variables, tenant_ids, sender, false)
+    /// Registers a stream a client opened at this broker's gateway, taking the jobs of
+    /// `settings.tenant_ids` only (multi-tenancy).
+    pub fn register_for_tenants(&self, settings: StreamSettings, sender: mpsc::Sender<PushedJob>) -> StreamId {
+        self.add(settings, sender, false)
     }
 
     /// Registers a stream a client opened at another broker (see `remote_streams`), taking the
-    /// jobs of `tenant_ids` (none: the default tenant's, as a broker of an older version
+    /// jobs of its tenants (none: the default tenant's, as a broker of an older version
     /// announces its streams).
-    // one stream's settings, each its own argument as in `register_for_tenants`
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn register_remote(
-        &self,
-        job_type: String,
-        worker: String,
-        timeout_ms: i64,
-        fetch_variables: Vec<String>,
-        tenant_ids: Vec<String>,
-        sender: mpsc::Sender<PushedJob>,
-    ) -> StreamId {
-        let tenant_ids = if tenant_ids.is_empty() { default_tenant() } else { tenant_ids };
-        self.add(job_type, worker, timeout_ms, fetch_variables, tenant_ids, sender, true)
+    pub(crate) fn register_remote(&self, mut settings: StreamSettings, sender: mpsc::Sender<PushedJob>) -> StreamId {
+        if settings.tenant_ids.is_empty() {
+            settings.tenant_ids = default_tenant();
+        }
+        self.add(settings, sender, true)
     }
 
-    // one stream's settings, each its own argument as in `register`
-    #[allow(clippy::too_many_arguments)]
-    fn add(
-        &self,
-        job_type: String,
-        worker: String,
-        timeout_ms: i64,
-        fetch_variables: Vec<String>,
-        tenant_ids: Vec<String>,
-        sender: mpsc::Sender<PushedJob>,
-        remote: bool,
-    ) -> StreamId {
+    /// The one way a stream enters the registry; only a local stream changes the generation
+    /// (a remote one is not announced again).
+    fn add(&self, settings: StreamSettings, sender: mpsc::Sender<PushedJob>, remote: bool) -> StreamId {
+        let StreamSettings { job_type, worker, timeout_ms, fetch_variables, tenant_ids } = settings;
         let mut inner = self.inner.lock().expect("streams lock");
         inner.next_id += 1;
         let id = inner.next_id;

@@ -8,7 +8,7 @@ use futures::Stream;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
 use tonic::Status;
-use waggle_broker::{BrokerError, PushedJob, StreamId};
+use waggle_broker::{BrokerError, PushedJob, StreamId, StreamSettings};
 use waggle_engine::Command;
 use waggle_protocol::gateway as pb;
 use waggle_protocol::value::{JobBatchRecord, JobRecord};
@@ -300,7 +300,14 @@ pub fn open_job_stream(broker: &Backend, req: pb::StreamActivatedJobsRequest) ->
         return Err(status::invalid(format!("Expected to stream jobs with a timeout greater than zero, but it was {}", req.timeout)));
     }
     let (tx, jobs) = mpsc::channel::<PushedJob>(STREAM_BUFFER_JOBS);
-    let id = broker.job_streams().register_for_tenants(req.r#type, req.worker, req.timeout, req.fetch_variable, req.tenant_ids, tx);
+    let settings = StreamSettings {
+        job_type: req.r#type,
+        worker: req.worker,
+        timeout_ms: req.timeout,
+        fetch_variables: req.fetch_variable,
+        tenant_ids: req.tenant_ids,
+    };
+    let id = broker.job_streams().register_for_tenants(settings, tx);
     Ok(Box::pin(PushedJobs { jobs, broker: broker.clone(), id }))
 }
 

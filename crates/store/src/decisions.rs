@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use waggle_protocol::value::{DecisionEvaluationRecord, DecisionRecord, DecisionRequirementsRecord};
 use waggle_protocol::PartitionId;
 
-use crate::db::{Connection, Value as Sql};
+use crate::db::{Connection, ToValue, Value as Sql};
 use crate::query::{f, invalid, item, Entity, Kind};
 use crate::{params, StoreError};
 
@@ -154,44 +154,55 @@ fn non_empty(t: &str) -> Option<&str> {
     (!t.is_empty()).then_some(t)
 }
 
+/// Inserts a row of `(column, value)` pairs into `table`, unless a row with the first column's
+/// value (the table's key) is there already: an event exported again changes nothing.
+fn insert_once(tx: &Connection, table: &str, row: &[(&str, &dyn ToValue)]) -> Result<(), StoreError> {
+    let columns: Vec<&str> = row.iter().map(|(c, _)| *c).collect();
+    let placeholders: Vec<String> = (1..=row.len()).map(|i| format!("?{i}")).collect();
+    let values: Vec<Sql> = row.iter().map(|(_, v)| v.to_value()).collect();
+    let sql = format!(
+        "INSERT INTO {table} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
+        columns.join(", "),
+        placeholders.join(", "),
+        columns.first().copied().unwrap_or_default()
+    );
+    tx.execute(&sql, &values)?;
+    Ok(())
+}
+
 /// A DECISION_REQUIREMENTS CREATED event: the requirements and their XML.
 pub(crate) fn export_requirements(tx: &Connection, r: &DecisionRequirementsRecord) -> Result<(), StoreError> {
     let xml = String::from_utf8_lossy(&r.resource);
-    tx.execute(
-        "INSERT INTO decision_requirements (decision_requirements_key, decision_requirements_id, name, resource_name, version, xml, tenant_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (decision_requirements_key) DO NOTHING",
-        params![
-            r.decision_requirements_key,
-            &r.decision_requirements_id,
-            non_empty(&r.decision_requirements_name),
-            &r.resource_name,
-            r.decision_requirements_version,
-            &*xml,
-            tenant(&r.tenant_id)
+    insert_once(
+        tx,
+        "decision_requirements",
+        &[
+            ("decision_requirements_key", &r.decision_requirements_key),
+            ("decision_requirements_id", &r.decision_requirements_id),
+            ("name", &non_empty(&r.decision_requirements_name)),
+            ("resource_name", &r.resource_name),
+            ("version", &r.decision_requirements_version),
+            ("xml", &xml.as_ref()),
+            ("tenant_id", &tenant(&r.tenant_id)),
         ],
-    )?;
-    Ok(())
+    )
 }
 
 /// A DECISION CREATED event: the decision definition.
 pub(crate) fn export_decision(tx: &Connection, d: &DecisionRecord) -> Result<(), StoreError> {
-    tx.execute(
-        "INSERT INTO decision_definition (decision_definition_key, decision_definition_id, name, version, decision_requirements_key,
-           decision_requirements_id, tenant_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (decision_definition_key) DO NOTHING",
-        params![
-            d.decision_key,
-            &d.decision_id,
-            non_empty(&d.decision_name),
-            d.version,
-            set(d.decision_requirements_key),
-            &d.decision_requirements_id,
-            tenant(&d.tenant_id)
+    insert_once(
+        tx,
+        "decision_definition",
+        &[
+            ("decision_definition_key", &d.decision_key),
+            ("decision_definition_id", &d.decision_id),
+            ("name", &non_empty(&d.decision_name)),
+            ("version", &d.version),
+            ("decision_requirements_key", &set(d.decision_requirements_key)),
+            ("decision_requirements_id", &d.decision_requirements_id),
+            ("tenant_id", &tenant(&d.tenant_id)),
         ],
-    )?;
-    Ok(())
+    )
 }
 
 /// A DECISION DELETED event (DeleteResource on its DRG; the record's key is the decision's): the definition's row goes, so that
@@ -237,40 +248,36 @@ pub(crate) fn export_evaluation(
                 })
             })
             .collect();
-        tx.execute(
-            "INSERT INTO decision_instance (decision_instance_id, decision_instance_key, evaluation_index, state, evaluation_date,
-               evaluation_failure, result, decision_definition_key, decision_definition_id, decision_definition_name,
-               decision_definition_version, decision_type, decision_requirements_key, decision_requirements_id, process_definition_key,
-               process_definition_id, process_instance_key, flow_node_instance_key, flow_node_id, evaluated_inputs, matched_rules,
-               tenant_id, partition_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)
-             ON CONFLICT (decision_instance_id) DO NOTHING",
-            params![
-                format!("{key}-{}", i + 1),
-                key,
-                (i + 1) as i64,
-                if failed_here { "FAILED" } else { "EVALUATED" },
-                timestamp,
-                failed_here.then_some(v.evaluation_failure_message.as_str()),
-                &d.decision_output,
-                set(d.decision_key),
-                &d.decision_id,
-                non_empty(&d.decision_name),
-                d.decision_version,
-                non_empty(&d.decision_type),
-                set(v.decision_requirements_key),
-                non_empty(&v.decision_requirements_id),
+        let place = (i + 1) as i64;
+        insert_once(
+            tx,
+            "decision_instance",
+            &[
+                ("decision_instance_id", &format!("{key}-{place}")),
+                ("decision_instance_key", &key),
+                ("evaluation_index", &place),
+                ("state", &if failed_here { "FAILED" } else { "EVALUATED" }),
+                ("evaluation_date", &timestamp),
+                ("evaluation_failure", &failed_here.then_some(v.evaluation_failure_message.as_str())),
+                ("result", &d.decision_output),
+                ("decision_definition_key", &set(d.decision_key)),
+                ("decision_definition_id", &d.decision_id),
+                ("decision_definition_name", &non_empty(&d.decision_name)),
+                ("decision_definition_version", &d.decision_version),
+                ("decision_type", &non_empty(&d.decision_type)),
+                ("decision_requirements_key", &set(v.decision_requirements_key)),
+                ("decision_requirements_id", &non_empty(&v.decision_requirements_id)),
                 // -1 of an evaluation on its own, as 8.8 stores and answers them (its Java
                 // client reads these keys as numbers)
-                v.process_definition_key,
-                non_empty(&v.bpmn_process_id),
-                v.process_instance_key,
-                v.element_instance_key,
-                non_empty(&v.element_id),
-                Value::Array(inputs).to_string(),
-                Value::Array(rules).to_string(),
-                tenant(&d.tenant_id),
-                partition
+                ("process_definition_key", &v.process_definition_key),
+                ("process_definition_id", &non_empty(&v.bpmn_process_id)),
+                ("process_instance_key", &v.process_instance_key),
+                ("flow_node_instance_key", &v.element_instance_key),
+                ("flow_node_id", &non_empty(&v.element_id)),
+                ("evaluated_inputs", &Value::Array(inputs).to_string()),
+                ("matched_rules", &Value::Array(rules).to_string()),
+                ("tenant_id", &tenant(&d.tenant_id)),
+                ("partition_id", &partition),
             ],
         )?;
     }
