@@ -9,6 +9,23 @@ async fn bench_smoke_run_completes_every_instance() {
     println!("{report:?}");
 }
 
+/// `--plots`: a real run's report drawn as `<workload>.svg` (an SVG document with both charts,
+/// the run's seconds in it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_plotted_as_svg() {
+    let report = waggle_bench::smoke(Path::new(env!("CARGO_BIN_EXE_waggle"))).await.expect("smoke run");
+    assert!(!report.series.is_empty(), "the run has per-second figures to plot");
+    let dir = tempfile::tempdir().unwrap();
+    let path = waggle_bench::plot::write_workload(&dir.path().join("plots"), &[&report]).expect("plot");
+    assert_eq!(path.file_name().unwrap().to_str().unwrap(), format!("{}.svg", report.workload.name));
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"), "not an SVG document: {}", &svg[..80.min(svg.len())]);
+    for text in ["completed per second", "execution time (ms)", "PI/s", "p99"] {
+        assert!(svg.contains(text), "{text} missing from {}", path.display());
+    }
+    assert!(svg.contains("<polyline"), "the lines are drawn");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_smoke_run_with_timers_completes_every_instance() {
     let report = waggle_bench::smoke_workload(Path::new(env!("CARGO_BIN_EXE_waggle")), "W4").await.expect("smoke run with a 1 s timer");

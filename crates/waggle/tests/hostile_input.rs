@@ -637,7 +637,7 @@ async fn malformed_http2_frames_end_their_connection_and_the_node_goes_on() {
 /// grows by less than 64 MiB), and other clients are served meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn floods_of_resets_settings_pings_and_continuations_are_bounded() {
-    use common::raw_h2::{frame, grpc_headers, hpack, kind, reason, rss_kib, Ending, RawFrames, END_HEADERS};
+    use common::raw_h2::{encode_literal_block, frame, grpc_headers, kind, reason, rss_kib, Ending, RawFrames, END_HEADERS};
     let node = Node::start(&[]);
     let pid = node.pid().expect("running");
     let address = node.address();
@@ -686,7 +686,7 @@ async fn floods_of_resets_settings_pings_and_continuations_are_bounded() {
     // endless CONTINUATION: a header block that never ends, 16 KiB at a time, up to 160 MiB
     let mut flood = RawFrames::connect(&address).await;
     flood.send(&frame(kind::HEADERS, 0, 1, &headers)).await.expect("headers");
-    let filler = hpack(&[("x-filler", &"a".repeat(16_000))]);
+    let filler = encode_literal_block(&[("x-filler", &"a".repeat(16_000))]);
     let mut written = 0usize;
     for _ in 0..10_000 {
         match tokio::time::timeout(Duration::from_secs(2), flood.send(&frame(kind::CONTINUATION, 0, 1, &filler))).await {
@@ -701,9 +701,13 @@ async fn floods_of_resets_settings_pings_and_continuations_are_bounded() {
     grown("CONTINUATION");
     // headers over the limit (16 KiB): the stream is refused, the connection goes on
     let mut big = RawFrames::connect(&address).await;
-    let over =
-        hpack(&[(":method", "POST"), (":scheme", "http"), (":path", "/gateway_protocol.Gateway/Topology"), ("x-big", &"b".repeat(15_000))]);
-    let more = hpack(&[("x-more", &"c".repeat(15_000))]);
+    let over = encode_literal_block(&[
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/gateway_protocol.Gateway/Topology"),
+        ("x-big", &"b".repeat(15_000)),
+    ]);
+    let more = encode_literal_block(&[("x-more", &"c".repeat(15_000))]);
     big.send(&frame(kind::HEADERS, 0, 1, &over)).await.expect("headers");
     big.send(&frame(kind::CONTINUATION, END_HEADERS, 1, &more)).await.expect("continuation");
     let ending = big.ending(Duration::from_secs(2)).await;

@@ -115,39 +115,14 @@ pub fn frame_claiming(length: u32, kind: u8, flags: u8, stream: u32, payload: &[
     out
 }
 
-/// HPACK integer with an `n`-bit prefix (RFC 7541 §5.1), the prefix's other bits `first`.
-fn hpack_int(out: &mut Vec<u8>, first: u8, n: u8, mut value: usize) {
-    let max = (1usize << n) - 1;
-    if value < max {
-        out.push(first | value as u8);
-        return;
-    }
-    out.push(first | max as u8);
-    value -= max;
-    while value >= 128 {
-        out.push((value % 128 + 128) as u8);
-        value /= 128;
-    }
-    out.push(value as u8);
-}
-
-/// An HPACK block of literal fields without indexing, names and values not Huffman-coded.
-pub fn hpack(fields: &[(&str, &str)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (name, value) in fields {
-        out.push(0x00);
-        hpack_int(&mut out, 0, 7, name.len());
-        out.extend_from_slice(name.as_bytes());
-        hpack_int(&mut out, 0, 7, value.len());
-        out.extend_from_slice(value.as_bytes());
-    }
-    out
-}
+/// Header blocks are encoded by the bench's HTTP/2 client's HPACK: literal fields, no dynamic
+/// table, no Huffman coding.
+pub use waggle_bench::hpack::encode_literal_block;
 
 /// The request headers of a gRPC call to `method`.
 pub fn grpc_headers(method: &str) -> Vec<u8> {
     let path = format!("/gateway_protocol.Gateway/{method}");
-    hpack(&[
+    encode_literal_block(&[
         (":method", "POST"),
         (":scheme", "http"),
         (":path", &path),
