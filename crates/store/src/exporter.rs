@@ -8,7 +8,7 @@
 //! write is an upsert keyed by the entity's key, so each entity is in the store once, whatever
 //! is exported again.
 //!
-//! Cost (issue 27, docs/performance.md "Data lag of the query store"): only the events a table
+//! Cost (issue 27, docs/performance-history.md "Data lag of the query store"): only the events a table
 //! takes are mapped to JSON ([`stored`]), the frequent ones not at all ([`apply_typed`]); each
 //! statement is prepared once per connection; an element's end is folded into its insert when
 //! both are in one batch ([`fold_ends`]), and a job's writes into its last full upsert of the
