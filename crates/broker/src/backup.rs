@@ -3,30 +3,33 @@
 //! management API": `POST /actuator/backups`, `GET /actuator/backups[/{id}]`,
 //! `DELETE /actuator/backups/{id}`; its JSON is `BackupInfo` / `PartitionBackupInfo`).
 //!
-//! A partition's backup starts as Zeebe's does, with a CHECKPOINT CREATE command (the backup
-//! id as its `checkpointId`) in the partition's log: CREATED if the id is greater than the
-//! partition's last checkpoint, IGNORED otherwise (then the partition's backup fails). Every
-//! replica applies it, so the last checkpoint survives a failover. Once the CREATED entry is
-//! applied, and before any later entry is, the leader's partition thread takes a RocksDB
-//! checkpoint (so it holds the state at exactly the checkpoint's entry, a point in the log all
-//! replicas agree on: the backup's `checkpointPosition`), then copied into the store off the
-//! partition thread. A backup id not greater than a led partition's last checkpoint is refused
-//! before anything is written ([`BackupError::CheckpointNotNewer`]). The log is not copied: every entry up
-//! to the position is in the checkpoint's state, and a restored partition's log starts after
-//! it. Each broker backs up the partitions it leads; a partition's files and its
-//! `partition.json` (state, position, the state's digest) are its own, so brokers sharing a
-//! store never write the same file.
+//! A partition's backup is taken as Zeebe's is: the request (on any broker) writes a
+//! CHECKPOINT CREATE command (the backup id as its `checkpointId`) into every partition's log
+//! through its leader, retried on the next leader while none took it. It is CREATED if the id
+//! is greater than the partition's last checkpoint, IGNORED otherwise (then the partition's
+//! backup fails). The checkpoint is an entry of the replicated log: every replica applies it,
+//! and right after applying its entry, before any later one, keeps a RocksDB checkpoint of its
+//! state (a memtable flush and hard links: the state at exactly that entry, the same on every
+//! replica; the backup's `checkpointPosition` is the entry's index) under `backups/<id>` in
+//! the partition's folder ([`keep_checkpoint`]). Whichever broker leads the partition uploads
+//! its copy into the store and records the part COMPLETED ([`upload_pending`]): the leader at
+//! the time, or, when it failed before doing so, the next one. Replicas drop their copies once
+//! the part is COMPLETED (or the backup deleted). A backup id not greater than a partition's
+//! last checkpoint is refused before anything is written ([`BackupError::CheckpointNotNewer`]).
+//! The log is not copied: every entry up to the position is in the checkpoint's state, and a
+//! restored partition's log starts after it.
 //!
 //! The store is a directory or an S3-compatible bucket ([`objects`], through `object_store`).
 //! Its layout (keys, `/`-separated): `<backupId>/backup.json` (the partition count),
-//! `<backupId>/partitions/<id>/partition.json`, `<backupId>/partitions/<id>/state/<file>`, and
+//! `<backupId>/partitions/<id>/partition.json`, `<backupId>/partitions/<id>/state-<broker>/<file>`
+//! (each uploading broker's files apart: `partition.json` names the broker whose files it
+//! describes; backups of earlier versions have `state/<file>`), and
 //! `deleted/<backupId>` for each deleted backup (its id is not taken again, as Zeebe's).
 
 mod objects;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use objects::Objects;
@@ -34,8 +37,10 @@ pub use objects::{S3Config, StoreConfig};
 use serde::{Deserialize, Serialize};
 use waggle_protocol::PartitionId;
 
-/// How long a partition's checkpoint may take to be taken by its thread.
-const CHECKPOINT_WAIT: Duration = Duration::from_secs(120);
+/// The folder, in a partition's folder, where its replica keeps the checkpoint of each
+/// backup it applied (`<id>/state`, and `<id>/term` once complete) until the store holds the
+/// partition's part.
+pub(crate) const PENDING_DIR: &str = "backups";
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
@@ -271,9 +276,10 @@ impl BackupStore {
         self.objects.remove_all(&id.to_string()).map_err(store_err)
     }
 
-    /// Uploads the files of the flat directory `from` as backup `id`'s state of `partition`.
-    fn upload_state(&self, id: u64, partition: PartitionId, from: &Path) -> Result<(), String> {
-        let prefix = format!("{}/state", Self::partition_key(id, partition));
+    /// Uploads the files of the flat directory `from` as backup `id`'s state of `partition`
+    /// from broker `broker`.
+    fn upload_state(&self, id: u64, partition: PartitionId, broker: u64, from: &Path) -> Result<(), String> {
+        let prefix = format!("{}/state-{broker}", Self::partition_key(id, partition));
         self.objects.remove_all(&prefix)?;
         for entry in fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
             let entry = entry.map_err(|e| format!("{}: {e}", from.display()))?;
@@ -283,11 +289,17 @@ impl BackupStore {
         Ok(())
     }
 
-    /// Downloads backup `id`'s state of `partition` into the directory `to` (created).
-    fn download_state(&self, id: u64, partition: PartitionId, to: &Path) -> Result<(), BackupError> {
-        let prefix = format!("{}/state", Self::partition_key(id, partition));
+    /// Downloads backup `id`'s state of `partition`, uploaded by broker `broker`, into the
+    /// directory `to` (created).
+    fn download_state(&self, id: u64, partition: PartitionId, broker: u64, to: &Path) -> Result<(), BackupError> {
+        let mut prefix = format!("{}/state-{broker}", Self::partition_key(id, partition));
         fs::create_dir_all(to).map_err(io(to.display()))?;
-        let files = self.objects.files(&prefix).map_err(store_err)?;
+        let mut files = self.objects.files(&prefix).map_err(store_err)?;
+        if files.is_empty() {
+            // a backup of an earlier version: one folder
+            prefix = format!("{}/state", Self::partition_key(id, partition));
+            files = self.objects.files(&prefix).map_err(store_err)?;
+        }
         if files.is_empty() {
             return Err(BackupError::Io(format!("backup {id} holds no state files for partition {partition}")));
         }
@@ -310,96 +322,105 @@ fn copy_files(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// What backing up one partition needs of the broker.
-pub(crate) struct PartitionJob {
-    pub partition: PartitionId,
-    /// Where the partition thread puts its checkpoint (the partition's folder, for hard links).
-    pub scratch: PathBuf,
-    /// Asks the partition thread for the checkpoint (backup id, where, answer).
-    pub ask: Box<dyn FnOnce(u64, PathBuf, CheckpointReply) + Send>,
+fn part(partition_id: PartitionId, state: &str, broker_id: u64, failure_reason: Option<String>) -> PartitionBackup {
+    let now = now_iso();
+    PartitionBackup {
+        partition_id,
+        state: state.into(),
+        broker_id,
+        broker_version: env!("CARGO_PKG_VERSION").into(),
+        checkpoint_position: None,
+        term: None,
+        rows: None,
+        hash: None,
+        created_at: now.clone(),
+        last_updated_at: now,
+        failure_reason,
+    }
 }
 
-/// Where a partition thread answers a backup's checkpoint: the partition's Raft term, or why
-/// it failed.
-pub(crate) type CheckpointReply = mpsc::Sender<Result<u64, String>>;
-
-/// A partition's backup recorded IN_PROGRESS, to be taken by [`run`].
-pub(crate) struct Pending(PartitionJob, PartitionBackup);
-
-/// Records each partition of `jobs` IN_PROGRESS in backup `id` of `store` (before the API
-/// answers, so that a status read at once sees them).
-pub(crate) fn begin_partitions(store: &BackupStore, id: u64, broker_id: u64, jobs: Vec<PartitionJob>) -> Vec<Pending> {
-    jobs.into_iter()
-        .filter_map(|job| {
-            let now = now_iso();
-            let info = PartitionBackup {
-                partition_id: job.partition,
-                state: "IN_PROGRESS".into(),
-                broker_id,
-                broker_version: env!("CARGO_PKG_VERSION").into(),
-                checkpoint_position: None,
-                term: None,
-                rows: None,
-                hash: None,
-                created_at: now.clone(),
-                last_updated_at: now,
-                failure_reason: None,
-            };
-            match store.write_partition(id, &info) {
-                Ok(()) => Some(Pending(job, info)),
-                Err(e) => {
-                    tracing::error!(backup = id, partition = job.partition, error = %e, "backup could not start");
-                    None
-                }
-            }
-        })
-        .collect()
-}
-
-/// Records `partitions` FAILED in backup `id` with `reason` (no broker took them).
-pub(crate) fn fail_partitions(
-    store: &BackupStore,
-    id: u64,
-    broker_id: u64,
-    partitions: &[PartitionId],
-    reason: &str,
-) -> Result<(), BackupError> {
-    for &partition_id in partitions {
-        let now = now_iso();
-        store.write_partition(
-            id,
-            &PartitionBackup {
-                partition_id,
-                state: "FAILED".into(),
-                broker_id,
-                broker_version: env!("CARGO_PKG_VERSION").into(),
-                checkpoint_position: None,
-                term: None,
-                rows: None,
-                hash: None,
-                created_at: now.clone(),
-                last_updated_at: now,
-                failure_reason: Some(reason.to_string()),
-            },
-        )?;
+/// Records `partitions` IN_PROGRESS in backup `id` (before their checkpoint commands are
+/// written, so that a status read at once sees them and no part a leader completed is
+/// overwritten).
+pub(crate) fn begin_partitions(store: &BackupStore, id: u64, broker_id: u64, partitions: &[PartitionId]) -> Result<(), BackupError> {
+    for &p in partitions {
+        store.write_partition(id, &part(p, "IN_PROGRESS", broker_id, None))?;
     }
     Ok(())
 }
 
-/// Backs up each partition of `pending`, one after another: COMPLETED with its position and
-/// digest, or FAILED with the reason.
-pub(crate) fn run(store: &BackupStore, id: u64, pending: Vec<Pending>) {
-    for Pending(job, mut info) in pending {
-        let partition = job.partition;
-        let outcome = backup_partition(store, id, job);
-        info.last_updated_at = now_iso();
-        match outcome {
-            Ok((digest, term)) => {
+/// Records `partition` FAILED in backup `id` with `reason` (its checkpoint was not created),
+/// unless its part is COMPLETED already.
+pub(crate) fn fail_partition(
+    store: &BackupStore,
+    id: u64,
+    broker_id: u64,
+    partition: PartitionId,
+    reason: &str,
+) -> Result<(), BackupError> {
+    if store.read_partition(id, partition)?.is_some_and(|p| p.state == "COMPLETED") {
+        return Ok(());
+    }
+    store.write_partition(id, &part(partition, "FAILED", broker_id, Some(reason.to_string())))
+}
+
+/// Keeps a RocksDB checkpoint of `state` (a memtable flush and hard links, so on the data
+/// folder's file system) as backup `id`'s copy in `pending` (a partition's [`PENDING_DIR`]):
+/// `<id>/state`, then `<id>/term` holding `term` (the checkpoint entry's), which marks the copy
+/// complete. An earlier copy of the same id is replaced.
+pub(crate) fn keep_checkpoint(state: &waggle_state::RocksStore, pending: &Path, id: i64, term: u64) -> Result<(), String> {
+    let dir = pending.join(id.to_string());
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    state.checkpoint(&dir.join("state")).map_err(|e| format!("checkpoint: {e}"))?;
+    let term_file = dir.join("term");
+    fs::write(&term_file, term.to_string())
+        .and_then(|()| fs::File::open(&term_file)?.sync_all())
+        .map_err(|e| format!("{}: {e}", term_file.display()))
+}
+
+/// Goes through the backup copies a replica of `partition` keeps in `pending` (see
+/// [`keep_checkpoint`]): a copy whose backup is gone from the store, or whose part in it is
+/// COMPLETED, is removed; while this broker (`broker_id`) leads the partition (`leads`), it
+/// uploads every other complete copy and records the part COMPLETED, with the checkpoint's
+/// position (its applied index), term and digest, or FAILED with the reason.
+pub(crate) fn upload_pending(store: &BackupStore, broker_id: u64, partition: PartitionId, pending: &Path, leads: impl Fn() -> bool) {
+    let Ok(entries) = fs::read_dir(pending) else { return };
+    let mut ids: Vec<u64> = entries.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
+    ids.sort_unstable();
+    for id in ids {
+        let dir = pending.join(id.to_string());
+        let in_store = match store.objects.exists(&format!("{id}/backup.json")) {
+            Ok(exists) => exists,
+            Err(e) => {
+                tracing::warn!(backup = id, partition, error = %e, "the backup store could not be read");
+                return;
+            }
+        };
+        let existing = if in_store { store.read_partition(id, partition).ok().flatten() } else { None };
+        if !in_store || existing.as_ref().is_some_and(|p| p.state == "COMPLETED") {
+            let _ = fs::remove_dir_all(&dir);
+            continue;
+        }
+        let Some(term) = fs::read_to_string(dir.join("term")).ok().and_then(|t| t.trim().parse::<u64>().ok()) else { continue };
+        if !leads() {
+            continue;
+        }
+        let mut info = existing.unwrap_or_else(|| part(partition, "IN_PROGRESS", broker_id, None));
+        let uploaded = store.upload_state(id, partition, broker_id, &dir.join("state")).and_then(|()| {
+            // opened after the upload: opening writes into the folder
+            let checkpoint = waggle_state::RocksStore::open(&dir.join("state")).map_err(|e| format!("opening the checkpoint: {e}"))?;
+            Ok(crate::partition::digest_of(&checkpoint))
+        });
+        (info.broker_id, info.broker_version, info.last_updated_at) = (broker_id, env!("CARGO_PKG_VERSION").into(), now_iso());
+        match uploaded {
+            Ok(digest) => {
                 info.state = "COMPLETED".into();
                 info.checkpoint_position = Some(digest.applied_index);
                 info.term = Some(term);
                 info.rows = Some(digest.rows);
                 info.hash = Some(digest.hash.to_string());
+                info.failure_reason = None;
                 tracing::info!(backup = id, partition, position = digest.applied_index, "partition backed up");
             }
             Err(reason) => {
@@ -408,28 +429,13 @@ pub(crate) fn run(store: &BackupStore, id: u64, pending: Vec<Pending>) {
                 info.failure_reason = Some(reason);
             }
         }
-        if let Err(e) = store.write_partition(id, &info) {
-            tracing::error!(backup = id, partition, error = %e, "backup status could not be written");
+        match store.write_partition(id, &info) {
+            Ok(()) => {
+                let _ = fs::remove_dir_all(&dir);
+            }
+            Err(e) => tracing::error!(backup = id, partition, error = %e, "backup status could not be written"),
         }
     }
-}
-
-/// Has the partition thread take its checkpoint (the thread pauses for a memtable flush and
-/// hard links only), uploads the checkpoint's files, then reads the digest of the state they
-/// hold (its applied index is the backup's position) from the checkpoint opened here, off the
-/// partition thread.
-fn backup_partition(store: &BackupStore, id: u64, job: PartitionJob) -> Result<(crate::StateDigest, u64), String> {
-    let (tx, rx) = mpsc::channel();
-    let scratch = job.scratch;
-    (job.ask)(id, scratch.clone(), tx);
-    let answer = rx.recv_timeout(CHECKPOINT_WAIT).map_err(|_| "the partition did not take its checkpoint".to_string())?;
-    let done = answer.and_then(|term| {
-        store.upload_state(id, job.partition, &scratch)?;
-        let checkpoint = waggle_state::RocksStore::open(&scratch).map_err(|e| format!("opening the checkpoint: {e}"))?;
-        Ok((crate::partition::digest_of(&checkpoint), term))
-    });
-    let _ = fs::remove_dir_all(&scratch);
-    done
 }
 
 /// What `restore` rebuilt.
@@ -458,7 +464,7 @@ pub fn restore(store: &BackupStore, id: u64, data_dir: &Path, hosts: impl Fn(Par
         let term = p.term.unwrap_or(0);
         let base = data_dir.join("partitions").join(p.partition_id.to_string());
         let runtime = base.join("runtime");
-        store.download_state(id, p.partition_id, &runtime)?;
+        store.download_state(id, p.partition_id, p.broker_id, &runtime)?;
         copy_files(&runtime, &base.join("snapshots").join(position.to_string())).map_err(io(runtime.display()))?;
         let log = base.join("log");
         fs::create_dir_all(&log).map_err(io(log.display()))?;
@@ -519,5 +525,57 @@ mod tests {
         assert!(matches!(store.check_new(5), Err(BackupError::Conflict(5, 5))), "a deleted id is not taken again");
         assert!(matches!(store.begin(5, 2, &[1]), Err(BackupError::Conflict(5, 5))));
         store.check_new(6).unwrap();
+    }
+
+    #[test]
+    fn a_kept_copy_waits_for_a_leader_then_is_uploaded_restorable_and_dropped() {
+        use waggle_state::{KvStore, WriteSet};
+        let dir = tempfile::tempdir().unwrap();
+        let store = BackupStore::open(&StoreConfig::Dir(dir.path().join("store"))).unwrap();
+        let state = waggle_state::RocksStore::open(&dir.path().join("runtime")).unwrap();
+        let mut writes = WriteSet::default();
+        writes.put(b"X/applied_index".to_vec(), 42u64.to_be_bytes().to_vec());
+        writes.put(b"a/row".to_vec(), b"value".to_vec());
+        state.commit_owned(writes).unwrap();
+        let pending = dir.path().join("partition").join(PENDING_DIR);
+        keep_checkpoint(&state, &pending, 3, 7).unwrap();
+        assert!(pending.join("3/term").exists());
+
+        // no backup 3 in the store (deleted, say): the copy is dropped
+        upload_pending(&store, 1, 2, &pending, || true);
+        assert!(!pending.join("3").exists(), "a copy of no backup is dropped");
+
+        keep_checkpoint(&state, &pending, 3, 7).unwrap();
+        store.begin(3, 2, &[]).unwrap();
+        begin_partitions(&store, 3, 0, &[1, 2]).unwrap();
+        upload_pending(&store, 1, 2, &pending, || false);
+        assert!(pending.join("3/term").exists(), "a follower keeps its copy");
+        assert_eq!(store.info(3).unwrap().details[1].state, "IN_PROGRESS");
+
+        upload_pending(&store, 1, 2, &pending, || true);
+        assert!(!pending.join("3").exists(), "the uploaded copy is dropped");
+        let part = store.info(3).unwrap().details[1].clone();
+        assert_eq!((part.state.as_str(), part.broker_id, part.checkpoint_position, part.term), ("COMPLETED", 1, Some(42), Some(7)));
+        let digest = crate::partition::digest_of(&state);
+        assert_eq!((part.rows, part.hash), (Some(digest.rows), Some(digest.hash.to_string())));
+
+        // another replica's copy of a completed part is dropped without an upload
+        let other = dir.path().join("other").join(PENDING_DIR);
+        keep_checkpoint(&state, &other, 3, 7).unwrap();
+        upload_pending(&store, 2, 2, &other, || true);
+        assert!(!other.join("3").exists());
+        assert_eq!(store.info(3).unwrap().details[1].broker_id, 1, "not uploaded again");
+
+        // a part recorded FAILED (its checkpoint command was not answered) is not overwritten
+        // by the request once completed, and restores once every part is done
+        fail_partition(&store, 3, 0, 2, "no leader").unwrap();
+        assert_eq!(store.info(3).unwrap().details[1].state, "COMPLETED");
+        keep_checkpoint(&state, &pending, 3, 7).unwrap();
+        upload_pending(&store, 1, 1, &pending, || true);
+        assert_eq!(store.info(3).unwrap().state, "COMPLETED");
+        let restored = restore(&store, 3, &dir.path().join("restored"), |_| true).unwrap();
+        assert_eq!(restored.iter().map(|r| (r.partition, r.position)).collect::<Vec<_>>(), [(1, 42), (2, 42)]);
+        let back = waggle_state::RocksStore::open(&dir.path().join("restored/partitions/2/runtime")).unwrap();
+        assert_eq!(crate::partition::digest_of(&back), digest);
     }
 }

@@ -51,12 +51,6 @@ pub trait LocalSubmit: Send + Sync + 'static {
     fn deploy_local(&self, command: Command) -> BoxFuture<'_, Result<Record, BrokerError>>;
     /// As [`crate::Broker::rebalance_here`].
     fn rebalance_local(&self) -> Vec<PartitionId>;
-    /// As [`crate::Broker::take_backup_here`] (blocking: called on a blocking thread); the
-    /// error is the backup error's message. By default (a receiver without partitions of its
-    /// own, as the simulation's) no backups are taken here.
-    fn backup_local(&self, id: u64) -> Result<Vec<PartitionId>, String> {
-        Err(format!("this receiver takes no backups (backup {id})"))
-    }
 }
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -143,17 +137,6 @@ impl pb::command_api_server::CommandApi for Receiver {
     async fn rebalance(&self, _: tonic::Request<pb::RebalanceRequest>) -> Result<tonic::Response<pb::RebalanceResponse>, tonic::Status> {
         let partitions = self.local.rebalance_local().into_iter().map(u32::from).collect();
         Ok(tonic::Response::new(pb::RebalanceResponse { partitions }))
-    }
-
-    async fn backup(&self, request: tonic::Request<pb::BackupRequest>) -> Result<tonic::Response<pb::BackupResponse>, tonic::Status> {
-        let (local, id) = (self.local.clone(), request.into_inner().backup_id);
-        match tokio::task::spawn_blocking(move || local.backup_local(id)).await {
-            Ok(Ok(partitions)) => {
-                Ok(tonic::Response::new(pb::BackupResponse { partitions: partitions.into_iter().map(u32::from).collect() }))
-            }
-            Ok(Err(message)) => Err(tonic::Status::failed_precondition(message)),
-            Err(e) => Err(tonic::Status::internal(e.to_string())),
-        }
     }
 }
 
@@ -250,17 +233,6 @@ impl Forwarder {
         let mut request = tonic::Request::new(pb::RebalanceRequest {});
         request.set_timeout(timeout);
         let answer = client.rebalance(request).await?.into_inner();
-        Ok(answer.partitions.into_iter().filter_map(|p| PartitionId::try_from(p).ok()).collect())
-    }
-}
-
-impl Forwarder {
-    /// Asks the broker at `to` to take backup `id` of the partitions it leads; answers them.
-    pub async fn backup(&self, to: SocketAddr, id: u64, timeout: Duration) -> Result<Vec<PartitionId>, tonic::Status> {
-        let mut client = pb::command_api_client::CommandApiClient::new(self.channel(to));
-        let mut request = tonic::Request::new(pb::BackupRequest { backup_id: id });
-        request.set_timeout(timeout);
-        let answer = client.backup(request).await?.into_inner();
         Ok(answer.partitions.into_iter().filter_map(|p| PartitionId::try_from(p).ok()).collect())
     }
 }

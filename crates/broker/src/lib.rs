@@ -47,7 +47,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{broadcast, oneshot};
 use waggle_engine::Command;
 use waggle_protocol::value::IncidentRecord;
-use waggle_protocol::{partition_of, PartitionId, Record, ValueType};
+use waggle_protocol::{partition_of, PartitionId, Record, RecordValue, ValueType};
 
 pub use backpressure::BackpressureConfig;
 pub use cluster::ClusterSpec;
@@ -223,13 +223,6 @@ impl forward::LocalSubmit for LateBroker {
         self.get().map(|b| b.rebalance_here()).unwrap_or_default()
     }
 
-    fn backup_local(&self, id: u64) -> Result<Vec<PartitionId>, String> {
-        match self.get() {
-            Some(broker) => broker.take_backup_here(id).map_err(|e| e.to_string()),
-            None => Ok(Vec::new()),
-        }
-    }
-
     fn submit_local(&self, partition: PartitionId, command: Command) -> forward::BoxFuture<'_, Result<Record, BrokerError>> {
         Box::pin(async move {
             match self.get() {
@@ -376,6 +369,7 @@ impl Broker {
             backup_store,
         });
         let _ = late.0.set(Arc::downgrade(&broker));
+        broker.start_backup_uploads()?;
         if let Some(links) = &broker.links {
             // this broker's clients' job streams get the jobs of partitions led elsewhere
             let others = links
@@ -605,94 +599,100 @@ impl Broker {
         self.hosted().map(|p| p.status()).collect()
     }
 
-    /// Starts backup `id` of every partition this broker leads (see [`backup`]; refused if `id`
-    /// is not greater than the last checkpoint of a partition this broker leads, or lower than
-    /// that of one it follows) and returns
-    /// them once they are recorded IN_PROGRESS in the store; the partitions' checkpoints are
-    /// taken and uploaded on a thread of its own. Blocks on the store: call it from a plain
-    /// thread or `spawn_blocking`.
-    pub fn take_backup_here(&self, id: u64) -> Result<Vec<PartitionId>, backup::BackupError> {
+    /// Takes backup `id` of every partition of the cluster (Zeebe's `POST /actuator/backups`
+    /// on any broker; see [`backup`]): refused unless the id is new in the store and greater
+    /// than the last checkpoint of every partition this broker holds a replica of; then every
+    /// part is recorded IN_PROGRESS and each partition's CHECKPOINT CREATE command is written
+    /// through its leader (tried again on the next one after a failover, for at most
+    /// [`CHECKPOINT_WINDOW`]). A partition whose checkpoint was not created (IGNORED, or no
+    /// leader took it) is recorded FAILED. Returns once every command is answered; the leaders
+    /// upload the parts (see [`Self::start_backup_uploads`]).
+    pub async fn take_backup(self: &Arc<Self>, id: u64) -> Result<(), backup::BackupError> {
         let store = self.backup_store.clone().ok_or(backup::BackupError::NotConfigured)?;
-        let led: Vec<PartitionId> = self
-            .partitions
-            .iter()
-            .enumerate()
-            .filter(|(_, h)| h.as_ref().is_some_and(|h| h.leads()))
-            .map(|(i, _)| i as PartitionId + 1)
-            .collect();
-        // Zeebe: a checkpoint's id must be greater than the partition's last one. Every replica
-        // here is asked, followers too (what a follower applied the leader has as well), but a
-        // follower's checkpoint equal to `id` may be this very backup's, written by another
-        // broker that leads the partition a moment ago: only a lower id is stale there
         for p in 1..=self.partition_count() {
             let last = self.handle(p).ok().and_then(|h| h.last_checkpoint());
-            let leads = led.contains(&p);
-            let stale = |c: &waggle_protocol::value::CheckpointRecord| {
-                c.checkpoint_id >= 0 && (id < c.checkpoint_id as u64 || (leads && id == c.checkpoint_id as u64))
-            };
-            if let Some(last) = last.filter(stale) {
+            if let Some(last) = last.filter(|c| c.checkpoint_id >= 0 && id <= c.checkpoint_id as u64) {
                 return Err(backup::BackupError::CheckpointNotNewer { id, partition: p, last: last.checkpoint_id });
             }
         }
-        store.begin(id, self.partition_count(), &led)?;
-        let jobs = led
-            .iter()
-            .filter_map(|&p| {
-                let handle = self.handle(p).ok()?;
-                let scratch = handle.dir().join(format!("backup-{id}.tmp"));
-                let slot = handle.backup_slot();
-                let ask = Box::new(move |checkpoint_id: u64, dir: PathBuf, reply: backup::CheckpointReply| {
-                    *slot.lock().expect("backup lock") = Some(partition::BackupAsk { checkpoint_id, dir, reply });
-                });
-                Some(backup::PartitionJob { partition: p, scratch, ask })
+        let (count, node_id) = (self.partition_count(), self.node_id());
+        let partitions: Vec<PartitionId> = (1..=count).collect();
+        {
+            let (store, partitions) = (store.clone(), partitions.clone());
+            tokio::task::spawn_blocking(move || {
+                store.check_new(id)?;
+                store.begin(id, count, &[])?;
+                backup::begin_partitions(&store, id, node_id, &partitions)
             })
-            .collect();
-        let node_id = self.links.as_ref().map_or(0, |l| l.spec.node_id);
-        let pending = backup::begin_partitions(&store, id, node_id, jobs);
-        std::thread::Builder::new()
-            .name(format!("backup-{id}"))
-            .spawn(move || backup::run(&store, id, pending))
-            .map_err(|e| backup::BackupError::Io(format!("starting the backup thread: {e}")))?;
-        Ok(led)
-    }
-
-    /// Takes backup `id` of every partition of the cluster (Zeebe's `POST /actuator/backups`
-    /// on any broker): refused unless the id is new in the store; then this broker backs up
-    /// the partitions it leads and asks every other broker, through its command API, to back
-    /// up those it leads. A partition no broker took (no leader then, a broker unreachable) is
-    /// recorded FAILED, so the backup's status says so. Returns once every part is recorded
-    /// IN_PROGRESS (or FAILED); the uploads go on.
-    pub async fn take_backup(self: &Arc<Self>, id: u64) -> Result<(), backup::BackupError> {
-        let broker = self.clone();
-        let here = tokio::task::spawn_blocking(move || {
-            broker.backup_store.as_ref().ok_or(backup::BackupError::NotConfigured)?.check_new(id)?;
-            broker.take_backup_here(id)
-        })
-        .await
-        .map_err(|e| backup::BackupError::Io(e.to_string()))??;
-        let Some(links) = &self.links else { return Ok(()) };
-        let mut taken = here;
-        let mut failures = Vec::new();
-        let others = links.spec.members.iter().enumerate().filter(|&(node, _)| node as u64 != links.spec.node_id);
-        for (node, &addr) in others {
-            match links.forwarder.backup(addr, id, BACKUP_CALL).await {
-                Ok(partitions) => taken.extend(partitions),
-                Err(e) => {
-                    tracing::warn!(node, backup = id, error = %e, "a broker could not be asked to take the backup");
-                    failures.push(format!("broker {node}: {e}"));
-                }
+            .await
+            .map_err(|e| backup::BackupError::Io(e.to_string()))??;
+        }
+        let answers = futures_util::future::join_all(partitions.iter().map(|&p| self.create_checkpoint(p, id))).await;
+        for (p, answer) in partitions.into_iter().zip(answers) {
+            if let Err(reason) = answer {
+                tracing::warn!(backup = id, partition = p, reason = %reason, "the partition's checkpoint was not created");
+                let store = store.clone();
+                tokio::task::spawn_blocking(move || backup::fail_partition(&store, id, node_id, p, &reason))
+                    .await
+                    .map_err(|e| backup::BackupError::Io(e.to_string()))??;
             }
         }
-        let missing: Vec<PartitionId> = (1..=self.partition_count()).filter(|p| !taken.contains(p)).collect();
-        if missing.is_empty() {
-            return Ok(());
+        Ok(())
+    }
+
+    /// Writes backup `id`'s CHECKPOINT CREATE command into `partition`'s log through its
+    /// leader, again while no leader answers (a try that was committed before its leader
+    /// failed is answered IGNORED with this very checkpoint as the last: done).
+    async fn create_checkpoint(&self, partition: PartitionId, id: u64) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + CHECKPOINT_WINDOW;
+        loop {
+            let value = waggle_protocol::value::CheckpointRecord { checkpoint_id: id as i64, checkpoint_position: -1 };
+            let command = Command::new(-1, waggle_protocol::Intent::Create, RecordValue::Checkpoint(value));
+            let error = match self.submit(partition, command).await {
+                Ok(record) => {
+                    return match (&record.value, record.intent) {
+                        (RecordValue::Checkpoint(_), waggle_protocol::Intent::Created) => Ok(()),
+                        (RecordValue::Checkpoint(last), _) if last.checkpoint_id == id as i64 => Ok(()),
+                        (RecordValue::Checkpoint(last), _) => {
+                            Err(format!("checkpoint {id} ignored: the partition's last checkpoint is {}", last.checkpoint_id))
+                        }
+                        _ => Err(format!("unexpected answer to the checkpoint command: {:?} {:?}", record.intent, record.rejection)),
+                    };
+                }
+                Err(e) => e,
+            };
+            if std::time::Instant::now() >= deadline {
+                return Err(format!("no leader took the partition's checkpoint: {error}"));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
-        let store = self.backup_store.clone().ok_or(backup::BackupError::NotConfigured)?;
-        let node_id = links.spec.node_id;
-        let reason = format!("no broker took the partition's backup (no leader, or its leader was not reached: {})", failures.join("; "));
-        tokio::task::spawn_blocking(move || backup::fail_partitions(&store, id, node_id, &missing, &reason))
-            .await
-            .map_err(|e| backup::BackupError::Io(e.to_string()))?
+    }
+
+    /// This broker's node id (0 standalone).
+    fn node_id(&self) -> u64 {
+        self.links.as_ref().map_or(0, |l| l.spec.node_id)
+    }
+
+    /// Starts the thread that uploads, for each partition this broker leads, the backup copies
+    /// its replica kept, and drops the copies whose parts are done ([`backup::upload_pending`],
+    /// every [`BACKUP_SCAN`]); it ends with the broker. Nothing without a backup store.
+    fn start_backup_uploads(self: &Arc<Self>) -> Result<(), BrokerError> {
+        let Some(store) = self.backup_store.clone() else { return Ok(()) };
+        let broker = Arc::downgrade(self);
+        let node_id = self.node_id();
+        std::thread::Builder::new()
+            .name("backup-uploads".into())
+            .spawn(move || loop {
+                std::thread::sleep(BACKUP_SCAN);
+                let Some(broker) = broker.upgrade() else { return };
+                for (i, handle) in broker.partitions.iter().enumerate() {
+                    let Some(handle) = handle else { continue };
+                    let pending = handle.dir().join(backup::PENDING_DIR);
+                    backup::upload_pending(&store, node_id, i as PartitionId + 1, &pending, || handle.leads());
+                }
+            })
+            .map(|_| ())
+            .map_err(|e| BrokerError::BackupStore(format!("starting the backup upload thread: {e}")))
     }
 
     /// The backup store, if one is configured.
@@ -804,9 +804,11 @@ impl Broker {
 
 /// How long `rebalance` waits for each other broker's answer.
 const REBALANCE_CALL: std::time::Duration = std::time::Duration::from_secs(1);
-/// How long another broker may take to start its part of a backup (it writes the parts'
-/// IN_PROGRESS status to the store first).
-const BACKUP_CALL: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a backup's CHECKPOINT command is tried on a partition's leader (and the next one,
+/// after a failover) before its part is recorded FAILED.
+const CHECKPOINT_WINDOW: std::time::Duration = std::time::Duration::from_secs(30);
+/// How often a broker looks for backup copies to upload or drop ([`backup::upload_pending`]).
+const BACKUP_SCAN: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// A command no leader took within its routing window, as its caller reports it: unavailable.
 fn not_taken_is_unavailable(answer: Result<Record, BrokerError>) -> Result<Record, BrokerError> {
@@ -825,10 +827,6 @@ impl forward::RouteLocal for Broker {
 impl forward::LocalSubmit for Broker {
     fn rebalance_local(&self) -> Vec<PartitionId> {
         self.rebalance_here()
-    }
-
-    fn backup_local(&self, id: u64) -> Result<Vec<PartitionId>, String> {
-        self.take_backup_here(id).map_err(|e| e.to_string())
     }
 
     fn submit_local(&self, partition: PartitionId, command: Command) -> forward::BoxFuture<'_, Result<Record, BrokerError>> {

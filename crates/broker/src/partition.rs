@@ -126,24 +126,8 @@ pub(crate) struct PartitionHandle {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// The partition's exporters here (see [`crate::export`]).
     exporters: Vec<Arc<Mutex<ExporterStatus>>>,
-    /// A backup's checkpoint asked of the partition thread and not taken yet.
-    backup: Arc<Mutex<Option<BackupAsk>>>,
     /// The partition's folder in the data folder.
     dir: PathBuf,
-}
-
-/// A backup's checkpoint asked of the partition thread (see [`crate::backup`]): it writes a
-/// CHECKPOINT CREATE command for `checkpoint_id` into its log (at the front of its next batch)
-/// and, once that entry is applied and before any later one is, checkpoints its state, which
-/// then holds the state at exactly the checkpoint's entry.
-pub(crate) struct BackupAsk {
-    /// The backup's id: the checkpoint's, refused (IGNORED) unless greater than the last.
-    pub checkpoint_id: u64,
-    /// Where the checkpoint goes (on the data folder's file system: hard links).
-    pub dir: PathBuf,
-    /// The partition's Raft term once the checkpoint is taken (the backup reads the
-    /// checkpoint's digest, and with it its applied index, off this thread).
-    pub reply: mpsc::Sender<Result<u64, String>>,
 }
 
 impl PartitionHandle {
@@ -175,13 +159,6 @@ impl PartitionHandle {
     /// The partition's last backup checkpoint in its committed state (none while it restarts).
     pub fn last_checkpoint(&self) -> Option<waggle_protocol::value::CheckpointRecord> {
         self.store().and_then(|s| StateView::new(&*s).last_checkpoint())
-    }
-
-    /// Where a backup asks the partition thread for a checkpoint of its state into `ask.dir`,
-    /// answered on `ask.reply` with the partition's term (the checkpoint's applied index is the
-    /// backup's position). A partition that stopped drops the ask (its reply channel closes).
-    pub(crate) fn backup_slot(&self) -> Arc<Mutex<Option<BackupAsk>>> {
-        self.backup.clone()
     }
 
     /// The partition's folder in the data folder.
@@ -409,7 +386,6 @@ pub(crate) fn start(
     let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
     let stop = Arc::new(AtomicBool::new(false));
     let scheduled_in_flight = Arc::new(AtomicUsize::new(0));
-    let backup = Arc::new(Mutex::new(None));
     let limiter = Arc::new(Limiter::new(config.backpressure, metrics.limiter(id)));
     let distribution = replica.as_ref().map(|r| Arc::new(crate::export::Distribution::new(id, r.network, r.id, &r.voters)));
     let crate::export::Runners { bounds: export, statuses: exporters, threads: export_threads, gate: export_gate } = crate::export::start(
@@ -466,8 +442,7 @@ pub(crate) fn start(
         transfer: transfer.clone(),
         stop: stop.clone(),
         compacted: 0,
-        backup: backup.clone(),
-        checkpoint: None,
+        keep_backups: config.backup_store.is_some(),
         export,
         relay: replica.as_ref().map(|r| r.relay.clone()),
         replica: inbox.zip(replica).map(|((inbox, packets, transport), r)| Replica {
@@ -532,7 +507,6 @@ pub(crate) fn start(
         stop,
         threads: Mutex::new(threads),
         exporters,
-        backup,
         dir: base,
     })
 }
@@ -623,11 +597,9 @@ struct Processor {
     stop: Arc<AtomicBool>,
     /// The index the log was last compacted to.
     compacted: u64,
-    /// [`PartitionHandle::ask_backup`]'s request.
-    backup: Arc<Mutex<Option<BackupAsk>>>,
-    /// A backup whose CHECKPOINT command is in the log at this entry, waiting for it to be
-    /// applied (a replicated leader proposes nothing after it meanwhile: [`Self::window_full`]).
-    checkpoint: Option<(u64, BackupAsk)>,
+    /// Whether backups are taken (a backup store is configured): then the partition keeps a
+    /// copy of its state at each checkpoint it applies ([`Self::keep_backup_checkpoint`]).
+    keep_backups: bool,
     /// The applied index the exporters read up to, and how far they let the log be compacted.
     export: ExportBounds,
     /// The Raft side of a partition of a cluster; `None` standalone (a single voter).
@@ -758,7 +730,6 @@ impl Processor {
         let scheduled = room.min(self.deferred.len());
         batch.extend(self.deferred.drain(..scheduled));
         self.scheduled_in_flight.fetch_sub(scheduled, Ordering::SeqCst);
-        let checkpoint = self.checkpoint_command(&mut batch);
         if batch.is_empty() {
             self.batch_buffer = batch;
             self.prune_replies();
@@ -768,25 +739,8 @@ impl Processor {
         let processed = self.process(&mut batch);
         self.batch_buffer = batch;
         processed?;
-        if let Some(ask) = checkpoint {
-            // its entry is the batch's (standalone: committed and applied already)
-            self.checkpoint = Some((self.raft.last_index(), ask));
-        }
         self.maybe_snapshot();
         Ok(())
-    }
-
-    /// Puts a backup's CHECKPOINT CREATE command at the front of `batch`, if a backup asked
-    /// for one and none is waiting for its entry; returns the ask.
-    fn checkpoint_command(&mut self, batch: &mut Vec<Submission>) -> Option<BackupAsk> {
-        if self.checkpoint.is_some() {
-            return None;
-        }
-        let ask = self.backup.lock().expect("backup lock").take()?;
-        let value = waggle_protocol::value::CheckpointRecord { checkpoint_id: ask.checkpoint_id as i64, checkpoint_position: -1 };
-        let command = Command::new(-1, Intent::Create, RecordValue::Checkpoint(value));
-        batch.insert(0, Submission { command, reply: None, scheduled: false, permit: None });
-        Some(ask)
     }
 
     /// Whether this replica leads and takes commands (see [`Replica::serving_term`]); not while
@@ -1005,8 +959,7 @@ impl Processor {
             leading,
             stop,
             compacted: _,
-            backup,
-            checkpoint: _,
+            keep_backups,
             export,
             replica,
             relay,
@@ -1074,8 +1027,7 @@ impl Processor {
             leading,
             stop,
             compacted: 0,
-            backup,
-            checkpoint: None,
+            keep_backups,
             export,
             replica,
             relay,
@@ -1136,30 +1088,43 @@ impl Processor {
         Ok(())
     }
 
+    /// Applies committed entries by replaying their events, in runs committed to the store
+    /// together; a run ends at an entry that created a backup checkpoint, whose state is then
+    /// kept ([`Self::keep_backup_checkpoint`]).
     fn replay(&mut self, committed: Vec<waggle_replication::Committed>) -> Result<(), String> {
         if committed.is_empty() {
             return Ok(());
         }
         // a test's injected panic reaches a follower here (it processes no batch)
         supervise::injected_panic(self.id);
-        let mut writes = WriteSet::default();
-        let mut last = self.applied;
-        {
-            let mut overlay = Overlay::new(&*self.store);
-            for c in committed {
-                if c.index <= self.applied {
-                    continue;
+        let applied = self.applied;
+        let mut entries = committed.into_iter().filter(|c| c.index > applied).peekable();
+        while entries.peek().is_some() {
+            let mut writes = WriteSet::default();
+            let mut last = self.applied;
+            let mut checkpoint = None;
+            {
+                let mut overlay = Overlay::new(&*self.store);
+                for c in entries.by_ref() {
+                    if !c.data.is_empty() {
+                        let created =
+                            self.engine.replay_encoded(&mut overlay, &c.data).map_err(|e| format!("log entry {}: {e}", c.index))?;
+                        checkpoint = created.map(|created| (created.checkpoint_id, c.term));
+                    }
+                    last = c.index;
+                    if checkpoint.is_some() {
+                        break;
+                    }
                 }
-                if !c.data.is_empty() {
-                    self.engine.replay_encoded(&mut overlay, &c.data).map_err(|e| format!("log entry {}: {e}", c.index))?;
-                }
-                last = c.index;
+                writes.absorb(overlay.into_writes());
             }
-            writes.absorb(overlay.into_writes());
+            writes.put(META_APPLIED_INDEX.to_vec(), last.to_be_bytes().to_vec());
+            self.store.commit_owned(writes).map_err(|e| e.to_string())?;
+            self.set_applied(last);
+            if let Some((id, term)) = checkpoint {
+                self.keep_backup_checkpoint(id, last, term);
+            }
         }
-        writes.put(META_APPLIED_INDEX.to_vec(), last.to_be_bytes().to_vec());
-        self.store.commit_owned(writes).map_err(|e| e.to_string())?;
-        self.set_applied(last);
         Ok(())
     }
 
@@ -1242,6 +1207,9 @@ impl Processor {
                 return Err(e);
             }
             self.metrics.batch_commit.observe(processed.elapsed().as_secs_f64());
+            if let Some(created) = waggle_engine::created_checkpoint(&output.records) {
+                self.keep_backup_checkpoint(created.checkpoint_id, self.applied, self.raft.term());
+            }
             self.observe(&output.records);
             self.deliver(output, permits);
             return Ok(());
@@ -1259,7 +1227,7 @@ impl Processor {
 
     /// Whether a replicated leader has as much in flight as it may (see [`MAX_IN_FLIGHT_ENTRIES`]).
     fn window_full(&self) -> bool {
-        self.in_flight.len() >= self.max_in_flight || self.in_flight_bytes >= MAX_IN_FLIGHT_BYTES || self.checkpoint.is_some()
+        self.in_flight.len() >= self.max_in_flight || self.in_flight_bytes >= MAX_IN_FLIGHT_BYTES
     }
 
     /// Applies committed entries in log order: this leader's batches in flight by their staged
@@ -1294,10 +1262,13 @@ impl Processor {
     fn commit_in_flight(&mut self, batch: InFlight) -> Result<(), String> {
         let InFlight { entry, mut writes, bytes, output, permits, processed, .. } = batch;
         self.in_flight_bytes -= bytes;
-        if let Some((index, _)) = entry {
+        if let Some((index, term)) = entry {
             writes.put(META_APPLIED_INDEX.to_vec(), index.to_be_bytes().to_vec());
             self.store.commit_owned(writes).map_err(|e| e.to_string())?;
             self.set_applied(index);
+            if let Some(created) = waggle_engine::created_checkpoint(&output.records) {
+                self.keep_backup_checkpoint(created.checkpoint_id, index, term);
+            }
             self.metrics.batches.inc();
             self.metrics.batch_commit.observe(processed.elapsed().as_secs_f64());
             self.observe(&output.records);
@@ -1493,7 +1464,6 @@ impl Processor {
     /// since the last one, and compacts the log behind a finished one. Checkpointing (a memtable
     /// flush and hard links) runs off the processing thread so commands do not wait for it.
     fn maybe_snapshot(&mut self) {
-        self.take_backup();
         let done = self.snapshot.done.load(Ordering::SeqCst);
         if self.replica.is_some() {
             self.compact_replicated(done);
@@ -1529,55 +1499,24 @@ impl Processor {
 }
 
 impl Processor {
-    /// Takes the backup checkpoint whose CHECKPOINT entry is applied, if any: before any later
-    /// entry is, so the checkpoint holds the state at exactly that entry, the same on every
-    /// replica (a RocksDB checkpoint: a memtable flush and hard links; the backup thread reads
-    /// its digest from the checkpoint, so the partition does not wait for a scan of every
-    /// row). A checkpoint the engine IGNORED (its id not above the last one), and asks a
-    /// replica that does not lead (or lost the lead before the entry committed) cannot serve,
-    /// are answered with the reason.
-    fn take_backup(&mut self) {
-        let not_leading = self.replica.is_some() && !self.serving();
-        let Some((index, _)) = &self.checkpoint else {
-            if not_leading {
-                if let Some(ask) = self.backup.lock().expect("backup lock").take() {
-                    let _ = ask.reply.send(Err("this replica does not lead the partition".into()));
-                }
-            }
-            return;
-        };
-        let index = *index;
-        if self.applied < index {
-            if not_leading {
-                let (_, ask) = self.checkpoint.take().expect("a checkpoint");
-                let _ = ask.reply.send(Err(format!("the lead was lost before the checkpoint's entry {index} was applied")));
-            }
+    /// Keeps a copy of the state at the entry `index` (of `term`) that created backup
+    /// checkpoint `id`, for the backup (see [`crate::backup`]): every replica keeps one, right
+    /// after the entry is applied and before any later one is, so whichever replica leads can
+    /// upload the partition's part of the backup, also after a failover. A copy that cannot be
+    /// taken is logged: that replica has none to upload. Nothing without a backup store.
+    fn keep_backup_checkpoint(&self, id: i64, index: u64, term: u64) {
+        if !self.keep_backups {
             return;
         }
-        let (_, ask) = self.checkpoint.take().expect("a checkpoint");
         let started = Instant::now();
-        let last = StateView::new(&*self.store).last_checkpoint();
-        let taken = if self.applied != index {
-            Err(format!("the state went past the checkpoint's entry {index} (applied {})", self.applied))
-        } else if last.as_ref().is_none_or(|c| c.checkpoint_id != ask.checkpoint_id as i64) {
-            Err(format!(
-                "checkpoint {} ignored: the partition's last checkpoint is {}",
-                ask.checkpoint_id,
-                last.map_or(-1, |c| c.checkpoint_id)
-            ))
-        } else {
-            let _ = fs::remove_dir_all(&ask.dir);
-            self.store.checkpoint(&ask.dir).map_err(|e| format!("checkpoint: {e}")).map(|()| self.raft.term())
-        };
-        tracing::info!(
-            partition = self.id,
-            checkpoint = ask.checkpoint_id,
-            applied = self.applied,
-            ms = started.elapsed().as_millis() as u64,
-            ok = taken.is_ok(),
-            "backup checkpoint"
-        );
-        let _ = ask.reply.send(taken);
+        let pending = self.snapshots_dir.with_file_name(crate::backup::PENDING_DIR);
+        match crate::backup::keep_checkpoint(&self.store, &pending, id, term) {
+            Ok(()) => {
+                let ms = started.elapsed().as_millis() as u64;
+                tracing::info!(partition = self.id, checkpoint = id, index, term, ms, "backup checkpoint kept");
+            }
+            Err(e) => tracing::error!(partition = self.id, checkpoint = id, index, error = %e, "backup checkpoint not kept"),
+        }
     }
 
     /// The standalone partition's log compaction: up to its newest snapshot, but not past an

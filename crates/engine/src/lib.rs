@@ -138,15 +138,23 @@ impl Engine {
 
     /// As [`Self::replay`], for the entry's bytes: each record is applied as it is decoded
     /// ([`waggle_protocol::codec::for_each_record`]), no entry built. When the bytes are not
-    /// an entry, part of it may be staged: the caller discards the overlay.
-    pub fn replay_encoded(&mut self, state: &mut Overlay<'_>, bytes: &[u8]) -> Result<(), waggle_protocol::codec::CodecError> {
+    /// an entry, part of it may be staged: the caller discards the overlay. Returns the
+    /// backup checkpoint the entry CREATED, if any (the broker keeps a copy of the state at
+    /// that entry: see [`created_checkpoint`]).
+    pub fn replay_encoded(
+        &mut self,
+        state: &mut Overlay<'_>,
+        bytes: &[u8],
+    ) -> Result<Option<waggle_protocol::value::CheckpointRecord>, waggle_protocol::codec::CodecError> {
         let next_counter = state.get(META_NEXT_KEY).map(|b| i64::from_be_bytes(b.try_into().expect("next key"))).unwrap_or(1);
         state.set_absent_from_base(tables::absent_from_state(self.partition, next_counter));
         let mut last_position = None;
+        let mut checkpoint = None;
         let processes = &mut self.processes;
         let next_key_counter = waggle_protocol::codec::for_each_record(bytes, |record| {
             if record.is_event() {
                 appliers::apply(state, processes, record);
+                checkpoint = created_checkpoint(std::slice::from_ref(record)).or(checkpoint.take());
             }
             last_position = Some(record.position);
         })?;
@@ -154,11 +162,20 @@ impl Engine {
             state.put(META_LAST_POSITION.to_vec(), last.to_be_bytes().to_vec());
         }
         state.put(META_NEXT_KEY.to_vec(), next_key_counter.to_be_bytes().to_vec());
-        Ok(())
+        Ok(checkpoint)
     }
 
     /// Position of the last record in state (0 when empty).
     pub fn last_position(state: &dyn KvRead) -> u64 {
         state.get(META_LAST_POSITION).map(|b| u64::from_be_bytes(b.try_into().expect("position"))).unwrap_or(0)
     }
+}
+
+/// The backup checkpoint the last CHECKPOINT CREATED event among `records` holds, if any (two
+/// backups' commands in one batch: the state after the entry is the later one's).
+pub fn created_checkpoint(records: &[waggle_protocol::Record]) -> Option<waggle_protocol::value::CheckpointRecord> {
+    records.iter().rev().find_map(|r| match &r.value {
+        waggle_protocol::RecordValue::Checkpoint(c) if r.is_event() && r.intent == waggle_protocol::Intent::Created => Some(c.clone()),
+        _ => None,
+    })
 }

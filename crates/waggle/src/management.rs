@@ -264,9 +264,10 @@ fn backup_error(e: BackupError) -> Response {
     (code, Json(json!({ "message": e.to_string() }))).into_response()
 }
 
-/// `POST /actuator/backups` with `{"backupId": N}` (Zeebe's): 202 once the backup of every
-/// partition is scheduled (in a cluster, on any broker: each broker backs up the partitions it
-/// leads); its progress shows in `GET /actuator/backups/N`.
+/// `POST /actuator/backups` with `{"backupId": N}` (Zeebe's): 202 once every partition's
+/// CHECKPOINT command is answered (in a cluster, on any broker: whichever broker leads a
+/// partition when its checkpoint applies, or after a failover, uploads its part); its progress
+/// shows in `GET /actuator/backups/N`.
 async fn take_backup(State(s): State<ManagementState>, body: axum::body::Bytes) -> Response {
     let id = serde_json::from_slice::<serde_json::Value>(&body).ok().and_then(|v| v.get("backupId").and_then(|id| id.as_u64()));
     let Some(id) = id else {

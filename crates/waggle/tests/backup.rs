@@ -12,17 +12,26 @@
 //! Each scenario runs against a directory store and against an S3-compatible server, s3rver
 //! (`scripts/s3-server.sh`, which installs it from npm on first use); the cluster's runs three
 //! brokers, takes the backup through one of them and restores every broker's folder.
+//!
+//! A backup survives its leader's failure (Zeebe, docs.camunda.io "Backup and restore": the
+//! checkpoint is a record in the replicated log, and whichever broker leads the partition when
+//! it is processed takes the partition's backup): a partition's leader is killed (`kill -9`)
+//! just before the request, at once after it and a moment after it, under load; each backup
+//! still completes, every replica drops its copy of the checkpoint, and each backup restores
+//! into a cluster whose state digests are the backup's and that has every instance
+//! acknowledged before the request.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{deploy_one_task, free_port, grpc_client, http_json, one_task_creation, repo_root, Node};
-use waggle_protocol::gateway::{ActivateJobsRequest, CompleteJobRequest};
+use common::cluster::{broker_args, digests_agree, Cluster, ClusterOptions};
+use common::{deploy_one_task, free_port, grpc_client, http_json, http_json_within, one_task_creation, repo_root, Node};
+use waggle_protocol::gateway::{ActivateJobsRequest, CompleteJobRequest, SetVariablesRequest};
 
 fn json(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
@@ -182,19 +191,47 @@ struct Load {
     stop: Arc<AtomicBool>,
     created: Arc<AtomicU64>,
     completed: Arc<AtomicU64>,
+    /// The instances whose creation was acknowledged and whose job is never completed (a
+    /// load through a failover's: see [`Load::through_failover`]).
+    waiting: Arc<Mutex<Vec<i64>>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Load {
+    /// Every creation and completion must succeed; every job is completed.
     fn start(client: &waggle_protocol::gateway::gateway_client::GatewayClient<tonic::transport::Channel>) -> Load {
+        Load::spawn(client, false)
+    }
+
+    /// A load that goes on through a broker's kill: a creation or completion that fails (its
+    /// partition without a leader for a moment) is tried again; the jobs of odd instances are
+    /// never completed, so that those instances stay in the state, waiting.
+    fn through_failover(client: &waggle_protocol::gateway::gateway_client::GatewayClient<tonic::transport::Channel>) -> Load {
+        Load::spawn(client, true)
+    }
+
+    fn spawn(client: &waggle_protocol::gateway::gateway_client::GatewayClient<tonic::transport::Channel>, failover: bool) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let (created, completed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let waiting = Arc::new(Mutex::new(Vec::new()));
         let creator = {
-            let (mut client, stop, created) = (client.clone(), stop.clone(), created.clone());
+            let (mut client, stop, created, waiting) = (client.clone(), stop.clone(), created.clone(), waiting.clone());
             tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
-                    client.create_process_instance(one_task_creation()).await.expect("create");
-                    created.fetch_add(1, Ordering::Relaxed);
+                    match client.create_process_instance(one_task_creation()).await {
+                        Ok(r) => {
+                            let key = r.into_inner().process_instance_key;
+                            if failover && key % 2 == 1 {
+                                waiting.lock().unwrap().push(key);
+                            }
+                            created.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) if failover => {
+                            eprintln!("creation during the failover: {e}");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        Err(e) => panic!("create: {e}"),
+                    }
                 }
             })
         };
@@ -202,17 +239,45 @@ impl Load {
             let (mut client, stop, completed) = (client.clone(), stop.clone(), completed.clone());
             tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
-                    let mut stream = client.activate_jobs(activation()).await.expect("activate").into_inner();
-                    while let Some(batch) = stream.message().await.expect("jobs") {
-                        for job in batch.jobs {
-                            client.complete_job(CompleteJobRequest { job_key: job.key, ..Default::default() }).await.expect("complete");
-                            completed.fetch_add(1, Ordering::Relaxed);
+                    let stream = match client.activate_jobs(activation()).await {
+                        Ok(stream) => stream,
+                        Err(e) if failover => {
+                            eprintln!("activation during the failover: {e}");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                        Err(e) => panic!("activate: {e}"),
+                    };
+                    let mut stream = stream.into_inner();
+                    loop {
+                        let batch = match stream.message().await {
+                            Ok(Some(batch)) => batch,
+                            Ok(None) => break,
+                            Err(e) if failover => {
+                                eprintln!("jobs during the failover: {e}");
+                                break;
+                            }
+                            Err(e) => panic!("jobs: {e}"),
+                        };
+                        for job in batch.jobs.into_iter().filter(|j| !failover || j.process_instance_key % 2 == 0) {
+                            match client.complete_job(CompleteJobRequest { job_key: job.key, ..Default::default() }).await {
+                                Ok(_) => {
+                                    completed.fetch_add(1, Ordering::Relaxed);
+                                }
+                                Err(e) if failover => eprintln!("completion during the failover: {e}"),
+                                Err(e) => panic!("complete: {e}"),
+                            }
                         }
                     }
                 }
             })
         };
-        Load { stop, created, completed, tasks: vec![creator, worker] }
+        Load { stop, created, completed, waiting, tasks: vec![creator, worker] }
+    }
+
+    /// The instances left waiting whose creation was acknowledged so far.
+    fn waiting(&self) -> Vec<i64> {
+        self.waiting.lock().unwrap().clone()
     }
 
     async fn until_completed(&self, n: u64) {
@@ -396,57 +461,36 @@ fn replicas_agree(nodes: &[Node]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Whether every partition has a leader, as broker `node` sees it.
-fn all_led(node: &Node) -> bool {
-    let (_, body) = node.get("/v1/partitions");
-    let v = json(&body);
-    v["items"].as_array().is_some_and(|items| items.len() == usize::from(PARTITIONS) && items.iter().all(|p| p["leader"].is_u64()))
+/// A cluster of three brokers (3 partitions, replication factor 3) whose backups go to
+/// `store`, its data folders in `root`.
+fn backup_cluster(store: &Store, root: &Path) -> Cluster {
+    let mut options = ClusterOptions::new(BROKERS, PARTITIONS);
+    options.common = store.args();
+    options.envs = store.envs().into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    options.data_root = Some(root.to_path_buf());
+    Cluster::start(options)
 }
 
-fn wait_all_led(nodes: &[Node]) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !nodes.iter().all(all_led) {
-        assert!(Instant::now() < deadline, "not every partition has a leader");
-        std::thread::sleep(Duration::from_millis(100));
+/// Restores every broker's folder of a cluster on `internal` ports from backup `id` into
+/// `root` (`broker-<i>`), then starts the cluster on them, its backups going to `new_store`.
+fn restored_cluster(store: &Store, id: u64, root: &Path, internal: &[u16], new_store: &Path) -> Cluster {
+    for i in 0..BROKERS {
+        let args = broker_args(i, internal, PARTITIONS, 3);
+        let done = restore_cmd(store, id, &root.join(format!("broker-{i}")), &args[1..]);
+        assert!(done.status.success(), "restoring broker {i}: {}", String::from_utf8_lossy(&done.stderr));
     }
+    let mut options = ClusterOptions::new(BROKERS, PARTITIONS);
+    options.common = vec!["--backup-store".to_string(), new_store.to_str().unwrap().to_string()];
+    options.envs = store.envs().into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    options.data_root = Some(root.to_path_buf());
+    options.internal = Some(internal.to_vec());
+    Cluster::start(options)
 }
 
 async fn a_cluster_backup_under_load_restores_every_broker(store: Store) {
-    let internal: Vec<String> = (0..BROKERS).map(|_| free_port().to_string()).collect();
-    let contact_points = internal.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
-    let cluster = |i: usize| -> Vec<String> {
-        [
-            "--node-id",
-            &i.to_string(),
-            "--cluster-size",
-            &BROKERS.to_string(),
-            "--partitions",
-            &PARTITIONS.to_string(),
-            "--replication-factor",
-            "3",
-            "--contact-points",
-            &contact_points,
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
-    };
-    let broker_args = |i: usize| -> Vec<String> {
-        let mut a = vec!["broker".to_string()];
-        a.extend(cluster(i));
-        a.extend(["--internal-port".to_string(), internal[i].clone()]);
-        a.extend(store.args());
-        a
-    };
     let temp = tempfile::tempdir().unwrap();
-    let mut nodes: Vec<Node> = (0..BROKERS)
-        .map(|i| {
-            let a = broker_args(i);
-            let dir = temp.path().join(format!("broker-{i}"));
-            Node::start_at(dir, &a.iter().map(String::as_str).collect::<Vec<_>>(), &store.envs())
-        })
-        .collect();
-    wait_all_led(&nodes);
+    let cluster = tokio::task::block_in_place(|| backup_cluster(&store, temp.path()));
+    let (internal, mut nodes) = (cluster.internal.clone(), cluster.nodes);
     let mut client = grpc_client(&nodes[0]).await;
     deploy_one_task(&mut client).await;
     let load = Load::start(&client);
@@ -472,20 +516,8 @@ async fn a_cluster_backup_under_load_restores_every_broker(store: Store) {
     let leader = leader as usize;
     nodes[leader].kill9();
     let survivors: Vec<&Node> = nodes.iter().enumerate().filter(|&(i, _)| i != leader).map(|(_, n)| n).collect();
-    let deadline = Instant::now() + Duration::from_secs(30);
     // every partition led by a survivor, as every survivor sees it (partition 1 first)
-    let new_leader = loop {
-        let led: Vec<Vec<Option<u64>>> = survivors
-            .iter()
-            .map(|n| json(&n.get("/v1/partitions").1)["items"].as_array().unwrap().iter().map(|p| p["leader"].as_u64()).collect())
-            .collect();
-        let moved = |l: &Vec<Option<u64>>| l.len() == usize::from(PARTITIONS) && l.iter().all(|x| x.is_some_and(|x| x != leader as u64));
-        if led.iter().all(|l| l == &led[0] && moved(l)) {
-            break led[0][0].unwrap() as usize;
-        }
-        assert!(Instant::now() < deadline, "not every partition moved off broker {leader} after its kill: {led:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let new_leader = tokio::task::block_in_place(|| common::cluster::leaders(&survivors, PARTITIONS, Some(leader)))[0];
     assert_eq!(checkpoints(&nodes[new_leader]).iter().find(|c| c.0 == 1).unwrap().1, Some(7), "the new leader knows the checkpoint");
     let (code, body) = http_json(nodes[new_leader].management_port, "POST", "/actuator/backups", r#"{"backupId": 8}"#).unwrap();
     assert_eq!(code, 202, "{body}");
@@ -498,31 +530,11 @@ async fn a_cluster_backup_under_load_restores_every_broker(store: Store) {
     drop(survivors);
     drop(nodes);
 
-    // every broker's folder restored (its replicas), then the cluster started on them
-    let restored: Vec<PathBuf> = (0..BROKERS)
-        .map(|i| {
-            let dir = temp.path().join(format!("restored-{i}"));
-            let mut a = cluster(i);
-            a.extend(["--internal-port".to_string(), internal[i].clone()]);
-            let done = restore_cmd(&store, 7, &dir, &a);
-            assert!(done.status.success(), "restoring broker {i}: {}", String::from_utf8_lossy(&done.stderr));
-            dir
-        })
-        .collect();
-    // the restored cluster backs up into a new, empty store
+    // every broker's folder restored (its replicas), then the cluster started on them; it
+    // backs up into a new, empty store
     let new_store = tempfile::tempdir().unwrap();
-    let nodes: Vec<Node> = restored
-        .into_iter()
-        .enumerate()
-        .map(|(i, dir)| {
-            let mut a = vec!["broker".to_string()];
-            a.extend(cluster(i));
-            a.extend(["--internal-port".to_string(), internal[i].clone()]);
-            a.extend(["--backup-store".to_string(), new_store.path().to_str().unwrap().to_string()]);
-            Node::start_at(dir, &a.iter().map(String::as_str).collect::<Vec<_>>(), &store.envs())
-        })
-        .collect();
-    wait_all_led(&nodes);
+    let restored = tokio::task::block_in_place(|| restored_cluster(&store, 7, &temp.path().join("restored"), &internal, new_store.path()));
+    let nodes = restored.nodes;
     let digests = replicas_agree(&nodes);
     for (d, b) in digests.iter().zip(details) {
         assert_eq!((&d["rows"], &d["hash"]), (&b["rows"], &b["hash"]), "partition {}: {d} vs {b}", b["partitionId"]);
@@ -553,4 +565,100 @@ async fn a_cluster_backup_under_load_in_a_shared_directory_restores_every_broker
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_backup_under_load_in_s3_restores_every_broker() {
     a_cluster_backup_under_load_restores_every_broker(Store::s3()).await;
+}
+
+/// When a backup's partition leader is killed, relative to the backup's request.
+#[derive(Debug, Clone, Copy)]
+enum Kill {
+    /// Just before the request (its checkpoint goes to the next leader).
+    Before,
+    /// This long after the request was sent (its checkpoint may be written, committed,
+    /// applied, or uploaded by then, or not).
+    After(Duration),
+}
+
+/// The backup copies the replicas on broker `root` keep (see `crates/broker/src/backup.rs`).
+fn pending_copies(root: &Path) -> usize {
+    (1..=PARTITIONS).map(|p| count_files(&root.join("partitions").join(p.to_string()).join("backups"))).sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cluster_backup_completes_and_restores_when_a_partition_leader_is_killed_around_its_request() {
+    let store = Store::dir();
+    let temp = tempfile::tempdir().unwrap();
+    let mut cluster = tokio::task::block_in_place(|| backup_cluster(&store, temp.path()));
+    let timings = [Kill::Before, Kill::After(Duration::ZERO), Kill::After(Duration::from_millis(30))];
+    let mut taken = Vec::new();
+    for (n, &timing) in timings.iter().enumerate() {
+        let id = n as u64 + 1;
+        // the leader of another partition each time; the load and the request through another broker
+        let leaders = tokio::task::block_in_place(|| cluster.leaders(None));
+        let victim = leaders[n % usize::from(PARTITIONS)];
+        let via = (victim + 1) % BROKERS;
+        let mut client = grpc_client(&cluster.nodes[via]).await;
+        if n == 0 {
+            deploy_one_task(&mut client).await;
+        }
+        let load = Load::through_failover(&client);
+        load.until_completed(30).await;
+        let acknowledged = load.waiting();
+        let port = cluster.nodes[via].management_port;
+        let body = format!(r#"{{"backupId": {id}}}"#);
+        // the request waits for every checkpoint, a failover's election included
+        let request = move || http_json_within(port, "POST", "/actuator/backups", &body, Duration::from_secs(60));
+        let answer = tokio::task::block_in_place(|| match timing {
+            Kill::Before => {
+                cluster.nodes[victim].kill9();
+                request()
+            }
+            Kill::After(after) => {
+                let sent = std::thread::spawn(request);
+                std::thread::sleep(after);
+                cluster.nodes[victim].kill9();
+                sent.join().unwrap()
+            }
+        });
+        let (code, answer) = answer.expect("an answer to the backup request");
+        assert_eq!(code, 202, "backup {id}, broker {victim} killed {timing:?}: {answer}");
+        let backup = tokio::task::block_in_place(|| wait_backup(&cluster.nodes[via], id));
+        assert_eq!(backup["state"], "COMPLETED", "backup {id}, broker {victim} killed {timing:?}: {backup}");
+        for d in backup["details"].as_array().unwrap() {
+            assert_eq!(d["state"], "COMPLETED", "{backup}");
+            assert!(d["checkpointPosition"].as_u64() > Some(0), "{backup}");
+        }
+        eprintln!("backup {id} with broker {victim} killed {timing:?}: {backup}");
+        load.stop_after(20).await;
+        tokio::task::block_in_place(|| cluster.restart(victim));
+        taken.push((id, backup, acknowledged));
+    }
+    // every replica, the restarted ones too, drops its copies once the parts are in the store
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let roots: Vec<PathBuf> = cluster.nodes.iter().map(|n| n.data_dir.clone()).collect();
+    while roots.iter().map(|r| pending_copies(r)).sum::<usize>() > 0 {
+        assert!(Instant::now() < deadline, "backup copies left: {:?}", roots.iter().map(|r| pending_copies(r)).collect::<Vec<_>>());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let internal = cluster.internal.clone();
+    drop(cluster);
+
+    // each backup restores: the state it recorded, with every instance acknowledged before it
+    for (id, backup, acknowledged) in taken {
+        let new_store = tempfile::tempdir().unwrap();
+        let root = temp.path().join(format!("restored-{id}"));
+        let restored = tokio::task::block_in_place(|| restored_cluster(&store, id, &root, &internal, new_store.path()));
+        for d in backup["details"].as_array().unwrap() {
+            let partition = d["partitionId"].as_u64().unwrap() as u16;
+            let nodes: Vec<&Node> = restored.nodes.iter().collect();
+            let digest = tokio::task::block_in_place(|| digests_agree(&nodes, partition));
+            assert_eq!((&digest["rows"], &digest["hash"]), (&d["rows"], &d["hash"]), "backup {id}, partition {partition}: {digest} vs {d}");
+        }
+        let mut client = grpc_client(&restored.nodes[0]).await;
+        assert!(!acknowledged.is_empty());
+        for key in acknowledged {
+            let request = SetVariablesRequest { element_instance_key: key, variables: r#"{"checked": true}"#.into(), local: false };
+            if let Err(e) = client.set_variables(request).await {
+                panic!("backup {id}: instance {key}, acknowledged before the request, is not in the restored state: {e}");
+            }
+        }
+    }
 }

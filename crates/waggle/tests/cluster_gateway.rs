@@ -15,39 +15,11 @@ use std::time::{Duration, Instant};
 
 use waggle_protocol::gateway::{ActivateJobsRequest, CompleteJobRequest, PublishMessageRequest};
 
-use common::{client_models, deploy_one_task, free_port, grpc_client, one_task_creation, peers, repo_root, Node};
+use common::cluster::{leader_seen_by, Cluster, ClusterDriver, ClusterOptions};
+use common::{deploy_one_task, free_port, grpc_client, one_task_creation, peers, repo_root, Node};
 
 const BROKERS: usize = 3;
 const PARTITIONS: u16 = 3;
-
-fn broker_args(i: usize, internal: &[u16]) -> Vec<String> {
-    let contact_points = internal.iter().map(|p| format!("127.0.0.1:{p}")).collect::<Vec<_>>().join(",");
-    [
-        "broker",
-        "--node-id",
-        &i.to_string(),
-        "--partitions",
-        &PARTITIONS.to_string(),
-        "--replication-factor",
-        "3",
-        "--contact-points",
-        &contact_points,
-        "--internal-port",
-        &internal[i].to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
-
-/// The leader of `partition` as broker `node` knows it.
-fn leader_seen_by(node: &Node, partition: u16) -> Option<usize> {
-    let (status, body) = node.get("/v1/partitions");
-    assert_eq!(status, 200, "{body}");
-    let partitions: serde_json::Value = serde_json::from_str(&body).expect("JSON");
-    let item = partitions["items"].as_array()?.iter().find(|p| p["partitionId"] == partition)?.clone();
-    item["leader"].as_u64().map(|l| l as usize)
-}
 
 /// The topology the Java client reads through `address`: its lines (see TopologyDriver.java).
 fn java_topology(address: &str) -> Vec<String> {
@@ -149,14 +121,11 @@ async fn carries_on(gateway: &Node, partition: u16, since: Instant) -> (Duration
 
 #[test]
 fn a_standalone_gateway_serves_the_cluster_and_carries_on_through_a_leaders_kill_9() {
-    let lib = peers().join("java-client/lib");
-    assert!(lib.exists(), "{} missing: run scripts/install-clients.sh", lib.display());
-    let internal: Vec<u16> = (0..BROKERS).map(|_| free_port()).collect();
-    let mut brokers: Vec<Node> =
-        (0..BROKERS).map(|i| Node::start(&broker_args(i, &internal).iter().map(String::as_str).collect::<Vec<_>>())).collect();
+    let cluster = Cluster::start(ClusterOptions::new(BROKERS, PARTITIONS));
+    let mut brokers = cluster.nodes;
     // one contact point is enough: the gateway learns the others from the gossip
     let gossip_port = free_port().to_string();
-    let contact = format!("127.0.0.1:{}", internal[1]);
+    let contact = format!("127.0.0.1:{}", cluster.internal[1]);
     let gateway = Node::start(&["gateway", "--contact-points", &contact, "--internal-port", &gossip_port]);
     assert!(gateway.log().contains("waggle gateway is ready"), "{}", gateway.log());
     assert_eq!(gateway.get("/ready").0, 200, "ready: a leader known for every partition");
@@ -187,18 +156,7 @@ fn a_standalone_gateway_serves_the_cluster_and_carries_on_through_a_leaders_kill
 
     // the Java client through the gateway; mid-run, partition 1's leader is killed
     let report = gateway.data_dir.parent().expect("a temp dir").join("gateway-report.json");
-    let mut driver = Command::new("java")
-        .arg("-cp")
-        .arg(format!("{}/*", lib.display()))
-        .arg(repo_root().join("tests/clients/ClusterDriver.java"))
-        .args(["--address", &gateway.address(), "--seconds", "20", "--report"])
-        .arg(&report)
-        .arg("--models")
-        .arg(client_models())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("java");
+    let driver = ClusterDriver::start(&gateway.address(), &report);
     std::thread::sleep(Duration::from_secs(10));
     let victim = leader_seen_by(&brokers[0], 1).expect("a leader of partition 1");
     let led: Vec<u16> = (1..=PARTITIONS).filter(|&p| leader_seen_by(&brokers[victim], p) == Some(victim)).collect();
@@ -214,27 +172,10 @@ fn a_standalone_gateway_serves_the_cluster_and_carries_on_through_a_leaders_kill
     assert!(created < Duration::from_secs(8), "creations resumed only after {created:?}");
     assert!(published < Duration::from_secs(15), "partition 1 took messages again only after {published:?}");
 
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let status = loop {
-        if let Some(status) = driver.try_wait().expect("the driver's state") {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the driver did not finish");
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let output = driver.wait_with_output().expect("the driver's output");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let log = gateway.log();
-    assert!(
-        status.success(),
-        "the driver exited {status}\nstdout:\n{stdout}\nstderr:\n{}\ngateway log:\n{}",
-        &stderr[stderr.len().saturating_sub(4000)..],
-        &log[log.len().saturating_sub(4000)..]
-    );
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).expect("the report")).expect("JSON");
-    eprintln!("driver through the gateway: {report}");
-    assert!(report["created"].as_u64() > Some(100) && report["published"].as_u64() > Some(10), "too little load: {report}");
+    let report = driver.finish(|| {
+        let log = gateway.log();
+        format!("gateway log:\n{}", &log[log.len().saturating_sub(4000)..])
+    });
     assert!(report["createdWithResult"].as_u64() > Some(0) && report["completedJobs"].as_u64() > Some(100), "{report}");
 
     // the gateway's topology drops the dead broker and names a live leader for every partition

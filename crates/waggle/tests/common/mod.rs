@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod cluster;
 pub mod fault_proxy;
 pub mod raw_h2;
 
@@ -254,8 +255,13 @@ pub fn http_request(port: u16, method: &str, path: &str) -> Option<(u16, String)
 
 /// An HTTP/1.0 request with a JSON body on loopback: (status, body).
 pub fn http_json(port: u16, method: &str, path: &str, json: &str) -> Option<(u16, String)> {
+    http_json_within(port, method, path, json, Duration::from_secs(10))
+}
+
+/// As [`http_json`], waiting up to `timeout` for the answer.
+pub fn http_json_within(port: u16, method: &str, path: &str, json: &str, timeout: Duration) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
     write!(
         stream,
         "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
