@@ -51,6 +51,13 @@ pub trait LocalSubmit: Send + Sync + 'static {
     fn deploy_local(&self, command: Command) -> BoxFuture<'_, Result<Record, BrokerError>>;
     /// As [`crate::Broker::rebalance_here`].
     fn rebalance_local(&self) -> Vec<PartitionId>;
+    /// As [`crate::Broker::adopt_topology`]: adopts `topology` (JSON; empty: none) if newer
+    /// and answers with this broker's topology and its led partitions' configurations, as JSON.
+    /// By default (a receiver without partitions) it knows no topology.
+    fn topology_local(&self, topology: String) -> Result<(String, String), String> {
+        let _ = topology;
+        Err("this receiver has no cluster topology".into())
+    }
 }
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -137,6 +144,15 @@ impl pb::command_api_server::CommandApi for Receiver {
     async fn rebalance(&self, _: tonic::Request<pb::RebalanceRequest>) -> Result<tonic::Response<pb::RebalanceResponse>, tonic::Status> {
         let partitions = self.local.rebalance_local().into_iter().map(u32::from).collect();
         Ok(tonic::Response::new(pb::RebalanceResponse { partitions }))
+    }
+
+    async fn topology(&self, request: tonic::Request<pb::TopologyRequest>) -> Result<tonic::Response<pb::TopologyResponse>, tonic::Status> {
+        let (local, topology) = (self.local.clone(), request.into_inner().topology);
+        match tokio::task::spawn_blocking(move || local.topology_local(topology)).await {
+            Ok(Ok((topology, led))) => Ok(tonic::Response::new(pb::TopologyResponse { topology, led })),
+            Ok(Err(message)) => Err(tonic::Status::failed_precondition(message)),
+            Err(e) => Err(tonic::Status::internal(e.to_string())),
+        }
     }
 }
 
@@ -234,6 +250,18 @@ impl Forwarder {
         request.set_timeout(timeout);
         let answer = client.rebalance(request).await?.into_inner();
         Ok(answer.partitions.into_iter().filter_map(|p| PartitionId::try_from(p).ok()).collect())
+    }
+}
+
+impl Forwarder {
+    /// Hands the broker at `to` the cluster topology (JSON); answers its topology and its led
+    /// partitions' configurations (JSON).
+    pub async fn topology(&self, to: SocketAddr, topology: String, timeout: Duration) -> Result<(String, String), tonic::Status> {
+        let mut client = pb::command_api_client::CommandApiClient::new(self.channel(to));
+        let mut request = tonic::Request::new(pb::TopologyRequest { topology });
+        request.set_timeout(timeout);
+        let answer = client.topology(request).await?.into_inner();
+        Ok((answer.topology, answer.led))
     }
 }
 

@@ -37,12 +37,14 @@ mod partition;
 mod relay;
 pub mod remote_cluster;
 pub mod remote_streams;
+mod scaling;
 mod scheduler;
 mod streams;
+pub mod topology;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::{broadcast, oneshot};
 use waggle_engine::Command;
@@ -55,6 +57,8 @@ pub use metrics::BrokerMetrics;
 pub use partition::{PartitionStatus, StateDigest, FOLLOWER, LEADER};
 pub use remote_cluster::RemoteCluster;
 pub use remote_streams::JobsAvailable;
+use scaling::{load_topology, replica_setup};
+pub use scaling::{ChangeError, PlannedChange};
 pub use streams::{JobStreamRegistry, LocalStream, PushedJob, StreamId, StreamSettings};
 pub use waggle_engine::{EngineLimits, ParseLimits};
 
@@ -151,10 +155,11 @@ pub(crate) struct Submission {
     pub permit: Option<backpressure::Permit>,
 }
 
-/// Every partition's command queue on this broker, by partition id - 1 (set once all
-/// partitions started; `None` for a partition this broker does not hold), for commands one
-/// partition sends another (message subscriptions).
-pub(crate) type Peers = Arc<std::sync::OnceLock<Vec<Option<Peer>>>>;
+/// Every partition's command queue on this broker, by partition id - 1 (`None` for a partition
+/// this broker does not hold: empty until all partitions started, and changing as replicas
+/// start and stop at run time), for commands one partition sends another (message
+/// subscriptions).
+pub(crate) type Peers = Arc<RwLock<Vec<Option<Peer>>>>;
 
 /// A partition on this broker, as the others send it commands.
 pub(crate) struct Peer {
@@ -166,8 +171,19 @@ pub(crate) struct Peer {
 
 /// The running broker: every partition of this node.
 pub struct Broker {
-    /// By partition id - 1; `None` for a partition of the cluster this broker does not hold.
-    partitions: Vec<Option<partition::PartitionHandle>>,
+    /// By partition id - 1; `None` for a partition of the cluster this broker does not hold
+    /// (replicas start and stop at run time as the cluster topology says: [`topology`]).
+    partitions: RwLock<Vec<Option<Arc<partition::PartitionHandle>>>>,
+    /// The cluster's partition count (fixed).
+    partition_count: u16,
+    /// How the broker was started (a replica started at run time is started with it).
+    config: BrokerConfig,
+    /// Every partition's command queue here, for the partitions' commands to each other.
+    peers: Peers,
+    /// Where commands for partitions led on other brokers go (in a cluster).
+    relay: Option<Arc<relay::Relay>>,
+    /// Held while replicas are started or stopped (one reconciliation at a time).
+    reconciling: Mutex<()>,
     round_robin: AtomicUsize,
     streams: Arc<JobStreamRegistry>,
     jobs_available: broadcast::Sender<String>,
@@ -195,6 +211,10 @@ struct ClusterLinks {
     announcer: Mutex<Option<remote_streams::StreamAnnouncer>>,
     /// How connections to the others are made: mutual TLS when configured, else TCP.
     connector: Option<forward::Connector>,
+    /// The cluster topology as this broker knows it (persisted in the data folder).
+    topology: Mutex<topology::Topology>,
+    /// Whether this broker carries out a topology change now.
+    coordinating: std::sync::atomic::AtomicBool,
 }
 
 /// How long a command waits for its partition to have a leader it can reach (an election, a
@@ -221,6 +241,13 @@ impl LateBroker {
 impl forward::LocalSubmit for LateBroker {
     fn rebalance_local(&self) -> Vec<PartitionId> {
         self.get().map(|b| b.rebalance_here()).unwrap_or_default()
+    }
+
+    fn topology_local(&self, topology: String) -> Result<(String, String), String> {
+        match self.get() {
+            Some(broker) => broker.topology_here(&topology),
+            None => Err("the broker is starting".into()),
+        }
     }
 
     fn submit_local(&self, partition: PartitionId, command: Command) -> forward::BoxFuture<'_, Result<Record, BrokerError>> {
@@ -312,51 +339,62 @@ impl Broker {
         let streams = Arc::new(JobStreamRegistry::default());
         let (jobs_available, _) = broadcast::channel(1024);
         let late = Arc::new(LateBroker::default());
+        let partition_count = config.partitions.max(1);
         let (network, runtime, links) = match &config.cluster {
             None => (None, None, None),
             Some(spec) => {
+                let topology = load_topology(&config.data_dir, spec, partition_count)?;
                 let tls = config.internal_tls.clone();
                 let (network, runtime, handle) = start_network(spec, tls.clone(), late.clone(), streams.clone(), jobs_available.clone())?;
                 let connector = tls.as_ref().map(|tls| tls.connector());
                 let forwarder = Arc::new(connector.clone().map_or_else(forward::Forwarder::default, forward::Forwarder::with_connector));
-                let links = ClusterLinks { spec: spec.clone(), forwarder, runtime: handle, announcer: Mutex::new(None), connector };
+                let links = ClusterLinks {
+                    spec: spec.clone(),
+                    forwarder,
+                    runtime: handle,
+                    announcer: Mutex::new(None),
+                    connector,
+                    topology: Mutex::new(topology),
+                    coordinating: Default::default(),
+                };
                 (Some(network), runtime, Some(links))
             }
         };
-        let (relay, mut relayed) = match (&config.cluster, &network) {
-            (Some(spec), Some(network)) => {
-                let (relay, inboxes) = relay::Relay::new(spec, config.partitions.max(1), network);
-                (Some(Arc::new(relay)), inboxes)
-            }
-            _ => (None, Default::default()),
+        let relay = match (&config.cluster, &network) {
+            (Some(spec), Some(network)) => Some(Arc::new(relay::Relay::new(spec, partition_count, network))),
+            _ => None,
         };
         let mut partitions = Vec::new();
-        let peers: Peers = Arc::new(std::sync::OnceLock::new());
-        for id in 1..=config.partitions.max(1) {
-            let replica = match (&config.cluster, &network) {
-                (Some(spec), Some(network)) if spec.hosts(id) => Some(partition::ReplicaSetup {
-                    id: cluster::raft_id(spec.node_id),
-                    voters: spec.replicas(id).into_iter().map(cluster::raft_id).collect(),
-                    network,
-                    relay: relay.clone().expect("a cluster's relay"),
-                    relayed: relayed.remove(&id).expect("the inbox of a held partition's commands"),
-                }),
-                (Some(_), _) => {
-                    partitions.push(None);
-                    continue;
+        let peers: Peers = Arc::default();
+        for id in 1..=partition_count {
+            let replica = match (&links, &network, &relay) {
+                (Some(links), Some(network), Some(relay)) => {
+                    let topology = links.topology.lock().expect("topology lock").clone();
+                    match replica_setup(&links.spec, &topology, id, network, relay) {
+                        Some(setup) => Some(setup),
+                        None => {
+                            partitions.push(None);
+                            continue;
+                        }
+                    }
                 }
-                (None, _) => None,
+                _ => None,
             };
             let handle = partition::start(id, &config, streams.clone(), jobs_available.clone(), metrics.clone(), peers.clone(), replica)?;
-            partitions.push(Some(handle));
+            partitions.push(Some(Arc::new(handle)));
         }
-        let _ = peers.set(partitions.iter().map(|p| p.as_ref().map(|p| p.peer())).collect());
+        *peers.write().expect("peers lock") = partitions.iter().map(|p| p.as_ref().map(|p| p.peer())).collect();
         let backup_store = match &config.backup_store {
             Some(c) => Some(backup::BackupStore::open(c).map_err(|e| BrokerError::BackupStore(e.to_string()))?),
             None => None,
         };
         let broker = Arc::new(Broker {
-            partitions,
+            partitions: RwLock::new(partitions),
+            partition_count,
+            config,
+            peers,
+            relay,
+            reconciling: Mutex::new(()),
             round_robin: AtomicUsize::new(0),
             streams,
             jobs_available,
@@ -388,27 +426,37 @@ impl Broker {
                 links.connector.clone(),
             );
             *links.announcer.lock().expect("announcer lock") = Some(announcer);
+            // the membership changes the topology asks of the partitions held here, and a
+            // change this broker was carrying out before it stopped
+            broker.reconcile();
+            links.runtime.spawn(broker.clone().coordinate());
         }
         Ok(broker)
     }
 
     /// The cluster's partition count (those this broker holds and those it does not).
     pub fn partition_count(&self) -> u16 {
-        self.partitions.len() as u16
+        self.partition_count
     }
 
     /// This broker's handle of `partition`: `NoSuchPartition` outside the cluster's
     /// partitions, `Unavailable` for one this broker does not hold.
-    fn handle(&self, partition: PartitionId) -> Result<&partition::PartitionHandle, BrokerError> {
-        match self.partitions.get((partition as usize).wrapping_sub(1)) {
+    fn handle(&self, partition: PartitionId) -> Result<Arc<partition::PartitionHandle>, BrokerError> {
+        match self.partitions.read().expect("partitions lock").get((partition as usize).wrapping_sub(1)) {
             None => Err(BrokerError::NoSuchPartition(partition)),
             Some(None) => Err(BrokerError::Unavailable(partition)),
-            Some(Some(handle)) => Ok(handle),
+            Some(Some(handle)) => Ok(handle.clone()),
         }
     }
 
-    fn hosted(&self) -> impl Iterator<Item = &partition::PartitionHandle> {
-        self.partitions.iter().flatten()
+    /// The partitions held here now.
+    fn hosted(&self) -> Vec<Arc<partition::PartitionHandle>> {
+        self.partitions.read().expect("partitions lock").iter().flatten().cloned().collect()
+    }
+
+    /// Every partition's handle here now, by partition id - 1.
+    fn partitions(&self) -> Vec<Option<Arc<partition::PartitionHandle>>> {
+        self.partitions.read().expect("partitions lock").clone()
     }
 
     /// The node id of `partition`'s leader as this broker knows it (itself when it leads), if
@@ -437,7 +485,7 @@ impl Broker {
 
     /// The next partition for work that is not bound to a key (round robin).
     pub fn next_partition(&self) -> PartitionId {
-        (self.round_robin.fetch_add(1, Ordering::Relaxed) % self.partitions.len()) as PartitionId + 1
+        (self.round_robin.fetch_add(1, Ordering::Relaxed) % usize::from(self.partition_count)) as PartitionId + 1
     }
 
     /// The partition of a key, or an error for a key that no partition of this node owns.
@@ -448,7 +496,7 @@ impl Broker {
 
     /// The partition a message lives on: a hash of its correlation key, as in Zeebe.
     pub fn partition_of_correlation_key(&self, correlation_key: &str) -> PartitionId {
-        waggle_protocol::keys::partition_of_correlation_key(correlation_key, self.partitions.len() as u32)
+        waggle_protocol::keys::partition_of_correlation_key(correlation_key, u32::from(self.partition_count))
     }
 
     /// Submits a command and waits for the record that answers it (an event or a rejection).
@@ -535,7 +583,7 @@ impl Broker {
     /// [`Self::deploy`] on this broker's replica of partition 1.
     async fn deploy_here(&self, command: Command) -> Result<Record, BrokerError> {
         let answer = self.submit_here(1, command).await?;
-        if answer.rejection.is_some() || self.partitions.len() == 1 {
+        if answer.rejection.is_some() || self.partition_count == 1 {
             return Ok(answer);
         }
         let deadline = std::time::Instant::now() + DISTRIBUTION_WAIT;
@@ -596,7 +644,7 @@ impl Broker {
 
     /// The partitions this broker holds.
     pub fn status(&self) -> Vec<PartitionStatus> {
-        self.hosted().map(|p| p.status()).collect()
+        self.hosted().iter().map(|p| p.status()).collect()
     }
 
     /// Takes backup `id` of every partition of the cluster (Zeebe's `POST /actuator/backups`
@@ -707,14 +755,14 @@ impl Broker {
 
     /// Every exporter on every partition held here (see [`export`]).
     pub fn exporters(&self) -> Vec<export::ExporterStatus> {
-        self.hosted().flat_map(|p| p.exporters()).collect()
+        self.hosted().iter().flat_map(|p| p.exporters()).collect()
     }
 
     /// Open incidents, optionally of one process instance (read from committed state).
     pub fn incidents(&self, process_instance_key: Option<i64>) -> Vec<(i64, IncidentRecord)> {
-        let handles: Vec<&partition::PartitionHandle> = match process_instance_key.and_then(|k| self.partition_of_key(k)) {
+        let handles: Vec<Arc<partition::PartitionHandle>> = match process_instance_key.and_then(|k| self.partition_of_key(k)) {
             Some(p) => self.handle(p).into_iter().collect(),
-            None => self.hosted().collect(),
+            None => self.hosted(),
         };
         handles
             .into_iter()
@@ -729,9 +777,10 @@ impl Broker {
     pub fn rebalance_here(&self) -> Vec<PartitionId> {
         let Some(links) = &self.links else { return Vec::new() };
         let mut asked = Vec::new();
-        for (i, handle) in self.partitions.iter().enumerate() {
+        let topology = links.topology.lock().expect("topology lock").clone();
+        for (i, handle) in self.partitions().iter().enumerate() {
             let (Some(handle), partition) = (handle, i as PartitionId + 1) else { continue };
-            let preferred = links.spec.preferred_leader(partition);
+            let Some(preferred) = topology.preferred_leader(partition) else { continue };
             if handle.leads() && preferred != links.spec.node_id {
                 handle.transfer_leadership(cluster::raft_id(preferred));
                 asked.push(partition);
@@ -765,9 +814,11 @@ impl Broker {
     pub fn hand_over(&self, within: std::time::Duration) {
         let Some(links) = &self.links else { return };
         let mut handing = Vec::new();
-        for (i, handle) in self.partitions.iter().enumerate() {
+        let topology = links.topology.lock().expect("topology lock").clone();
+        let partitions = self.partitions();
+        for (i, handle) in partitions.iter().enumerate() {
             let (Some(handle), partition) = (handle, i as PartitionId + 1) else { continue };
-            let next = links.spec.replicas(partition).into_iter().find(|&n| n != links.spec.node_id);
+            let next = topology.voters(partition).into_iter().find(|&n| n != links.spec.node_id);
             if let (true, Some(next)) = (handle.leads(), next) {
                 handle.transfer_leadership(cluster::raft_id(next));
                 handing.push((partition, handle, next));
@@ -776,7 +827,7 @@ impl Broker {
         let deadline = std::time::Instant::now() + within;
         // done once each partition knows another leader (between stepping down and hearing of the
         // new leader, it knows none)
-        let led_elsewhere = |h: &partition::PartitionHandle| h.status().leader.is_some_and(|l| l != links.spec.node_id);
+        let led_elsewhere = |h: &Arc<partition::PartitionHandle>| h.status().leader.is_some_and(|l| l != links.spec.node_id);
         while !handing.iter().all(|(_, h, _)| led_elsewhere(h)) && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }

@@ -1,5 +1,6 @@
 //! One partition: recovery, the processing thread, commit, responses, side effects, snapshots.
 
+mod membership;
 mod snapshots;
 mod supervise;
 
@@ -87,6 +88,12 @@ pub struct PartitionStatus {
     /// followers behind its compacted log (this run; always 0 standalone).
     pub snapshots_installed: u64,
     pub snapshots_sent: u64,
+    /// The group's configuration as this replica applied it, in node ids (empty standalone,
+    /// and on a joining replica before its snapshot): voters, learners, and the voters of the
+    /// configuration being left during a joint change.
+    pub voters: Vec<u64>,
+    pub learners: Vec<u64>,
+    pub voters_outgoing: Vec<u64>,
 }
 
 /// The role names [`PartitionStatus::role`] takes.
@@ -98,12 +105,17 @@ pub(crate) struct ReplicaSetup<'a> {
     /// This node's Raft id and every replica's (this node's included).
     pub id: u64,
     pub voters: Vec<u64>,
+    /// A replica added to the running group ([`crate::topology`]'s JOINING): it starts without a
+    /// configuration and learns it from the leader's snapshot.
+    pub joining: bool,
     pub network: &'a waggle_replication::net::RaftNetwork,
     /// Where its commands for partitions led on other brokers go.
     pub relay: Arc<Relay>,
     /// Commands other brokers' partitions sent this one.
     pub relayed: Receiver<Message>,
 }
+
+pub(crate) use membership::Wanted as MembershipWanted;
 
 pub(crate) struct PartitionHandle {
     tx: SyncSender<Submission>,
@@ -128,6 +140,8 @@ pub(crate) struct PartitionHandle {
     exporters: Vec<Arc<Mutex<ExporterStatus>>>,
     /// The partition's folder in the data folder.
     dir: PathBuf,
+    /// The membership changes the cluster topology asks of the partition (its leader makes them).
+    membership: Arc<Mutex<membership::Wanted>>,
 }
 
 impl PartitionHandle {
@@ -207,6 +221,12 @@ impl PartitionHandle {
         self.store().is_some_and(|s| {
             StateView::new(&*s).pending_distributions().iter().any(|(_, d)| d.value_type == value_type && d.command_key == command_key)
         })
+    }
+
+    /// Asks the partition's leader for these membership changes (see [`membership`]); replaces
+    /// what was asked before.
+    pub(crate) fn want_membership(&self, wanted: membership::Wanted) {
+        *self.membership.lock().unwrap_or_else(|e| e.into_inner()) = wanted;
     }
 
     pub fn stop(&self) {
@@ -359,7 +379,7 @@ pub(crate) fn start(
         None => recover(id, &dirs, |dir, applied| Ok((RaftGroup::open(dir, applied)?, None)))?,
         Some(r) => recover(id, &dirs, |dir, applied| {
             let (transport, inbox, packets) = r.network.register_with_snapshots(u64::from(id));
-            let raft = open_replica(dir, applied, r.id, &r.voters, &transport, &dirs.snapshots)?;
+            let raft = open_replica(dir, applied, r.id, &r.voters, r.joining, &transport, &dirs.snapshots)?;
             Ok((raft, Some((inbox, packets, transport))))
         })?,
     };
@@ -380,12 +400,16 @@ pub(crate) fn start(
         term: raft.term(),
         snapshots_installed: 0,
         snapshots_sent: 0,
+        voters: Vec::new(),
+        learners: Vec::new(),
+        voters_outgoing: Vec::new(),
     }));
     let leading = Arc::new(AtomicBool::new(standalone));
     let transfer = Arc::new(AtomicU64::new(0));
     let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
     let stop = Arc::new(AtomicBool::new(false));
     let scheduled_in_flight = Arc::new(AtomicUsize::new(0));
+    let wanted_membership: Arc<Mutex<membership::Wanted>> = Arc::default();
     let limiter = Arc::new(Limiter::new(config.backpressure, metrics.limiter(id)));
     let distribution = replica.as_ref().map(|r| Arc::new(crate::export::Distribution::new(id, r.network, r.id, &r.voters)));
     let crate::export::Runners { bounds: export, statuses: exporters, threads: export_threads, gate: export_gate } = crate::export::start(
@@ -451,6 +475,7 @@ pub(crate) fn start(
             transport,
             raft_id: r.id,
             voters: r.voters,
+            joining: r.joining,
             next_tick: Instant::now() + RAFT_TICK,
             serving_term: None,
             relayed: r.relayed,
@@ -463,6 +488,8 @@ pub(crate) fn start(
             .and_then(|v| v.parse().ok())
             .filter(|&n: &usize| n >= 1)
             .unwrap_or(MAX_IN_FLIGHT_ENTRIES),
+        membership: wanted_membership.clone(),
+        membership_progress: membership::Progress::default(),
     };
     // Bring state up to the log's commit point before accepting commands.
     processor.drive_raft().map_err(|e| start_err(id, e))?;
@@ -508,6 +535,7 @@ pub(crate) fn start(
         threads: Mutex::new(threads),
         exporters,
         dir: base,
+        membership: wanted_membership,
     })
 }
 
@@ -518,10 +546,11 @@ fn open_replica(
     applied: u64,
     raft_id: u64,
     voters: &[u64],
+    joining: bool,
     transport: &waggle_replication::net::NetTransport,
     snapshots_dir: &Path,
 ) -> Result<RaftGroup, ReplicationError> {
-    let config = crate::cluster::replica_config(raft_id, voters.to_vec());
+    let config = waggle_replication::ReplicaConfig { joining, ..crate::cluster::replica_config(raft_id, voters.to_vec()) };
     let mut raft = RaftGroup::open_replicated(dir, applied, config, Box::new(transport.clone()))?;
     raft.set_snapshot_source(Arc::new(snapshots::CheckpointSource { dir: snapshots_dir.to_path_buf() }));
     Ok(raft)
@@ -536,6 +565,7 @@ struct Replica {
     transport: waggle_replication::net::NetTransport,
     raft_id: u64,
     voters: Vec<u64>,
+    joining: bool,
     next_tick: Instant,
     /// The term in which this node leads and takes commands: set once, as leader, it has
     /// applied its term's first entry (everything committed before the term), cleared when it
@@ -613,6 +643,9 @@ struct Processor {
     in_flight_bytes: usize,
     /// The entries it may have in flight ([`MAX_IN_FLIGHT_ENTRIES`]).
     max_in_flight: usize,
+    /// The membership changes asked of the partition ([`PartitionHandle::want_membership`]).
+    membership: Arc<Mutex<membership::Wanted>>,
+    membership_progress: membership::Progress,
 }
 
 /// A replicated leader's batch, processed and proposed, whose entry is not committed yet. Its
@@ -696,6 +729,7 @@ impl Processor {
             self.side_failed()?;
             self.drive_raft()?;
             self.follow_role();
+            self.change_membership();
             self.take_relayed();
             if !self.serving() {
                 self.refuse(first.into_iter().chain(rx.try_iter()));
@@ -836,6 +870,11 @@ impl Processor {
             (status.role, status.term, status.leader) = (role, term, leader_node);
         }
         (status.snapshots_installed, status.snapshots_sent) = (stats.installed, stats.completed);
+        let conf = self.raft.conf_state();
+        let nodes = |ids: &[u64]| ids.iter().map(|&id| crate::cluster::node_of_raft_id(id)).collect::<Vec<_>>();
+        status.voters = nodes(&conf.voters);
+        status.learners = nodes(&conf.learners);
+        status.voters_outgoing = nodes(&conf.voters_outgoing);
     }
 
     /// Starts (`Some(term)`) or ends serving as the leader, and tells the handle and scheduler.
@@ -966,6 +1005,8 @@ impl Processor {
             in_flight: _,
             in_flight_bytes: _,
             max_in_flight,
+            membership,
+            membership_progress: _,
         } = self;
         drop((engine, raft));
         let Some(store) = Arc::into_inner(store) else { return Err("the state store is still in use".into()) };
@@ -975,9 +1016,9 @@ impl Processor {
         }
         let (store, (raft, ()), applied) = match &replica {
             None => recover(id, dirs, |dir, applied| Ok((RaftGroup::open(dir, applied)?, ()))),
-            Some(r) => {
-                recover(id, dirs, |dir, applied| Ok((open_replica(dir, applied, r.raft_id, &r.voters, &r.transport, &dirs.snapshots)?, ())))
-            }
+            Some(r) => recover(id, dirs, |dir, applied| {
+                Ok((open_replica(dir, applied, r.raft_id, &r.voters, r.joining, &r.transport, &dirs.snapshots)?, ()))
+            }),
         }
         .map_err(|e| e.to_string())?;
         let replica = replica.map(|r| Replica { next_tick: Instant::now() + RAFT_TICK, serving_term: None, ..r });
@@ -1034,6 +1075,8 @@ impl Processor {
             in_flight: VecDeque::new(),
             in_flight_bytes: 0,
             max_in_flight,
+            membership,
+            membership_progress: membership::Progress::default(),
         };
         processor.set_applied(applied);
         processor.drive_raft()?;
@@ -1345,7 +1388,11 @@ impl Processor {
         if self.outbox.is_empty() {
             return;
         }
-        let Some(peers) = self.peers.get() else { return };
+        let peers = self.peers.clone();
+        let peers = peers.read().unwrap_or_else(|e| e.into_inner());
+        if peers.is_empty() {
+            return;
+        }
         let mut full: Vec<PartitionId> = Vec::new();
         for (partition, command) in std::mem::take(&mut self.outbox) {
             if full.contains(&partition) {
@@ -1475,7 +1522,8 @@ impl Processor {
             }
             self.compact_standalone();
         }
-        if self.applied < self.snapshot_index + self.snapshot_every || self.snapshot.running.swap(true, Ordering::SeqCst) {
+        let forced = self.membership_progress.force_snapshot && self.applied > self.snapshot_index;
+        if (self.applied < self.snapshot_index + self.snapshot_every && !forced) || self.snapshot.running.swap(true, Ordering::SeqCst) {
             return;
         }
         let (index, store, dir, progress, id) =
@@ -1558,7 +1606,8 @@ impl Processor {
             // (a leader's exporters hold it back; on a follower they do not run)
             return;
         }
-        if let Some(everyone) = self.raft.replicated_to_all() {
+        // (a learner catching up is sent this snapshot: it does not hold compaction back)
+        if let Some(everyone) = self.raft.replicated_to_all().filter(|_| !self.membership_progress.force_snapshot) {
             if everyone < upto && upto - everyone <= self.snapshot_every {
                 return;
             }

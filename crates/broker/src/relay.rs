@@ -3,7 +3,8 @@
 //!
 //! A command for a partition not led on this broker travels over the cluster's Raft network,
 //! in the `context` of a Raft message of a group of its own per receiving partition
-//! ([`commands_group`]), to every other broker holding the partition; there the partition's
+//! ([`commands_group`]), to every other broker (which brokers hold a partition changes at run
+//! time: [`crate::topology`]); there the partition's
 //! thread takes it only while it leads (the others drop it). Best effort, as the network is:
 //! the sender's outbox re-sends what stays unacknowledged (every 10 s) and the receiver
 //! processes a command once however often it arrives (`engine::distribution`), so nothing
@@ -44,23 +45,20 @@ pub(crate) struct Relay {
 }
 
 impl Relay {
-    /// Registers the command groups of every partition of the cluster on `network`: the
-    /// relay, and the inbox of each partition this broker holds (the others' are dropped: a
-    /// command for them arriving here is dropped too).
-    pub fn new(spec: &ClusterSpec, partitions: u16, network: &RaftNetwork) -> (Relay, HashMap<PartitionId, Receiver<Message>>) {
+    /// Registers the command groups of every partition of the cluster on `network` (their
+    /// inboxes are dropped: a command for a partition this broker does not hold is dropped;
+    /// a replica started here takes its inbox with [`inbox`]).
+    pub fn new(spec: &ClusterSpec, partitions: u16, network: &RaftNetwork) -> Relay {
         let mut transports = HashMap::new();
-        let mut inboxes = HashMap::new();
         for p in 1..=partitions {
-            let (transport, inbox) = network.register(commands_group(p));
+            let (transport, _) = network.register(commands_group(p));
             transports.insert(p, transport);
-            if spec.hosts(p) {
-                inboxes.insert(p, inbox);
-            }
         }
-        (Relay { spec: spec.clone(), transports: Mutex::new(transports) }, inboxes)
+        Relay { spec: spec.clone(), transports: Mutex::new(transports) }
     }
 
-    /// Sends `command` to every other broker holding `partition` (its leader takes it).
+    /// Sends `command` to every other broker (the one leading `partition` takes it; the others
+    /// drop it): which brokers hold a partition changes at run time ([`crate::topology`]).
     pub fn send(&self, partition: PartitionId, command: &Command) {
         let wire = Wire {
             key: command.key,
@@ -73,10 +71,7 @@ impl Relay {
             Err(e) => return tracing::error!(partition, error = %e, "a command for another broker could not be encoded"),
         };
         let from = raft_id(self.spec.node_id);
-        let messages: Vec<Message> = self
-            .spec
-            .replicas(partition)
-            .into_iter()
+        let messages: Vec<Message> = (0..self.spec.cluster_size() as u64)
             .filter(|&node| node != self.spec.node_id)
             .map(|node| Message { to: raft_id(node), from, context: context.clone(), ..Default::default() })
             .collect();
@@ -84,6 +79,12 @@ impl Relay {
             transport.send(messages);
         }
     }
+}
+
+/// The inbox of the commands other brokers send `partition`, for its replica starting here
+/// (replacing any earlier one).
+pub(crate) fn inbox(network: &RaftNetwork, partition: PartitionId) -> Receiver<Message> {
+    network.register(commands_group(partition)).1
 }
 
 /// The command a relayed message carries, if it is one.

@@ -719,6 +719,35 @@ impl RaftGroup {
         self.propose_conf_change(ConfChangeV2 { transition: ConfChangeTransition::Auto as i32, changes, context: vec![] })
     }
 
+    /// Promotes learner `id` to voter (leader only), once it holds every committed entry: the
+    /// group then has one voter more (a replica joining a partition). Refused for a learner
+    /// that has not caught up, and for a node that is not a learner.
+    pub fn promote_learner(&mut self, id: u64) -> Result<(), ReplicationError> {
+        if !self.conf_state().learners.contains(&id) {
+            return Err(ReplicationError::InvalidConfig(format!("node {id} is not a learner")));
+        }
+        if !self.caught_up(id) {
+            return Err(ReplicationError::InvalidConfig(format!("node {id} has not caught up")));
+        }
+        let change = ConfChangeSingle { change_type: ConfChangeType::AddNode as i32, node_id: id };
+        self.propose_conf_change(ConfChangeV2 { changes: vec![change], ..Default::default() })
+    }
+
+    /// Removes voter (or learner) `id` from the group (leader only): a replica leaving a
+    /// partition. Refused for the leader itself (transfer the leadership first) and for the
+    /// last voter.
+    pub fn remove_voter(&mut self, id: u64) -> Result<(), ReplicationError> {
+        if id == self.id() {
+            return Err(ReplicationError::InvalidConfig("the leader does not remove itself: transfer the leadership first".into()));
+        }
+        let conf = self.conf_state();
+        if conf.voters == [id] {
+            return Err(ReplicationError::InvalidConfig(format!("node {id} is the group's last voter")));
+        }
+        let change = ConfChangeSingle { change_type: ConfChangeType::RemoveNode as i32, node_id: id };
+        self.propose_conf_change(ConfChangeV2 { changes: vec![change], ..Default::default() })
+    }
+
     /// Proposes a configuration change (leader only; one at a time).
     fn propose_conf_change(&mut self, cc: ConfChangeV2) -> Result<(), ReplicationError> {
         if !self.is_leader() {

@@ -225,3 +225,51 @@ fn a_replica_moves_by_learner_catch_up_and_joint_consensus() {
     let before = c.states[leader].applied;
     c.run_until(300, true, "commits after the move", |c| members.iter().all(|&i| c.states[i].applied > before + 10));
 }
+
+/// The two steps the broker's partition join and leave take apart (Zeebe 8.5's
+/// `POST` / `DELETE /actuator/cluster/brokers/{id}/partitions/{id}`): a caught-up learner is
+/// promoted on its own (the group has a voter more), and a follower is removed on its own
+/// afterwards; the group never has fewer voters than it started with, and commits throughout.
+#[test]
+fn a_learner_is_promoted_and_a_voter_removed_in_two_changes() {
+    let root = tempfile::tempdir().unwrap();
+    let mut c = Cluster {
+        root,
+        groups: (0..NODES).map(|_| None).collect(),
+        states: vec![State::default(); NODES],
+        outbox: Outbox::default(),
+        proposed: 0,
+    };
+    for i in 0..3 {
+        c.start(i, false);
+    }
+    c.run_until(200, false, "a leader elected", |c| c.leader().is_some());
+    c.run_until(50, true, "entries committed", |c| c.states.iter().take(3).all(|s| s.applied >= 20));
+    let leader = c.leader().unwrap();
+    c.snapshot(leader);
+    c.start(3, true);
+    // a node that is not a learner is not promoted
+    assert!(c.group(leader).promote_learner(4).is_err());
+    c.group(leader).add_learner(4).unwrap();
+    c.run_until(50, true, "the learner added", |c| c.groups[leader].as_ref().unwrap().conf_state().learners == [4]);
+    c.snapshot(leader);
+    c.run_until(300, true, "the learner caught up", |c| c.groups[leader].as_ref().unwrap().caught_up(4));
+    c.group(leader).promote_learner(4).unwrap();
+    c.run_until(100, true, "the learner promoted", |c| voters(c.groups[leader].as_ref().unwrap()) == [1, 2, 3, 4]);
+    // the leader does not remove itself; a follower is removed
+    let me = leader as u64 + 1;
+    assert!(c.group(leader).remove_voter(me).is_err());
+    let remove = (0..3).find(|&i| i != leader).unwrap() as u64 + 1;
+    c.group(leader).remove_voter(remove).unwrap();
+    let expected: Vec<u64> = [1, 2, 3, 4].into_iter().filter(|&v| v != remove).collect();
+    c.run_until(100, true, "the follower removed", |c| voters(c.groups[leader].as_ref().unwrap()) == expected);
+    let members: Vec<usize> = expected.iter().map(|&v| v as usize - 1).collect();
+    c.groups[remove as usize - 1] = None;
+    let before = c.states[leader].applied;
+    c.run_until(300, true, "commits after the move", |c| members.iter().all(|&i| c.states[i].applied > before + 10));
+    c.run_until(300, false, "the members converged", |c| {
+        let target = c.states[leader].applied;
+        members.iter().all(|&i| c.states[i].applied == target)
+    });
+    assert!(members.iter().all(|&i| c.states[i] == c.states[leader]));
+}

@@ -31,6 +31,7 @@ pub fn router(state: ManagementState) -> Router {
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
         .route("/actuator/cluster", get(cluster))
+        .route("/actuator/cluster/brokers/:broker/partitions/:partition", post(join_partition).delete(leave_partition))
         .route("/actuator/rebalance", post(rebalance))
         .route("/actuator/backups", post(take_backup).get(list_backups))
         .route("/actuator/backups/:id", get(backup_status).delete(delete_backup))
@@ -149,7 +150,119 @@ pub fn prometheus_text(registry: &Registry) -> Response {
 async fn cluster(State(s): State<ManagementState>) -> Json<serde_json::Value> {
     let local: HashMap<u16, (u64, u64)> =
         s.broker.status().into_iter().map(|p| (p.partition_id, (p.applied_index, p.snapshot_index))).collect();
-    Json(cluster_json(&s.topology.topology(), |node_id, partition| local.get(&partition).filter(|_| node_id == s.node_id).copied()))
+    let mut body =
+        cluster_json(&s.topology.topology(), |node_id, partition| local.get(&partition).filter(|_| node_id == s.node_id).copied());
+    if let Some(topology) = s.broker.cluster_topology() {
+        merge_topology(&mut body, &topology);
+    }
+    Json(body)
+}
+
+/// Adds the cluster topology to `/actuator/cluster`'s body in Zeebe 8.5's shape (its
+/// `GetTopologyResponse`: `version`, `brokers` with `id`, `state` and `partitions` with `id`,
+/// `state` and `priority`, `lastChange`, `pendingChange`), beside what the gateway's `Topology`
+/// reports: each broker and partition of the topology gets those fields (a broker or partition
+/// the topology names and the gateway does not know alive is listed with them alone).
+fn merge_topology(body: &mut serde_json::Value, topology: &waggle_broker::topology::Topology) {
+    body["version"] = json!(topology.version);
+    let (last, pending) = topology.changes_json();
+    body["lastChange"] = last;
+    body["pendingChange"] = pending;
+    let Some(brokers) = body["brokers"].as_array_mut() else { return };
+    for (&node, partitions) in &topology.brokers {
+        let at = match brokers.iter().position(|b| b["nodeId"] == node) {
+            Some(at) => at,
+            None => {
+                brokers.push(json!({ "nodeId": node, "partitions": [] }));
+                brokers.len() - 1
+            }
+        };
+        let broker = &mut brokers[at];
+        broker["id"] = json!(node);
+        broker["state"] = json!("ACTIVE");
+        let listed = broker["partitions"].as_array_mut().expect("an array");
+        // the gateway's view lists the replicas running; the topology's are the cluster's
+        listed.retain(|p| p["partitionId"].as_u64().is_some_and(|id| partitions.contains_key(&(id as u16))));
+        for (&partition, replica) in partitions {
+            let at = match listed.iter().position(|p| p["partitionId"] == partition) {
+                Some(at) => at,
+                None => {
+                    listed.push(json!({ "partitionId": partition }));
+                    listed.len() - 1
+                }
+            };
+            listed[at]["id"] = json!(partition);
+            listed[at]["state"] = json!(replica.state.name());
+            listed[at]["priority"] = json!(replica.priority);
+        }
+    }
+}
+
+/// The body of a partition join: `{"priority": n}` (Zeebe's; optional here: 1 by default).
+#[derive(serde::Deserialize, Default)]
+struct JoinBody {
+    priority: Option<u32>,
+}
+
+/// `POST /actuator/cluster/brokers/{brokerId}/partitions/{partitionId}`: plans the broker
+/// joining the partition (202 with the planned change; 409 while another change runs; 400 for
+/// an unknown broker or partition).
+async fn join_partition(
+    State(s): State<ManagementState>,
+    Path((broker, partition)): Path<(u64, u16)>,
+    body: axum::body::Bytes,
+) -> Response {
+    let body: JoinBody = if body.is_empty() {
+        JoinBody::default()
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(b) => b,
+            Err(e) => {
+                return (StatusCode::BAD_REQUEST, Json(json!({ "message": format!("the body must be {{\"priority\": n}}: {e}") })))
+                    .into_response()
+            }
+        }
+    };
+    let b = s.broker.clone();
+    let planned = tokio::task::spawn_blocking(move || b.join_partition(broker, partition, body.priority.unwrap_or(1))).await;
+    planned_answer(planned)
+}
+
+/// `DELETE /actuator/cluster/brokers/{brokerId}/partitions/{partitionId}`: plans the broker
+/// leaving the partition (202; 409 while another change runs; 400 for an unknown broker or
+/// partition, a broker that does not replicate it, or its last replica).
+async fn leave_partition(State(s): State<ManagementState>, Path((broker, partition)): Path<(u64, u16)>) -> Response {
+    let b = s.broker.clone();
+    let planned = tokio::task::spawn_blocking(move || b.leave_partition(broker, partition)).await;
+    planned_answer(planned)
+}
+
+/// A planned change as Zeebe's `PlannedOperationsResponse` (`changeId`, `currentTopology`,
+/// `plannedChanges`, `expectedTopology`), or the refusal.
+fn planned_answer(planned: Result<Result<waggle_broker::PlannedChange, waggle_broker::ChangeError>, tokio::task::JoinError>) -> Response {
+    use waggle_broker::topology::TopologyError;
+    use waggle_broker::ChangeError;
+    match planned {
+        Ok(Ok(p)) => (
+            StatusCode::ACCEPTED,
+            Json(json!({
+                "changeId": p.change_id,
+                "currentTopology": p.current.brokers_json(),
+                "plannedChanges": p.planned,
+                "expectedTopology": p.expected.brokers_json(),
+            })),
+        )
+            .into_response(),
+        Ok(Err(e)) => {
+            let code = match &e {
+                ChangeError::Invalid(TopologyError::Conflict(_)) => StatusCode::CONFLICT,
+                ChangeError::Invalid(_) | ChangeError::NotClustered => StatusCode::BAD_REQUEST,
+                ChangeError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            (code, Json(json!({ "message": e.to_string() }))).into_response()
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({ "message": e.to_string() }))).into_response(),
+    }
 }
 
 /// `/actuator/cluster`'s body for `topology` (brokers and the standalone gateway alike);

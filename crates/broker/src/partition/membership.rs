@@ -1,0 +1,124 @@
+//! A partition's membership changes at run time, made by its leader as the cluster topology
+//! ([`crate::topology`]) asks: a replica joins as a Raft learner, catches up by a snapshot taken
+//! after it was added (so that the snapshot's configuration names it) and then the log, and is
+//! promoted to voter; a replica leaves by a configuration change that removes it (a leader that
+//! leaves hands its leadership to a caught-up voter first). One change at a time, joins before
+//! leaves: a partition never counts a replica that is behind, and a leave never runs while a join
+//! of the same partition is unfinished (the topology asks for one operation at a time).
+
+use std::time::{Duration, Instant};
+
+use super::Processor;
+
+/// The changes asked of a partition, in Raft ids. Every replica holds them; only its leader acts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Wanted {
+    /// Replicas to add: as learner, then as voter once caught up.
+    pub join: Vec<u64>,
+    /// Replicas to remove.
+    pub leave: Vec<u64>,
+}
+
+/// How often the leader proposes the next step at most (a refused step is tried again).
+const STEP_EVERY: Duration = Duration::from_millis(100);
+
+/// The leader's progress on a join.
+#[derive(Debug, Default)]
+pub(super) struct Progress {
+    /// The learner being caught up, and the applied index when the leader first saw it in the
+    /// configuration: the snapshot it is sent must be at or after that index.
+    learner_since: Option<(u64, u64)>,
+    last_step: Option<Instant>,
+    /// A snapshot must be taken now and the log compacted to it whatever the followers hold
+    /// (the learner catches up by it).
+    pub(super) force_snapshot: bool,
+}
+
+impl Processor {
+    /// Makes the next step of the membership changes asked, when this replica serves as the
+    /// leader and no configuration change is under way.
+    pub(super) fn change_membership(&mut self) {
+        self.membership_progress.force_snapshot = false;
+        if self.replica.is_none() || !self.serving() {
+            self.membership_progress.learner_since = None;
+            return;
+        }
+        let wanted = self.membership.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if wanted == Wanted::default() {
+            return;
+        }
+        let conf = self.raft.conf_state();
+        if !conf.voters_outgoing.is_empty() {
+            return;
+        }
+        if let Some(id) = wanted.join.iter().copied().find(|id| !conf.voters.contains(id)) {
+            if conf.learners.contains(&id) {
+                let since = match self.membership_progress.learner_since {
+                    Some((learner, since)) if learner == id => since,
+                    _ => {
+                        self.membership_progress.learner_since = Some((id, self.applied));
+                        self.applied
+                    }
+                };
+                if self.snapshot_index < since || self.compacted < self.snapshot_index {
+                    self.membership_progress.force_snapshot = true;
+                    return;
+                }
+                if self.raft.caught_up(id) && self.may_step() {
+                    match self.raft.promote_learner(id) {
+                        Ok(()) => tracing::info!(
+                            partition = self.id,
+                            node = crate::cluster::node_of_raft_id(id),
+                            "promoting the caught-up learner"
+                        ),
+                        Err(e) => tracing::debug!(partition = self.id, error = %e, "learner not promoted yet"),
+                    }
+                }
+                return;
+            }
+            // Raft sends a new member what the log lacks as a snapshot: the log must be compacted
+            if self.raft.first_index() <= 1 {
+                self.membership_progress.force_snapshot = true;
+                return;
+            }
+            if self.may_step() {
+                match self.raft.add_learner(id) {
+                    Ok(()) => tracing::info!(partition = self.id, node = crate::cluster::node_of_raft_id(id), "adding a learner"),
+                    Err(e) => tracing::debug!(partition = self.id, error = %e, "learner not added yet"),
+                }
+            }
+            return;
+        }
+        let Some(id) = wanted.leave.iter().copied().find(|id| conf.voters.contains(id) || conf.learners.contains(id)) else { return };
+        if !self.may_step() {
+            return;
+        }
+        if id == self.raft.id() {
+            // the leader leaves: it hands its leadership to a voter that holds everything first
+            let to = conf.voters.iter().copied().find(|&v| v != id && self.raft.caught_up(v));
+            if let Some(to) = to {
+                tracing::info!(
+                    partition = self.id,
+                    to = crate::cluster::node_of_raft_id(to),
+                    "leaving the partition: handing the leadership over"
+                );
+                self.raft.transfer_leader(to);
+            }
+            return;
+        }
+        match self.raft.remove_voter(id) {
+            Ok(()) => tracing::info!(partition = self.id, node = crate::cluster::node_of_raft_id(id), "removing a replica"),
+            Err(e) => tracing::debug!(partition = self.id, error = %e, "replica not removed yet"),
+        }
+    }
+
+    /// Whether a step may be proposed now (at most one per [`STEP_EVERY`]).
+    fn may_step(&mut self) -> bool {
+        let now = Instant::now();
+        if self.membership_progress.last_step.is_some_and(|t| now.duration_since(t) < STEP_EVERY) {
+            return false;
+        }
+        self.membership_progress.last_step = Some(now);
+        true
+    }
+}

@@ -1,0 +1,438 @@
+//! The cluster topology: which brokers hold which partition replicas (with their priorities),
+//! a version, and the change under way and the last one, as Zeebe 8.5's dynamic cluster
+//! topology has them (docs.camunda.io, "Cluster scaling"; the management API's
+//! `cluster-api.yaml` of camunda-zeebe 8.5).
+//!
+//! Contract:
+//! - Each broker persists the topology in `<data>/cluster-topology.json` (temporary file, fsync,
+//!   rename). On a first start it is initialised from the static placement
+//!   ([`ClusterSpec::replicas`]); once it exists, it and not the formula decides which replicas a
+//!   broker runs, so a cluster started before has the same replicas as before.
+//! - A change is planned as a list of operations ([`Operation`]) and carried out one operation at
+//!   a time by the broker that accepted it (its coordinator); each completed operation bumps the
+//!   version. A second change while one is pending is refused ([`TopologyError::Conflict`]).
+//! - A replica joining is JOINING until its partition's leader reports it a voter (caught up by
+//!   snapshot and log as a learner, then promoted); a replica leaving is LEAVING until the
+//!   partition's Raft configuration no longer names it, and only then is it dropped from the
+//!   topology (and its data removed by its broker). A partition always keeps one replica at
+//!   least.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use waggle_protocol::PartitionId;
+
+use crate::cluster::ClusterSpec;
+
+/// The file's name in the data folder.
+pub const FILE_NAME: &str = "cluster-topology.json";
+
+/// A replica's place in a partition's group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReplicaState {
+    Joining,
+    Active,
+    Leaving,
+}
+
+impl ReplicaState {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplicaState::Joining => "JOINING",
+            ReplicaState::Active => "ACTIVE",
+            ReplicaState::Leaving => "LEAVING",
+        }
+    }
+}
+
+/// One replica of a partition on a broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replica {
+    pub state: ReplicaState,
+    /// Its election priority: the highest is the partition's preferred leader.
+    pub priority: u32,
+}
+
+/// One step of a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "operation", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Operation {
+    #[serde(rename_all = "camelCase")]
+    PartitionJoin { broker_id: u64, partition_id: PartitionId, priority: u32 },
+    #[serde(rename_all = "camelCase")]
+    PartitionLeave { broker_id: u64, partition_id: PartitionId },
+}
+
+/// The change under way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingChange {
+    pub id: u64,
+    /// The broker carrying it out.
+    pub coordinator: u64,
+    /// Milliseconds since the epoch.
+    pub started_at: i64,
+    pub completed: Vec<Operation>,
+    pub pending: Vec<Operation>,
+}
+
+/// The last change completed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompletedChange {
+    pub id: u64,
+    pub started_at: i64,
+    pub completed_at: i64,
+}
+
+/// The cluster's replicas by broker, versioned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Topology {
+    pub version: u64,
+    /// By node id: the partitions each broker holds.
+    pub brokers: BTreeMap<u64, BTreeMap<PartitionId, Replica>>,
+    pub pending: Option<PendingChange>,
+    pub last: Option<CompletedChange>,
+}
+
+/// A change that cannot be made, with why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopologyError {
+    #[error("Another topology change with id {0} is in progress")]
+    Conflict(u64),
+    #[error("Broker {broker} is not a member of the cluster (its brokers are 0 to {last})")]
+    UnknownBroker { broker: u64, last: u64 },
+    #[error("Partition {partition} does not exist (the cluster's partitions are 1 to {count})")]
+    UnknownPartition { partition: PartitionId, count: PartitionId },
+    #[error("Broker {broker} does not replicate partition {partition}")]
+    NotAReplica { broker: u64, partition: PartitionId },
+    #[error("Broker {broker} cannot leave partition {partition}: it is the partition's only replica")]
+    LastReplica { broker: u64, partition: PartitionId },
+    #[error("the priority must be at least 1")]
+    Priority,
+}
+
+impl Topology {
+    /// The static placement of `spec` for `partitions` partitions (version 1): the preferred
+    /// leader has the highest priority, as [`crate::cluster::replica_config`] gives it.
+    pub fn initial(spec: &ClusterSpec, partitions: PartitionId) -> Self {
+        let mut brokers: BTreeMap<u64, BTreeMap<PartitionId, Replica>> =
+            (0..spec.cluster_size() as u64).map(|n| (n, BTreeMap::new())).collect();
+        for p in 1..=partitions.max(1) {
+            let replicas = spec.replicas(p);
+            let count = replicas.len() as u32;
+            for (rank, node) in replicas.into_iter().enumerate() {
+                let replica = Replica { state: ReplicaState::Active, priority: count - rank as u32 };
+                brokers.entry(node).or_default().insert(p, replica);
+            }
+        }
+        Topology { version: 1, brokers, pending: None, last: None }
+    }
+
+    /// The topology persisted in `data_dir`, if any.
+    pub fn load(data_dir: &Path) -> std::io::Result<Option<Self>> {
+        match std::fs::read(data_dir.join(FILE_NAME)) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{FILE_NAME}: {e}"))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes the topology to `data_dir` atomically.
+    pub fn save(&self, data_dir: &Path) -> std::io::Result<()> {
+        let tmp = data_dir.join(format!("{FILE_NAME}.tmp"));
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(&serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?)?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&tmp, data_dir.join(FILE_NAME))?;
+        std::fs::File::open(data_dir)?.sync_all()
+    }
+
+    /// The partitions of the cluster.
+    pub fn partition_count(&self) -> PartitionId {
+        self.brokers.values().flat_map(|ps| ps.keys().copied()).max().unwrap_or(0)
+    }
+
+    /// The brokers holding `partition` (in any state), highest priority first (ties: lower
+    /// node id first).
+    pub fn replicas(&self, partition: PartitionId) -> Vec<(u64, Replica)> {
+        let mut list: Vec<(u64, Replica)> = self.brokers.iter().filter_map(|(&n, ps)| ps.get(&partition).map(|r| (n, *r))).collect();
+        list.sort_by(|a, b| b.1.priority.cmp(&a.1.priority).then(a.0.cmp(&b.0)));
+        list
+    }
+
+    /// The voters a new replica of `partition` starts with (every replica that is not
+    /// joining), highest priority first.
+    pub fn voters(&self, partition: PartitionId) -> Vec<u64> {
+        self.replicas(partition).into_iter().filter(|(_, r)| r.state != ReplicaState::Joining).map(|(n, _)| n).collect()
+    }
+
+    /// `node`'s replica of `partition`, if it holds one.
+    pub fn replica(&self, node: u64, partition: PartitionId) -> Option<Replica> {
+        self.brokers.get(&node).and_then(|ps| ps.get(&partition)).copied()
+    }
+
+    /// The preferred leader of `partition`: its replica of highest priority that is not
+    /// joining or leaving.
+    pub fn preferred_leader(&self, partition: PartitionId) -> Option<u64> {
+        self.replicas(partition).into_iter().find(|(_, r)| r.state == ReplicaState::Active).map(|(n, _)| n)
+    }
+
+    /// Plans `operation` as change `self.version + 1`'s only step, coordinated by
+    /// `coordinator`: refused while another change is pending, or for an operation that names
+    /// an unknown broker or partition, or would leave a partition without a replica. Marks the
+    /// replica JOINING or LEAVING and returns the change's id.
+    pub fn plan(&mut self, operation: Operation, coordinator: u64, now_ms: i64) -> Result<u64, TopologyError> {
+        if let Some(pending) = &self.pending {
+            return Err(TopologyError::Conflict(pending.id));
+        }
+        let count = self.partition_count();
+        let last = self.brokers.keys().copied().max().unwrap_or(0);
+        let (broker, partition) = match operation {
+            Operation::PartitionJoin { broker_id, partition_id, .. } | Operation::PartitionLeave { broker_id, partition_id } => {
+                (broker_id, partition_id)
+            }
+        };
+        if !self.brokers.contains_key(&broker) {
+            return Err(TopologyError::UnknownBroker { broker, last });
+        }
+        if partition == 0 || partition > count {
+            return Err(TopologyError::UnknownPartition { partition, count });
+        }
+        match operation {
+            Operation::PartitionJoin { priority, .. } => {
+                if priority == 0 {
+                    return Err(TopologyError::Priority);
+                }
+                let replicas = self.brokers.get_mut(&broker).expect("checked");
+                match replicas.get_mut(&partition) {
+                    // already a replica: only its priority changes (Zeebe's answer to a join of a
+                    // replica that exists)
+                    Some(r) => r.priority = priority,
+                    None => {
+                        replicas.insert(partition, Replica { state: ReplicaState::Joining, priority });
+                    }
+                }
+            }
+            Operation::PartitionLeave { .. } => {
+                if self.replica(broker, partition).is_none() {
+                    return Err(TopologyError::NotAReplica { broker, partition });
+                }
+                if self.replicas(partition).iter().filter(|(_, r)| r.state != ReplicaState::Leaving).count() <= 1 {
+                    return Err(TopologyError::LastReplica { broker, partition });
+                }
+                self.brokers.get_mut(&broker).and_then(|ps| ps.get_mut(&partition)).expect("checked").state = ReplicaState::Leaving;
+            }
+        }
+        self.version += 1;
+        let id = self.version;
+        self.pending = Some(PendingChange { id, coordinator, started_at: now_ms, completed: Vec::new(), pending: vec![operation] });
+        Ok(id)
+    }
+
+    /// Completes the pending change's next operation (the replica becomes ACTIVE, or is gone),
+    /// bumping the version; the change completes with its last operation.
+    pub fn complete_next(&mut self, now_ms: i64) {
+        let Some(pending) = &mut self.pending else { return };
+        if pending.pending.is_empty() {
+            return;
+        }
+        let operation = pending.pending.remove(0);
+        pending.completed.push(operation);
+        match operation {
+            Operation::PartitionJoin { broker_id, partition_id, .. } => {
+                if let Some(r) = self.brokers.get_mut(&broker_id).and_then(|ps| ps.get_mut(&partition_id)) {
+                    r.state = ReplicaState::Active;
+                }
+            }
+            Operation::PartitionLeave { broker_id, partition_id } => {
+                if let Some(ps) = self.brokers.get_mut(&broker_id) {
+                    ps.remove(&partition_id);
+                }
+            }
+        }
+        self.version += 1;
+        if pending.pending.is_empty() {
+            let done = CompletedChange { id: pending.id, started_at: pending.started_at, completed_at: now_ms };
+            self.pending = None;
+            self.last = Some(done);
+        }
+    }
+
+    /// The operation the pending change carries out now, if any.
+    pub fn next_operation(&self) -> Option<Operation> {
+        self.pending.as_ref().and_then(|p| p.pending.first().copied())
+    }
+
+    /// The brokers and their partitions as Zeebe's API lists them (`BrokerState`s: `id`,
+    /// `state`, `version`, `partitions` with `id`, `state`, `priority`).
+    pub fn brokers_json(&self) -> serde_json::Value {
+        self.brokers
+            .iter()
+            .map(|(&id, partitions)| {
+                let partitions: Vec<_> = partitions
+                    .iter()
+                    .map(|(&p, r)| serde_json::json!({ "id": p, "state": r.state.name(), "priority": r.priority }))
+                    .collect();
+                serde_json::json!({ "id": id, "state": "ACTIVE", "version": self.version, "partitions": partitions })
+            })
+            .collect()
+    }
+
+    /// `lastChange` and `pendingChange` as Zeebe's `GET /actuator/cluster` shows them.
+    pub fn changes_json(&self) -> (serde_json::Value, serde_json::Value) {
+        let last = self.last.as_ref().map_or(serde_json::Value::Null, |c| {
+            serde_json::json!({ "id": c.id, "status": "COMPLETED", "startedAt": rfc3339(c.started_at), "completedAt": rfc3339(c.completed_at) })
+        });
+        let pending = self.pending.as_ref().map_or(serde_json::Value::Null, |c| {
+            serde_json::json!({
+                "id": c.id,
+                "status": "IN_PROGRESS",
+                "startedAt": rfc3339(c.started_at),
+                "completed": c.completed,
+                "pending": c.pending,
+            })
+        });
+        (last, pending)
+    }
+}
+
+/// A partition's Raft configuration as its leader applied it (node ids), which the coordinator
+/// reads to know when an operation is done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaderReport {
+    pub partition: PartitionId,
+    pub leader: u64,
+    pub voters: Vec<u64>,
+    pub learners: Vec<u64>,
+    pub voters_outgoing: Vec<u64>,
+}
+
+/// Whether `operation` is done by what the partitions' leaders report: a joining replica is a
+/// voter (caught up and promoted) outside a joint configuration; a leaving one is in no
+/// configuration of a leader other than itself.
+pub fn operation_done(operation: Operation, reports: &[LeaderReport]) -> bool {
+    match operation {
+        Operation::PartitionJoin { broker_id, partition_id, .. } => reports.iter().any(|r| {
+            r.partition == partition_id && r.voters.contains(&broker_id) && r.voters_outgoing.is_empty() && !r.learners.contains(&broker_id)
+        }),
+        Operation::PartitionLeave { broker_id, partition_id } => reports.iter().any(|r| {
+            r.partition == partition_id
+                && r.leader != broker_id
+                && !r.voters.contains(&broker_id)
+                && !r.learners.contains(&broker_id)
+                && !r.voters_outgoing.contains(&broker_id)
+        }),
+    }
+}
+
+/// Milliseconds since the epoch as an RFC 3339 timestamp in UTC.
+pub fn rfc3339(ms: i64) -> String {
+    let (days, rest) = (ms.div_euclid(86_400_000), ms.rem_euclid(86_400_000));
+    // days to a civil date (Howard Hinnant's algorithm)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s, milli) = (rest / 3_600_000, rest / 60_000 % 60, rest / 1000 % 60, rest % 1000);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{milli:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::SocketAddr;
+
+    fn spec(size: usize, rf: u32) -> ClusterSpec {
+        let members = (0..size).map(|i| SocketAddr::from(([127, 0, 0, 1], 26502 + i as u16))).collect();
+        ClusterSpec { node_id: 0, members, replication_factor: rf }
+    }
+
+    #[test]
+    fn the_initial_topology_is_the_static_placement_with_priorities() {
+        let t = Topology::initial(&spec(3, 2), 3);
+        assert_eq!(t.voters(1), vec![0, 1]);
+        assert_eq!(t.voters(3), vec![2, 0]);
+        assert_eq!(t.replica(0, 1), Some(Replica { state: ReplicaState::Active, priority: 2 }));
+        assert_eq!(t.replica(2, 1), None);
+        assert_eq!((t.partition_count(), t.preferred_leader(2)), (3, Some(1)));
+    }
+
+    #[test]
+    fn a_join_then_a_leave_move_a_replica_one_change_at_a_time() {
+        let mut t = Topology::initial(&spec(3, 2), 3);
+        let join = Operation::PartitionJoin { broker_id: 2, partition_id: 1, priority: 1 };
+        assert_eq!(t.plan(join, 0, 5), Ok(2));
+        assert_eq!(t.replica(2, 1).map(|r| r.state), Some(ReplicaState::Joining));
+        assert_eq!(t.voters(1), vec![0, 1], "a joining replica is no voter yet");
+        let leave = Operation::PartitionLeave { broker_id: 0, partition_id: 1 };
+        assert_eq!(t.plan(leave, 0, 6), Err(TopologyError::Conflict(2)));
+        assert_eq!(t.next_operation(), Some(join));
+        t.complete_next(7);
+        assert_eq!(
+            (t.version, t.pending.clone(), t.last.clone()),
+            (3, None, Some(CompletedChange { id: 2, started_at: 5, completed_at: 7 }))
+        );
+        assert_eq!(t.voters(1), vec![0, 1, 2]);
+        assert_eq!(t.plan(leave, 1, 8), Ok(4));
+        assert_eq!(t.preferred_leader(1), Some(1), "a leaving replica is not preferred");
+        t.complete_next(9);
+        assert_eq!(t.voters(1), vec![1, 2]);
+        assert_eq!(t.replica(0, 1), None);
+        assert_eq!(t.version, 5);
+    }
+
+    #[test]
+    fn impossible_changes_are_refused_naming_what_is_wrong() {
+        let mut t = Topology::initial(&spec(3, 1), 3);
+        let leave = |b, p| Operation::PartitionLeave { broker_id: b, partition_id: p };
+        assert_eq!(t.plan(leave(0, 1), 0, 0), Err(TopologyError::LastReplica { broker: 0, partition: 1 }));
+        assert_eq!(t.plan(leave(1, 1), 0, 0), Err(TopologyError::NotAReplica { broker: 1, partition: 1 }));
+        assert_eq!(t.plan(leave(7, 1), 0, 0), Err(TopologyError::UnknownBroker { broker: 7, last: 2 }));
+        assert_eq!(t.plan(leave(0, 4), 0, 0), Err(TopologyError::UnknownPartition { partition: 4, count: 3 }));
+        let join = Operation::PartitionJoin { broker_id: 1, partition_id: 1, priority: 0 };
+        assert_eq!(t.plan(join, 0, 0), Err(TopologyError::Priority));
+        assert_eq!(t.version, 1, "nothing changed");
+    }
+
+    #[test]
+    fn an_operation_is_done_once_a_leader_reports_the_configuration_it_asks_for() {
+        let report = |leader, voters: &[u64], learners: &[u64], outgoing: &[u64]| LeaderReport {
+            partition: 1,
+            leader,
+            voters: voters.to_vec(),
+            learners: learners.to_vec(),
+            voters_outgoing: outgoing.to_vec(),
+        };
+        let join = Operation::PartitionJoin { broker_id: 2, partition_id: 1, priority: 1 };
+        assert!(!operation_done(join, &[report(0, &[0, 1], &[2], &[])]), "a learner is not joined");
+        assert!(!operation_done(join, &[report(0, &[0, 1, 2], &[], &[0, 1])]), "joint configuration");
+        assert!(operation_done(join, &[report(0, &[0, 1, 2], &[], &[])]));
+        let leave = Operation::PartitionLeave { broker_id: 0, partition_id: 1 };
+        assert!(!operation_done(leave, &[report(0, &[1, 2], &[], &[])]), "its own report does not count");
+        assert!(!operation_done(leave, &[report(1, &[0, 1, 2], &[], &[])]));
+        assert!(operation_done(leave, &[report(1, &[1, 2], &[], &[])]));
+        assert!(!operation_done(leave, &[]), "no leader known");
+    }
+
+    #[test]
+    fn the_topology_survives_a_round_trip_through_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Topology::load(dir.path()).unwrap(), None);
+        let mut t = Topology::initial(&spec(3, 2), 2);
+        t.plan(Operation::PartitionJoin { broker_id: 2, partition_id: 1, priority: 3 }, 0, 1).unwrap();
+        t.save(dir.path()).unwrap();
+        assert_eq!(Topology::load(dir.path()).unwrap(), Some(t));
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(1_709_251_199_123), "2024-02-29T23:59:59.123Z");
+    }
+}
