@@ -159,6 +159,18 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
         RecordValue::ProcessInstanceBatch(batch) if record.intent == Intent::Activated => {
             update_mi_body(state, batch.batch_element_instance_key, |b| b.activating = false);
         }
+        // an active scope terminates its children over later batches (Waggle's own event): a
+        // restart asks for the next chunk again until the last is TERMINATED
+        RecordValue::ProcessInstanceBatch(batch) if record.intent == Intent::Terminating => {
+            state.put(terminating_scope_key(batch.batch_element_instance_key), encode(&true));
+        }
+        RecordValue::ProcessInstanceBatch(batch) if record.intent == Intent::Terminated => {
+            let scope = batch.batch_element_instance_key;
+            let view = StateView::new(state);
+            if view.element_with(scope, |e| e.state == ElementState::Activated) == Some(true) && view.terminates_children(scope) {
+                state.delete(terminating_scope_key(scope));
+            }
+        }
         RecordValue::Job(job) => apply_job(state, record.key, record.intent, job),
         RecordValue::JobBatch(batch) if record.intent == Intent::Activated => {
             for (key, job) in batch.job_keys.iter().zip(&batch.jobs) {

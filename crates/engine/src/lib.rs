@@ -46,7 +46,8 @@ use tables::{META_LAST_POSITION, META_NEXT_KEY};
 /// cluster when it starts leading), oldest first per receiver: the outbox of commands for other
 /// partitions (see `distribution`), then, for this partition itself, the next
 /// PROCESS_INSTANCE_BATCH ACTIVATE of each multi-instance body still activating its inner
-/// instances (see `elements::multi_instance`).
+/// instances, and TERMINATE of each scope terminating its children over several batches (see
+/// `elements::multi_instance::pending_batches`).
 pub fn pending_commands(state: StateView<'_>, source: PartitionId) -> Vec<(PartitionId, Command)> {
     let mut out = distribution::outbox_commands(state, source);
     out.extend(elements::multi_instance::pending_batches(state).into_iter().map(|c| (source, c)));

@@ -63,8 +63,10 @@
 //!   first kept while another comes): an interrupting event waiting for the element instances
 //!   it interrupts to terminate, a catch event until it completes
 //! - `TS/<scope key>`                    → (): a scope that was terminating with children inside
-//!   (from its ELEMENT_TERMINATING to its ELEMENT_TERMINATED): a restart asks for the next
-//!   PROCESS_INSTANCE_BATCH TERMINATE of those still holding children to terminate
+//!   (from its ELEMENT_TERMINATING to its ELEMENT_TERMINATED), or an active scope terminating
+//!   its children over later batches (from PROCESS_INSTANCE_BATCH TERMINATING to TERMINATED): a
+//!   restart asks for the next PROCESS_INSTANCE_BATCH TERMINATE of those still holding
+//!   children to terminate
 //! - `X/...`                             → broker metadata (applied index, counters)
 //! - `X/last_checkpoint`                 → CheckpointRecord: the partition's last backup
 //!   checkpoint (CHECKPOINT CREATED)
@@ -866,6 +868,12 @@ impl<'a> StateView<'a> {
     /// The scopes that were terminating with children inside (`TS/`), oldest first.
     pub(crate) fn terminating_scopes(&self) -> Vec<i64> {
         self.kv.scan_prefix(b"TS/").map(|(key, _)| i64::from_be_bytes(key[3..11].try_into().expect("scope key"))).collect()
+    }
+    /// Whether `scope` is indexed in `TS/`: for an active scope, it terminates its children
+    /// over later batches (PROCESS_INSTANCE_BATCH TERMINATING until TERMINATED) and goes on
+    /// only after the last chunk.
+    pub(crate) fn terminates_children(&self, scope: i64) -> bool {
+        self.kv.get(&terminating_scope_key(scope)).is_some()
     }
     pub(crate) fn activating_mi_bodies(&self) -> Vec<i64> {
         self.kv

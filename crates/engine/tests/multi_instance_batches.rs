@@ -148,6 +148,45 @@ impl Partition {
     }
 }
 
+/// Restarts the partition (or a new leader takes over): the commands it had handed back to
+/// itself are lost and the engine starts anew; returns what `pending_commands` gives it to
+/// deliver again, all for itself.
+fn restart(partition: &mut Partition) -> Vec<Command> {
+    partition.queue.clear();
+    partition.engine = Engine::new(1);
+    let pending = waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1);
+    assert!(pending.iter().all(|(target, _)| *target == 1), "{pending:?}");
+    pending.into_iter().map(|(_, command)| command).collect()
+}
+
+/// The bounds every batch of a termination keeps, and its end: no batch terminated more than
+/// `MI_TERMINATIONS_PER_BATCH` inner instances or started terminating more element instances,
+/// or wrote more than eight records for each; nothing is left to ask for after a restart.
+fn check_bounded(partition: &Partition, what: &str) {
+    let most = MI_TERMINATIONS_PER_BATCH;
+    assert!(partition.most_terminations <= most, "{what}: {} inner instances terminated in one batch", partition.most_terminations);
+    assert!(partition.most_terminating <= most, "{what}: {} element instances began terminating in one batch", partition.most_terminating);
+    assert!(partition.largest.0 <= 8 * most, "{what}: a batch of {} records", partition.largest.0);
+    let pending = waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1);
+    assert!(pending.is_empty(), "{what}: still asked for after a restart: {pending:?}");
+}
+
+/// How many instances of `element_id` (of type `element_type`) terminated, after checking that
+/// none terminated twice.
+fn terminated_each_once(records: &[Record], element_id: &str, element_type: &str) -> usize {
+    let keys: Vec<i64> = records
+        .iter()
+        .filter(|r| {
+            element_event(r, Intent::ElementTerminated, element_id)
+                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == element_type)
+        })
+        .map(|r| r.key)
+        .collect();
+    let distinct: std::collections::HashSet<i64> = keys.iter().copied().collect();
+    assert_eq!(distinct.len(), keys.len(), "an instance of `{element_id}` terminated twice");
+    distinct.len()
+}
+
 fn completed(records: &[Record], element_type: &str) -> usize {
     records
         .iter()
@@ -279,12 +318,9 @@ fn after_a_restart_the_next_chunk_is_asked_for_again() {
     partition.deploy(model(false));
     let mut records = partition.create(n);
     assert_eq!(partition.queue.len(), 1, "the next chunk handed back");
-    partition.queue.clear(); // lost with the restart
-    partition.engine = Engine::new(1);
-    let pending = waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1);
+    let pending = restart(&mut partition);
     assert_eq!(pending.len(), 1, "{pending:?}");
-    let (target, command) = pending.into_iter().next().unwrap();
-    assert_eq!(target, 1);
+    let command = pending.into_iter().next().unwrap();
     assert!(matches!(command.value, RecordValue::ProcessInstanceBatch(_)));
     // delivered twice: the copy continues where the first left the body
     partition.queue.push_back(command.clone());
@@ -378,11 +414,9 @@ fn cancelling_a_wide_body_terminates_every_inner_instance_a_chunk_per_batch() {
     let first = partition.queue.pop_front().expect("the first chunk");
     cancel.extend(partition.batch(vec![first]));
     assert_eq!(partition.queue.len(), 1, "the next chunk handed back");
-    partition.queue.clear();
-    partition.engine = Engine::new(1);
-    let pending = waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1);
+    let pending = restart(&mut partition);
     assert_eq!(pending.len(), 1, "{pending:?}");
-    let (_, command) = pending.into_iter().next().unwrap();
+    let command = pending.into_iter().next().unwrap();
     assert_eq!(command.intent, Intent::Terminate);
     partition.queue.push_back(command.clone());
     partition.queue.push_back(command);
@@ -392,17 +426,12 @@ fn cancelling_a_wide_body_terminates_every_inner_instance_a_chunk_per_batch() {
     assert_eq!(terminated(&cancel, "SERVICE_TASK"), n, "every inner instance terminated, once");
     assert_eq!(terminated(&cancel, "MULTI_INSTANCE_BODY"), 1);
     assert_eq!(terminated(&cancel, "PROCESS"), 1);
-    assert!(
-        partition.most_terminations <= MI_TERMINATIONS_PER_BATCH,
-        "{} inner instances terminated in one batch",
-        partition.most_terminations
-    );
     assert!(partition.batches >= n / MI_TERMINATIONS_PER_BATCH, "{} batches", partition.batches);
     println!(
         "cancelling {n} inner instances: the largest batch {} records / {} bytes (the largest activation batch: {} records / {} bytes)",
         partition.largest.0, partition.largest.1, largest_before.0, largest_before.1
     );
-    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "a batch of {} records", partition.largest.0);
+    check_bounded(&partition, "cancelled");
     let left: Vec<Vec<u8>> = partition
         .store
         .dump()
@@ -411,7 +440,6 @@ fn cancelling_a_wide_body_terminates_every_inner_instance_a_chunk_per_batch() {
         .filter(|k| [&b"E/"[..], b"MB/", b"MO/", b"V/", b"J/", b"A/", b"PR/"].iter().any(|t| k.starts_with(t)))
         .collect();
     assert!(left.is_empty(), "{} rows left", left.len());
-    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
     partition.check_replay();
 }
 
@@ -427,11 +455,15 @@ fn terminated(records: &[Record], element_type: &str) -> usize {
 
 /// A completion condition that holds while a parallel body has more than
 /// `MI_TERMINATIONS_PER_BATCH` other inner instances active (and is still activating the rest):
-/// no more are activated, the others terminate a chunk per batch, then the body and the process
-/// complete.
+/// no more are activated, the others terminate a chunk per batch (PROCESS_INSTANCE_BATCH
+/// TERMINATING, Waggle's own event, then TERMINATE of the body), then the body and the process
+/// complete (`MultiInstanceActivityTest`: a completion condition that holds terminates the
+/// other inner instances and completes the body). The partition restarts between two chunks:
+/// the body is still active, but state keeps it as terminating its inner instances, so the next
+/// chunk is asked for again (delivered twice: the copy goes on from where the body is).
 #[test]
 fn a_completion_condition_terminates_a_wide_body_a_chunk_per_batch() {
-    let n = 2_000;
+    let n = 4_000;
     let mut partition = Partition::new();
     let xml = model(true).replace(
         "</bpmn:extensionElements></bpmn:multiInstanceLoopCharacteristics>",
@@ -439,12 +471,17 @@ fn a_completion_condition_terminates_a_wide_body_a_chunk_per_batch() {
     );
     partition.deploy(xml);
     let mut records = partition.create(n);
-    // two chunks activated (1,000 inner instances), the third still to come
-    let second = partition.queue.pop_front().expect("the second chunk");
-    records.extend(partition.batch(vec![second]));
+    // three chunks activated (1,500 inner instances), the fourth still to come
+    for _ in 0..2 {
+        let next = partition.queue.pop_front().expect("the next chunk");
+        records.extend(partition.batch(vec![next]));
+    }
     let job = records.iter().find(|r| r.intent == Intent::Created && matches!(r.value, RecordValue::Job(_))).expect("a job").key;
-    records.extend(partition.batch(vec![Command::new(job, Intent::Complete, RecordValue::Job(JobRecord::default()))]));
-    records.extend(partition.drain());
+    partition.largest = (0, 0);
+    // the condition holds: a chunk terminates with it, another one later, then a restart
+    let complete = Command::new(job, Intent::Complete, RecordValue::Job(JobRecord::default()));
+    let ended = run_with_restart(&mut partition, complete, 1, false);
+    records.extend(ended.iter().cloned());
     let activated = records
         .iter()
         .filter(|r| {
@@ -452,12 +489,16 @@ fn a_completion_condition_terminates_a_wide_body_a_chunk_per_batch() {
                 && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "SERVICE_TASK")
         })
         .count();
-    assert_eq!(activated, 1_000, "no inner instance activated once the condition held");
+    assert_eq!(activated, 1_500, "no inner instance activated once the condition held");
+    assert_eq!(terminated_each_once(&records, "t", "SERVICE_TASK"), activated - 1);
     assert_eq!(terminated(&records, "SERVICE_TASK"), activated - 1);
+    let marked =
+        ended.iter().filter(|r| r.intent == Intent::Terminating && matches!(r.value, RecordValue::ProcessInstanceBatch(_))).count();
+    assert_eq!(marked, 1, "PROCESS_INSTANCE_BATCH TERMINATING once");
     assert_eq!(completed(&records, "MULTI_INSTANCE_BODY"), 1);
     assert_eq!(completed(&records, "PROCESS"), 1);
-    assert!(partition.most_terminations <= MI_TERMINATIONS_PER_BATCH, "{}", partition.most_terminations);
-    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
+    check_bounded(&partition, "a completion condition");
+    assert_eq!(rows_left(&partition), 0, "rows left in state");
     partition.check_replay();
 }
 
@@ -546,22 +587,10 @@ fn interrupt_wide_body(partition: &mut Partition, n: usize, esp: bool) -> Vec<Re
     assert_eq!(jobs_of(&records, "item").len(), n);
     partition.largest = (0, 0);
     partition.most_terminations = 0;
-    let mut interrupted = partition.batch(vec![publish_stop()]);
+    partition.most_terminating = 0;
     // two chunks (and whatever else is queued), one command a batch, then a restart
-    let mut chunks = 0;
-    while chunks < 2 {
-        let next = partition.queue.pop_front().expect("a command queued");
-        chunks += usize::from(next.intent == Intent::Terminate && matches!(next.value, RecordValue::ProcessInstanceBatch(_)));
-        interrupted.extend(partition.batch(vec![next]));
-    }
+    let interrupted = run_with_restart(partition, publish_stop(), 2, false);
     assert!(interrupted.iter().any(|r| r.intent == Intent::Triggering), "the trigger waits");
-    partition.queue.clear();
-    partition.engine = Engine::new(1);
-    let pending = waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1);
-    let terminate = pending.iter().find(|(_, c)| c.intent == Intent::Terminate).expect("the next chunk asked for again").1.clone();
-    partition.queue.extend(pending.into_iter().map(|(_, c)| c));
-    partition.queue.push_back(terminate);
-    interrupted.extend(partition.drain());
     interrupted
 }
 
@@ -580,8 +609,7 @@ fn a_message_boundary_event_on_a_wide_body_terminates_it_a_chunk_per_batch() {
     assert_eq!(terminated(&records, "MULTI_INSTANCE_BODY"), 1);
     let canceled = records.iter().filter(|r| r.intent == Intent::Canceled && matches!(r.value, RecordValue::Job(_))).count();
     assert_eq!(canceled, n, "every job canceled");
-    assert!(partition.most_terminations <= MI_TERMINATIONS_PER_BATCH, "{} terminations in one batch", partition.most_terminations);
-    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "a batch of {} records", partition.largest.0);
+    check_bounded(&partition, "a boundary event");
     // the order: TRIGGERING, the body TERMINATING, ..., the body TERMINATED, TRIGGERED, the
     // boundary event entered
     let process_event = |intent: Intent| {
@@ -629,8 +657,7 @@ fn an_interrupting_event_subprocess_waits_for_a_wide_body_to_terminate() {
     let records = interrupt_wide_body(&mut partition, n, true);
     assert_eq!(terminated(&records, "SERVICE_TASK"), n);
     assert_eq!(terminated(&records, "MULTI_INSTANCE_BODY"), 1);
-    assert!(partition.most_terminations <= MI_TERMINATIONS_PER_BATCH);
-    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "a batch of {} records", partition.largest.0);
+    check_bounded(&partition, "an event subprocess");
     let body_terminated = position_of(&records, |r| {
         r.intent == Intent::ElementTerminated
             && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY")
@@ -830,11 +857,9 @@ fn run_with_restart(partition: &mut Partition, command: Command, chunks_before: 
         chunks += usize::from(next.intent == Intent::Terminate && matches!(next.value, RecordValue::ProcessInstanceBatch(_)));
         ended.extend(partition.batch(vec![next]));
     }
-    partition.queue.clear();
-    partition.engine = Engine::new(1);
-    let pending = waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1);
-    let terminate = pending.iter().find(|(_, c)| c.intent == Intent::Terminate).expect("the next chunk asked for again").1.clone();
-    partition.queue.extend(pending.into_iter().map(|(_, c)| c));
+    let pending = restart(partition);
+    let terminate = pending.iter().find(|c| c.intent == Intent::Terminate).expect("the next chunk asked for again").clone();
+    partition.queue.extend(pending);
     partition.queue.push_back(terminate);
     ended.extend(partition.drain());
     ended
@@ -844,19 +869,10 @@ fn run_with_restart(partition: &mut Partition, command: Command, chunks_before: 
 /// once, no batch terminating more than `MI_TERMINATIONS_PER_BATCH`, each scope ended once and
 /// in order (body, `sub2`, then `sub1` if it terminates).
 fn check_nested_termination(partition: &Partition, ended: &[Record], n: usize, v: Nested) {
-    let inner: std::collections::HashSet<i64> = ended
-        .iter()
-        .filter(|r| {
-            element_event(r, Intent::ElementTerminated, "t")
-                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "SERVICE_TASK")
-        })
-        .map(|r| r.key)
-        .collect();
-    assert_eq!(inner.len(), n, "{v:?}: every inner instance terminated");
-    // each once, and `side` unless it completed to the terminate end event
+    assert_eq!(terminated_each_once(ended, "t", "SERVICE_TASK"), n, "{v:?}: every inner instance terminated");
+    // and `side` unless it completed to the terminate end event
     assert_eq!(terminated(ended, "SERVICE_TASK"), n + usize::from(v != Nested::TerminateSub), "{v:?}: each once");
-    assert!(partition.most_terminations <= MI_TERMINATIONS_PER_BATCH, "{v:?}: {} terminations in one batch", partition.most_terminations);
-    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "{v:?}: a batch of {} records", partition.largest.0);
+    check_bounded(partition, &format!("{v:?}"));
     assert!(partition.batches >= n / MI_TERMINATIONS_PER_BATCH);
     assert_eq!(terminated(ended, "MULTI_INSTANCE_BODY"), 1);
     let body = position_of(ended, |r| {
@@ -877,7 +893,6 @@ fn check_nested_termination(partition: &Partition, ended: &[Record], n: usize, v
         });
         assert!(terminating < body_terminating, "{v:?}: terminated from the top down");
     }
-    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
 }
 
 fn process_event(r: &Record, intent: Intent, target: &str) -> bool {
@@ -1170,27 +1185,13 @@ fn nested_narrow(partition: &mut Partition, n: usize, m: usize) -> Vec<Record> {
 /// subprocess once, no batch starting to terminate more than `MI_TERMINATIONS_PER_BATCH`
 /// element instances, nothing left to ask for.
 fn check_nested_narrow(partition: &Partition, ended: &[Record], n: usize, m: usize) {
-    let inner: std::collections::HashSet<i64> = ended
-        .iter()
-        .filter(|r| {
-            element_event(r, Intent::ElementTerminated, "t")
-                && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "SERVICE_TASK")
-        })
-        .map(|r| r.key)
-        .collect();
-    assert_eq!(inner.len(), n * m, "every inner instance terminated");
+    assert_eq!(terminated_each_once(ended, "t", "SERVICE_TASK"), n * m, "every inner instance terminated");
     assert_eq!(terminated(ended, "SERVICE_TASK"), n * m, "each once");
     assert_eq!(terminated(ended, "SUB_PROCESS"), n);
     assert_eq!(terminated(ended, "MULTI_INSTANCE_BODY"), n + 1);
     assert_eq!(ended.iter().filter(|r| r.intent == Intent::Canceled && matches!(r.value, RecordValue::Job(_))).count(), n * m);
-    assert!(
-        partition.most_terminating <= MI_TERMINATIONS_PER_BATCH,
-        "{} element instances started terminating in one batch",
-        partition.most_terminating
-    );
-    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "a batch of {} records", partition.largest.0);
+    check_bounded(partition, "narrow bodies");
     assert!(partition.batches >= (n * m) / MI_TERMINATIONS_PER_BATCH);
-    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
 }
 
 /// Issue 26: 30 narrow bodies of 30 inside a narrow body of 30 (961 element instances, none of
@@ -1209,11 +1210,9 @@ fn cancelling_30_narrow_bodies_of_30_nested_stays_within_the_per_batch_bound() {
     assert_eq!(terminated(&ended, "PROCESS"), 0, "the process ends after everything inside it");
     let first = partition.queue.pop_front().expect("a chunk handed back");
     ended.extend(partition.batch(vec![first]));
-    partition.queue.clear();
-    partition.engine = Engine::new(1);
-    let pending = waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1);
+    let pending = restart(&mut partition);
     assert!(!pending.is_empty(), "the chunks left asked for again");
-    for (_, command) in pending {
+    for command in pending {
         partition.queue.push_back(command.clone());
         partition.queue.push_back(command);
     }
@@ -1294,9 +1293,7 @@ fn a_modification_terminates_a_wide_body_a_chunk_per_batch() {
     let ended = end_with_restart(&mut partition, modify(instance, vec![body_key(&records, "t")], vec![]));
     assert!(ended.iter().any(|r| r.intent == Intent::Modified));
     assert_eq!(terminated(&ended, "SERVICE_TASK"), n, "every inner instance terminated, once");
-    assert!(partition.most_terminations <= MI_TERMINATIONS_PER_BATCH, "{}", partition.most_terminations);
-    assert!(partition.most_terminating <= MI_TERMINATIONS_PER_BATCH, "{}", partition.most_terminating);
-    assert!(partition.largest.0 <= 8 * MI_TERMINATIONS_PER_BATCH, "a batch of {} records", partition.largest.0);
+    check_bounded(&partition, "a modification");
     let body = position_of(&ended, |r| {
         r.intent == Intent::ElementTerminated
             && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "MULTI_INSTANCE_BODY")
@@ -1305,7 +1302,6 @@ fn a_modification_terminates_a_wide_body_a_chunk_per_batch() {
     assert!(body < process, "the process ends after the body");
     assert_eq!(terminated(&ended, "PROCESS"), 1);
     assert_eq!(completed(&ended, "PROCESS"), 0, "terminated, not completed");
-    assert!(waggle_engine::pending_commands(waggle_engine::StateView::new(&partition.store), 1).is_empty());
     assert_eq!(rows_left(&partition), 0, "rows left in state");
     partition.check_replay();
 }
@@ -1373,5 +1369,112 @@ fn a_modification_during_a_batched_termination_sees_its_scope_as_gone() {
     let rest = partition.drain();
     assert_eq!(terminated(&rest, "SERVICE_TASK") + terminated(&first, "SERVICE_TASK"), n);
     assert_eq!(rest.iter().filter(|r| r.key == sub2 && r.intent == Intent::ElementTerminated).count(), 1);
+    partition.check_replay();
+}
+
+/// Process `wide` whose scope has thousands of direct children: the non-interrupting event
+/// subprocess `tick` (signal `tick`; the service task `tw` of type `tick` inside) starts once
+/// per broadcast, beside the service task `main` (type `main`) followed by a terminate end event
+/// `te` (`terminate: true`) or a none end event; the interrupting event subprocess `esp`
+/// (message `stop`, correlation key `=key`; start event `es`) leads to a task of type `after`.
+fn first_level_model(terminate: bool) -> String {
+    let end = match terminate {
+        true => r#"<bpmn:endEvent id="te"><bpmn:terminateEventDefinition/></bpmn:endEvent>"#,
+        false => r#"<bpmn:endEvent id="te"/>"#,
+    };
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" xmlns:zeebe="http://camunda.org/schema/zeebe/1.0" id="d">
+<bpmn:process id="wide" isExecutable="true"><bpmn:startEvent id="s"/><bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="main"/>{main}
+<bpmn:sequenceFlow id="f2" sourceRef="main" targetRef="te"/>{end}
+<bpmn:subProcess id="tick" triggeredByEvent="true"><bpmn:startEvent id="ts" isInterrupting="false"><bpmn:signalEventDefinition signalRef="sig"/></bpmn:startEvent>
+<bpmn:sequenceFlow id="t1" sourceRef="ts" targetRef="tw"/>{tw}<bpmn:sequenceFlow id="t2" sourceRef="tw" targetRef="tend"/><bpmn:endEvent id="tend"/></bpmn:subProcess>
+<bpmn:subProcess id="esp" triggeredByEvent="true"><bpmn:startEvent id="es" isInterrupting="true"><bpmn:messageEventDefinition messageRef="m"/></bpmn:startEvent>
+<bpmn:sequenceFlow id="e1" sourceRef="es" targetRef="after"/>{after}<bpmn:sequenceFlow id="e2" sourceRef="after" targetRef="ee"/><bpmn:endEvent id="ee"/></bpmn:subProcess></bpmn:process>
+<bpmn:signal id="sig" name="tick"/>
+<bpmn:message id="m" name="stop"><bpmn:extensionElements><zeebe:subscription correlationKey="=key"/></bpmn:extensionElements></bpmn:message></bpmn:definitions>"#,
+        main = service("main", "main"),
+        tw = service("tw", "tick"),
+        after = service("after", "after"),
+    )
+}
+
+/// Creates an instance of [`first_level_model`] and broadcasts signal `tick` `m` times (as the
+/// broker takes commands, 512 a batch): `m` instances of `tick` wait beside `main`, each on its
+/// job. Returns the records.
+fn start_ticks(partition: &mut Partition, m: usize, terminate: bool) -> Vec<Record> {
+    partition.deploy(first_level_model(terminate));
+    let mut records = create_keyed(partition, 0);
+    let tick = SignalRecord { signal_name: "tick".into(), ..Default::default() };
+    partition.queue.extend((0..m).map(|_| Command::new(-1, Intent::Broadcast, RecordValue::Signal(tick.clone()))));
+    records.extend(partition.drain());
+    assert_eq!(jobs_of(&records, "tick").len(), m, "an instance of `tick` per broadcast");
+    partition.largest = (0, 0);
+    partition.most_terminations = 0;
+    partition.most_terminating = 0;
+    records
+}
+
+/// The scope's direct children ended: each of the `m` instances of `tick` and its task once,
+/// within the per-batch bound (the first level too), over several batches.
+fn check_first_level(partition: &Partition, ended: &[Record], m: usize, what: &str) {
+    assert_eq!(terminated_each_once(ended, "tick", "EVENT_SUB_PROCESS"), m, "{what}: every `tick` terminated");
+    assert_eq!(terminated_each_once(ended, "tw", "SERVICE_TASK"), m, "{what}: every `tw` terminated");
+    let canceled = ended.iter().filter(|r| r.intent == Intent::Canceled && matches!(&r.value, RecordValue::Job(j) if j.job_type == "tick"));
+    assert_eq!(canceled.count(), m, "{what}: every job canceled");
+    check_bounded(partition, what);
+    assert!(partition.batches >= 2 * m / MI_TERMINATIONS_PER_BATCH, "{what}: {} batches", partition.batches);
+}
+
+/// Issue 26: an interrupting event subprocess triggered in a process with 2,000 instances of a
+/// non-interrupting event subprocess beside its task (4,001 element instances on its first two
+/// levels): the process's other children terminate at most `MI_TERMINATIONS_PER_BATCH` element
+/// instances a batch (PROCESS_INSTANCE_BATCH TERMINATING, then TERMINATE of the process for
+/// later batches), with a restart between two chunks (the next asked for again, twice); the
+/// event subprocess starts once the last has terminated, TRIGGERING before and TRIGGERED after
+/// them (`EventSubProcessTest`: an interrupting event subprocess terminates the other element
+/// instances of its scope, then is activated; `EventTriggerBehavior`).
+#[test]
+fn an_interrupting_event_subprocess_terminates_thousands_of_siblings_a_share_per_batch() {
+    let m = 2_000;
+    let mut partition = Partition::new();
+    start_ticks(&mut partition, m, false);
+    let ended = run_with_restart(&mut partition, publish_stop(), 1, false);
+    check_first_level(&partition, &ended, m, "an event subprocess");
+    assert_eq!(terminated_each_once(&ended, "main", "SERVICE_TASK"), 1);
+    let marked = ended.iter().filter(|r| r.intent == Intent::Terminating && matches!(r.value, RecordValue::ProcessInstanceBatch(_)));
+    assert_eq!(marked.count(), 1, "PROCESS_INSTANCE_BATCH TERMINATING once");
+    let triggering = position_of(&ended, |r| process_event(r, Intent::Triggering, "es"));
+    let first = position_of(&ended, |r| element_event(r, Intent::ElementTerminating, "tick"));
+    let last = ended.iter().rposition(|r| element_event(r, Intent::ElementTerminated, "tick")).unwrap();
+    let triggered = position_of(&ended, |r| process_event(r, Intent::Triggered, "es"));
+    let started = position_of(&ended, |r| element_event(r, Intent::ElementActivating, "esp"));
+    assert!(triggering < first && last < triggered && triggered < started, "TRIGGERING, the others terminated, TRIGGERED, started");
+    assert_eq!(ended.iter().filter(|r| element_event(r, Intent::ElementActivating, "esp")).count(), 1);
+    finish_after(&mut partition, &ended);
+}
+
+/// Issue 26: a terminate end event reached in a process with 2,000 instances of a
+/// non-interrupting event subprocess: they terminate at most `MI_TERMINATIONS_PER_BATCH`
+/// element instances a batch, with a restart between two chunks, then the process completes
+/// (`TerminateEndEventTest`: a terminate end event terminates the other element instances of
+/// its scope and completes the scope), each once.
+#[test]
+fn a_terminate_end_event_terminates_thousands_of_siblings_a_share_per_batch() {
+    let m = 2_000;
+    let mut partition = Partition::new();
+    let records = start_ticks(&mut partition, m, true);
+    let main = Command::new(jobs_of(&records, "main")[0], Intent::Complete, RecordValue::Job(JobRecord::default()));
+    let ended = run_with_restart(&mut partition, main, 1, false);
+    check_first_level(&partition, &ended, m, "a terminate end event");
+    assert_eq!(completed(&ended, "PROCESS"), 1, "the process completes");
+    assert_eq!(terminated(&ended, "PROCESS"), 0);
+    let last = ended.iter().rposition(|r| element_event(r, Intent::ElementTerminated, "tick")).unwrap();
+    let end = position_of(&ended, |r| {
+        r.intent == Intent::ElementCompleted
+            && matches!(&r.value, RecordValue::ProcessInstance(pi) if pi.bpmn_element_type.as_str() == "PROCESS")
+    });
+    assert!(last < end, "the process completes after the last");
+    assert_eq!(rows_left(&partition), 0, "rows left in state");
     partition.check_replay();
 }

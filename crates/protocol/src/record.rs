@@ -203,6 +203,11 @@ names! {
         Triggering => "TRIGGERING",
         // CHECKPOINT (Zeebe's CheckpointIntent: CREATE, CREATED above; appended)
         Ignored => "IGNORED",
+        // PROCESS_INSTANCE_BATCH TERMINATING, Waggle's own (appended): a scope that stays
+        // active terminates its children over later batches (an interrupting event subprocess,
+        // a terminate end event, a completion condition); kept in state until TERMINATED, so a
+        // restart asks for the next chunk again
+        Terminating => "TERMINATING",
     }
 }
 

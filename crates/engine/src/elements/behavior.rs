@@ -20,6 +20,7 @@ use crate::variables::Vars;
 pub(crate) struct Transitions {
     pub(crate) terminate: fn(P, i64),
     pub(crate) terminate_in_batches: fn(P, i64),
+    pub(crate) terminate_children: fn(P, i64) -> bool,
     pub(crate) continue_activation: fn(P, i64),
 }
 
@@ -34,6 +35,13 @@ impl Transitions {
     /// `lifecycle::terminate_in_batches`).
     pub(crate) fn terminate_in_batches(self, p: P, key: i64) {
         (self.terminate_in_batches)(p, key)
+    }
+
+    /// Terminates the children of an active scope, which stays active, a bounded share a batch
+    /// (see `lifecycle::terminate_children`). Whether children are left for later batches:
+    /// then the scope goes on only after the last chunk.
+    pub(crate) fn terminate_children(self, p: P, scope: i64) -> bool {
+        (self.terminate_children)(p, scope)
     }
 
     /// Goes on with the activation of an element instance whose ACTIVATING is written.

@@ -8,7 +8,8 @@
 //! does not end in this batch (it is or holds, at any depth, a multi-instance body with more
 //! inner instances than one batch terminates, or more element instances in all than the
 //! batch's share: [`terminates_later`]), or an interrupting event subprocess whose scope's
-//! children are so, keeps its TRIGGERING in state (`PE/<scope>`, by its applier), terminates
+//! children are so, or too many to start terminating in one batch
+//! (`lifecycle::terminate_children`), keeps its TRIGGERING in state (`PE/<scope>`, by its applier), terminates
 //! them over later batches (PROCESS_INSTANCE_BATCH TERMINATE; the scopes in between stay
 //! TERMINATING), and is entered once the last has terminated: TRIGGERED, then the boundary
 //! event or the event subprocess activates with the event's variables
@@ -56,12 +57,6 @@ pub(crate) fn catch_event_completing(p: P, model: &Process, idx: usize, key: i64
     if let Some((event_key, record)) = p.view().process_event(key).filter(|(_, e)| e.scope_key == key) {
         triggered(p, event_key, record);
     }
-}
-
-/// Whether an interrupting event subprocess starting in `scope` must wait: terminating the
-/// scope's children does not end in this batch (see [`terminates_later`]).
-pub(crate) fn scope_terminates_in_batches(p: P, scope: i64) -> bool {
-    terminates_later(p, &p.view().children(scope))
 }
 
 /// Whether an interrupting event on element instance `key` must wait for it: terminating it

@@ -100,15 +100,14 @@ impl ElementBehavior for LinkThrowEvent {
 
 /// A terminate end event: everything else in its scope terminates, then the scope completes
 /// (Zeebe's `EndEventProcessor`: the flow scope's children are terminated and it completes once
-/// none is left). A wide multi-instance body among them terminates over later batches; the
-/// scope completes after its last inner instance (`lifecycle::finish_terminating`).
+/// none is left). Many siblings terminate a bounded share a batch, and a wide multi-instance
+/// body among them over later batches; the scope completes after the last
+/// (`lifecycle::terminate_children`, `lifecycle::finish_terminating`).
 pub(crate) struct TerminateEndEvent;
 
 impl ElementBehavior for TerminateEndEvent {
     fn on_completed(&self, p: P, _model: &Process, _idx: usize, _key: i64, pi: &ProcessInstanceRecord, t: Transitions) -> Then {
-        for sibling in p.view().children(pi.flow_scope_key) {
-            t.terminate_in_batches(p, sibling);
-        }
+        t.terminate_children(p, pi.flow_scope_key);
         Then::TakeFlows
     }
 }

@@ -25,7 +25,7 @@ use crate::tables::{ElementInstance, ElementState};
 use crate::variables::{self, Vars};
 
 /// The lifecycle's transitions, as behaviours are handed them.
-pub(crate) const TRANSITIONS: Transitions = Transitions { terminate, terminate_in_batches, continue_activation };
+pub(crate) const TRANSITIONS: Transitions = Transitions { terminate, terminate_in_batches, terminate_children, continue_activation };
 
 /// ACTIVATE_ELEMENT: the element instance is born (ACTIVATING), then activation continues.
 pub(crate) fn activate(p: P, command: &Record) {
@@ -225,7 +225,8 @@ fn maybe_complete_scope(p: P, scope: i64) {
         }
         return;
     }
-    if s.active_children == 0 {
+    // a scope terminating its children over later batches goes on after the last chunk
+    if s.active_children == 0 && !p.view().terminates_children(scope) {
         p.command(scope, Intent::CompleteElement, RecordValue::ProcessInstance(s.record));
     }
 }
@@ -251,6 +252,30 @@ pub(crate) fn terminate(p: P, key: i64) {
 /// advance whether a termination ends in this batch.
 pub(crate) fn terminate_in_batches(p: P, key: i64) {
     terminate_walk(p, key, true)
+}
+
+/// Terminates the children of active scope `scope`, which stays active (an interrupting event
+/// subprocess takes it over, a terminate end event ends it, a multi-instance body's completion
+/// condition held), each with what it holds ([`terminate_in_batches`]), oldest first, while the
+/// batch's share of [`MI_TERMINATIONS_PER_BATCH`] lasts (the first child always starts). With
+/// children left: PROCESS_INSTANCE_BATCH TERMINATING (Waggle's own; state keeps the scope in
+/// `TS/`, so a restart asks again) and TERMINATE of the scope for a later batch
+/// ([`terminate_batch`]); the scope goes on (the event subprocess starts, the scope completes)
+/// only once the last chunk is TERMINATED and nothing inside it is left. A few children end as
+/// they always did, in this batch, with the same records. Whether children are left for later
+/// batches.
+pub(crate) fn terminate_children(p: P, scope: i64) -> bool {
+    let room = MI_TERMINATIONS_PER_BATCH.saturating_sub(p.mi_terminations).max(1);
+    let children = p.view().first_children_not_terminating(scope, room + 1);
+    for (i, &child) in children.iter().enumerate() {
+        if i > 0 && p.mi_terminations >= MI_TERMINATIONS_PER_BATCH {
+            let Some(s) = p.view().element(scope) else { return false };
+            multi_instance::request_children_termination(p, &s.record, scope, child);
+            return true;
+        }
+        terminate_in_batches(p, child);
+    }
+    false
 }
 
 /// The instance whose child list holds `record`'s instance: its flow scope, or for a called
@@ -308,18 +333,24 @@ fn terminate_walk(p: P, root: i64, in_batches: bool) {
 }
 
 /// PROCESS_INSTANCE_BATCH TERMINATE: terminates the next children of a scope (a multi-instance
-/// body's inner instances, or the children of any terminating scope a bounded termination left
-/// for later), each with what it holds, while the batch's share of
-/// [`MI_TERMINATIONS_PER_BATCH`] lasts; with children left, it asks for the next chunk with
-/// another TERMINATE for a later batch; the last writes TERMINATED, then the scope ends: a
-/// terminating scope with the scopes above it that waited for it, or a body whose completion
-/// condition held completes. A scope that is gone: rejected (NOT_FOUND).
+/// body's inner instances, the children of any terminating scope a bounded termination left
+/// for later, or of an active scope [`terminate_children`] left for later), each with what it
+/// holds, while the batch's share of [`MI_TERMINATIONS_PER_BATCH`] lasts; with children left,
+/// it asks for the next chunk with another TERMINATE for a later batch; the last writes
+/// TERMINATED, then the scope goes on ([`finish_terminating`]): a terminating scope ends with
+/// the scopes above it that waited for it; an active one starts the interrupting event
+/// subprocess that waited, or completes. A scope that is gone, or active without terminating
+/// its children (a copy of a command whose work is done): rejected (NOT_FOUND).
 pub(crate) fn terminate_batch(p: P, command: &Record) {
     let RecordValue::ProcessInstanceBatch(batch) = &command.value else { return };
     let body_key = batch.batch_element_instance_key;
-    let body = p.view().element(body_key).filter(|b| matches!(b.state, ElementState::Terminating | ElementState::Activated));
+    let body = p.view().element(body_key).filter(|b| match b.state {
+        ElementState::Terminating => true,
+        ElementState::Activated => p.view().terminates_children(body_key),
+        _ => false,
+    });
     let Some(body) = body else {
-        let reason = format!("Expected to terminate the inner instances of multi-instance body '{body_key}', but it is not active");
+        let reason = format!("Expected to terminate the children of element instance '{body_key}', but it is not terminating them");
         return p.reject(command, None, waggle_protocol::RejectionType::NotFound, reason);
     };
     let room = MI_TERMINATIONS_PER_BATCH.saturating_sub(p.mi_terminations).max(1);
@@ -338,15 +369,8 @@ pub(crate) fn terminate_batch(p: P, command: &Record) {
             return multi_instance::request_termination_batch(p, &body.record, body_key, next);
         }
     }
+    // (its applier takes an active scope out of `TS/`: it may go on now)
     p.event(command.key, Intent::Terminated, command.value.clone());
-    if body.state == ElementState::Activated {
-        // a completion condition held (with inner instances still terminating, the body
-        // completes after them: `finish_terminating`)
-        if p.view().element_with(body_key, |b| b.active_children == 0) == Some(true) {
-            p.command(body_key, Intent::CompleteElement, RecordValue::ProcessInstance(body.record));
-        }
-        return;
-    }
     finish_terminating(p, body_key);
 }
 
@@ -362,6 +386,8 @@ fn finish_terminating(p: P, mut key: i64) {
     loop {
         let Some(instance) = p.view().element(key) else { return };
         match instance.state {
+            // one that terminates its children over later batches goes on after the last chunk
+            ElementState::Activated if p.view().terminates_children(key) => return,
             ElementState::Activated => {
                 if !events::start_waiting_event_subprocess(p, key, TRANSITIONS) {
                     maybe_complete_scope(p, key);

@@ -37,7 +37,7 @@ use waggle_protocol::{Intent, Record, RecordValue, RejectionType};
 
 use crate::batch::Command;
 use crate::behaviors::expressions::type_error;
-use crate::behaviors::flows::{child_record, terminates_in_batches};
+use crate::behaviors::flows::child_record;
 use crate::behaviors::incidents::{error_type, incident};
 use crate::behaviors::waits;
 use crate::elements::behavior::{Activation, ElementBehavior, Transitions};
@@ -171,9 +171,10 @@ pub(crate) fn activate_batch(p: P, command: &Record) {
 }
 
 /// The next PROCESS_INSTANCE_BATCH ACTIVATE of every body still activating its inner instances,
-/// and TERMINATE of every body terminating them over several batches and of every terminating
+/// and TERMINATE of every body terminating them over several batches, of every terminating
 /// scope with children not terminating yet (a bounded termination left them for a later batch;
-/// `TS/`), after a restart or a change of leader: what was handed back before is lost.
+/// `TS/`) and of every active scope terminating its children (PROCESS_INSTANCE_BATCH
+/// TERMINATING), after a restart or a change of leader: what was handed back before is lost.
 pub(crate) fn pending_batches(view: crate::tables::StateView<'_>) -> Vec<Command> {
     let activating = view.activating_mi_bodies().into_iter().filter_map(|body_key| {
         let body = view.element(body_key)?;
@@ -182,11 +183,15 @@ pub(crate) fn pending_batches(view: crate::tables::StateView<'_>) -> Vec<Command
     });
     let mut seen = std::collections::HashSet::new();
     let bodies = view.mi_bodies().into_iter().filter(|&key| view.element(key).is_some_and(|b| b.state == ElementState::Terminating));
-    let scopes = view
-        .terminating_scopes()
-        .into_iter()
-        .filter(|&key| view.element(key).is_some_and(|s| s.state == ElementState::Terminating))
-        .filter(|&key| !view.first_children_not_terminating(key, 1).is_empty());
+    // an active scope in `TS/` goes on only after its last chunk: asked for even when no child is
+    // left to terminate
+    let scopes = view.terminating_scopes().into_iter().filter(|&key| {
+        view.element(key).is_some_and(|s| match s.state {
+            ElementState::Terminating => !view.first_children_not_terminating(key, 1).is_empty(),
+            ElementState::Activated => true,
+            _ => false,
+        })
+    });
     let terminating = bodies.chain(scopes).filter(move |&key| seen.insert(key)).filter_map(|key| {
         let scope = view.element(key)?;
         let batch = ProcessInstanceBatchRecord { index: -1, ..batch_record(&scope.record, key, 0) };
@@ -204,6 +209,18 @@ pub(crate) fn request_termination_batch(p: P, body: &ProcessInstanceRecord, body
     let command = Command::new(p.new_key(), Intent::Terminate, RecordValue::ProcessInstanceBatch(batch));
     let own = p.partition;
     p.deliver(own, command);
+}
+
+/// Active scope `scope` (its record `record`) terminates its children over later batches, from
+/// `next` on: PROCESS_INSTANCE_BATCH TERMINATING (Waggle's own event: its applier indexes the
+/// scope in `TS/` until the last chunk's TERMINATED, so a restart asks again), then the
+/// TERMINATE for a later batch (see [`request_termination_batch`]).
+pub(crate) fn request_children_termination(p: P, record: &ProcessInstanceRecord, scope: i64, next: i64) {
+    let mut batch = batch_record(record, scope, 0);
+    batch.index = next;
+    let key = p.new_key();
+    p.event(key, Intent::Terminating, RecordValue::ProcessInstanceBatch(batch));
+    request_termination_batch(p, record, scope, next);
 }
 
 /// After an incident on a parallel body is resolved (its collection failed to evaluate when a
@@ -359,20 +376,19 @@ pub(crate) fn inner_completed(p: P, model: &Process, idx: usize, inner: &Process
     let Some(mi) = &element.multi_instance else { return };
     let Some(body) = p.view().element(inner.flow_scope_key).filter(|b| b.state == ElementState::Activated) else { return };
     if done.satisfied {
-        if terminates_in_batches(&body) {
-            // the rest terminate over later batches, then the body completes (see
-            // `lifecycle::terminate_batch`); no more inner instances are activated
-            if p.view().mi_body(body.key).is_some_and(|c| c.activating) {
-                let key = p.new_key();
-                p.event(key, Intent::Activated, RecordValue::ProcessInstanceBatch(batch_record(&body.record, body.key, 0)));
-            }
-            let first = p.view().first_children(body.key, 1).first().copied().unwrap_or(-1);
-            return request_termination_batch(p, &body.record, body.key, first);
+        if p.view().terminates_children(body.key) {
+            return; // the condition held before: the chunks under way end the body
         }
-        // an inner instance holding a wide body of its own terminates over later batches; the
-        // body completes after it (`lifecycle::finish_terminating`)
-        for child in p.view().children(body.key) {
-            t.terminate_in_batches(p, child);
+        // no more inner instances are activated
+        if p.view().mi_body(body.key).is_some_and(|c| c.activating) {
+            let key = p.new_key();
+            p.event(key, Intent::Activated, RecordValue::ProcessInstanceBatch(batch_record(&body.record, body.key, 0)));
+        }
+        // the others terminate, over later batches when there are too many (the body completes
+        // after the last chunk: `lifecycle::terminate_batch`) or when one holds a wide body of
+        // its own (the body completes after it: `lifecycle::finish_terminating`)
+        if t.terminate_children(p, body.key) {
+            return;
         }
         if p.view().element_with(body.key, |b| b.active_children == 0) == Some(true) {
             p.command(body.key, Intent::CompleteElement, RecordValue::ProcessInstance(body.record));
@@ -383,7 +399,8 @@ pub(crate) fn inner_completed(p: P, model: &Process, idx: usize, inner: &Process
         return activate_inner(p, element, &body.record, body.key, done.loop_counter + 1, item);
     }
     let activating = p.view().mi_body(body.key).is_some_and(|c| c.activating);
-    if body.active_children == 0 && !activating {
+    // while the others terminate (the condition held), the last chunk completes the body
+    if body.active_children == 0 && !activating && !p.view().terminates_children(body.key) {
         p.command(body.key, Intent::CompleteElement, RecordValue::ProcessInstance(body.record));
     }
 }

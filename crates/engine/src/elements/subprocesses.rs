@@ -35,9 +35,10 @@ impl ElementBehavior for SubProcess {
 }
 
 /// Starts event subprocess `esp` inside `scope` (the instance of its flow scope). An
-/// interrupting one terminates everything else in the scope first, and the scope's other
-/// event subprocesses can no longer start; when terminating them does not end in this batch, it
-/// starts once they have terminated (see `event_trigger`). PROCESS_EVENT TRIGGERING comes first,
+/// interrupting one terminates everything else in the scope first (at most a batch's share of
+/// `MI_TERMINATIONS_PER_BATCH` element instances a batch: `lifecycle::terminate_children`), and
+/// the scope's other event subprocesses can no longer start; when terminating them does not end
+/// in this batch, it starts once they have terminated (see `event_trigger`). PROCESS_EVENT TRIGGERING comes first,
 /// TRIGGERED just before the event subprocess's ACTIVATING (Zeebe's
 /// `EventTriggerBehavior.triggerEventSubProcess`). A scope already terminating discards the
 /// event. `local`: the variables stay local to the event subprocess (an error's), else they
@@ -66,14 +67,12 @@ pub(crate) fn start_event_subprocess(
     }
     let (event_key, trigger) = event_trigger::triggering(p, scope, &model.elements[start].id, variables);
     if interrupting {
-        if event_trigger::scope_terminates_in_batches(p, scope.key) {
-            for child in p.view().children(scope.key) {
-                t.terminate_in_batches(p, child);
-            }
+        // a bounded share a batch: with children left for later batches, or holding what
+        // terminates over later batches, the event subprocess starts once the last has
+        // terminated (`events::start_waiting_event_subprocess`)
+        let later = t.terminate_children(p, scope.key);
+        if later || p.view().element_with(scope.key, |s| s.active_children > 0) == Some(true) {
             return;
-        }
-        for child in p.view().children(scope.key) {
-            t.terminate(p, child);
         }
     }
     event_trigger::triggered(p, event_key, trigger);
