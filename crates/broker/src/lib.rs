@@ -733,7 +733,7 @@ impl Broker {
             .spawn(move || loop {
                 std::thread::sleep(BACKUP_SCAN);
                 let Some(broker) = broker.upgrade() else { return };
-                for (i, handle) in broker.partitions.iter().enumerate() {
+                for (i, handle) in broker.partitions().into_iter().enumerate() {
                     let Some(handle) = handle else { continue };
                     let pending = handle.dir().join(backup::PENDING_DIR);
                     backup::upload_pending(&store, node_id, i as PartitionId + 1, &pending, || handle.leads());

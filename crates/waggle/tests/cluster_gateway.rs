@@ -10,7 +10,7 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use waggle_protocol::gateway::{ActivateJobsRequest, CompleteJobRequest, PublishMessageRequest};

@@ -65,15 +65,19 @@ fn actuator_summary(node: &Node) -> Summary {
     let cluster: serde_json::Value = serde_json::from_str(&body).expect("cluster JSON");
     let text = |v: &serde_json::Value| v.as_str().unwrap_or_else(|| panic!("a string expected in /actuator/cluster: {body}")).to_string();
     let number = |v: &serde_json::Value| v.as_i64().unwrap_or_else(|| panic!("a number expected in /actuator/cluster: {body}")) as i32;
+    // brokers and replicas the cluster topology names but the gossip has not shown alive yet
+    // carry only the topology's fields (id, state, priority): the summary is of the live view
     cluster["brokers"]
         .as_array()
         .expect("brokers")
         .iter()
+        .filter(|b| b.get("host").is_some())
         .map(|b| {
             let partitions = b["partitions"]
                 .as_array()
                 .expect("partitions")
                 .iter()
+                .filter(|p| p.get("role").is_some())
                 .map(|p| (number(&p["partitionId"]), (text(&p["role"]), text(&p["health"]))))
                 .collect();
             (number(&b["nodeId"]), (format!("{}:{}", text(&b["host"]), number(&b["port"])), partitions))
