@@ -161,8 +161,9 @@ fn voters(g: &RaftGroup) -> Vec<u64> {
     v
 }
 
-#[test]
-fn a_replica_moves_by_learner_catch_up_and_joint_consensus() {
+/// Replicas 1-3 started as voters, a leader elected and 20 entries applied on each: the
+/// cluster and the leader's index.
+fn three_voters_committing() -> (Cluster, usize) {
     let root = tempfile::tempdir().unwrap();
     let mut c = Cluster {
         root,
@@ -177,6 +178,12 @@ fn a_replica_moves_by_learner_catch_up_and_joint_consensus() {
     c.run_until(200, false, "a leader elected", |c| c.leader().is_some());
     c.run_until(50, true, "entries committed", |c| c.states.iter().take(3).all(|s| s.applied >= 20));
     let leader = c.leader().unwrap();
+    (c, leader)
+}
+
+#[test]
+fn a_replica_moves_by_learner_catch_up_and_joint_consensus() {
+    let (mut c, leader) = three_voters_committing();
 
     // a learner cannot be added before the leader has a snapshot to send it
     assert!(c.group(leader).add_learner(4).is_err());
@@ -232,20 +239,7 @@ fn a_replica_moves_by_learner_catch_up_and_joint_consensus() {
 /// afterwards; the group never has fewer voters than it started with, and commits throughout.
 #[test]
 fn a_learner_is_promoted_and_a_voter_removed_in_two_changes() {
-    let root = tempfile::tempdir().unwrap();
-    let mut c = Cluster {
-        root,
-        groups: (0..NODES).map(|_| None).collect(),
-        states: vec![State::default(); NODES],
-        outbox: Outbox::default(),
-        proposed: 0,
-    };
-    for i in 0..3 {
-        c.start(i, false);
-    }
-    c.run_until(200, false, "a leader elected", |c| c.leader().is_some());
-    c.run_until(50, true, "entries committed", |c| c.states.iter().take(3).all(|s| s.applied >= 20));
-    let leader = c.leader().unwrap();
+    let (mut c, leader) = three_voters_committing();
     c.snapshot(leader);
     c.start(3, true);
     // a node that is not a learner is not promoted
