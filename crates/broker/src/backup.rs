@@ -118,24 +118,7 @@ fn store_err(e: String) -> BackupError {
 
 fn now_iso() -> String {
     let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-    chrono_like(ms)
-}
-
-/// `ms` since the epoch as an ISO-8601 UTC timestamp (`2024-01-02T03:04:05.678Z`).
-fn chrono_like(ms: i64) -> String {
-    let (secs, millis) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // civil from days (Howard Hinnant's algorithm)
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    crate::topology::rfc3339(ms)
 }
 
 impl BackupStore {
@@ -486,8 +469,8 @@ mod tests {
 
     #[test]
     fn timestamps_are_iso_8601_utc() {
-        assert_eq!(chrono_like(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(chrono_like(1_709_251_199_123), "2024-02-29T23:59:59.123Z");
+        assert_eq!(crate::topology::rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(crate::topology::rfc3339(1_709_251_199_123), "2024-02-29T23:59:59.123Z");
     }
 
     #[test]
