@@ -207,6 +207,20 @@ impl Connection {
         Ok(out)
     }
 
+    /// Settings of the exporter's write connection. SQLite: statement journals in memory
+    /// (`temp_store=MEMORY`). A statement that writes more than one b-tree (an upsert, an
+    /// insert whose trigger keeps a count) journals each page it touches, so that it can be
+    /// undone alone; past 64 KiB that journal went to a temporary file, two `pwrite`s per
+    /// page, and under W2 those writes were ~40 % of the exporter thread's time (its CPU per
+    /// record fell from ~5 to ~3 µs without them: docs/performance.md, "Data lag of the query
+    /// store"). The journal lives only for one statement, so memory stays bounded.
+    pub fn tune_for_writing(&self) -> Result<(), StoreError> {
+        if let Connection::Sqlite(c) = self {
+            c.pragma_update(None, "temp_store", "MEMORY")?;
+        }
+        Ok(())
+    }
+
     /// Whether the next commits are synced to disk, asked as `synced`; returns whether they
     /// are. SQLite syncs a commit's WAL only with `synchronous=FULL` (`NORMAL`: durable against
     /// a crash of the process, not of the machine; a later synced commit makes it durable too);

@@ -71,7 +71,9 @@ pub fn factory(id: impl Into<String>, config: StoreConfig) -> Result<ExporterFac
 /// [`factory`], its exporters telling `changes` after every commit that changed rows (the
 /// REST API's live pages subscribe to it).
 pub fn factory_with_changes(id: impl Into<String>, config: StoreConfig, changes: Changes) -> Result<ExporterFactory, StoreError> {
-    let conn = Arc::new(Mutex::new(Connection::open(&config.location)?));
+    let conn = Connection::open(&config.location)?;
+    conn.tune_for_writing()?;
+    let conn = Arc::new(Mutex::new(conn));
     let id = id.into();
     let exporter_id = id.clone();
     Ok(ExporterFactory::new(id, move || {

@@ -120,6 +120,16 @@ fn a_position_is_acknowledged_once_a_synced_commit_covers_it() {
     assert_eq!(c.last_acknowledged(), 2);
 }
 
+#[test]
+fn the_write_connection_keeps_statement_journals_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = crate::Connection::open(&crate::Location::Sqlite(dir.path().join("store.sqlite"))).unwrap();
+    let temp_store = |conn: &crate::Connection| conn.query_row("PRAGMA temp_store", &[]).unwrap().unwrap()[0].as_i64();
+    assert_eq!(temp_store(&conn), Some(0), "a reader keeps SQLite's default");
+    conn.tune_for_writing().unwrap();
+    assert_eq!(temp_store(&conn), Some(2), "MEMORY: no temporary file per statement journal");
+}
+
 fn search(conn: &crate::Connection, entity: &query::Entity, request: Value) -> Value {
     query::search(conn, entity, &request).unwrap()
 }
