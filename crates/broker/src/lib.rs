@@ -430,6 +430,8 @@ impl Broker {
             // change this broker was carrying out before it stopped
             broker.reconcile();
             links.runtime.spawn(broker.clone().coordinate());
+            // and the topology of a change that completed while this broker was down
+            links.runtime.spawn(Broker::catch_up_topology(Arc::downgrade(&broker)));
         }
         Ok(broker)
     }

@@ -10,9 +10,13 @@
 //! operation completes (a new version), and the next one starts. A leaving replica's data is
 //! removed only once the topology drops it, which is once its partition's configuration no
 //! longer names it.
+//!
+//! A broker that was down while a change completed learns it without waiting for the next one:
+//! at start and every [`CATCH_UP_EVERY`] after, it asks the other brokers for their topology
+//! and adopts the newest version if it is newer than its own ([`Broker::catch_up_topology`]).
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use waggle_protocol::PartitionId;
@@ -24,6 +28,9 @@ use crate::{cluster, partition, relay, Broker, BrokerError, ClusterSpec};
 const PUSH_CALL: Duration = Duration::from_secs(2);
 /// Pause between two rounds of the coordinator.
 const COORDINATE_EVERY: Duration = Duration::from_millis(200);
+/// Pause between two rounds of asking the other brokers for a newer topology (one small call
+/// per broker, answered from memory).
+const CATCH_UP_EVERY: Duration = Duration::from_secs(3);
 
 /// A change accepted: what `POST` / `DELETE .../partitions/{id}` answer (Zeebe's
 /// `PlannedOperationsResponse`).
@@ -152,23 +159,68 @@ impl Broker {
         let links = self.links.as_ref().ok_or("the standalone node has no cluster topology")?;
         if !offered.is_empty() {
             let offered: Topology = serde_json::from_str(offered).map_err(|e| format!("an unreadable topology: {e}"))?;
-            let newer = {
-                let mut t = links.topology.lock().expect("topology lock");
-                let newer = offered.version > t.version;
-                if newer {
-                    offered.save(&self.config.data_dir).map_err(|e| format!("persisting the topology: {e}"))?;
-                    tracing::info!(version = offered.version, "cluster topology adopted");
-                    *t = offered;
-                }
-                newer
-            };
-            if newer {
+            if self.adopt_topology(offered)? {
                 self.reconcile();
             }
         }
         let topology = serde_json::to_string(&*links.topology.lock().expect("topology lock")).map_err(|e| e.to_string())?;
         let led = serde_json::to_string(&self.leader_reports()).map_err(|e| e.to_string())?;
         Ok((topology, led))
+    }
+
+    /// Makes `offered` this broker's topology (persisted first) if its version is newer than
+    /// the one it has; whether it did (the caller then reconciles).
+    fn adopt_topology(&self, offered: Topology) -> Result<bool, String> {
+        let links = self.links.as_ref().ok_or("the standalone node has no cluster topology")?;
+        let mut t = links.topology.lock().expect("topology lock");
+        if offered.version <= t.version {
+            return Ok(false);
+        }
+        offered.save(&self.config.data_dir).map_err(|e| format!("persisting the topology: {e}"))?;
+        tracing::info!(version = offered.version, was = t.version, "cluster topology adopted");
+        *t = offered;
+        Ok(true)
+    }
+
+    /// Asks the other brokers for their topology now and every [`CATCH_UP_EVERY`] after, and
+    /// adopts (and reconciles with) the newest if it is newer than this broker's: a broker that
+    /// was down when a change completed, and missed its coordinator's last pushes, catches up.
+    /// Runs until the broker is dropped; holds it only while adopting.
+    pub(crate) async fn catch_up_topology(broker: Weak<Broker>) {
+        loop {
+            let asked = {
+                let Some(b) = broker.upgrade() else { return };
+                let Some(links) = &b.links else { return };
+                let others: Vec<_> = links
+                    .spec
+                    .members
+                    .iter()
+                    .enumerate()
+                    .filter(|&(node, _)| node as u64 != links.spec.node_id)
+                    .map(|(_, &addr)| addr)
+                    .collect();
+                (links.forwarder.clone(), others)
+            };
+            let (forwarder, others) = asked;
+            let mut newest: Option<Topology> = None;
+            for addr in others {
+                let Ok((json, _)) = forwarder.topology(addr, String::new(), PUSH_CALL).await else { continue };
+                let Ok(t) = serde_json::from_str::<Topology>(&json) else { continue };
+                if newest.as_ref().is_none_or(|n| t.version > n.version) {
+                    newest = Some(t);
+                }
+            }
+            if let (Some(t), Some(b)) = (newest, broker.upgrade()) {
+                match b.adopt_topology(t) {
+                    Ok(true) => {
+                        let _ = tokio::task::spawn_blocking(move || b.reconcile()).await;
+                    }
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(error = %e, "a newer cluster topology could not be adopted"),
+                }
+            }
+            tokio::time::sleep(CATCH_UP_EVERY).await;
+        }
     }
 
     /// Starts the replicas the topology gives this broker and it does not run, stops (and

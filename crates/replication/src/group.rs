@@ -161,6 +161,9 @@ struct Snapshots {
     failed: Vec<u64>,
     /// Packets to send at the end of the next `drive`.
     packets: Vec<SnapshotPacket>,
+    /// Entries committed after a snapshot, which Raft handed over in the `drive` that installed
+    /// it: the next `drive` returns them, once the owner took the snapshot.
+    after_install: Vec<Committed>,
     stats: SnapshotStats,
 }
 
@@ -244,6 +247,7 @@ impl RaftGroup {
             installed: pending,
             failed: Vec::new(),
             packets: Vec::new(),
+            after_install: Vec::new(),
             stats: SnapshotStats::default(),
         };
         let raft_config = Config {
@@ -552,9 +556,14 @@ impl RaftGroup {
         for to in std::mem::take(&mut self.snapshots.failed) {
             self.node.report_snapshot(to, SnapshotStatus::Failure);
         }
+        let held = std::mem::take(&mut self.snapshots.after_install);
         let committed = self.drive_readies();
         self.pump_snapshots();
-        committed
+        let mut committed = committed?;
+        if !held.is_empty() {
+            committed.splice(0..0, held);
+        }
+        Ok(committed)
     }
 
     fn drive_readies(&mut self) -> Result<Vec<Committed>, ReplicationError> {
@@ -565,6 +574,7 @@ impl RaftGroup {
             // leader's copy of an entry toward the quorum only once `advance` says it is durable
             self.send(ready.take_messages());
             let installing = !ready.snapshot().is_empty();
+            let snapshot_index = ready.snapshot().get_metadata().index;
             let entries = ready.take_committed_entries();
             self.apply_conf_changes(&entries)?;
             collect(&mut committed, entries);
@@ -617,7 +627,11 @@ impl RaftGroup {
             collect(&mut committed, entries);
             self.node.advance_apply();
             if installing {
-                // the owner replaces its state before anything after the snapshot
+                // the owner replaces its state before anything after the snapshot: entries
+                // committed after it in this ready (Raft hands them over once, now) wait for
+                // the next `drive`
+                let after = committed.iter().position(|c| c.index > snapshot_index).unwrap_or(committed.len());
+                self.snapshots.after_install = committed.split_off(after);
                 break;
             }
         }
@@ -661,9 +675,21 @@ impl RaftGroup {
             let applied = self.node.apply_conf_change(&cc)?;
             tracing::info!(index = e.index, voters = ?applied.voters, learners = ?applied.learners, outgoing = ?applied.voters_outgoing, "raft configuration changed");
             let compacted = self.first_index().saturating_sub(1);
-            let mut conf = self.conf.write().expect("conf lock");
-            conf.push(e.index, applied, compacted);
-            conf.save(&self.dir)?;
+            let me = self.id();
+            let removed = !applied.voters.contains(&me) && !applied.voters_outgoing.contains(&me);
+            {
+                let mut conf = self.conf.write().expect("conf lock");
+                conf.push(e.index, applied, compacted);
+                conf.save(&self.dir)?;
+            }
+            if removed && self.is_leader() {
+                // a leader removed by a change a former leader proposed (it became leader
+                // before applying it): Raft keeps no progress for it any more, and its next
+                // append would panic the `raft` crate; the others elect a leader among them
+                tracing::info!(index = e.index, "this leader was removed from the group: it steps down");
+                let term = self.term();
+                self.node.raft.become_follower(term, raft::INVALID_ID);
+            }
         }
         Ok(())
     }
@@ -677,6 +703,12 @@ impl RaftGroup {
     /// replica that has not learnt it yet takes every node for one.
     pub fn is_member(&self, id: u64) -> bool {
         self.conf.read().expect("conf lock").is_member(id)
+    }
+
+    /// The index from which [`Self::conf_state`] is in force: of the last configuration change
+    /// applied, or of the snapshot that carried the configuration (0: the initial voters).
+    pub fn conf_index(&self) -> u64 {
+        self.conf.read().expect("conf lock").last_index()
     }
 
     /// Whether this replica has a configuration (a joining one learns it from its snapshot).
@@ -775,6 +807,13 @@ impl RaftGroup {
 
     pub fn first_index(&self) -> u64 {
         self.journal.read().expect("journal lock").first_index()
+    }
+
+    /// The term of the entry at `index` in this replica's journal (durable once `drive`
+    /// returned), or of the compaction point; `None` for an index compacted away or beyond the
+    /// log.
+    pub fn log_term(&self, index: u64) -> Option<u64> {
+        self.journal.read().expect("journal lock").term(index)
     }
 
     /// Index of the last entry in the log (the last proposal, right after `propose`).

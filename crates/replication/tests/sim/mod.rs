@@ -8,29 +8,42 @@
 //! a calm phase (partition healed, crashed nodes restarted, no loss) until every node has applied
 //! everything the leader committed.
 //!
+//! A scenario may also move replicas while the chaos runs ([`Scenario::moves`]): a new node
+//! joins as a learner, catches up from the leader's snapshot, and is promoted (replacing an old
+//! voter in one joint-consensus change, or as one voter more), or a voter is removed; a removed
+//! node is stopped for good. After every step the harness checks that every quorum of the
+//! configuration in force (of the outgoing voters during joint consensus) holds a replica of the
+//! newest acknowledged entry ([`quorum_violation`]).
+//!
 //! The harness records what happened ([`History`]); each invariant is a test file of its own
 //! that checks it over many seeds. A failing seed is printed; `SIM_SEED=<n>` replays only it,
 //! `SIM_SEEDS=<count>` and `SIM_SEED_BASE=<n>` run other seeds than CI's.
 #![allow(dead_code)] // each test file uses part of the harness
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use waggle_replication::{
-    Committed, InstalledSnapshot, Message, MessageType, PacketBody, RaftGroup, ReplicaConfig, SnapshotPacket, SnapshotSource, Transport,
+    Committed, ConfState, InstalledSnapshot, Message, MessageType, PacketBody, RaftGroup, ReplicaConfig, ReplicationError, SnapshotPacket,
+    SnapshotSource, Transport,
 };
 
 /// Seeds each invariant's test runs by default (CI): seeds `base..base + count`.
 const DEFAULT_SEEDS: u64 = 40;
 
 /// Runs `check` for every seed of this run; a failure names its seed and how to replay it.
-pub fn for_each_seed(mut check: impl FnMut(u64)) {
+pub fn for_each_seed(check: impl FnMut(u64)) {
+    for_each_of_seeds(DEFAULT_SEEDS, check)
+}
+
+/// [`for_each_seed`] over `default` seeds unless `SIM_SEEDS` says otherwise.
+pub fn for_each_of_seeds(default: u64, mut check: impl FnMut(u64)) {
     let seeds: Vec<u64> = match std::env::var("SIM_SEED") {
         Ok(s) => vec![s.parse().expect("SIM_SEED is a number")],
         Err(_) => {
             let base = std::env::var("SIM_SEED_BASE").map(|s| s.parse().expect("SIM_SEED_BASE is a number")).unwrap_or(0);
-            let count = std::env::var("SIM_SEEDS").map(|s| s.parse().expect("SIM_SEEDS is a number")).unwrap_or(DEFAULT_SEEDS);
+            let count = std::env::var("SIM_SEEDS").map(|s| s.parse().expect("SIM_SEEDS is a number")).unwrap_or(default);
             (base..base + count).collect()
         }
     };
@@ -104,6 +117,35 @@ pub struct Scenario {
     pub checkpoint_every: u64,
     /// A snapshot chunk's chance to have a byte flipped on the way (chaos only).
     pub corrupt: f64,
+    /// Replica moves, one after the other, from step `moves_from` on (through the calm phase
+    /// if need be: the run converges only once they are done). Nodes after `nodes` named here
+    /// join when their move starts.
+    pub moves: Vec<Move>,
+    pub moves_from: u64,
+}
+
+/// A change of the group's voters, as the broker makes them (Zeebe 8.5 moves a partition
+/// replica by joining the new broker and then leaving the old one; a replication factor change
+/// only joins or only leaves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Move {
+    /// `add` joins as a learner, catches up, and replaces voter `remove` in one joint change.
+    Replace { add: u64, remove: u64 },
+    /// `add` joins as a learner, catches up and is promoted: one voter more.
+    Add(u64),
+    /// Voter `remove` leaves: one voter fewer.
+    Remove(u64),
+}
+
+impl Move {
+    /// The node that joins and the one that leaves.
+    pub fn parts(self) -> (Option<u64>, Option<u64>) {
+        match self {
+            Move::Replace { add, remove } => (Some(add), Some(remove)),
+            Move::Add(add) => (Some(add), None),
+            Move::Remove(remove) => (None, Some(remove)),
+        }
+    }
 }
 
 impl Default for Scenario {
@@ -125,6 +167,8 @@ impl Default for Scenario {
             crash_after_install: 0.3,
             checkpoint_every: 0,
             corrupt: 0.0,
+            moves: Vec::new(),
+            moves_from: 0,
         }
     }
 }
@@ -135,6 +179,21 @@ impl Scenario {
     pub fn for_seed(seed: u64) -> Self {
         let loss = if seed % 3 == 2 { 0.2 } else { Self::default().loss };
         Self { nodes: if seed.is_multiple_of(2) { 3 } else { 5 }, loss, ..Self::default() }
+    }
+
+    /// [`Self::for_seed`] with three moves from step 300 on, the voters they remove varied by
+    /// seed: three voters become {one old, two new} by a replacement, an added voter and a
+    /// removed one (3 → 3 → 4 → 3); five replace one, lose one and gain one (5 → 5 → 4 → 5).
+    pub fn with_moves(seed: u64) -> Self {
+        let base = Self::for_seed(seed);
+        let n = base.nodes;
+        let first = 1 + (seed / 2) % n;
+        let second = 1 + (seed / 2 + 1) % n;
+        let moves = match n {
+            3 => vec![Move::Replace { add: 4, remove: first }, Move::Add(5), Move::Remove(second)],
+            _ => vec![Move::Replace { add: n + 1, remove: first }, Move::Remove(second), Move::Add(n + 2)],
+        };
+        Self { moves, moves_from: 300, chaos_steps: 3_000, ..base }
     }
 }
 
@@ -156,6 +215,7 @@ pub struct Applied {
 pub struct Acknowledged {
     pub data: Vec<u8>,
     pub index: u64,
+    pub term: u64,
     pub node: u64,
 }
 
@@ -181,8 +241,19 @@ pub struct History {
     pub crashes_after_install: u64,
     /// Chunks followers refused (over the runs that ended).
     pub chunks_refused: u64,
-    /// Each node's applied index and digest at the end.
+    /// Each node's applied index and digest at the end (nodes removed by a move excepted, as
+    /// in `final_logs`).
     pub final_states: BTreeMap<u64, (u64, u64)>,
+    /// The moves done, with the step each was seen complete at.
+    pub moves_done: Vec<(u64, Move)>,
+    /// The group's configurations in the order some node applied them first.
+    pub configurations: Vec<ConfState>,
+    /// Steps at which the quorum of up-to-date replicas was checked, and what was wrong.
+    pub quorum_checks: u64,
+    pub quorum_violations: Vec<String>,
+    /// Messages dropped because their recipient no longer (or not yet) counts their sender in
+    /// its group.
+    pub from_non_members: u64,
 }
 
 /// A snapshot a follower installed.
@@ -296,6 +367,71 @@ struct Node {
     restart_at: u64,
     /// Crash at the next step's start (it just granted a vote).
     crash_next: bool,
+    /// Started (a node named by a move joins when its move starts).
+    joined: bool,
+    /// Removed from the group by a move and stopped for good.
+    retired: bool,
+    /// What its journal held when it went down (its log as a crash left it).
+    down_log: Option<DownLog>,
+}
+
+/// A stopped node's journal: the first index it holds and the terms of its entries from there.
+#[derive(Debug, Clone)]
+struct DownLog {
+    first: u64,
+    terms: Vec<u64>,
+}
+
+impl DownLog {
+    fn of(group: &RaftGroup) -> Self {
+        let first = group.first_index();
+        let terms = (first..).map_while(|i| group.log_term(i)).collect();
+        DownLog { first, terms }
+    }
+}
+
+impl Node {
+    /// Whether this node's journal (live, or as it went down) holds the entry of `term` at
+    /// `index`, itself or in the snapshot its log starts after.
+    fn holds(&self, index: u64, term: u64) -> bool {
+        match (&self.group, &self.down_log) {
+            (Some(g), _) => index < g.first_index() || g.log_term(index) == Some(term),
+            (None, Some(d)) => index < d.first || d.terms.get((index - d.first) as usize) == Some(&term),
+            (None, None) => false,
+        }
+    }
+}
+
+/// The quorum invariant of a move: with `conf` the group's newest configuration and `holders`
+/// the nodes whose journals hold the newest acknowledged entry (at `ack_index`; by Raft's log
+/// matching they hold every acknowledged entry before it too), no set of voters that lack it may
+/// be able to elect a leader, which would then not have it. Outside joint consensus, such a set
+/// must not be a quorum (a majority) of the voters. During joint consensus a leader needs a
+/// quorum of the outgoing voters (with one of the incoming: a joint quorum; alone: a node that
+/// has not applied the change yet), so no quorum of the outgoing voters may lack it; the
+/// incoming voters are held to the same once they decide alone (the configuration after the
+/// joint one), which the group reaches only by committing its leave on a quorum of them. They
+/// are not held to it during joint consensus: the `raft` crate's leader counts a configuration
+/// from when it applies it, so the entries it commits together with the joint change (after it
+/// in the log) are committed by the outgoing voters alone. Returns what is wrong, if anything.
+pub fn quorum_violation(conf: &ConfState, ack_index: u64, holders: &BTreeSet<u64>) -> Option<String> {
+    let (voters, which) = match conf.voters_outgoing.is_empty() {
+        true => (&conf.voters, "the"),
+        false => (&conf.voters_outgoing, "the outgoing"),
+    };
+    let lacking: Vec<u64> = voters.iter().copied().filter(|v| !holders.contains(v)).collect();
+    let quorum = voters.len() / 2 + 1;
+    (lacking.len() >= quorum).then(|| {
+        format!("{which} voters {voters:?}: {lacking:?} lack the acknowledged entry {ack_index} and are a quorum ({quorum}); it is held by {holders:?}")
+    })
+}
+
+/// A configuration with its ids sorted (comparable whatever order a node holds them in).
+fn sorted(mut conf: ConfState) -> ConfState {
+    for ids in [&mut conf.voters, &mut conf.learners, &mut conf.voters_outgoing, &mut conf.learners_next] {
+        ids.sort_unstable();
+    }
+    conf
 }
 
 /// The state machine's digest after applying `data` at `index`: a chain over every entry with
@@ -315,6 +451,12 @@ fn digest(previous: u64, index: u64, data: &[u8]) -> u64 {
 
 pub struct Sim {
     scenario: Scenario,
+    /// Moves not done yet.
+    moves: VecDeque<Move>,
+    /// The newest configuration some node applied, and the index it is in force from.
+    newest_conf: (u64, ConfState),
+    /// The newest acknowledged entry's index and term.
+    newest_ack: Option<(u64, u64)>,
     rng: Rng,
     step: u64,
     voters: Vec<u64>,
@@ -353,7 +495,11 @@ impl Sim {
         }
         .expect("temp dir");
         let voters: Vec<u64> = (1..=scenario.nodes).collect();
+        let named = scenario.moves.iter().flat_map(|m| [m.parts().0, m.parts().1]).flatten().max().unwrap_or(0);
         let mut sim = Sim {
+            moves: scenario.moves.iter().copied().collect(),
+            newest_conf: (0, ConfState { voters: voters.clone(), ..Default::default() }),
+            newest_ack: None,
             rng: Rng::new(seed),
             step: 0,
             nodes: Vec::new(),
@@ -368,12 +514,19 @@ impl Sim {
             _dirs: dirs,
             scenario,
         };
-        for &id in &voters {
+        sim.history.configurations.push(sim.newest_conf.1.clone());
+        for id in 1..=sim.scenario.nodes.max(named) {
             let dir = sim._dirs.path().join(format!("node-{id}"));
             let state_dir = sim._dirs.path().join(format!("node-{id}-state"));
             std::fs::create_dir_all(&state_dir).expect("state dir");
             let mut node = Node { id, dir, state_dir, ..Node::placeholder() };
-            sim.start(&mut node);
+            if id <= sim.scenario.nodes {
+                node.joined = true;
+                sim.start(&mut node);
+            } else {
+                // joins when its move starts
+                node.restart_at = u64::MAX;
+            }
             sim.nodes.push(node);
         }
         sim
@@ -385,6 +538,8 @@ impl Sim {
         let config = ReplicaConfig {
             randomized_election_timeout: false,
             snapshot_chunk_bytes: CHUNK_BYTES,
+            // a node a move adds starts without a configuration (its first snapshot brings it)
+            joining: node.id > self.scenario.nodes,
             ..ReplicaConfig::new(node.id, self.voters.clone())
         };
         let (applied, digest) = newest_checkpoint(&node.state_dir).unwrap_or((0, 0));
@@ -416,15 +571,21 @@ impl Sim {
         self.history.installs.push(Install { node: node.id, run: node.run, index, digest });
     }
 
-    /// A node's group goes down (its run's refused chunks are counted).
+    /// A node's group goes down (its run's refused chunks are counted, its journal noted).
     fn stop(history: &mut History, node: &mut Node) {
         if let Some(group) = node.group.take() {
             history.chunks_refused += group.snapshot_stats().chunks_refused;
+            node.down_log = Some(DownLog::of(&group));
         }
     }
 
     fn live(&self) -> usize {
         self.nodes.iter().filter(|n| n.group.is_some()).count()
+    }
+
+    /// Nodes in the simulation: started, and not removed by a move.
+    fn active(&self) -> usize {
+        self.nodes.iter().filter(|n| n.joined && !n.retired).count()
     }
 
     /// Starts and heals partitions, crashes and restarts nodes.
@@ -434,7 +595,7 @@ impl Sim {
                 self.partition = None;
             }
         } else if self.rng.chance(self.scenario.partition) {
-            let n = self.scenario.nodes;
+            let n = self.nodes.len() as u64;
             let size = 1 + self.rng.below(n - 1);
             let mut cut = BTreeSet::new();
             while (cut.len() as u64) < size {
@@ -459,12 +620,12 @@ impl Sim {
             node.restart_at = step + 1 + self.rng.below(2);
             self.history.crashes += 1;
         }
-        let down = self.nodes.len() - self.live();
-        if (down + 1) * 2 < self.nodes.len() && self.rng.chance(self.scenario.crash) {
+        let down = self.active() - self.live();
+        if (down + 1) * 2 < self.active() && self.rng.chance(self.scenario.crash) {
             let leader = self.nodes.iter().position(|n| n.group.as_ref().is_some_and(|g| g.is_leader()));
             let victim = match leader {
                 Some(leader) if self.rng.chance(0.5) => leader,
-                _ => self.rng.below(self.scenario.nodes) as usize,
+                _ => self.rng.below(self.nodes.len() as u64) as usize,
             };
             let node = &mut self.nodes[victim];
             if node.group.is_some() {
@@ -496,6 +657,9 @@ impl Node {
             digest: 0,
             restart_at: 0,
             crash_next: false,
+            joined: false,
+            retired: false,
+            down_log: None,
         }
     }
 }
@@ -506,7 +670,7 @@ impl Sim {
     fn calm(&mut self) {
         self.partition = None;
         for i in 0..self.nodes.len() {
-            if self.nodes[i].group.is_none() {
+            if self.nodes[i].group.is_none() && self.nodes[i].joined && !self.nodes[i].retired {
                 let mut node = std::mem::replace(&mut self.nodes[i], Node::placeholder());
                 node.run += 1;
                 self.start(&mut node);
@@ -516,7 +680,7 @@ impl Sim {
         for _ in 0..self.scenario.calm_steps {
             self.advance(false);
             if self.converged() {
-                for node in &self.nodes {
+                for node in self.nodes.iter().filter(|n| n.joined && !n.retired) {
                     let log = self.history.applied.iter().filter(|a| a.node == node.id && a.run == node.run).cloned().collect();
                     self.history.final_logs.insert(node.id, log);
                     self.history.final_states.insert(node.id, (node.applied, node.digest));
@@ -528,12 +692,16 @@ impl Sim {
         let state: Vec<_> = self
             .nodes
             .iter()
+            .filter(|n| n.joined && !n.retired)
             .map(|n| {
                 let g = n.group.as_ref().expect("up");
-                (n.id, g.term(), g.is_leader(), g.commit_index(), g.last_index(), n.applied)
+                (n.id, g.term(), g.is_leader(), g.commit_index(), g.last_index(), n.applied, sorted(g.conf_state()))
             })
             .collect();
-        panic!("no convergence after {} calm steps: (node, term, leads, commit, last, applied) {state:?}", self.scenario.calm_steps);
+        panic!(
+            "no convergence after {} calm steps (moves left: {:?}): (node, term, leads, commit, last, applied, configuration) {state:?}",
+            self.scenario.calm_steps, self.moves
+        );
     }
 
     /// A leader holds its term's entries up to its last index committed, and every node applied
@@ -541,7 +709,9 @@ impl Sim {
     fn converged(&self) -> bool {
         let Some(leader) = self.nodes.iter().filter_map(|n| n.group.as_ref()).find(|g| g.is_leader()) else { return false };
         let done = leader.commit_index();
-        done == leader.last_index() && self.nodes.iter().all(|n| n.applied == done)
+        self.moves.is_empty()
+            && done == leader.last_index()
+            && self.nodes.iter().filter(|n| n.joined && !n.retired).all(|n| n.applied == done)
     }
 
     /// One step: deliver due messages, tick, propose, drive every live node, observe.
@@ -558,11 +728,15 @@ impl Sim {
                 continue;
             }
             if let Some(group) = &mut self.nodes[to as usize - 1].group {
-                match wire {
-                    Wire::Raft(message) => group.step(*message).expect("a message from a voter to its recipient is taken"),
-                    Wire::Snapshot(packet) => {
-                        group.receive_snapshot(packet).unwrap_or_else(|e| panic!("node {to} fails to take a snapshot packet: {e}"))
-                    }
+                let taken = match wire {
+                    Wire::Raft(message) => group.step(*message),
+                    Wire::Snapshot(packet) => group.receive_snapshot(packet),
+                };
+                match taken {
+                    Ok(()) => {}
+                    // a node removed by a move, or not known yet to a node behind on the moves
+                    Err(ReplicationError::UnknownPeer(_)) if !self.scenario.moves.is_empty() => self.history.from_non_members += 1,
+                    Err(e) => panic!("node {to} fails to take a message from node {from}: {e}"),
                 }
             }
         }
@@ -583,6 +757,10 @@ impl Sim {
                 self.history.leaders.entry(group.term()).or_default().insert(node.id);
             }
         }
+        if self.step >= self.scenario.moves_from {
+            self.move_replicas();
+        }
+        self.check_quorum();
     }
 
     /// A client sends a new entry to a node that believes it leads (a stale leader too).
@@ -624,7 +802,10 @@ impl Sim {
             node.digest = digest(node.digest, c.index, &c.data);
             if self.pending.get(&c.data) == Some(&node.id) {
                 self.pending.remove(&c.data);
-                self.history.acknowledged.push(Acknowledged { data: c.data.clone(), index: c.index, node: node.id });
+                self.history.acknowledged.push(Acknowledged { data: c.data.clone(), index: c.index, term: c.term, node: node.id });
+                if self.newest_ack.is_none_or(|(index, _)| index < c.index) {
+                    self.newest_ack = Some((c.index, c.term));
+                }
             }
             self.history.applied.push(Applied {
                 node: node.id,
@@ -688,6 +869,138 @@ impl Sim {
                     self.in_flight.insert((self.step + 1 + delay, self.sequence), message.clone());
                 }
             }
+        }
+    }
+}
+
+impl Sim {
+    /// The leader of the highest term among the live nodes, by index.
+    fn leader(&self) -> Option<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.nodes[i].group.as_ref().is_some_and(|g| g.is_leader()))
+            .max_by_key(|&i| self.nodes[i].group.as_ref().map_or(0, |g| g.term()))
+    }
+
+    /// Takes the next step of the move under way on the leader, as the broker would: each step
+    /// looks at the leader's configuration and asks for what is missing (a proposal lost with
+    /// a leader is asked again of the next one).
+    fn move_replicas(&mut self) {
+        let Some(&next) = self.moves.front() else { return };
+        let Some(l) = self.leader() else { return };
+        let leader_id = self.nodes[l].id;
+        let conf = self.nodes[l].group.as_ref().expect("up").conf_state();
+        if !conf.voters_outgoing.is_empty() {
+            // joint consensus: the leader proposes to leave it by itself
+            return;
+        }
+        let (add, remove) = next.parts();
+        let added = add.is_none_or(|a| conf.voters.contains(&a));
+        let removed = remove.is_none_or(|r| !conf.voters.contains(&r) && !conf.learners.contains(&r));
+        if added && removed {
+            if let Some(r) = remove {
+                self.retire(r);
+            }
+            self.moves.pop_front();
+            self.history.moves_done.push((self.step, next));
+            return;
+        }
+        if let (Some(a), false) = (add, added) {
+            self.join(a);
+            if !conf.learners.contains(&a) {
+                // the learner catches up from a snapshot: the leader's log must be compacted
+                if self.nodes[l].group.as_ref().expect("up").first_index() <= 1 {
+                    self.checkpoint_node(l);
+                }
+                let _ = self.nodes[l].group.as_mut().expect("up").add_learner(a);
+                return;
+            }
+            let group = self.nodes[l].group.as_ref().expect("up");
+            if !group.caught_up(a) {
+                // the snapshot it is sent must carry the configuration naming it
+                let conf_index = group.conf_index();
+                if self.nodes[l].checkpointed < conf_index && self.nodes[l].applied >= conf_index {
+                    self.checkpoint_node(l);
+                }
+                return;
+            }
+            match remove {
+                None => {
+                    let _ = self.nodes[l].group.as_mut().expect("up").promote_learner(a);
+                }
+                Some(r) if r == leader_id => self.hand_over(l, r),
+                Some(r) => {
+                    let _ = self.nodes[l].group.as_mut().expect("up").replace_voter(a, r);
+                }
+            }
+            return;
+        }
+        let r = remove.expect("a move adds or removes");
+        if r == leader_id {
+            self.hand_over(l, r);
+        } else {
+            let _ = self.nodes[l].group.as_mut().expect("up").remove_voter(r);
+        }
+    }
+
+    /// The leader `l` is to leave: it hands its leadership to another voter first.
+    fn hand_over(&mut self, l: usize, leaving: u64) {
+        let group = self.nodes[l].group.as_mut().expect("up");
+        if group.transferring_to().is_none() {
+            if let Some(&to) = group.conf_state().voters.iter().find(|&&v| v != leaving) {
+                group.transfer_leader(to);
+            }
+        }
+    }
+
+    /// Starts node `id`, which a move adds, unless it runs already.
+    fn join(&mut self, id: u64) {
+        let i = id as usize - 1;
+        if self.nodes[i].joined {
+            return;
+        }
+        let mut node = std::mem::replace(&mut self.nodes[i], Node::placeholder());
+        node.joined = true;
+        self.start(&mut node);
+        self.nodes[i] = node;
+    }
+
+    /// Stops node `id`, which a move removed, for good.
+    fn retire(&mut self, id: u64) {
+        let node = &mut self.nodes[id as usize - 1];
+        Self::stop(&mut self.history, node);
+        node.outbox.lock().expect("outbox").clear();
+        node.retired = true;
+        node.crash_next = false;
+        node.restart_at = u64::MAX;
+    }
+
+    /// Node `i` checkpoints its state and compacts its log there.
+    fn checkpoint_node(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        checkpoint(&node.state_dir, node.applied, node.digest);
+        node.checkpointed = node.applied;
+        node.group.as_mut().expect("up").compact(node.applied).expect("compaction");
+    }
+
+    /// Notes the newest configuration applied, and checks [`quorum_violation`] for it.
+    fn check_quorum(&mut self) {
+        for node in &self.nodes {
+            let Some(g) = &node.group else { continue };
+            let index = g.conf_index();
+            if index > self.newest_conf.0 {
+                // a snapshot carries the configuration in force at its index: not a new one
+                let conf = sorted(g.conf_state());
+                if conf != self.newest_conf.1 {
+                    self.history.configurations.push(conf.clone());
+                    self.newest_conf = (index, conf);
+                }
+            }
+        }
+        let Some((index, term)) = self.newest_ack else { return };
+        let holders: BTreeSet<u64> = self.nodes.iter().filter(|n| n.holds(index, term)).map(|n| n.id).collect();
+        self.history.quorum_checks += 1;
+        if let Some(wrong) = quorum_violation(&self.newest_conf.1, index, &holders) {
+            self.history.quorum_violations.push(format!("step {}: {wrong}", self.step));
         }
     }
 }
