@@ -15,7 +15,8 @@
 //! asked meanwhile on broker 2 gets 409) and back 5 -> 3. Every acknowledged creation and
 //! publication is accounted for by the driver, each partition's replicas agree, leadership is
 //! back on each partition's preferred broker, and a replication factor change (PATCH) takes
-//! each partition to two replicas.
+//! each partition to two replicas. With the coordinator down, a change asked elsewhere is
+//! refused (502) naming it.
 
 mod common;
 
@@ -63,15 +64,18 @@ fn members(cluster: &Value) -> BTreeSet<u64> {
 
 /// Waits (180 s at most) until `node`'s topology has no pending change and its last change is
 /// `change`.
-fn wait_completed(node: &Node, change: u64, what: &str) -> Value {
+fn wait_completed(nodes: &[Node], change: u64, what: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
-        let cluster = get_json(node, "/actuator/cluster");
+        let cluster = get_json(&nodes[0], "/actuator/cluster");
         if cluster["pendingChange"].is_null() && cluster["lastChange"]["id"] == change {
             assert_eq!(cluster["lastChange"]["status"], "COMPLETED");
             return cluster;
         }
-        assert!(Instant::now() < deadline, "{what} not completed: {cluster}");
+        if Instant::now() >= deadline {
+            let health: Vec<String> = nodes.iter().map(|n| n.get("/health").1).collect();
+            panic!("{what} not completed: {cluster}\nhealth: {health:#?}\nlogs:\n{}", log_tails(nodes));
+        }
         std::thread::sleep(Duration::from_millis(250));
     }
 }
@@ -89,7 +93,7 @@ fn scale(cluster: &Cluster, node: usize, body: &str, expected: &[Vec<u64>], what
     assert_eq!(status, 202, "{what}: {planned}");
     assert_eq!(layout(&planned["expectedTopology"]), expected, "{what}: {planned}");
     let id = planned["changeId"].as_u64().expect("a change id");
-    let done = wait_completed(&cluster.nodes[0], id, what);
+    let done = wait_completed(&cluster.nodes, id, what);
     assert_eq!(layout(&done["brokers"]), expected, "{what}: {done}");
     settled(cluster, expected, what);
     planned
@@ -137,7 +141,6 @@ fn brokers_are_added_and_removed_under_load_and_every_acknowledged_command_is_ke
         let args = cluster.args(i);
         cluster.nodes.push(Node::start(&args.iter().map(String::as_str).collect::<Vec<_>>()));
     }
-    let cluster = cluster;
     let node0 = &cluster.nodes[0];
     // Zeebe's round-robin placement of 3 partitions over 5 brokers and over 3
     let five: Vec<Vec<u64>> = vec![vec![0, 1, 2], vec![1, 2, 3], vec![2, 3, 4]];
@@ -196,7 +199,7 @@ fn brokers_are_added_and_removed_under_load_and_every_acknowledged_command_is_ke
     assert_eq!(status, 409, "a second change while one runs: {second}");
     let pending = get_json(&cluster.nodes[1], "/actuator/cluster");
     assert!(!pending["pendingChange"].is_null() || pending["lastChange"]["id"] == up["changeId"], "{pending}");
-    wait_completed(node0, up["changeId"].as_u64().unwrap(), "3 -> 5");
+    wait_completed(&cluster.nodes, up["changeId"].as_u64().unwrap(), "3 -> 5");
     settled(&cluster, &five, "3 -> 5");
     eprintln!("3 -> 5 done in {} ms under load", started.elapsed().as_millis());
 
@@ -225,11 +228,19 @@ fn brokers_are_added_and_removed_under_load_and_every_acknowledged_command_is_ke
     assert_eq!(status, 202, "{patched}");
     let two: Vec<Vec<u64>> = vec![vec![0, 1], vec![1, 2], vec![2, 0]];
     assert_eq!(layout(&patched["expectedTopology"]), two, "{patched}");
-    let done = wait_completed(node0, patched["changeId"].as_u64().unwrap(), "replication factor 2");
+    let done = wait_completed(&cluster.nodes, patched["changeId"].as_u64().unwrap(), "replication factor 2");
     assert_eq!(layout(&done["brokers"]), two, "{done}");
     settled(&cluster, &two, "replication factor 2");
     // and a broker removed with DELETE at replication factor 2
     let (status, removed) = request(&cluster.nodes[1], "DELETE", "/actuator/cluster/brokers/2?dryRun=true", "");
     assert_eq!(status, 202, "{removed}");
     assert_eq!(layout(&removed["expectedTopology"]), vec![vec![0, 1], vec![1, 0], vec![0, 1]], "{removed}");
+
+    // the coordinator down: a change asked on another broker is refused naming it (502, as
+    // Zeebe's gateway answers when it cannot reach the broker), and nothing is planned
+    cluster.nodes[0].kill9();
+    let (status, refused) = request(&cluster.nodes[1], "POST", "/actuator/cluster/brokers/3", "");
+    assert_eq!(status, 502, "{refused}");
+    assert!(refused["message"].as_str().unwrap_or_default().contains("coordinated by broker 0"), "{refused}");
+    assert!(get_json(&cluster.nodes[1], "/actuator/cluster")["pendingChange"].is_null());
 }
