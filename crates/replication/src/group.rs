@@ -9,12 +9,17 @@ use prost011::Message as _;
 use raft::prelude::{ConfChange, ConfChangeSingle, ConfChangeTransition, ConfChangeType, ConfChangeV2, ConfState};
 use raft::prelude::{Entry as RaftEntry, EntryType, Message, MessageType};
 use raft::{Config, RawNode, SnapshotStatus, StateRole};
+
 use waggle_log::{Journal, JournalConfig};
 
 use crate::conf::ConfHistory;
 use crate::snapshot::{self, AckKind, Incoming, InstalledSnapshot, Outgoing, OutgoingState, PacketBody, Received, SnapshotPacket};
 use crate::storage::{from_raft, to_raft, JournalStorage, CONF_MARKER};
 use crate::{Committed, ReplicationError, SnapshotSource, LOCAL_NODE_ID};
+
+/// Committed entries a replica being sent the log may lack and still count as caught up
+/// ([`RaftGroup::caught_up`]): a few rounds of pipelined batches.
+pub const CAUGHT_UP_LAG: u64 = 16;
 
 /// Where a follower writes the snapshots it receives, under the journal's directory.
 pub const RECEIVED_SNAPSHOTS_DIR: &str = "received-snapshots";
@@ -727,9 +732,17 @@ impl RaftGroup {
         self.propose_conf_change(ConfChangeV2 { changes: vec![change], ..Default::default() })
     }
 
-    /// Whether learner (or voter) `id` holds every committed entry (leader only).
+    /// Whether learner (or voter) `id` has caught up (leader only): it holds every committed
+    /// entry, or it is being sent the log entry by entry (not probed, not sent a snapshot) and
+    /// lacks at most [`CAUGHT_UP_LAG`] committed entries. While commands flow the commit index
+    /// moves on with every round trip, so "every committed entry" alone can stay false for a
+    /// replica that keeps up (a join under load was never promoted).
     pub fn caught_up(&self, id: u64) -> bool {
-        self.is_leader() && self.node.raft.prs().get(id).is_some_and(|p| p.matched >= self.commit_index())
+        self.is_leader()
+            && self.node.raft.prs().get(id).is_some_and(|p| {
+                p.matched >= self.commit_index()
+                    || (p.state == raft::ProgressState::Replicate && p.matched + CAUGHT_UP_LAG >= self.commit_index())
+            })
     }
 
     /// Promotes learner `add` to voter and removes voter `remove` in one joint-consensus change
