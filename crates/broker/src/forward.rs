@@ -16,7 +16,7 @@
 //! and so does the deterministic simulation in `tests/`, which runs this module over a simulated
 //! network (a [`Connector`] given to [`Forwarder::with_connector`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -437,7 +437,9 @@ async fn pipe(channel: Channel, to: SocketAddr, mut pending: mpsc::UnboundedRece
                 continue;
             }
         };
-        let mut waiting: HashMap<u64, oneshot::Sender<Result<pb::SubmitResponse, Lost>>> = HashMap::new();
+        // (ordered: a failed stream answers its commands in the order they were sent, the same in
+        // every run of the deterministic simulation)
+        let mut waiting: BTreeMap<u64, oneshot::Sender<Result<pb::SubmitResponse, Lost>>> = BTreeMap::new();
         loop {
             while let Ok(more) = pending.try_recv() {
                 queued.push(more);
@@ -477,7 +479,7 @@ async fn pipe(channel: Channel, to: SocketAddr, mut pending: mpsc::UnboundedRece
             }
         }
         // (dropping the waiters answers them: no answer)
-        for (_, waiter) in waiting.drain() {
+        for (_, waiter) in std::mem::take(&mut waiting) {
             let _ = waiter.send(Err(Lost::NoAnswer));
         }
     }
