@@ -34,6 +34,11 @@ pub enum ClusterSpecError {
 }
 
 impl ClusterSpec {
+    /// The internal addresses of every member but this broker.
+    pub fn other_members(&self) -> Vec<SocketAddr> {
+        self.members.iter().enumerate().filter(|&(node, _)| node as u64 != self.node_id).map(|(_, &addr)| addr).collect()
+    }
+
     /// Checks the description: a member list, a node id within it, a replication factor the
     /// members can hold.
     pub fn validate(&self) -> Result<(), ClusterSpecError> {

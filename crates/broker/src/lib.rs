@@ -410,14 +410,7 @@ impl Broker {
         broker.start_backup_uploads()?;
         if let Some(links) = &broker.links {
             // this broker's clients' job streams get the jobs of partitions led elsewhere
-            let others = links
-                .spec
-                .members
-                .iter()
-                .enumerate()
-                .filter(|&(node, _)| node as u64 != links.spec.node_id)
-                .map(|(_, &addr)| addr)
-                .collect();
+            let others = links.spec.other_members();
             let announcer = remote_streams::StreamAnnouncer::start(
                 &links.runtime,
                 broker.streams.clone(),

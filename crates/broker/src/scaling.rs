@@ -191,14 +191,7 @@ impl Broker {
             let asked = {
                 let Some(b) = broker.upgrade() else { return };
                 let Some(links) = &b.links else { return };
-                let others: Vec<_> = links
-                    .spec
-                    .members
-                    .iter()
-                    .enumerate()
-                    .filter(|&(node, _)| node as u64 != links.spec.node_id)
-                    .map(|(_, &addr)| addr)
-                    .collect();
+                let others: Vec<_> = links.spec.other_members();
                 (links.forwarder.clone(), others)
             };
             let (forwarder, others) = asked;
