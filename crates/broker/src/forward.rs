@@ -7,13 +7,16 @@
 //! own binary form of its types; the receiving broker answers only what it would answer a local
 //! client (C4 holds there). A refusal (not the leader, overloaded, no such partition) comes back
 //! as the [`BrokerError`] the receiver would have returned, so the caller can retry elsewhere.
+//! The commands for one broker travel together over one `SubmitBatches` stream, as many in a
+//! message as wait when it is written (one `Submit` call each cost an HTTP/2 stream, its headers
+//! and trailers, both ways); a broker without it (an older version) gets one `Submit` each.
 //!
 //! [`route`] is the routing decision itself: where a command goes, and when it may be sent again
 //! (only when it was certainly not taken). [`crate::Broker`] routes its clients' commands with it,
 //! and so does the deterministic simulation in `tests/`, which runs this module over a simulated
 //! network (a [`Connector`] given to [`Forwarder::with_connector`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -21,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::{mpsc, oneshot};
 use tonic::transport::{Channel, Endpoint};
 use waggle_engine::{Command, Distribution};
 use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
@@ -113,17 +117,15 @@ pub struct Receiver {
     local: Arc<dyn LocalSubmit>,
 }
 
-#[tonic::async_trait]
-impl pb::command_api_server::CommandApi for Receiver {
-    async fn submit(&self, request: tonic::Request<pb::SubmitRequest>) -> Result<tonic::Response<pb::SubmitResponse>, tonic::Status> {
-        let request = request.into_inner();
+impl Receiver {
+    /// What `Submit` answers `request`: the answering record once committed, or a refusal.
+    async fn answer(local: &dyn LocalSubmit, request: pb::SubmitRequest) -> pb::SubmitResponse {
         let outcome = match (decode_command(&request.command), PartitionId::try_from(request.partition)) {
             (Ok(mut command), Ok(partition)) => {
                 if request.tenants_limited {
                     command.authorized_tenants = Some(request.authorized_tenants);
                 }
-                let answer =
-                    if request.deploy { self.local.deploy_local(command).await } else { self.local.submit_local(partition, command).await };
+                let answer = if request.deploy { local.deploy_local(command).await } else { local.submit_local(partition, command).await };
                 match answer {
                     Ok(record) => pb::submit_response::Outcome::Record(postcard::to_stdvec(&record).expect("records encode")),
                     Err(e) => pb::submit_response::Outcome::Refusal(refusal(&e)),
@@ -138,7 +140,72 @@ impl pb::command_api_server::CommandApi for Receiver {
                 message: format!("no such partition {}", request.partition),
             }),
         };
-        Ok(tonic::Response::new(pb::SubmitResponse { outcome: Some(outcome) }))
+        pb::SubmitResponse { outcome: Some(outcome) }
+    }
+
+    /// Answers one command of a `SubmitBatches` stream on `answers`, within its sender's wait.
+    async fn answer_batched(local: Arc<dyn LocalSubmit>, submit: pb::BatchedSubmit, answers: mpsc::UnboundedSender<pb::BatchedAnswer>) {
+        let response = match submit.request {
+            Some(request) => {
+                let wait = Duration::from_millis(submit.timeout_ms.max(1));
+                match tokio::time::timeout(wait, Self::answer(&*local, request)).await {
+                    Ok(response) => response,
+                    Err(_) => pb::SubmitResponse {
+                        outcome: Some(pb::submit_response::Outcome::Refusal(pb::Refusal {
+                            kind: Kind::Unavailable as i32,
+                            message: "no answer within the sender's deadline".into(),
+                        })),
+                    },
+                }
+            }
+            None => pb::SubmitResponse {
+                outcome: Some(pb::submit_response::Outcome::Refusal(pb::Refusal {
+                    kind: Kind::Malformed as i32,
+                    message: "a batched command without its request".into(),
+                })),
+            },
+        };
+        // (the sender gone: nobody waits for the answer)
+        let _ = answers.send(pb::BatchedAnswer { id: submit.id, response: Some(response) });
+    }
+}
+
+/// The answers of one `SubmitBatches` stream, as many in each message as are ready.
+type AnswerStream = Pin<Box<dyn futures_util::Stream<Item = Result<pb::AnswerBatch, tonic::Status>> + Send>>;
+
+#[tonic::async_trait]
+impl pb::command_api_server::CommandApi for Receiver {
+    async fn submit(&self, request: tonic::Request<pb::SubmitRequest>) -> Result<tonic::Response<pb::SubmitResponse>, tonic::Status> {
+        Ok(tonic::Response::new(Self::answer(&*self.local, request.into_inner()).await))
+    }
+
+    type SubmitBatchesStream = AnswerStream;
+
+    /// Each command of the stream is submitted as it comes (they run concurrently, as separate
+    /// `Submit` calls would); the answers go back coalesced. The stream of answers ends once
+    /// the sender's stream ended and every command of it was answered.
+    async fn submit_batches(
+        &self,
+        request: tonic::Request<tonic::Streaming<pb::SubmitBatch>>,
+    ) -> Result<tonic::Response<AnswerStream>, tonic::Status> {
+        let mut incoming = request.into_inner();
+        let (answers, ready) = mpsc::unbounded_channel();
+        let local = self.local.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(batch)) = incoming.message().await {
+                for submit in batch.submits {
+                    tokio::spawn(Self::answer_batched(local.clone(), submit, answers.clone()));
+                }
+            }
+        });
+        let stream = futures_util::stream::unfold(ready, |mut ready: mpsc::UnboundedReceiver<pb::BatchedAnswer>| async move {
+            let mut answers = vec![ready.recv().await?];
+            while let Ok(more) = ready.try_recv() {
+                answers.push(more);
+            }
+            Some((Ok(pb::AnswerBatch { answers }), ready))
+        });
+        Ok(tonic::Response::new(Box::pin(stream)))
     }
 
     async fn rebalance(&self, _: tonic::Request<pb::RebalanceRequest>) -> Result<tonic::Response<pb::RebalanceResponse>, tonic::Status> {
@@ -156,18 +223,42 @@ impl pb::command_api_server::CommandApi for Receiver {
     }
 }
 
-/// The sending side: one lazily connected channel per broker address.
+/// The sending side: one lazily connected channel per broker address, and over it one
+/// `SubmitBatches` stream that carries every command for that broker (see `pipe`).
 #[derive(Default)]
 pub struct Forwarder {
     channels: Mutex<HashMap<SocketAddr, Channel>>,
     /// How channels connect (TCP when `None`).
     connector: Option<Connector>,
+    /// The commands waiting for each broker's pipe.
+    pipes: Mutex<HashMap<SocketAddr, mpsc::UnboundedSender<Pending>>>,
+    /// Brokers that do not know `SubmitBatches` (an older version): one `Submit` per command.
+    unary: Arc<Mutex<HashSet<SocketAddr>>>,
+}
+
+/// A command waiting in a pipe, and where its answer goes.
+struct Pending {
+    request: pb::SubmitRequest,
+    timeout: Duration,
+    answer: oneshot::Sender<Result<pb::SubmitResponse, Lost>>,
+}
+
+/// Why a pipe has no answer for a command.
+enum Lost {
+    /// The stream could not be opened because the broker could not be connected to: the
+    /// command was certainly not taken.
+    NotSent,
+    /// The broker does not know `SubmitBatches`: the command (not sent) goes by `Submit`.
+    Unimplemented(pb::SubmitRequest),
+    /// The stream failed, or could not be opened for another reason: the command may have been
+    /// taken.
+    NoAnswer,
 }
 
 impl Forwarder {
     /// A forwarder whose channels connect through `connector` instead of TCP.
     pub fn with_connector(connector: Connector) -> Self {
-        Self { channels: Mutex::default(), connector: Some(connector) }
+        Self { connector: Some(connector), ..Self::default() }
     }
 
     fn channel(&self, to: SocketAddr) -> Channel {
@@ -190,6 +281,23 @@ impl Forwarder {
             .clone()
     }
 
+    /// Hands `pending` to the pipe to `to`, starting one (on the current runtime) if there is
+    /// none or its task ended (its runtime stopped).
+    fn enqueue(&self, to: SocketAddr, pending: Pending) {
+        let mut pipes = self.pipes.lock().expect("pipes lock");
+        let pending = match pipes.get(&to) {
+            Some(pipe) => match pipe.send(pending) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(pending)) => pending,
+            },
+            None => pending,
+        };
+        let (sender, receiver) = mpsc::unbounded_channel();
+        tokio::spawn(pipe(self.channel(to), to, receiver, self.unary.clone()));
+        sender.send(pending).unwrap_or_else(|_| unreachable!("the pipe's receiver is alive"));
+        pipes.insert(to, sender);
+    }
+
     /// Submits `command` to `partition` on the broker at `to` (a deployment when `deploy`) and
     /// waits for the answering record. [`BrokerError::NotLeader`] means the command was certainly
     /// not taken (the broker does not lead the partition, or cannot be connected to): it may be
@@ -203,27 +311,27 @@ impl Forwarder {
         command: Command,
         timeout: Duration,
     ) -> Result<Record, BrokerError> {
-        let mut client = pb::command_api_client::CommandApiClient::new(self.channel(to))
-            .max_decoding_message_size(MAX_MESSAGE_BYTES)
-            .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        let mut request = tonic::Request::new(pb::SubmitRequest {
+        let request = pb::SubmitRequest {
             partition: u32::from(partition),
             deploy,
             tenants_limited: command.authorized_tenants.is_some(),
             authorized_tenants: command.authorized_tenants.clone().unwrap_or_default(),
             command: encode_command(command),
-        });
-        request.set_timeout(timeout);
-        let response = match client.submit(request).await {
-            Ok(response) => response.into_inner(),
-            // no connection to the broker: the command never left, it may go to another
-            Err(status) if status.code() == tonic::Code::Unavailable && refused_connection(status.message()) => {
-                tracing::debug!(%to, partition, %status, "a broker to forward to cannot be reached");
-                return Err(BrokerError::NotLeader(partition));
-            }
-            Err(status) => {
-                tracing::debug!(%to, partition, %status, "a forwarded command got no answer");
-                return Err(BrokerError::Unavailable(partition));
+        };
+        let unary = self.unary.lock().expect("unary lock").contains(&to);
+        let response = if unary {
+            self.submit_unary(to, partition, request, timeout).await?
+        } else {
+            let (answer, answered) = oneshot::channel();
+            self.enqueue(to, Pending { request, timeout, answer });
+            match tokio::time::timeout(timeout, answered).await {
+                Ok(Ok(Ok(response))) => response,
+                Ok(Ok(Err(Lost::Unimplemented(request)))) => self.submit_unary(to, partition, request, timeout).await?,
+                Ok(Ok(Err(Lost::NotSent))) => return Err(BrokerError::NotLeader(partition)),
+                Ok(Ok(Err(Lost::NoAnswer)) | Err(_)) | Err(_) => {
+                    tracing::debug!(%to, partition, "a forwarded command got no answer");
+                    return Err(BrokerError::Unavailable(partition));
+                }
             }
         };
         match response.outcome {
@@ -239,6 +347,33 @@ impl Forwarder {
                 _ => BrokerError::Unavailable(partition),
             }),
             None => Err(BrokerError::Unavailable(partition)),
+        }
+    }
+
+    /// Sends one command by `Submit` (to a broker that does not know `SubmitBatches`).
+    async fn submit_unary(
+        &self,
+        to: SocketAddr,
+        partition: PartitionId,
+        request: pb::SubmitRequest,
+        timeout: Duration,
+    ) -> Result<pb::SubmitResponse, BrokerError> {
+        let mut client = pb::command_api_client::CommandApiClient::new(self.channel(to))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let mut request = tonic::Request::new(request);
+        request.set_timeout(timeout);
+        match client.submit(request).await {
+            Ok(response) => Ok(response.into_inner()),
+            // no connection to the broker: the command never left, it may go to another
+            Err(status) if status.code() == tonic::Code::Unavailable && refused_connection(status.message()) => {
+                tracing::debug!(%to, partition, %status, "a broker to forward to cannot be reached");
+                Err(BrokerError::NotLeader(partition))
+            }
+            Err(status) => {
+                tracing::debug!(%to, partition, %status, "a forwarded command got no answer");
+                Err(BrokerError::Unavailable(partition))
+            }
         }
     }
 
@@ -262,6 +397,91 @@ impl Forwarder {
         request.set_timeout(timeout);
         let answer = client.topology(request).await?.into_inner();
         Ok((answer.topology, answer.led))
+    }
+}
+
+/// Carries the commands for the broker at `to` over one `SubmitBatches` stream, opened when a
+/// command comes and kept while it works: whatever waits when a message is written goes in it,
+/// so commands coalesce while the stream is busy. A stream that fails answers its commands
+/// [`Lost::NoAnswer`] (each may have been taken) and the next command opens another; one that
+/// could not be opened answers [`Lost::NotSent`] when the broker could not be connected to. A
+/// broker that does not know the stream is marked in `unary` and its commands handed back. The
+/// pipe ends when its forwarder is dropped.
+async fn pipe(channel: Channel, to: SocketAddr, mut pending: mpsc::UnboundedReceiver<Pending>, unary: Arc<Mutex<HashSet<SocketAddr>>>) {
+    let mut next_id: u64 = 0;
+    while let Some(first) = pending.recv().await {
+        let mut queued = vec![first];
+        let mut client = pb::command_api_client::CommandApiClient::new(channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let (out, batches) = mpsc::unbounded_channel();
+        let mut inbound = match client.submit_batches(tokio_stream::wrappers::UnboundedReceiverStream::new(batches)).await {
+            Ok(response) => response.into_inner(),
+            Err(status) => {
+                while let Ok(more) = pending.try_recv() {
+                    queued.push(more);
+                }
+                if status.code() == tonic::Code::Unimplemented {
+                    tracing::debug!(%to, "a broker without SubmitBatches: one Submit per command");
+                    unary.lock().expect("unary lock").insert(to);
+                    for p in queued {
+                        let _ = p.answer.send(Err(Lost::Unimplemented(p.request)));
+                    }
+                    return;
+                }
+                let refused = status.code() == tonic::Code::Unavailable && refused_connection(status.message());
+                tracing::debug!(%to, %status, refused, "a stream of forwarded commands could not be opened");
+                for p in queued {
+                    let _ = p.answer.send(Err(if refused { Lost::NotSent } else { Lost::NoAnswer }));
+                }
+                continue;
+            }
+        };
+        // (ordered: a failed stream answers its commands in the order they were sent, the same in
+        // every run of the deterministic simulation)
+        let mut waiting: BTreeMap<u64, oneshot::Sender<Result<pb::SubmitResponse, Lost>>> = BTreeMap::new();
+        loop {
+            while let Ok(more) = pending.try_recv() {
+                queued.push(more);
+            }
+            if !queued.is_empty() {
+                let submits = queued
+                    .drain(..)
+                    .map(|p| {
+                        next_id += 1;
+                        waiting.insert(next_id, p.answer);
+                        let timeout_ms = u64::try_from(p.timeout.as_millis()).unwrap_or(u64::MAX);
+                        pb::BatchedSubmit { id: next_id, request: Some(p.request), timeout_ms }
+                    })
+                    .collect();
+                if out.send(pb::SubmitBatch { submits }).is_err() {
+                    break;
+                }
+            }
+            tokio::select! {
+                more = pending.recv() => match more {
+                    Some(more) => queued.push(more),
+                    None => return,
+                },
+                message = inbound.message() => match message {
+                    Ok(Some(batch)) => {
+                        for answer in batch.answers {
+                            if let (Some(waiter), Some(response)) = (waiting.remove(&answer.id), answer.response) {
+                                let _ = waiter.send(Ok(response));
+                            }
+                        }
+                    }
+                    Ok(None) | Err(_) => {
+                        tracing::debug!(%to, waiting = waiting.len(), "a stream of forwarded commands ended");
+                        break;
+                    }
+                },
+            }
+        }
+        // (dropping the waiters answers them: no answer)
+        for (_, waiter) in std::mem::take(&mut waiting) {
+            let _ = waiter.send(Err(Lost::NoAnswer));
+        }
     }
 }
 
@@ -343,5 +563,51 @@ mod tests {
         let decoded = decode_command(&encode_command(command.clone())).expect("decodes");
         assert_eq!(decoded, command);
         assert!(decode_command(b"\xff\xff").is_err());
+    }
+
+    /// A broker of an older version: `Submit` only (every answer a refusal that names it).
+    struct Legacy;
+
+    #[tonic::async_trait]
+    impl pb::command_api_server::CommandApi for Legacy {
+        async fn submit(&self, _: tonic::Request<pb::SubmitRequest>) -> Result<tonic::Response<pb::SubmitResponse>, tonic::Status> {
+            let refusal = pb::Refusal { kind: Kind::NoSuchPartition as i32, message: "legacy".into() };
+            Ok(tonic::Response::new(pb::SubmitResponse { outcome: Some(pb::submit_response::Outcome::Refusal(refusal)) }))
+        }
+        type SubmitBatchesStream = AnswerStream;
+        async fn submit_batches(
+            &self,
+            _: tonic::Request<tonic::Streaming<pb::SubmitBatch>>,
+        ) -> Result<tonic::Response<AnswerStream>, tonic::Status> {
+            Err(tonic::Status::unimplemented("no SubmitBatches here"))
+        }
+        async fn rebalance(
+            &self,
+            _: tonic::Request<pb::RebalanceRequest>,
+        ) -> Result<tonic::Response<pb::RebalanceResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented("no Rebalance here"))
+        }
+        async fn topology(&self, _: tonic::Request<pb::TopologyRequest>) -> Result<tonic::Response<pb::TopologyResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented("no Topology here"))
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_broker_without_submit_batches_gets_one_submit_per_command() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(CommandApiServer::new(Legacy))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
+        let forwarder = Forwarder::default();
+        let command = || Command::new(1, Intent::Complete, RecordValue::Job(Default::default()));
+        for _ in 0..2 {
+            // its answer, not a lost command: the stream's refusal sent it by Submit
+            let answer = forwarder.submit(addr, 1, false, command(), Duration::from_secs(5)).await;
+            assert!(matches!(answer, Err(BrokerError::NoSuchPartition(1))), "{answer:?}");
+        }
+        assert!(forwarder.unary.lock().expect("unary lock").contains(&addr), "the broker is remembered as one without the stream");
     }
 }

@@ -69,3 +69,39 @@ async fn a_broker_that_cannot_be_reached_is_not_leader_within_the_timeout() {
     assert!(matches!(answer, Err(BrokerError::NotLeader(1))), "{answer:?}");
     assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
 }
+
+/// Many commands at once through one forwarder share its stream to the broker (coalesced into
+/// batches both ways): each still gets its own answer, from the partition it was sent to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_forwarded_commands_each_get_their_own_answer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = BrokerConfig { data_dir: dir.path().to_path_buf(), partitions: 2, ..Default::default() };
+    let broker = Broker::start(config, &prometheus::Registry::new()).expect("broker");
+    let addr = serve(broker.clone()).await;
+    let forwarder = Arc::new(Forwarder::default());
+    let timeout = Duration::from_secs(20);
+    forwarder.submit(addr, 1, true, deployment(ONE_TASK), timeout).await.expect("the deployment is answered");
+
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..400u32 {
+        let forwarder = forwarder.clone();
+        // every fifth one names a process that does not exist: its answer is a rejection
+        let process = if i % 5 == 0 { "missing" } else { "forwarded" };
+        let partition = (i % 2 + 1) as u16;
+        calls.spawn(async move { (i, partition, forwarder.submit(addr, partition, false, creation(process), timeout).await) });
+    }
+    let mut instances = std::collections::HashSet::new();
+    while let Some(call) = calls.join_next().await {
+        let (i, partition, answer) = call.expect("the call ran");
+        let record = answer.unwrap_or_else(|e| panic!("command {i} not answered: {e}"));
+        if i % 5 == 0 {
+            assert!(record.rejection.as_ref().is_some_and(|r| r.reason.contains("missing")), "command {i}: {record:?}");
+            continue;
+        }
+        let RecordValue::ProcessInstanceCreation(c) = &record.value else { panic!("command {i}: not a creation: {record:?}") };
+        assert_eq!(waggle_protocol::partition_of(c.process_instance_key), partition, "command {i}: {record:?}");
+        assert!(instances.insert(c.process_instance_key), "command {i}: an answer given twice: {record:?}");
+    }
+    assert_eq!(instances.len(), 320);
+    broker.shutdown();
+}
