@@ -458,7 +458,11 @@ async fn pipe(channel: Channel, to: SocketAddr, mut pending: mpsc::UnboundedRece
                     break;
                 }
             }
+            // (biased: an unbiased select picks among ready branches with tokio's own random
+            // numbers, which the deterministic simulation does not seed: a suspected cause of
+            // netsim_replay's `a_seed_replays_the_same_run` failing 1 run in 4)
             tokio::select! {
+                biased;
                 more = pending.recv() => match more {
                     Some(more) => queued.push(more),
                     None => return,
