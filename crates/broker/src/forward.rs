@@ -458,15 +458,11 @@ async fn pipe(channel: Channel, to: SocketAddr, mut pending: mpsc::UnboundedRece
                     break;
                 }
             }
-            // (biased: an unbiased select picks among ready branches with tokio's own random
-            // numbers, which the deterministic simulation does not seed: a suspected cause of
-            // netsim_replay's `a_seed_replays_the_same_run` failing 1 run in 4)
+            // (biased, answers first: an unbiased select picks among ready branches with tokio's
+            // own random numbers, which the deterministic simulation does not seed, and answers
+            // first so that a steady flow of commands cannot hold them back)
             tokio::select! {
                 biased;
-                more = pending.recv() => match more {
-                    Some(more) => queued.push(more),
-                    None => return,
-                },
                 message = inbound.message() => match message {
                     Ok(Some(batch)) => {
                         for answer in batch.answers {
@@ -479,6 +475,10 @@ async fn pipe(channel: Channel, to: SocketAddr, mut pending: mpsc::UnboundedRece
                         tracing::debug!(%to, waiting = waiting.len(), "a stream of forwarded commands ended");
                         break;
                     }
+                },
+                more = pending.recv() => match more {
+                    Some(more) => queued.push(more),
+                    None => return,
                 },
             }
         }
