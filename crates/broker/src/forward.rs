@@ -16,7 +16,7 @@
 //! and so does the deterministic simulation in `tests/`, which runs this module over a simulated
 //! network (a [`Connector`] given to [`Forwarder::with_connector`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -224,16 +224,18 @@ impl pb::command_api_server::CommandApi for Receiver {
 }
 
 /// The sending side: one lazily connected channel per broker address, and over it one
-/// `SubmitBatches` stream that carries every command for that broker (see `pipe`).
+/// `SubmitBatches` stream that carries every command for that broker (see `pipe`). (Ordered
+/// maps: dropping a forwarder closes its pipes in address order, the same in every run of the
+/// deterministic simulation; a `HashMap`'s random order made `netsim_replay` fail.)
 #[derive(Default)]
 pub struct Forwarder {
-    channels: Mutex<HashMap<SocketAddr, Channel>>,
+    channels: Mutex<BTreeMap<SocketAddr, Channel>>,
     /// How channels connect (TCP when `None`).
     connector: Option<Connector>,
     /// The commands waiting for each broker's pipe.
-    pipes: Mutex<HashMap<SocketAddr, mpsc::UnboundedSender<Pending>>>,
+    pipes: Mutex<BTreeMap<SocketAddr, mpsc::UnboundedSender<Pending>>>,
     /// Brokers that do not know `SubmitBatches` (an older version): one `Submit` per command.
-    unary: Arc<Mutex<HashSet<SocketAddr>>>,
+    unary: Arc<Mutex<BTreeSet<SocketAddr>>>,
 }
 
 /// A command waiting in a pipe, and where its answer goes.
@@ -407,7 +409,7 @@ impl Forwarder {
 /// could not be opened answers [`Lost::NotSent`] when the broker could not be connected to. A
 /// broker that does not know the stream is marked in `unary` and its commands handed back. The
 /// pipe ends when its forwarder is dropped.
-async fn pipe(channel: Channel, to: SocketAddr, mut pending: mpsc::UnboundedReceiver<Pending>, unary: Arc<Mutex<HashSet<SocketAddr>>>) {
+async fn pipe(channel: Channel, to: SocketAddr, mut pending: mpsc::UnboundedReceiver<Pending>, unary: Arc<Mutex<BTreeSet<SocketAddr>>>) {
     let mut next_id: u64 = 0;
     while let Some(first) = pending.recv().await {
         let mut queued = vec![first];
