@@ -12,7 +12,8 @@
 //! takes are mapped to JSON ([`stored`]), the frequent ones not at all ([`apply_typed`]); each
 //! statement is prepared once per connection; an element's end is folded into its insert when
 //! both are in one batch ([`fold_ends`]), and a job's writes into its last full upsert of the
-//! batch ([`last_job_writes`]). In SQLite a transaction's commit is durable against a
+//! batch ([`last_job_writes`]); on SQLite the instance counts are summed per transaction, not
+//! kept by a trigger per row ([`crate::counts`]). In SQLite a transaction's commit is durable against a
 //! crash of the process (WAL, `synchronous=NORMAL`) but synced to disk only every
 //! [`DURABLE_EVERY`]: a position is **acknowledged only once a synced commit covers it**
 //! (`synchronous=FULL` for that commit: its fsync of the WAL makes every earlier commit durable
