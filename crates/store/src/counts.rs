@@ -40,11 +40,6 @@ impl Counts {
         *self.elements.entry((definition, element.to_owned(), state.to_owned(), incident, partition)).or_default() += by;
     }
 
-    /// Whether nothing changed.
-    pub fn is_empty(&self) -> bool {
-        self.instances.values().all(|n| *n == 0) && self.elements.values().all(|n| *n == 0)
-    }
-
     /// Adds the changes to the count rows (in the caller's transaction) and forgets them.
     pub fn write(&mut self, conn: &Connection) -> Result<(), StoreError> {
         for ((definition, state, partition), n) in self.instances.drain().filter(|(_, n)| *n != 0) {

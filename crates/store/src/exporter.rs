@@ -804,7 +804,8 @@ fn mark_incident(tx: &Writer, element: Option<i64>, incident: i64, created: bool
     const MARK: &str = "UPDATE flow_node_instance SET incident_key = ?2 WHERE flow_node_instance_key = ?1";
     const UNMARK: &str = "UPDATE flow_node_instance SET incident_key = NULL WHERE flow_node_instance_key = ?1 AND incident_key = ?2";
     let Some(mut counts) = tx.counts() else {
-        return tx.execute(if created { MARK } else { UNMARK }, params![element, incident]).map(drop);
+        tx.execute(if created { MARK } else { UNMARK }, params![element, incident])?;
+        return Ok(());
     };
     let moved = if created {
         let moved = tx.query(
