@@ -13,10 +13,17 @@
 //! incident (its job failed with no retries left). Each instance stores 1 instance row, 4
 //! element rows, 1 job and 2-3 variables.
 //!
+//! `FILL_FLUSH_EACH=1` flushes the exporter after every engine batch (creations, activations,
+//! completions each a commit, so an instance's end updates its row, as under W2's load)
+//! instead of after every 500 instances' three batches (their ends folded into the inserts).
+//!
 //! The records are partition 2's, so that a one-partition node serving the store makes no key
-//! of theirs. Prints the exporter's wall time per record (all records handed over, as the
-//! export-lag figures count them), then drops the exporter's stored position (running it
-//! again writes the same instances again: the engine makes the same keys).
+//! of theirs. Prints the exporter's wall time and its thread's CPU time per record (all records
+//! handed over, as the export-lag figures count them; the CPU time from Linux's
+//! `/proc/thread-self/schedstat`, so a loaded machine's waits are left out: issue 27's
+//! harness, docs/performance.md "Data lag of the query store"), then drops the exporter's
+//! stored position (running it again writes the same instances again: the engine makes the
+//! same keys).
 
 use std::time::{Duration, Instant};
 
@@ -50,6 +57,20 @@ struct Fill {
     position: u64,
     records: u64,
     export_time: Duration,
+    /// The exporter's CPU time on this thread (zero where Linux's schedstat is missing).
+    export_cpu: Duration,
+    /// Flush after every engine batch (`FILL_FLUSH_EACH=1`).
+    flush_each: bool,
+}
+
+/// This thread's CPU time so far (`/proc/thread-self/schedstat`'s first field, in ns), or
+/// zero where it is missing.
+fn thread_cpu() -> Duration {
+    let ns = std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+        .unwrap_or(0);
+    Duration::from_nanos(ns)
 }
 
 impl Fill {
@@ -61,21 +82,26 @@ impl Fill {
         let writes = overlay.into_writes();
         self.state.commit(&writes).expect("commit");
         let mut records = output.entry().map(|e| e.records).unwrap_or_default();
-        let started = Instant::now();
+        let (started, cpu) = (Instant::now(), thread_cpu());
         for r in &mut records {
             self.position += 1;
             r.position = self.position;
             self.exporter.export(r, &mut self.controller).expect("export");
         }
         self.export_time += started.elapsed();
+        self.export_cpu += thread_cpu().saturating_sub(cpu);
         self.records += records.len() as u64;
+        if self.flush_each {
+            self.flush();
+        }
         records
     }
 
     fn flush(&mut self) {
-        let started = Instant::now();
+        let (started, cpu) = (Instant::now(), thread_cpu());
         self.exporter.flush(&mut self.controller).expect("flush");
         self.export_time += started.elapsed();
+        self.export_cpu += thread_cpu().saturating_sub(cpu);
     }
 }
 
@@ -149,6 +175,8 @@ fn main() -> anyhow::Result<()> {
         position: 0,
         records: 0,
         export_time: Duration::ZERO,
+        export_cpu: Duration::ZERO,
+        flush_each: std::env::var_os("FILL_FLUSH_EACH").is_some_and(|v| v == "1"),
     };
     let started = Instant::now();
     let mut now = FIRST_START_MS - 3_600_000;
@@ -213,12 +241,13 @@ fn main() -> anyhow::Result<()> {
     let conn = Connection::open(&location)?;
     conn.execute("DELETE FROM exporter_position", &[])?;
     println!(
-        "{} instances, {} records in {:.1} s; exporter {:.1} s: {:.2} µs per record (wall, {location})",
+        "{} instances, {} records in {:.1} s; exporter {:.1} s: {:.2} µs per record (wall, {location}), {:.2} µs CPU per record",
         instances + 1_000,
         fill.records,
         elapsed.as_secs_f64(),
         fill.export_time.as_secs_f64(),
-        fill.export_time.as_secs_f64() * 1e6 / fill.records as f64
+        fill.export_time.as_secs_f64() * 1e6 / fill.records as f64,
+        fill.export_cpu.as_secs_f64() * 1e6 / fill.records as f64
     );
     Ok(())
 }

@@ -12,7 +12,8 @@
 //! takes are mapped to JSON ([`stored`]), the frequent ones not at all ([`apply_typed`]); each
 //! statement is prepared once per connection; an element's end is folded into its insert when
 //! both are in one batch ([`fold_ends`]), and a job's writes into its last full upsert of the
-//! batch ([`last_job_writes`]). In SQLite a transaction's commit is durable against a
+//! batch ([`last_job_writes`]); on SQLite the instance counts are summed per transaction, not
+//! kept by a trigger per row ([`crate::counts`]). In SQLite a transaction's commit is durable against a
 //! crash of the process (WAL, `synchronous=NORMAL`) but synced to disk only every
 //! [`DURABLE_EVERY`]: a position is **acknowledged only once a synced commit covers it**
 //! (`synchronous=FULL` for that commit: its fsync of the WAL makes every earlier commit durable
@@ -30,6 +31,8 @@ use waggle_exporter::{json, Context, Controller, ExportError, Exporter, Exporter
 use waggle_protocol::record::RecordType;
 use waggle_protocol::{PartitionId, Record, RecordValue};
 
+use crate::counts::{returned_element, Counts};
+use crate::element_returning;
 use crate::rows::{Batched, Writer};
 use crate::{params, Changes, Connection, Location, StoreError};
 
@@ -484,14 +487,11 @@ fn apply(tx: &Writer, partition: PartitionId, p: &Pending, later: &Later) -> Res
                     partition
                 ],
             )?;
-            tx.execute(
-                "UPDATE flow_node_instance SET incident_key = ?2 WHERE flow_node_instance_key = ?1",
-                params![k(v, "elementInstanceKey"), p.key],
-            )?;
+            mark_incident(tx, k(v, "elementInstanceKey"), p.key, true)?;
         }
         ("INCIDENT", "RESOLVED") => {
             tx.execute("UPDATE incident SET state = 'RESOLVED' WHERE incident_key = ?1", params![p.key])?;
-            tx.execute("UPDATE flow_node_instance SET incident_key = NULL WHERE incident_key = ?1", params![p.key])?;
+            mark_incident(tx, k(v, "elementInstanceKey"), p.key, false)?;
         }
         ("PROCESS_MESSAGE_SUBSCRIPTION", intent @ ("CREATING" | "CREATED" | "CORRELATED" | "DELETED" | "MIGRATED")) => {
             tx.execute(
@@ -621,6 +621,15 @@ const INSTANCE_ACTIVE: &str = "INSERT INTO process_instance (process_instance_ke
                          ON CONFLICT (process_instance_key) DO NOTHING";
 const FLOW_NODE_END: &str = "UPDATE flow_node_instance SET state = ?2, end_date = ?3 WHERE flow_node_instance_key = ?1";
 const INSTANCE_END: &str = "UPDATE process_instance SET state = ?2, end_date = ?3 WHERE process_instance_key = ?1";
+/// SQLite's ends ([`crate::counts`]): only an active row ends (an end is exported once, so
+/// this is the same row as [`FLOW_NODE_END`]'s), and the row says what to count.
+const FLOW_NODE_END_COUNTED: &str = concat!(
+    "UPDATE flow_node_instance SET state = ?2, end_date = ?3 WHERE flow_node_instance_key = ?1 AND state = 'ACTIVE' ",
+    element_returning!()
+);
+const INSTANCE_END_COUNTED: &str =
+    "UPDATE process_instance SET state = ?2, end_date = ?3 WHERE process_instance_key = ?1 AND state = 'ACTIVE'
+                                    RETURNING process_definition_key, partition_id";
 const VARIABLE: &str =
     "INSERT INTO variable (var_key, process_instance_key, process_definition_id, scope_key, name, value, tenant_id, partition_id)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
@@ -642,47 +651,76 @@ fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordV
             // ended in the same batch: inserted ended (and so made ended if there already)
             let (state, end) = p.ended.map_or(("ACTIVE", None), |(state, at)| (state, Some(at)));
             let tenant = tenant_of(&v.tenant_id);
-            tx.execute(
-                if end.is_some() { FLOW_NODE_ENDED } else { FLOW_NODE_ACTIVE },
+            let element = params![
+                p.key,
+                v.process_instance_key,
+                v.process_definition_key,
+                &*v.bpmn_process_id,
+                &*v.element_id,
+                &*v.bpmn_element_type,
+                p.timestamp,
+                set(v.flow_scope_key),
+                tenant,
+                partition,
+                state,
+                end
+            ];
+            let is_process = &*v.bpmn_element_type == "PROCESS";
+            let instance = || {
                 params![
-                    p.key,
                     v.process_instance_key,
-                    v.process_definition_key,
                     &*v.bpmn_process_id,
-                    &*v.element_id,
-                    &*v.bpmn_element_type,
+                    v.process_definition_key,
+                    v.version,
                     p.timestamp,
-                    set(v.flow_scope_key),
+                    set(v.parent_process_instance_key),
+                    set(v.parent_element_instance_key),
                     tenant,
                     partition,
                     state,
                     end
-                ],
-            )?;
-            if &*v.bpmn_element_type == "PROCESS" {
-                tx.execute(
-                    if end.is_some() { INSTANCE_ENDED } else { INSTANCE_ACTIVE },
-                    params![
-                        v.process_instance_key,
-                        &*v.bpmn_process_id,
-                        v.process_definition_key,
-                        v.version,
-                        p.timestamp,
-                        set(v.parent_process_instance_key),
-                        set(v.parent_element_instance_key),
-                        tenant,
-                        partition,
-                        state,
-                        end
-                    ],
-                )?;
+                ]
+                .to_vec()
+            };
+            let Some(mut counts) = tx.counts() else {
+                tx.execute(if end.is_some() { FLOW_NODE_ENDED } else { FLOW_NODE_ACTIVE }, element)?;
+                if is_process {
+                    tx.execute(if end.is_some() { INSTANCE_ENDED } else { INSTANCE_ACTIVE }, &instance())?;
+                }
+                return Ok(());
+            };
+            // SQLite: inserted (and counted) if new, else ended (and counted) if it ends
+            if tx.execute(FLOW_NODE_ACTIVE, element)? == 1 {
+                if !is_process {
+                    counts.element(v.process_definition_key, &v.element_id, state, false, partition.into(), 1);
+                }
+            } else if let Some(at) = end {
+                end_element(tx, &mut counts, p.key, state, at)?;
+            }
+            if is_process {
+                if tx.execute(INSTANCE_ACTIVE, &instance())? == 1 {
+                    counts.instance(v.process_definition_key, state, partition.into(), 1);
+                } else if let Some(at) = end {
+                    end_instance(tx, &mut counts, v.process_instance_key, state, at)?;
+                }
             }
         }
         (RecordValue::ProcessInstance(v), intent @ ("ELEMENT_COMPLETED" | "ELEMENT_TERMINATED")) => {
             let state = if intent == "ELEMENT_COMPLETED" { "COMPLETED" } else { "TERMINATED" };
-            tx.execute(FLOW_NODE_END, params![p.key, state, p.timestamp])?;
-            if &*v.bpmn_element_type == "PROCESS" {
-                tx.execute(INSTANCE_END, params![v.process_instance_key, state, p.timestamp])?;
+            let is_process = &*v.bpmn_element_type == "PROCESS";
+            match tx.counts() {
+                Some(mut counts) => {
+                    end_element(tx, &mut counts, p.key, state, p.timestamp)?;
+                    if is_process {
+                        end_instance(tx, &mut counts, v.process_instance_key, state, p.timestamp)?;
+                    }
+                }
+                None => {
+                    tx.execute(FLOW_NODE_END, params![p.key, state, p.timestamp])?;
+                    if is_process {
+                        tx.execute(INSTANCE_END, params![v.process_instance_key, state, p.timestamp])?;
+                    }
+                }
             }
         }
         (RecordValue::ProcessInstance(v), "SEQUENCE_FLOW_TAKEN") => {
@@ -758,17 +796,93 @@ fn apply_typed(tx: &Writer, partition: PartitionId, p: &Pending, value: &RecordV
     Ok(())
 }
 
-/// Deletes the partition's process instances that ended before `before` (epoch ms), with
-/// everything belonging to them. Returns how many instances went.
-pub fn clean_up(conn: &Connection, partition: PartitionId, before: i64) -> Result<u64, StoreError> {
-    let finished = "SELECT process_instance_key FROM process_instance WHERE partition_id = ?1 AND end_date IS NOT NULL AND end_date < ?2";
-    for table in
-        ["flow_node_instance", "variable", "incident", "job", "message_subscription", "user_task", "sequence_flow", "decision_instance"]
-    {
-        conn.execute(&format!("DELETE FROM {table} WHERE process_instance_key IN ({finished})"), params![partition, before])?;
+/// Marks element instance `element` with `incident` (`created`), or takes the mark off when
+/// that incident is resolved (the element's row found by its key: no index on the incident
+/// key needed). On SQLite, counts the element's move to or from "with an incident"
+/// ([`crate::counts`]).
+fn mark_incident(tx: &Writer, element: Option<i64>, incident: i64, created: bool) -> Result<(), StoreError> {
+    const MARK: &str = "UPDATE flow_node_instance SET incident_key = ?2 WHERE flow_node_instance_key = ?1";
+    const UNMARK: &str = "UPDATE flow_node_instance SET incident_key = NULL WHERE flow_node_instance_key = ?1 AND incident_key = ?2";
+    let Some(mut counts) = tx.counts() else {
+        tx.execute(if created { MARK } else { UNMARK }, params![element, incident])?;
+        return Ok(());
+    };
+    let moved = if created {
+        let moved = tx.query(
+            concat!(
+                "UPDATE flow_node_instance SET incident_key = ?2 WHERE flow_node_instance_key = ?1 AND incident_key IS NULL ",
+                element_returning!()
+            ),
+            params![element, incident],
+        )?;
+        if moved.is_empty() {
+            // marked already (another incident's key replaced: still with an incident)
+            tx.execute(MARK, params![element, incident])?;
+        }
+        moved
+    } else {
+        tx.query(
+            concat!(
+                "UPDATE flow_node_instance SET incident_key = NULL WHERE flow_node_instance_key = ?1 AND incident_key = ?2 ",
+                element_returning!()
+            ),
+            params![element, incident],
+        )?
+    };
+    for row in moved {
+        returned_element(&row, |definition, element, state, with, partition| {
+            counts.element(definition, element, state, !with, partition, -1);
+            counts.element(definition, element, state, with, partition, 1);
+        });
     }
-    conn.execute(
-        "DELETE FROM process_instance WHERE partition_id = ?1 AND end_date IS NOT NULL AND end_date < ?2",
-        params![partition, before],
-    )
+    Ok(())
+}
+
+/// SQLite: ends element instance `key` if it is active, counting the move (its own
+/// instance's row is not counted: [`crate::counts`]).
+fn end_element(tx: &Writer, counts: &mut Counts, key: i64, state: &str, at: i64) -> Result<(), StoreError> {
+    for row in tx.query(FLOW_NODE_END_COUNTED, params![key, state, at])? {
+        returned_element(&row, |definition, element, _, incident, partition| {
+            counts.element(definition, element, "ACTIVE", incident, partition, -1);
+            counts.element(definition, element, state, incident, partition, 1);
+        });
+    }
+    Ok(())
+}
+
+/// SQLite: ends process instance `key` if it is active, counting the move.
+fn end_instance(tx: &Writer, counts: &mut Counts, key: i64, state: &str, at: i64) -> Result<(), StoreError> {
+    for row in tx.query(INSTANCE_END_COUNTED, params![key, state, at])? {
+        if let [crate::db::Value::Integer(definition), crate::db::Value::Integer(partition)] = row[..] {
+            counts.instance(definition, "ACTIVE", partition, -1);
+            counts.instance(definition, state, partition, 1);
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the partition's process instances that ended before `before` (epoch ms), with
+/// everything belonging to them. Returns how many instances went. On SQLite one transaction,
+/// which takes the deleted rows off the counts ([`crate::counts`]; PostgreSQL's triggers do).
+pub fn clean_up(conn: &Connection, partition: PartitionId, before: i64) -> Result<u64, StoreError> {
+    let delete = |conn: &Connection| {
+        let finished =
+            "SELECT process_instance_key FROM process_instance WHERE partition_id = ?1 AND end_date IS NOT NULL AND end_date < ?2";
+        for table in
+            ["flow_node_instance", "variable", "incident", "job", "message_subscription", "user_task", "sequence_flow", "decision_instance"]
+        {
+            conn.execute(&format!("DELETE FROM {table} WHERE process_instance_key IN ({finished})"), params![partition, before])?;
+        }
+        conn.execute(
+            "DELETE FROM process_instance WHERE partition_id = ?1 AND end_date IS NOT NULL AND end_date < ?2",
+            params![partition, before],
+        )
+    };
+    match conn {
+        Connection::Sqlite(_) => conn.transaction(|tx| {
+            crate::counts::uncount_finished(tx, partition.into(), before)?;
+            delete(tx)
+        }),
+        Connection::Postgres(_) => delete(conn),
+    }
 }

@@ -17,11 +17,13 @@
 //! - [`db`], [`dialect`], [`pg`]: one connection interface over both databases; every statement
 //!   is written once and turned into the connection's dialect.
 //! - [`rows`]: the exporter's frequent writes as multi-row statements on PostgreSQL.
+//! - [`counts`]: the instance counts on SQLite, kept by the exporter per transaction.
 //! - [`changes`]: the exporter's signal that a commit changed rows, for the UI's live pages.
 //! - [`test_cluster`]: a throw-away PostgreSQL server for tests.
 //! - [`version`]: the schema's version, migrated forward at open; a newer store is refused.
 
 pub mod changes;
+pub mod counts;
 pub mod db;
 pub mod decisions;
 pub mod dialect;

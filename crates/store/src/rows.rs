@@ -17,10 +17,11 @@
 //! only the incident's mark on its element writes a batched table, and it needs the element's
 //! row written first (other columns than the batched statements write).
 
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
 use std::ops::Deref;
 
+use crate::counts::Counts;
 use crate::db::{Connection, Value};
 use crate::pg::Column;
 use crate::StoreError;
@@ -41,6 +42,9 @@ pub struct Writer<'a> {
     batched: &'static [Batched],
     /// PostgreSQL only: the gathered rows.
     round: Option<RefCell<Round>>,
+    /// SQLite only: the round's count changes ([`crate::counts`]), written by
+    /// [`Writer::finish`] (PostgreSQL's triggers keep its counts).
+    counts: Option<RefCell<Counts>>,
 }
 
 #[derive(Default)]
@@ -66,7 +70,14 @@ impl<'a> Writer<'a> {
         static ROW_AT_A_TIME: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         let single = *ROW_AT_A_TIME.get_or_init(|| std::env::var_os("WAGGLE_STORE_ROW_AT_A_TIME").is_some_and(|v| v == "1"));
         let round = (matches!(conn, Connection::Postgres(_)) && !single).then(RefCell::default);
-        Writer { conn, batched, round }
+        let counts = matches!(conn, Connection::Sqlite(_)).then(RefCell::default);
+        Writer { conn, batched, round, counts }
+    }
+
+    /// The round's count changes, on SQLite (whose statements then say what they changed:
+    /// [`crate::counts`]); `None` on PostgreSQL, where triggers count.
+    pub fn counts(&self) -> Option<RefMut<'_, Counts>> {
+        self.counts.as_ref().map(RefCell::borrow_mut)
     }
 
     /// Writes a row (SQLite), or gathers it for [`Writer::finish`] (PostgreSQL). Returns the
@@ -104,8 +115,12 @@ impl<'a> Writer<'a> {
     }
 
     /// Sends what was gathered (on PostgreSQL, into the transaction's pipeline): every chunk as
-    /// one statement over arrays, then the other statements in their order.
+    /// one statement over arrays, then the other statements in their order; on SQLite, writes
+    /// the round's count changes.
     pub fn finish(self) -> Result<(), StoreError> {
+        if let Some(counts) = &self.counts {
+            counts.borrow_mut().write(self.conn)?;
+        }
         let Some(round) = self.round else {
             return Ok(());
         };

@@ -7,17 +7,21 @@
 //! have indexes ending in the instance key (the list's order); `process_instance_count`
 //! keeps the instances per definition, state and partition, and `flow_node_count` the element
 //! instances (the process itself left out) per definition, element, state, incident (0 or 1)
-//! and partition, both kept by triggers (whoever writes the rows), so the UI's counts read a
-//! few rows instead of every instance. The partition is in its key so that partitions exporting into one
-//! PostgreSQL database never wait on each other's counter rows.
+//! and partition, so the UI's counts read a few rows instead of every instance. PostgreSQL
+//! keeps them by statement triggers (whoever writes the rows); SQLite's exporter keeps them
+//! itself, one upsert per changed count row per transaction instead of one per written row
+//! (issue 27: [`crate::counts`]; whoever else writes rows there recounts). The partition is in
+//! its key so that partitions exporting into one PostgreSQL database never wait on each
+//! other's counter rows.
 
 use crate::dialect::Dialect;
 
-/// The whole schema in `dialect`: [`SCHEMA`] and the triggers keeping the instance counts.
-/// Idempotent: run on every open.
+/// The whole schema in `dialect`: [`SCHEMA`], and on PostgreSQL the triggers keeping the
+/// instance counts (SQLite's exporter keeps them itself: [`crate::counts`]). Idempotent: run
+/// on every open.
 pub fn ddl(dialect: Dialect) -> String {
     match dialect {
-        Dialect::Sqlite => format!("{SCHEMA}{COUNTS_SQLITE}{COUNTS_BACKFILL}"),
+        Dialect::Sqlite => format!("{SCHEMA}{COUNTS_BACKFILL}"),
         Dialect::Postgres => format!("{}{COUNTS_POSTGRES}{COUNTS_BACKFILL}", dialect.schema(SCHEMA)),
     }
 }
@@ -239,47 +243,6 @@ CREATE TABLE IF NOT EXISTS sequence_flow (
     partition_id INTEGER NOT NULL,
     PRIMARY KEY (process_instance_key, flow_node_id)
 );
-"#;
-
-/// SQLite's triggers keeping `process_instance_count` (one row each: SQLite has no statement
-/// triggers).
-const COUNTS_SQLITE: &str = r#"
-CREATE TRIGGER IF NOT EXISTS process_instance_counted AFTER INSERT ON process_instance BEGIN
-    INSERT INTO process_instance_count (process_definition_key, state, partition_id, n)
-    VALUES (new.process_definition_key, new.state, new.partition_id, 1)
-    ON CONFLICT (process_definition_key, state, partition_id) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS process_instance_uncounted AFTER DELETE ON process_instance BEGIN
-    UPDATE process_instance_count SET n = n - 1
-    WHERE process_definition_key = old.process_definition_key AND state = old.state AND partition_id = old.partition_id;
-END;
-CREATE TRIGGER IF NOT EXISTS process_instance_recounted AFTER UPDATE OF state, process_definition_key ON process_instance
-WHEN old.state <> new.state OR old.process_definition_key <> new.process_definition_key BEGIN
-    UPDATE process_instance_count SET n = n - 1
-    WHERE process_definition_key = old.process_definition_key AND state = old.state AND partition_id = old.partition_id;
-    INSERT INTO process_instance_count (process_definition_key, state, partition_id, n)
-    VALUES (new.process_definition_key, new.state, new.partition_id, 1)
-    ON CONFLICT (process_definition_key, state, partition_id) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS flow_node_counted AFTER INSERT ON flow_node_instance WHEN new.type <> 'PROCESS' BEGIN
-    INSERT INTO flow_node_count (process_definition_key, flow_node_id, state, incident, partition_id, n)
-    VALUES (new.process_definition_key, new.flow_node_id, new.state, CASE WHEN new.incident_key IS NULL THEN 0 ELSE 1 END, new.partition_id, 1)
-    ON CONFLICT (process_definition_key, flow_node_id, state, incident, partition_id) DO UPDATE SET n = n + 1;
-END;
-CREATE TRIGGER IF NOT EXISTS flow_node_uncounted AFTER DELETE ON flow_node_instance WHEN old.type <> 'PROCESS' BEGIN
-    UPDATE flow_node_count SET n = n - 1
-    WHERE process_definition_key = old.process_definition_key AND flow_node_id = old.flow_node_id AND state = old.state
-      AND incident = CASE WHEN old.incident_key IS NULL THEN 0 ELSE 1 END AND partition_id = old.partition_id;
-END;
-CREATE TRIGGER IF NOT EXISTS flow_node_recounted AFTER UPDATE OF state, incident_key ON flow_node_instance
-WHEN old.type <> 'PROCESS' AND (old.state <> new.state OR (old.incident_key IS NULL) <> (new.incident_key IS NULL)) BEGIN
-    UPDATE flow_node_count SET n = n - 1
-    WHERE process_definition_key = old.process_definition_key AND flow_node_id = old.flow_node_id AND state = old.state
-      AND incident = CASE WHEN old.incident_key IS NULL THEN 0 ELSE 1 END AND partition_id = old.partition_id;
-    INSERT INTO flow_node_count (process_definition_key, flow_node_id, state, incident, partition_id, n)
-    VALUES (new.process_definition_key, new.flow_node_id, new.state, CASE WHEN new.incident_key IS NULL THEN 0 ELSE 1 END, new.partition_id, 1)
-    ON CONFLICT (process_definition_key, flow_node_id, state, incident, partition_id) DO UPDATE SET n = n + 1;
-END;
 "#;
 
 /// PostgreSQL's: statement triggers over the transition tables, one counter upsert per

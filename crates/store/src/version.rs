@@ -12,14 +12,15 @@
 //!   and records [`SCHEMA_VERSION`].
 //!
 //! Versions: 1, the tables of issues 27-28 (process definitions to user tasks, the count tables
-//! and their triggers); 2, this table.
+//! and their triggers); 2, this table; 3, SQLite's counts kept by the exporter (its count
+//! triggers dropped, the counts computed once again: [`crate::counts`]).
 
 use crate::db::{Connection, Value};
 use crate::dialect::Dialect;
 use crate::StoreError;
 
 /// The schema version this Waggle writes and reads.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The advisory lock PostgreSQL openers take (any fixed number: "waggle" in ASCII).
 const SCHEMA_LOCK: i64 = 0x7761_6767_6c65;
@@ -32,16 +33,33 @@ const VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS waggle_schema_version (
 
 /// A step from the version before `to`: statements in SQLite's form (turned into the
 /// connection's dialect), run before the idempotent DDL, so they may change existing tables
-/// (an added column, a changed key) that the DDL's indexes then use.
+/// (an added column, a changed key) that the DDL's indexes then use; then `sqlite_only`'s on
+/// SQLite.
 pub struct Migration {
     pub to: i64,
     pub what: &'static str,
     pub sql: &'static str,
+    pub sqlite_only: &'static str,
 }
 
 /// Every step after version 1, in order; the last one's `to` is [`SCHEMA_VERSION`].
-pub const MIGRATIONS: &[Migration] =
-    &[Migration { to: 2, what: "the schema version table (the tables themselves are completed by the DDL)", sql: "" }];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration { to: 2, what: "the schema version table (the tables themselves are completed by the DDL)", sql: "", sqlite_only: "" },
+    Migration {
+        to: 3,
+        what: "SQLite: the instance counts kept by the exporter, not by triggers (counted again once)",
+        sql: "",
+        // the DDL makes the count tables again, and its backfill counts what the store holds
+        sqlite_only: "DROP TRIGGER IF EXISTS process_instance_counted;
+            DROP TRIGGER IF EXISTS process_instance_uncounted;
+            DROP TRIGGER IF EXISTS process_instance_recounted;
+            DROP TRIGGER IF EXISTS flow_node_counted;
+            DROP TRIGGER IF EXISTS flow_node_uncounted;
+            DROP TRIGGER IF EXISTS flow_node_recounted;
+            DROP TABLE IF EXISTS process_instance_count;
+            DROP TABLE IF EXISTS flow_node_count;",
+    },
+];
 
 /// What [`prepare`] found and left.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +109,9 @@ fn migrate(conn: &Connection, dialect: Dialect) -> Result<Prepared, StoreError> 
             tracing::info!(to = step.to, what = step.what, "query store schema: migrating");
             if !step.sql.is_empty() {
                 conn.batch(&dialect.schema(step.sql))?;
+            }
+            if dialect == Dialect::Sqlite && !step.sqlite_only.is_empty() {
+                conn.batch(step.sqlite_only)?;
             }
         }
     }

@@ -1002,3 +1002,100 @@ fn job_timeouts_and_deleted_decisions_reach_both_stores() {
     }
     assert_eq!(stores.search(&decisions::DECISION_INSTANCE, &json!({}))["page"]["totalItems"], 4, "evaluations stay");
 }
+
+/// Exports `records` through the store exporter, flushing after every `every` records (a
+/// transaction each; all in one when `every` is larger than the log).
+fn export_every(location: &Location, records: &[Record], every: usize) {
+    let factory = exporter::factory("query-store", StoreConfig { location: location.clone(), history_ttl: None }).expect("store");
+    let mut e = factory.make();
+    e.configure(&Context { exporter_id: "query-store".into(), partition_id: 1 }).unwrap();
+    let mut c = Controller::new(0);
+    e.open(&mut c).unwrap();
+    for chunk in records.chunks(every) {
+        for r in chunk {
+            e.export(r, &mut c).unwrap();
+        }
+        e.flush(&mut c).unwrap();
+    }
+    e.close();
+}
+
+/// The count rows (the non-zero ones) against the rows they count, sorted.
+fn counts_and_rows(conn: &Connection) -> [Vec<Vec<waggle_store::db::Value>>; 4] {
+    let rows = |sql: &str| {
+        let mut rows = conn.query(sql, &[]).unwrap();
+        rows.sort_by_key(|r| format!("{r:?}"));
+        rows
+    };
+    [
+        rows("SELECT process_definition_key, state, partition_id, n FROM process_instance_count WHERE n <> 0"),
+        rows("SELECT process_definition_key, state, partition_id, COUNT(*) FROM process_instance GROUP BY process_definition_key, state, partition_id"),
+        rows("SELECT process_definition_key, flow_node_id, state, incident, partition_id, n FROM flow_node_count WHERE n <> 0"),
+        rows(
+            "SELECT process_definition_key, flow_node_id, state, CASE WHEN incident_key IS NULL THEN 0 ELSE 1 END, partition_id, COUNT(*)
+             FROM flow_node_instance WHERE type <> 'PROCESS'
+             GROUP BY process_definition_key, flow_node_id, state, CASE WHEN incident_key IS NULL THEN 0 ELSE 1 END, partition_id",
+        ),
+    ]
+}
+
+/// Asserts the counts are the rows' (issue 27: SQLite's exporter keeps them per transaction,
+/// PostgreSQL's triggers per statement); returns them.
+fn counted(conn: &Connection, when: &str) -> [Vec<Vec<waggle_store::db::Value>>; 2] {
+    let [instances, instance_rows, elements, element_rows] = counts_and_rows(conn);
+    assert_eq!(instances, instance_rows, "{when}: the instance counts are not the rows'");
+    assert_eq!(elements, element_rows, "{when}: the element counts are not the rows'");
+    assert!(!instances.is_empty() && !elements.is_empty(), "{when}: something is counted");
+    [instances, elements]
+}
+
+/// The counts behind the UI's badges equal what the rows say, on both databases, however the
+/// records come in transactions: all in one (instances created and ended in one transaction:
+/// their ends folded into the inserts), one record each (every end an update of a committed
+/// row), seven each; exported again over what is there (nothing counted twice); after an
+/// incident is resolved (b's task: with an incident, then without); after history clean-up.
+#[test]
+fn counts_follow_the_rows_whatever_the_transactions_on_sqlite_and_postgresql() {
+    let (mut run, names) = order_run();
+    let (incident, job) = run
+        .log
+        .iter()
+        .find_map(|r| match &r.value {
+            RecordValue::Incident(i) if r.intent == Intent::Created && i.process_instance_key == names["b"] => Some((r.key, i.job_key)),
+            _ => None,
+        })
+        .expect("b's job failed without retries: an incident");
+    let counted_with_incident = run.log.len();
+    run.command(14_000, job, Intent::UpdateRetries, RecordValue::Job(JobRecord { retries: 1, ..Default::default() }));
+    let resolved = run.command(15_000, incident, Intent::Resolve, RecordValue::Incident(Default::default()));
+    assert!(resolved.iter().any(|r| r.value_type == ValueType::Incident && r.intent == Intent::Resolved), "{resolved:?}");
+    let log = run.log;
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = TestCluster::start();
+    let stores = [
+        (Location::Sqlite(dir.path().join("one.sqlite")), usize::MAX),
+        (Location::Sqlite(dir.path().join("each.sqlite")), 1),
+        (Location::Sqlite(dir.path().join("seven.sqlite")), 7),
+        (Location::Postgres(cluster.database("counts")), 7),
+    ];
+    let mut answers = Vec::new();
+    for (location, every) in &stores {
+        // up to b's incident: b's task is counted with an incident
+        export_every(location, &log[..counted_with_incident], *every);
+        let conn = Connection::open(location).unwrap();
+        let [_, elements] = counted(&conn, &format!("{location} every {every}, before the resolve"));
+        assert!(elements.iter().any(|r| r[3].as_i64() == Some(1) && r[5].as_i64() == Some(1)), "{location}: one with an incident");
+        export_every(location, &log[counted_with_incident..], *every);
+        let exported = counted(&conn, &format!("{location} every {every}"));
+        assert!(exported[1].iter().all(|r| r[3].as_i64() == Some(0)), "{location}: the incident is resolved: {:?}", exported[1]);
+        conn.execute("DELETE FROM exporter_position", &[]).unwrap();
+        export_every(location, &log, *every);
+        assert_eq!(counted(&conn, &format!("{location} every {every}, again")), exported, "{location}: re-export counted again");
+        assert_eq!(exporter::clean_up(&conn, 1, 12_000).unwrap(), 1, "only instance a ended before 12 s");
+        let cleaned = counted(&conn, &format!("{location} every {every}, cleaned up"));
+        answers.push((exported, cleaned));
+    }
+    for (answer, (location, _)) in answers.iter().zip(&stores).skip(1) {
+        assert_eq!(answer, &answers[0], "{location} counts otherwise than {}", stores[0].0);
+    }
+}

@@ -115,3 +115,35 @@ fn postgresql_stores_are_versioned_migrated_and_refused_when_newer() {
     prepare_reports_the_version_found(&location, raw);
     a_newer_store_is_refused(&Location::Postgres(cluster.database("newer_store")));
 }
+
+/// A version-2 SQLite store (its counts kept by row triggers) opened by this Waggle: the
+/// triggers go (the exporter counts: `waggle_store::counts`), the counts are computed once
+/// again from the rows (here a wrong one is put right), and the rows stay.
+#[test]
+fn a_version_2_sqlite_store_loses_its_count_triggers_and_is_counted_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = Location::Sqlite(dir.path().join("v2.sqlite"));
+    let conn = Connection::open(&location).unwrap();
+    conn.batch(
+        "INSERT INTO process_instance (process_instance_key, process_definition_id, process_definition_key, version, state, tenant_id, partition_id)
+           VALUES (1, 'order', 10, 1, 'ACTIVE', '<default>', 1), (2, 'order', 10, 1, 'COMPLETED', '<default>', 1);
+         INSERT INTO flow_node_instance (flow_node_instance_key, process_instance_key, process_definition_key, process_definition_id,
+             flow_node_id, type, state, tenant_id, partition_id)
+           VALUES (1, 1, 10, 'order', 'order', 'PROCESS', 'ACTIVE', '<default>', 1),
+                  (11, 1, 10, 'order', 'task', 'SERVICE_TASK', 'ACTIVE', '<default>', 1);
+         INSERT INTO process_instance_count (process_definition_key, state, partition_id, n) VALUES (10, 'ACTIVE', 1, 99);
+         CREATE TRIGGER process_instance_counted AFTER INSERT ON process_instance BEGIN SELECT 1; END;
+         CREATE TRIGGER flow_node_recounted AFTER UPDATE ON flow_node_instance BEGIN SELECT 1; END;
+         DELETE FROM waggle_schema_version;
+         INSERT INTO waggle_schema_version (version, waggle_version, applied_at) VALUES (2, '0.1.0', 0);",
+    )
+    .unwrap();
+    drop(conn);
+    let conn = Connection::open(&location).unwrap();
+    assert_eq!(versions(&conn).into_iter().map(|(v, _)| v).collect::<Vec<_>>(), vec![2, SCHEMA_VERSION]);
+    assert_eq!(count(&conn, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger'"), 0, "the count triggers are gone");
+    assert_eq!(count(&conn, "SELECT COUNT(*) FROM process_instance"), 2);
+    assert_eq!(count(&conn, "SELECT n FROM process_instance_count WHERE state = 'ACTIVE'"), 1, "counted again");
+    assert_eq!(count(&conn, "SELECT n FROM process_instance_count WHERE state = 'COMPLETED'"), 1);
+    assert_eq!(count(&conn, "SELECT SUM(n) FROM flow_node_count"), 1, "the task, not the process");
+}
