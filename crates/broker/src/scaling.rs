@@ -407,13 +407,42 @@ impl Broker {
     }
 
     /// Carries out the pending change this broker coordinates, operation by operation, then
-    /// hands the final topology to every broker. Returns at once when another run is under way
-    /// or there is nothing to do.
+    /// hands the final topology to every broker, and once no change is pending hands each
+    /// partition's leadership back to its preferred broker. Returns at once when another run is
+    /// under way or there is nothing to do.
+    ///
+    /// A change planned while a run is finishing (its last operation completed, the final
+    /// topology still being handed out) finds the run under way and leaves the change to it:
+    /// so a run, once it lets go, looks for a pending change of its own again and carries it
+    /// out (else that change would wait for ever, its operations done and never completed).
     pub(crate) async fn coordinate(self: Arc<Self>) {
         let Some(links) = &self.links else { return };
-        if links.coordinating.swap(true, Ordering::SeqCst) {
-            return;
+        let me = links.spec.node_id;
+        let mut completed_any = false;
+        loop {
+            if links.coordinating.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            completed_any |= self.coordinate_run().await;
+            links.coordinating.store(false, Ordering::SeqCst);
+            let pending_here = links.topology.lock().expect("topology lock").pending.as_ref().is_some_and(|p| p.coordinator == me);
+            if !pending_here {
+                break;
+            }
+            tracing::info!("a change was planned while the last one finished: carrying it out");
         }
+        // leadership back to each partition's preferred broker (Zeebe's `POST
+        // /actuator/rebalance`), once the brokers' replicas have their new priorities
+        if completed_any {
+            let asked = self.rebalance().await;
+            tracing::info!(partitions = ?asked, "topology change done: leadership rebalanced");
+        }
+    }
+
+    /// One run of [`Self::coordinate`] (holding its flag): the pending change's operations,
+    /// then the final topology to everyone; whether it completed any operation.
+    async fn coordinate_run(self: &Arc<Self>) -> bool {
+        let Some(links) = &self.links else { return false };
         let me = links.spec.node_id;
         let mut completed_any = false;
         loop {
@@ -442,13 +471,7 @@ impl Broker {
             }
             tokio::time::sleep(COORDINATE_EVERY).await;
         }
-        links.coordinating.store(false, Ordering::SeqCst);
-        // leadership back to each partition's preferred broker (Zeebe's `POST
-        // /actuator/rebalance`), once the brokers' replicas have their new priorities
-        if completed_any && last.pending.is_none() {
-            let asked = self.rebalance().await;
-            tracing::info!(partitions = ?asked, "topology change done: leadership rebalanced");
-        }
+        completed_any
     }
 
     /// Completes the pending change's next operation and persists the new version; false when
