@@ -187,7 +187,8 @@ impl Broker {
     /// Plans `request` (only plans it with `dry_run`) and starts carrying it out. Every change
     /// is planned by the coordinator ([`Topology::coordinator`], broker 0 while it is a
     /// member): another broker forwards the request there, so changes asked on any broker are
-    /// serialised and a second one while one runs is refused as a conflict.
+    /// serialised and a second one while one runs is refused as a conflict; once planned, it
+    /// takes the coordinator's topology, so that it shows the change it was asked for.
     pub async fn request_change(self: &Arc<Self>, request: ChangeRequest, dry_run: bool) -> Result<PlannedChange, ChangeError> {
         let links = self.links.as_ref().ok_or(ChangeError::NotClustered)?;
         let coordinator = links.topology.lock().expect("topology lock").coordinator();
@@ -201,8 +202,21 @@ impl Broker {
         let to = *links.spec.members.get(coordinator as usize).ok_or_else(|| unreachable("it has no known address".into()))?;
         let json = serde_json::to_string(&(request, dry_run)).map_err(|e| ChangeError::Io(e.to_string()))?;
         let answer = links.forwarder.change(to, json, CHANGE_CALL).await.map_err(|e| unreachable(e.message().to_string()))?;
-        serde_json::from_str::<Result<PlannedChange, ChangeError>>(&answer)
-            .map_err(|e| unreachable(format!("an unreadable answer: {e}")))?
+        let planned = serde_json::from_str::<Result<PlannedChange, ChangeError>>(&answer)
+            .map_err(|e| unreachable(format!("an unreadable answer: {e}")))??;
+        if !planned.dry_run && !planned.planned.is_empty() {
+            // this broker shows the change it was asked for at once (`GET /actuator/cluster`
+            // right after the answer), without waiting for the coordinator's push
+            if let Ok((json, _)) = links.forwarder.topology(to, String::new(), PUSH_CALL).await {
+                if let Ok(t) = serde_json::from_str::<Topology>(&json) {
+                    if matches!(self.adopt_topology(t), Ok(true)) {
+                        let broker = self.clone();
+                        tokio::task::spawn_blocking(move || broker.reconcile());
+                    }
+                }
+            }
+        }
+        Ok(planned)
     }
 
     /// The `ChangeTopology` call of another broker: `request` as JSON (`[request, dry_run]`);
