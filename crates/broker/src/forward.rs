@@ -62,6 +62,12 @@ pub trait LocalSubmit: Send + Sync + 'static {
         let _ = topology;
         Err("this receiver has no cluster topology".into())
     }
+    /// As [`crate::Broker::request_change`] on the coordinator: plans the change `request`
+    /// (JSON) and answers the outcome (JSON). By default it has no topology to change.
+    fn change_local(&self, request: String) -> Result<String, String> {
+        let _ = request;
+        Err("this receiver has no cluster topology".into())
+    }
 }
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -217,6 +223,18 @@ impl pb::command_api_server::CommandApi for Receiver {
         let (local, topology) = (self.local.clone(), request.into_inner().topology);
         match tokio::task::spawn_blocking(move || local.topology_local(topology)).await {
             Ok(Ok((topology, led))) => Ok(tonic::Response::new(pb::TopologyResponse { topology, led })),
+            Ok(Err(message)) => Err(tonic::Status::failed_precondition(message)),
+            Err(e) => Err(tonic::Status::internal(e.to_string())),
+        }
+    }
+
+    async fn change_topology(
+        &self,
+        request: tonic::Request<pb::ChangeTopologyRequest>,
+    ) -> Result<tonic::Response<pb::ChangeTopologyResponse>, tonic::Status> {
+        let (local, request) = (self.local.clone(), request.into_inner().request);
+        match tokio::task::spawn_blocking(move || local.change_local(request)).await {
+            Ok(Ok(outcome)) => Ok(tonic::Response::new(pb::ChangeTopologyResponse { outcome })),
             Ok(Err(message)) => Err(tonic::Status::failed_precondition(message)),
             Err(e) => Err(tonic::Status::internal(e.to_string())),
         }
@@ -399,6 +417,15 @@ impl Forwarder {
         request.set_timeout(timeout);
         let answer = client.topology(request).await?.into_inner();
         Ok((answer.topology, answer.led))
+    }
+
+    /// Asks the broker at `to` (the coordinator) to plan the change `request` (JSON); answers
+    /// the outcome (JSON).
+    pub async fn change(&self, to: SocketAddr, request: String, timeout: Duration) -> Result<String, tonic::Status> {
+        let mut client = pb::command_api_client::CommandApiClient::new(self.channel(to));
+        let mut request = tonic::Request::new(pb::ChangeTopologyRequest { request });
+        request.set_timeout(timeout);
+        Ok(client.change_topology(request).await?.into_inner().outcome)
     }
 }
 

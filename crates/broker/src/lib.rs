@@ -58,7 +58,7 @@ pub use partition::{PartitionStatus, StateDigest, FOLLOWER, LEADER};
 pub use remote_cluster::RemoteCluster;
 pub use remote_streams::JobsAvailable;
 use scaling::{load_topology, replica_setup};
-pub use scaling::{ChangeError, PlannedChange};
+pub use scaling::{ChangeError, ChangeRequest, PlannedChange};
 pub use streams::{JobStreamRegistry, LocalStream, PushedJob, StreamId, StreamSettings};
 pub use waggle_engine::{EngineLimits, ParseLimits};
 
@@ -246,6 +246,13 @@ impl forward::LocalSubmit for LateBroker {
     fn topology_local(&self, topology: String) -> Result<(String, String), String> {
         match self.get() {
             Some(broker) => broker.topology_here(&topology),
+            None => Err("the broker is starting".into()),
+        }
+    }
+
+    fn change_local(&self, request: String) -> Result<String, String> {
+        match self.get() {
+            Some(broker) => Ok(broker.change_forwarded(&request)),
             None => Err("the broker is starting".into()),
         }
     }

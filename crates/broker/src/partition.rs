@@ -1522,7 +1522,8 @@ impl Processor {
             }
             self.compact_standalone();
         }
-        let forced = self.membership_progress.force_snapshot && self.applied > self.snapshot_index;
+        // (a learner waits for a snapshot at or after `compact_to`)
+        let forced = self.membership_progress.compact_to.is_some_and(|at| self.snapshot_index < at) && self.applied > self.snapshot_index;
         if (self.applied < self.snapshot_index + self.snapshot_every && !forced) || self.snapshot.running.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -1606,8 +1607,10 @@ impl Processor {
             // (a leader's exporters hold it back; on a follower they do not run)
             return;
         }
-        // (a learner catching up is sent this snapshot: it does not hold compaction back)
-        if let Some(everyone) = self.raft.replicated_to_all().filter(|_| !self.membership_progress.force_snapshot) {
+        // (a learner waiting for its first snapshot is sent this one: it does not hold
+        // compaction back)
+        let for_learner = self.membership_progress.compact_to.is_some_and(|at| self.compacted < at && upto >= at);
+        if let Some(everyone) = self.raft.replicated_to_all().filter(|_| !for_learner) {
             if everyone < upto && upto - everyone <= self.snapshot_every {
                 return;
             }

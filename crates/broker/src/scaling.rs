@@ -15,10 +15,12 @@
 //! at start and every [`CATCH_UP_EVERY`] after, it asks the other brokers for their topology
 //! and adopts the newest version if it is newer than its own ([`Broker::catch_up_topology`]).
 
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use waggle_protocol::PartitionId;
 
 use crate::topology::{self, LeaderReport, Operation, ReplicaState, Topology, TopologyError};
@@ -26,29 +28,110 @@ use crate::{cluster, partition, relay, Broker, BrokerError, ClusterSpec};
 
 /// How long the coordinator waits for a broker's answer to the topology.
 const PUSH_CALL: Duration = Duration::from_secs(2);
+/// How long a change request forwarded to the coordinator may take.
+const CHANGE_CALL: Duration = Duration::from_secs(10);
 /// Pause between two rounds of the coordinator.
 const COORDINATE_EVERY: Duration = Duration::from_millis(200);
 /// Pause between two rounds of asking the other brokers for a newer topology (one small call
 /// per broker, answered from memory).
 const CATCH_UP_EVERY: Duration = Duration::from_secs(3);
 
-/// A change accepted: what `POST` / `DELETE .../partitions/{id}` answer (Zeebe's
-/// `PlannedOperationsResponse`).
-#[derive(Debug, Clone)]
+/// A change accepted: what the change endpoints answer (Zeebe's `PlannedOperationsResponse`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PlannedChange {
     pub change_id: u64,
     pub current: Topology,
     pub planned: Vec<Operation>,
     pub expected: Topology,
+    /// Only planned (`dryRun`): nothing changed.
+    pub dry_run: bool,
+}
+
+/// A change asked of the cluster (the management API's requests).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChangeRequest {
+    /// `POST /actuator/cluster/brokers/{b}/partitions/{p}`.
+    JoinPartition { broker: u64, partition: PartitionId, priority: u32 },
+    /// `DELETE /actuator/cluster/brokers/{b}/partitions/{p}`.
+    LeavePartition { broker: u64, partition: PartitionId },
+    /// `POST /actuator/cluster/brokers` (8.5): exactly these brokers.
+    Brokers(BTreeSet<u64>),
+    /// `POST /actuator/cluster/brokers/{b}`.
+    AddBroker(u64),
+    /// `DELETE /actuator/cluster/brokers/{b}`: its replicas move to the others first.
+    RemoveBroker(u64),
+    /// `PATCH /actuator/cluster` (8.8): brokers added and removed, or their count (brokers 0
+    /// to count - 1), and the replication factor; a partition count other than the current one
+    /// is refused (not supported yet).
+    Reconfigure { add: Vec<u64>, remove: Vec<u64>, count: Option<u64>, replication_factor: Option<u32>, partition_count: Option<u32> },
+}
+
+impl ChangeRequest {
+    /// The operations that carry out this request on `t`, with `addressable` brokers (node ids
+    /// below it) that can be reached at all.
+    fn operations(&self, t: &Topology, addressable: u64) -> Result<Vec<Operation>, ChangeError> {
+        let members: BTreeSet<u64> = t.brokers.keys().copied().collect();
+        let factor = t.replication_factor();
+        let ops = match self {
+            ChangeRequest::JoinPartition { broker, partition, priority } => {
+                vec![Operation::PartitionJoin { broker_id: *broker, partition_id: *partition, priority: *priority }]
+            }
+            ChangeRequest::LeavePartition { broker, partition } => {
+                vec![Operation::PartitionLeave { broker_id: *broker, partition_id: *partition }]
+            }
+            ChangeRequest::Brokers(wanted) => t.plan_layout(wanted, factor, addressable)?,
+            ChangeRequest::AddBroker(broker) => {
+                let mut wanted = members;
+                wanted.insert(*broker);
+                t.plan_layout(&wanted, factor, addressable)?
+            }
+            ChangeRequest::RemoveBroker(broker) => {
+                if !members.contains(broker) {
+                    let last = members.iter().copied().max().unwrap_or(0);
+                    return Err(TopologyError::UnknownBroker { broker: *broker, last }.into());
+                }
+                let mut wanted = members;
+                wanted.remove(broker);
+                t.plan_layout(&wanted, factor, addressable)?
+            }
+            ChangeRequest::Reconfigure { add, remove, count, replication_factor, partition_count } => {
+                if let Some(count) = partition_count.filter(|&c| c != u32::from(t.partition_count())) {
+                    return Err(ChangeError::Unsupported(format!(
+                        "changing the partition count ({} to {count}) is not supported yet",
+                        t.partition_count()
+                    )));
+                }
+                let wanted: BTreeSet<u64> = match count {
+                    Some(_) if !add.is_empty() || !remove.is_empty() => {
+                        return Err(ChangeError::Unsupported("brokers.count cannot be combined with brokers.add or brokers.remove".into()))
+                    }
+                    Some(count) => (0..*count).collect(),
+                    None => {
+                        if let Some(broker) = remove.iter().find(|b| !members.contains(b)) {
+                            let last = members.iter().copied().max().unwrap_or(0);
+                            return Err(TopologyError::UnknownBroker { broker: *broker, last }.into());
+                        }
+                        members.iter().chain(add).copied().filter(|b| !remove.contains(b)).collect()
+                    }
+                };
+                t.plan_layout(&wanted, replication_factor.unwrap_or(factor), addressable)?
+            }
+        };
+        Ok(ops)
+    }
 }
 
 /// Why a change was refused.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ChangeError {
     #[error("{0}")]
     Invalid(#[from] TopologyError),
+    #[error("{0}")]
+    Unsupported(String),
     #[error("the standalone node has no cluster topology to change")]
     NotClustered,
+    #[error("topology changes are coordinated by broker {coordinator}, which could not be reached: {reason}")]
+    CoordinatorUnreachable { coordinator: u64, reason: String },
     #[error("the topology could not be persisted: {0}")]
     Io(String),
 }
@@ -101,33 +184,84 @@ impl Broker {
         self.links.as_ref().map(|l| l.topology.lock().expect("topology lock").clone())
     }
 
-    /// Plans `broker` joining `partition` with `priority` (or its priority changing, if it
-    /// holds a replica already) and starts carrying it out.
-    pub fn join_partition(self: &Arc<Self>, broker: u64, partition: PartitionId, priority: u32) -> Result<PlannedChange, ChangeError> {
-        self.plan(Operation::PartitionJoin { broker_id: broker, partition_id: partition, priority })
+    /// Plans `request` (only plans it with `dry_run`) and starts carrying it out. Every change
+    /// is planned by the coordinator ([`Topology::coordinator`], broker 0 while it is a
+    /// member): another broker forwards the request there, so changes asked on any broker are
+    /// serialised and a second one while one runs is refused as a conflict; once planned, it
+    /// takes the coordinator's topology, so that it shows the change it was asked for.
+    pub async fn request_change(self: &Arc<Self>, request: ChangeRequest, dry_run: bool) -> Result<PlannedChange, ChangeError> {
+        let links = self.links.as_ref().ok_or(ChangeError::NotClustered)?;
+        let coordinator = links.topology.lock().expect("topology lock").coordinator();
+        if coordinator == links.spec.node_id {
+            let broker = self.clone();
+            return tokio::task::spawn_blocking(move || broker.change_here(request, dry_run))
+                .await
+                .map_err(|e| ChangeError::Io(e.to_string()))?;
+        }
+        let unreachable = |reason: String| ChangeError::CoordinatorUnreachable { coordinator, reason };
+        let to = *links.spec.members.get(coordinator as usize).ok_or_else(|| unreachable("it has no known address".into()))?;
+        let json = serde_json::to_string(&(request, dry_run)).map_err(|e| ChangeError::Io(e.to_string()))?;
+        let answer = links.forwarder.change(to, json, CHANGE_CALL).await.map_err(|e| unreachable(e.message().to_string()))?;
+        let planned = serde_json::from_str::<Result<PlannedChange, ChangeError>>(&answer)
+            .map_err(|e| unreachable(format!("an unreadable answer: {e}")))??;
+        if !planned.dry_run && !planned.planned.is_empty() {
+            // this broker shows the change it was asked for at once (`GET /actuator/cluster`
+            // right after the answer), without waiting for the coordinator's push
+            if let Ok((json, _)) = links.forwarder.topology(to, String::new(), PUSH_CALL).await {
+                if let Ok(t) = serde_json::from_str::<Topology>(&json) {
+                    if matches!(self.adopt_topology(t), Ok(true)) {
+                        let broker = self.clone();
+                        tokio::task::spawn_blocking(move || broker.reconcile());
+                    }
+                }
+            }
+        }
+        Ok(planned)
     }
 
-    /// Plans `broker` leaving `partition` and starts carrying it out.
-    pub fn leave_partition(self: &Arc<Self>, broker: u64, partition: PartitionId) -> Result<PlannedChange, ChangeError> {
-        self.plan(Operation::PartitionLeave { broker_id: broker, partition_id: partition })
+    /// The `ChangeTopology` call of another broker: `request` as JSON (`[request, dry_run]`);
+    /// answers the outcome as JSON.
+    pub(crate) fn change_forwarded(self: &Arc<Self>, request: &str) -> String {
+        let outcome = match serde_json::from_str::<(ChangeRequest, bool)>(request) {
+            Ok((request, dry_run)) => self.change_here(request, dry_run),
+            Err(e) => Err(ChangeError::Unsupported(format!("an unreadable change request: {e}"))),
+        };
+        serde_json::to_string(&outcome).unwrap_or_else(|e| format!("{{\"Err\":{{\"Io\":\"{e}\"}}}}"))
     }
 
-    fn plan(self: &Arc<Self>, operation: Operation) -> Result<PlannedChange, ChangeError> {
+    /// Plans `request` on this broker, which must be the coordinator (else the request is
+    /// refused naming it: the topology it knows may be behind).
+    fn change_here(self: &Arc<Self>, request: ChangeRequest, dry_run: bool) -> Result<PlannedChange, ChangeError> {
         let links = self.links.as_ref().ok_or(ChangeError::NotClustered)?;
         let planned = {
             let mut t = links.topology.lock().expect("topology lock");
+            let coordinator = t.coordinator();
+            if coordinator != links.spec.node_id {
+                return Err(ChangeError::CoordinatorUnreachable {
+                    coordinator,
+                    reason: format!("broker {} is not the coordinator", links.spec.node_id),
+                });
+            }
+            if let Some(pending) = &t.pending {
+                return Err(TopologyError::Conflict(pending.id).into());
+            }
             let current = t.clone();
+            let operations = request.operations(&t, links.spec.members.len() as u64)?;
             let mut next = t.clone();
-            let change_id = next.plan(operation, links.spec.node_id, now_ms())?;
-            next.save(&self.config.data_dir).map_err(|e| ChangeError::Io(e.to_string()))?;
-            *t = next.clone();
-            let planned = next.pending.as_ref().map(|p| p.pending.clone()).unwrap_or_default();
+            let change_id = next.plan_operations(operations.clone(), links.spec.node_id, now_ms())?;
+            if !dry_run && !operations.is_empty() {
+                next.save(&self.config.data_dir).map_err(|e| ChangeError::Io(e.to_string()))?;
+                *t = next.clone();
+            }
             let mut expected = next;
             while expected.next_operation().is_some() {
                 expected.complete_next(now_ms());
             }
-            PlannedChange { change_id, current, planned, expected }
+            PlannedChange { change_id, current, planned: operations, expected, dry_run }
         };
+        if dry_run || planned.planned.is_empty() {
+            return Ok(planned);
+        }
         tracing::info!(change = planned.change_id, operations = ?planned.planned, "topology change planned");
         self.reconcile();
         links.runtime.spawn(self.clone().coordinate());
@@ -287,14 +421,44 @@ impl Broker {
     }
 
     /// Carries out the pending change this broker coordinates, operation by operation, then
-    /// hands the final topology to every broker. Returns at once when another run is under way
-    /// or there is nothing to do.
+    /// hands the final topology to every broker, and once no change is pending hands each
+    /// partition's leadership back to its preferred broker. Returns at once when another run is
+    /// under way or there is nothing to do.
+    ///
+    /// A change planned while a run is finishing (its last operation completed, the final
+    /// topology still being handed out) finds the run under way and leaves the change to it:
+    /// so a run, once it lets go, looks for a pending change of its own again and carries it
+    /// out (else that change would wait for ever, its operations done and never completed).
     pub(crate) async fn coordinate(self: Arc<Self>) {
         let Some(links) = &self.links else { return };
-        if links.coordinating.swap(true, Ordering::SeqCst) {
-            return;
-        }
         let me = links.spec.node_id;
+        let mut completed_any = false;
+        loop {
+            if links.coordinating.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            completed_any |= self.coordinate_run().await;
+            links.coordinating.store(false, Ordering::SeqCst);
+            let pending_here = links.topology.lock().expect("topology lock").pending.as_ref().is_some_and(|p| p.coordinator == me);
+            if !pending_here {
+                break;
+            }
+            tracing::info!("a change was planned while the last one finished: carrying it out");
+        }
+        // leadership back to each partition's preferred broker (Zeebe's `POST
+        // /actuator/rebalance`), once the brokers' replicas have their new priorities
+        if completed_any {
+            let asked = self.rebalance().await;
+            tracing::info!(partitions = ?asked, "topology change done: leadership rebalanced");
+        }
+    }
+
+    /// One run of [`Self::coordinate`] (holding its flag): the pending change's operations,
+    /// then the final topology to everyone; whether it completed any operation.
+    async fn coordinate_run(self: &Arc<Self>) -> bool {
+        let Some(links) = &self.links else { return false };
+        let me = links.spec.node_id;
+        let mut completed_any = false;
         loop {
             let t = links.topology.lock().expect("topology lock").clone();
             let (Some(operation), Some(pending)) = (t.next_operation(), t.pending.as_ref()) else { break };
@@ -305,6 +469,7 @@ impl Broker {
             reports.extend(self.push(&t).await);
             if topology::operation_done(operation, &reports) && self.complete_operation() {
                 tracing::info!(?operation, "topology operation completed");
+                completed_any = true;
                 let broker = self.clone();
                 let _ = tokio::task::spawn_blocking(move || broker.reconcile()).await;
                 continue;
@@ -320,7 +485,7 @@ impl Broker {
             }
             tokio::time::sleep(COORDINATE_EVERY).await;
         }
-        links.coordinating.store(false, Ordering::SeqCst);
+        completed_any
     }
 
     /// Completes the pending change's next operation and persists the new version; false when

@@ -8,9 +8,14 @@
 //!   rename). On a first start it is initialised from the static placement
 //!   ([`ClusterSpec::replicas`]); once it exists, it and not the formula decides which replicas a
 //!   broker runs, so a cluster started before has the same replicas as before.
-//! - A change is planned as a list of operations ([`Operation`]) and carried out one operation at
-//!   a time by the broker that accepted it (its coordinator); each completed operation bumps the
+//! - A change is planned as a list of operations ([`Operation`]), checked as a whole before
+//!   anything changes, and carried out one operation at a time by the coordinator (the broker of
+//!   lowest id in the topology, [`Topology::coordinator`]); each completed operation bumps the
 //!   version. A second change while one is pending is refused ([`TopologyError::Conflict`]).
+//! - Scaling the brokers or the replication factor ([`Topology::plan_layout`]) spreads the
+//!   partitions round-robin over the wanted brokers, as the static placement does, and plans
+//!   for each partition its joins before its leaves: a partition never has fewer than its
+//!   replication factor of up-to-date replicas during the change.
 //! - A replica joining is JOINING until its partition's leader reports it a voter (caught up by
 //!   snapshot and log as a learner, then promoted); a replica leaving is LEAVING until the
 //!   partition's Raft configuration no longer names it, and only then is it dropped from the
@@ -60,10 +65,19 @@ pub struct Replica {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "operation", rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Operation {
+    /// A broker enters the topology (holding nothing yet).
+    #[serde(rename_all = "camelCase")]
+    BrokerAdd { broker_id: u64 },
     #[serde(rename_all = "camelCase")]
     PartitionJoin { broker_id: u64, partition_id: PartitionId, priority: u32 },
     #[serde(rename_all = "camelCase")]
     PartitionLeave { broker_id: u64, partition_id: PartitionId },
+    /// A replica's priority changes (it stays where it is).
+    #[serde(rename_all = "camelCase")]
+    PartitionReconfigurePriority { broker_id: u64, partition_id: PartitionId, priority: u32 },
+    /// A broker that holds nothing any more leaves the topology.
+    #[serde(rename_all = "camelCase")]
+    BrokerRemove { broker_id: u64 },
 }
 
 /// The change under way.
@@ -97,7 +111,7 @@ pub struct Topology {
 }
 
 /// A change that cannot be made, with why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum TopologyError {
     #[error("Another topology change with id {0} is in progress")]
     Conflict(u64),
@@ -111,6 +125,18 @@ pub enum TopologyError {
     LastReplica { broker: u64, partition: PartitionId },
     #[error("the priority must be at least 1")]
     Priority,
+    #[error("Broker {broker} is already a member of the cluster")]
+    AlreadyMember { broker: u64 },
+    #[error("Broker {broker} cannot be added: only brokers 0 to {last} have an internal address (the contact points name them)")]
+    NotAddressable { broker: u64, last: u64 },
+    #[error("Broker {broker} cannot be removed: it still replicates partitions {partitions:?}")]
+    StillReplicating { broker: u64, partitions: Vec<PartitionId> },
+    #[error("the cluster needs one broker at least")]
+    NoBrokers,
+    #[error("the replication factor must be at least 1")]
+    ReplicationFactor,
+    #[error("{brokers} broker(s) cannot hold a replication factor of {factor}: the cluster needs as many brokers as the replication factor at least")]
+    TooFewBrokers { brokers: usize, factor: u32 },
 }
 
 impl Topology {
@@ -182,67 +208,184 @@ impl Topology {
         self.replicas(partition).into_iter().find(|(_, r)| r.state == ReplicaState::Active).map(|(n, _)| n)
     }
 
-    /// Plans `operation` as change `self.version + 1`'s only step, coordinated by
-    /// `coordinator`: refused while another change is pending, or for an operation that names
-    /// an unknown broker or partition, or would leave a partition without a replica. Marks the
-    /// replica JOINING or LEAVING and returns the change's id.
+    /// The broker that plans and carries out changes: the member of lowest id (broker 0 while
+    /// it is one, as in Zeebe).
+    pub fn coordinator(&self) -> u64 {
+        self.brokers.keys().copied().next().unwrap_or(0)
+    }
+
+    /// The replication factor: the most replicas a partition has.
+    pub fn replication_factor(&self) -> u32 {
+        (1..=self.partition_count()).map(|p| self.replicas(p).len() as u32).max().unwrap_or(1)
+    }
+
+    /// Plans `operation` as change `self.version + 1`'s only step (see [`Topology::plan_operations`]).
     pub fn plan(&mut self, operation: Operation, coordinator: u64, now_ms: i64) -> Result<u64, TopologyError> {
+        self.plan_operations(vec![operation], coordinator, now_ms)
+    }
+
+    /// Plans `operations` as change `self.version + 1`, coordinated by `coordinator`, and starts
+    /// its first: refused while another change is pending, or when an operation names an
+    /// unknown broker or partition, would leave a partition without a replica, or removes a
+    /// broker that still holds one (every operation is checked on the topology the ones before
+    /// it leave). Returns the change's id; no operations: nothing changes and the id is the
+    /// current version.
+    pub fn plan_operations(&mut self, operations: Vec<Operation>, coordinator: u64, now_ms: i64) -> Result<u64, TopologyError> {
         if let Some(pending) = &self.pending {
             return Err(TopologyError::Conflict(pending.id));
         }
-        let count = self.partition_count();
-        let last = self.brokers.keys().copied().max().unwrap_or(0);
-        let (broker, partition) = match operation {
-            Operation::PartitionJoin { broker_id, partition_id, .. } | Operation::PartitionLeave { broker_id, partition_id } => {
-                (broker_id, partition_id)
-            }
-        };
-        if !self.brokers.contains_key(&broker) {
-            return Err(TopologyError::UnknownBroker { broker, last });
+        let mut simulated = self.clone();
+        for &operation in &operations {
+            simulated.check(operation)?;
+            simulated.start(operation);
+            simulated.finish(operation);
         }
-        if partition == 0 || partition > count {
-            return Err(TopologyError::UnknownPartition { partition, count });
-        }
-        match operation {
-            Operation::PartitionJoin { priority, .. } => {
-                if priority == 0 {
-                    return Err(TopologyError::Priority);
-                }
-                let replicas = self.brokers.get_mut(&broker).expect("checked");
-                match replicas.get_mut(&partition) {
-                    // already a replica: only its priority changes (Zeebe's answer to a join of a
-                    // replica that exists)
-                    Some(r) => r.priority = priority,
-                    None => {
-                        replicas.insert(partition, Replica { state: ReplicaState::Joining, priority });
-                    }
-                }
-            }
-            Operation::PartitionLeave { .. } => {
-                if self.replica(broker, partition).is_none() {
-                    return Err(TopologyError::NotAReplica { broker, partition });
-                }
-                if self.replicas(partition).iter().filter(|(_, r)| r.state != ReplicaState::Leaving).count() <= 1 {
-                    return Err(TopologyError::LastReplica { broker, partition });
-                }
-                self.brokers.get_mut(&broker).and_then(|ps| ps.get_mut(&partition)).expect("checked").state = ReplicaState::Leaving;
-            }
-        }
+        let Some(&first) = operations.first() else { return Ok(self.version) };
         self.version += 1;
         let id = self.version;
-        self.pending = Some(PendingChange { id, coordinator, started_at: now_ms, completed: Vec::new(), pending: vec![operation] });
+        self.start(first);
+        self.pending = Some(PendingChange { id, coordinator, started_at: now_ms, completed: Vec::new(), pending: operations });
         Ok(id)
     }
 
-    /// Completes the pending change's next operation (the replica becomes ACTIVE, or is gone),
-    /// bumping the version; the change completes with its last operation.
-    pub fn complete_next(&mut self, now_ms: i64) {
-        let Some(pending) = &mut self.pending else { return };
-        if pending.pending.is_empty() {
-            return;
+    /// The operations that give the partitions' replicas to `brokers` with `factor` replicas
+    /// each, placed round-robin over them in id order (partition `p` on the `factor` brokers
+    /// from the `(p - 1) mod n`-th, the first preferred), `addressable` brokers (ids below it)
+    /// reachable at all: brokers added first, then for each partition its joins, its priority
+    /// changes and its leaves, then brokers removed.
+    pub fn plan_layout(
+        &self,
+        brokers: &std::collections::BTreeSet<u64>,
+        factor: u32,
+        addressable: u64,
+    ) -> Result<Vec<Operation>, TopologyError> {
+        if brokers.is_empty() {
+            return Err(TopologyError::NoBrokers);
         }
-        let operation = pending.pending.remove(0);
-        pending.completed.push(operation);
+        if factor == 0 {
+            return Err(TopologyError::ReplicationFactor);
+        }
+        if let Some(&broker) = brokers.iter().find(|&&b| b >= addressable) {
+            return Err(TopologyError::NotAddressable { broker, last: addressable.saturating_sub(1) });
+        }
+        if (factor as usize) > brokers.len() {
+            return Err(TopologyError::TooFewBrokers { brokers: brokers.len(), factor });
+        }
+        let ids: Vec<u64> = brokers.iter().copied().collect();
+        let mut ops: Vec<Operation> =
+            ids.iter().filter(|b| !self.brokers.contains_key(b)).map(|&broker_id| Operation::BrokerAdd { broker_id }).collect();
+        for p in 1..=self.partition_count() {
+            let first = usize::from(p - 1);
+            let target: Vec<(u64, u32)> = (0..factor as usize).map(|k| (ids[(first + k) % ids.len()], factor - k as u32)).collect();
+            let current = self.replicas(p);
+            for &(broker_id, priority) in target.iter().filter(|(t, _)| !current.iter().any(|(b, _)| b == t)) {
+                ops.push(Operation::PartitionJoin { broker_id, partition_id: p, priority });
+            }
+            for &(broker_id, priority) in &target {
+                if current.iter().any(|(b, r)| *b == broker_id && r.priority != priority) {
+                    ops.push(Operation::PartitionReconfigurePriority { broker_id, partition_id: p, priority });
+                }
+            }
+            for &(broker_id, _) in current.iter().filter(|(b, _)| !target.iter().any(|(t, _)| t == b)) {
+                ops.push(Operation::PartitionLeave { broker_id, partition_id: p });
+            }
+        }
+        ops.extend(self.brokers.keys().filter(|b| !brokers.contains(b)).map(|&broker_id| Operation::BrokerRemove { broker_id }));
+        Ok(ops)
+    }
+
+    /// Whether `operation` can be made on this topology.
+    fn check(&self, operation: Operation) -> Result<(), TopologyError> {
+        let count = self.partition_count();
+        let last = self.brokers.keys().copied().max().unwrap_or(0);
+        let known =
+            |broker: u64| if self.brokers.contains_key(&broker) { Ok(()) } else { Err(TopologyError::UnknownBroker { broker, last }) };
+        let partition_ok = |partition: PartitionId| {
+            if partition == 0 || partition > count {
+                Err(TopologyError::UnknownPartition { partition, count })
+            } else {
+                Ok(())
+            }
+        };
+        match operation {
+            Operation::BrokerAdd { broker_id } if self.brokers.contains_key(&broker_id) => {
+                Err(TopologyError::AlreadyMember { broker: broker_id })
+            }
+            Operation::BrokerAdd { .. } => Ok(()),
+            Operation::BrokerRemove { broker_id } => {
+                known(broker_id)?;
+                let partitions: Vec<PartitionId> = self.brokers[&broker_id].keys().copied().collect();
+                if partitions.is_empty() {
+                    Ok(())
+                } else {
+                    Err(TopologyError::StillReplicating { broker: broker_id, partitions })
+                }
+            }
+            Operation::PartitionJoin { broker_id, partition_id, priority } => {
+                known(broker_id)?;
+                partition_ok(partition_id)?;
+                if priority == 0 {
+                    return Err(TopologyError::Priority);
+                }
+                Ok(())
+            }
+            Operation::PartitionReconfigurePriority { broker_id, partition_id, priority } => {
+                known(broker_id)?;
+                partition_ok(partition_id)?;
+                if priority == 0 {
+                    return Err(TopologyError::Priority);
+                }
+                if self.replica(broker_id, partition_id).is_none() {
+                    return Err(TopologyError::NotAReplica { broker: broker_id, partition: partition_id });
+                }
+                Ok(())
+            }
+            Operation::PartitionLeave { broker_id, partition_id } => {
+                known(broker_id)?;
+                partition_ok(partition_id)?;
+                if self.replica(broker_id, partition_id).is_none() {
+                    return Err(TopologyError::NotAReplica { broker: broker_id, partition: partition_id });
+                }
+                if self.replicas(partition_id).iter().filter(|(_, r)| r.state != ReplicaState::Leaving).count() <= 1 {
+                    return Err(TopologyError::LastReplica { broker: broker_id, partition: partition_id });
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Starts `operation` (checked): a joining replica is JOINING (an existing one only takes
+    /// the priority, Zeebe's answer to a join of a replica that exists), a leaving one LEAVING.
+    fn start(&mut self, operation: Operation) {
+        match operation {
+            Operation::BrokerAdd { broker_id } => {
+                self.brokers.entry(broker_id).or_default();
+            }
+            Operation::PartitionJoin { broker_id, partition_id, priority } => {
+                let replicas = self.brokers.entry(broker_id).or_default();
+                match replicas.get_mut(&partition_id) {
+                    Some(r) => r.priority = priority,
+                    None => {
+                        replicas.insert(partition_id, Replica { state: ReplicaState::Joining, priority });
+                    }
+                }
+            }
+            Operation::PartitionReconfigurePriority { broker_id, partition_id, priority } => {
+                if let Some(r) = self.brokers.get_mut(&broker_id).and_then(|ps| ps.get_mut(&partition_id)) {
+                    r.priority = priority;
+                }
+            }
+            Operation::PartitionLeave { broker_id, partition_id } => {
+                if let Some(r) = self.brokers.get_mut(&broker_id).and_then(|ps| ps.get_mut(&partition_id)) {
+                    r.state = ReplicaState::Leaving;
+                }
+            }
+            Operation::BrokerRemove { .. } => {}
+        }
+    }
+
+    /// Finishes `operation`: the joined replica is ACTIVE, the leaving one or the broker gone.
+    fn finish(&mut self, operation: Operation) {
         match operation {
             Operation::PartitionJoin { broker_id, partition_id, .. } => {
                 if let Some(r) = self.brokers.get_mut(&broker_id).and_then(|ps| ps.get_mut(&partition_id)) {
@@ -254,12 +397,32 @@ impl Topology {
                     ps.remove(&partition_id);
                 }
             }
+            Operation::BrokerRemove { broker_id } => {
+                self.brokers.remove(&broker_id);
+            }
+            Operation::BrokerAdd { .. } | Operation::PartitionReconfigurePriority { .. } => {}
         }
-        self.version += 1;
+    }
+
+    /// Completes the pending change's next operation and starts the one after, bumping the
+    /// version; the change completes with its last operation.
+    pub fn complete_next(&mut self, now_ms: i64) {
+        let Some(pending) = &mut self.pending else { return };
         if pending.pending.is_empty() {
-            let done = CompletedChange { id: pending.id, started_at: pending.started_at, completed_at: now_ms };
-            self.pending = None;
-            self.last = Some(done);
+            return;
+        }
+        let operation = pending.pending.remove(0);
+        pending.completed.push(operation);
+        let next = pending.pending.first().copied();
+        let done = next.is_none().then(|| CompletedChange { id: pending.id, started_at: pending.started_at, completed_at: now_ms });
+        self.finish(operation);
+        self.version += 1;
+        match next {
+            Some(next) => self.start(next),
+            None => {
+                self.pending = None;
+                self.last = done;
+            }
         }
     }
 
@@ -317,6 +480,8 @@ pub struct LeaderReport {
 /// configuration of a leader other than itself.
 pub fn operation_done(operation: Operation, reports: &[LeaderReport]) -> bool {
     match operation {
+        // the topology alone changes
+        Operation::BrokerAdd { .. } | Operation::BrokerRemove { .. } | Operation::PartitionReconfigurePriority { .. } => true,
         Operation::PartitionJoin { broker_id, partition_id, .. } => reports.iter().any(|r| {
             r.partition == partition_id && r.voters.contains(&broker_id) && r.voters_outgoing.is_empty() && !r.learners.contains(&broker_id)
         }),
@@ -422,6 +587,95 @@ mod tests {
         assert!(!operation_done(leave, &[report(1, &[0, 1, 2], &[], &[])]));
         assert!(operation_done(leave, &[report(1, &[1, 2], &[], &[])]));
         assert!(!operation_done(leave, &[]), "no leader known");
+    }
+
+    /// Carries out the pending change, asserting before each step that every partition keeps
+    /// `factor` replicas that are not joining (caught up) at least.
+    fn carry_out(t: &mut Topology, factor: usize) {
+        let mut now = 100;
+        while t.next_operation().is_some() {
+            for p in 1..=t.partition_count() {
+                assert!(t.voters(p).len() >= factor, "partition {p} below its factor: {:?}", t.replicas(p));
+            }
+            now += 1;
+            t.complete_next(now);
+        }
+    }
+
+    #[test]
+    fn scaling_brokers_spreads_the_partitions_round_robin_with_joins_before_leaves() {
+        // Zeebe's cluster scaling (docs.camunda.io, "Cluster scaling"): the partitions are
+        // redistributed over the new set of brokers, each keeping its replication factor
+        let mut t = Topology::initial(&spec(3, 3), 3);
+        let five: std::collections::BTreeSet<u64> = (0..5).collect();
+        let ops = t.plan_layout(&five, 3, 5).unwrap();
+        use Operation::*;
+        assert_eq!(
+            ops,
+            vec![
+                BrokerAdd { broker_id: 3 },
+                BrokerAdd { broker_id: 4 },
+                PartitionJoin { broker_id: 3, partition_id: 2, priority: 1 },
+                PartitionLeave { broker_id: 0, partition_id: 2 },
+                PartitionJoin { broker_id: 3, partition_id: 3, priority: 2 },
+                PartitionJoin { broker_id: 4, partition_id: 3, priority: 1 },
+                PartitionLeave { broker_id: 0, partition_id: 3 },
+                PartitionLeave { broker_id: 1, partition_id: 3 },
+            ]
+        );
+        let id = t.plan_operations(ops, 0, 5).unwrap();
+        assert_eq!(t.replica(3, 2).map(|r| r.state), None, "one operation at a time: broker 3 is added first");
+        assert!(t.brokers.contains_key(&3));
+        carry_out(&mut t, 3);
+        assert_eq!(t.last.as_ref().map(|c| c.id), Some(id));
+        assert_eq!(t.brokers, Topology::initial(&spec(5, 3), 3).brokers, "the static placement of five brokers");
+        assert_eq!(t.version, id + 8);
+
+        // and back: brokers 3 and 4 hand their replicas back, then leave the topology
+        let three: std::collections::BTreeSet<u64> = (0..3).collect();
+        let ops = t.plan_layout(&three, 3, 5).unwrap();
+        assert_eq!(ops.last(), Some(&BrokerRemove { broker_id: 4 }));
+        t.plan_operations(ops, 0, 200).unwrap();
+        carry_out(&mut t, 3);
+        assert_eq!(t.brokers, Topology::initial(&spec(3, 3), 3).brokers);
+        assert_eq!(t.plan_layout(&three, 3, 5), Ok(Vec::new()), "nothing to change");
+        let version = t.version;
+        assert_eq!(t.plan_operations(Vec::new(), 0, 300), Ok(version));
+        assert_eq!((t.version, t.pending.clone()), (version, None));
+    }
+
+    #[test]
+    fn a_replication_factor_change_adds_or_removes_replicas_of_each_partition() {
+        let mut t = Topology::initial(&spec(3, 2), 3);
+        let all: std::collections::BTreeSet<u64> = (0..3).collect();
+        assert_eq!(t.replication_factor(), 2);
+        let ops = t.plan_layout(&all, 3, 3).unwrap();
+        assert!(
+            ops.iter().all(|o| matches!(o, Operation::PartitionJoin { .. } | Operation::PartitionReconfigurePriority { .. })),
+            "{ops:?}"
+        );
+        t.plan_operations(ops, 0, 1).unwrap();
+        carry_out(&mut t, 2);
+        assert_eq!((t.brokers.clone(), t.replication_factor()), (Topology::initial(&spec(3, 3), 3).brokers, 3));
+        let ops = t.plan_layout(&all, 1, 3).unwrap();
+        t.plan_operations(ops, 0, 1).unwrap();
+        carry_out(&mut t, 1);
+        assert_eq!(t.brokers, Topology::initial(&spec(3, 1), 3).brokers);
+    }
+
+    #[test]
+    fn impossible_layouts_are_refused_and_change_nothing() {
+        let mut t = Topology::initial(&spec(3, 3), 3);
+        let ids = |r: std::ops::Range<u64>| r.collect::<std::collections::BTreeSet<u64>>();
+        assert_eq!(t.plan_layout(&ids(0..2), 3, 5), Err(TopologyError::TooFewBrokers { brokers: 2, factor: 3 }));
+        assert_eq!(t.plan_layout(&ids(0..7), 3, 5), Err(TopologyError::NotAddressable { broker: 5, last: 4 }));
+        assert_eq!(t.plan_layout(&ids(0..0), 1, 5), Err(TopologyError::NoBrokers));
+        assert_eq!(t.plan_layout(&ids(0..3), 0, 5), Err(TopologyError::ReplicationFactor));
+        let remove = Operation::BrokerRemove { broker_id: 1 };
+        assert_eq!(t.plan(remove, 0, 0), Err(TopologyError::StillReplicating { broker: 1, partitions: vec![1, 2, 3] }));
+        assert_eq!(t.plan(Operation::BrokerAdd { broker_id: 2 }, 0, 0), Err(TopologyError::AlreadyMember { broker: 2 }));
+        assert_eq!(t, Topology::initial(&spec(3, 3), 3));
+        assert!(TopologyError::TooFewBrokers { brokers: 2, factor: 3 }.to_string().contains("replication factor of 3"));
     }
 
     #[test]

@@ -31,7 +31,9 @@ pub const WINDOW_CHUNKS: u64 = 8;
 pub trait SnapshotSource: Send + Sync {
     /// The directory of files holding the state at `index` (the entry of term `term`), while the
     /// owner keeps it: a flat directory of regular files, e.g. a RocksDB checkpoint named by its
-    /// applied index. The group compacts the log to the index it is given
+    /// applied index. The owner removes a snapshot by renaming its directory away first (then
+    /// deleting the files): the group lists and opens the files when it offers them, and a
+    /// directory being emptied in place could be listed without some of them. The group compacts the log to the index it is given
     /// ([`crate::RaftGroup::compact`]) and asks for the files of that index when a follower
     /// needs them; `None` (not kept, or not yet) delays the follower's snapshot.
     fn files_at(&self, index: u64, term: u64) -> Option<PathBuf>;
@@ -145,7 +147,6 @@ pub(crate) fn received_name(index: u64, term: u64) -> String {
 pub(crate) struct Outgoing {
     pub(crate) index: u64,
     pub(crate) term: u64,
-    dir: PathBuf,
     files: Vec<SnapshotFile>,
     total: u64,
     message: Message,
@@ -155,8 +156,9 @@ pub(crate) struct Outgoing {
     sent: u64,
     /// Ticks since the follower last made progress.
     pub(crate) idle_ticks: usize,
-    /// The file being read, by its number.
-    open: Option<(usize, File)>,
+    /// Every file, opened when the transfer started: the owner may delete the snapshot
+    /// meanwhile (a newer one taken), and the transfer still sends the files it offered.
+    handles: Vec<File>,
 }
 
 /// What the leader does after a follower's answer.
@@ -166,12 +168,23 @@ pub(crate) enum OutgoingState {
 }
 
 impl Outgoing {
+    /// Starts a transfer of the snapshot in `dir`: lists and opens its files. Refused (an
+    /// error) when `dir` is gone once they are open: it was being removed while listed, and
+    /// what was listed may lack files (the [`SnapshotSource`] contract: the owner renames a
+    /// snapshot directory away before it deletes its files).
     pub(crate) fn new(message: Message, dir: PathBuf) -> std::io::Result<Self> {
         let meta = message.get_snapshot().get_metadata();
         let (index, term) = (meta.index, meta.term);
         let files = manifest(&dir)?;
+        let handles = files.iter().map(|f| File::open(dir.join(&f.name))).collect::<std::io::Result<Vec<File>>>()?;
+        if !dir.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("snapshot {} was removed while it was offered", dir.display()),
+            ));
+        }
         let total = files.iter().map(|f| f.size).sum();
-        Ok(Self { index, term, dir, files, total, message, acked: None, sent: 0, idle_ticks: 0, open: None })
+        Ok(Self { index, term, files, total, message, acked: None, sent: 0, idle_ticks: 0, handles })
     }
 
     fn packet(&self, body: PacketBody) -> SnapshotPacket {
@@ -227,11 +240,8 @@ impl Outgoing {
         while self.sent < limit {
             let (file, offset) = locate(&self.files, self.sent).expect("a position below the total is in a file");
             let len = (self.files[file].size - offset).min(chunk_bytes as u64).min(limit - self.sent) as usize;
-            if self.open.as_ref().is_none_or(|(n, _)| *n != file) {
-                self.open = Some((file, File::open(self.dir.join(&self.files[file].name))?));
-            }
             let mut data = vec![0u8; len];
-            self.open.as_ref().expect("opened").1.read_exact_at(&mut data, offset)?;
+            self.handles[file].read_exact_at(&mut data, offset)?;
             let crc = chunk_crc(self.index, self.term, self.sent, &data);
             out.push(self.packet(PacketBody::Chunk { position: self.sent, data, crc }));
             self.sent += len as u64;
@@ -413,6 +423,43 @@ mod tests {
             assert_eq!(fs::read(dir.join(name)).unwrap(), fs::read(src.path().join(name)).unwrap(), "{name}");
         }
         assert!(!root.path().join("40-3.tmp").exists());
+    }
+
+    #[test]
+    fn a_transfer_sends_what_it_offered_after_the_owner_deleted_the_snapshot() {
+        // the leader's owner takes a newer snapshot and deletes this one while a follower is
+        // sent it: the transfer goes on with the files it offered (it used to open each file
+        // only when it reached it, failed, and started over with the next snapshot)
+        let src = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let kept = tempfile::tempdir().unwrap();
+        source(src.path());
+        for name in ["a", "b-empty", "c"] {
+            fs::copy(src.path().join(name), kept.path().join(name)).unwrap();
+        }
+        let mut out = Outgoing::new(snapshot_message(40, 3), src.path().to_path_buf()).unwrap();
+        let away = src.path().with_extension("removed");
+        fs::rename(src.path(), &away).unwrap();
+        fs::remove_dir_all(&away).unwrap();
+        let PacketBody::Offer { files, message } = out.offer().body else { panic!("an offer") };
+        let mut inc = Incoming::start(root.path(), 1, 40, 3, files, *message).unwrap();
+        out.on_ack(inc.next(), AckKind::Progress);
+        let dir = 'transfer: loop {
+            let chunks = out.chunks(3_000).expect("the offered files stay readable");
+            assert!(!chunks.is_empty(), "the window stalled");
+            for p in chunks {
+                let PacketBody::Chunk { position, data, crc } = p.body else { panic!("a chunk") };
+                match inc.chunk(position, &data, crc).unwrap() {
+                    Received::Answer(next, kind) => {
+                        out.on_ack(next, kind);
+                    }
+                    Received::Complete => break 'transfer inc.finish(root.path()).unwrap(),
+                }
+            }
+        };
+        for name in ["a", "b-empty", "c"] {
+            assert_eq!(fs::read(dir.join(name)).unwrap(), fs::read(kept.path().join(name)).unwrap(), "{name}");
+        }
     }
 
     #[test]

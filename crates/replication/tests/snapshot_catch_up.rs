@@ -2,7 +2,8 @@
 //! entry comes back: it is sent the leader's snapshot (the files of its checkpoint, in chunks with
 //! checksums), installs it, takes the log after it and converges. A corrupted chunk is refused
 //! and sent again; a transfer cut by a crash is never used; a snapshot whose files go during its
-//! transfer is given up and the newer one sent; a snapshot installed in the journal
+//! transfer is still sent whole (its files were opened when it was offered), and the newer one
+//! after it; a snapshot installed in the journal
 //! before a crash is handed to the owner again when the group reopens.
 
 use std::collections::BTreeMap;
@@ -370,9 +371,10 @@ fn a_snapshot_installed_before_a_crash_is_handed_over_again_at_open() {
 }
 
 #[test]
-fn a_snapshot_removed_during_its_transfer_is_given_up_and_the_newer_one_sent() {
+fn a_snapshot_removed_during_its_transfer_is_sent_whole_and_the_newer_one_after_it() {
     let mut c = Cluster::new();
     let (leader, f, old) = leave_a_follower_behind(&mut c);
+    let old_files = read_dir(&old);
     // the leader checkpoints again (the owner keeps the older one until it compacts)
     c.propose(leader, 210, 20);
     let newer = checkpoint(&c.state_dir(leader), &c.states[leader]);
@@ -388,12 +390,19 @@ fn a_snapshot_removed_during_its_transfer_is_given_up_and_the_newer_one_sent() {
         }
     }
     assert!(tmp_exists(&c), "no transfer started");
-    // before a chunk is read: the older checkpoint goes, the log is compacted to the newer one
-    std::fs::remove_dir_all(&old).unwrap();
+    // before a chunk is read: the older checkpoint goes (renamed away, then deleted, as the
+    // `SnapshotSource` contract asks), the log is compacted to the newer one
+    let away = old.with_extension("removed");
+    std::fs::rename(&old, &away).unwrap();
+    std::fs::remove_dir_all(&away).unwrap();
     let applied = c.states[leader].applied;
     c.group(leader).compact(applied).unwrap();
     c.settle(leader);
+    // the transfer under way sent the files it had opened when it offered them: the
+    // follower installed the older snapshot whole, then was sent the newer one
     let stats = c.group(leader).snapshot_stats();
-    assert!(stats.abandoned >= 1 && stats.offered >= 2, "{stats:?}");
-    assert_converged(&mut c, leader, f, &newer, 1);
+    assert!(stats.abandoned == 0 && stats.completed >= 2, "{stats:?}");
+    let (first, files) = c.installed[f].first().expect("a snapshot installed").clone();
+    assert_eq!((first.index, files), (old.file_name().unwrap().to_str().unwrap().parse::<u64>().unwrap(), old_files));
+    assert_converged(&mut c, leader, f, &newer, 2);
 }

@@ -12,7 +12,7 @@ use axum::{Json, Router};
 use prometheus::{Encoder, Registry, TextEncoder};
 use serde_json::json;
 use waggle_broker::backup::BackupError;
-use waggle_broker::Broker;
+use waggle_broker::{Broker, ChangeRequest};
 use waggle_gateway::{ClusterTopology, TopologySource};
 
 #[derive(Clone)]
@@ -30,7 +30,9 @@ pub fn router(state: ManagementState) -> Router {
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
-        .route("/actuator/cluster", get(cluster))
+        .route("/actuator/cluster", get(cluster).patch(reconfigure))
+        .route("/actuator/cluster/brokers", post(scale_brokers))
+        .route("/actuator/cluster/brokers/:broker", post(add_broker).delete(remove_broker))
         .route("/actuator/cluster/brokers/:broker/partitions/:partition", post(join_partition).delete(leave_partition))
         .route("/actuator/rebalance", post(rebalance))
         .route("/actuator/backups", post(take_backup).get(list_backups))
@@ -210,58 +212,147 @@ struct JoinBody {
 async fn join_partition(
     State(s): State<ManagementState>,
     Path((broker, partition)): Path<(u64, u16)>,
+    Query(q): Query<DryRun>,
     body: axum::body::Bytes,
 ) -> Response {
-    let body: JoinBody = if body.is_empty() {
-        JoinBody::default()
-    } else {
-        match serde_json::from_slice(&body) {
-            Ok(b) => b,
-            Err(e) => {
-                return (StatusCode::BAD_REQUEST, Json(json!({ "message": format!("the body must be {{\"priority\": n}}: {e}") })))
-                    .into_response()
-            }
-        }
+    let body: JoinBody = match parse_body(&body, "{\"priority\": n}") {
+        Ok(b) => b.unwrap_or_default(),
+        Err(answer) => return answer,
     };
-    let b = s.broker.clone();
-    let planned = tokio::task::spawn_blocking(move || b.join_partition(broker, partition, body.priority.unwrap_or(1))).await;
-    planned_answer(planned)
+    let request = ChangeRequest::JoinPartition { broker, partition, priority: body.priority.unwrap_or(1) };
+    planned_answer(s.broker.request_change(request, q.dry_run).await)
 }
 
 /// `DELETE /actuator/cluster/brokers/{brokerId}/partitions/{partitionId}`: plans the broker
 /// leaving the partition (202; 409 while another change runs; 400 for an unknown broker or
 /// partition, a broker that does not replicate it, or its last replica).
-async fn leave_partition(State(s): State<ManagementState>, Path((broker, partition)): Path<(u64, u16)>) -> Response {
-    let b = s.broker.clone();
-    let planned = tokio::task::spawn_blocking(move || b.leave_partition(broker, partition)).await;
-    planned_answer(planned)
+async fn leave_partition(
+    State(s): State<ManagementState>,
+    Path((broker, partition)): Path<(u64, u16)>,
+    Query(q): Query<DryRun>,
+) -> Response {
+    planned_answer(s.broker.request_change(ChangeRequest::LeavePartition { broker, partition }, q.dry_run).await)
+}
+
+/// `?dryRun=true`: the change is planned and answered, and nothing changes.
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct DryRun {
+    #[serde(default)]
+    dry_run: bool,
+}
+
+/// `body` as JSON of `T` (`None` when empty), or a 400 answer naming the shape expected.
+fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8], shape: &str) -> Result<Option<T>, Response> {
+    if body.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_slice(body)
+        .map(Some)
+        .map_err(|e| (StatusCode::BAD_REQUEST, Json(json!({ "message": format!("the body must be {shape}: {e}") }))).into_response())
+}
+
+/// `POST /actuator/cluster/brokers` with the wanted broker ids (Zeebe 8.5's scaling request,
+/// e.g. `[0, 1, 2, 3, 4]`): the partitions are spread round-robin over exactly these brokers
+/// with the same replication factor; brokers added join before the brokers removed leave.
+async fn scale_brokers(State(s): State<ManagementState>, Query(q): Query<DryRun>, body: axum::body::Bytes) -> Response {
+    let wanted: Vec<u64> = match parse_body(&body, "the wanted broker ids, e.g. [0, 1, 2]") {
+        Ok(Some(ids)) => ids,
+        Ok(None) => {
+            return (StatusCode::BAD_REQUEST, Json(json!({ "message": "the body must be the wanted broker ids, e.g. [0, 1, 2]" })))
+                .into_response()
+        }
+        Err(answer) => return answer,
+    };
+    planned_answer(s.broker.request_change(ChangeRequest::Brokers(wanted.into_iter().collect()), q.dry_run).await)
+}
+
+/// `POST /actuator/cluster/brokers/{brokerId}`: adds the broker (it takes its share of the
+/// partitions' replicas).
+async fn add_broker(State(s): State<ManagementState>, Path(broker): Path<u64>, Query(q): Query<DryRun>) -> Response {
+    planned_answer(s.broker.request_change(ChangeRequest::AddBroker(broker), q.dry_run).await)
+}
+
+/// `DELETE /actuator/cluster/brokers/{brokerId}`: removes the broker once its replicas moved
+/// to the others (400 when fewer brokers than the replication factor would be left).
+async fn remove_broker(State(s): State<ManagementState>, Path(broker): Path<u64>, Query(q): Query<DryRun>) -> Response {
+    planned_answer(s.broker.request_change(ChangeRequest::RemoveBroker(broker), q.dry_run).await)
+}
+
+/// The body of Zeebe 8.8's `PATCH /actuator/cluster`.
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ReconfigureBody {
+    #[serde(default)]
+    brokers: ReconfigureBrokers,
+    #[serde(default)]
+    partitions: ReconfigurePartitions,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ReconfigureBrokers {
+    #[serde(default)]
+    add: Vec<u64>,
+    #[serde(default)]
+    remove: Vec<u64>,
+    count: Option<u64>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ReconfigurePartitions {
+    count: Option<u32>,
+    replication_factor: Option<u32>,
+}
+
+/// `PATCH /actuator/cluster` (Zeebe 8.8): `{"brokers": {"add": [..], "remove": [..]} or
+/// {"count": n}, "partitions": {"replicationFactor": n}}`, planned as the broker scaling is;
+/// a partition `count` other than the current one is refused (not supported yet).
+async fn reconfigure(State(s): State<ManagementState>, Query(q): Query<DryRun>, body: axum::body::Bytes) -> Response {
+    let shape =
+        "{\"brokers\": {\"add\": [ids], \"remove\": [ids], \"count\": n}, \"partitions\": {\"count\": n, \"replicationFactor\": n}}";
+    let body: ReconfigureBody = match parse_body(&body, shape) {
+        Ok(b) => b.unwrap_or_default(),
+        Err(answer) => return answer,
+    };
+    let request = ChangeRequest::Reconfigure {
+        add: body.brokers.add,
+        remove: body.brokers.remove,
+        count: body.brokers.count,
+        replication_factor: body.partitions.replication_factor,
+        partition_count: body.partitions.count,
+    };
+    planned_answer(s.broker.request_change(request, q.dry_run).await)
 }
 
 /// A planned change as Zeebe's `PlannedOperationsResponse` (`changeId`, `currentTopology`,
-/// `plannedChanges`, `expectedTopology`), or the refusal.
-fn planned_answer(planned: Result<Result<waggle_broker::PlannedChange, waggle_broker::ChangeError>, tokio::task::JoinError>) -> Response {
+/// `plannedChanges`, `expectedTopology`), or the refusal: 409 while another change runs, 400
+/// for an impossible one, 502 when the coordinator could not be reached.
+fn planned_answer(planned: Result<waggle_broker::PlannedChange, waggle_broker::ChangeError>) -> Response {
     use waggle_broker::topology::TopologyError;
     use waggle_broker::ChangeError;
     match planned {
-        Ok(Ok(p)) => (
+        Ok(p) => (
             StatusCode::ACCEPTED,
             Json(json!({
                 "changeId": p.change_id,
                 "currentTopology": p.current.brokers_json(),
                 "plannedChanges": p.planned,
                 "expectedTopology": p.expected.brokers_json(),
+                "dryRun": p.dry_run,
             })),
         )
             .into_response(),
-        Ok(Err(e)) => {
+        Err(e) => {
             let code = match &e {
                 ChangeError::Invalid(TopologyError::Conflict(_)) => StatusCode::CONFLICT,
-                ChangeError::Invalid(_) | ChangeError::NotClustered => StatusCode::BAD_REQUEST,
+                ChangeError::Invalid(_) | ChangeError::Unsupported(_) | ChangeError::NotClustered => StatusCode::BAD_REQUEST,
+                ChangeError::CoordinatorUnreachable { .. } => StatusCode::BAD_GATEWAY,
                 ChangeError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
             };
             (code, Json(json!({ "message": e.to_string() }))).into_response()
         }
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({ "message": e.to_string() }))).into_response(),
     }
 }
 

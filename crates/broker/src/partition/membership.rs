@@ -29,16 +29,22 @@ pub(super) struct Progress {
     /// configuration: the snapshot it is sent must be at or after that index.
     learner_since: Option<(u64, u64)>,
     last_step: Option<Instant>,
-    /// A snapshot must be taken now and the log compacted to it whatever the followers hold
-    /// (the learner catches up by it).
-    pub(super) force_snapshot: bool,
+    /// While a learner waits for its first snapshot: the index the log must be compacted to at
+    /// least, whatever the followers hold (a snapshot at or after it taken first), so that the
+    /// snapshot Raft sends the learner names it in its configuration. `None` once the log is
+    /// compacted that far: it is then compacted as usual, and the learner, once it holds that
+    /// snapshot, catches up by the log like any follower (its progress holds compaction back).
+    /// Forcing a snapshot and a compaction for as long as the learner lagged made the leader
+    /// snapshot on every round while commands flowed, and send the learner snapshot after
+    /// snapshot: each compaction past it left it needing the next one.
+    pub(super) compact_to: Option<u64>,
 }
 
 impl Processor {
     /// Makes the next step of the membership changes asked, when this replica serves as the
     /// leader and no configuration change is under way.
     pub(super) fn change_membership(&mut self) {
-        self.membership_progress.force_snapshot = false;
+        self.membership_progress.compact_to = None;
         if self.replica.is_none() || !self.serving() {
             self.membership_progress.learner_since = None;
             return;
@@ -60,8 +66,8 @@ impl Processor {
                         self.applied
                     }
                 };
-                if self.snapshot_index < since || self.compacted < self.snapshot_index {
-                    self.membership_progress.force_snapshot = true;
+                if self.compacted < since {
+                    self.membership_progress.compact_to = Some(since);
                     return;
                 }
                 if self.raft.caught_up(id) && self.may_step() {
@@ -78,7 +84,7 @@ impl Processor {
             }
             // Raft sends a new member what the log lacks as a snapshot: the log must be compacted
             if self.raft.first_index() <= 1 {
-                self.membership_progress.force_snapshot = true;
+                self.membership_progress.compact_to = Some(1);
                 return;
             }
             if self.may_step() {

@@ -50,10 +50,26 @@ fn remove_others(dir: &Path, keep: &Path) {
     if let Ok(entries) = fs::read_dir(dir) {
         for e in entries.flatten() {
             if e.path() != keep {
-                let _ = fs::remove_dir_all(e.path());
+                let _ = remove_snapshot(&e.path());
             }
         }
     }
+}
+
+/// Deletes the snapshot directory `path`, renamed away first (to `<name>.removed`, which is no
+/// snapshot's name): the Raft group may be listing and opening its files to offer them to a
+/// follower ([`SnapshotSource`]'s contract), and a directory emptied in place could be listed
+/// without some of them (a follower was sent an empty "snapshot", and its replica failed).
+fn remove_snapshot(path: &Path) -> std::io::Result<()> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    if name.parse::<u64>().is_err() {
+        // a checkpoint cut short (`.tmp`) or one renamed away before: no snapshot's name
+        return fs::remove_dir_all(path);
+    }
+    let away = path.with_file_name(format!("{name}.removed"));
+    let _ = fs::remove_dir_all(&away);
+    fs::rename(path, &away)?;
+    fs::remove_dir_all(&away)
 }
 
 /// Checkpoints `store` into `dir/<index>` and deletes older snapshots. The checkpoint holds at
@@ -80,7 +96,7 @@ pub(super) fn take(store: &RocksStore, dir: &Path, index: u64) -> Result<(), Str
 pub(super) fn keep_installed(dir: &Path, installed: &InstalledSnapshot) -> std::io::Result<PathBuf> {
     let to = dir.join(installed.index.to_string());
     if to.exists() {
-        fs::remove_dir_all(&to)?;
+        remove_snapshot(&to)?;
     }
     fs::rename(&installed.dir, &to)?;
     fs::File::open(dir)?.sync_all()?;

@@ -201,15 +201,20 @@ pub struct ClusterDriver {
 }
 
 impl ClusterDriver {
-    /// Starts the driver against `address`; its report goes to `report`.
+    /// Starts the driver against `address` for 20 s; its report goes to `report`.
     pub fn start(address: &str, report: &Path) -> ClusterDriver {
+        ClusterDriver::start_for(address, report, 20)
+    }
+
+    /// Starts the driver against `address` for `seconds` of load; its report goes to `report`.
+    pub fn start_for(address: &str, report: &Path, seconds: u64) -> ClusterDriver {
         let lib = peers().join("java-client/lib");
         assert!(lib.exists(), "{} missing: run scripts/install-clients.sh", lib.display());
         let child = Command::new("java")
             .arg("-cp")
             .arg(format!("{}/*", lib.display()))
             .arg(repo_root().join("tests/clients/ClusterDriver.java"))
-            .args(["--address", address, "--seconds", "20", "--report"])
+            .args(["--address", address, "--seconds", &seconds.to_string(), "--report"])
             .arg(report)
             .arg("--models")
             .arg(client_models())
