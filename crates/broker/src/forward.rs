@@ -623,6 +623,12 @@ mod tests {
         async fn topology(&self, _: tonic::Request<pb::TopologyRequest>) -> Result<tonic::Response<pb::TopologyResponse>, tonic::Status> {
             Err(tonic::Status::unimplemented("no Topology here"))
         }
+        async fn change_topology(
+            &self,
+            _: tonic::Request<pb::ChangeTopologyRequest>,
+        ) -> Result<tonic::Response<pb::ChangeTopologyResponse>, tonic::Status> {
+            Err(tonic::Status::unimplemented("no ChangeTopology here"))
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
