@@ -414,7 +414,7 @@ impl Topology {
         let operation = pending.pending.remove(0);
         pending.completed.push(operation);
         let next = pending.pending.first().copied();
-        let done = next.is_none().then(|| CompletedChange { id: pending.id, started_at: pending.started_at, completed_at: now_ms });
+        let done = next.is_none().then_some(CompletedChange { id: pending.id, started_at: pending.started_at, completed_at: now_ms });
         self.finish(operation);
         self.version += 1;
         match next {

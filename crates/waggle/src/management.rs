@@ -217,7 +217,7 @@ async fn join_partition(
 ) -> Response {
     let body: JoinBody = match parse_body(&body, "{\"priority\": n}") {
         Ok(b) => b.unwrap_or_default(),
-        Err(answer) => return answer,
+        Err(answer) => return *answer,
     };
     let request = ChangeRequest::JoinPartition { broker, partition, priority: body.priority.unwrap_or(1) };
     planned_answer(s.broker.request_change(request, q.dry_run).await)
@@ -243,13 +243,13 @@ struct DryRun {
 }
 
 /// `body` as JSON of `T` (`None` when empty), or a 400 answer naming the shape expected.
-fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8], shape: &str) -> Result<Option<T>, Response> {
+fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8], shape: &str) -> Result<Option<T>, Box<Response>> {
     if body.is_empty() {
         return Ok(None);
     }
-    serde_json::from_slice(body)
-        .map(Some)
-        .map_err(|e| (StatusCode::BAD_REQUEST, Json(json!({ "message": format!("the body must be {shape}: {e}") }))).into_response())
+    serde_json::from_slice(body).map(Some).map_err(|e| {
+        Box::new((StatusCode::BAD_REQUEST, Json(json!({ "message": format!("the body must be {shape}: {e}") }))).into_response())
+    })
 }
 
 /// `POST /actuator/cluster/brokers` with the wanted broker ids (Zeebe 8.5's scaling request,
@@ -262,7 +262,7 @@ async fn scale_brokers(State(s): State<ManagementState>, Query(q): Query<DryRun>
             return (StatusCode::BAD_REQUEST, Json(json!({ "message": "the body must be the wanted broker ids, e.g. [0, 1, 2]" })))
                 .into_response()
         }
-        Err(answer) => return answer,
+        Err(answer) => return *answer,
     };
     planned_answer(s.broker.request_change(ChangeRequest::Brokers(wanted.into_iter().collect()), q.dry_run).await)
 }
@@ -314,7 +314,7 @@ async fn reconfigure(State(s): State<ManagementState>, Query(q): Query<DryRun>, 
         "{\"brokers\": {\"add\": [ids], \"remove\": [ids], \"count\": n}, \"partitions\": {\"count\": n, \"replicationFactor\": n}}";
     let body: ReconfigureBody = match parse_body(&body, shape) {
         Ok(b) => b.unwrap_or_default(),
-        Err(answer) => return answer,
+        Err(answer) => return *answer,
     };
     let request = ChangeRequest::Reconfigure {
         add: body.brokers.add,
