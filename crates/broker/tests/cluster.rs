@@ -5,11 +5,14 @@
 //! rejoins on its data directory and catches up.
 
 use std::collections::BTreeSet;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{free_addrs, start};
 use waggle_broker::{Broker, BrokerConfig, BrokerError, ClusterSpec, StateDigest};
 use waggle_engine::Command;
 use waggle_protocol::value::{DeploymentRecord, DeploymentResource, JobBatchRecord, MessageRecord, ProcessInstanceCreationRecord};
@@ -46,33 +49,12 @@ const TIMED: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
   </bpmn:process>
 </bpmn:definitions>"#;
 
-/// `n` loopback addresses with ports free a moment ago.
-fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let listeners: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    listeners.iter().map(|l| l.local_addr().unwrap()).collect()
-}
-
 fn config(dir: &std::path::Path, partitions: u16, node_id: u64, members: &[SocketAddr]) -> BrokerConfig {
     BrokerConfig {
         data_dir: dir.to_path_buf(),
         partitions,
         cluster: Some(ClusterSpec { node_id, members: members.to_vec(), replication_factor: members.len() as u32 }),
         ..BrokerConfig::default()
-    }
-}
-
-/// Starts a broker, retrying a moment while its internal port is still held by a predecessor.
-fn start(config: &BrokerConfig) -> Arc<Broker> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match Broker::start(config.clone(), &prometheus::Registry::new()) {
-            Ok(broker) => return broker,
-            Err(BrokerError::Cluster(e)) if Instant::now() < deadline => {
-                eprintln!("retrying the start: {e}");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) => panic!("broker did not start: {e}"),
-        }
     }
 }
 

@@ -4,15 +4,14 @@
 //! leader is shut down the new leader's exporter resumes after that position, not from the
 //! start, leaving no record out.
 
-use std::net::{SocketAddr, TcpListener};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{creation, deployment, ONE_TASK};
+use common::{creation, deployment, free_addrs, start, ONE_TASK};
 use waggle_broker::export::ExportConfig;
-use waggle_broker::{Broker, BrokerConfig, BrokerError, ClusterSpec};
+use waggle_broker::{Broker, BrokerConfig, ClusterSpec};
 use waggle_exporter::{Controller, ExportError, Exporter, ExporterFactory};
 use waggle_protocol::Record;
 
@@ -32,22 +31,6 @@ impl Exporter for Recording {
     fn flush(&mut self, controller: &mut Controller) -> Result<(), ExportError> {
         controller.acknowledge(self.last);
         Ok(())
-    }
-}
-
-fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let listeners: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    listeners.iter().map(|l| l.local_addr().unwrap()).collect()
-}
-
-fn start(config: &BrokerConfig) -> Arc<Broker> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match Broker::start(config.clone(), &prometheus::Registry::new()) {
-            Ok(broker) => return broker,
-            Err(BrokerError::Cluster(_)) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) => panic!("broker did not start: {e}"),
-        }
     }
 }
 

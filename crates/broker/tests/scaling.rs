@@ -11,37 +11,20 @@
 //! its coordinator still hands the final topology out, is carried out too (it used to find
 //! the finishing run under way, and waited for ever).
 
-use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{free_addrs, start};
 use waggle_broker::topology::Topology;
-use waggle_broker::{Broker, BrokerConfig, BrokerError, ChangeRequest, ClusterSpec};
+use waggle_broker::{Broker, BrokerConfig, ChangeRequest, ClusterSpec};
 use waggle_engine::Command;
 use waggle_protocol::value::{DeploymentRecord, DeploymentResource, ProcessInstanceCreationRecord};
 use waggle_protocol::{Intent, RecordValue};
 
 const MODEL: &str = include_str!("../../../tests/clients/models/one_task.bpmn");
-
-fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    let listeners: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    listeners.iter().map(|l| l.local_addr().unwrap()).collect()
-}
-
-fn start(config: &BrokerConfig) -> Arc<Broker> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match Broker::start(config.clone(), &prometheus::Registry::new()) {
-            Ok(broker) => return broker,
-            Err(BrokerError::Cluster(e)) if Instant::now() < deadline => {
-                eprintln!("retrying the start: {e}");
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) => panic!("broker did not start: {e}"),
-        }
-    }
-}
 
 fn deployment() -> Command {
     let resources = vec![DeploymentResource { resource_name: "one_task.bpmn".into(), resource: MODEL.as_bytes().to_vec() }];

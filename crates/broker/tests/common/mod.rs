@@ -1,7 +1,12 @@
 //! What the broker's integration tests share: a one-task model and the commands that deploy and
-//! start it.
+//! start it, free local addresses for a cluster's members, and a broker's start.
 #![allow(dead_code)]
 
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use waggle_broker::{Broker, BrokerConfig, BrokerError};
 use waggle_engine::Command;
 use waggle_protocol::value::{DeploymentRecord, DeploymentResource, ProcessInstanceCreationRecord};
 use waggle_protocol::{Intent, RecordValue};
@@ -48,4 +53,26 @@ pub fn creation(process: &str) -> Command {
             tenant_id: "<default>".into(),
         }),
     )
+}
+
+/// `n` local addresses free a moment ago (for a cluster's members' internal ports).
+pub fn free_addrs(n: usize) -> Vec<SocketAddr> {
+    let listeners: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    listeners.iter().map(|l| l.local_addr().unwrap()).collect()
+}
+
+/// Starts a broker, retrying for up to 20 s while its internal port is still held by a
+/// predecessor.
+pub fn start(config: &BrokerConfig) -> Arc<Broker> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match Broker::start(config.clone(), &prometheus::Registry::new()) {
+            Ok(broker) => return broker,
+            Err(BrokerError::Cluster(e)) if Instant::now() < deadline => {
+                eprintln!("retrying the start: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => panic!("broker did not start: {e}"),
+        }
+    }
 }
