@@ -10,6 +10,9 @@
 //! - **Catch-up**: under W2, one broker is stopped for a while, then restarted; the time until it
 //!   is a healthy, caught-up replica of every partition again.
 //!
+//! - **Scaling**: the brokers scaled up and back down, without load and under W2
+//!   ([`crate::scaling_bench`]).
+//!
 //! Figures only: nothing here asserts a time. Method: docs/bench.md.
 
 use std::path::PathBuf;
@@ -27,12 +30,13 @@ use crate::client;
 use crate::cluster::{Cluster, Shape};
 use crate::report::{self, RunReport};
 use crate::runner::{self, Phases, ServerInfo};
+use crate::scaling_bench::{self, ScalingReport, ScalingSettings};
 use crate::server::Server;
 use crate::stats::{Samples, Summary};
 use crate::workload::{parse_duration, Pace, Workload};
 
 /// The scenarios, in the order they run.
-pub const SCENARIOS: [&str; 3] = ["w7", "failover", "catchup"];
+pub const SCENARIOS: [&str; 4] = ["w7", "failover", "catchup", "scaling"];
 
 /// `waggle bench cluster`.
 #[derive(Debug, Args)]
@@ -41,7 +45,7 @@ pub struct ClusterBenchArgs {
     /// node.
     #[arg(long)]
     pub waggle_bin: PathBuf,
-    /// What to run, comma-separated: w7, failover, catchup.
+    /// What to run, comma-separated: w7, failover, catchup, scaling (not run unless named).
     #[arg(long, default_value = "w7,failover,catchup", value_delimiter = ',')]
     pub scenarios: Vec<String>,
     /// Brokers in the cluster.
@@ -78,6 +82,21 @@ pub struct ClusterBenchArgs {
     /// unless every figure was taken.
     #[arg(long)]
     pub smoke: bool,
+    /// Scaling: the brokers the cluster is scaled to from --brokers (and back).
+    #[arg(long, default_value_t = 6)]
+    pub scale_to: usize,
+    /// Scaling: the cluster's partitions (Zeebe's documented example has 6).
+    #[arg(long, default_value_t = 6)]
+    pub scale_partitions: u16,
+    /// Scaling: W2 load before the scale-up, between the two changes and after the scale-down.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub scale_hold: Duration,
+    /// Scaling: longest wait for one change to complete (the load's window allows two).
+    #[arg(long, default_value = "3m", value_parser = parse_duration)]
+    pub scale_limit: Duration,
+    /// Scaling: write the plot of W2's rate and the brokers in use (`scaling.svg`) into this folder.
+    #[arg(long)]
+    pub plots: Option<PathBuf>,
     /// Also write the report as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -146,6 +165,7 @@ pub struct ClusterReport {
     pub w7: Option<W7Report>,
     pub failover: Option<FailoverReport>,
     pub catchup: Option<CatchupReport>,
+    pub scaling: Option<ScalingReport>,
 }
 
 /// How often the failover probe sends a command while none succeeded.
@@ -177,6 +197,11 @@ pub async fn run(args: &ClusterBenchArgs) -> anyhow::Result<ClusterReport> {
                 let r = catchup(&settings).await.context("catch-up")?;
                 print!("{}", render_catchup(&r));
                 report.catchup = Some(r);
+            }
+            "scaling" => {
+                let r = scaling_bench::run(&settings.scaling(args)).await.context("scaling")?;
+                print!("{}", scaling_bench::render(&r));
+                report.scaling = Some(r);
             }
             other => anyhow::bail!("unknown scenario {other:?}: expected {}", SCENARIOS.join(", ")),
         }
@@ -235,6 +260,31 @@ impl Settings {
             s.catchup_limit = Duration::from_secs(120);
         }
         Ok(s)
+    }
+
+    /// The scaling scenario's settings: a light load and short stretches for the smoke run.
+    fn scaling(&self, a: &ClusterBenchArgs) -> ScalingSettings {
+        let mut s = ScalingSettings {
+            bin: self.bin.clone(),
+            from: a.brokers,
+            to: a.scale_to,
+            partitions: a.scale_partitions,
+            replication_factor: a.replication_factor,
+            w2: self.w2.clone(),
+            warmup: self.phases.warmup,
+            lead: a.scale_hold,
+            hold: a.scale_hold,
+            tail: a.scale_hold,
+            limit: a.scale_limit,
+            plots: a.plots.clone(),
+        };
+        if a.smoke {
+            s.to = s.from + 1;
+            s.partitions = 3;
+            (s.lead, s.hold, s.tail) = (Duration::from_secs(2), Duration::from_secs(2), Duration::from_secs(2));
+            s.limit = Duration::from_secs(120);
+        }
+        s
     }
 
     fn shape_text(&self) -> String {
@@ -574,6 +624,13 @@ pub fn check_smoke(r: &ClusterReport) -> anyhow::Result<()> {
     if let Some(c) = &r.catchup {
         anyhow::ensure!(c.caught_up_s.is_some(), "catch-up: broker {} did not catch up", c.stopped);
         anyhow::ensure!(c.load.measured_instances > 0, "catch-up: no load ran");
+    }
+    if let Some(sc) = &r.scaling {
+        for c in sc.idle.iter().chain(&sc.loaded) {
+            anyhow::ensure!(c.seconds.is_some(), "scaling: {} -> {} brokers did not complete", c.from, c.to);
+        }
+        anyhow::ensure!(sc.load.measured_instances > 0 && sc.rates.scaled_up.is_some(), "scaling: no load ran while scaled up");
+        anyhow::ensure!(sc.brokers_by_second.iter().any(|&(_, n)| n > sc.loaded[0].from), "scaling: the new brokers never held a replica");
     }
     Ok(())
 }

@@ -25,6 +25,7 @@ pub mod plot;
 pub mod recorder;
 pub mod report;
 pub mod runner;
+pub mod scaling_bench;
 pub mod secure;
 pub mod server;
 pub mod soak;
@@ -120,7 +121,7 @@ pub async fn smoke(bin: &Path) -> anyhow::Result<RunReport> {
     smoke_workload(bin, "W1").await
 }
 
-/// The cluster benchmarks' smoke run of `scenario` (`w7`, `failover` or `catchup`, see
+/// The cluster benchmarks' smoke run of `scenario` (`w7`, `failover`, `catchup` or `scaling`, see
 /// [`cluster_bench`]) on brokers of `bin`: short phases and a light load; fails unless every
 /// figure was taken. Asserts no timings.
 pub async fn smoke_cluster(bin: &Path, scenario: &str) -> anyhow::Result<cluster_bench::ClusterReport> {

@@ -37,16 +37,27 @@ struct Partitions {
 
 /// `GET path` on `127.0.0.1:port`: the status code and the body.
 pub async fn get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
+    request(port, "GET", path, "").await
+}
+
+/// `method path` with a JSON `body` on `127.0.0.1:port` (HTTP/1.0): the status code and the body.
+pub async fn request(port: u16, method: &str, path: &str, body: &str) -> anyhow::Result<(u16, String)> {
     let exchange = async {
         let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-        stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).await?;
+        let head = format!(
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body.as_bytes()).await?;
         let mut response = Vec::new();
         stream.read_to_end(&mut response).await?;
         anyhow::Ok(response)
     };
-    let response = tokio::time::timeout(TIMEOUT, exchange).await.with_context(|| format!("GET {path} on port {port}: no answer"))??;
+    let response =
+        tokio::time::timeout(TIMEOUT, exchange).await.with_context(|| format!("{method} {path} on port {port}: no answer"))??;
     let text = String::from_utf8_lossy(&response);
-    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).with_context(|| format!("GET {path}: not HTTP"))?;
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).with_context(|| format!("{method} {path}: not HTTP"))?;
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     Ok((status, body))
 }

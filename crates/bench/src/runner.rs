@@ -11,7 +11,7 @@ use crate::client::{self, Unsupported};
 use crate::recorder::{self, Counts, Recorder};
 use crate::report::{RunReport, Second, ServerStats};
 use crate::server::{self, ProcSample};
-use crate::starter::Starter;
+use crate::starter::{EarlyEnd, Starter, Until};
 use crate::worker::Worker;
 use crate::workload::{self, Pace, Workload};
 
@@ -66,6 +66,29 @@ pub async fn run_observed(
     server_info: &ServerInfo,
     phases: Phases,
     observe: &mut (dyn FnMut(&Recorder) + Send),
+) -> anyhow::Result<RunReport> {
+    run_inner(w, address, server_info, phases, observe, &EarlyEnd::default()).await
+}
+
+/// As [`run`], with a window that ends early once `end` is told to (the load stops then, and the
+/// report covers the window up to there).
+pub async fn run_ending(
+    w: &Workload,
+    address: &str,
+    server_info: &ServerInfo,
+    phases: Phases,
+    end: &EarlyEnd,
+) -> anyhow::Result<RunReport> {
+    run_inner(w, address, server_info, phases, &mut |_| {}, end).await
+}
+
+async fn run_inner(
+    w: &Workload,
+    address: &str,
+    server_info: &ServerInfo,
+    phases: Phases,
+    observe: &mut (dyn FnMut(&Recorder) + Send),
+    end: &EarlyEnd,
 ) -> anyhow::Result<RunReport> {
     client::check_loopback(address)?;
     let info = workload::inspect(&w.model)?;
@@ -153,8 +176,8 @@ pub async fn run_observed(
     };
     let begin = Instant::now();
     let t0 = begin + phases.warmup;
-    let t1 = t0 + phases.duration;
-    let mut starting = tokio::spawn(starter.run(w.pace, t1));
+    let until = Until::new(t0 + phases.duration, end.clone());
+    let mut starting = tokio::spawn(starter.run(w.pace, until.clone()));
 
     tokio::time::sleep_until(t0.into()).await;
     let c0 = recorder.counts();
@@ -165,7 +188,7 @@ pub async fn run_observed(
     let mut series = vec![c0];
     let mut max_rss = s0.map(|s| s.rss_bytes);
     let mut tick = tokio::time::interval_at((t0 + Duration::from_secs(1)).into(), Duration::from_secs(1));
-    while Instant::now() + Duration::from_millis(500) < t1 {
+    while Instant::now() + Duration::from_millis(500) < until.get() {
         tick.tick().await;
         series.push(recorder.counts());
         if let Some(s) = server_info.sample() {
@@ -173,7 +196,8 @@ pub async fn run_observed(
         }
         observe(&recorder);
     }
-    tokio::time::sleep_until(t1.into()).await;
+    tokio::time::sleep_until(until.get().into()).await;
+    let t1 = until.get();
     let c1 = recorder.counts();
     let load1 = server::load_average();
     let s1 = server_info.sample();

@@ -1,7 +1,7 @@
 //! The starter: creates process instances at a fixed rate or as fast as the server holds, and
 //! publishes a correlated message after each creation when the workload asks for it.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,23 +52,67 @@ enum Outcome {
     Failed,
 }
 
+/// A load's end brought forward by its caller ([`EarlyEnd::now`]); cloned handles share it.
+#[derive(Debug, Clone, Default)]
+pub struct EarlyEnd(Arc<AtomicU64>);
+
+/// The instant the bench's early ends are counted from.
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+impl EarlyEnd {
+    /// Ends the load now (a second call keeps the first end).
+    pub fn now(&self) {
+        let at = epoch().elapsed().as_nanos().max(1) as u64;
+        let _ = self.0.compare_exchange(0, at, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// When it was ended, if it was.
+    pub fn at(&self) -> Option<Instant> {
+        match self.0.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(epoch() + Duration::from_nanos(n)),
+        }
+    }
+}
+
+/// The end of a load: planned, or earlier if its [`EarlyEnd`] came first.
+#[derive(Debug, Clone)]
+pub struct Until {
+    planned: Instant,
+    early: EarlyEnd,
+}
+
+impl Until {
+    pub fn new(planned: Instant, early: EarlyEnd) -> Until {
+        epoch();
+        Until { planned, early }
+    }
+
+    pub fn get(&self) -> Instant {
+        self.early.at().map_or(self.planned, |e| e.min(self.planned))
+    }
+}
+
 impl Starter {
     /// Starts instances at `pace` until `until`; returns once every started request was answered.
-    pub async fn run(self, pace: Pace, until: Instant) {
+    pub async fn run(self, pace: Pace, until: Until) {
         match pace {
             Pace::Rate(rate) => self.fixed_rate(rate, until).await,
             Pace::Max { outstanding } => self.closed_loop(outstanding, until).await,
         }
     }
 
-    async fn fixed_rate(self, rate: f64, until: Instant) {
+    async fn fixed_rate(self, rate: f64, until: Until) {
         let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         let mut tasks = JoinSet::new();
         let start = tokio::time::Instant::now();
         let period = Duration::from_secs_f64(1.0 / rate.max(0.001));
         for seq in 0u64.. {
             let due = start + period.mul_f64(seq as f64);
-            if due.into_std() >= until {
+            if due.into_std() >= until.get() {
                 break;
             }
             tokio::time::sleep_until(due).await;
@@ -90,20 +134,20 @@ impl Starter {
     /// the creation window (see [`CreationWindow`]), then creates. Every slot freed by a
     /// finished instance is refilled as soon as the window allows, however long a creation's
     /// answer takes.
-    async fn closed_loop(self, creators: usize, until: Instant) {
+    async fn closed_loop(self, creators: usize, until: Until) {
         let outstanding = self.outstanding.clone().expect("closed loop without an outstanding limit");
         let window = Arc::new(CreationWindow::new(INITIAL_WINDOW, creators));
         let creators = creators as u64;
         let mut tasks = JoinSet::new();
         for creator in 0..creators {
             let me = self.clone();
-            let (outstanding, window) = (outstanding.clone(), window.clone());
+            let (outstanding, window, until) = (outstanding.clone(), window.clone(), until.clone());
             tasks.spawn(async move {
                 let mut seq = creator;
-                while Instant::now() < until {
-                    let Ok(permit) = tokio::time::timeout_at(until.into(), outstanding.clone().acquire_owned()).await else { break };
+                while Instant::now() < until.get() {
+                    let Ok(permit) = tokio::time::timeout_at(until.get().into(), outstanding.clone().acquire_owned()).await else { break };
                     let permit = permit.expect("semaphore closed");
-                    if tokio::time::timeout_at(until.into(), window.acquire()).await.is_err() {
+                    if tokio::time::timeout_at(until.get().into(), window.acquire()).await.is_err() {
                         break;
                     }
                     let sent = Instant::now();

@@ -95,3 +95,18 @@ async fn cluster_bench_catchup_smoke_run_takes_every_figure() {
     assert!(catchup.caught_up_s.is_some() && catchup.ready_s.is_some());
     assert_ne!(catchup.stopped, 0, "the client's gateway stays up");
 }
+
+/// `waggle bench cluster --smoke`, scaling: 4 brokers started, scaled to 3, then 3 -> 4 -> 3 without
+/// load and again under a light W2 load; every change completes and broker 3 held replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_bench_scaling_smoke_run_takes_every_figure() {
+    let report = waggle_bench::smoke_cluster(Path::new(env!("CARGO_BIN_EXE_waggle")), "scaling").await.expect("scaling smoke run");
+    let scaling = report.scaling.expect("scaling figures");
+    assert_eq!(scaling.idle.len(), 3);
+    assert_eq!(scaling.loaded.iter().map(|c| (c.from, c.to)).collect::<Vec<_>>(), [(3, 4), (4, 3)]);
+    assert!(
+        scaling.load.errors == 0 || scaling.load.first_errors.iter().all(|e| e.to_ascii_lowercase().contains("unavailable")),
+        "{:?}",
+        scaling.load.first_errors
+    );
+}
