@@ -283,6 +283,9 @@ pub fn render(r: &ScalingReport) -> String {
         r.load.unfinished_instances,
         r.plot.as_ref().map(|p| format!("; plot {}", p.display())).unwrap_or_default()
     );
+    if let Some((a, b)) = r.load.load_average {
+        s += &format!("  machine load average {a:.1} at the window's start, {b:.1} at its end\n");
+    }
     s
 }
 

@@ -143,6 +143,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             return waggle_bench::runtime()?.block_on(waggle_bench::run(*args));
         }
     };
+    raise_open_files_limit();
     // before anything opens the data folder: a start that contradicts it changes nothing
     persisted::check_or_record(&config.data_dir, &persisted::DataSettings::of(config.partitions, cluster.as_ref()))?;
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
@@ -155,6 +156,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         runtime.worker_threads(gateway_threads(held));
     }
     runtime.enable_all().build()?.block_on(serve(config, cluster))
+}
+
+/// Raises the soft limit of open files to the hard limit (as Go's runtime does for its
+/// programs): RocksDB keeps every table file of a partition open, and a snapshot sent to a
+/// follower holds each of its files open for the transfer, so a big state (or several transfers
+/// at once) outgrows the 1,024 a login session usually starts with. Logs the change; a refusal
+/// is a warning, never fatal.
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct it is given, which lives on this stack frame.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 || limit.rlim_cur >= limit.rlim_max {
+        return;
+    }
+    let was = limit.rlim_cur;
+    limit.rlim_cur = limit.rlim_max;
+    // SAFETY: setrlimit only reads the struct.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } == 0 {
+        tracing::info!(from = was, to = limit.rlim_max, "open files limit raised to the hard limit");
+    } else {
+        tracing::warn!(soft = was, hard = limit.rlim_max, error = %std::io::Error::last_os_error(), "could not raise the open files limit");
+    }
 }
 
 /// Threads for the gateway and the management API: the cores the partition threads leave, at

@@ -264,3 +264,48 @@ fn metrics_count_requests_records_and_lifetimes() {
     }
     assert!(metrics.lines().any(|l| l.starts_with("zeebe_process_instance_execution_time_count") && !l.ends_with(" 0")), "{metrics}");
 }
+
+/// The node raises its soft limit of open files to the hard limit (a login session's 1,024 is
+/// too few for a big state: RocksDB keeps its table files open, snapshot transfers hold theirs).
+#[test]
+fn the_open_files_limit_is_raised_to_the_hard_limit() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (port, management) = (common::free_port(), common::free_port());
+    let mut command = waggle();
+    command
+        .args(["--data-dir", &dir.path().join("data").display().to_string()])
+        .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--management-port", &management.to_string()])
+        .args(["--rest-port", &common::free_port().to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+            limit.rlim_cur = 256.min(limit.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().expect("spawn waggle");
+    let limits = || std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap_or_default();
+    let open_files = |text: &str| -> Option<(String, String)> {
+        let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+        let mut fields = line["Max open files".len()..].split_whitespace();
+        Some((fields.next()?.to_string(), fields.next()?.to_string()))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (soft, hard) = loop {
+        if common::http_get(management, "/ready").is_some_and(|(code, _)| code == 200) {
+            break open_files(&limits()).expect("Max open files in /proc/PID/limits");
+        }
+        assert!(std::time::Instant::now() < deadline, "the node did not become ready");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_ne!(hard, "256", "the hard limit must be above the 256 the test starts the node with");
+    assert_eq!(soft, hard, "the soft limit of open files was not raised");
+}
