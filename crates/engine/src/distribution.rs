@@ -89,6 +89,8 @@ pub(crate) fn acknowledged(p: &mut Processing<'_, '_, '_>, command: &Record) {
     let RecordValue::CommandDistribution(ack) = &command.value else { return };
     if let Some(pending) = p.view().pending_distribution(ack.partition_id, command.key) {
         p.event(command.key, Intent::Acknowledged, RecordValue::CommandDistribution(pending));
+        // the last resource a new partition lacked: the scale-up is done
+        crate::processors::scale::after_acknowledgement(p);
     }
 }
 

@@ -88,7 +88,7 @@ impl Scenario {
     }
 
     fn run_batch(&mut self, command: Command) -> Vec<SideEffect> {
-        let ctx = ProcessingContext { now_ms: self.now_ms, job_streams: &NoJobStreams, partition_count: 1 };
+        let ctx = ProcessingContext { now_ms: self.now_ms, job_streams: &NoJobStreams, partition_count: 1, message_partition_count: 0 };
         let mut overlay = Overlay::new(&self.store);
         let output = self.engine.process_batch(&mut overlay, &ctx, vec![command]);
         let writes = overlay.into_writes();

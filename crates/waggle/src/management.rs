@@ -308,7 +308,9 @@ struct ReconfigurePartitions {
 
 /// `PATCH /actuator/cluster` (Zeebe 8.8): `{"brokers": {"add": [..], "remove": [..]} or
 /// {"count": n}, "partitions": {"replicationFactor": n}}`, planned as the broker scaling is;
-/// a partition `count` other than the current one is refused (not supported yet).
+/// or `{"partitions": {"count": n}}` with more partitions than there are (on its own): the
+/// new partitions are bootstrapped, get every deployment, then take new instances (a smaller
+/// count is refused with 400, as Zeebe 8.8 refuses it).
 async fn reconfigure(State(s): State<ManagementState>, Query(q): Query<DryRun>, body: axum::body::Bytes) -> Response {
     let shape =
         "{\"brokers\": {\"add\": [ids], \"remove\": [ids], \"count\": n}, \"partitions\": {\"count\": n, \"replicationFactor\": n}}";

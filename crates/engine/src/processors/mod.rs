@@ -12,6 +12,7 @@ pub(crate) mod message;
 pub(crate) mod migration;
 pub(crate) mod modification;
 pub(crate) mod resources;
+pub(crate) mod scale;
 pub(crate) mod signal;
 pub(crate) mod subscription;
 pub(crate) mod timer;
@@ -86,6 +87,7 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         (RecordValue::ProcessInstanceBatch(_), Intent::Activate) => elements::multi_instance::activate_batch(p, command),
         (RecordValue::ProcessInstanceBatch(_), Intent::Terminate) => elements::terminate_batch(p, command),
         (RecordValue::Checkpoint(_), Intent::Create) => checkpoint::create(p, command, request),
+        (RecordValue::Scale(_), Intent::ScaleUp) => scale::scale_up(p, command, request),
         _ => p.reject(
             command,
             request,
