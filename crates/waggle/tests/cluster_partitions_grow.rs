@@ -20,7 +20,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::cluster::{digests_agree, get_json, log_tails, Cluster, ClusterDriver, ClusterOptions};
-use common::{http_json_within, Node};
+use common::{http_json_within, peers, repo_root, Node};
 use serde_json::Value;
 
 const BROKERS: usize = 3;
@@ -59,6 +59,21 @@ fn grown(nodes: &[Node], change: &Value, what: &str) -> Value {
         }
         std::thread::sleep(Duration::from_millis(250));
     }
+}
+
+/// The topology the Java client reads through `address` (`newTopologyRequest()`,
+/// `tests/clients/TopologyDriver.java`): its lines.
+fn java_topology(address: &str) -> Vec<String> {
+    let lib = peers().join("java-client/lib");
+    let output = std::process::Command::new("java")
+        .arg("-cp")
+        .arg(format!("{}/*", lib.display()))
+        .arg(repo_root().join("tests/clients/TopologyDriver.java"))
+        .args(["--address", address])
+        .output()
+        .expect("java");
+    assert!(output.status.success(), "TopologyDriver failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect()
 }
 
 /// The counts of a report's `byPartition` object for partitions 4 to 6.
@@ -115,6 +130,27 @@ fn the_partition_count_grows_from_three_to_six_under_load_and_every_message_corr
         assert!(partitions.iter().all(|p| p["state"] == "ACTIVE"), "{done}");
     }
 
+    // the Java client's topology (gRPC `Topology`, through broker 2's gateway) shows the 6
+    // partitions, each on every broker, each with one leader
+    // (leadership may be moving back to the preferred brokers meanwhile: asked again for 20 s)
+    let shown = |lines: &[String]| {
+        lines.first().map(String::as_str) == Some("cluster 3 6 3")
+            && (1..=GROWN).all(|p| {
+                let replicas: Vec<&String> =
+                    lines.iter().filter(|l| l.starts_with("partition ") && l.split(' ').nth(2) == Some(&p.to_string())).collect();
+                replicas.len() == BROKERS && replicas.iter().filter(|l| l.contains(" LEADER ")).count() == 1
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let lines = java_topology(&cluster.nodes[2].address());
+        if shown(&lines) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the Java client's topology: {lines:#?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
     // every acknowledged creation had its job, every message reached its instance once
     let report = driver.finish(|| log_tails(&cluster.nodes));
     eprintln!("the load through the growth: {report}");
@@ -133,17 +169,33 @@ fn the_partition_count_grows_from_three_to_six_under_load_and_every_message_corr
         eprintln!("partition {p}: replicas agree: {digest}");
     }
 
-    // a broker restarted (with the configured 3 partitions) comes back with 6
-    cluster.nodes[2].kill9();
+    // a broker restarted with the configured 3 partitions comes back with 6, and so does one
+    // restarted with the grown count (its data folder was created with 3)
     cluster.restart(2);
+    comes_back_grown(&cluster.nodes[2], "broker 2, --partitions 3");
+    let mut args = cluster.args(1);
+    let at = args.iter().position(|a| a == "--partitions").unwrap() + 1;
+    args[at] = GROWN.to_string();
+    cluster.nodes[1].restart_with(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    comes_back_grown(&cluster.nodes[1], "broker 1, --partitions 6");
+    // and a start contradicting the folder still refuses
+    let mut args = cluster.args(0);
+    args[at] = "5".into();
+    let refused = cluster.nodes[0].run_instead(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("the data folder has 3, this start gives 5"), "{stderr}");
+}
+
+/// Waits (60 s at most) until `node`, restarted, runs all 6 partitions and shows 6.
+fn comes_back_grown(node: &Node, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let runs = held(&cluster.nodes[2]);
-        let count = get_json(&cluster.nodes[2], "/actuator/cluster")["partitionsCount"].clone();
+        let runs = held(node);
+        let count = get_json(node, "/actuator/cluster")["partitionsCount"].clone();
         if runs == (1..=u64::from(GROWN)).collect::<Vec<_>>() && count == u64::from(GROWN) {
-            break;
+            return;
         }
-        assert!(Instant::now() < deadline, "the restarted broker runs {runs:?}, partitionsCount {count}");
+        assert!(Instant::now() < deadline, "{what}: runs {runs:?}, partitionsCount {count}");
         std::thread::sleep(Duration::from_millis(250));
     }
 }
