@@ -708,6 +708,7 @@ fn render(r: &Record) -> String {
             c.variables
         ),
         RecordValue::Checkpoint(c) => format!("checkpoint={} position={}", c.checkpoint_id, c.checkpoint_position),
+        RecordValue::Scale(s) => format!("scale={}->{}", s.current_partition_count, s.desired_partition_count),
     };
     let rejection = r.rejection.as_ref().map(|x| format!(" !{} \"{}\"", x.rejection_type.as_str(), x.reason)).unwrap_or_default();
     format!("{:>3} {:>3} {:>4} {kind} {} {} {details}{rejection}", r.position, r.source_position, short(r.key), r.value_type, r.intent)
