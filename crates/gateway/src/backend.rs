@@ -34,7 +34,7 @@ impl Backend {
     pub fn routed_partition_count(&self) -> u16 {
         match self {
             Backend::Broker(b) => b.routed_partition_count(),
-            Backend::Remote(r) => r.partition_count(),
+            Backend::Remote(r) => r.routed_partition_count(),
         }
     }
 

@@ -12,15 +12,17 @@
 //! to broker 0, the coordinator). Then: every acknowledged creation had its job and every
 //! published message reached its instance once (the driver checks), the client saw no error but
 //! retryable ones, instances were created on partitions 4-6 and the workers completed jobs of
-//! them, each new partition's replicas agree, and a broker restarted comes back with 6
-//! partitions.
+//! them, the Java client's `Topology` shows 6 partitions, a standalone gateway started before
+//! the growth routes to all 6 without a restart (a second load through it), each new
+//! partition's replicas agree, and brokers restarted with the configured and with the grown
+//! count come back with 6 partitions (a start contradicting the data folder still refuses).
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::cluster::{digests_agree, get_json, log_tails, Cluster, ClusterDriver, ClusterOptions};
-use common::{http_json_within, peers, repo_root, Node};
+use common::{free_port, http_json_within, peers, repo_root, Node};
 use serde_json::Value;
 
 const BROKERS: usize = 3;
@@ -76,6 +78,29 @@ fn java_topology(address: &str) -> Vec<String> {
     String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect()
 }
 
+/// Waits (20 s at most: leadership may be moving back to the preferred brokers) until the Java
+/// client's topology through `address` shows 3 brokers and 6 partitions at replication factor
+/// 3, each partition on every broker with one leader.
+fn java_topology_shows_six(address: &str) {
+    let shown = |lines: &[String]| {
+        lines.first().map(String::as_str) == Some("cluster 3 6 3")
+            && (1..=GROWN).all(|p| {
+                let replicas: Vec<&String> =
+                    lines.iter().filter(|l| l.starts_with("partition ") && l.split(' ').nth(2) == Some(&p.to_string())).collect();
+                replicas.len() == BROKERS && replicas.iter().filter(|l| l.contains(" LEADER ")).count() == 1
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let lines = java_topology(address);
+        if shown(&lines) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the Java client's topology through {address}: {lines:#?}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// The counts of a report's `byPartition` object for partitions 4 to 6.
 fn on_new_partitions(report: &Value, field: &str) -> Vec<u64> {
     (PARTITIONS + 1..=GROWN).map(|p| report[field][p.to_string()].as_u64().unwrap_or(0)).collect()
@@ -84,6 +109,11 @@ fn on_new_partitions(report: &Value, field: &str) -> Vec<u64> {
 #[test]
 fn the_partition_count_grows_from_three_to_six_under_load_and_every_message_correlates_once() {
     let mut cluster = Cluster::start(ClusterOptions::new(BROKERS, PARTITIONS));
+    // a standalone gateway too, started before the growth (it learns the grown count without
+    // a restart)
+    let gossip_port = free_port().to_string();
+    let contact = format!("127.0.0.1:{}", cluster.internal[1]);
+    let gateway = Node::start(&["gateway", "--contact-points", &contact, "--internal-port", &gossip_port]);
     let node0 = &cluster.nodes[0];
 
     // a smaller count is refused as Zeebe 8.8 refuses it, and a growth combined with a broker
@@ -132,24 +162,7 @@ fn the_partition_count_grows_from_three_to_six_under_load_and_every_message_corr
 
     // the Java client's topology (gRPC `Topology`, through broker 2's gateway) shows the 6
     // partitions, each on every broker, each with one leader
-    // (leadership may be moving back to the preferred brokers meanwhile: asked again for 20 s)
-    let shown = |lines: &[String]| {
-        lines.first().map(String::as_str) == Some("cluster 3 6 3")
-            && (1..=GROWN).all(|p| {
-                let replicas: Vec<&String> =
-                    lines.iter().filter(|l| l.starts_with("partition ") && l.split(' ').nth(2) == Some(&p.to_string())).collect();
-                replicas.len() == BROKERS && replicas.iter().filter(|l| l.contains(" LEADER ")).count() == 1
-            })
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let lines = java_topology(&cluster.nodes[2].address());
-        if shown(&lines) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the Java client's topology: {lines:#?}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    java_topology_shows_six(&cluster.nodes[2].address());
 
     // every acknowledged creation had its job, every message reached its instance once
     let report = driver.finish(|| log_tails(&cluster.nodes));
@@ -161,6 +174,17 @@ fn the_partition_count_grows_from_three_to_six_under_load_and_every_message_corr
     assert!(created.iter().all(|&n| n > 0), "instances were created on partitions 4-6: {created:?} {report}");
     let jobs = on_new_partitions(&report, "jobsByPartition");
     assert!(jobs.iter().all(|&n| n > 0), "the workers completed jobs of partitions 4-6: {jobs:?} {report}");
+
+    // the standalone gateway, started before the growth, routes to the 6 partitions now
+    java_topology_shows_six(&gateway.address());
+    let report = node0.data_dir.parent().expect("a temp dir").join("gateway-report.json");
+    let report = ClusterDriver::start_for(&gateway.address(), &report, 20).finish(|| log_tails(&cluster.nodes));
+    eprintln!("the load through the standalone gateway: {report}");
+    assert!(report["failures"].as_object().unwrap().is_empty(), "{report}");
+    let created = on_new_partitions(&report, "createdByPartition");
+    assert!(created.iter().all(|&n| n > 0), "the standalone gateway created instances on partitions 4-6: {created:?}");
+    let jobs = on_new_partitions(&report, "jobsByPartition");
+    assert!(jobs.iter().all(|&n| n > 0), "its workers completed jobs of partitions 4-6: {jobs:?}");
 
     // each new partition's replicas hold the same state
     let nodes: Vec<&Node> = cluster.nodes.iter().collect();
