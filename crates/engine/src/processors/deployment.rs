@@ -164,7 +164,7 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
         || record.form_metadata.iter().any(|m| !m.duplicate);
     if anything_new {
         let this = p.partition;
-        let count = crate::processors::scale::distribution_count(p) as u16;
+        let count = distribution::partition_count(p) as u16;
         for partition in (1..=count).filter(|q| *q != this) {
             distribution::send(p, partition, deployment_key, Intent::Distribute, RecordValue::Deployment(record.clone()));
         }

@@ -81,7 +81,11 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         }
         (RecordValue::ProcessMessageSubscription(_), Intent::Correlate) => subscription::correlate_process_subscription(p, command),
         (RecordValue::Signal(_), Intent::Broadcast) => signal::broadcast(p, command, request),
-        (RecordValue::CommandDistribution(_), Intent::Acknowledge) => distribution::acknowledged(p, command),
+        (RecordValue::CommandDistribution(_), Intent::Acknowledge) => {
+            distribution::acknowledged(p, command);
+            // the last resource a new partition lacked: the scale-up is done
+            scale::after_acknowledgement(p);
+        }
         (RecordValue::DecisionEvaluation(_), Intent::Evaluate) => decision::evaluate(p, command, request),
         (RecordValue::ResourceDeletion(_), Intent::Delete | Intent::Distribute) => resources::delete(p, command, request),
         (RecordValue::ProcessInstanceBatch(_), Intent::Activate) => elements::multi_instance::activate_batch(p, command),

@@ -18,8 +18,8 @@
 //!   after that (the broker reads [`crate::tables::StateView::scale`]).
 //!
 //! While a scale-up is under way or done, deployments and deletions on this partition go to
-//! every partition up to the desired count ([`distribution_count`]), whatever the broker's
-//! count says.
+//! every partition up to the desired count (`distribution::partition_count`), whatever the
+//! broker's count says.
 
 use std::collections::BTreeMap;
 
@@ -85,13 +85,6 @@ fn finish_if_redistributed(p: P) {
     }
     let done = ScaleRecord { redistributed_partitions: new_partitions.collect(), ..record };
     p.event(key, Intent::ScaledUp, RecordValue::Scale(done));
-}
-
-/// The partitions deployments and deletions go to: the broker's count, or the count a
-/// scale-up under way or done here asked for when that is more.
-pub(crate) fn distribution_count(p: P) -> u32 {
-    let scaled = p.view().scale().map_or(0, |(_, r, _)| r.desired_partition_count);
-    p.partition_count.max(scaled)
 }
 
 /// Every resource deployed here and not deleted, as the deployments that carry it to another
