@@ -729,6 +729,18 @@ impl Broker {
     /// leader took it) is recorded FAILED. Returns once every command is answered; the leaders
     /// upload the parts (see [`Self::start_backup_uploads`]).
     pub async fn take_backup(self: &Arc<Self>, id: u64) -> Result<(), backup::BackupError> {
+        if let Some(change) = self.cluster_topology().and_then(|t| t.pending).filter(|c| {
+            c.pending.iter().any(|o| {
+                matches!(
+                    o,
+                    topology::Operation::PartitionBootstrap { .. }
+                        | topology::Operation::AwaitRedistributionCompletion { .. }
+                        | topology::Operation::UpdateRoutingState { .. }
+                )
+            })
+        }) {
+            return Err(backup::BackupError::Scaling(change.id));
+        }
         let store = self.backup_store.clone().ok_or(backup::BackupError::NotConfigured)?;
         for p in 1..=self.partition_count() {
             let last = self.handle(p).ok().and_then(|h| h.last_checkpoint());

@@ -150,6 +150,11 @@ fn the_partition_count_grows_from_three_to_six_under_load_and_every_message_corr
     let expected: Vec<u64> =
         planned["expectedTopology"].as_array().unwrap().iter().map(|b| b["partitions"].as_array().unwrap().len() as u64).collect();
     assert_eq!(expected, vec![6, 6, 6], "every broker holds every partition at replication factor 3: {planned}");
+    // backups are refused while the partition count grows (Zeebe 8.8: "Backups are disallowed
+    // during partition scaling")
+    let (status, backup) = request(&cluster.nodes[1], "POST", "/actuator/backups", r#"{"backupId": 1}"#);
+    assert_eq!(status, 409, "a backup during the growth: {backup}");
+    assert!(backup["message"].as_str().unwrap_or_default().contains("partition count grows"), "{backup}");
     let (status, second) = request(&cluster.nodes[2], "PATCH", "/actuator/cluster", r#"{"partitions": {"count": 7}}"#);
     assert_eq!(status, 409, "a second change while one runs: {second}");
     let done = grown(&cluster.nodes, &planned, "3 -> 6 partitions");
