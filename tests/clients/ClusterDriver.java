@@ -68,6 +68,22 @@ public class ClusterDriver {
   static final List<String> lostCompletions = new ArrayList<>();
   static final Map<String, AtomicLong> failures = new ConcurrentHashMap<>();
   static final AtomicLong completions = new AtomicLong();
+  /** Acknowledged creations and streamed jobs by partition (a key's partition: key >> 51). */
+  static final Map<Long, AtomicLong> createdByPartition = new ConcurrentHashMap<>();
+  static final Map<Long, AtomicLong> jobsByPartition = new ConcurrentHashMap<>();
+  /** The element instances each message key's task after the catch had a job for. */
+  static final Map<String, Set<Long>> correlatedTo = new ConcurrentHashMap<>();
+
+  static void count(Map<Long, AtomicLong> byPartition, long key) {
+    byPartition.computeIfAbsent(key >> 51, k -> new AtomicLong()).incrementAndGet();
+  }
+
+  static String counts(Map<Long, AtomicLong> byPartition) {
+    return byPartition.entrySet().stream()
+        .sorted(Map.Entry.comparingByKey())
+        .map(e -> "\"" + e.getKey() + "\": " + e.getValue().get())
+        .collect(Collectors.joining(", ", "{", "}"));
+  }
 
   public static void main(String[] argv) throws Exception {
     String address = null, models = null, report = null;
@@ -156,6 +172,7 @@ public class ClusterDriver {
                       // the job exists, so its instance's creation was kept (recorded before
                       // completing: a completion whose answer is lost may still have happened)
                       instancesWithJob.add(job.getProcessInstanceKey());
+                      count(jobsByPartition, job.getKey());
                       complete(jobs, job);
                     })
                 .name("cluster-driver")
@@ -169,7 +186,10 @@ public class ClusterDriver {
                     (jobs, job) -> {
                       activated(job);
                       // the task after the catch has a job: the message was correlated
-                      correlatedKeys.add(String.valueOf(job.getVariablesAsMap().get("key")));
+                      String key = String.valueOf(job.getVariablesAsMap().get("key"));
+                      correlatedKeys.add(key);
+                      correlatedTo.computeIfAbsent(key, k -> ConcurrentHashMap.newKeySet()).add(job.getElementInstanceKey());
+                      count(jobsByPartition, job.getKey());
                       complete(jobs, job);
                     })
                 .name("cluster-driver")
@@ -193,13 +213,17 @@ public class ClusterDriver {
                 if (lane == 0) {
                   var result = client.newCreateInstanceCommand().bpmnProcessId("benchmark").latestVersion().withResult().requestTimeout(Duration.ofSeconds(20)).send().join();
                   createdWithResult.add(result.getProcessInstanceKey());
+                  count(createdByPartition, result.getProcessInstanceKey());
                 } else if (lane == 1) {
                   String key = UUID.randomUUID().toString();
-                  client.newCreateInstanceCommand().bpmnProcessId("awaiting").latestVersion().variables(Map.of("key", key)).send().join();
+                  long instance = client.newCreateInstanceCommand().bpmnProcessId("awaiting").latestVersion().variables(Map.of("key", key)).send().join().getProcessInstanceKey();
+                  count(createdByPartition, instance);
                   client.newPublishMessageCommand().messageName("go").correlationKey(key).timeToLive(Duration.ofMinutes(5)).send().join();
                   published.add(key);
                 } else {
-                  created.add(client.newCreateInstanceCommand().bpmnProcessId("benchmark").latestVersion().send().join().getProcessInstanceKey());
+                  long instance = client.newCreateInstanceCommand().bpmnProcessId("benchmark").latestVersion().send().join().getProcessInstanceKey();
+                  created.add(instance);
+                  count(createdByPartition, instance);
                   // a steady load (~50 creations per second per lane), not a growing backlog of jobs
                   sleep(20);
                 }
@@ -230,7 +254,7 @@ public class ClusterDriver {
         String.format(
             "{\"created\": %d, \"createdWithResult\": %d, \"published\": %d, \"completedJobs\": %d,"
                 + " \"missingJobs\": %s, \"missingCorrelations\": %s, \"doubleHandouts\": %s, \"lostCompletions\": %s,"
-                + " \"failures\": %s}",
+                + " \"failures\": %s, \"createdByPartition\": %s, \"jobsByPartition\": %s, \"correlatedTwice\": %s}",
             created.size(),
             createdWithResult.size(),
             published.size(),
@@ -239,10 +263,14 @@ public class ClusterDriver {
             missingCorrelations.stream().limit(20).map(k -> "\"" + k + "\"").collect(Collectors.joining(", ", "[", "]")),
             doubleHandouts.stream().limit(20).map(s -> "\"" + s + "\"").collect(Collectors.joining(", ", "[", "]")),
             lostCompletions.stream().limit(20).map(s -> "\"" + s + "\"").collect(Collectors.joining(", ", "[", "]")),
-            failures.entrySet().stream().map(e -> "\"" + e.getKey() + "\": " + e.getValue().get()).collect(Collectors.joining(", ", "{", "}")));
+            failures.entrySet().stream().map(e -> "\"" + e.getKey() + "\": " + e.getValue().get()).collect(Collectors.joining(", ", "{", "}")),
+            counts(createdByPartition),
+            counts(jobsByPartition),
+            correlatedTo.entrySet().stream().filter(e -> e.getValue().size() > 1).limit(20).map(e -> "\"" + e.getKey() + "\"").collect(Collectors.joining(", ", "[", "]")));
     Files.writeString(report, json);
     System.out.println(json);
-    boolean ok = missingJobs.isEmpty() && missingCorrelations.isEmpty() && doubleHandouts.isEmpty() && lostCompletions.isEmpty() && created.size() > 0;
+    boolean correlatedOnce = correlatedTo.values().stream().allMatch(s -> s.size() == 1);
+    boolean ok = missingJobs.isEmpty() && missingCorrelations.isEmpty() && doubleHandouts.isEmpty() && lostCompletions.isEmpty() && correlatedOnce && created.size() > 0;
     return ok ? 0 : 1;
   }
 

@@ -59,6 +59,9 @@ pub enum BackupError {
     TargetNotEmpty(PathBuf),
     #[error("backup store: {0}")]
     Io(String),
+    /// Zeebe 8.8 ("Cluster scaling"): "Backups are disallowed during partition scaling".
+    #[error("backups are not taken while the partition count grows (topology change {0}): take it before or after")]
+    Scaling(u64),
 }
 
 fn io(context: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> BackupError {

@@ -41,6 +41,7 @@ mod scaling;
 mod scheduler;
 mod streams;
 pub mod topology;
+mod topology_scale;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -174,8 +175,8 @@ pub struct Broker {
     /// By partition id - 1; `None` for a partition of the cluster this broker does not hold
     /// (replicas start and stop at run time as the cluster topology says: [`topology`]).
     partitions: RwLock<Vec<Option<Arc<partition::PartitionHandle>>>>,
-    /// The cluster's partition count (fixed).
-    partition_count: u16,
+    /// The cluster's partition counts (they grow with the cluster topology).
+    counts: Arc<PartitionCounts>,
     /// How the broker was started (a replica started at run time is started with it).
     config: BrokerConfig,
     /// Every partition's command queue here, for the partitions' commands to each other.
@@ -201,6 +202,51 @@ pub struct Broker {
     disk: Arc<disk::DiskMonitor>,
     /// Where backups go, if configured.
     backup_store: Option<backup::BackupStore>,
+}
+
+/// The cluster's partition counts as this broker's topology gives them, read by the gateway's
+/// routing and by each partition for every batch (standalone: the configured count, all three).
+#[derive(Debug, Default)]
+pub(crate) struct PartitionCounts {
+    /// Every partition of the cluster (those bootstrapping after a scale-up too).
+    all: std::sync::atomic::AtomicU16,
+    /// The partitions new process instances are routed to round-robin: the new ones only once
+    /// they hold every deployment.
+    routed: std::sync::atomic::AtomicU16,
+    /// The partitions messages are spread over by correlation key (the first count).
+    messages: std::sync::atomic::AtomicU16,
+}
+
+impl PartitionCounts {
+    /// All three `count`.
+    pub(crate) fn fixed(count: u16) -> Arc<Self> {
+        let counts = Arc::new(PartitionCounts::default());
+        counts.store(count, count, count);
+        counts
+    }
+
+    fn store(&self, all: u16, routed: u16, messages: u16) {
+        self.all.store(all.max(1), Ordering::SeqCst);
+        self.routed.store(routed.clamp(1, all.max(1)), Ordering::SeqCst);
+        self.messages.store(messages.clamp(1, all.max(1)), Ordering::SeqCst);
+    }
+
+    /// The counts `t` gives.
+    pub(crate) fn follow(&self, t: &topology::Topology) {
+        self.store(t.ready_partitions(), t.routed_partitions(), t.message_partitions());
+    }
+
+    pub(crate) fn all(&self) -> u16 {
+        self.all.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn routed(&self) -> u16 {
+        self.routed.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn messages(&self) -> u16 {
+        self.messages.load(Ordering::SeqCst)
+    }
 }
 
 /// What a broker in a cluster uses to reach the others (see [`forward`] and [`remote_streams`]).
@@ -346,11 +392,12 @@ impl Broker {
         let streams = Arc::new(JobStreamRegistry::default());
         let (jobs_available, _) = broadcast::channel(1024);
         let late = Arc::new(LateBroker::default());
-        let partition_count = config.partitions.max(1);
+        let counts = PartitionCounts::fixed(config.partitions.max(1));
         let (network, runtime, links) = match &config.cluster {
             None => (None, None, None),
             Some(spec) => {
-                let topology = load_topology(&config.data_dir, spec, partition_count)?;
+                let topology = load_topology(&config.data_dir, spec, config.partitions.max(1))?;
+                counts.follow(&topology);
                 let tls = config.internal_tls.clone();
                 let (network, runtime, handle) = start_network(spec, tls.clone(), late.clone(), streams.clone(), jobs_available.clone())?;
                 let connector = tls.as_ref().map(|tls| tls.connector());
@@ -367,6 +414,8 @@ impl Broker {
                 (Some(network), runtime, Some(links))
             }
         };
+        // every partition the topology names (one being bootstrapped too)
+        let partition_count = links.as_ref().map_or(counts.all(), |l| l.topology.lock().expect("topology lock").partition_count().max(1));
         let relay = match (&config.cluster, &network) {
             (Some(spec), Some(network)) => Some(Arc::new(relay::Relay::new(spec, partition_count, network))),
             _ => None,
@@ -387,7 +436,16 @@ impl Broker {
                 }
                 _ => None,
             };
-            let handle = partition::start(id, &config, streams.clone(), jobs_available.clone(), metrics.clone(), peers.clone(), replica)?;
+            let handle = partition::start(
+                id,
+                &config,
+                streams.clone(),
+                jobs_available.clone(),
+                metrics.clone(),
+                peers.clone(),
+                counts.clone(),
+                replica,
+            )?;
             partitions.push(Some(Arc::new(handle)));
         }
         *peers.write().expect("peers lock") = partitions.iter().map(|p| p.as_ref().map(|p| p.peer())).collect();
@@ -397,7 +455,7 @@ impl Broker {
         };
         let broker = Arc::new(Broker {
             partitions: RwLock::new(partitions),
-            partition_count,
+            counts,
             config,
             peers,
             relay,
@@ -436,9 +494,22 @@ impl Broker {
         Ok(broker)
     }
 
-    /// The cluster's partition count (those this broker holds and those it does not).
+    /// The cluster's partition count (those this broker holds and those it does not; those
+    /// a scale-up is bootstrapping too).
     pub fn partition_count(&self) -> u16 {
-        self.partition_count
+        self.counts.all()
+    }
+
+    /// The partitions new process instances go to round-robin ([`Self::next_partition`]): all
+    /// of them, but while a scale-up's new partitions do not hold every deployment yet.
+    pub fn routed_partition_count(&self) -> u16 {
+        self.counts.routed()
+    }
+
+    /// The partitions messages are spread over by correlation key: the cluster's first count
+    /// (a correlation key keeps its partition when the cluster grows).
+    pub fn message_partition_count(&self) -> u16 {
+        self.counts.messages()
     }
 
     /// This broker's handle of `partition`: `NoSuchPartition` outside the cluster's
@@ -487,7 +558,7 @@ impl Broker {
 
     /// The next partition for work that is not bound to a key (round robin).
     pub fn next_partition(&self) -> PartitionId {
-        (self.round_robin.fetch_add(1, Ordering::Relaxed) % usize::from(self.partition_count)) as PartitionId + 1
+        (self.round_robin.fetch_add(1, Ordering::Relaxed) % usize::from(self.counts.routed())) as PartitionId + 1
     }
 
     /// The partition of a key, or an error for a key that no partition of this node owns.
@@ -498,7 +569,7 @@ impl Broker {
 
     /// The partition a message lives on: a hash of its correlation key, as in Zeebe.
     pub fn partition_of_correlation_key(&self, correlation_key: &str) -> PartitionId {
-        waggle_protocol::keys::partition_of_correlation_key(correlation_key, u32::from(self.partition_count))
+        waggle_protocol::keys::partition_of_correlation_key(correlation_key, u32::from(self.counts.messages()))
     }
 
     /// Submits a command and waits for the record that answers it (an event or a rejection).
@@ -585,7 +656,7 @@ impl Broker {
     /// [`Self::deploy`] on this broker's replica of partition 1.
     async fn deploy_here(&self, command: Command) -> Result<Record, BrokerError> {
         let answer = self.submit_here(1, command).await?;
-        if answer.rejection.is_some() || self.partition_count == 1 {
+        if answer.rejection.is_some() || self.partition_count() == 1 {
             return Ok(answer);
         }
         let deadline = std::time::Instant::now() + DISTRIBUTION_WAIT;
@@ -658,6 +729,18 @@ impl Broker {
     /// leader took it) is recorded FAILED. Returns once every command is answered; the leaders
     /// upload the parts (see [`Self::start_backup_uploads`]).
     pub async fn take_backup(self: &Arc<Self>, id: u64) -> Result<(), backup::BackupError> {
+        if let Some(change) = self.cluster_topology().and_then(|t| t.pending).filter(|c| {
+            c.pending.iter().any(|o| {
+                matches!(
+                    o,
+                    topology::Operation::PartitionBootstrap { .. }
+                        | topology::Operation::AwaitRedistributionCompletion { .. }
+                        | topology::Operation::UpdateRoutingState { .. }
+                )
+            })
+        }) {
+            return Err(backup::BackupError::Scaling(change.id));
+        }
         let store = self.backup_store.clone().ok_or(backup::BackupError::NotConfigured)?;
         for p in 1..=self.partition_count() {
             let last = self.handle(p).ok().and_then(|h| h.last_checkpoint());

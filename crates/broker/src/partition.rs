@@ -175,6 +175,12 @@ impl PartitionHandle {
         self.store().and_then(|s| StateView::new(&*s).last_checkpoint())
     }
 
+    /// The partition count a scale-up carried out by this (deployment) partition reached
+    /// (SCALE SCALED_UP), as this replica's committed state has it; 0 for none.
+    pub fn scaled_up(&self) -> u32 {
+        self.store().and_then(|s| StateView::new(&*s).scale()).filter(|(_, _, done)| *done).map_or(0, |(_, r, _)| r.desired_partition_count)
+    }
+
     /// The partition's folder in the data folder.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
@@ -368,6 +374,7 @@ pub(crate) fn start(
     jobs_available: broadcast::Sender<String>,
     metrics: Arc<BrokerMetrics>,
     peers: Peers,
+    counts: Arc<crate::PartitionCounts>,
     replica: Option<ReplicaSetup<'_>>,
 ) -> Result<PartitionHandle, BrokerError> {
     let base = config.data_dir.join("partitions").join(id.to_string());
@@ -458,7 +465,7 @@ pub(crate) fn start(
         peers,
         outbox: VecDeque::new(),
         unacknowledged: Unacknowledged::default(),
-        partition_count: u32::from(config.partitions.max(1)),
+        counts,
         deferred: VecDeque::new(),
         scheduled_in_flight: scheduled_in_flight.clone(),
         limits: config.limits,
@@ -612,7 +619,8 @@ struct Processor {
     /// sent (retried every loop while a queue is full).
     outbox: VecDeque<(PartitionId, Command)>,
     unacknowledged: Unacknowledged,
-    partition_count: u32,
+    /// The cluster's partition counts (they grow with its topology), read for every batch.
+    counts: Arc<crate::PartitionCounts>,
     /// Scheduled commands taken off the queue, waiting for a batch with room for them.
     deferred: VecDeque<Submission>,
     /// Scheduled commands submitted and not yet processed (the scheduler keeps it bounded).
@@ -989,7 +997,7 @@ impl Processor {
             peers,
             outbox: _,
             unacknowledged: _,
-            partition_count,
+            counts,
             deferred,
             scheduled_in_flight,
             batch_buffer,
@@ -1059,7 +1067,7 @@ impl Processor {
             peers,
             outbox: VecDeque::new(),
             unacknowledged: Unacknowledged::default(),
-            partition_count,
+            counts,
             deferred,
             scheduled_in_flight,
             batch_buffer,
@@ -1209,7 +1217,12 @@ impl Processor {
         self.metrics.batch_commands.observe(commands.len() as f64);
         supervise::injected_panic(self.id);
         let started = Instant::now();
-        let ctx = ProcessingContext { now_ms: now_ms(), job_streams: &self.streams, partition_count: self.partition_count };
+        let ctx = ProcessingContext {
+            now_ms: now_ms(),
+            job_streams: &self.streams,
+            partition_count: u32::from(self.counts.all()),
+            message_partition_count: u32::from(self.counts.messages()),
+        };
         // the batches in flight are state this batch runs on, not yet in the store
         let layered;
         let base: &dyn KvRead = if self.in_flight.is_empty() {

@@ -57,6 +57,16 @@ impl Relay {
         Relay { spec: spec.clone(), transports: Mutex::new(transports) }
     }
 
+    /// Registers the command group of `partition` if it has none yet (a partition a scale-up
+    /// added); its inbox is dropped, as [`Self::new`]'s are.
+    pub fn add_partition(&self, partition: PartitionId, network: &RaftNetwork) {
+        let mut transports = self.transports.lock().expect("relay lock");
+        if !transports.contains_key(&partition) {
+            let (transport, _) = network.register(commands_group(partition));
+            transports.insert(partition, transport);
+        }
+    }
+
     /// Sends `command` to every other broker (the one leading `partition` takes it; the others
     /// drop it): which brokers hold a partition changes at run time ([`crate::topology`]).
     pub fn send(&self, partition: PartitionId, command: &Command) {

@@ -7,7 +7,9 @@
 //! its clients open get the jobs of every partition and its long polls wake for them.
 //!
 //! Where the brokers are and who leads what comes from a [`Directory`] (the binary's gossip
-//! view). A command goes to the leader the directory names; when that broker refuses it (not, or
+//! view). The partition counts (all, routed to, of messages) follow the cluster topology: every
+//! [`FOLLOW_EVERY`] it asks a broker for it (the `CommandApi`'s `Topology` call), so a grown
+//! partition count reaches the gateway's routing without a restart. A command goes to the leader the directory names; when that broker refuses it (not, or
 //! no longer, the leader) or cannot be connected to, the command was certainly not taken, and it
 //! is sent again within its routing window: to the named leader while it is not the broker that
 //! just refused, otherwise to the known brokers in turn (a new leader is elected before the gossip
@@ -30,6 +32,8 @@ use crate::{forward, BrokerError, FORWARD_ANSWER_WAIT, ROUTE_RETRY, ROUTE_WINDOW
 
 /// How often the brokers known are compared with the job stream sessions open.
 const SESSIONS_EVERY: Duration = Duration::from_millis(200);
+/// How often the cluster topology is read for the partition counts.
+const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
 /// Where the brokers of a cluster are, and which leads each partition, as far as known now.
 pub trait Directory: Send + Sync + 'static {
@@ -41,7 +45,7 @@ pub trait Directory: Send + Sync + 'static {
 
 /// A cluster of brokers as a client reaches it (see the module documentation).
 pub struct RemoteCluster {
-    partitions: u16,
+    counts: Arc<crate::PartitionCounts>,
     round_robin: AtomicUsize,
     directory: Arc<dyn Directory>,
     forwarder: Arc<forward::Forwarder>,
@@ -51,6 +55,8 @@ pub struct RemoteCluster {
     /// The job stream sessions by broker address, and the task opening new ones.
     sessions: Arc<Mutex<HashMap<SocketAddr, JoinHandle<()>>>>,
     watcher: Mutex<Option<JoinHandle<()>>>,
+    /// The task following the cluster topology's partition counts.
+    follower: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl RemoteCluster {
@@ -67,7 +73,7 @@ impl RemoteCluster {
         let runtime = tokio::runtime::Handle::current();
         let (jobs_available, _) = broadcast::channel(1024);
         let cluster = Arc::new(RemoteCluster {
-            partitions: partitions.max(1),
+            counts: crate::PartitionCounts::fixed(partitions.max(1)),
             round_robin: AtomicUsize::new(0),
             directory,
             forwarder: Arc::new(connector.clone().map_or_else(forward::Forwarder::default, forward::Forwarder::with_connector)),
@@ -76,6 +82,7 @@ impl RemoteCluster {
             runtime: runtime.clone(),
             sessions: Arc::default(),
             watcher: Mutex::new(None),
+            follower: Mutex::new(None),
         });
         let watcher = runtime.spawn(keep_sessions(
             cluster.directory.clone(),
@@ -85,6 +92,8 @@ impl RemoteCluster {
             connector,
         ));
         *cluster.watcher.lock().expect("watcher lock") = Some(watcher);
+        let follower = runtime.spawn(follow_counts(cluster.directory.clone(), cluster.forwarder.clone(), cluster.counts.clone()));
+        *cluster.follower.lock().expect("follower lock") = Some(follower);
         cluster
     }
 
@@ -103,25 +112,31 @@ impl RemoteCluster {
         asked
     }
 
-    /// The cluster's partition count.
+    /// The cluster's partition count (as its topology says, once read).
     pub fn partition_count(&self) -> u16 {
-        self.partitions
+        self.counts.all()
+    }
+
+    /// The partitions new process instances go to (see [`crate::Broker::routed_partition_count`]).
+    pub fn routed_partition_count(&self) -> u16 {
+        self.counts.routed()
     }
 
     /// The next partition for work that is not bound to a key (round robin).
     pub fn next_partition(&self) -> PartitionId {
-        (self.round_robin.fetch_add(1, Ordering::Relaxed) % usize::from(self.partitions)) as PartitionId + 1
+        (self.round_robin.fetch_add(1, Ordering::Relaxed) % usize::from(self.counts.routed())) as PartitionId + 1
     }
 
     /// The partition of a key, if it is one of the cluster's.
     pub fn partition_of_key(&self, key: i64) -> Option<PartitionId> {
         let p = partition_of(key);
-        (p >= 1 && p <= self.partitions).then_some(p)
+        (p >= 1 && p <= self.counts.all()).then_some(p)
     }
 
-    /// The partition a message lives on: a hash of its correlation key, as in Zeebe.
+    /// The partition a message lives on: a hash of its correlation key among the cluster's
+    /// first partition count, as in Zeebe.
     pub fn partition_of_correlation_key(&self, correlation_key: &str) -> PartitionId {
-        waggle_protocol::keys::partition_of_correlation_key(correlation_key, u32::from(self.partitions))
+        waggle_protocol::keys::partition_of_correlation_key(correlation_key, u32::from(self.counts.messages()))
     }
 
     /// Submits a command to `partition`'s leader and waits for the record that answers it; tried
@@ -149,7 +164,7 @@ impl RemoteCluster {
     }
 
     async fn route(&self, partition: PartitionId, deploy: bool, command: Command, window: Duration) -> Result<Record, BrokerError> {
-        if partition == 0 || partition > self.partitions {
+        if partition == 0 || partition > self.counts.all() {
             return Err(BrokerError::NoSuchPartition(partition));
         }
         let deadline = tokio::time::Instant::now() + window;
@@ -213,6 +228,9 @@ impl RemoteCluster {
         if let Some(watcher) = self.watcher.lock().expect("watcher lock").take() {
             watcher.abort();
         }
+        if let Some(follower) = self.follower.lock().expect("follower lock").take() {
+            follower.abort();
+        }
         for (_, session) in self.sessions.lock().expect("sessions lock").drain() {
             session.abort();
         }
@@ -222,6 +240,24 @@ impl RemoteCluster {
 impl Drop for RemoteCluster {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+/// Reads the cluster topology from the brokers the directory lists (the first that answers)
+/// every [`FOLLOW_EVERY`], and keeps `counts` as its newest version says.
+async fn follow_counts(directory: Arc<dyn Directory>, forwarder: Arc<forward::Forwarder>, counts: Arc<crate::PartitionCounts>) {
+    let mut version = 0;
+    loop {
+        for (_, addr) in directory.brokers() {
+            let Ok((json, _)) = forwarder.topology(addr, String::new(), Duration::from_secs(2)).await else { continue };
+            let Ok(t) = serde_json::from_str::<crate::topology::Topology>(&json) else { continue };
+            if t.version > version {
+                version = t.version;
+                counts.follow(&t);
+            }
+            break;
+        }
+        tokio::time::sleep(FOLLOW_EVERY).await;
     }
 }
 

@@ -35,6 +35,9 @@ const COORDINATE_EVERY: Duration = Duration::from_millis(200);
 /// Pause between two rounds of asking the other brokers for a newer topology (one small call
 /// per broker, answered from memory).
 const CATCH_UP_EVERY: Duration = Duration::from_secs(3);
+/// Pause between two SCALE_UP commands of a scale-up the deployment partition has not recorded
+/// done yet.
+const SCALE_ASK_EVERY: Duration = Duration::from_secs(3);
 
 /// A change accepted: what the change endpoints answer (Zeebe's `PlannedOperationsResponse`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -61,8 +64,8 @@ pub enum ChangeRequest {
     /// `DELETE /actuator/cluster/brokers/{b}`: its replicas move to the others first.
     RemoveBroker(u64),
     /// `PATCH /actuator/cluster` (8.8): brokers added and removed, or their count (brokers 0
-    /// to count - 1), and the replication factor; a partition count other than the current one
-    /// is refused (not supported yet).
+    /// to count - 1), and the replication factor; or a greater partition count (on its own:
+    /// a smaller one is refused, as Zeebe 8.8 refuses it).
     Reconfigure { add: Vec<u64>, remove: Vec<u64>, count: Option<u64>, replication_factor: Option<u32>, partition_count: Option<u32> },
 }
 
@@ -95,11 +98,17 @@ impl ChangeRequest {
                 t.plan_layout(&wanted, factor, addressable)?
             }
             ChangeRequest::Reconfigure { add, remove, count, replication_factor, partition_count } => {
-                if let Some(count) = partition_count.filter(|&c| c != u32::from(t.partition_count())) {
-                    return Err(ChangeError::Unsupported(format!(
-                        "changing the partition count ({} to {count}) is not supported yet",
-                        t.partition_count()
-                    )));
+                if let Some(partitions) = partition_count.filter(|&c| c != u32::from(t.partition_count())) {
+                    // the partition count grows on its own (Zeebe 8.8: "Partition count can
+                    // only be increased"); a smaller count is refused by the plan
+                    let brokers_change = !add.is_empty() || !remove.is_empty() || count.is_some_and(|c| c != members.len() as u64);
+                    let factor_change = replication_factor.is_some_and(|f| f != factor);
+                    if partitions > u32::from(t.partition_count()) && (brokers_change || factor_change) {
+                        return Err(ChangeError::Unsupported(
+                            "partitions.count cannot be changed together with the brokers or the replication factor: change one, then the other".into(),
+                        ));
+                    }
+                    return Ok(t.plan_partitions(partitions)?);
                 }
                 let wanted: BTreeSet<u64> = match count {
                     Some(_) if !add.is_empty() || !remove.is_empty() => {
@@ -140,7 +149,10 @@ pub enum ChangeError {
 pub(crate) fn load_topology(data_dir: &std::path::Path, spec: &ClusterSpec, partitions: PartitionId) -> Result<Topology, BrokerError> {
     let fail = |e: std::io::Error| BrokerError::Cluster(format!("the cluster topology in {}: {e}", data_dir.display()));
     if let Some(t) = Topology::load(data_dir).map_err(fail)? {
-        if t.partition_count() != partitions {
+        // a cluster grown at run time started with the configured count: its messages are
+        // still spread over it (the topology's routing state keeps it)
+        let grown = t.routing.is_some_and(|r| r.message_partitions == partitions) && t.partition_count() > partitions;
+        if t.partition_count() != partitions && !grown {
             return Err(BrokerError::Cluster(format!(
                 "the cluster topology in {} has {} partitions, the configuration {partitions}",
                 data_dir.display(),
@@ -282,6 +294,7 @@ impl Broker {
                     voters: s.voters,
                     learners: s.learners,
                     voters_outgoing: s.voters_outgoing,
+                    scaled_up: if s.partition_id == 1 { h.scaled_up() } else { 0 },
                 }
             })
             .collect()
@@ -358,7 +371,8 @@ impl Broker {
         let _one_at_a_time = self.reconciling.lock().unwrap_or_else(|e| e.into_inner());
         let topology = links.topology.lock().expect("topology lock").clone();
         let me = links.spec.node_id;
-        for p in 1..=self.partition_count {
+        self.make_room(&topology);
+        for p in 1..=topology.partition_count() {
             let wanted = topology.replica(me, p).is_some();
             let running = self.handle(p).is_ok();
             if wanted && !running {
@@ -378,6 +392,32 @@ impl Broker {
                 });
             }
         }
+        // the counts the gateway routes by and the partitions process with: a partition whose
+        // group is being bootstrapped counts once it has one
+        self.counts.follow(&topology);
+    }
+
+    /// Slots for partitions the topology added (a scale-up), and their command groups on the
+    /// network (registered before a replica takes its inbox, as at start).
+    fn make_room(&self, topology: &Topology) {
+        let count = usize::from(topology.partition_count());
+        {
+            let mut partitions = self.partitions.write().expect("partitions lock");
+            if partitions.len() < count {
+                partitions.resize_with(count, || None);
+            }
+        }
+        {
+            let mut peers = self.peers.write().expect("peers lock");
+            if peers.len() < count {
+                peers.resize_with(count, || None);
+            }
+        }
+        if let (Some(relay), Some(network)) = (&self.relay, self.network.lock().expect("network lock").as_ref()) {
+            for p in 1..=topology.partition_count() {
+                relay.add_partition(p, network);
+            }
+        }
     }
 
     fn start_replica(&self, topology: &Topology, p: PartitionId) -> Result<(), BrokerError> {
@@ -393,6 +433,7 @@ impl Broker {
             self.jobs_available.clone(),
             self.metrics.clone(),
             self.peers.clone(),
+            self.counts.clone(),
             Some(setup),
         )?;
         let handle = Arc::new(handle);
@@ -459,11 +500,20 @@ impl Broker {
         let Some(links) = &self.links else { return false };
         let me = links.spec.node_id;
         let mut completed_any = false;
+        let mut scale_asked: Option<std::time::Instant> = None;
         loop {
             let t = links.topology.lock().expect("topology lock").clone();
             let (Some(operation), Some(pending)) = (t.next_operation(), t.pending.as_ref()) else { break };
             if pending.coordinator != me {
                 break;
+            }
+            if let Operation::AwaitRedistributionCompletion { desired_partition_count } = operation {
+                // the deployment partition carries it out; asked again while it is not done (a
+                // command lost in a failover), each copy after the first refused there
+                if scale_asked.is_none_or(|at| at.elapsed() >= SCALE_ASK_EVERY) {
+                    scale_asked = Some(std::time::Instant::now());
+                    self.ask_scale_up(u32::from(t.routed_partitions()), desired_partition_count).await;
+                }
             }
             let mut reports = self.leader_reports();
             reports.extend(self.push(&t).await);
@@ -486,6 +536,25 @@ impl Broker {
             tokio::time::sleep(COORDINATE_EVERY).await;
         }
         completed_any
+    }
+
+    /// Sends SCALE SCALE_UP (from `current` to `desired` partitions) to the deployment
+    /// partition, which sends every deployed resource to the new partitions
+    /// (`waggle_engine`'s `processors::scale`).
+    async fn ask_scale_up(&self, current: u32, desired: u32) {
+        let value = waggle_protocol::value::ScaleRecord {
+            current_partition_count: current,
+            desired_partition_count: desired,
+            redistributed_partitions: Vec::new(),
+        };
+        let command = waggle_engine::Command::new(-1, waggle_protocol::Intent::ScaleUp, waggle_protocol::RecordValue::Scale(value));
+        match self.submit(1, command).await {
+            Ok(answer) => match &answer.rejection {
+                None => tracing::info!(current, desired, "the deployment partition redistributes the resources to the new partitions"),
+                Some(r) => tracing::debug!(reason = %r.reason, "scale-up asked again"),
+            },
+            Err(e) => tracing::warn!(error = %e, "the scale-up could not be asked for yet"),
+        }
     }
 
     /// Completes the pending change's next operation and persists the new version; false when

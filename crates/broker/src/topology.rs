@@ -41,6 +41,9 @@ pub enum ReplicaState {
     Joining,
     Active,
     Leaving,
+    /// A replica of a partition a scale-up adds: all of its replicas are new and start
+    /// together as the group's voters (Zeebe 8.8's BOOTSTRAPPING).
+    Bootstrapping,
 }
 
 impl ReplicaState {
@@ -49,6 +52,7 @@ impl ReplicaState {
             ReplicaState::Joining => "JOINING",
             ReplicaState::Active => "ACTIVE",
             ReplicaState::Leaving => "LEAVING",
+            ReplicaState::Bootstrapping => "BOOTSTRAPPING",
         }
     }
 }
@@ -78,6 +82,19 @@ pub enum Operation {
     /// A broker that holds nothing any more leaves the topology.
     #[serde(rename_all = "camelCase")]
     BrokerRemove { broker_id: u64 },
+    /// A new partition (the next after the last) starts as a group of its own:
+    /// `replication_factor` replicas round-robin from `broker_id` (its preferred leader) over
+    /// the brokers in id order, all BOOTSTRAPPING until the group has a leader (see
+    /// `topology_scale`).
+    #[serde(rename_all = "camelCase")]
+    PartitionBootstrap { broker_id: u64, partition_id: PartitionId, replication_factor: u32 },
+    /// The deployment partition sends every deployed resource to the new partitions (SCALE
+    /// SCALE_UP): done once it records SCALED_UP.
+    #[serde(rename_all = "camelCase")]
+    AwaitRedistributionCompletion { desired_partition_count: u32 },
+    /// New process instances go to every partition from now on.
+    #[serde(rename_all = "camelCase")]
+    UpdateRoutingState { desired_partition_count: u32 },
 }
 
 /// The change under way.
@@ -108,6 +125,21 @@ pub struct Topology {
     pub brokers: BTreeMap<u64, BTreeMap<PartitionId, Replica>>,
     pub pending: Option<PendingChange>,
     pub last: Option<CompletedChange>,
+    /// Where requests go once the partition count grew (`None`: every partition, messages by
+    /// correlation key over all of them; see `topology_scale`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<Routing>,
+}
+
+/// Where requests go after the partition count grew (Zeebe 8.8's routing state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Routing {
+    /// New process instances go round-robin to partitions 1 to this.
+    pub routed_partitions: PartitionId,
+    /// Messages live on the partition of their correlation key among 1 to this: the count the
+    /// cluster had before it first grew (Zeebe 8.8's `MessageCorrelation.HashMod`).
+    pub message_partitions: PartitionId,
 }
 
 /// A change that cannot be made, with why.
@@ -137,6 +169,10 @@ pub enum TopologyError {
     ReplicationFactor,
     #[error("{brokers} broker(s) cannot hold a replication factor of {factor}: the cluster needs as many brokers as the replication factor at least")]
     TooFewBrokers { brokers: usize, factor: u32 },
+    #[error("Partition count can only be increased: the cluster has {current} partitions, {asked} were asked")]
+    PartitionCountDecrease { current: PartitionId, asked: u32 },
+    #[error("{0}")]
+    Scale(String),
 }
 
 impl Topology {
@@ -153,7 +189,7 @@ impl Topology {
                 brokers.entry(node).or_default().insert(p, replica);
             }
         }
-        Topology { version: 1, brokers, pending: None, last: None }
+        Topology { version: 1, brokers, pending: None, last: None, routing: None }
     }
 
     /// The topology persisted in `data_dir`, if any.
@@ -176,6 +212,16 @@ impl Topology {
         drop(file);
         std::fs::rename(&tmp, data_dir.join(FILE_NAME))?;
         std::fs::File::open(data_dir)?.sync_all()
+    }
+
+    /// The partitions of the cluster that have a group: those a scale-up is bootstrapping
+    /// (every replica still BOOTSTRAPPING) left out.
+    pub fn ready_partitions(&self) -> PartitionId {
+        let bootstrapping = |p: PartitionId| {
+            let replicas = self.replicas(p);
+            !replicas.is_empty() && replicas.iter().all(|(_, r)| r.state == ReplicaState::Bootstrapping)
+        };
+        (1..=self.partition_count()).take_while(|&p| !bootstrapping(p)).last().unwrap_or(0)
     }
 
     /// The partitions of the cluster.
@@ -340,6 +386,9 @@ impl Topology {
                 }
                 Ok(())
             }
+            Operation::PartitionBootstrap { .. }
+            | Operation::AwaitRedistributionCompletion { .. }
+            | Operation::UpdateRoutingState { .. } => self.check_scale(operation),
             Operation::PartitionLeave { broker_id, partition_id } => {
                 known(broker_id)?;
                 partition_ok(partition_id)?;
@@ -381,6 +430,9 @@ impl Topology {
                 }
             }
             Operation::BrokerRemove { .. } => {}
+            Operation::PartitionBootstrap { .. }
+            | Operation::AwaitRedistributionCompletion { .. }
+            | Operation::UpdateRoutingState { .. } => self.start_scale(operation),
         }
     }
 
@@ -401,6 +453,9 @@ impl Topology {
                 self.brokers.remove(&broker_id);
             }
             Operation::BrokerAdd { .. } | Operation::PartitionReconfigurePriority { .. } => {}
+            Operation::PartitionBootstrap { .. }
+            | Operation::AwaitRedistributionCompletion { .. }
+            | Operation::UpdateRoutingState { .. } => self.finish_scale(operation),
         }
     }
 
@@ -473,6 +528,10 @@ pub struct LeaderReport {
     pub voters: Vec<u64>,
     pub learners: Vec<u64>,
     pub voters_outgoing: Vec<u64>,
+    /// The partition count a scale-up carried out by this partition reached (SCALE SCALED_UP;
+    /// 0: none), as its leader's state has it.
+    #[serde(default)]
+    pub scaled_up: u32,
 }
 
 /// Whether `operation` is done by what the partitions' leaders report: a joining replica is a
@@ -492,6 +551,9 @@ pub fn operation_done(operation: Operation, reports: &[LeaderReport]) -> bool {
                 && !r.learners.contains(&broker_id)
                 && !r.voters_outgoing.contains(&broker_id)
         }),
+        Operation::PartitionBootstrap { .. } | Operation::AwaitRedistributionCompletion { .. } | Operation::UpdateRoutingState { .. } => {
+            crate::topology_scale::scale_operation_done(operation, reports)
+        }
     }
 }
 
@@ -577,6 +639,7 @@ mod tests {
             voters: voters.to_vec(),
             learners: learners.to_vec(),
             voters_outgoing: outgoing.to_vec(),
+            scaled_up: 0,
         };
         let join = Operation::PartitionJoin { broker_id: 2, partition_id: 1, priority: 1 };
         assert!(!operation_done(join, &[report(0, &[0, 1], &[2], &[])]), "a learner is not joined");

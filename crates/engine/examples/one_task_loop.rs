@@ -24,7 +24,7 @@ impl JobStreams for OneStream {
 }
 
 fn run_batch(engine: &mut Engine, store: &RocksStore, now_ms: i64, commands: Vec<Command>) -> Vec<i64> {
-    let ctx = ProcessingContext { now_ms, job_streams: &OneStream, partition_count: 1 };
+    let ctx = ProcessingContext { now_ms, job_streams: &OneStream, partition_count: 1, message_partition_count: 0 };
     let mut overlay = Overlay::new(store);
     let output = engine.process_batch(&mut overlay, &ctx, commands);
     let writes = overlay.into_writes();

@@ -352,6 +352,10 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
             _ => {}
         },
         RecordValue::Checkpoint(c) if record.intent == Intent::Created => state.put(LAST_CHECKPOINT.to_vec(), encode(c)),
+        // the scale-up under way (SCALING_UP) and done (SCALED_UP)
+        RecordValue::Scale(s) if matches!(record.intent, Intent::ScalingUp | Intent::ScaledUp) => {
+            state.put(SCALE.to_vec(), encode(&(record.key, s, record.intent == Intent::ScaledUp)))
+        }
         // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED,
         // PROCESS_INSTANCE_MODIFICATION MODIFIED, PROCESS_INSTANCE_MIGRATION MIGRATED and
         // JOB_BATCH records carry no state of their own.

@@ -85,8 +85,13 @@ impl JobStreams for NoJobStreams {
 pub struct ProcessingContext<'a> {
     pub now_ms: i64,
     pub job_streams: &'a dyn JobStreams,
-    /// Partitions of the cluster (messages live on the partition of their correlation key).
+    /// Partitions of the cluster: signals and deployments go to all of them.
     pub partition_count: u32,
+    /// The partitions messages are spread over by their correlation key (0: all of them). It
+    /// stays at the count the cluster had before its partition count grew (Zeebe 8.8's routing
+    /// state keeps its `MessageCorrelation.HashMod` of the first count), so a correlation key
+    /// keeps its partition.
+    pub message_partition_count: u32,
 }
 
 /// Work for the broker to do once the batch is committed.
@@ -204,5 +209,6 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::MessageCorrelation(_) => ValueType::MessageCorrelation,
         RecordValue::ProcessEvent(_) => ValueType::ProcessEvent,
         RecordValue::Checkpoint(_) => ValueType::Checkpoint,
+        RecordValue::Scale(_) => ValueType::Scale,
     }
 }

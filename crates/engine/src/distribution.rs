@@ -47,6 +47,14 @@ fn send_to_other(p: &mut Processing<'_, '_, '_>, partition: PartitionId, key: i6
     p.deliver(partition, Command { distribution: Some(distribution), ..Command::new(key, intent, value) });
 }
 
+/// The partitions deployments and deletions go to: the batch context's count, or the count a
+/// scale-up under way or done on this partition asked for when that is more (SCALE
+/// SCALING_UP: see `processors::scale`).
+pub(crate) fn partition_count(p: &Processing<'_, '_, '_>) -> u32 {
+    let scaled = p.view().scale().map_or(0, |(_, r, _)| r.desired_partition_count);
+    p.partition_count.max(scaled)
+}
+
 /// Whether a distributed command was processed here already; if so, acknowledges it again.
 pub(crate) fn is_duplicate(p: &mut Processing<'_, '_, '_>, d: &Distribution) -> bool {
     let duplicate = p.view().distribution_received(d.source, d.key);

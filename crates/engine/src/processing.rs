@@ -36,6 +36,8 @@ pub(crate) struct Processing<'o, 's, 'c> {
     pub(crate) now_ms: i64,
     pub(crate) job_streams: &'c dyn JobStreams,
     pub(crate) partition_count: u32,
+    /// The partitions of messages by correlation key ([`crate::ProcessingContext`]).
+    pub(crate) message_partition_count: u32,
     /// What a command may ask of the engine (set by [`crate::Engine`] for each batch).
     pub(crate) limits: crate::EngineLimits,
     next_key: i64,
@@ -99,6 +101,11 @@ impl<'o, 's, 'c> Processing<'o, 's, 'c> {
             now_ms: ctx.now_ms,
             job_streams: ctx.job_streams,
             partition_count: ctx.partition_count.max(1),
+            message_partition_count: if ctx.message_partition_count == 0 {
+                ctx.partition_count.max(1)
+            } else {
+                ctx.message_partition_count.min(ctx.partition_count.max(1))
+            },
             limits: crate::EngineLimits::default(),
             next_key,
             last_position,

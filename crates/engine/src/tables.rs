@@ -90,6 +90,9 @@ use waggle_state::{AbsentFromBase, DecodedValue, KvRead};
 pub(crate) const META_NEXT_KEY: &[u8] = b"X/next_key";
 pub(crate) const META_LAST_POSITION: &[u8] = b"X/last_position";
 pub(crate) const LAST_CHECKPOINT: &[u8] = b"X/last_checkpoint";
+/// The partition count's growth this (deployment) partition carries out or carried out last
+/// (SCALE SCALING_UP and SCALED_UP): the event's key, its record and whether it is done.
+pub(crate) const SCALE: &[u8] = b"X/scale";
 
 /// Whether rows of `table` (a key's prefix up to and including its first `/`) have keys that
 /// start, after the table prefix, with the key of what owns the row (element instance, scope,
@@ -887,6 +890,23 @@ impl<'a> StateView<'a> {
     /// The partition's last backup checkpoint (CHECKPOINT CREATED), if any.
     pub fn last_checkpoint(&self) -> Option<waggle_protocol::value::CheckpointRecord> {
         self.get(LAST_CHECKPOINT)
+    }
+    /// The partition count's growth under way or done last here (SCALE SCALING_UP, SCALED_UP):
+    /// its key, record and whether it is done.
+    pub fn scale(&self) -> Option<(i64, waggle_protocol::value::ScaleRecord, bool)> {
+        self.get(SCALE)
+    }
+    /// Every process definition deployed and not deleted, oldest key first.
+    pub(crate) fn all_processes(&self) -> Vec<ProcessRecord> {
+        self.kv.scan_prefix(b"P/k/").map(|(_, v)| decode(&v)).collect()
+    }
+    /// Every decision requirements graph deployed and not deleted, oldest key first.
+    pub(crate) fn all_drgs(&self) -> Vec<DecisionRequirementsRecord> {
+        self.kv.scan_prefix(b"DQ/k/").map(|(_, v)| decode(&v)).collect()
+    }
+    /// Every form deployed and not deleted, oldest key first.
+    pub(crate) fn all_forms(&self) -> Vec<FormRecord> {
+        self.kv.scan_prefix(b"FO/k/").map(|(_, v)| decode(&v)).collect()
     }
     pub(crate) fn process_event(&self, scope: i64) -> Option<(i64, ProcessEventRecord)> {
         self.get(&process_event_key(scope))

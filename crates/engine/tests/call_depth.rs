@@ -15,7 +15,7 @@ const MODEL: &str = include_str!("models/call_loop.bpmn");
 /// termination spread over batches), a batch each, until none is left; every batch starts
 /// terminating at most `MI_TERMINATIONS_PER_BATCH` element instances.
 fn run(engine: &mut Engine, store: &MemoryStore, command: Command) -> Vec<Record> {
-    let ctx = ProcessingContext { now_ms: 1_000, job_streams: &NoJobStreams, partition_count: 1 };
+    let ctx = ProcessingContext { now_ms: 1_000, job_streams: &NoJobStreams, partition_count: 1, message_partition_count: 0 };
     let mut records = Vec::new();
     let mut queue = std::collections::VecDeque::from([command]);
     while let Some(command) = queue.pop_front() {

@@ -19,7 +19,7 @@ impl JobStreams for NoStreams {
 
 /// Processes a CHECKPOINT CREATE for `id` on the leader's state; returns its records and entry.
 fn checkpoint(engine: &mut Engine, store: &MemoryStore, id: i64) -> (Vec<Record>, Vec<u8>) {
-    let ctx = ProcessingContext { now_ms: 1_000, job_streams: &NoStreams, partition_count: 1 };
+    let ctx = ProcessingContext { now_ms: 1_000, job_streams: &NoStreams, partition_count: 1, message_partition_count: 0 };
     let mut overlay = Overlay::new(store);
     let command =
         Command::new(-1, Intent::Create, RecordValue::Checkpoint(CheckpointRecord { checkpoint_id: id, checkpoint_position: -1 }));

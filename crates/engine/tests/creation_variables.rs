@@ -18,7 +18,7 @@ impl JobStreams for NoStreams {
 }
 
 fn run(engine: &mut Engine, store: &MemoryStore, command: Command) -> Vec<Record> {
-    let ctx = ProcessingContext { now_ms: 1_000, job_streams: &NoStreams, partition_count: 1 };
+    let ctx = ProcessingContext { now_ms: 1_000, job_streams: &NoStreams, partition_count: 1, message_partition_count: 0 };
     let mut overlay = Overlay::new(store);
     let output = engine.process_batch(&mut overlay, &ctx, vec![command]);
     store.commit(&overlay.into_writes()).unwrap();

@@ -15,7 +15,7 @@ use waggle_engine::{pending_commands, Command, Engine, NoJobStreams, ProcessingC
 use waggle_protocol::codec::Entry;
 use waggle_protocol::keys::partition_of_correlation_key;
 use waggle_protocol::value::*;
-use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue};
+use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue, RejectionType};
 use waggle_state::{KvRead, KvStore, MemoryStore, Overlay};
 
 struct Partition {
@@ -33,6 +33,8 @@ struct Cluster {
     /// Commands on their way to a partition.
     network: VecDeque<(PartitionId, Command)>,
     now_ms: i64,
+    /// The partitions messages are spread over (0: all of them; the first count once grown).
+    message_count: u32,
 }
 
 /// xorshift64*: a seeded, dependency-free generator for the simulation.
@@ -63,7 +65,24 @@ impl Cluster {
                 responses: vec![],
             })
             .collect();
-        Self { partitions, network: VecDeque::new(), now_ms: 1_000 }
+        Self { partitions, network: VecDeque::new(), now_ms: 1_000, message_count: 0 }
+    }
+
+    /// New empty partitions up to `count`; messages stay on the partitions there were.
+    fn grow(&mut self, count: u16) {
+        if self.message_count == 0 {
+            self.message_count = self.count();
+        }
+        for id in self.count() as u16 + 1..=count {
+            self.partitions.push(Partition {
+                id,
+                engine: Engine::new(id),
+                store: MemoryStore::new(),
+                entries: vec![],
+                records: vec![],
+                responses: vec![],
+            });
+        }
     }
 
     fn count(&self) -> u32 {
@@ -75,7 +94,12 @@ impl Cluster {
     fn submit(&mut self, partition: PartitionId, command: Command) -> Vec<Record> {
         let count = self.count();
         let p = &mut self.partitions[partition as usize - 1];
-        let ctx = ProcessingContext { now_ms: self.now_ms, job_streams: &NoJobStreams, partition_count: count };
+        let ctx = ProcessingContext {
+            now_ms: self.now_ms,
+            job_streams: &NoJobStreams,
+            partition_count: count,
+            message_partition_count: self.message_count,
+        };
         let mut overlay = Overlay::new(&p.store);
         let output = p.engine.process_batch(&mut overlay, &ctx, vec![command]);
         let writes = overlay.into_writes();
@@ -534,5 +558,94 @@ fn a_correlation_is_answered_once_the_process_partition_confirms_or_refuses() {
     for p in 1..=2 {
         assert_eq!(c.rows(p, b"O/"), 0, "partition {p}: outbox not empty");
     }
+    c.check_replay();
+}
+
+fn scale_up(current: u32, desired: u32) -> Command {
+    let value = ScaleRecord { current_partition_count: current, desired_partition_count: desired, ..Default::default() };
+    Command::new(-1, Intent::ScaleUp, RecordValue::Scale(value))
+}
+
+/// Growing the partition count (issue 31; Zeebe 8.8's partition scaling): SCALE SCALE_UP on
+/// partition 1 sends every resource deployed and not deleted (processes, decision requirements
+/// graphs with their decisions, forms) to the new partitions with the same keys and versions,
+/// exactly once (copies delivered twice, a restart re-sending the outbox), and records SCALED_UP
+/// once the last new partition acknowledged. An instance on a new partition then waits for a
+/// message that lives on an old partition (messages keep the first count) and correlates once.
+#[test]
+fn a_scale_up_redistributes_every_deployed_resource_to_the_new_partitions_once() {
+    let mut c = Cluster::new(2);
+    c.deploy("messages.bpmn");
+    let resources = ["business_rules.bpmn", "dish.dmn", "order.form"]
+        .iter()
+        .map(|f| DeploymentResource { resource_name: f.to_string(), resource: model(f) })
+        .collect::<Vec<_>>();
+    c.submit(1, Command::new(-1, Intent::Create, RecordValue::Deployment(DeploymentRecord { resources, ..Default::default() })));
+    c.deploy("deletable_v1.bpmn");
+    c.deliver_all();
+    let deleted = c.partitions[0]
+        .records
+        .iter()
+        .find(|r| r.intent == Intent::Created && matches!(&r.value, RecordValue::Process(p) if p.resource_name == "deletable_v1.bpmn"))
+        .expect("created")
+        .key;
+    let value = RecordValue::ResourceDeletion(ResourceDeletionRecord { resource_key: deleted, tenant_id: "<default>".into() });
+    c.submit(1, Command::new(deleted, Intent::Delete, value));
+    c.deliver_all();
+
+    c.grow(4);
+    let records = c.submit(1, scale_up(2, 4));
+    let scaling = |c: &Cluster, intent: Intent| c.events(1, |r| r.intent == intent && matches!(r.value, RecordValue::Scale(_)));
+    assert_eq!((scaling(&c, Intent::ScalingUp), scaling(&c, Intent::ScaledUp)), (1, 0), "{records:#?}");
+    // asked again (the coordinator does, until it is done): refused, nothing sent twice
+    let again = c.submit(1, scale_up(2, 4));
+    let refused = again.iter().find_map(|r| r.rejection.as_ref()).map(|r| r.rejection_type);
+    assert_eq!(refused, Some(RejectionType::AlreadyExists), "{again:#?}");
+    // the network delivers every copy twice, and partition 1 restarts re-sending its outbox
+    let copies: Vec<_> = c.network.iter().cloned().collect();
+    c.network.extend(copies);
+    c.restart(1);
+    c.deliver_all();
+    c.resend_all();
+    c.deliver_all();
+    assert_eq!(scaling(&c, Intent::ScaledUp), 1);
+    assert_eq!(StateView::new(&c.partitions[0].store).scale().map(|(_, r, done)| (r.desired_partition_count, done)), Some((4, true)));
+    let resources_of = |c: &Cluster, p: PartitionId| -> Vec<usize> {
+        [&b"P/k/"[..], b"P/l/", b"DQ/k/", b"DC/k/", b"FO/k/"].iter().map(|prefix| c.rows(p, prefix)).collect()
+    };
+    for p in 3..=4 {
+        assert_eq!(resources_of(&c, p), resources_of(&c, 1), "partition {p} holds what partition 1 holds");
+        let keys = |q: PartitionId| -> Vec<(&'static str, i64)> {
+            let mut keys: Vec<(&'static str, i64)> = c.partitions[q as usize - 1]
+                .records
+                .iter()
+                .filter(|r| r.is_event() && r.intent == Intent::Created)
+                .filter(|r| matches!(r.value, RecordValue::Process(_) | RecordValue::DecisionRequirements(_) | RecordValue::Form(_)))
+                .map(|r| (r.value_type.as_str(), r.key))
+                .filter(|(_, k)| *k != deleted)
+                .collect();
+            keys.sort();
+            keys
+        };
+        assert_eq!(keys(p), keys(1), "partition {p}: the same keys");
+        assert_eq!(c.events(p, |r| r.key == deleted), 0, "partition {p}: the deleted process is not sent");
+    }
+    assert_eq!(c.rows(1, b"O/"), 0, "partition 1's outbox is empty");
+
+    // a deployment after the scale-up reaches the new partitions too
+    c.deploy("one_task.bpmn");
+    c.deliver_all();
+    assert_eq!(resources_of(&c, 4), resources_of(&c, 1));
+
+    // an instance on partition 4 waits for messages living on partition 2 (of the first count)
+    let order = key_on(2, 2);
+    c.submit(4, create("payment", &format!(r#"{{"orderId": "{order}"}}"#)));
+    c.deliver_all();
+    c.submit(2, publish("order-paid", &order, "first"));
+    c.deliver_all();
+    c.submit(2, publish("order-paid", &order, "second"));
+    c.deliver_all();
+    assert_eq!(c.events(4, |r| is_process(r, Intent::ElementCompleted)), 1);
+    assert_eq!(c.events(4, |r| r.intent == Intent::Correlated && matches!(r.value, RecordValue::ProcessMessageSubscription(_))), 2);
     c.check_replay();
 }

@@ -88,7 +88,7 @@ impl Scenario {
     }
 
     fn run_batch(&mut self, command: Command) -> Vec<SideEffect> {
-        let ctx = ProcessingContext { now_ms: self.now_ms, job_streams: &NoJobStreams, partition_count: 1 };
+        let ctx = ProcessingContext { now_ms: self.now_ms, job_streams: &NoJobStreams, partition_count: 1, message_partition_count: 0 };
         let mut overlay = Overlay::new(&self.store);
         let output = self.engine.process_batch(&mut overlay, &ctx, vec![command]);
         let writes = overlay.into_writes();
@@ -708,6 +708,7 @@ fn render(r: &Record) -> String {
             c.variables
         ),
         RecordValue::Checkpoint(c) => format!("checkpoint={} position={}", c.checkpoint_id, c.checkpoint_position),
+        RecordValue::Scale(s) => format!("scale={}->{}", s.current_partition_count, s.desired_partition_count),
     };
     let rejection = r.rejection.as_ref().map(|x| format!(" !{} \"{}\"", x.rejection_type.as_str(), x.reason)).unwrap_or_default();
     format!("{:>3} {:>3} {:>4} {kind} {} {} {details}{rejection}", r.position, r.source_position, short(r.key), r.value_type, r.intent)

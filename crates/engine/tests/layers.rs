@@ -42,7 +42,14 @@ const LAYERS: &[&[&str]] = &[
         "processors::resources",
         "processors::decision",
     ],
-    &["processors::deployment", "processors::instance", "processors::job", "processors::message", "processors::user_task"],
+    &[
+        "processors::deployment",
+        "processors::instance",
+        "processors::job",
+        "processors::message",
+        "processors::user_task",
+        "processors::scale",
+    ],
     &["processors"],
 ];
 

@@ -69,7 +69,7 @@ impl Partition {
 
     /// Processes `commands` as one batch; returns its records.
     fn batch(&mut self, commands: Vec<Command>) -> Vec<Record> {
-        let ctx = ProcessingContext { now_ms: 0, job_streams: &NoJobStreams, partition_count: 1 };
+        let ctx = ProcessingContext { now_ms: 0, job_streams: &NoJobStreams, partition_count: 1, message_partition_count: 0 };
         let mut overlay = Overlay::new(&self.store);
         let output = self.engine.process_batch(&mut overlay, &ctx, commands);
         self.store.commit(&overlay.into_writes()).unwrap();

@@ -47,7 +47,7 @@ impl Cluster {
         let mut first = None;
         while let Some((to, command)) = queue.pop_front() {
             let p = &mut self.partitions[to as usize - 1];
-            let ctx = ProcessingContext { now_ms: self.now_ms, job_streams: &NoJobStreams, partition_count: 2 };
+            let ctx = ProcessingContext { now_ms: self.now_ms, job_streams: &NoJobStreams, partition_count: 2, message_partition_count: 0 };
             let mut overlay = Overlay::new(&p.store);
             let output = p.engine.process_batch(&mut overlay, &ctx, vec![command]);
             p.store.commit(&overlay.into_writes()).unwrap();

@@ -18,7 +18,7 @@ impl JobStreams for PushAll {
 }
 
 fn run(engine: &mut Engine, store: &MemoryStore, commands: Vec<Command>) -> (Vec<SideEffect>, WriteSet) {
-    let ctx = ProcessingContext { now_ms: 1_000, job_streams: &PushAll, partition_count: 1 };
+    let ctx = ProcessingContext { now_ms: 1_000, job_streams: &PushAll, partition_count: 1, message_partition_count: 0 };
     let mut overlay = Overlay::new(store);
     let output = engine.process_batch(&mut overlay, &ctx, commands);
     (output.side_effects, overlay.into_writes())

@@ -398,6 +398,12 @@ pub fn value(value: &RecordValue) -> Value {
             "checkpointId": c.checkpoint_id,
             "checkpointPosition": c.checkpoint_position,
         }),
+        // Zeebe 8.8's ScaleRecord
+        RecordValue::Scale(s) => json!({
+            "currentPartitionCount": s.current_partition_count,
+            "desiredPartitionCount": s.desired_partition_count,
+            "redistributedPartitions": s.redistributed_partitions,
+        }),
     }
 }
 

@@ -29,6 +29,15 @@ impl Backend {
         }
     }
 
+    /// The partitions new process instances go to (after a growth of the partition count, the
+    /// new ones only once they hold every deployment).
+    pub fn routed_partition_count(&self) -> u16 {
+        match self {
+            Backend::Broker(b) => b.routed_partition_count(),
+            Backend::Remote(r) => r.routed_partition_count(),
+        }
+    }
+
     pub fn next_partition(&self) -> PartitionId {
         match self {
             Backend::Broker(b) => b.next_partition(),

@@ -288,7 +288,8 @@ impl GatewayService {
     /// it (or is overloaded) on the next partitions in turn, as Zeebe's gateway does; only a
     /// command certainly not taken is sent again, so no instance is created twice.
     async fn create_anywhere(&self, first: PartitionId, command: Command) -> Result<Record, Status> {
-        let n = self.broker.partition_count();
+        // (only partitions that hold every deployment)
+        let n = self.broker.routed_partition_count();
         let deadline = tokio::time::Instant::now() + CREATE_WINDOW;
         let mut last = BrokerError::Unavailable(first);
         for attempt in 0u32.. {

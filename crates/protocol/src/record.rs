@@ -93,6 +93,8 @@ names! {
         ProcessEvent => "PROCESS_EVENT",
         // a backup's checkpoint in every partition's log (Zeebe's CheckpointRecord; appended)
         Checkpoint => "CHECKPOINT",
+        // growing the partition count (Zeebe 8.8's ScaleRecord; appended)
+        Scale => "SCALE",
     }
 }
 
@@ -208,6 +210,10 @@ names! {
         // a terminate end event, a completion condition); kept in state until TERMINATED, so a
         // restart asks for the next chunk again
         Terminating => "TERMINATING",
+        // SCALE (Zeebe 8.8's ScaleIntent; appended): the partition count grows
+        ScaleUp => "SCALE_UP",
+        ScalingUp => "SCALING_UP",
+        ScaledUp => "SCALED_UP",
     }
 }
 

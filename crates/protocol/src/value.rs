@@ -45,6 +45,7 @@ pub enum RecordValue {
     MessageCorrelation(MessageCorrelationRecord),
     ProcessEvent(ProcessEventRecord),
     Checkpoint(CheckpointRecord),
+    Scale(ScaleRecord),
 }
 
 /// A value as the log lays it out (serialization side; see [`RecordValue`]).
@@ -86,6 +87,7 @@ enum WireRef<'a> {
     /// A job batch naming tenants other than the default one (multi-tenancy).
     JobBatchTenants(&'a JobBatchRecord, &'a Vec<String>),
     Checkpoint(&'a CheckpointRecord),
+    Scale(&'a ScaleRecord),
 }
 
 /// A value as the log lays it out (deserialization side; see [`RecordValue`]).
@@ -125,6 +127,7 @@ enum Wire {
     ProcessEvent(ProcessEventRecord),
     JobBatchTenants(JobBatchRecord, Vec<String>),
     Checkpoint(CheckpointRecord),
+    Scale(ScaleRecord),
 }
 
 /// [`DeploymentRecord`] as it was before decisions and forms: how a deployment without them
@@ -183,6 +186,7 @@ impl Serialize for RecordValue {
             RecordValue::MessageCorrelation(x) => WireRef::MessageCorrelation(x),
             RecordValue::ProcessEvent(x) => WireRef::ProcessEvent(x),
             RecordValue::Checkpoint(x) => WireRef::Checkpoint(x),
+            RecordValue::Scale(x) => WireRef::Scale(x),
         };
         wire.serialize(serializer)
     }
@@ -229,6 +233,7 @@ impl<'de> Deserialize<'de> for RecordValue {
             Wire::ProcessEvent(x) => RecordValue::ProcessEvent(x),
             Wire::JobBatchTenants(x, tenant_ids) => RecordValue::JobBatch(JobBatchRecord { tenant_ids, ..x }),
             Wire::Checkpoint(x) => RecordValue::Checkpoint(x),
+            Wire::Scale(x) => RecordValue::Scale(x),
         })
     }
 }
@@ -1027,4 +1032,16 @@ pub struct UserTaskRecord {
 pub struct CheckpointRecord {
     pub checkpoint_id: i64,
     pub checkpoint_position: i64,
+}
+
+/// Growing the partition count (after Zeebe 8.8's `ScaleRecord`, value type SCALE), on the
+/// deployment partition: SCALE_UP asks to grow from `current_partition_count` to
+/// `desired_partition_count`; SCALING_UP records the redistribution of every deployed resource
+/// to the new partitions started; SCALED_UP records that every new partition acknowledged it
+/// (`redistributed_partitions`: the new partitions), after which they may take instances.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScaleRecord {
+    pub current_partition_count: u32,
+    pub desired_partition_count: u32,
+    pub redistributed_partitions: Vec<u16>,
 }

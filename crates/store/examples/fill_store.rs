@@ -76,7 +76,7 @@ fn thread_cpu() -> Duration {
 impl Fill {
     /// Runs commands as one engine batch at `now_ms` and hands its records to the exporter.
     fn run(&mut self, now_ms: i64, commands: Vec<Command>) -> Vec<Record> {
-        let ctx = ProcessingContext { now_ms, job_streams: &NoJobStreams, partition_count: 2 };
+        let ctx = ProcessingContext { now_ms, job_streams: &NoJobStreams, partition_count: 2, message_partition_count: 0 };
         let mut overlay = Overlay::new(&self.state);
         let output = self.engine.process_batch(&mut overlay, &ctx, commands);
         let writes = overlay.into_writes();

@@ -77,7 +77,7 @@ struct Run {
 impl Run {
     /// Runs one command at `now_ms`; returns the records it wrote.
     fn command(&mut self, now_ms: i64, key: i64, intent: Intent, value: RecordValue) -> Vec<Record> {
-        let ctx = ProcessingContext { now_ms, job_streams: &NoJobStreams, partition_count: 1 };
+        let ctx = ProcessingContext { now_ms, job_streams: &NoJobStreams, partition_count: 1, message_partition_count: 0 };
         let mut overlay = Overlay::new(&self.state);
         let output = self.engine.process_batch(&mut overlay, &ctx, vec![Command::new(key, intent, value)]);
         let writes = overlay.into_writes();

@@ -145,7 +145,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     };
     raise_open_files_limit();
     // before anything opens the data folder: a start that contradicts it changes nothing
-    persisted::check_or_record(&config.data_dir, &persisted::DataSettings::of(config.partitions, cluster.as_ref()))?;
+    // (a cluster grown at run time may be started with its grown count too: the folder keeps
+    // the count it was created with, which its topology's routing state keeps as well)
+    let created_with = match &cluster {
+        Some(_) => waggle_broker::topology::Topology::load(&config.data_dir)
+            .ok()
+            .flatten()
+            .and_then(|t| t.routing.filter(|_| t.partition_count() == config.partitions))
+            .map_or(config.partitions, |r| r.message_partitions),
+        None => config.partitions,
+    };
+    persisted::check_or_record(&config.data_dir, &persisted::DataSettings::of(created_with, cluster.as_ref()))?;
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
         // a broker runs threads only for the partitions placement gives it

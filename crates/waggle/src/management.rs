@@ -308,7 +308,9 @@ struct ReconfigurePartitions {
 
 /// `PATCH /actuator/cluster` (Zeebe 8.8): `{"brokers": {"add": [..], "remove": [..]} or
 /// {"count": n}, "partitions": {"replicationFactor": n}}`, planned as the broker scaling is;
-/// a partition `count` other than the current one is refused (not supported yet).
+/// or `{"partitions": {"count": n}}` with more partitions than there are (on its own): the
+/// new partitions are bootstrapped, get every deployment, then take new instances (a smaller
+/// count is refused with 400, as Zeebe 8.8 refuses it).
 async fn reconfigure(State(s): State<ManagementState>, Query(q): Query<DryRun>, body: axum::body::Bytes) -> Response {
     let shape =
         "{\"brokers\": {\"add\": [ids], \"remove\": [ids], \"count\": n}, \"partitions\": {\"count\": n, \"replicationFactor\": n}}";
@@ -457,11 +459,12 @@ async fn digest(State(s): State<ManagementState>, Path(id): Path<u16>) -> Respon
 }
 
 /// A backup error as the backup API answers it: 404 for an unknown backup, 409 for an id not
-/// above the store's newest or a led partition's last checkpoint, 400 when no store is configured or the backup is not complete.
+/// above the store's newest or a led partition's last checkpoint or while the partition count
+/// grows, 400 when no store is configured or the backup is not complete.
 fn backup_error(e: BackupError) -> Response {
     let code = match &e {
         BackupError::NotFound(_) => StatusCode::NOT_FOUND,
-        BackupError::Conflict(..) | BackupError::CheckpointNotNewer { .. } => StatusCode::CONFLICT,
+        BackupError::Conflict(..) | BackupError::CheckpointNotNewer { .. } | BackupError::Scaling(_) => StatusCode::CONFLICT,
         BackupError::NotConfigured | BackupError::Incomplete(..) | BackupError::TargetNotEmpty(_) => StatusCode::BAD_REQUEST,
         BackupError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };

@@ -156,7 +156,7 @@ fn brokers_are_added_and_removed_under_load_and_every_acknowledged_command_is_ke
         ("POST", "/actuator/cluster/brokers", "{\"brokers\": 3}", "wanted broker ids"),
         ("DELETE", "/actuator/cluster/brokers/9", "", "Broker 9 is not a member"),
         ("POST", "/actuator/cluster/brokers/7", "", "Broker 7 cannot be added"),
-        ("PATCH", "/actuator/cluster", r#"{"partitions": {"count": 6}}"#, "not supported yet"),
+        ("PATCH", "/actuator/cluster", r#"{"partitions": {"count": 2}}"#, "Partition count can only be increased"),
         ("PATCH", "/actuator/cluster", r#"{"brokers": {"count": 3, "add": [4]}}"#, "cannot be combined"),
         ("PATCH", "/actuator/cluster", r#"{"partitions": {"replicationFactor": 4}, "brokers": {"count": 3}}"#, "replication factor of 4"),
         ("PATCH", "/actuator/cluster", r#"{"brokers": {"many": 3}}"#, "the body must be"),

@@ -177,7 +177,7 @@ pub(crate) fn open(p: P, pi: &ProcessInstanceRecord, key: i64, waits: Vec<Wait>)
                 p.event(timer_key, Intent::Created, RecordValue::Timer(record));
             }
             Wait::Message { target, name, correlation_key, interrupting } => {
-                let partition = partition_of_correlation_key(&correlation_key, p.partition_count);
+                let partition = partition_of_correlation_key(&correlation_key, p.message_partition_count);
                 let record = ProcessMessageSubscriptionRecord {
                     process_instance_key: pi.process_instance_key,
                     element_instance_key: key,

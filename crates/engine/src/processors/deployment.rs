@@ -164,7 +164,8 @@ pub(crate) fn create(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
         || record.form_metadata.iter().any(|m| !m.duplicate);
     if anything_new {
         let this = p.partition;
-        for partition in (1..=p.partition_count as u16).filter(|q| *q != this) {
+        let count = distribution::partition_count(p) as u16;
+        for partition in (1..=count).filter(|q| *q != this) {
             distribution::send(p, partition, deployment_key, Intent::Distribute, RecordValue::Deployment(record.clone()));
         }
     }

@@ -12,6 +12,7 @@ pub(crate) mod message;
 pub(crate) mod migration;
 pub(crate) mod modification;
 pub(crate) mod resources;
+pub(crate) mod scale;
 pub(crate) mod signal;
 pub(crate) mod subscription;
 pub(crate) mod timer;
@@ -80,12 +81,17 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         }
         (RecordValue::ProcessMessageSubscription(_), Intent::Correlate) => subscription::correlate_process_subscription(p, command),
         (RecordValue::Signal(_), Intent::Broadcast) => signal::broadcast(p, command, request),
-        (RecordValue::CommandDistribution(_), Intent::Acknowledge) => distribution::acknowledged(p, command),
+        (RecordValue::CommandDistribution(_), Intent::Acknowledge) => {
+            distribution::acknowledged(p, command);
+            // the last resource a new partition lacked: the scale-up is done
+            scale::after_acknowledgement(p);
+        }
         (RecordValue::DecisionEvaluation(_), Intent::Evaluate) => decision::evaluate(p, command, request),
         (RecordValue::ResourceDeletion(_), Intent::Delete | Intent::Distribute) => resources::delete(p, command, request),
         (RecordValue::ProcessInstanceBatch(_), Intent::Activate) => elements::multi_instance::activate_batch(p, command),
         (RecordValue::ProcessInstanceBatch(_), Intent::Terminate) => elements::terminate_batch(p, command),
         (RecordValue::Checkpoint(_), Intent::Create) => checkpoint::create(p, command, request),
+        (RecordValue::Scale(_), Intent::ScaleUp) => scale::scale_up(p, command, request),
         _ => p.reject(
             command,
             request,

@@ -253,7 +253,8 @@ pub(crate) fn delete(p: &mut Processing<'_, '_, '_>, command: &Record, request: 
     p.respond(request, deleting);
     if !distributed {
         let this = p.partition;
-        for partition in (1..=p.partition_count as u16).filter(|q| *q != this) {
+        let count = distribution::partition_count(p) as u16;
+        for partition in (1..=count).filter(|q| *q != this) {
             distribution::send(p, partition, event_key, Intent::Distribute, value.clone());
         }
     }

@@ -59,13 +59,21 @@ fn internal(member: &Member) -> Option<SocketAddr> {
 pub struct GossipCluster {
     pub view: watch::Receiver<ClusterView>,
     pub shape: ClusterShape,
+    /// The gateway's client of the cluster, once started: its partition count follows the
+    /// cluster topology (a grown count), where the gossiped shape keeps the count at start.
+    pub remote: std::sync::OnceLock<std::sync::Weak<waggle_broker::RemoteCluster>>,
 }
 
 impl GossipCluster {
+    /// The cluster's partition count: the topology's, once the client read it.
+    fn partitions_count(&self) -> u32 {
+        self.remote.get().and_then(std::sync::Weak::upgrade).map_or(self.shape.partitions_count, |r| u32::from(r.partition_count()))
+    }
+
     /// The partitions no alive broker says it leads.
     pub fn leaderless(&self) -> Vec<u16> {
         let view = self.view.borrow();
-        (1..=self.shape.partitions_count as u16).filter(|&p| view.leader_of(p).is_none()).collect()
+        (1..=self.partitions_count() as u16).filter(|&p| view.leader_of(p).is_none()).collect()
     }
 }
 
@@ -84,6 +92,6 @@ impl Directory for GossipCluster {
 impl TopologySource for GossipCluster {
     fn topology(&self) -> ClusterTopology {
         let nodes: Vec<(u64, NodeState)> = self.view.borrow().alive().map(|m| (m.node_id, m.state.clone())).collect();
-        describe(&nodes, self.shape.cluster_size, self.shape.partitions_count, self.shape.replication_factor)
+        describe(&nodes, self.shape.cluster_size, self.partitions_count(), self.shape.replication_factor)
     }
 }

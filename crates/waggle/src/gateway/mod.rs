@@ -47,9 +47,10 @@ async fn serve(config: config::GatewayConfig) -> anyhow::Result<()> {
         joined = cluster::join(&config, &cluster_id) => joined.context("joining the cluster's gossip")?,
         () = crate::shutdown_signal() => return Ok(()),
     };
-    let known = Arc::new(GossipCluster { view: membership.subscribe(), shape });
+    let known = Arc::new(GossipCluster { view: membership.subscribe(), shape, remote: Default::default() });
     let partitions = u16::try_from(shape.partitions_count).context("the cluster's partition count")?;
     let remote = RemoteCluster::start_with(partitions, known.clone(), internal_tls.as_ref().map(|tls| tls.connector()));
+    let _ = known.remote.set(Arc::downgrade(&remote));
     let registry = prometheus::Registry::new();
     let gateway = GatewayService::remote(
         remote.clone(),
