@@ -395,6 +395,7 @@ impl Broker {
                 handle.want_membership(partition::MembershipWanted {
                     join: in_state(ReplicaState::Joining),
                     leave: in_state(ReplicaState::Leaving),
+                    priority: topology.replica(me, p).map(|r| u64::from(r.priority)),
                 });
             }
         }

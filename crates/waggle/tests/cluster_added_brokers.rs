@@ -53,10 +53,24 @@ fn settled(nodes: &[&Node], expected: &[Vec<u64>], what: &str) {
         }
         assert!(
             Instant::now() < deadline,
-            "{what}: the brokers run {runs:?} (wanted {wanted:?}), leaders {leaders:?} (preferred {preferred:?})"
+            "{what}: the brokers run {runs:?} (wanted {wanted:?}), leaders {leaders:?} (preferred {preferred:?})\n{}",
+            leadership_lines(nodes)
         );
         std::thread::sleep(Duration::from_millis(250));
     }
+}
+
+/// The lines of each broker's log about leadership (for a failure's message).
+fn leadership_lines(nodes: &[&Node]) -> String {
+    let words = ["rebalance", "lead", "transfer", "elected", "became", "learned"];
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let lines: Vec<String> = n.log().lines().filter(|l| words.iter().any(|w| l.contains(w))).map(String::from).collect();
+            format!("--- broker {i}\n{}\n", lines[lines.len().saturating_sub(40)..].join("\n"))
+        })
+        .collect()
 }
 
 /// Asks `node` for exactly `brokers` (`POST /actuator/cluster/brokers`), again while the
@@ -97,11 +111,6 @@ fn brokers_started_later_are_added_and_removed_under_load_with_nothing_acknowled
         nodes.push(Node::start(&args.iter().map(String::as_str).collect::<Vec<_>>()));
         assert!(held_partitions(&nodes[node]).is_empty(), "broker {node} holds replicas before any change");
     }
-    // broker 5 never started: no address, refused naming it
-    let (status, refused) = management_request(&nodes[0], "POST", "/actuator/cluster/brokers", "[0, 1, 2, 3, 4, 5]");
-    assert_eq!(status, 400, "{refused}");
-    assert!(refused["message"].as_str().unwrap_or_default().contains("Broker 5 cannot be added"), "{refused}");
-
     // 3 -> 5 under load
     let started = Instant::now();
     let up = ask_brokers(&nodes[0], "[0, 1, 2, 3, 4]", &on_five(), "3 -> 5");
@@ -109,6 +118,10 @@ fn brokers_started_later_are_added_and_removed_under_load_with_nothing_acknowled
     assert_eq!(replica_layout(&done["brokers"], PARTITIONS), on_five(), "{done}");
     settled(&nodes.iter().collect::<Vec<_>>(), &on_five(), "3 -> 5");
     eprintln!("3 -> 5 with brokers started later: {} ms under load", started.elapsed().as_millis());
+    // broker 5 never started: no address, refused naming it
+    let (status, refused) = management_request(&nodes[0], "POST", "/actuator/cluster/brokers", "[0, 1, 2, 3, 4, 5]");
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["message"].as_str().unwrap_or_default().contains("Broker 5 cannot be added"), "{refused}");
     // the added brokers learned the topology and show it (the coordinator's version)
     for node in &nodes[3..] {
         let seen = get_json(node, "/actuator/cluster");
@@ -125,7 +138,7 @@ fn brokers_started_later_are_added_and_removed_under_load_with_nothing_acknowled
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let shown = get_json(&gateway, "/actuator/cluster");
-            let ids: Vec<u64> = shown["brokers"].as_array().unwrap().iter().filter_map(|b| b["id"].as_u64()).collect();
+            let ids: Vec<u64> = shown["brokers"].as_array().unwrap().iter().filter_map(|b| b["nodeId"].as_u64()).collect();
             if ids == [0, 1, 2, 3, 4] {
                 break;
             }
@@ -147,16 +160,24 @@ fn brokers_started_later_are_added_and_removed_under_load_with_nothing_acknowled
     let moved = free_port();
     let args = added_broker_args(4, &internal, moved, PARTITIONS, 3);
     nodes[4].restart_with(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    let leader_index = get_json(&nodes[2], "/v1/partitions/3/digest")["appliedIndex"].as_u64().unwrap();
+    // (entries its leader, broker 2, appended after the restart: sent to the new address)
+    let leader_index = get_json(&nodes[2], "/v1/partitions/3/digest")["appliedIndex"].as_u64().unwrap() + 50;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let index = get_json(&nodes[4], "/v1/partitions/3/digest")["appliedIndex"].as_u64().unwrap_or(0);
         if index >= leader_index {
-            eprintln!("broker 4 at port {moved}: partition 3 applied {index} (its leader had {leader_index} at the restart)");
+            eprintln!("broker 4 at port {moved}: partition 3 applied {index} (its leader had {} at the restart)", leader_index - 50);
             break;
         }
         assert!(Instant::now() < deadline, "broker 4 at its new address does not catch up: {index} < {leader_index}\n{}", logs(&nodes));
         std::thread::sleep(Duration::from_millis(200));
+    }
+
+    for i in 0..4 {
+        let log = nodes[i].log();
+        let changed =
+            log.lines().any(|l| l.contains("internal address changed") && l.contains("node=4") && l.contains(&format!(":{moved}")));
+        assert!(changed, "broker {i} did not follow broker 4 to port {moved}");
     }
 
     // 5 -> 3 under load, asked on an added broker (forwarded to broker 0, the coordinator)
