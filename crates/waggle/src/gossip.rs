@@ -145,7 +145,9 @@ impl TopologySource for MembershipTopology {
             self.view.borrow().alive().filter(|m| m.node_id != self.node_id).map(|m| (m.node_id, m.state.clone())).collect();
         nodes.push((self.node_id, NodeState { partitions: partition_states(&self.broker.status()), ..self.own.clone() }));
         nodes.sort_by_key(|(id, _)| *id);
-        describe(&nodes, self.cluster_size, u32::from(self.broker.partition_count()), self.replication_factor)
+        // the brokers the cluster topology has now (brokers added or removed since the start)
+        let cluster_size = self.broker.cluster_topology().map_or(self.cluster_size, |t| t.brokers.len() as u32);
+        describe(&nodes, cluster_size, u32::from(self.broker.partition_count()), self.replication_factor)
     }
 }
 

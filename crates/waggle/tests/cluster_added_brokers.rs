@@ -145,6 +145,10 @@ fn brokers_started_later_are_added_and_removed_under_load_with_nothing_acknowled
             assert!(Instant::now() < deadline, "the gateway does not see brokers 3 and 4: {shown}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        // and a broker's own gateway answers Topology with the brokers the cluster has now
+        let mut broker0 = grpc_client(&nodes[0]).await;
+        let topology = broker0.topology(waggle_protocol::gateway::TopologyRequest {}).await.expect("topology").into_inner();
+        assert_eq!((topology.cluster_size, topology.brokers.len()), (5, 5), "{topology:?}");
         let mut client = grpc_client(&gateway).await;
         deploy_one_task(&mut client).await;
         let mut partitions = std::collections::BTreeSet::new();
@@ -173,8 +177,8 @@ fn brokers_started_later_are_added_and_removed_under_load_with_nothing_acknowled
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    for i in 0..4 {
-        let log = nodes[i].log();
+    for (i, node) in nodes.iter().enumerate().take(4) {
+        let log = node.log();
         let changed =
             log.lines().any(|l| l.contains("internal address changed") && l.contains("node=4") && l.contains(&format!(":{moved}")));
         assert!(changed, "broker {i} did not follow broker 4 to port {moved}");
