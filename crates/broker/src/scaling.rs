@@ -528,7 +528,9 @@ impl Broker {
         }
     }
 
-    /// Hands `t` to every other broker; returns the leader reports of those that answered.
+    /// Hands `t` to every other broker it names (a broker outside it, e.g. one removed and
+    /// stopped, is not waited for; one that is running learns `t` by catching up); returns the
+    /// leader reports of those that answered.
     async fn push(&self, t: &Topology) -> Vec<LeaderReport> {
         let Some(links) = &self.links else { return Vec::new() };
         let json = match serde_json::to_string(t) {
@@ -539,7 +541,7 @@ impl Broker {
             }
         };
         let mut reports = Vec::new();
-        for (node, addr) in links.book.others() {
+        for (node, addr) in links.book.others().into_iter().filter(|(node, _)| t.brokers.contains_key(node)) {
             match links.forwarder.topology(addr, json.clone(), PUSH_CALL).await {
                 Ok((_, led)) => reports.extend(serde_json::from_str::<Vec<LeaderReport>>(&led).unwrap_or_default()),
                 Err(e) => tracing::debug!(node, error = %e, "a broker did not take the topology"),
@@ -548,10 +550,10 @@ impl Broker {
         reports
     }
 
-    /// Whether every other broker answers with version `t.version` or newer.
+    /// Whether every other broker of `t` answers with version `t.version` or newer.
     async fn everyone_has(&self, t: &Topology) -> bool {
         let Some(links) = &self.links else { return true };
-        for (_, addr) in links.book.others() {
+        for (_, addr) in links.book.others().into_iter().filter(|(node, _)| t.brokers.contains_key(node)) {
             let answer = links.forwarder.topology(addr, String::new(), PUSH_CALL).await;
             let version = answer.ok().and_then(|(json, _)| serde_json::from_str::<Topology>(&json).ok()).map(|t| t.version);
             if version.is_none_or(|v| v < t.version) {

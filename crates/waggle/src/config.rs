@@ -695,21 +695,20 @@ impl ClusterArgs {
                 members
             }
         };
-        let own_address = match added {
-            false => None,
-            true => {
-                let host = internal_host.as_deref().unwrap_or("127.0.0.1");
-                let own = socket_address(host, internal_port).with_context(|| format!("--internal-host {host}"))?;
-                if let Some(entry) = members.iter().position(|m| *m == own) {
-                    anyhow::bail!(
-                        "--node-id {node_id} must be below --cluster-size {cluster_size} (node ids are 0 to {}), or, for a broker added \
-                         to a running cluster, have an internal address of its own: {own} (--internal-host, --internal-port) is \
-                         --contact-points entry {entry}'s",
-                        cluster_size - 1
-                    );
-                }
-                Some(own)
+        let own_address = if added {
+            let host = internal_host.as_deref().unwrap_or("127.0.0.1");
+            let own = socket_address(host, internal_port).with_context(|| format!("--internal-host {host}"))?;
+            if let Some(entry) = members.iter().position(|m| *m == own) {
+                anyhow::bail!(
+                    "--node-id {node_id} must be below --cluster-size {cluster_size} (node ids are 0 to {}), or, for a broker added \
+                     to a running cluster, have an internal address of its own: {own} (--internal-host, --internal-port) is \
+                     --contact-points entry {entry}'s",
+                    cluster_size - 1
+                );
             }
+            Some(own)
+        } else {
+            None
         };
         let spec = ClusterSpec { node_id, members, replication_factor, own_address };
         if let Some(points) = contact_points.as_ref().filter(|_| !added) {

@@ -97,7 +97,6 @@ fn brokers_started_later_are_added_and_removed_under_load_with_nothing_acknowled
     options.internal = Some(internal.clone());
     let cluster = Cluster::start(options);
     let mut nodes = cluster.nodes;
-    let logs = |nodes: &[Node]| log_tails(nodes);
 
     // the load: the real Java client through broker 0's gateway
     let report = nodes[0].data_dir.parent().expect("a temp dir").join("added-brokers-report.json");
@@ -114,7 +113,7 @@ fn brokers_started_later_are_added_and_removed_under_load_with_nothing_acknowled
     // 3 -> 5 under load
     let started = Instant::now();
     let up = ask_brokers(&nodes[0], "[0, 1, 2, 3, 4]", &on_five(), "3 -> 5");
-    let done = wait_change_completed(&nodes[0], up, "3 -> 5", || logs(&nodes));
+    let done = wait_change_completed(&nodes[0], up, "3 -> 5", || log_tails(&nodes));
     assert_eq!(replica_layout(&done["brokers"], PARTITIONS), on_five(), "{done}");
     settled(&nodes.iter().collect::<Vec<_>>(), &on_five(), "3 -> 5");
     eprintln!("3 -> 5 with brokers started later: {} ms under load", started.elapsed().as_millis());
@@ -173,7 +172,11 @@ fn brokers_started_later_are_added_and_removed_under_load_with_nothing_acknowled
             eprintln!("broker 4 at port {moved}: partition 3 applied {index} (its leader had {} at the restart)", leader_index - 50);
             break;
         }
-        assert!(Instant::now() < deadline, "broker 4 at its new address does not catch up: {index} < {leader_index}\n{}", logs(&nodes));
+        assert!(
+            Instant::now() < deadline,
+            "broker 4 at its new address does not catch up: {index} < {leader_index}\n{}",
+            log_tails(&nodes)
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 
@@ -187,7 +190,7 @@ fn brokers_started_later_are_added_and_removed_under_load_with_nothing_acknowled
     // 5 -> 3 under load, asked on an added broker (forwarded to broker 0, the coordinator)
     let started = Instant::now();
     let down = ask_brokers(&nodes[3], "[0, 1, 2]", &on_three(), "5 -> 3");
-    let done = wait_change_completed(&nodes[0], down, "5 -> 3", || logs(&nodes));
+    let done = wait_change_completed(&nodes[0], down, "5 -> 3", || log_tails(&nodes));
     assert_eq!(replica_layout(&done["brokers"], PARTITIONS), on_three(), "{done}");
     settled(&nodes.iter().collect::<Vec<_>>(), &on_three(), "5 -> 3");
     eprintln!("5 -> 3: {} ms under load", started.elapsed().as_millis());
