@@ -243,7 +243,8 @@ pub struct ClusterArgs {
     pub replication_factor: Option<u32>,
     /// Every broker's internal address (host:port), comma-separated, in node-id order: entry i is
     /// node i's, this broker's own included (its port must be --internal-port). The same list on
-    /// every broker. Not needed for a one-broker cluster.
+    /// every broker, also on one added later beyond --cluster-size (brokers learn each other's
+    /// addresses from the gossip too). Not needed for a one-broker cluster.
     #[arg(long, env = "WAGGLE_CONTACT_POINTS", value_delimiter = ',', value_name = "HOST:PORT,...")]
     pub contact_points: Option<Vec<String>>,
     /// Port of this broker's internal (broker-to-broker) server (Zeebe's) [default: 26502].
