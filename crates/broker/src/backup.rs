@@ -20,7 +20,8 @@
 //! restored partition's log starts after it.
 //!
 //! The store is a directory or an S3-compatible bucket ([`objects`], through `object_store`).
-//! Its layout (keys, `/`-separated): `<backupId>/backup.json` (the partition count),
+//! Its layout (keys, `/`-separated): `<backupId>/backup.json` (the partition count, and in a
+//! cluster the topology in force when the backup was taken: [`BackupStore::topology`]),
 //! `<backupId>/partitions/<id>/partition.json`, `<backupId>/partitions/<id>/state-<broker>/<file>`
 //! (each uploading broker's files apart: `partition.json` names the broker whose files it
 //! describes; backups of earlier versions have `state/<file>`), and
@@ -36,6 +37,8 @@ use objects::Objects;
 pub use objects::{S3Config, StoreConfig};
 use serde::{Deserialize, Serialize};
 use waggle_protocol::PartitionId;
+
+use crate::topology::{ReplicaState, Topology};
 
 /// The folder, in a partition's folder, where its replica keeps the checkpoint of each
 /// backup it applied (`<id>/state`, and `<id>/term` once complete) until the store holds the
@@ -106,6 +109,10 @@ pub struct BackupInfo {
 struct BackupMeta {
     backup_id: u64,
     partition_count: u16,
+    /// The cluster topology when the backup was taken (absent: the standalone node's, or a
+    /// backup of an earlier version, restored by the static placement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    topology: Option<Topology>,
 }
 
 /// The backups in a store (a directory or a bucket, see [`StoreConfig`]). Its calls block:
@@ -163,10 +170,10 @@ impl BackupStore {
         }
     }
 
-    /// Starts backup `id` of `partitions` (of a cluster of `partition_count`): refused unless
-    /// `id` is new ([`Self::check_new`]), or is the newest backup and holds none of
-    /// `partitions` yet (another broker of the cluster started it).
-    pub fn begin(&self, id: u64, partition_count: u16, partitions: &[PartitionId]) -> Result<(), BackupError> {
+    /// Starts backup `id` of `partitions` (of a cluster of `partition_count`, whose `topology`
+    /// it records): refused unless `id` is new ([`Self::check_new`]), or is the newest backup
+    /// and holds none of `partitions` yet (another broker of the cluster started it).
+    pub fn begin(&self, id: u64, partition_count: u16, partitions: &[PartitionId], topology: Option<&Topology>) -> Result<(), BackupError> {
         if let Some(highest) = self.highest_id()? {
             let mut joins = id == highest && self.objects.exists(&format!("{id}/backup.json")).map_err(store_err)?;
             for &p in partitions {
@@ -176,7 +183,8 @@ impl BackupStore {
                 return Err(BackupError::Conflict(id, highest));
             }
         }
-        let meta = serde_json::to_vec_pretty(&BackupMeta { backup_id: id, partition_count }).expect("json");
+        let meta = BackupMeta { backup_id: id, partition_count, topology: topology.cloned() };
+        let meta = serde_json::to_vec_pretty(&meta).expect("json");
         self.objects.put(&format!("{id}/backup.json"), meta).map_err(store_err)
     }
 
@@ -203,12 +211,22 @@ impl BackupStore {
         }
     }
 
+    fn meta(&self, id: u64) -> Result<BackupMeta, BackupError> {
+        match self.objects.get(&format!("{id}/backup.json")).map_err(store_err)? {
+            Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| BackupError::Io(format!("backup {id}'s backup.json: {e}"))),
+            None => Err(BackupError::NotFound(id)),
+        }
+    }
+
+    /// The cluster topology backup `id` recorded when it was taken, settled for a restore
+    /// ([`settled`]); `None` for a standalone node's backup, or one of an earlier version.
+    pub fn topology(&self, id: u64) -> Result<Option<Topology>, BackupError> {
+        Ok(self.meta(id)?.topology.map(settled))
+    }
+
     /// Backup `id` as the store holds it.
     pub fn info(&self, id: u64) -> Result<BackupInfo, BackupError> {
-        let meta: BackupMeta = match self.objects.get(&format!("{id}/backup.json")).map_err(store_err)? {
-            Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| BackupError::Io(format!("backup {id}'s backup.json: {e}")))?,
-            None => return Err(BackupError::NotFound(id)),
-        };
+        let meta = self.meta(id)?;
         let mut details = Vec::new();
         let mut missing = false;
         for p in 1..=meta.partition_count {
@@ -424,6 +442,22 @@ pub(crate) fn upload_pending(store: &BackupStore, broker_id: u64, partition: Par
     }
 }
 
+/// `t` as a restored cluster starts with it: a change that was under way when the backup was
+/// taken is dropped with what it had begun (a joining replica is not restored, a leaving one
+/// is kept), since every restored replica holds the same state and the change is asked again
+/// if still wanted.
+pub fn settled(mut t: Topology) -> Topology {
+    if t.pending.take().is_some() {
+        for replicas in t.brokers.values_mut() {
+            replicas.retain(|_, r| r.state != ReplicaState::Joining);
+            for r in replicas.values_mut() {
+                r.state = ReplicaState::Active;
+            }
+        }
+    }
+    t
+}
+
 /// What `restore` rebuilt.
 #[derive(Debug, Clone)]
 pub struct Restored {
@@ -480,8 +514,8 @@ mod tests {
     fn ids_increase_and_a_backup_aggregates_its_partitions() {
         let dir = tempfile::tempdir().unwrap();
         let store = BackupStore::open(&StoreConfig::Dir(dir.path().to_path_buf())).unwrap();
-        store.begin(5, 2, &[1]).unwrap();
-        assert!(matches!(store.begin(4, 2, &[2]), Err(BackupError::Conflict(4, 5))));
+        store.begin(5, 2, &[1], None).unwrap();
+        assert!(matches!(store.begin(4, 2, &[2], None), Err(BackupError::Conflict(4, 5))));
         assert_eq!(store.info(5).unwrap().state, "INCOMPLETE");
         let done = |p| PartitionBackup {
             partition_id: p,
@@ -497,8 +531,8 @@ mod tests {
             failure_reason: None,
         };
         store.write_partition(5, &done(1)).unwrap();
-        assert!(matches!(store.begin(5, 2, &[1]), Err(BackupError::Conflict(5, 5))), "partition 1 is in it");
-        store.begin(5, 2, &[2]).unwrap();
+        assert!(matches!(store.begin(5, 2, &[1], None), Err(BackupError::Conflict(5, 5))), "partition 1 is in it");
+        store.begin(5, 2, &[2], None).unwrap();
         store.write_partition(5, &PartitionBackup { state: "IN_PROGRESS".into(), ..done(2) }).unwrap();
         assert_eq!(store.info(5).unwrap().state, "IN_PROGRESS");
         store.write_partition(5, &done(2)).unwrap();
@@ -509,8 +543,31 @@ mod tests {
         assert!(store.list().unwrap().is_empty());
         assert!(!dir.path().join("5").exists(), "its files are gone");
         assert!(matches!(store.check_new(5), Err(BackupError::Conflict(5, 5))), "a deleted id is not taken again");
-        assert!(matches!(store.begin(5, 2, &[1]), Err(BackupError::Conflict(5, 5))));
+        assert!(matches!(store.begin(5, 2, &[1], None), Err(BackupError::Conflict(5, 5))));
         store.check_new(6).unwrap();
+    }
+
+    #[test]
+    fn a_backup_records_the_topology_settled_for_a_restore() {
+        use crate::topology::Operation;
+        let dir = tempfile::tempdir().unwrap();
+        let store = BackupStore::open(&StoreConfig::Dir(dir.path().to_path_buf())).unwrap();
+        store.begin(1, 3, &[], None).unwrap();
+        assert_eq!(store.topology(1).unwrap(), None, "the standalone node's, or an earlier version's: none");
+        let members = (0..3).map(|i| std::net::SocketAddr::from(([127, 0, 0, 1], 26502 + i))).collect();
+        let spec = crate::ClusterSpec { node_id: 0, members, replication_factor: 2, own_address: None };
+        let mut t = Topology::initial(&spec, 3);
+        // broker 3 added, and its replica of partition 1 joining when the backup is taken
+        let join = Operation::PartitionJoin { broker_id: 3, partition_id: 1, priority: 1 };
+        t.plan_operations(vec![Operation::BrokerAdd { broker_id: 3 }, join], 0, 0).unwrap();
+        t.complete_next(1);
+        assert_eq!(t.replica(3, 1).map(|r| r.state), Some(ReplicaState::Joining));
+        store.begin(2, 3, &[], Some(&t)).unwrap();
+        let restored = store.topology(2).unwrap().expect("recorded");
+        assert_eq!((restored.pending.clone(), restored.version), (None, t.version));
+        assert!(restored.brokers.contains_key(&3) && restored.replica(3, 1).is_none(), "the joining replica is not restored");
+        assert_eq!((1..=3).map(|p| restored.voters(p)).collect::<Vec<_>>(), (1..=3).map(|p| t.voters(p)).collect::<Vec<_>>());
+        assert_eq!(store.info(2).unwrap().details.len(), 3);
     }
 
     #[test]
@@ -532,7 +589,7 @@ mod tests {
         assert!(!pending.join("3").exists(), "a copy of no backup is dropped");
 
         keep_checkpoint(&state, &pending, 3, 7).unwrap();
-        store.begin(3, 2, &[]).unwrap();
+        store.begin(3, 2, &[], None).unwrap();
         begin_partitions(&store, 3, 0, &[1, 2]).unwrap();
         upload_pending(&store, 1, 2, &pending, || false);
         assert!(pending.join("3/term").exists(), "a follower keeps its copy");

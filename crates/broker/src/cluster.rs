@@ -5,8 +5,15 @@
 //! first of them is its preferred leader (highest priority), so leadership spreads over the
 //! brokers. Node ids are 0-based (as Zeebe's `nodeId`); a Raft replica id is the node id + 1
 //! (the `raft` crate reserves 0).
+//!
+//! A broker may also be started later with a node id beyond the initial members (Zeebe's
+//! scale-up: "start brokers 3, 4, 5 with the existing contact points, then add them"): it names
+//! its own internal address ([`ClusterSpec::own_address`]), holds no partition by placement, and
+//! every broker learns its address from the gossip ([`AddressBook`]).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::RwLock;
 
 use waggle_protocol::PartitionId;
 
@@ -16,10 +23,15 @@ use waggle_protocol::PartitionId;
 pub struct ClusterSpec {
     /// This broker's id: 0-based, below the cluster size.
     pub node_id: u64,
-    /// Every broker's internal (Raft) address, by node id; its length is the cluster size.
+    /// The initial brokers' internal (Raft) addresses (the contact points), by node id; its
+    /// length is the cluster size the cluster started with, which the static placement uses.
     pub members: Vec<SocketAddr>,
     /// How many brokers hold each partition (Zeebe's `replicationFactor`), 1 to the cluster size.
     pub replication_factor: u32,
+    /// This broker's internal address when its node id is at or beyond the cluster size (a
+    /// broker started later to scale the cluster up, not one of `members`); `None` for one of
+    /// `members`, whose entry is its address.
+    pub own_address: Option<SocketAddr>,
 }
 
 /// A cluster description that cannot work, with what is wrong.
@@ -27,26 +39,42 @@ pub struct ClusterSpec {
 pub enum ClusterSpecError {
     #[error("the cluster has no members")]
     NoMembers,
-    #[error("node id {node_id} is not below the cluster size {size}")]
+    #[error("node id {node_id} is not below the cluster size {size}, and no internal address of its own is given")]
     NodeIdOutOfRange { node_id: u64, size: usize },
     #[error("the replication factor {factor} must be between 1 and the cluster size {size}")]
     ReplicationFactor { factor: u32, size: usize },
 }
 
 impl ClusterSpec {
-    /// The internal addresses of every member but this broker.
+    /// The internal addresses of every initial member but this broker.
     pub fn other_members(&self) -> Vec<SocketAddr> {
-        self.members.iter().enumerate().filter(|&(node, _)| node as u64 != self.node_id).map(|(_, &addr)| addr).collect()
+        self.other_nodes().into_iter().map(|(_, addr)| addr).collect()
     }
 
-    /// Checks the description: a member list, a node id within it, a replication factor the
-    /// members can hold.
+    /// Every initial member but this broker, with its internal address.
+    pub fn other_nodes(&self) -> Vec<(u64, SocketAddr)> {
+        self.members.iter().enumerate().filter(|&(node, _)| node as u64 != self.node_id).map(|(node, &addr)| (node as u64, addr)).collect()
+    }
+
+    /// This broker's internal address (the unspecified address on a description that does not
+    /// [`Self::validate`]).
+    pub fn address(&self) -> SocketAddr {
+        self.own_address.or_else(|| self.members.get(self.node_id as usize).copied()).unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)))
+    }
+
+    /// Whether this broker is beyond the initial members (started later to scale up).
+    pub fn is_added_later(&self) -> bool {
+        self.node_id >= self.members.len() as u64
+    }
+
+    /// Checks the description: a member list, a node id within it (or beyond it with an address
+    /// of its own), a replication factor the members can hold.
     pub fn validate(&self) -> Result<(), ClusterSpecError> {
         let size = self.members.len();
         if size == 0 {
             return Err(ClusterSpecError::NoMembers);
         }
-        if self.node_id >= size as u64 {
+        if self.node_id >= size as u64 && self.own_address.is_none() {
             return Err(ClusterSpecError::NodeIdOutOfRange { node_id: self.node_id, size });
         }
         if self.replication_factor == 0 || self.replication_factor as usize > size {
@@ -74,6 +102,58 @@ impl ClusterSpec {
     /// The preferred leader of `partition` (Zeebe's highest priority replica).
     pub fn preferred_leader(&self, partition: PartitionId) -> u64 {
         self.replicas(partition)[0]
+    }
+}
+
+/// Every broker's internal address as this broker knows it, by node id: the initial members'
+/// (the contact points), this broker's own, and those the gossip announced (brokers started
+/// later, or restarted at another address). An address learned replaces the one known.
+#[derive(Debug)]
+pub struct AddressBook {
+    node_id: u64,
+    addresses: RwLock<BTreeMap<u64, SocketAddr>>,
+}
+
+impl AddressBook {
+    /// The book of `spec`: its members and this broker.
+    pub fn new(spec: &ClusterSpec) -> Self {
+        let mut addresses: BTreeMap<u64, SocketAddr> = spec.members.iter().enumerate().map(|(n, &a)| (n as u64, a)).collect();
+        addresses.insert(spec.node_id, spec.address());
+        AddressBook { node_id: spec.node_id, addresses: RwLock::new(addresses) }
+    }
+
+    /// This broker's node id.
+    pub fn node_id(&self) -> u64 {
+        self.node_id
+    }
+
+    /// `node`'s internal address, if known.
+    pub fn get(&self, node: u64) -> Option<SocketAddr> {
+        self.addresses.read().expect("address book lock").get(&node).copied()
+    }
+
+    /// Every broker known (this one included), by node id.
+    pub fn nodes(&self) -> Vec<u64> {
+        self.addresses.read().expect("address book lock").keys().copied().collect()
+    }
+
+    /// Every other broker known, with its address, by node id.
+    pub fn others(&self) -> Vec<(u64, SocketAddr)> {
+        let book = self.addresses.read().expect("address book lock");
+        book.iter().filter(|&(&n, _)| n != self.node_id).map(|(&n, &a)| (n, a)).collect()
+    }
+
+    /// Records `node`'s address `addr`: the address it replaces (`Some(None)` for a broker not
+    /// known before), or `None` when nothing changed (this broker's own entry never does).
+    pub fn learn(&self, node: u64, addr: SocketAddr) -> Option<Option<SocketAddr>> {
+        if node == self.node_id {
+            return None;
+        }
+        let mut book = self.addresses.write().expect("address book lock");
+        match book.insert(node, addr) {
+            Some(old) if old == addr => None,
+            old => Some(old),
+        }
     }
 }
 
@@ -123,7 +203,7 @@ mod tests {
 
     fn spec(node_id: u64, size: usize, replication_factor: u32) -> ClusterSpec {
         let members = (0..size).map(|i| SocketAddr::from(([127, 0, 0, 1], 26502 + i as u16))).collect();
-        ClusterSpec { node_id, members, replication_factor }
+        ClusterSpec { node_id, members, replication_factor, own_address: None }
     }
 
     #[test]
@@ -145,8 +225,31 @@ mod tests {
         assert_eq!(spec(3, 3, 1).validate(), Err(ClusterSpecError::NodeIdOutOfRange { node_id: 3, size: 3 }));
         assert_eq!(spec(0, 3, 4).validate(), Err(ClusterSpecError::ReplicationFactor { factor: 4, size: 3 }));
         assert_eq!(spec(0, 3, 0).validate(), Err(ClusterSpecError::ReplicationFactor { factor: 0, size: 3 }));
-        assert_eq!(ClusterSpec { node_id: 0, members: vec![], replication_factor: 1 }.validate(), Err(ClusterSpecError::NoMembers));
+        assert_eq!(
+            ClusterSpec { node_id: 0, members: vec![], replication_factor: 1, own_address: None }.validate(),
+            Err(ClusterSpecError::NoMembers)
+        );
         assert_eq!(spec(2, 3, 3).validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_broker_beyond_the_initial_members_names_its_own_address_and_is_placed_nowhere() {
+        let own = SocketAddr::from(([127, 0, 0, 1], 26600));
+        let late = ClusterSpec { own_address: Some(own), ..spec(3, 3, 3) };
+        assert_eq!(late.validate(), Ok(()));
+        assert!(late.is_added_later() && !spec(2, 3, 3).is_added_later());
+        assert_eq!((late.address(), late.other_members().len()), (own, 3));
+        assert!((1..=6).all(|p| !late.hosts(p)), "no partition by placement");
+        let book = AddressBook::new(&late);
+        assert_eq!(book.nodes(), vec![0, 1, 2, 3]);
+        assert_eq!(book.others().len(), 3);
+        // learned: a new broker, a moved one, nothing new, and never this broker's own
+        let (a4, moved) = (SocketAddr::from(([127, 0, 0, 1], 26700)), SocketAddr::from(([127, 0, 0, 2], 26502)));
+        assert_eq!(book.learn(4, a4), Some(None));
+        assert_eq!(book.learn(4, a4), None);
+        assert_eq!(book.learn(0, moved), Some(Some(spec(0, 3, 3).members[0])));
+        assert_eq!(book.learn(3, a4), None);
+        assert_eq!((book.get(0), book.get(3), book.get(4), book.get(5)), (Some(moved), Some(own), Some(a4), None));
     }
 
     #[test]

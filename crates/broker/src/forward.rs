@@ -31,6 +31,7 @@ use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
 pub use waggle_replication::net::Connector;
 use waggle_replication::net::{KEEPALIVE, KEEPALIVE_TIMEOUT};
 
+use crate::cluster::AddressBook;
 use crate::{BrokerError, ClusterSpec};
 
 pub(crate) mod pb {
@@ -526,7 +527,52 @@ pub trait RouteLocal: LocalSubmit {
     fn leader_hint(&self, partition: PartitionId) -> Result<Option<u64>, BrokerError>;
 }
 
-/// Sends `command` to whichever broker of `spec` leads `partition` (`local`'s own replica
+/// The brokers a command can be routed among: this broker's id, the others' internal addresses,
+/// and which to try in turn for a partition this broker holds no replica of (it knows no leader).
+pub trait Members: Send + Sync {
+    /// This broker's node id.
+    fn node_id(&self) -> u64;
+    /// `node`'s internal address, if known.
+    fn address(&self, node: u64) -> Option<SocketAddr>;
+    /// The broker to try at the `attempt`-th try (from 0) for `partition`, held elsewhere.
+    fn guess(&self, partition: PartitionId, attempt: usize) -> u64;
+}
+
+/// The static members: the preferred leader by placement first, then the next ones.
+impl Members for ClusterSpec {
+    fn node_id(&self) -> u64 {
+        self.node_id
+    }
+
+    fn address(&self, node: u64) -> Option<SocketAddr> {
+        if node == self.node_id {
+            return Some(ClusterSpec::address(self));
+        }
+        self.members.get(node as usize).copied()
+    }
+
+    fn guess(&self, partition: PartitionId, attempt: usize) -> u64 {
+        (self.preferred_leader(partition) + attempt as u64) % self.cluster_size().max(1) as u64
+    }
+}
+
+/// Every broker the book knows, in turn by node id from the partition's number.
+impl Members for AddressBook {
+    fn node_id(&self) -> u64 {
+        AddressBook::node_id(self)
+    }
+
+    fn address(&self, node: u64) -> Option<SocketAddr> {
+        self.get(node)
+    }
+
+    fn guess(&self, partition: PartitionId, attempt: usize) -> u64 {
+        let nodes = self.nodes();
+        nodes.get((usize::from(partition) + attempt) % nodes.len().max(1)).copied().unwrap_or(0)
+    }
+}
+
+/// Sends `command` to whichever of `members` leads `partition` (`local`'s own replica
 /// included), retrying every `retry` while the answer says the command was certainly not taken
 /// ([`BrokerError::NotLeader`]: no leader yet, a leader that is not one any more, a broker that
 /// cannot be reached), for at most `window`, after which it answers `NotLeader` (taken by none:
@@ -535,10 +581,10 @@ pub trait RouteLocal: LocalSubmit {
 /// answer is awaited at least [`crate::FORWARD_ANSWER_WAIT`] (it may be a creation awaiting its
 /// result; the client's own deadline ends the call sooner).
 #[allow(clippy::too_many_arguments)]
-pub async fn route<L: RouteLocal + ?Sized>(
+pub async fn route<L: RouteLocal + ?Sized, M: Members + ?Sized>(
     local: &L,
     forwarder: &Forwarder,
-    spec: &ClusterSpec,
+    members: &M,
     partition: PartitionId,
     deploy: bool,
     command: Command,
@@ -548,30 +594,34 @@ pub async fn route<L: RouteLocal + ?Sized>(
     let deadline = tokio::time::Instant::now() + window;
     // for a partition this broker does not hold, the members are tried in turn from its
     // preferred leader (without membership, it does not know the leader)
-    let mut guess = spec.preferred_leader(partition);
+    let mut attempt = 0;
     loop {
         let target = match local.leader_hint(partition) {
             Ok(leader) => leader,
-            Err(BrokerError::Unavailable(_)) => Some(guess),
+            Err(BrokerError::Unavailable(_)) => Some(members.guess(partition, attempt)),
             Err(e) => return Err(e),
         };
         let answer = match target {
-            Some(node) if node == spec.node_id => {
+            Some(node) if node == members.node_id() => {
                 if deploy {
                     local.deploy_local(command.clone()).await
                 } else {
                     local.submit_local(partition, command.clone()).await
                 }
             }
-            Some(node) => {
-                let left = deadline.saturating_duration_since(tokio::time::Instant::now()).max(crate::FORWARD_ANSWER_WAIT);
-                forwarder.submit(spec.members[node as usize], partition, deploy, command.clone(), left).await
-            }
+            Some(node) => match members.address(node) {
+                Some(to) => {
+                    let left = deadline.saturating_duration_since(tokio::time::Instant::now()).max(crate::FORWARD_ANSWER_WAIT);
+                    forwarder.submit(to, partition, deploy, command.clone(), left).await
+                }
+                // a leader whose address the gossip has not brought yet: certainly not sent
+                None => Err(BrokerError::NotLeader(partition)),
+            },
             None => Err(BrokerError::NotLeader(partition)),
         };
         match answer {
             Err(BrokerError::NotLeader(_)) if tokio::time::Instant::now() < deadline => {
-                guess = (guess + 1) % spec.cluster_size() as u64;
+                attempt += 1;
                 tokio::time::sleep(retry).await;
             }
             other => return other,

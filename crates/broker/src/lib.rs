@@ -32,6 +32,7 @@ mod delivery;
 pub mod disk;
 pub mod export;
 pub mod forward;
+mod members;
 mod metrics;
 mod partition;
 mod relay;
@@ -252,6 +253,8 @@ impl PartitionCounts {
 /// What a broker in a cluster uses to reach the others (see [`forward`] and [`remote_streams`]).
 struct ClusterLinks {
     spec: ClusterSpec,
+    /// Every broker's internal address as known now (the contact points', and the gossip's).
+    book: Arc<cluster::AddressBook>,
     forwarder: Arc<forward::Forwarder>,
     runtime: tokio::runtime::Handle,
     announcer: Mutex<Option<remote_streams::StreamAnnouncer>>,
@@ -356,7 +359,7 @@ fn start_network(
             (runtime.handle().clone(), Some(OwnRuntime(Some(runtime))))
         }
     };
-    let addr = spec.members[spec.node_id as usize];
+    let addr = spec.address();
     let id = cluster::raft_id(spec.node_id);
     // bound from a thread outside any runtime: `Broker::start` may run inside one
     // the internal port also serves forwarded commands and job stream sessions
@@ -374,8 +377,8 @@ fn start_network(
     })
     .map_err(|_| BrokerError::Cluster("binding the internal address panicked".into()))?
     .map_err(|e| BrokerError::Cluster(format!("binding the internal address {addr}: {e}")))?;
-    for (node, &peer) in spec.members.iter().enumerate().filter(|&(node, _)| node as u64 != spec.node_id) {
-        bound.add_peer(cluster::raft_id(node as u64), peer);
+    for (node, peer) in spec.other_nodes() {
+        bound.add_peer(cluster::raft_id(node), peer);
     }
     Ok((bound, own, handle))
 }
@@ -404,6 +407,7 @@ impl Broker {
                 let forwarder = Arc::new(connector.clone().map_or_else(forward::Forwarder::default, forward::Forwarder::with_connector));
                 let links = ClusterLinks {
                     spec: spec.clone(),
+                    book: Arc::new(cluster::AddressBook::new(spec)),
                     forwarder,
                     runtime: handle,
                     announcer: Mutex::new(None),
@@ -416,8 +420,8 @@ impl Broker {
         };
         // every partition the topology names (one being bootstrapped too)
         let partition_count = links.as_ref().map_or(counts.all(), |l| l.topology.lock().expect("topology lock").partition_count().max(1));
-        let relay = match (&config.cluster, &network) {
-            (Some(spec), Some(network)) => Some(Arc::new(relay::Relay::new(spec, partition_count, network))),
+        let relay = match (&links, &network) {
+            (Some(links), Some(network)) => Some(Arc::new(relay::Relay::new(links.book.clone(), partition_count, network))),
             _ => None,
         };
         let mut partitions = Vec::new();
@@ -475,7 +479,7 @@ impl Broker {
         broker.start_backup_uploads()?;
         if let Some(links) = &broker.links {
             // this broker's clients' job streams get the jobs of partitions led elsewhere
-            let others = links.spec.other_members();
+            let others = links.book.others().into_iter().map(|(_, addr)| addr).collect();
             let announcer = remote_streams::StreamAnnouncer::start(
                 &links.runtime,
                 broker.streams.clone(),
@@ -614,7 +618,7 @@ impl Broker {
         command: Command,
         window: std::time::Duration,
     ) -> Result<Record, BrokerError> {
-        forward::route(self, &links.forwarder, &links.spec, partition, deploy, command, window, ROUTE_RETRY).await
+        forward::route(self, &links.forwarder, &members::Routing(links), partition, deploy, command, window, ROUTE_RETRY).await
     }
 
     /// Submits to this broker's own replica of `partition`: `NotLeader` when it does not lead it.
@@ -680,9 +684,9 @@ impl Broker {
             let command = Command::new(job.key, waggle_protocol::Intent::Yield, waggle_protocol::RecordValue::Job(job.record));
             // in a cluster, a job of a partition led elsewhere goes back through its leader
             if let Some(links) = &self.links {
-                match self.leader_of(partition) {
-                    Some(node) if node != links.spec.node_id => {
-                        let (forwarder, to) = (links.forwarder.clone(), links.spec.members[node as usize]);
+                match self.leader_of(partition).map(|node| (node, links.book.get(node))) {
+                    Some((node, Some(to))) if node != links.spec.node_id => {
+                        let forwarder = links.forwarder.clone();
                         links.runtime.spawn(async move {
                             if let Err(e) = forwarder.submit(to, partition, false, command, std::time::Duration::from_secs(5)).await {
                                 tracing::warn!(partition, error = %e, "a pushed job could not be yielded: it returns to the pool at its time-out");
@@ -751,10 +755,11 @@ impl Broker {
         let (count, node_id) = (self.partition_count(), self.node_id());
         let partitions: Vec<PartitionId> = (1..=count).collect();
         {
-            let (store, partitions) = (store.clone(), partitions.clone());
+            // the layout `waggle restore` gives the brokers back ([`backup::BackupStore::topology`])
+            let (store, partitions, topology) = (store.clone(), partitions.clone(), self.cluster_topology());
             tokio::task::spawn_blocking(move || {
                 store.check_new(id)?;
-                store.begin(id, count, &[])?;
+                store.begin(id, count, &[], topology.as_ref())?;
                 backup::begin_partitions(&store, id, node_id, &partitions)
             })
             .await
@@ -881,8 +886,7 @@ impl Broker {
     pub async fn rebalance(&self) -> Vec<PartitionId> {
         let mut asked = self.rebalance_here();
         let Some(links) = &self.links else { return asked };
-        let others = links.spec.members.iter().enumerate().filter(|&(node, _)| node as u64 != links.spec.node_id);
-        for (node, &addr) in others {
+        for (node, addr) in links.book.others() {
             match links.forwarder.rebalance(addr, REBALANCE_CALL).await {
                 Ok(partitions) => asked.extend(partitions),
                 Err(e) => tracing::warn!(node, error = %e, "a broker could not be asked to rebalance"),

@@ -3,8 +3,9 @@
 //!
 //! A command for a partition not led on this broker travels over the cluster's Raft network,
 //! in the `context` of a Raft message of a group of its own per receiving partition
-//! ([`commands_group`]), to every other broker (which brokers hold a partition changes at run
-//! time: [`crate::topology`]); there the partition's
+//! ([`commands_group`]), to every other broker known (which brokers hold a partition changes at
+//! run time: [`crate::topology`]; brokers started later are learned from the gossip:
+//! [`AddressBook`]); there the partition's
 //! thread takes it only while it leads (the others drop it). Best effort, as the network is:
 //! the sender's outbox re-sends what stays unacknowledged (every 10 s) and the receiver
 //! processes a command once however often it arrives (`engine::distribution`), so nothing
@@ -12,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::mpsc::Receiver;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use waggle_engine::{Command, Distribution};
@@ -20,7 +21,7 @@ use waggle_protocol::{Intent, PartitionId, RecordValue};
 use waggle_replication::net::{NetTransport, RaftNetwork};
 use waggle_replication::{Message, Transport};
 
-use crate::cluster::{raft_id, ClusterSpec};
+use crate::cluster::{raft_id, AddressBook};
 
 /// The network group of the commands for partition `p`: above every partition's Raft group.
 pub(crate) fn commands_group(partition: PartitionId) -> u64 {
@@ -39,7 +40,8 @@ struct Wire {
 
 /// Sends commands to the partitions led on other brokers.
 pub(crate) struct Relay {
-    spec: ClusterSpec,
+    /// The brokers it sends to (all but this one).
+    book: Arc<AddressBook>,
     /// A transport per receiving partition (its commands' group).
     transports: Mutex<HashMap<PartitionId, NetTransport>>,
 }
@@ -48,13 +50,13 @@ impl Relay {
     /// Registers the command groups of every partition of the cluster on `network` (their
     /// inboxes are dropped: a command for a partition this broker does not hold is dropped;
     /// a replica started here takes its inbox with [`inbox`]).
-    pub fn new(spec: &ClusterSpec, partitions: u16, network: &RaftNetwork) -> Relay {
+    pub fn new(book: Arc<AddressBook>, partitions: u16, network: &RaftNetwork) -> Relay {
         let mut transports = HashMap::new();
         for p in 1..=partitions {
             let (transport, _) = network.register(commands_group(p));
             transports.insert(p, transport);
         }
-        Relay { spec: spec.clone(), transports: Mutex::new(transports) }
+        Relay { book, transports: Mutex::new(transports) }
     }
 
     /// Registers the command group of `partition` if it has none yet (a partition a scale-up
@@ -67,8 +69,8 @@ impl Relay {
         }
     }
 
-    /// Sends `command` to every other broker (the one leading `partition` takes it; the others
-    /// drop it): which brokers hold a partition changes at run time ([`crate::topology`]).
+    /// Sends `command` to every other broker known (the one leading `partition` takes it; the
+    /// others drop it): which brokers hold a partition changes at run time ([`crate::topology`]).
     pub fn send(&self, partition: PartitionId, command: &Command) {
         let wire = Wire {
             key: command.key,
@@ -80,9 +82,12 @@ impl Relay {
             Ok(bytes) => bytes,
             Err(e) => return tracing::error!(partition, error = %e, "a command for another broker could not be encoded"),
         };
-        let from = raft_id(self.spec.node_id);
-        let messages: Vec<Message> = (0..self.spec.cluster_size() as u64)
-            .filter(|&node| node != self.spec.node_id)
+        let from = raft_id(self.book.node_id());
+        let messages: Vec<Message> = self
+            .book
+            .nodes()
+            .into_iter()
+            .filter(|&node| node != self.book.node_id())
             .map(|node| Message { to: raft_id(node), from, context: context.clone(), ..Default::default() })
             .collect();
         if let Some(transport) = self.transports.lock().expect("relay lock").get_mut(&partition) {

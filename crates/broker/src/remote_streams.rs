@@ -199,9 +199,14 @@ impl pb::job_streams_server::JobStreams for JobStreamsService {
 }
 
 /// The announcing side: keeps a session with each other broker (reconnecting as needed),
-/// announcing this broker's streams and delivering the jobs that come back.
+/// announcing this broker's streams and delivering the jobs that come back. Brokers learned at
+/// run time (started later, or moved) get a session too ([`Self::connect`]).
 pub struct StreamAnnouncer {
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    runtime: tokio::runtime::Handle,
+    registry: Arc<JobStreamRegistry>,
+    jobs_available: broadcast::Sender<String>,
+    connector: Option<Connector>,
+    sessions: HashMap<SocketAddr, tokio::task::JoinHandle<()>>,
 }
 
 impl StreamAnnouncer {
@@ -215,17 +220,33 @@ impl StreamAnnouncer {
         jobs_available: broadcast::Sender<String>,
         connector: Option<Connector>,
     ) -> Self {
-        let tasks = peers
-            .into_iter()
-            .map(|peer| runtime.spawn(keep_session(registry.clone(), peer, jobs_available.clone(), connector.clone())))
-            .collect();
-        Self { tasks }
+        let mut announcer = Self { runtime: runtime.clone(), registry, jobs_available, connector, sessions: HashMap::new() };
+        for peer in peers {
+            announcer.connect(peer);
+        }
+        announcer
+    }
+
+    /// Keeps a session with the broker at `peer` too (nothing if one is kept already).
+    pub fn connect(&mut self, peer: SocketAddr) {
+        let (registry, jobs_available, connector) = (&self.registry, &self.jobs_available, &self.connector);
+        self.sessions
+            .entry(peer)
+            .or_insert_with(|| self.runtime.spawn(keep_session(registry.clone(), peer, jobs_available.clone(), connector.clone())));
+    }
+
+    /// Ends the session with the broker at `peer` (one that moved to another address): the
+    /// serving side forgets its streams.
+    pub fn disconnect(&mut self, peer: SocketAddr) {
+        if let Some(task) = self.sessions.remove(&peer) {
+            task.abort();
+        }
     }
 }
 
 impl Drop for StreamAnnouncer {
     fn drop(&mut self) {
-        for task in &self.tasks {
+        for task in self.sessions.values() {
             task.abort();
         }
     }

@@ -145,6 +145,25 @@ pub enum ChangeError {
     Io(String),
 }
 
+/// Refuses operations that give a replica to, or add, a broker whose internal address is not
+/// known (not one of the contact points, and not announced by the gossip: not started yet).
+fn unaddressable(operations: &[Operation], book: &cluster::AddressBook) -> Result<(), ChangeError> {
+    for operation in operations {
+        let broker = match *operation {
+            Operation::BrokerAdd { broker_id } | Operation::PartitionJoin { broker_id, .. } => broker_id,
+            _ => continue,
+        };
+        if book.get(broker).is_none() {
+            return Err(ChangeError::Unsupported(format!(
+                "Broker {broker} cannot be added: its internal address is not known (the brokers known are {:?}); \
+                 start it with the cluster's contact points first",
+                book.nodes()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The persisted topology, or the static placement's (persisted) on a first start.
 pub(crate) fn load_topology(data_dir: &std::path::Path, spec: &ClusterSpec, partitions: PartitionId) -> Result<Topology, BrokerError> {
     let fail = |e: std::io::Error| BrokerError::Cluster(format!("the cluster topology in {}: {e}", data_dir.display()));
@@ -211,7 +230,7 @@ impl Broker {
                 .map_err(|e| ChangeError::Io(e.to_string()))?;
         }
         let unreachable = |reason: String| ChangeError::CoordinatorUnreachable { coordinator, reason };
-        let to = *links.spec.members.get(coordinator as usize).ok_or_else(|| unreachable("it has no known address".into()))?;
+        let to = links.book.get(coordinator).ok_or_else(|| unreachable("it has no known address".into()))?;
         let json = serde_json::to_string(&(request, dry_run)).map_err(|e| ChangeError::Io(e.to_string()))?;
         let answer = links.forwarder.change(to, json, CHANGE_CALL).await.map_err(|e| unreachable(e.message().to_string()))?;
         let planned = serde_json::from_str::<Result<PlannedChange, ChangeError>>(&answer)
@@ -258,7 +277,8 @@ impl Broker {
                 return Err(TopologyError::Conflict(pending.id).into());
             }
             let current = t.clone();
-            let operations = request.operations(&t, links.spec.members.len() as u64)?;
+            let operations = request.operations(&t, u64::MAX)?;
+            unaddressable(&operations, &links.book)?;
             let mut next = t.clone();
             let change_id = next.plan_operations(operations.clone(), links.spec.node_id, now_ms())?;
             if !dry_run && !operations.is_empty() {
@@ -338,7 +358,7 @@ impl Broker {
             let asked = {
                 let Some(b) = broker.upgrade() else { return };
                 let Some(links) = &b.links else { return };
-                let others: Vec<_> = links.spec.other_members();
+                let others: Vec<_> = links.book.others().into_iter().map(|(_, addr)| addr).collect();
                 (links.forwarder.clone(), others)
             };
             let (forwarder, others) = asked;
@@ -389,6 +409,7 @@ impl Broker {
                 handle.want_membership(partition::MembershipWanted {
                     join: in_state(ReplicaState::Joining),
                     leave: in_state(ReplicaState::Leaving),
+                    priority: topology.replica(me, p).map(|r| u64::from(r.priority)),
                 });
             }
         }
@@ -576,7 +597,9 @@ impl Broker {
         }
     }
 
-    /// Hands `t` to every other broker; returns the leader reports of those that answered.
+    /// Hands `t` to every other broker it names (a broker outside it, e.g. one removed and
+    /// stopped, is not waited for; one that is running learns `t` by catching up); returns the
+    /// leader reports of those that answered.
     async fn push(&self, t: &Topology) -> Vec<LeaderReport> {
         let Some(links) = &self.links else { return Vec::new() };
         let json = match serde_json::to_string(t) {
@@ -587,8 +610,7 @@ impl Broker {
             }
         };
         let mut reports = Vec::new();
-        let others = links.spec.members.iter().enumerate().filter(|&(node, _)| node as u64 != links.spec.node_id);
-        for (node, &addr) in others {
+        for (node, addr) in links.book.others().into_iter().filter(|(node, _)| t.brokers.contains_key(node)) {
             match links.forwarder.topology(addr, json.clone(), PUSH_CALL).await {
                 Ok((_, led)) => reports.extend(serde_json::from_str::<Vec<LeaderReport>>(&led).unwrap_or_default()),
                 Err(e) => tracing::debug!(node, error = %e, "a broker did not take the topology"),
@@ -597,11 +619,10 @@ impl Broker {
         reports
     }
 
-    /// Whether every other broker answers with version `t.version` or newer.
+    /// Whether every other broker of `t` answers with version `t.version` or newer.
     async fn everyone_has(&self, t: &Topology) -> bool {
         let Some(links) = &self.links else { return true };
-        let others = links.spec.members.iter().enumerate().filter(|&(node, _)| node as u64 != links.spec.node_id);
-        for (_, &addr) in others {
+        for (_, addr) in links.book.others().into_iter().filter(|(node, _)| t.brokers.contains_key(node)) {
             let answer = links.forwarder.topology(addr, String::new(), PUSH_CALL).await;
             let version = answer.ok().and_then(|(json, _)| serde_json::from_str::<Topology>(&json).ok()).map(|t| t.version);
             if version.is_none_or(|v| v < t.version) {

@@ -53,7 +53,7 @@ fn config(dir: &std::path::Path, partitions: u16, node_id: u64, members: &[Socke
     BrokerConfig {
         data_dir: dir.to_path_buf(),
         partitions,
-        cluster: Some(ClusterSpec { node_id, members: members.to_vec(), replication_factor: members.len() as u32 }),
+        cluster: Some(ClusterSpec { node_id, members: members.to_vec(), replication_factor: members.len() as u32, own_address: None }),
         ..BrokerConfig::default()
     }
 }

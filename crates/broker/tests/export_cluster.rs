@@ -64,7 +64,7 @@ fn only_the_leader_exports_and_a_new_leader_resumes_after_the_distributed_positi
             });
             BrokerConfig {
                 data_dir: dirs[i].path().to_path_buf(),
-                cluster: Some(ClusterSpec { node_id: i as u64, members: members.clone(), replication_factor: 3 }),
+                cluster: Some(ClusterSpec { node_id: i as u64, members: members.clone(), replication_factor: 3, own_address: None }),
                 export: ExportConfig { exporters: vec![Arc::new(factory)], ..Default::default() },
                 ..BrokerConfig::default()
             }

@@ -70,7 +70,7 @@ fn a_joining_replica_is_sent_one_snapshot_under_load_and_a_change_asked_as_the_l
             start(&BrokerConfig {
                 data_dir: dirs[i].path().to_path_buf(),
                 partitions: 1,
-                cluster: Some(ClusterSpec { node_id: i as u64, members: members.clone(), replication_factor: 3 }),
+                cluster: Some(ClusterSpec { node_id: i as u64, members: members.clone(), replication_factor: 3, own_address: None }),
                 // no regular snapshot in this test: every snapshot is one the join asked for
                 snapshot_every_entries: 1_000_000,
                 ..BrokerConfig::default()

@@ -306,6 +306,15 @@ impl RaftGroup {
     /// caught up, it is told to campaign at once (Raft's leader transfer), and the leader takes
     /// no proposals meanwhile. Without effect on a follower, for `to` outside the group or this
     /// node; a transfer that does not finish within an election timeout is abandoned.
+    /// Sets this replica's election priority (see [`ReplicaConfig::priority`]): a replica's
+    /// place in its partition changes at run time (a cluster topology change).
+    pub fn set_priority(&mut self, priority: u64) {
+        let priority = i64::try_from(priority).unwrap_or(i64::MAX);
+        if self.node.raft.priority != priority {
+            self.node.raft.set_priority(priority);
+        }
+    }
+
     pub fn transfer_leader(&mut self, to: u64) {
         if self.is_leader() && to != self.id() && self.conf_state().voters.contains(&to) {
             self.node.transfer_leader(to);

@@ -185,11 +185,15 @@ impl RaftNetwork {
     }
 
     /// Starts streaming to peer `id` at `addr`, connecting (and reconnecting) in the background.
+    /// May be called at any time (a peer learned at run time); for a peer known already it
+    /// streams to `addr` instead: the old stream's queue is dropped, and its stream ends.
     pub fn add_peer(&self, id: u64, addr: SocketAddr) {
         let (queue, queued) = mpsc::channel(PEER_QUEUE);
         self.peers.write().expect("peers lock").insert(id, queue);
         let task = self.runtime.spawn(send_to_peer(self.id, id, addr, self.connector.clone(), queued, self.shutdown.subscribe()));
-        self.tasks.lock().expect("tasks lock").push(task);
+        let mut tasks = self.tasks.lock().expect("tasks lock");
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task);
     }
 
     /// The transport for `group`'s messages, and the inbox its peers' messages arrive in.
@@ -320,7 +324,14 @@ async fn send_to_peer(
             Err(e) => tracing::debug!(node, peer, %addr, error = %e, "raft stream to peer broke; reconnecting"),
         }
         // stale by the time the peer is back: Raft resends what still matters
-        while queue.try_recv().is_ok() {}
+        loop {
+            match queue.try_recv() {
+                Ok(_) => {}
+                // replaced (the peer moved) or the network gone: this stream is done
+                Err(mpsc::error::TryRecvError::Disconnected) => return,
+                Err(mpsc::error::TryRecvError::Empty) => break,
+            }
+        }
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
             _ = until_stopped(&mut stopped) => return,

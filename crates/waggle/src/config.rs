@@ -227,7 +227,11 @@ impl std::str::FromStr for ByteSize {
 /// A cluster broker's settings beside the node's (`waggle broker`).
 #[derive(Debug, Clone, Args, Default)]
 pub struct ClusterArgs {
-    /// This broker's id: 0 to --cluster-size - 1 (Zeebe's nodeId) [default: 0].
+    /// This broker's id: 0 to --cluster-size - 1 (Zeebe's nodeId) [default: 0]. A broker added
+    /// to a running cluster later (Zeebe's scale-up) takes the next ids, 3, 4, ... of a cluster
+    /// started with 3, with the same --cluster-size and --contact-points (the initial brokers')
+    /// and an --internal-host/--internal-port of its own; it holds nothing until `POST
+    /// /actuator/cluster/brokers` gives it replicas.
     #[arg(long, env = "WAGGLE_NODE_ID")]
     pub node_id: Option<u64>,
     /// Number of brokers in the cluster [default: the number of --contact-points, else 1].
@@ -239,7 +243,8 @@ pub struct ClusterArgs {
     pub replication_factor: Option<u32>,
     /// Every broker's internal address (host:port), comma-separated, in node-id order: entry i is
     /// node i's, this broker's own included (its port must be --internal-port). The same list on
-    /// every broker. Not needed for a one-broker cluster.
+    /// every broker, also on one added later beyond --cluster-size (brokers learn each other's
+    /// addresses from the gossip too). Not needed for a one-broker cluster.
     #[arg(long, env = "WAGGLE_CONTACT_POINTS", value_delimiter = ',', value_name = "HOST:PORT,...")]
     pub contact_points: Option<Vec<String>>,
     /// Port of this broker's internal (broker-to-broker) server (Zeebe's) [default: 26502].
@@ -642,7 +647,10 @@ impl ClusterArgs {
         let replication_factor = self.replication_factor.or(file.replication_factor).unwrap_or(1);
         // the node id and the replication factor first: their errors say more than an address's
         let placeholders = vec![SocketAddr::from(([0, 0, 0, 0], 0)); cluster_size as usize];
-        ClusterSpec { node_id, members: placeholders, replication_factor }.validate().map_err(|e| match e {
+        // a node id beyond the cluster size: a broker added to a running cluster (checked below)
+        let added = node_id >= u64::from(cluster_size);
+        let placeholder = added.then_some(placeholders[0]);
+        ClusterSpec { node_id, members: placeholders, replication_factor, own_address: placeholder }.validate().map_err(|e| match e {
             ClusterSpecError::NodeIdOutOfRange { node_id, size } => {
                 anyhow::anyhow!("--node-id {node_id} must be below --cluster-size {size} (node ids are 0 to {})", size - 1)
             }
@@ -652,6 +660,11 @@ impl ClusterArgs {
             ClusterSpecError::NoMembers => anyhow::anyhow!("--cluster-size must be at least 1"),
         })?;
         let members = match &contact_points {
+            None if added => anyhow::bail!(
+                "--node-id {node_id} must be below --cluster-size {cluster_size} (node ids are 0 to {}), or, for a broker added to a \
+                 running cluster, come with --contact-points: the initial brokers' internal addresses (host:port), in node-id order",
+                cluster_size - 1
+            ),
             None if cluster_size == 1 => {
                 let host = internal_host.as_deref().unwrap_or("127.0.0.1");
                 vec![socket_address(host, internal_port).with_context(|| format!("--internal-host {host}"))?]
@@ -683,8 +696,23 @@ impl ClusterArgs {
                 members
             }
         };
-        let spec = ClusterSpec { node_id, members, replication_factor };
-        if let Some(points) = &contact_points {
+        let own_address = if added {
+            let host = internal_host.as_deref().unwrap_or("127.0.0.1");
+            let own = socket_address(host, internal_port).with_context(|| format!("--internal-host {host}"))?;
+            if let Some(entry) = members.iter().position(|m| *m == own) {
+                anyhow::bail!(
+                    "--node-id {node_id} must be below --cluster-size {cluster_size} (node ids are 0 to {}), or, for a broker added \
+                     to a running cluster, have an internal address of its own: {own} (--internal-host, --internal-port) is \
+                     --contact-points entry {entry}'s",
+                    cluster_size - 1
+                );
+            }
+            Some(own)
+        } else {
+            None
+        };
+        let spec = ClusterSpec { node_id, members, replication_factor, own_address };
+        if let Some(points) = contact_points.as_ref().filter(|_| !added) {
             let own = &points[node_id as usize];
             let address = spec.members[node_id as usize];
             anyhow::ensure!(
@@ -924,7 +952,7 @@ mod tests {
     #[test]
     fn a_broker_alone_is_a_one_broker_cluster_on_the_internal_port() {
         let spec = broker(ClusterArgs::default()).unwrap();
-        assert_eq!(spec, ClusterSpec { node_id: 0, members: loopback(&[26502]), replication_factor: 1 });
+        assert_eq!(spec, ClusterSpec { node_id: 0, members: loopback(&[26502]), replication_factor: 1, own_address: None });
         let spec =
             broker(ClusterArgs { internal_port: Some(3000), internal_host: Some("127.0.0.2".into()), ..Default::default() }).unwrap();
         assert_eq!(spec.members, vec![SocketAddr::from(([127, 0, 0, 2], 3000))]);
@@ -943,12 +971,33 @@ mod tests {
         let args = BrokerArgs { node: NodeArgs { config: Some(file.clone()), ..Default::default() }, cluster: ClusterArgs::default() };
         let (node, spec) = args.resolve().unwrap();
         assert_eq!(node.partitions, 6);
-        assert_eq!(spec, ClusterSpec { node_id: 1, members: loopback(&[26502, 26512, 26522]), replication_factor: 3 });
+        assert_eq!(spec, ClusterSpec { node_id: 1, members: loopback(&[26502, 26512, 26522]), replication_factor: 3, own_address: None });
         // a flag wins over the file; the contact points as one comma-separated string
         std::fs::write(&file, "cluster_size = 2\ncontact_points = \"127.0.0.1:26502, 127.0.0.1:26512\"\n").unwrap();
         let cluster = ClusterArgs { node_id: Some(1), internal_port: Some(26512), ..Default::default() };
         let (_, spec) = BrokerArgs { node: NodeArgs { config: Some(file), ..Default::default() }, cluster }.resolve().unwrap();
-        assert_eq!(spec, ClusterSpec { node_id: 1, members: loopback(&[26502, 26512]), replication_factor: 1 });
+        assert_eq!(spec, ClusterSpec { node_id: 1, members: loopback(&[26502, 26512]), replication_factor: 1, own_address: None });
+    }
+
+    #[test]
+    fn a_broker_added_later_takes_the_next_id_with_the_initial_contact_points_and_an_address_of_its_own() {
+        // Zeebe's scale-up: brokers 3 and 4 of a cluster started with 3, the same flags but
+        // their node id and internal port
+        let points = Some(vec!["127.0.0.1:26502".to_string(), "127.0.0.1:26512".into(), "127.0.0.1:26522".into()]);
+        let args = ClusterArgs { node_id: Some(4), contact_points: points.clone(), internal_port: Some(26542), ..Default::default() };
+        let spec = broker(args).unwrap();
+        let own = SocketAddr::from(([127, 0, 0, 1], 26542));
+        assert_eq!(
+            spec,
+            ClusterSpec { node_id: 4, members: loopback(&[26502, 26512, 26522]), replication_factor: 1, own_address: Some(own) }
+        );
+        assert_eq!((spec.address(), spec.cluster_size()), (own, 3));
+        // its address must be its own, and it needs the contact points
+        let err = broker(ClusterArgs { node_id: Some(3), contact_points: points, internal_port: Some(26512), ..Default::default() });
+        let err = format!("{:#}", err.unwrap_err());
+        assert!(err.contains("127.0.0.1:26512 (--internal-host, --internal-port) is --contact-points entry 1's"), "{err}");
+        let err = format!("{:#}", broker(ClusterArgs { node_id: Some(3), internal_port: Some(26532), ..Default::default() }).unwrap_err());
+        assert!(err.contains("for a broker added to a running cluster, come with --contact-points"), "{err}");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //!
 //! Gossip runs on UDP at the broker's internal address (the host and port number of its internal
 //! TCP server, as Zeebe's 26502 serves both), with the other contact points as seeds. The
-//! standalone node does not gossip.
+//! standalone node does not gossip. Every round, the alive brokers' internal addresses go to
+//! the broker's address book ([`Broker::learn_addresses`]): a broker started later (a node id
+//! beyond the contact points) or moved is reached as soon as the gossip brings it.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -40,14 +42,14 @@ impl Gossip {
         gateway_port: u16,
         broker: Arc<Broker>,
     ) -> Result<(Gossip, Arc<MembershipTopology>), waggle_membership::Error> {
-        let internal = spec.members[spec.node_id as usize];
+        let internal = spec.address();
         let gateway_addr = match gateway_host.parse::<IpAddr>() {
             Ok(ip) if ip.is_unspecified() => std::net::SocketAddr::new(internal.ip(), gateway_port).to_string(),
             Ok(ip) => std::net::SocketAddr::new(ip, gateway_port).to_string(),
             Err(_) => format!("{gateway_host}:{gateway_port}"),
         };
         let mut config = MembershipConfig::new(spec.node_id, internal, cluster_id);
-        config.seeds = spec.members.iter().enumerate().filter(|(i, _)| *i as u64 != spec.node_id).map(|(_, m)| m.to_string()).collect();
+        config.seeds = spec.other_members().iter().map(|m| m.to_string()).collect();
         let own = NodeState {
             gateway_addr,
             internal_addr: internal.to_string(),
@@ -81,9 +83,11 @@ impl Gossip {
     }
 }
 
-/// Announces `broker`'s partitions whenever they differ from the last announced, until `stop`
-/// changes (or its sender is gone); then leaves the gossip.
+/// Announces `broker`'s partitions whenever they differ from the last announced, and hands it
+/// the alive brokers' internal addresses, until `stop` changes (or its sender is gone); then
+/// leaves the gossip.
 async fn publish(membership: Membership, broker: Arc<Broker>, mut stop: watch::Receiver<bool>) {
+    let view = membership.subscribe();
     let mut announced = partition_states(&broker.status());
     let mut tick = tokio::time::interval(PUBLISH_EVERY);
     tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
@@ -92,6 +96,9 @@ async fn publish(membership: Membership, broker: Arc<Broker>, mut stop: watch::R
             _ = tick.tick() => {}
             _ = stop.changed() => break,
         }
+        let addresses: Vec<(u64, std::net::SocketAddr)> =
+            view.borrow().alive().filter_map(|m| Some((m.node_id, m.state.internal_addr.parse().ok()?))).collect();
+        broker.learn_addresses(addresses);
         let now = partition_states(&broker.status());
         if now != announced {
             match membership.update_partitions(now.clone()).await {
@@ -138,7 +145,9 @@ impl TopologySource for MembershipTopology {
             self.view.borrow().alive().filter(|m| m.node_id != self.node_id).map(|m| (m.node_id, m.state.clone())).collect();
         nodes.push((self.node_id, NodeState { partitions: partition_states(&self.broker.status()), ..self.own.clone() }));
         nodes.sort_by_key(|(id, _)| *id);
-        describe(&nodes, self.cluster_size, u32::from(self.broker.partition_count()), self.replication_factor)
+        // the brokers the cluster topology has now (brokers added or removed since the start)
+        let cluster_size = self.broker.cluster_topology().map_or(self.cluster_size, |t| t.brokers.len() as u32);
+        describe(&nodes, cluster_size, u32::from(self.broker.partition_count()), self.replication_factor)
     }
 }
 

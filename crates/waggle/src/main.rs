@@ -65,7 +65,10 @@ struct RestoreArgs {
 }
 
 /// Restores backup `args.backup_id` into the node's data folder: on a broker, the partitions
-/// it holds a replica of (every replica of a partition gets the same state and log position).
+/// it holds a replica of in the cluster topology the backup recorded (every replica of a
+/// partition gets the same state and log position), with that topology written into the folder
+/// so the broker starts with it; a backup without one (an earlier version's) by the static
+/// placement.
 fn restore(args: &RestoreArgs) -> anyhow::Result<()> {
     let (config, cluster) = args.broker.resolve_restore()?;
     let store_config = config
@@ -82,14 +85,55 @@ fn restore(args: &RestoreArgs) -> anyhow::Result<()> {
         config.partitions,
         info.details.len()
     );
-    let restored =
-        waggle_broker::backup::restore(&store, args.backup_id, &config.data_dir, |p| cluster.as_ref().is_none_or(|c| c.hosts(p)))?;
+    let topology = match &cluster {
+        Some(c) => recorded_layout(&store, args.backup_id, c, config.partitions)?,
+        None => None,
+    };
+    let hosts = |p| match (&cluster, &topology) {
+        (None, _) => true,
+        (Some(c), Some(t)) => t.replica(c.node_id, p).is_some(),
+        (Some(c), None) => c.hosts(p),
+    };
+    let restored = waggle_broker::backup::restore(&store, args.backup_id, &config.data_dir, hosts)?;
+    if let Some(t) = &topology {
+        // a broker the topology gives no replica has no folder yet
+        std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
+        t.save(&config.data_dir).with_context(|| format!("writing the recorded cluster topology into {}", config.data_dir.display()))?;
+    }
     persisted::record_restored(&config.data_dir, &persisted::DataSettings::of(config.partitions, cluster.as_ref()))?;
     for r in &restored {
         tracing::info!(backup = args.backup_id, partition = r.partition, position = r.position, "partition restored");
     }
     println!("restored backup {} into {} ({} partition(s))", args.backup_id, config.data_dir.display(), restored.len());
     Ok(())
+}
+
+/// The cluster topology backup `id` recorded, for broker `cluster.node_id` to restore: refused
+/// when the broker is not in it or its partition count is not `partitions`; `None` for a backup
+/// that recorded none (an earlier version's: the static placement decides).
+fn recorded_layout(
+    store: &waggle_broker::backup::BackupStore,
+    id: u64,
+    cluster: &ClusterSpec,
+    partitions: u16,
+) -> anyhow::Result<Option<waggle_broker::topology::Topology>> {
+    let Some(t) = store.topology(id)? else { return Ok(None) };
+    anyhow::ensure!(
+        t.partition_count() == partitions,
+        "backup {id} recorded a cluster topology of {} partition(s) but --partitions is {partitions}: restore with --partitions {}",
+        t.partition_count(),
+        t.partition_count()
+    );
+    let brokers: Vec<u64> = t.brokers.keys().copied().collect();
+    anyhow::ensure!(
+        t.brokers.contains_key(&cluster.node_id),
+        "broker {} is not in the cluster topology backup {id} recorded (its brokers are {brokers:?}): restore the backup on \
+         those brokers, each with its --node-id",
+        cluster.node_id
+    );
+    let held: Vec<u16> = (1..=partitions).filter(|&p| t.replica(cluster.node_id, p).is_some()).collect();
+    tracing::info!(backup = id, version = t.version, brokers = ?brokers, partitions = ?held, "restoring the recorded cluster topology's replicas of this broker");
+    Ok(Some(t))
 }
 
 /// jemalloc instead of glibc's malloc, for the server and the bench client alike. glibc's
@@ -246,13 +290,7 @@ fn export_config(
 async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyhow::Result<()> {
     let node_id = cluster.as_ref().map_or(0, |c| c.node_id);
     let cluster_log = cluster.as_ref().map(|c| {
-        format!(
-            "node {} of {}, replication factor {}, internal {}",
-            c.node_id,
-            c.cluster_size(),
-            c.replication_factor,
-            c.members[c.node_id as usize]
-        )
+        format!("node {} of {}, replication factor {}, internal {}", c.node_id, c.cluster_size(), c.replication_factor, c.address())
     });
     let started = Instant::now();
     let registry = prometheus::Registry::new();

@@ -224,7 +224,7 @@ mod tests {
 
     fn broker(node_id: u64, size: usize, replication_factor: u32, partitions: u16) -> DataSettings {
         let members = (0..size).map(|i| SocketAddr::from(([127, 0, 0, 1], 26502 + i as u16))).collect();
-        DataSettings::of(partitions, Some(&ClusterSpec { node_id, members, replication_factor }))
+        DataSettings::of(partitions, Some(&ClusterSpec { node_id, members, replication_factor, own_address: None }))
     }
 
     fn listing(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {

@@ -29,7 +29,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::cluster::{broker_args, digests_agree, Cluster, ClusterOptions};
+use common::cluster::{
+    added_broker_args, broker_args, digests_agree, get_json, held_partitions, leader_seen_by, log_tails, management_request,
+    replica_layout, wait_change_completed, Cluster, ClusterOptions,
+};
 use common::{deploy_one_task, free_port, grpc_client, http_json, http_json_within, one_task_creation, repo_root, Node};
 use waggle_protocol::gateway::{ActivateJobsRequest, CompleteJobRequest, SetVariablesRequest};
 
@@ -660,5 +663,121 @@ async fn a_cluster_backup_completes_and_restores_when_a_partition_leader_is_kill
                 panic!("backup {id}: instance {key}, acknowledged before the request, is not in the restored state: {e}");
             }
         }
+    }
+}
+
+/// Waits (90 s at most) until each of `nodes` (broker `i` at index `i`) runs exactly the
+/// replicas `expected` (each partition's broker ids) gives it and every partition has a leader
+/// among its replicas that they know of.
+fn runs_layout(nodes: &[Node], expected: &[Vec<u64>], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let runs: Vec<Vec<u64>> = nodes.iter().map(held_partitions).collect();
+        let wanted: Vec<Vec<u64>> = (0..nodes.len() as u64)
+            .map(|b| (1..=u64::from(PARTITIONS)).filter(|&p| expected[p as usize - 1].contains(&b)).collect())
+            .collect();
+        let led = (1..=PARTITIONS).all(|p| {
+            let replicas = &expected[p as usize - 1];
+            replicas.iter().all(|&b| leader_seen_by(&nodes[b as usize], p).is_some_and(|l| replicas.contains(&(l as u64))))
+        });
+        if runs == wanted && led {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: the brokers run {runs:?} (wanted {wanted:?}), led: {led}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// A backup taken after the cluster was scaled from 3 to 4 brokers (broker 3 started later with
+/// the first three's contact points, replicas moved onto it) records the cluster topology in
+/// force; `waggle restore` gives each broker back the replicas that topology gave it (broker 3
+/// partitions 2 and 3, which the static placement of a 3-broker cluster gives it none of) and
+/// writes the topology into its folder, so the restored cluster has the layout it had, each
+/// partition the backup's state; a broker the topology does not name is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backup_after_a_scale_up_restores_the_recorded_layout() {
+    let store = Store::dir();
+    let temp = tempfile::tempdir().unwrap();
+    let cluster = tokio::task::block_in_place(|| backup_cluster(&store, temp.path()));
+    let (internal, mut nodes) = (cluster.internal.clone(), cluster.nodes);
+    let port3 = free_port();
+    let args3 = |internal: &[u16]| added_broker_args(3, internal, port3, PARTITIONS, 3);
+    let envs = store.envs();
+    let mut started = args3(&internal);
+    started.extend(store.args());
+    nodes.push(Node::start_at(temp.path().join("broker-3"), &started.iter().map(String::as_str).collect::<Vec<_>>(), &envs));
+    // Zeebe's round-robin placement of 3 partitions over brokers 0-3, preferred first
+    let four: Vec<Vec<u64>> = vec![vec![0, 1, 2], vec![1, 2, 3], vec![2, 3, 0]];
+    let change = tokio::task::block_in_place(|| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (status, planned) = management_request(&nodes[0], "POST", "/actuator/cluster/brokers", "[0, 1, 2, 3]");
+            if status == 400 && Instant::now() < deadline {
+                // broker 3's address is not known to the coordinator yet (the gossip brings it)
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+            assert_eq!(status, 202, "{planned}");
+            break planned["changeId"].as_u64().unwrap();
+        }
+    });
+    let scaled = tokio::task::block_in_place(|| wait_change_completed(&nodes[0], change, "3 -> 4", || log_tails(&nodes)));
+    assert_eq!(replica_layout(&scaled["brokers"], PARTITIONS), four, "{scaled}");
+    tokio::task::block_in_place(|| runs_layout(&nodes, &four, "3 -> 4"));
+
+    // the backup under load, through the added broker
+    let mut client = grpc_client(&nodes[0]).await;
+    deploy_one_task(&mut client).await;
+    let load = Load::start(&client);
+    load.until_completed(30).await;
+    let (code, body) = http_json(nodes[3].management_port, "POST", "/actuator/backups", r#"{"backupId": 3}"#).unwrap();
+    assert_eq!(code, 202, "{body}");
+    let backup = tokio::task::block_in_place(|| wait_backup(&nodes[1], 3));
+    load.stop_after(30).await;
+    assert_eq!(backup["state"], "COMPLETED", "{backup}");
+    drop(nodes);
+
+    // broker 4 is not in the recorded topology: refused, nothing restored
+    let root = temp.path().join("restored");
+    let args4 = added_broker_args(4, &internal, free_port(), PARTITIONS, 3);
+    let refused = restore_cmd(&store, 3, &root.join("broker-4"), &args4[1..]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("broker 4 is not in the cluster topology backup 3 recorded"), "{stderr}");
+    assert!(!root.join("broker-4").join("partitions").exists());
+    // every broker of the topology restores the replicas it gave it, and the topology itself
+    for i in 0..4 {
+        let args = if i < 3 { broker_args(i, &internal, PARTITIONS, 3) } else { args3(&internal) };
+        let dir = root.join(format!("broker-{i}"));
+        let done = restore_cmd(&store, 3, &dir, &args[1..]);
+        assert!(done.status.success(), "restoring broker {i}: {}", String::from_utf8_lossy(&done.stderr));
+        let restored: Vec<u64> = (1..=u64::from(PARTITIONS)).filter(|p| dir.join(format!("partitions/{p}")).exists()).collect();
+        let wanted: Vec<u64> = (1..=u64::from(PARTITIONS)).filter(|&p| four[p as usize - 1].contains(&(i as u64))).collect();
+        assert_eq!(restored, wanted, "broker {i}'s restored partitions");
+        assert!(dir.join("cluster-topology.json").exists(), "broker {i}: the recorded topology written");
+    }
+    let restored: Vec<Node> = (0..4)
+        .map(|i| {
+            let args = if i < 3 { broker_args(i, &internal, PARTITIONS, 3) } else { args3(&internal) };
+            Node::start_at(root.join(format!("broker-{i}")), &args.iter().map(String::as_str).collect::<Vec<_>>(), &envs)
+        })
+        .collect();
+    tokio::task::block_in_place(|| runs_layout(&restored, &four, "the restored cluster"));
+    let shown = get_json(&restored[0], "/actuator/cluster");
+    assert_eq!(replica_layout(&shown["brokers"], PARTITIONS), four, "{shown}");
+    for (p, replicas) in four.iter().enumerate() {
+        let replicas: Vec<&Node> = replicas.iter().map(|&b| &restored[b as usize]).collect();
+        let mut digest = tokio::task::block_in_place(|| digests_agree(&replicas, p as u16 + 1));
+        let recorded = &backup["details"][p];
+        digest.as_object_mut().unwrap().remove("appliedIndex");
+        assert_eq!(
+            (&digest["rows"], &digest["hash"]),
+            (&recorded["rows"], &recorded["hash"]),
+            "partition {}: {digest} vs {recorded}",
+            p + 1
+        );
+    }
+    let mut client = grpc_client(&restored[3]).await;
+    for _ in 0..PARTITIONS {
+        client.create_process_instance(one_task_creation()).await.expect("a creation on the restored cluster");
     }
 }

@@ -17,6 +17,10 @@ pub(crate) struct Wanted {
     pub join: Vec<u64>,
     /// Replicas to remove.
     pub leave: Vec<u64>,
+    /// This replica's election priority in the topology (it changes when a change gives the
+    /// partition a new preferred replica): applied by every replica, whatever its role, so that
+    /// a replica that joined can be elected as the new preferred leader.
+    pub priority: Option<u64>,
 }
 
 /// How often the leader proposes the next step at most (a refused step is tried again).
@@ -45,14 +49,24 @@ impl Processor {
     /// leader and no configuration change is under way.
     pub(super) fn change_membership(&mut self) {
         self.membership_progress.compact_to = None;
-        if self.replica.is_none() || !self.serving() {
+        if self.replica.is_none() {
+            return;
+        }
+        let (priority, nothing_asked) = {
+            let wanted = self.membership.lock().unwrap_or_else(|e| e.into_inner());
+            (wanted.priority, wanted.join.is_empty() && wanted.leave.is_empty())
+        };
+        if let Some(priority) = priority {
+            self.raft.set_priority(priority);
+        }
+        if !self.serving() {
             self.membership_progress.learner_since = None;
             return;
         }
-        let wanted = self.membership.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        if wanted == Wanted::default() {
+        if nothing_asked {
             return;
         }
+        let wanted = self.membership.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let conf = self.raft.conf_state();
         if !conf.voters_outgoing.is_empty() {
             return;

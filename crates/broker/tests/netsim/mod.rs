@@ -558,7 +558,7 @@ struct HostSetup {
 impl HostSetup {
     fn spec(&self) -> ClusterSpec {
         let members = (0..self.scenario.hosts()).map(|n| SocketAddr::new(turmoil::lookup(host_name(n)), INTERNAL_PORT)).collect();
-        ClusterSpec { node_id: self.node, members, replication_factor: self.scenario.voters as u32 }
+        ClusterSpec { node_id: self.node, members, replication_factor: self.scenario.voters as u32, own_address: None }
     }
 
     /// One run of the host, from its start (or restart) until it crashes.

@@ -266,3 +266,61 @@ pub fn log_tails(nodes: &[Node]) -> String {
         })
         .collect()
 }
+
+/// The flags of broker `node`, one added to a running cluster later (Zeebe's scale-up): beyond
+/// the initial brokers on `internal`, with their contact points and cluster size, and an internal
+/// port of its own, `port`.
+pub fn added_broker_args(node: usize, internal: &[u16], port: u16, partitions: u16, replication_factor: usize) -> Vec<String> {
+    let mut args = broker_args(0, internal, partitions, replication_factor);
+    args[2] = node.to_string();
+    let last = args.len() - 1;
+    args[last] = port.to_string();
+    args
+}
+
+/// `method path` with a JSON `body` on `node`'s management port (20 s at most): the status and
+/// the JSON answer (a string when it is not JSON).
+pub fn management_request(node: &Node, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+    let (status, text) = super::http_json_within(node.management_port, method, path, body, Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("{method} {path} failed"));
+    (status, serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+}
+
+/// Each of `partitions` partitions' replicas (broker ids, highest priority first) in a list of
+/// Zeebe `BrokerState`s (`expectedTopology`) or a `GET /actuator/cluster` body's `brokers`.
+pub fn replica_layout(brokers: &serde_json::Value, partitions: u16) -> Vec<Vec<u64>> {
+    (1..=u64::from(partitions))
+        .map(|p| {
+            let mut replicas: Vec<(u64, u64)> = Vec::new();
+            for b in brokers.as_array().expect("brokers") {
+                for part in b["partitions"].as_array().expect("partitions") {
+                    if part["id"] == p {
+                        replicas.push((part["priority"].as_u64().unwrap_or(0), b["id"].as_u64().expect("an id")));
+                    }
+                }
+            }
+            replicas.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            replicas.into_iter().map(|(_, b)| b).collect()
+        })
+        .collect()
+}
+
+/// Waits (180 s at most) until `node`'s topology has no pending change and its last change,
+/// COMPLETED, is `change`; returns the `GET /actuator/cluster` body.
+pub fn wait_change_completed(node: &Node, change: u64, what: &str, logs: impl Fn() -> String) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let cluster = get_json(node, "/actuator/cluster");
+        if cluster["pendingChange"].is_null() && cluster["lastChange"]["id"] == change {
+            assert_eq!(cluster["lastChange"]["status"], "COMPLETED", "{cluster}");
+            return cluster;
+        }
+        assert!(Instant::now() < deadline, "{what} not completed: {cluster}\nlogs:\n{}", logs());
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The partitions broker `node` runs a replica of.
+pub fn held_partitions(node: &Node) -> Vec<u64> {
+    get_json(node, "/v1/partitions")["items"].as_array().expect("items").iter().filter_map(|p| p["partitionId"].as_u64()).collect()
+}
