@@ -165,7 +165,7 @@ mod tests {
 
     fn spec(size: usize, rf: u32) -> ClusterSpec {
         let members = (0..size).map(|i| SocketAddr::from(([127, 0, 0, 1], 26502 + i as u16))).collect();
-        ClusterSpec { node_id: 0, members, replication_factor: rf }
+        ClusterSpec { node_id: 0, members, replication_factor: rf, own_address: None }
     }
 
     fn report(partition: PartitionId, scaled_up: u32) -> LeaderReport {

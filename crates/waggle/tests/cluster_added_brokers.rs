@@ -180,11 +180,16 @@ fn brokers_started_later_are_added_and_removed_under_load_with_nothing_acknowled
         std::thread::sleep(Duration::from_millis(200));
     }
 
+    // each broker learns the new address from its own gossip round: wait for all of them
+    let deadline = Instant::now() + Duration::from_secs(30);
     for (i, node) in nodes.iter().enumerate().take(4) {
-        let log = node.log();
-        let changed =
-            log.lines().any(|l| l.contains("internal address changed") && l.contains("node=4") && l.contains(&format!(":{moved}")));
-        assert!(changed, "broker {i} did not follow broker 4 to port {moved}");
+        let followed = || {
+            node.log().lines().any(|l| l.contains("internal address changed") && l.contains("node=4") && l.contains(&format!(":{moved}")))
+        };
+        while !followed() {
+            assert!(Instant::now() < deadline, "broker {i} did not follow broker 4 to port {moved}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     // 5 -> 3 under load, asked on an added broker (forwarded to broker 0, the coordinator)
