@@ -367,6 +367,9 @@ fn restore_state(id: PartitionId, dirs: &Dirs, snapshot: &Path) -> Result<RocksS
     open_state(id, dirs)
 }
 
+// (the broker's shared parts one by one: each partition, started at boot or by a scale-up, takes
+// the same ones)
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn start(
     id: PartitionId,
     config: &BrokerConfig,

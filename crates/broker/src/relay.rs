@@ -63,10 +63,7 @@ impl Relay {
     /// added); its inbox is dropped, as [`Self::new`]'s are.
     pub fn add_partition(&self, partition: PartitionId, network: &RaftNetwork) {
         let mut transports = self.transports.lock().expect("relay lock");
-        if !transports.contains_key(&partition) {
-            let (transport, _) = network.register(commands_group(partition));
-            transports.insert(partition, transport);
-        }
+        transports.entry(partition).or_insert_with(|| network.register(commands_group(partition)).0);
     }
 
     /// Sends `command` to every other broker known (the one leading `partition` takes it; the
