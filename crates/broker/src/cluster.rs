@@ -107,10 +107,14 @@ impl ClusterSpec {
 
 /// Every broker's internal address as this broker knows it, by node id: the initial members'
 /// (the contact points), this broker's own, and those the gossip announced (brokers started
-/// later, or restarted at another address). An address learned replaces the one known.
+/// later, or restarted at another address). An address learned replaces the one known, except
+/// for the brokers the contact points name: the gossip is not authenticated, and a node gossiping
+/// under a contact point's id (an impostor, refused by mutual TLS) must not take its traffic.
 #[derive(Debug)]
 pub struct AddressBook {
     node_id: u64,
+    /// Brokers `0..fixed` are the contact points': their addresses never change.
+    fixed: u64,
     addresses: RwLock<BTreeMap<u64, SocketAddr>>,
 }
 
@@ -119,7 +123,7 @@ impl AddressBook {
     pub fn new(spec: &ClusterSpec) -> Self {
         let mut addresses: BTreeMap<u64, SocketAddr> = spec.members.iter().enumerate().map(|(n, &a)| (n as u64, a)).collect();
         addresses.insert(spec.node_id, spec.address());
-        AddressBook { node_id: spec.node_id, addresses: RwLock::new(addresses) }
+        AddressBook { node_id: spec.node_id, fixed: spec.members.len() as u64, addresses: RwLock::new(addresses) }
     }
 
     /// This broker's node id.
@@ -144,9 +148,10 @@ impl AddressBook {
     }
 
     /// Records `node`'s address `addr`: the address it replaces (`Some(None)` for a broker not
-    /// known before), or `None` when nothing changed (this broker's own entry never does).
+    /// known before), or `None` when nothing changed (this broker's own entry and the contact
+    /// points' never do).
     pub fn learn(&self, node: u64, addr: SocketAddr) -> Option<Option<SocketAddr>> {
-        if node == self.node_id {
+        if node == self.node_id || node < self.fixed {
             return None;
         }
         let mut book = self.addresses.write().expect("address book lock");
@@ -243,13 +248,16 @@ mod tests {
         let book = AddressBook::new(&late);
         assert_eq!(book.nodes(), vec![0, 1, 2, 3]);
         assert_eq!(book.others().len(), 3);
-        // learned: a new broker, a moved one, nothing new, and never this broker's own
+        // learned: a new broker, a moved one, nothing new; never this broker's own, and never a
+        // contact point's (the gossip is not authenticated: an impostor could announce it)
         let (a4, moved) = (SocketAddr::from(([127, 0, 0, 1], 26700)), SocketAddr::from(([127, 0, 0, 2], 26502)));
         assert_eq!(book.learn(4, a4), Some(None));
         assert_eq!(book.learn(4, a4), None);
-        assert_eq!(book.learn(0, moved), Some(Some(spec(0, 3, 3).members[0])));
+        assert_eq!(book.learn(4, moved), Some(Some(a4)));
+        assert_eq!(book.learn(0, moved), None);
         assert_eq!(book.learn(3, a4), None);
-        assert_eq!((book.get(0), book.get(3), book.get(4), book.get(5)), (Some(moved), Some(own), Some(a4), None));
+        let first = spec(0, 3, 3).members[0];
+        assert_eq!((book.get(0), book.get(3), book.get(4), book.get(5)), (Some(first), Some(own), Some(moved), None));
     }
 
     #[test]
