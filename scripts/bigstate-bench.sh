@@ -61,15 +61,17 @@ create_one() {
     -d '{"processDefinitionId":"benchmark","variables":{}}' "localhost:$REST/v2/process-instances"
 }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$SERVER/stat"; }
-# Waits until the node is idle (under a tenth of a core over 5 s: the fill's compactions are
-# done), at most SETTLE_MAX seconds; prints the seconds waited.
+# Waits until the node is idle (under a tenth of a core in each of six 5 s windows in a row:
+# the fill's compactions are done; one quiet window alone can fall between two compactions,
+# which then ran into W2), at most SETTLE_MAX seconds; prints the seconds waited.
 settle() {
-  local start=$SECONDS before after
-  while ((SECONDS - start < SETTLE_MAX)); do
+  local start=$SECONDS before after quiet=0
+  while ((SECONDS - start < SETTLE_MAX && quiet < 6)); do
     before=$(cpu_ticks)
     sleep 5
     after=$(cpu_ticks)
-    ((after - before < 50)) && break # clock ticks of 10 ms: 0.5 s of CPU in 5 s
+    # clock ticks of 10 ms: 0.5 s of CPU in 5 s
+    if ((after - before < 50)); then quiet=$((quiet + 1)); else quiet=0; fi
   done
   echo $((SECONDS - start))
 }

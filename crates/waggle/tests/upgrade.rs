@@ -3,7 +3,7 @@
 //! partition) built from commit 46bfcee, the last before the journal and the state carried
 //! format versions (docs/operations.md, "Format versions"): `tests/fixtures/upgrade_waits.bpmn`
 //! deployed and three instances waiting at a job, a timer (20 s, long due when the test runs)
-//! and a message each, written by `generate_upgrade_fixture` below. The test starts today's
+//! and a message each, written by `examples/upgrade_fixture.rs`. The test starts today's
 //! binary on a copy, completes the waiting work and sees every instance finish; a folder whose
 //! journal or state claims a newer format is refused with a clear message.
 
@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{free_port, grpc_client, http_get, manifest_dir, run_with_timeout, Node};
-use serde::{Deserialize, Serialize};
+use common::{free_port, grpc_client, manifest_dir, run_with_timeout, Node};
+use serde::Deserialize;
 use tonic::Code;
 use waggle_protocol::gateway::gateway_client::GatewayClient;
 use waggle_protocol::gateway::*;
@@ -22,7 +22,7 @@ use waggle_protocol::gateway::*;
 const FIXTURE: &str = "tests/fixtures/upgrade-46bfcee.tar.gz";
 
 /// What the fixture's instances wait for: the instance key and its message's correlation key.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Deserialize)]
 struct Waiting {
     instance: i64,
     correlation_key: String,
@@ -156,65 +156,4 @@ mod waggle_state_format {
         writes.put(b"X/state_format".to_vec(), version.to_be_bytes().to_vec());
         waggle_state::KvStore::commit_owned(&store, writes).expect("commit");
     }
-}
-
-/// Writes the fixture with the binary `WAGGLE_FIXTURE_BINARY` (a build of the commit the
-/// fixture is named after) into `WAGGLE_FIXTURE_OUT` (a `.tar.gz`):
-/// `WAGGLE_FIXTURE_BINARY=... WAGGLE_FIXTURE_OUT=... cargo test -p waggle --test upgrade -- --ignored generate`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "writes the fixture; run by hand"]
-async fn generate_upgrade_fixture() {
-    let binary = std::env::var("WAGGLE_FIXTURE_BINARY").expect("WAGGLE_FIXTURE_BINARY");
-    let out = PathBuf::from(std::env::var("WAGGLE_FIXTURE_OUT").expect("WAGGLE_FIXTURE_OUT"));
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let (grpc, management) = (free_port(), free_port());
-    let mut child = Command::new(binary)
-        .arg("--data-dir")
-        .arg(&data)
-        .args(["--partitions", "1", "--host", "127.0.0.1", "--port", &grpc.to_string()])
-        .args(["--management-port", &management.to_string(), "--rest-port", &free_port().to_string()])
-        .spawn()
-        .expect("spawn the fixture's binary");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !matches!(http_get(management, "/ready"), Some((200, _))) {
-        assert!(Instant::now() < deadline, "not ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut client = GatewayClient::connect(format!("http://127.0.0.1:{grpc}")).await.expect("connect");
-    let content = std::fs::read(manifest_dir().join("tests/fixtures/upgrade_waits.bpmn")).unwrap();
-    client
-        .deploy_resource(DeployResourceRequest {
-            resources: vec![Resource { name: "upgrade_waits.bpmn".into(), content }],
-            tenant_id: String::new(),
-        })
-        .await
-        .expect("deploy");
-    let mut waiting = Vec::new();
-    for i in 1..=3 {
-        let correlation_key = format!("order-{i}");
-        let created = client
-            .create_process_instance(CreateProcessInstanceRequest {
-                bpmn_process_id: "upgrade-waits".into(),
-                version: -1,
-                variables: format!(r#"{{"key": "{correlation_key}"}}"#),
-                ..Default::default()
-            })
-            .await
-            .expect("create")
-            .into_inner();
-        waiting.push(Waiting { instance: created.process_instance_key, correlation_key });
-    }
-    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-    assert!(child.wait().unwrap().success());
-    std::fs::write(dir.path().join("instances.json"), serde_json::to_vec_pretty(&waiting).unwrap()).unwrap();
-    let status = Command::new("tar")
-        .arg("-czf")
-        .arg(&out)
-        .arg("-C")
-        .arg(dir.path())
-        .args(["--sort=name", "--owner=0", "--group=0", "--numeric-owner", "data", "instances.json"])
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
