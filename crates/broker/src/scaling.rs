@@ -168,10 +168,8 @@ fn unaddressable(operations: &[Operation], book: &cluster::AddressBook) -> Resul
 pub(crate) fn load_topology(data_dir: &std::path::Path, spec: &ClusterSpec, partitions: PartitionId) -> Result<Topology, BrokerError> {
     let fail = |e: std::io::Error| BrokerError::Cluster(format!("the cluster topology in {}: {e}", data_dir.display()));
     if let Some(t) = Topology::load(data_dir).map_err(fail)? {
-        // a cluster grown at run time started with the configured count: its messages are
-        // still spread over it (the topology's routing state keeps it)
-        let grown = t.routing.is_some_and(|r| r.message_partitions == partitions) && t.partition_count() > partitions;
-        if t.partition_count() != partitions && !grown {
+        // a cluster grown at run time may be started with the configured count
+        if !t.fits_configured_count(partitions) {
             return Err(BrokerError::Cluster(format!(
                 "the cluster topology in {} has {} partitions, the configuration {partitions}",
                 data_dir.display(),
