@@ -411,9 +411,34 @@ impl Broker {
                 });
             }
         }
+        self.remove_stale_replicas(&topology);
         // the counts the gateway routes by and the partitions process with: a partition whose
         // group is being bootstrapped counts once it has one
         self.counts.follow(&topology);
+    }
+
+    /// Removes the folder of each partition `topology` gives this broker no replica of and
+    /// that it does not run: the data of a replica whose leave completed, left behind by a
+    /// `kill -9` after the topology that dropped it was persisted and before the folder was
+    /// removed (a later join of the partition would open its old log and configuration).
+    fn remove_stale_replicas(&self, topology: &Topology) {
+        let Some(links) = &self.links else { return };
+        let root = self.config.data_dir.join("partitions");
+        let Ok(entries) = std::fs::read_dir(&root) else { return };
+        for entry in entries.flatten() {
+            let Some(p) = entry.file_name().to_str().and_then(|n| n.parse::<PartitionId>().ok()).filter(|&p| p > 0) else { continue };
+            if topology.replica(links.spec.node_id, p).is_some() || self.handle(p).is_ok() {
+                continue;
+            }
+            match std::fs::remove_dir_all(entry.path()) {
+                Ok(()) => {
+                    tracing::info!(partition = p, dir = %entry.path().display(), "the data of a replica the topology dropped removed")
+                }
+                Err(e) => {
+                    tracing::warn!(partition = p, dir = %entry.path().display(), error = %e, "the data of a replica the topology dropped could not be removed")
+                }
+            }
+        }
     }
 
     /// Slots for partitions the topology added (a scale-up), and their command groups on the

@@ -22,7 +22,9 @@
 //! replicas), each partition's replicas agree, and the driver accounts for every acknowledged
 //! creation and publication (each message correlated once); the client saw only retryable
 //! errors, time-outs of commands in flight at a kill, and NOT_FOUND for a job completion tried
-//! again after its first try completed the job (its answer lost with the killed broker).
+//! again after its first try completed the job (its answer lost with the killed broker). A
+//! replica's folder left behind by a kill after its broker persisted the topology that dropped
+//! it is removed when the broker restarts.
 
 mod common;
 
@@ -221,4 +223,15 @@ fn a_broker_scale_up_survives_the_new_broker_killed_while_a_replica_moves_to_it_
         let digest = digests_agree(&replicas, p as u16 + 1);
         eprintln!("partition {}: replicas agree: {digest}", p + 1);
     }
+
+    // a kill after broker 0 persisted the topology that dropped its replica of partition 2 and
+    // before it removed the replica's folder leaves the folder behind: the restart removes it
+    nodes[0].kill9();
+    let stale = nodes[0].data_dir.join("partitions/2");
+    assert!(!stale.exists(), "broker 0's replica of partition 2 was removed when it left");
+    std::fs::create_dir_all(stale.join("log")).unwrap();
+    std::fs::write(stale.join("log/left-behind"), b"a replica's log").unwrap();
+    nodes[0].restart();
+    assert!(!stale.exists(), "the restarted broker keeps the data of a replica it no longer holds");
+    assert_eq!(held_partitions(&nodes[0]), vec![1, 3], "broker 0 runs its replicas");
 }
