@@ -425,6 +425,10 @@ async fn a_backup_under_load_restores_the_state_at_its_position(store: Store) {
     // and it serves: new instances start
     let mut client = grpc_client(&restored).await;
     client.create_process_instance(one_task_creation()).await.expect("a creation on the restored node");
+    // a single node's partition count does not grow (it has no cluster topology; a grown
+    // cluster's backup: `a_backup_after_the_partition_count_grew_...`)
+    let (code, body) = http_json(restored.management_port, "PATCH", "/actuator/cluster", r#"{"partitions": {"count": 3}}"#).unwrap();
+    assert!(code == 400 && body.contains("no cluster topology"), "{code} {body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
