@@ -198,9 +198,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         grown.as_ref().is_some_and(|t| {
             let count = t.partition_count();
             // a cluster grown at run time started with the grown count, whatever smaller count
-            // its folder was created with; or a folder restored with the grown count started
-            // with the count its brokers were configured with
-            (given == count && stored < count) || (stored == count && given < count && t.fits_configured_count(given))
+            // its folder was created with; or a folder created or restored with a larger count
+            // (a grown one) than the start's, which its brokers were configured with
+            (given == count && stored < count) || (given < stored && stored <= count && t.fits_configured_count(given))
         })
     };
     persisted::check_or_record(&config.data_dir, &persisted::DataSettings::of(config.partitions, cluster.as_ref()), interchangeable)?;

@@ -820,8 +820,8 @@ const GROWN: u16 = 6;
 /// the backup; it creates new instances on partitions 4-6 too, and a message published after
 /// the restore correlates to an instance waiting since before the backup (its correlation key
 /// chosen so that its partition among 6 is not its partition among 3: routing messages by 6
-/// would miss it). A broker restarts with the configured count; a start contradicting its
-/// folder (5 partitions) is refused.
+/// would miss it). The restored cluster grows again (6 -> 7); a broker restarts with the
+/// configured count; a start contradicting its folder (5 partitions) is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_backup_after_the_partition_count_grew_restores_six_partitions_and_their_routing() {
     use waggle_protocol::keys::partition_of_correlation_key;
@@ -960,6 +960,26 @@ async fn a_backup_after_the_partition_count_grew_restores_six_partitions_and_the
     }
     assert!(reached.values().all(|&n| n == 1) && reached.len() == keys.len(), "each message correlated once: {reached:?}");
 
+    // the restored cluster grows again (Zeebe 8.8, "Cluster scaling": "After restoring, you can
+    // request scaling again"), its messages still on the first three partitions
+    let (status, planned) = tokio::task::block_in_place(|| {
+        management_request(&restored.nodes[2], "PATCH", "/actuator/cluster", r#"{"partitions": {"count": 7}}"#)
+    });
+    assert_eq!(status, 202, "6 -> 7 partitions after the restore: {planned}");
+    let change = planned["changeId"].as_u64().unwrap();
+    for node in &restored.nodes {
+        tokio::task::block_in_place(|| wait_change_completed(node, change, "6 -> 7", || log_tails(&restored.nodes)));
+    }
+    let seven: Vec<u64> = (1..=7).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let created = client.create_process_instance(one_task_creation()).await.expect("a creation").into_inner();
+        if partition_of(created.process_instance_key) == 7 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no instance created on partition 7");
+    }
+
     // a broker restarts with the configured count (its folder restored with the grown one);
     // a start contradicting its folder is refused
     let mut args = restored.args(0);
@@ -967,7 +987,7 @@ async fn a_backup_after_the_partition_count_grew_restores_six_partitions_and_the
     args[at] = PARTITIONS.to_string();
     tokio::task::block_in_place(|| restored.nodes[0].restart_with(&args.iter().map(String::as_str).collect::<Vec<_>>()));
     let deadline = Instant::now() + Duration::from_secs(60);
-    while held_partitions(&restored.nodes[0]) != (1..=u64::from(GROWN)).collect::<Vec<_>>() {
+    while held_partitions(&restored.nodes[0]) != seven {
         assert!(Instant::now() < deadline, "broker 0 restarted with --partitions 3 runs {:?}", held_partitions(&restored.nodes[0]));
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
