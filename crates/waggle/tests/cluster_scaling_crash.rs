@@ -12,7 +12,8 @@
 //! - 3 -> 6 partitions (`PATCH /actuator/cluster`): broker 2 is killed while the new partitions
 //!   are bootstrapped (`PARTITION_BOOTSTRAP` pending) and restarted, then broker 0, the
 //!   coordinator, while partition 1 redistributes the deployments
-//!   (`AWAIT_REDISTRIBUTION_COMPLETION`), and restarted;
+//!   (`AWAIT_REDISTRIBUTION_COMPLETION`), and restarted; in another run, every broker at once
+//!   (a power loss) while partition 5 is bootstrapped, and all restarted;
 //! - 3 -> 4 brokers (`POST /actuator/cluster/brokers`): broker 3, started later, is killed while
 //!   a replica moves to it (`PARTITION_JOIN` of broker 3 pending, its learner running), and
 //!   restarted; then broker 0, the coordinator, while its replica of partition 2 leaves
@@ -234,4 +235,43 @@ fn a_broker_scale_up_survives_the_new_broker_killed_while_a_replica_moves_to_it_
     nodes[0].restart();
     assert!(!stale.exists(), "the restarted broker keeps the data of a replica it no longer holds");
     assert_eq!(held_partitions(&nodes[0]), vec![1, 3], "broker 0 runs its replicas");
+}
+
+/// Every broker killed at once while the second new partition is bootstrapped (a power loss),
+/// then restarted: the change persisted by the coordinator resumes and completes.
+#[test]
+fn a_partition_growth_resumes_after_every_broker_is_killed_at_once() {
+    let mut cluster = Cluster::start(ClusterOptions::new(3, PARTITIONS));
+    let report = cluster.nodes[1].data_dir.parent().expect("a temp dir").join("grow-power-loss-report.json");
+    let driver = ClusterDriver::start_for(&cluster.nodes[1].address(), &report, 40);
+    std::thread::sleep(Duration::from_secs(8));
+
+    let (status, planned) = management_request(&cluster.nodes[0], "PATCH", "/actuator/cluster", r#"{"partitions": {"count": 6}}"#);
+    assert_eq!(status, 202, "3 -> 6 partitions: {planned}");
+    let change = planned["changeId"].as_u64().expect("a change id");
+    let step = wait_for_step(
+        &cluster.nodes[0],
+        change,
+        |op| op["operation"] == "PARTITION_BOOTSTRAP" && op["partitionId"] == 5,
+        "bootstrap of partition 5",
+        || log_tails(&cluster.nodes),
+    );
+    for node in cluster.nodes.iter_mut() {
+        node.kill9();
+    }
+    eprintln!("every broker killed at {step}");
+    std::thread::sleep(Duration::from_secs(1));
+    for i in 0..3 {
+        cluster.restart(i);
+    }
+    eprintln!("every broker restarted");
+
+    let nodes: Vec<&Node> = cluster.nodes.iter().collect();
+    same_topology_everywhere(&nodes, change, 6, "3 -> 6 through a power loss", || log_tails(&cluster.nodes));
+    let report = finish(driver, &cluster.nodes);
+    let created: Vec<u64> = (4..=6).map(|p| report["createdByPartition"][p.to_string()].as_u64().unwrap_or(0)).collect();
+    assert!(created.iter().all(|&n| n > 0), "instances were created on partitions 4-6: {created:?} {report}");
+    for p in 1..=6 {
+        digests_agree(&nodes, p);
+    }
 }
