@@ -996,3 +996,53 @@ async fn a_backup_after_the_partition_count_grew_restores_six_partitions_and_the
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && stderr.contains("the data folder has 6, this start gives 5"), "{stderr}");
 }
+
+/// The single-node case: the standalone node's partition count does not grow (it has no
+/// cluster topology: `a_backup_under_load_restores_the_state_at_its_position` checks the
+/// refusal), a one-broker cluster's (`waggle broker --cluster-size 1`) does; a backup taken
+/// after it grew from 1 to 2 partitions restores both, with their state and instances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_one_broker_cluster_grown_to_two_partitions_restores_both() {
+    use waggle_protocol::partition_of;
+    let store = Store::dir();
+    let temp = tempfile::tempdir().unwrap();
+    let mut options = ClusterOptions::new(1, 1);
+    options.common = store.args();
+    options.data_root = Some(temp.path().to_path_buf());
+    let cluster = tokio::task::block_in_place(|| Cluster::start(options));
+    let (internal, nodes) = (cluster.internal.clone(), cluster.nodes);
+    let mut client = grpc_client(&nodes[0]).await;
+    deploy_one_task(&mut client).await;
+    let (status, planned) =
+        tokio::task::block_in_place(|| management_request(&nodes[0], "PATCH", "/actuator/cluster", r#"{"partitions": {"count": 2}}"#));
+    assert_eq!(status, 202, "1 -> 2 partitions: {planned}");
+    let change = planned["changeId"].as_u64().unwrap();
+    tokio::task::block_in_place(|| wait_change_completed(&nodes[0], change, "1 -> 2", || log_tails(&nodes)));
+    let mut created = Vec::new();
+    for _ in 0..10 {
+        created.push(client.create_process_instance(one_task_creation()).await.expect("a creation").into_inner().process_instance_key);
+    }
+    assert!(created.iter().any(|&k| partition_of(k) == 2), "instances on partition 2: {created:?}");
+    let (code, body) = http_json(nodes[0].management_port, "POST", "/actuator/backups", r#"{"backupId": 1}"#).unwrap();
+    assert_eq!(code, 202, "{body}");
+    let backup = tokio::task::block_in_place(|| wait_backup(&nodes[0], 1));
+    assert_eq!((backup["state"].as_str(), backup["details"].as_array().map(Vec::len)), (Some("COMPLETED"), Some(2)), "{backup}");
+    drop(nodes);
+
+    let root = temp.path().join("restored");
+    let args = broker_args(0, &internal, 2, 1);
+    let done = restore_cmd(&store, 1, &root.join("broker-0"), &args[1..]);
+    assert!(done.status.success(), "restoring the broker: {}", String::from_utf8_lossy(&done.stderr));
+    let mut options = ClusterOptions::new(1, 2);
+    options.data_root = Some(root);
+    options.internal = Some(internal);
+    let restored = tokio::task::block_in_place(|| Cluster::start(options));
+    assert_digests(&restored.nodes[0], &backup);
+    let mut client = grpc_client(&restored.nodes[0]).await;
+    for key in created {
+        let request = SetVariablesRequest { element_instance_key: key, variables: r#"{"checked": true}"#.into(), local: false };
+        if let Err(e) = client.set_variables(request).await {
+            panic!("instance {key}, created before the backup, is not in the restored state: {e}");
+        }
+    }
+}
