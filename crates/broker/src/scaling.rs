@@ -168,10 +168,8 @@ fn unaddressable(operations: &[Operation], book: &cluster::AddressBook) -> Resul
 pub(crate) fn load_topology(data_dir: &std::path::Path, spec: &ClusterSpec, partitions: PartitionId) -> Result<Topology, BrokerError> {
     let fail = |e: std::io::Error| BrokerError::Cluster(format!("the cluster topology in {}: {e}", data_dir.display()));
     if let Some(t) = Topology::load(data_dir).map_err(fail)? {
-        // a cluster grown at run time started with the configured count: its messages are
-        // still spread over it (the topology's routing state keeps it)
-        let grown = t.routing.is_some_and(|r| r.message_partitions == partitions) && t.partition_count() > partitions;
-        if t.partition_count() != partitions && !grown {
+        // a cluster grown at run time may be started with the configured count
+        if !t.fits_configured_count(partitions) {
             return Err(BrokerError::Cluster(format!(
                 "the cluster topology in {} has {} partitions, the configuration {partitions}",
                 data_dir.display(),
@@ -413,9 +411,34 @@ impl Broker {
                 });
             }
         }
+        self.remove_stale_replicas(&topology);
         // the counts the gateway routes by and the partitions process with: a partition whose
         // group is being bootstrapped counts once it has one
         self.counts.follow(&topology);
+    }
+
+    /// Removes the folder of each partition `topology` gives this broker no replica of and
+    /// that it does not run: the data of a replica whose leave completed, left behind by a
+    /// `kill -9` after the topology that dropped it was persisted and before the folder was
+    /// removed (a later join of the partition would open its old log and configuration).
+    fn remove_stale_replicas(&self, topology: &Topology) {
+        let Some(links) = &self.links else { return };
+        let root = self.config.data_dir.join("partitions");
+        let Ok(entries) = std::fs::read_dir(&root) else { return };
+        for entry in entries.flatten() {
+            let Some(p) = entry.file_name().to_str().and_then(|n| n.parse::<PartitionId>().ok()).filter(|&p| p > 0) else { continue };
+            if topology.replica(links.spec.node_id, p).is_some() || self.handle(p).is_ok() {
+                continue;
+            }
+            match std::fs::remove_dir_all(entry.path()) {
+                Ok(()) => {
+                    tracing::info!(partition = p, dir = %entry.path().display(), "the data of a replica the topology dropped removed")
+                }
+                Err(e) => {
+                    tracing::warn!(partition = p, dir = %entry.path().display(), error = %e, "the data of a replica the topology dropped could not be removed")
+                }
+            }
+        }
     }
 
     /// Slots for partitions the topology added (a scale-up), and their command groups on the

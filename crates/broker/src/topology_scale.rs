@@ -37,6 +37,15 @@ impl Topology {
         self.routing.map_or(self.partition_count(), |r| r.message_partitions)
     }
 
+    /// Whether a broker configured with `partitions` partitions runs this topology: its
+    /// partition count, or, once the count grew, the count messages are still spread over (the
+    /// one the cluster was created with: its brokers keep their configuration). The start-up
+    /// guards (`load_topology`, `waggle`'s `cluster.json` check) and `waggle restore` ask this.
+    pub fn fits_configured_count(&self, partitions: PartitionId) -> bool {
+        let count = self.partition_count();
+        partitions == count || (self.routing.is_some_and(|r| r.message_partitions == partitions) && count > partitions)
+    }
+
     /// The operations that grow the cluster to `count` partitions (see the module doc).
     pub fn plan_partitions(&self, count: u32) -> Result<Vec<Operation>, TopologyError> {
         let current = self.partition_count();
@@ -215,6 +224,10 @@ mod tests {
             }
         }
         assert_eq!(t.brokers, expected);
+        // its brokers run it configured with the first count or the grown one, no other
+        assert!(t.fits_configured_count(3) && t.fits_configured_count(6), "{t:?}");
+        assert!(!t.fits_configured_count(5) && !t.fits_configured_count(7));
+        assert!(Topology::initial(&spec(3, 3), 3).fits_configured_count(3) && !Topology::initial(&spec(3, 3), 3).fits_configured_count(6));
         // a second growth keeps the messages on the first count
         let ops = t.plan_partitions(7).unwrap();
         t.plan_operations(ops, 0, 11).unwrap();

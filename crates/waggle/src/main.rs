@@ -66,9 +66,11 @@ struct RestoreArgs {
 
 /// Restores backup `args.backup_id` into the node's data folder: on a broker, the partitions
 /// it holds a replica of in the cluster topology the backup recorded (every replica of a
-/// partition gets the same state and log position), with that topology written into the folder
-/// so the broker starts with it; a backup without one (an earlier version's) by the static
-/// placement.
+/// partition gets the same state and log position), with that topology (and its routing state,
+/// once the partition count grew) written into the folder so the broker starts with it; a
+/// backup without one (an earlier version's) by the static placement. `--partitions` is the
+/// backup's count, or any count the recorded topology runs with (a grown cluster's configured
+/// one); `cluster.json` records it.
 fn restore(args: &RestoreArgs) -> anyhow::Result<()> {
     let (config, cluster) = args.broker.resolve_restore()?;
     let store_config = config
@@ -77,23 +79,25 @@ fn restore(args: &RestoreArgs) -> anyhow::Result<()> {
         .context("waggle restore needs a backup store: --backup-store or --backup-s3-bucket (or the config file's)")?;
     let store = waggle_broker::backup::BackupStore::open(&store_config)?;
     let info = store.info(args.backup_id)?;
-    anyhow::ensure!(
-        info.details.len() == usize::from(config.partitions),
-        "backup {} has {} partition(s) but --partitions is {}: restore with --partitions {}",
-        args.backup_id,
-        info.details.len(),
-        config.partitions,
-        info.details.len()
-    );
     let topology = match &cluster {
-        Some(c) => recorded_layout(&store, args.backup_id, c, config.partitions)?,
+        Some(c) => recorded_layout(&store, args.backup_id, c)?,
         None => None,
     };
-    // (its routing state would need restoring with it: untested, so refused)
+    // the backup's partition count, or (a cluster grown at run time) any count its brokers run
+    // the recorded topology with: the one they were configured with too
+    let backed_up = info.details.len();
+    let fitting: Vec<u16> = match &topology {
+        Some(t) if usize::from(t.partition_count()) == backed_up => {
+            (1..=t.partition_count()).filter(|&n| t.fits_configured_count(n)).collect()
+        }
+        _ => u16::try_from(backed_up).into_iter().collect(),
+    };
     anyhow::ensure!(
-        topology.as_ref().is_none_or(|t| t.routing.is_none()),
-        "backup {} was taken after the cluster's partition count grew: restoring such a backup is not supported yet",
-        args.backup_id
+        fitting.contains(&config.partitions),
+        "backup {} has {backed_up} partition(s) but --partitions is {}: restore with --partitions {}",
+        args.backup_id,
+        config.partitions,
+        fitting.iter().map(u16::to_string).collect::<Vec<_>>().join(" or ")
     );
     let hosts = |p| match (&cluster, &topology) {
         (None, _) => true,
@@ -114,22 +118,15 @@ fn restore(args: &RestoreArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The cluster topology backup `id` recorded, for broker `cluster.node_id` to restore: refused
-/// when the broker is not in it or its partition count is not `partitions`; `None` for a backup
-/// that recorded none (an earlier version's: the static placement decides).
+/// The cluster topology backup `id` recorded, for broker `cluster.node_id` to restore (with
+/// its routing state, if the partition count grew): refused when the broker is not in it;
+/// `None` for a backup that recorded none (an earlier version's: the static placement decides).
 fn recorded_layout(
     store: &waggle_broker::backup::BackupStore,
     id: u64,
     cluster: &ClusterSpec,
-    partitions: u16,
 ) -> anyhow::Result<Option<waggle_broker::topology::Topology>> {
     let Some(t) = store.topology(id)? else { return Ok(None) };
-    anyhow::ensure!(
-        t.partition_count() == partitions,
-        "backup {id} recorded a cluster topology of {} partition(s) but --partitions is {partitions}: restore with --partitions {}",
-        t.partition_count(),
-        t.partition_count()
-    );
     let brokers: Vec<u64> = t.brokers.keys().copied().collect();
     anyhow::ensure!(
         t.brokers.contains_key(&cluster.node_id),
@@ -137,8 +134,8 @@ fn recorded_layout(
          those brokers, each with its --node-id",
         cluster.node_id
     );
-    let held: Vec<u16> = (1..=partitions).filter(|&p| t.replica(cluster.node_id, p).is_some()).collect();
-    tracing::info!(backup = id, version = t.version, brokers = ?brokers, partitions = ?held, "restoring the recorded cluster topology's replicas of this broker");
+    let held: Vec<u16> = (1..=t.partition_count()).filter(|&p| t.replica(cluster.node_id, p).is_some()).collect();
+    tracing::info!(backup = id, version = t.version, brokers = ?brokers, partitions = ?held, routing = ?t.routing, "restoring the recorded cluster topology's replicas of this broker");
     Ok(Some(t))
 }
 
@@ -195,17 +192,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     };
     raise_open_files_limit();
     // before anything opens the data folder: a start that contradicts it changes nothing
-    // (a cluster grown at run time may be started with its grown count too: the folder keeps
-    // the count it was created with, which its topology's routing state keeps as well)
-    let created_with = match &cluster {
-        Some(_) => waggle_broker::topology::Topology::load(&config.data_dir)
-            .ok()
-            .flatten()
-            .and_then(|t| t.routing.filter(|_| t.partition_count() == config.partitions))
-            .map_or(config.partitions, |r| r.message_partitions),
-        None => config.partitions,
+    let grown = cluster.as_ref().and_then(|_| waggle_broker::topology::Topology::load(&config.data_dir).ok().flatten());
+    let grown = grown.filter(|t| t.routing.is_some());
+    let interchangeable = |stored: u16, given: u16| {
+        grown.as_ref().is_some_and(|t| {
+            let count = t.partition_count();
+            // a cluster grown at run time started with the grown count, whatever smaller count
+            // its folder was created with; or a folder created or restored with a larger count
+            // (a grown one) than the start's, which its brokers were configured with
+            (given == count && stored < count) || (given < stored && stored <= count && t.fits_configured_count(given))
+        })
     };
-    persisted::check_or_record(&config.data_dir, &persisted::DataSettings::of(created_with, cluster.as_ref()))?;
+    persisted::check_or_record(&config.data_dir, &persisted::DataSettings::of(config.partitions, cluster.as_ref()), interchangeable)?;
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
         // a broker runs threads only for the partitions placement gives it

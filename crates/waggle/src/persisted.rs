@@ -138,8 +138,11 @@ pub fn contradictions(stored: &DataSettings, given: &DataSettings) -> Vec<Contra
 }
 
 /// Compares `given` with what `data_dir` holds and records it when the folder holds nothing yet
-/// (see the module's contract).
-pub fn check_or_record(data_dir: &Path, given: &DataSettings) -> Result<(), PersistedError> {
+/// (see the module's contract). For a broker whose cluster's partition count may have grown at
+/// run time, a stored partition count other than `given`'s is no contradiction when
+/// `interchangeable(stored, given)` says so (its cluster topology runs with either: the count
+/// the folder was created or restored with and the grown one).
+pub fn check_or_record(data_dir: &Path, given: &DataSettings, interchangeable: impl Fn(u16, u16) -> bool) -> Result<(), PersistedError> {
     let path = data_dir.join(FILE_NAME);
     let (stored, recorded) = match std::fs::read(&path) {
         Ok(bytes) => (Some(parse(&path, &bytes)?), true),
@@ -147,7 +150,10 @@ pub fn check_or_record(data_dir: &Path, given: &DataSettings) -> Result<(), Pers
         Err(source) => return Err(PersistedError::Io { action: "reading", path, source }),
     };
     if let Some(stored) = stored {
-        let contradictions = contradictions(&stored, given);
+        let mut contradictions = contradictions(&stored, given);
+        if interchangeable(stored.partitions, given.partitions) {
+            contradictions.retain(|c| c.flag != "--partitions");
+        }
         if !contradictions.is_empty() {
             return Err(PersistedError::Contradicts { data_dir: data_dir.to_path_buf(), stored, given: given.clone(), contradictions });
         }
@@ -222,6 +228,9 @@ mod tests {
 
     use super::*;
 
+    /// No two partition counts are interchangeable (a node that did not grow).
+    const NONE_INTERCHANGEABLE: fn(u16, u16) -> bool = |_, _| false;
+
     fn broker(node_id: u64, size: usize, replication_factor: u32, partitions: u16) -> DataSettings {
         let members = (0..size).map(|i| SocketAddr::from(([127, 0, 0, 1], 26502 + i as u16))).collect();
         DataSettings::of(partitions, Some(&ClusterSpec { node_id, members, replication_factor, own_address: None }))
@@ -249,7 +258,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         let given = broker(1, 3, 3, 3);
-        check_or_record(&data, &given).unwrap();
+        check_or_record(&data, &given, NONE_INTERCHANGEABLE).unwrap();
         let text = std::fs::read_to_string(data.join(FILE_NAME)).unwrap();
         let stored: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(
@@ -257,10 +266,10 @@ mod tests {
             serde_json::json!({"format_version": 1, "partitions": 3, "role": "broker", "node_id": 1, "cluster_size": 3, "replication_factor": 3})
         );
         assert!(!data.join("cluster.json.tmp").exists());
-        check_or_record(&data, &given).unwrap();
+        check_or_record(&data, &given, NONE_INTERCHANGEABLE).unwrap();
 
         let before = listing(&data);
-        let err = check_or_record(&data, &broker(2, 5, 3, 4)).unwrap_err();
+        let err = check_or_record(&data, &broker(2, 5, 3, 4), NONE_INTERCHANGEABLE).unwrap_err();
         let PersistedError::Contradicts { contradictions, .. } = &err else { panic!("{err}") };
         let flags: Vec<_> = contradictions.iter().map(|c| (c.flag, c.stored.as_str(), c.given.as_str())).collect();
         assert_eq!(flags, vec![("--node-id", "1", "2"), ("--cluster-size", "3", "5"), ("--partitions", "3", "4")]);
@@ -274,11 +283,30 @@ mod tests {
     }
 
     #[test]
+    fn a_grown_clusters_folder_takes_the_counts_the_caller_finds_interchangeable() {
+        let dir = tempfile::tempdir().unwrap();
+        check_or_record(dir.path(), &broker(1, 3, 3, 3), NONE_INTERCHANGEABLE).unwrap();
+        let before = listing(dir.path());
+        let grown = |stored, given| stored == 3 && given == 6;
+        check_or_record(dir.path(), &broker(1, 3, 3, 6), grown).unwrap();
+        check_or_record(dir.path(), &broker(1, 3, 3, 3), NONE_INTERCHANGEABLE).unwrap();
+        let message = check_or_record(dir.path(), &broker(1, 3, 3, 5), grown).unwrap_err().to_string();
+        assert!(message.contains("--partitions: the data folder has 3, this start gives 5"), "{message}");
+        let message = check_or_record(dir.path(), &broker(2, 3, 3, 6), grown).unwrap_err().to_string();
+        assert!(message.contains("--node-id: the data folder has 1, this start gives 2") && !message.contains("--partitions"), "{message}");
+        assert!(
+            check_or_record(dir.path(), &broker(1, 3, 3, 6), NONE_INTERCHANGEABLE).is_err(),
+            "without a grown topology, the count is the folder's"
+        );
+        assert_eq!(listing(dir.path()), before, "nothing rewritten");
+    }
+
+    #[test]
     fn a_standalone_folder_is_not_a_brokers_and_the_reverse() {
         let dir = tempfile::tempdir().unwrap();
         let standalone = DataSettings::of(2, None);
-        check_or_record(dir.path(), &standalone).unwrap();
-        let message = check_or_record(dir.path(), &broker(0, 1, 1, 2)).unwrap_err().to_string();
+        check_or_record(dir.path(), &standalone, NONE_INTERCHANGEABLE).unwrap();
+        let message = check_or_record(dir.path(), &broker(0, 1, 1, 2), NONE_INTERCHANGEABLE).unwrap_err().to_string();
         assert!(
             message.contains("role: the data folder has a standalone node, this start gives a cluster broker (node 0 of 1)"),
             "{message}"
@@ -286,8 +314,8 @@ mod tests {
         assert!(message.contains("Start it as `waggle --partitions 2` (the standalone node) as before"), "{message}");
 
         let dir = tempfile::tempdir().unwrap();
-        check_or_record(dir.path(), &broker(0, 3, 2, 3)).unwrap();
-        let message = check_or_record(dir.path(), &DataSettings::of(3, None)).unwrap_err().to_string();
+        check_or_record(dir.path(), &broker(0, 3, 2, 3), NONE_INTERCHANGEABLE).unwrap();
+        let message = check_or_record(dir.path(), &DataSettings::of(3, None), NONE_INTERCHANGEABLE).unwrap_err().to_string();
         assert!(
             message.contains("role: the data folder has a cluster broker (node 0 of 3), this start gives a standalone node"),
             "{message}"
@@ -302,11 +330,11 @@ mod tests {
             std::fs::create_dir_all(dir.path().join("partitions").join(p)).unwrap();
         }
         let before = listing(dir.path());
-        let message = check_or_record(dir.path(), &DataSettings::of(1, None)).unwrap_err().to_string();
+        let message = check_or_record(dir.path(), &DataSettings::of(1, None), NONE_INTERCHANGEABLE).unwrap_err().to_string();
         assert!(message.contains("--partitions: the data folder has 3, this start gives 1"), "{message}");
-        assert!(check_or_record(dir.path(), &broker(0, 1, 1, 3)).is_err());
+        assert!(check_or_record(dir.path(), &broker(0, 1, 1, 3), NONE_INTERCHANGEABLE).is_err());
         assert_eq!(listing(dir.path()), before);
-        check_or_record(dir.path(), &DataSettings::of(3, None)).unwrap();
+        check_or_record(dir.path(), &DataSettings::of(3, None), NONE_INTERCHANGEABLE).unwrap();
         assert!(dir.path().join(FILE_NAME).exists(), "recorded once it agrees");
     }
 
@@ -314,10 +342,10 @@ mod tests {
     fn newer_and_broken_files_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(FILE_NAME), r#"{"format_version": 9, "anything": true}"#).unwrap();
-        let message = check_or_record(dir.path(), &DataSettings::of(1, None)).unwrap_err().to_string();
+        let message = check_or_record(dir.path(), &DataSettings::of(1, None), NONE_INTERCHANGEABLE).unwrap_err().to_string();
         assert!(message.contains("newer Waggle (format version 9"), "{message}");
         std::fs::write(dir.path().join(FILE_NAME), "{").unwrap();
-        let message = check_or_record(dir.path(), &DataSettings::of(1, None)).unwrap_err().to_string();
+        let message = check_or_record(dir.path(), &DataSettings::of(1, None), NONE_INTERCHANGEABLE).unwrap_err().to_string();
         assert!(message.contains("is not a valid cluster configuration"), "{message}");
         assert_eq!(std::fs::read_to_string(dir.path().join(FILE_NAME)).unwrap(), "{");
     }

@@ -20,6 +20,9 @@
 //! still completes, every replica drops its copy of the checkpoint, and each backup restores
 //! into a cluster whose state digests are the backup's and that has every instance
 //! acknowledged before the request.
+//!
+//! A backup taken after the cluster grew from 3 to 6 partitions restores the six with the
+//! topology's routing state: new instances on every partition, messages on the first three.
 
 mod common;
 
@@ -422,6 +425,10 @@ async fn a_backup_under_load_restores_the_state_at_its_position(store: Store) {
     // and it serves: new instances start
     let mut client = grpc_client(&restored).await;
     client.create_process_instance(one_task_creation()).await.expect("a creation on the restored node");
+    // a single node's partition count does not grow (it has no cluster topology; a grown
+    // cluster's backup: `a_backup_after_the_partition_count_grew_...`)
+    let (code, body) = http_json(restored.management_port, "PATCH", "/actuator/cluster", r#"{"partitions": {"count": 3}}"#).unwrap();
+    assert!(code == 400 && body.contains("no cluster topology"), "{code} {body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -779,5 +786,263 @@ async fn a_backup_after_a_scale_up_restores_the_recorded_layout() {
     let mut client = grpc_client(&restored[3]).await;
     for _ in 0..PARTITIONS {
         client.create_process_instance(one_task_creation()).await.expect("a creation on the restored cluster");
+    }
+}
+
+/// `workloads/message_one_task.bpmn` (process `benchmark-message`: a message catch with the
+/// instance's `correlationKey`, then a task), its task's job type `after-message`, apart from
+/// the load's.
+fn message_model() -> Vec<u8> {
+    let model = std::fs::read_to_string(repo_root().join("workloads/message_one_task.bpmn")).expect("message_one_task.bpmn");
+    model.replace(r#"type="benchmark-task""#, r#"type="after-message""#).into_bytes()
+}
+
+/// Creates an instance of [`message_model`] waiting for the message of `key`; its key.
+async fn create_waiting(client: &mut waggle_protocol::gateway::gateway_client::GatewayClient<tonic::transport::Channel>, key: &str) -> i64 {
+    let request = waggle_protocol::gateway::CreateProcessInstanceRequest {
+        bpmn_process_id: "benchmark-message".into(),
+        version: -1,
+        variables: format!(r#"{{"correlationKey": "{key}"}}"#),
+        ..Default::default()
+    };
+    client.create_process_instance(request).await.expect("a waiting instance").into_inner().process_instance_key
+}
+
+const GROWN: u16 = 6;
+
+/// A backup taken after the cluster grew from 3 to 6 partitions under load (Zeebe 8.8's `PATCH
+/// /actuator/cluster` `partitions.count`, docs.camunda.io "Cluster scaling") records the grown
+/// topology with its routing state (new instances on all 6 partitions, messages on the 3 the
+/// cluster was created with); `waggle restore` rebuilds every broker's 6 replicas and writes
+/// that routing state into its folder, with `--partitions` the grown count (brokers 0 and 1) or
+/// the configured one (broker 2), no other. The restored cluster, started with 6, has each
+/// partition's state digest at the backup's position and every instance acknowledged before
+/// the backup; it creates new instances on partitions 4-6 too, and a message published after
+/// the restore correlates to an instance waiting since before the backup (its correlation key
+/// chosen so that its partition among 6 is not its partition among 3: routing messages by 6
+/// would miss it). The restored cluster grows again (6 -> 7); a broker restarts with the
+/// configured count; a start contradicting its folder (5 partitions) is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backup_after_the_partition_count_grew_restores_six_partitions_and_their_routing() {
+    use waggle_protocol::keys::partition_of_correlation_key;
+    use waggle_protocol::partition_of;
+    let store = Store::dir();
+    let temp = tempfile::tempdir().unwrap();
+    let cluster = tokio::task::block_in_place(|| backup_cluster(&store, temp.path()));
+    let (internal, nodes) = (cluster.internal.clone(), cluster.nodes);
+    let mut client = grpc_client(&nodes[0]).await;
+    deploy_one_task(&mut client).await;
+    let resources = vec![waggle_protocol::gateway::Resource { name: "message_one_task.bpmn".into(), content: message_model() }];
+    client.deploy_resource(waggle_protocol::gateway::DeployResourceRequest { resources, tenant_id: String::new() }).await.expect("deploy");
+    let keys: Vec<String> = (0..)
+        .map(|i| format!("grown-{i}"))
+        .filter(|k| partition_of_correlation_key(k, 3) != partition_of_correlation_key(k, u32::from(GROWN)))
+        .take(8)
+        .collect();
+    // instances waiting for their message since before the growth
+    let mut waiting_for_message = Vec::new();
+    for key in &keys[..4] {
+        waiting_for_message.push(create_waiting(&mut client, key).await);
+    }
+    let load = Load::through_failover(&client);
+    load.until_completed(30).await;
+
+    // 3 -> 6 partitions under the load, asked on broker 1 (the coordinator, broker 0, runs it)
+    let (status, planned) =
+        tokio::task::block_in_place(|| management_request(&nodes[1], "PATCH", "/actuator/cluster", r#"{"partitions": {"count": 6}}"#));
+    assert_eq!(status, 202, "{planned}");
+    let change = planned["changeId"].as_u64().unwrap();
+    for node in &nodes {
+        tokio::task::block_in_place(|| wait_change_completed(node, change, "3 -> 6 partitions", || log_tails(&nodes)));
+    }
+    // the load reaches the new partitions, and more instances wait for their message
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while load.waiting().iter().filter(|&&k| partition_of(k) > PARTITIONS).count() < 6 {
+        assert!(Instant::now() < deadline, "no load on partitions 4-6: {:?}", load.waiting());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for key in &keys[4..] {
+        waiting_for_message.push(create_waiting(&mut client, key).await);
+    }
+
+    // the backup under load, through broker 2
+    let acknowledged = load.waiting();
+    let (code, body) = http_json(nodes[2].management_port, "POST", "/actuator/backups", r#"{"backupId": 1}"#).unwrap();
+    assert_eq!(code, 202, "{body}");
+    let backup = tokio::task::block_in_place(|| wait_backup(&nodes[0], 1));
+    load.stop_after(30).await;
+    assert_eq!(backup["state"], "COMPLETED", "{backup}");
+    let details = backup["details"].as_array().unwrap().clone();
+    assert_eq!(details.len(), usize::from(GROWN), "{backup}");
+    drop(nodes);
+
+    // a count the recorded topology does not run with is refused, nothing restored
+    let root = temp.path().join("restored");
+    let args = broker_args(0, &internal, 5, 3);
+    let refused = restore_cmd(&store, 1, &root.join("broker-0"), &args[1..]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("restore with --partitions 3 or 6"), "{stderr}");
+    assert!(!root.join("broker-0").join("partitions").exists());
+    // every broker's six replicas, and the recorded topology with its routing state
+    for i in 0..BROKERS {
+        let partitions = if i < 2 { GROWN } else { PARTITIONS };
+        let args = broker_args(i, &internal, partitions, 3);
+        let dir = root.join(format!("broker-{i}"));
+        let done = restore_cmd(&store, 1, &dir, &args[1..]);
+        assert!(done.status.success(), "restoring broker {i} with --partitions {partitions}: {}", String::from_utf8_lossy(&done.stderr));
+        let restored: Vec<u16> = (1..=GROWN).filter(|p| dir.join(format!("partitions/{p}")).exists()).collect();
+        assert_eq!(restored, (1..=GROWN).collect::<Vec<_>>(), "broker {i}'s restored partitions");
+        let topology = json(&std::fs::read_to_string(dir.join("cluster-topology.json")).expect("the recorded topology written"));
+        let routing = &topology["routing"];
+        assert_eq!(
+            (&routing["routedPartitions"], &routing["messagePartitions"]),
+            (&serde_json::json!(6), &serde_json::json!(3)),
+            "broker {i}: {topology}"
+        );
+    }
+    let new_store = tempfile::tempdir().unwrap();
+    let mut options = ClusterOptions::new(BROKERS, GROWN);
+    options.common = vec!["--backup-store".to_string(), new_store.path().to_str().unwrap().to_string()];
+    options.data_root = Some(root.clone());
+    options.internal = Some(internal.clone());
+    let mut restored = tokio::task::block_in_place(|| Cluster::start(options));
+    let shown = get_json(&restored.nodes[0], "/actuator/cluster");
+    assert_eq!((&shown["partitionsCount"], &shown["pendingChange"]), (&serde_json::json!(6), &serde_json::Value::Null), "{shown}");
+
+    // each partition's state at the backup's position, every acknowledged instance in it
+    let nodes: Vec<&Node> = restored.nodes.iter().collect();
+    for d in &details {
+        let partition = d["partitionId"].as_u64().unwrap() as u16;
+        let digest = tokio::task::block_in_place(|| digests_agree(&nodes, partition));
+        assert_eq!((&digest["rows"], &digest["hash"]), (&d["rows"], &d["hash"]), "partition {partition}: {digest} vs {d}");
+    }
+    assert!(acknowledged.iter().any(|&k| partition_of(k) > PARTITIONS), "instances on partitions 4-6 before the backup");
+    let mut client = grpc_client(&restored.nodes[1]).await;
+    for &key in acknowledged.iter().chain(&waiting_for_message) {
+        let request = SetVariablesRequest { element_instance_key: key, variables: r#"{"checked": true}"#.into(), local: false };
+        if let Err(e) = client.set_variables(request).await {
+            panic!("instance {key}, acknowledged before the backup, is not in the restored state: {e}");
+        }
+    }
+
+    // new instances go to all six partitions
+    let mut created = std::collections::BTreeSet::new();
+    for _ in 0..4 * GROWN {
+        created.insert(partition_of(
+            client.create_process_instance(one_task_creation()).await.expect("a creation").into_inner().process_instance_key,
+        ));
+    }
+    assert_eq!(created, (1..=GROWN).collect(), "the restored cluster routes new instances to every partition");
+
+    // messages stay on the recorded message partitions: each waiting instance gets its message once
+    for key in &keys {
+        let publish = waggle_protocol::gateway::PublishMessageRequest {
+            name: "benchmark-message".into(),
+            correlation_key: key.clone(),
+            time_to_live: 0,
+            message_id: String::new(),
+            variables: "{}".into(),
+            tenant_id: String::new(),
+        };
+        client.publish_message(publish).await.expect("a publication");
+    }
+    let mut reached: std::collections::BTreeMap<i64, u32> = std::collections::BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !waiting_for_message.iter().all(|k| reached.contains_key(k)) {
+        assert!(Instant::now() < deadline, "instances whose message did not reach them: {waiting_for_message:?}, reached {reached:?}");
+        let request = ActivateJobsRequest { r#type: "after-message".into(), ..activation() };
+        let mut stream = client.activate_jobs(request).await.expect("activate").into_inner();
+        while let Some(batch) = stream.message().await.expect("jobs") {
+            for job in batch.jobs {
+                *reached.entry(job.process_instance_key).or_default() += 1;
+            }
+        }
+    }
+    assert!(reached.values().all(|&n| n == 1) && reached.len() == keys.len(), "each message correlated once: {reached:?}");
+
+    // the restored cluster grows again (Zeebe 8.8, "Cluster scaling": "After restoring, you can
+    // request scaling again"), its messages still on the first three partitions
+    let (status, planned) = tokio::task::block_in_place(|| {
+        management_request(&restored.nodes[2], "PATCH", "/actuator/cluster", r#"{"partitions": {"count": 7}}"#)
+    });
+    assert_eq!(status, 202, "6 -> 7 partitions after the restore: {planned}");
+    let change = planned["changeId"].as_u64().unwrap();
+    for node in &restored.nodes {
+        tokio::task::block_in_place(|| wait_change_completed(node, change, "6 -> 7", || log_tails(&restored.nodes)));
+    }
+    let seven: Vec<u64> = (1..=7).collect();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let created = client.create_process_instance(one_task_creation()).await.expect("a creation").into_inner();
+        if partition_of(created.process_instance_key) == 7 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no instance created on partition 7");
+    }
+
+    // a broker restarts with the configured count (its folder restored with the grown one);
+    // a start contradicting its folder is refused
+    let mut args = restored.args(0);
+    let at = args.iter().position(|a| a == "--partitions").unwrap() + 1;
+    args[at] = PARTITIONS.to_string();
+    tokio::task::block_in_place(|| restored.nodes[0].restart_with(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while held_partitions(&restored.nodes[0]) != seven {
+        assert!(Instant::now() < deadline, "broker 0 restarted with --partitions 3 runs {:?}", held_partitions(&restored.nodes[0]));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    args[at] = "5".into();
+    let refused = tokio::task::block_in_place(|| restored.nodes[0].run_instead(&args.iter().map(String::as_str).collect::<Vec<_>>()));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("the data folder has 6, this start gives 5"), "{stderr}");
+}
+
+/// The single-node case: the standalone node's partition count does not grow (it has no
+/// cluster topology: `a_backup_under_load_restores_the_state_at_its_position` checks the
+/// refusal), a one-broker cluster's (`waggle broker --cluster-size 1`) does; a backup taken
+/// after it grew from 1 to 2 partitions restores both, with their state and instances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_one_broker_cluster_grown_to_two_partitions_restores_both() {
+    use waggle_protocol::partition_of;
+    let store = Store::dir();
+    let temp = tempfile::tempdir().unwrap();
+    let mut options = ClusterOptions::new(1, 1);
+    options.common = store.args();
+    options.data_root = Some(temp.path().to_path_buf());
+    let cluster = tokio::task::block_in_place(|| Cluster::start(options));
+    let (internal, nodes) = (cluster.internal.clone(), cluster.nodes);
+    let mut client = grpc_client(&nodes[0]).await;
+    deploy_one_task(&mut client).await;
+    let (status, planned) =
+        tokio::task::block_in_place(|| management_request(&nodes[0], "PATCH", "/actuator/cluster", r#"{"partitions": {"count": 2}}"#));
+    assert_eq!(status, 202, "1 -> 2 partitions: {planned}");
+    let change = planned["changeId"].as_u64().unwrap();
+    tokio::task::block_in_place(|| wait_change_completed(&nodes[0], change, "1 -> 2", || log_tails(&nodes)));
+    let mut created = Vec::new();
+    for _ in 0..10 {
+        created.push(client.create_process_instance(one_task_creation()).await.expect("a creation").into_inner().process_instance_key);
+    }
+    assert!(created.iter().any(|&k| partition_of(k) == 2), "instances on partition 2: {created:?}");
+    let (code, body) = http_json(nodes[0].management_port, "POST", "/actuator/backups", r#"{"backupId": 1}"#).unwrap();
+    assert_eq!(code, 202, "{body}");
+    let backup = tokio::task::block_in_place(|| wait_backup(&nodes[0], 1));
+    assert_eq!((backup["state"].as_str(), backup["details"].as_array().map(Vec::len)), (Some("COMPLETED"), Some(2)), "{backup}");
+    drop(nodes);
+
+    let root = temp.path().join("restored");
+    let args = broker_args(0, &internal, 2, 1);
+    let done = restore_cmd(&store, 1, &root.join("broker-0"), &args[1..]);
+    assert!(done.status.success(), "restoring the broker: {}", String::from_utf8_lossy(&done.stderr));
+    let mut options = ClusterOptions::new(1, 2);
+    options.data_root = Some(root);
+    options.internal = Some(internal);
+    let restored = tokio::task::block_in_place(|| Cluster::start(options));
+    assert_digests(&restored.nodes[0], &backup);
+    let mut client = grpc_client(&restored.nodes[0]).await;
+    for key in created {
+        let request = SetVariablesRequest { element_instance_key: key, variables: r#"{"checked": true}"#.into(), local: false };
+        if let Err(e) = client.set_variables(request).await {
+            panic!("instance {key}, created before the backup, is not in the restored state: {e}");
+        }
     }
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster::{
     added_broker_args, digests_agree, get_json, held_partitions, leader_seen_by, log_tails, management_request, replica_layout,
-    wait_change_completed, Cluster, ClusterDriver, ClusterOptions,
+    standalone_gateway, wait_change_completed, Cluster, ClusterDriver, ClusterOptions,
 };
 use common::{deploy_one_task, free_port, grpc_client, one_task_creation, Node};
 
@@ -129,9 +129,7 @@ fn brokers_started_later_are_added_and_removed_under_load_with_nothing_acknowled
 
     // a standalone gateway given one contact point sees brokers 3 and 4 and routes to them:
     // a creation on each partition, 4 and 5 led by the added brokers
-    let gossip_port = free_port().to_string();
-    let contact = format!("127.0.0.1:{}", internal[1]);
-    let gateway = Node::start(&["gateway", "--contact-points", &contact, "--internal-port", &gossip_port]);
+    let gateway = standalone_gateway(internal[1]);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let deadline = Instant::now() + Duration::from_secs(30);

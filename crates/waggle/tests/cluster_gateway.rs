@@ -10,30 +10,15 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use waggle_protocol::gateway::{ActivateJobsRequest, CompleteJobRequest, PublishMessageRequest};
 
-use common::cluster::{leader_seen_by, Cluster, ClusterDriver, ClusterOptions};
-use common::{deploy_one_task, free_port, grpc_client, one_task_creation, peers, repo_root, Node};
+use common::cluster::{java_topology, leader_seen_by, standalone_gateway, Cluster, ClusterDriver, ClusterOptions};
+use common::{deploy_one_task, grpc_client, one_task_creation, Node};
 
 const BROKERS: usize = 3;
 const PARTITIONS: u16 = 3;
-
-/// The topology the Java client reads through `address`: its lines (see TopologyDriver.java).
-fn java_topology(address: &str) -> Vec<String> {
-    let lib = peers().join("java-client/lib");
-    let output = Command::new("java")
-        .arg("-cp")
-        .arg(format!("{}/*", lib.display()))
-        .arg(repo_root().join("tests/clients/TopologyDriver.java"))
-        .args(["--address", address])
-        .output()
-        .expect("java");
-    assert!(output.status.success(), "TopologyDriver failed: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect()
-}
 
 /// Long-polls through the gateway until it has had a job of each partition (created after the
 /// first poll started waiting), completing them; fails after 30 s.
@@ -124,9 +109,7 @@ fn a_standalone_gateway_serves_the_cluster_and_carries_on_through_a_leaders_kill
     let cluster = Cluster::start(ClusterOptions::new(BROKERS, PARTITIONS));
     let mut brokers = cluster.nodes;
     // one contact point is enough: the gateway learns the others from the gossip
-    let gossip_port = free_port().to_string();
-    let contact = format!("127.0.0.1:{}", cluster.internal[1]);
-    let gateway = Node::start(&["gateway", "--contact-points", &contact, "--internal-port", &gossip_port]);
+    let gateway = standalone_gateway(cluster.internal[1]);
     assert!(gateway.log().contains("waggle gateway is ready"), "{}", gateway.log());
     assert_eq!(gateway.get("/ready").0, 200, "ready: a leader known for every partition");
     assert!(!gateway.data_dir.exists(), "the gateway wrote data");

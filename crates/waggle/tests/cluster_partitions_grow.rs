@@ -21,8 +21,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::cluster::{digests_agree, get_json, log_tails, Cluster, ClusterDriver, ClusterOptions};
-use common::{free_port, http_json_within, peers, repo_root, Node};
+use common::cluster::{digests_agree, get_json, java_topology, log_tails, standalone_gateway, Cluster, ClusterDriver, ClusterOptions};
+use common::{http_json_within, Node};
 use serde_json::Value;
 
 const BROKERS: usize = 3;
@@ -63,21 +63,6 @@ fn grown(nodes: &[Node], change: &Value, what: &str) -> Value {
     }
 }
 
-/// The topology the Java client reads through `address` (`newTopologyRequest()`,
-/// `tests/clients/TopologyDriver.java`): its lines.
-fn java_topology(address: &str) -> Vec<String> {
-    let lib = peers().join("java-client/lib");
-    let output = std::process::Command::new("java")
-        .arg("-cp")
-        .arg(format!("{}/*", lib.display()))
-        .arg(repo_root().join("tests/clients/TopologyDriver.java"))
-        .args(["--address", address])
-        .output()
-        .expect("java");
-    assert!(output.status.success(), "TopologyDriver failed: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect()
-}
-
 /// Waits (20 s at most: leadership may be moving back to the preferred brokers) until the Java
 /// client's topology through `address` shows 3 brokers and 6 partitions at replication factor
 /// 3, each partition on every broker with one leader.
@@ -111,9 +96,7 @@ fn the_partition_count_grows_from_three_to_six_under_load_and_every_message_corr
     let mut cluster = Cluster::start(ClusterOptions::new(BROKERS, PARTITIONS));
     // a standalone gateway too, started before the growth (it learns the grown count without
     // a restart)
-    let gossip_port = free_port().to_string();
-    let contact = format!("127.0.0.1:{}", cluster.internal[1]);
-    let gateway = Node::start(&["gateway", "--contact-points", &contact, "--internal-port", &gossip_port]);
+    let gateway = standalone_gateway(cluster.internal[1]);
     let node0 = &cluster.nodes[0];
 
     // a smaller count is refused as Zeebe 8.8 refuses it, and a growth combined with a broker

@@ -324,3 +324,27 @@ pub fn wait_change_completed(node: &Node, change: u64, what: &str, logs: impl Fn
 pub fn held_partitions(node: &Node) -> Vec<u64> {
     get_json(node, "/v1/partitions")["items"].as_array().expect("items").iter().filter_map(|p| p["partitionId"].as_u64()).collect()
 }
+
+/// A standalone gateway (`waggle gateway`) in front of a cluster: its one contact point the
+/// broker whose internal port is `contact_port` (it learns the others from the gossip), a gossip
+/// port of its own; started and ready.
+pub fn standalone_gateway(contact_port: u16) -> Node {
+    let gossip_port = free_port().to_string();
+    let contact = format!("127.0.0.1:{contact_port}");
+    Node::start(&["gateway", "--contact-points", &contact, "--internal-port", &gossip_port])
+}
+
+/// The topology the real Java client reads through `address` (`newTopologyRequest()`,
+/// `tests/clients/TopologyDriver.java`): its lines.
+pub fn java_topology(address: &str) -> Vec<String> {
+    let lib = peers().join("java-client/lib");
+    let output = Command::new("java")
+        .arg("-cp")
+        .arg(format!("{}/*", lib.display()))
+        .arg(repo_root().join("tests/clients/TopologyDriver.java"))
+        .args(["--address", address])
+        .output()
+        .expect("java");
+    assert!(output.status.success(), "TopologyDriver failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).lines().map(str::to_string).collect()
+}
