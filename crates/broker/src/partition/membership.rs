@@ -21,6 +21,13 @@ pub(crate) struct Wanted {
     /// partition a new preferred replica): applied by every replica, whatever its role, so that
     /// a replica that joined can be elected as the new preferred leader.
     pub priority: Option<u64>,
+    /// The replicas that stay, highest election priority first: a leader that leaves hands its
+    /// leadership to the first of them that is a caught-up voter. (A voter refuses a candidate of
+    /// lower priority whose log is no longer than its own, raft-rs's priority election: handed to
+    /// a lower-priority replica, the election failed while the new preferred replica and the
+    /// leaver voted against it, and the leaver, elected again, handed over again, for minutes:
+    /// a 6 -> 3 broker change of `waggle bench cluster --scenarios scaling`.)
+    pub successors: Vec<u64>,
 }
 
 /// How often the leader proposes the next step at most (a refused step is tried again).
@@ -114,8 +121,9 @@ impl Processor {
             return;
         }
         if id == self.raft.id() {
-            // the leader leaves: it hands its leadership to a voter that holds everything first
-            let to = conf.voters.iter().copied().find(|&v| v != id && self.raft.caught_up(v));
+            // the leader leaves: it hands its leadership to a voter that holds everything first,
+            // the one of highest priority (see `Wanted::successors`)
+            let to = handover_target(id, &wanted.successors, &conf.voters, |v| self.raft.caught_up(v));
             if let Some(to) = to {
                 tracing::info!(
                     partition = self.id,
@@ -140,5 +148,28 @@ impl Processor {
         }
         self.membership_progress.last_step = Some(now);
         true
+    }
+}
+
+/// The voter a leader that leaves (`leaver`) hands its leadership to: the first of `successors`
+/// (the staying replicas, highest priority first) that is a voter and `caught_up`, else any
+/// caught-up voter but the leaver.
+fn handover_target(leaver: u64, successors: &[u64], voters: &[u64], caught_up: impl Fn(u64) -> bool) -> Option<u64> {
+    successors.iter().chain(voters).copied().find(|&v| v != leaver && voters.contains(&v) && caught_up(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::handover_target;
+
+    #[test]
+    fn a_leaver_hands_over_to_the_caught_up_voter_of_highest_priority() {
+        // Raft ids; voters in Raft's own order (a hash set's), successors by priority
+        let (voters, successors) = ([2, 1, 3, 6], [3, 1, 2]);
+        assert_eq!(handover_target(6, &successors, &voters, |_| true), Some(3));
+        assert_eq!(handover_target(6, &successors, &voters, |v| v != 3), Some(1), "the next one while the first is behind");
+        assert_eq!(handover_target(6, &[], &voters, |v| v != 2), Some(1), "without successors: any caught-up voter");
+        assert_eq!(handover_target(6, &[4, 3], &voters, |_| true), Some(3), "a successor still a learner is skipped");
+        assert_eq!(handover_target(6, &successors, &voters, |v| v == 6), None, "nobody caught up: nobody");
     }
 }
