@@ -404,20 +404,15 @@ impl Broker {
                 let in_state = |state: ReplicaState| -> Vec<u64> {
                     topology.replicas(p).into_iter().filter(|(_, r)| r.state == state).map(|(n, _)| cluster::raft_id(n)).collect()
                 };
-                let mut staying: Vec<(u64, u32)> = topology
-                    .replicas(p)
-                    .into_iter()
-                    .filter(|(_, r)| r.state != ReplicaState::Leaving)
-                    .map(|(n, r)| (cluster::raft_id(n), r.priority))
-                    .collect();
-                staying.sort_by_key(|&(_, priority)| std::cmp::Reverse(priority));
+                // (`replicas` lists them highest priority first)
+                let staying = topology.replicas(p).into_iter().filter(|(_, r)| r.state != ReplicaState::Leaving);
                 handle.want_membership(partition::MembershipWanted {
                     join: in_state(ReplicaState::Joining),
                     leave: in_state(ReplicaState::Leaving),
                     // a replica that leaves takes the lowest priority: as a voter until it is
                     // removed, it no longer refuses a staying candidate whose log is as long
                     priority: topology.replica(me, p).map(|r| if r.state == ReplicaState::Leaving { 0 } else { u64::from(r.priority) }),
-                    successors: staying.into_iter().map(|(id, _)| id).collect(),
+                    successors: staying.map(|(n, _)| cluster::raft_id(n)).collect(),
                 });
             }
         }
