@@ -210,5 +210,6 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::ProcessEvent(_) => ValueType::ProcessEvent,
         RecordValue::Checkpoint(_) => ValueType::Checkpoint,
         RecordValue::Scale(_) => ValueType::Scale,
+        RecordValue::MessageRelocation(_) => ValueType::MessageRelocation,
     }
 }
