@@ -739,6 +739,7 @@ impl Broker {
                     o,
                     topology::Operation::PartitionBootstrap { .. }
                         | topology::Operation::AwaitRedistributionCompletion { .. }
+                        | topology::Operation::AwaitRelocationCompletion { .. }
                         | topology::Operation::UpdateRoutingState { .. }
                 )
             })
