@@ -144,7 +144,8 @@ pub struct Routing {
     /// New process instances go round-robin to partitions 1 to this.
     pub routed_partitions: PartitionId,
     /// Messages live on the partition of their correlation key among 1 to this: the count the
-    /// cluster had before it first grew (Zeebe 8.8's `MessageCorrelation.HashMod`).
+    /// cluster had before it grew, until `AwaitRelocationCompletion` moved the correlation keys
+    /// to the grown count (Zeebe 8.8's `MessageCorrelation.HashMod`).
     pub message_partitions: PartitionId,
 }
 
