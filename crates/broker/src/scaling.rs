@@ -168,10 +168,9 @@ fn unaddressable(operations: &[Operation], book: &cluster::AddressBook) -> Resul
 pub(crate) fn load_topology(data_dir: &std::path::Path, spec: &ClusterSpec, partitions: PartitionId) -> Result<Topology, BrokerError> {
     let fail = |e: std::io::Error| BrokerError::Cluster(format!("the cluster topology in {}: {e}", data_dir.display()));
     if let Some(t) = Topology::load(data_dir).map_err(fail)? {
-        // a cluster grown at run time started with the configured count: its messages are
-        // still spread over it (the topology's routing state keeps it)
-        // (or, once its correlation keys moved, over the grown count)
-        let grown = t.routing.is_some() && t.partition_count() > partitions;
+        // a cluster grown at run time started with the configured count: the count it was
+        // created with, which the topology's routing state keeps
+        let grown = t.routing.is_some_and(|r| r.created_with() == partitions) && t.partition_count() > partitions;
         if t.partition_count() != partitions && !grown {
             return Err(BrokerError::Cluster(format!(
                 "the cluster topology in {} has {} partitions, the configuration {partitions}",

@@ -147,6 +147,26 @@ pub struct Routing {
     /// cluster had before it grew, until `AwaitRelocationCompletion` moved the correlation keys
     /// to the grown count (Zeebe 8.8's `MessageCorrelation.HashMod`).
     pub message_partitions: PartitionId,
+    /// The count the cluster was created with (what its brokers' data folders record; 0 in a
+    /// topology written before the correlation keys could move, where `message_partitions` is
+    /// that count).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub first_partitions: PartitionId,
+}
+
+fn is_zero(n: &PartitionId) -> bool {
+    *n == 0
+}
+
+impl Routing {
+    /// The count the cluster was created with.
+    pub fn created_with(&self) -> PartitionId {
+        if self.first_partitions == 0 {
+            self.message_partitions
+        } else {
+            self.first_partitions
+        }
+    }
 }
 
 /// A change that cannot be made, with why.

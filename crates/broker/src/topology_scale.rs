@@ -124,7 +124,7 @@ impl Topology {
     pub(crate) fn start_scale(&mut self, operation: Operation) {
         if let Operation::PartitionBootstrap { broker_id, partition_id, replication_factor } = operation {
             let count = self.partition_count();
-            self.routing.get_or_insert(Routing { routed_partitions: count, message_partitions: count });
+            self.routing.get_or_insert(Routing { routed_partitions: count, message_partitions: count, first_partitions: count });
             for (node, priority) in self.bootstrap_placement(broker_id, replication_factor) {
                 self.brokers.entry(node).or_default().insert(partition_id, Replica { state: ReplicaState::Bootstrapping, priority });
             }
@@ -271,6 +271,7 @@ mod tests {
         t.complete_next(11);
         assert_eq!((t.pending.clone(), t.last.as_ref().map(|c| c.id)), (None, Some(id)));
         assert_eq!((t.partition_count(), t.routed_partitions(), t.message_partitions()), (6, 6, 6));
+        assert_eq!(t.routing.map(|r| r.created_with()), Some(3), "the count the data folders were created with");
         let mut expected = Topology::initial(&spec(3, 3), 6).brokers;
         // the static placement of six partitions, every replica active
         for replicas in expected.values_mut() {
@@ -319,5 +320,8 @@ mod tests {
         t.plan_operations(ops, 0, 1).unwrap();
         t.save(dir.path()).unwrap();
         assert_eq!(Topology::load(dir.path()).unwrap(), Some(t));
+        // a routing state written before the keys could move: its message count is the first
+        let old: Routing = serde_json::from_str(r#"{"routedPartitions": 6, "messagePartitions": 3}"#).unwrap();
+        assert_eq!(old.created_with(), 3);
     }
 }

@@ -49,6 +49,8 @@ struct Cluster {
     network: Vec<(PartitionId, Command)>,
     now_ms: i64,
     next_request: u64,
+    /// Every answer given, by request.
+    responses: Vec<(u64, Record)>,
 }
 
 /// xorshift64*: a seeded, dependency-free generator for the simulation.
@@ -69,7 +71,13 @@ fn model(name: &str) -> Vec<u8> {
 
 impl Cluster {
     fn new(count: u16) -> Self {
-        Self { partitions: (1..=count).map(Partition::new).collect(), network: Vec::new(), now_ms: 1_000, next_request: 1 }
+        Self {
+            partitions: (1..=count).map(Partition::new).collect(),
+            network: Vec::new(),
+            now_ms: 1_000,
+            next_request: 1,
+            responses: Vec::new(),
+        }
     }
 
     fn count(&self) -> u32 {
@@ -101,6 +109,7 @@ impl Cluster {
                 self.network.push((partition, *command));
             }
         }
+        self.responses.extend(output.responses.iter().cloned());
         output.responses.into_iter().find(|(id, _)| Some(*id) == request).map(|(_, r)| r)
     }
 
@@ -551,4 +560,113 @@ fn the_ledger_reports_each_kind_of_break() {
     ] {
         assert!(problems.iter().any(|p| p == expected), "{expected} missing from {problems:#?}");
     }
+}
+
+/// RELOCATE itself: refused on a partition beyond the old count and for a count that does not
+/// grow, carried out once (a copy is refused ALREADY_EXISTS, as the coordinator asks again);
+/// a client's publication for a key on its way is refused UNAVAILABLE without being written,
+/// and once the key arrived the old partition still refuses it (the client asks the new one).
+#[test]
+fn a_relocation_is_carried_out_once_and_refuses_what_it_cannot_do() {
+    let mut c = Cluster::new(OLD as u16);
+    let resources = vec![DeploymentResource { resource_name: "relocation.bpmn".into(), resource: model("relocation.bpmn") }];
+    c.submit(1, Command::new(-1, Intent::Create, RecordValue::Deployment(DeploymentRecord { resources, ..Default::default() })));
+    c.settle();
+    for id in OLD as u16 + 1..=NEW as u16 {
+        c.partitions.push(Partition::new(id));
+    }
+    // a key of partition 1 under the old count and of another one under the new
+    let key = (0..)
+        .map(|i| format!("key-{i}"))
+        .find(|k| partition_of_correlation_key(k, OLD) == 1 && partition_of_correlation_key(k, NEW) != 1)
+        .unwrap();
+    let target = partition_of_correlation_key(&key, NEW);
+    let publish = |c: &mut Cluster, partition: PartitionId| {
+        c.next_request += 1;
+        let value = MessageRecord {
+            name: "go".into(),
+            correlation_key: key.clone(),
+            time_to_live_ms: 60_000,
+            message_id: "once".into(),
+            variables: "{}".into(),
+            ..Default::default()
+        };
+        c.submit(partition, Command { request_id: Some(c.next_request), ..Command::new(-1, Intent::Publish, RecordValue::Message(value)) })
+            .expect("answered")
+    };
+    let buffered = publish(&mut c, 1);
+    assert!(buffered.rejection.is_none(), "{buffered:?}");
+    let relocate = |c: &mut Cluster, partition: PartitionId, count: u32, desired: u32| {
+        c.next_request += 1;
+        let value = MessageRelocationRecord { partition_count: count, desired_partition_count: desired, ..Default::default() };
+        let command =
+            Command { request_id: Some(c.next_request), ..Command::new(-1, Intent::Relocate, RecordValue::MessageRelocation(value)) };
+        c.submit(partition, command).expect("answered")
+    };
+    let rejected = |r: &Record| r.rejection.as_ref().map(|r| r.rejection_type);
+    assert_eq!(rejected(&relocate(&mut c, 3, OLD, NEW)), Some(RejectionType::InvalidArgument), "partition 3 had no keys");
+    assert_eq!(rejected(&relocate(&mut c, 1, OLD, OLD)), Some(RejectionType::InvalidArgument), "the count does not grow");
+    let started = relocate(&mut c, 1, OLD, NEW);
+    assert_eq!((started.intent, rejected(&started)), (Intent::Relocating, None), "{started:?}");
+    assert_eq!(rejected(&relocate(&mut c, 1, OLD, NEW)), Some(RejectionType::AlreadyExists), "asked again");
+    // on its way: the publication is refused, nothing written
+    let written = c.partitions[0].records.len();
+    let refused = publish(&mut c, 1);
+    assert_eq!(rejected(&refused), Some(RejectionType::Unavailable), "{refused:?}");
+    assert_eq!(c.partitions[0].records.len(), written, "a refusal is not written");
+    assert_eq!(c.relocation(1), Some((OLD, NEW, false)));
+    c.settle();
+    assert_eq!(c.relocation(1), Some((OLD, NEW, true)), "RELOCATED with the acknowledgement");
+    assert_eq!(rejected(&publish(&mut c, 1)), Some(RejectionType::Unavailable), "the old partition does not take it");
+    // the key's new partition has the message, its id too
+    let again = publish(&mut c, target);
+    assert_eq!(rejected(&again), Some(RejectionType::AlreadyExists), "the message id moved with the key: {again:?}");
+    assert_eq!(
+        StateView::new(&c.partitions[target as usize - 1].store).message(buffered.key).map(|m| m.correlation_key),
+        Some(key.clone())
+    );
+    c.check_replay();
+}
+
+/// A client's correlation (MESSAGE_CORRELATION CORRELATE) whose subscription is CORRELATING
+/// when its key moves is answered by the partition it asked, once the instance's partition
+/// confirms (the confirmation reaches the old partition, which answers and forwards it).
+#[test]
+fn a_correlation_under_way_when_its_key_moves_is_answered() {
+    let mut c = Cluster::new(OLD as u16);
+    let resources = vec![DeploymentResource { resource_name: "relocation.bpmn".into(), resource: model("relocation.bpmn") }];
+    c.submit(1, Command::new(-1, Intent::Create, RecordValue::Deployment(DeploymentRecord { resources, ..Default::default() })));
+    c.settle();
+    for id in OLD as u16 + 1..=NEW as u16 {
+        c.partitions.push(Partition::new(id));
+    }
+    let key = (0..)
+        .map(|i| format!("key-{i}"))
+        .find(|k| partition_of_correlation_key(k, OLD) == 1 && partition_of_correlation_key(k, NEW) != 1)
+        .unwrap();
+    // an instance on partition 2 waits; its subscription lives on partition 1
+    let value = ProcessInstanceCreationRecord {
+        bpmn_process_id: "wait".into(),
+        version: -1,
+        variables: format!(r#"{{"key": "{key}"}}"#),
+        ..Default::default()
+    };
+    let instance =
+        c.submit(2, Command { request_id: Some(7), ..Command::new(-1, Intent::Create, RecordValue::ProcessInstanceCreation(value)) });
+    let instance = instance.expect("created").key;
+    c.settle();
+    let value = MessageCorrelationRecord { name: "go".into(), correlation_key: key.clone(), variables: "{}".into(), ..Default::default() };
+    let asked = c.submit(1, Command { request_id: Some(8), ..Command::new(-1, Intent::Correlate, RecordValue::MessageCorrelation(value)) });
+    assert!(asked.is_none(), "answered once the instance's partition confirms");
+    let value = MessageRelocationRecord { partition_count: OLD, desired_partition_count: NEW, ..Default::default() };
+    c.submit(1, Command::new(-1, Intent::Relocate, RecordValue::MessageRelocation(value)));
+    c.settle();
+    let answer = c.responses.iter().find(|(id, _)| *id == 8).map(|(_, r)| r.clone()).expect("the correlation is answered");
+    assert!(answer.rejection.is_none() && answer.intent == Intent::Correlated, "{answer:?}");
+    let RecordValue::MessageCorrelation(correlated) = &answer.value else { panic!("{answer:?}") };
+    assert_eq!(correlated.process_instance_key, instance);
+    let ledger = Ledger::of(&c, &[(correlated.message_key, "go")]);
+    assert!(ledger.problems().is_empty(), "{:#?}", ledger.problems());
+    assert_eq!(c.relocation(1), Some((OLD, NEW, true)));
+    c.check_replay();
 }

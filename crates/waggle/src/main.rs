@@ -202,7 +202,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             .ok()
             .flatten()
             .and_then(|t| t.routing.filter(|_| t.partition_count() == config.partitions))
-            .map_or(config.partitions, |r| r.message_partitions),
+            .map_or(config.partitions, |r| r.created_with()),
         None => config.partitions,
     };
     persisted::check_or_record(&config.data_dir, &persisted::DataSettings::of(created_with, cluster.as_ref()))?;

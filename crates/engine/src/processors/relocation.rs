@@ -11,7 +11,8 @@
 //!   ([`distribution::route_of_correlation_key`]);
 //! - for each such key with state here: MOVING takes its buffered messages (keys, deadlines and
 //!   ids kept, with the processes each was correlated to), its message subscriptions (one
-//!   CORRELATING included: the process partition's answer follows it), and its message start
+//!   CORRELATING included: the process partition's answer comes here, which answers a
+//!   client's correlation waiting for it and forwards it), and its message start
 //!   markers out of this partition and notes the key as on its way (`RK/`); MOVE carries them
 //!   to the key's new partition through the exactly-once distribution, which writes them back
 //!   as MOVED in the batch that processes it. The acknowledgement (its applier) ends the `RK/`;
@@ -43,6 +44,7 @@ use crate::batch::{Command, RequestId};
 use crate::behaviors::starts;
 use crate::distribution::{self, Route};
 use crate::processing::P;
+use crate::processors::subscription;
 
 /// The correlation key of a command that must be processed where its key's state is.
 pub(crate) fn correlation_key_of(value: &RecordValue, intent: Intent) -> Option<&str> {
@@ -88,6 +90,15 @@ pub(crate) fn reroute(p: P, command: &Record) -> bool {
     let route = distribution::route_of_correlation_key(p, key);
     if route == Route::Here {
         return false;
+    }
+    // a client's correlation that started here, before its key moved, is answered here (the
+    // request waits in this partition's memory)
+    if let RecordValue::MessageSubscription(s) = &command.value {
+        match command.intent {
+            Intent::Correlate => subscription::answer_correlated(p, s.message_key, s.process_instance_key),
+            Intent::Reject => subscription::answer_not_correlated(p, s.message_key),
+            _ => {}
+        }
     }
     distribution::reroute(p, route, command.key, command.intent, command.value.clone());
     true
