@@ -69,14 +69,20 @@ pub(crate) enum Route {
 
 /// Where the state of `correlation_key` is: here, unless this partition relocated its keys to a
 /// grown partition count (MESSAGE_RELOCATION RELOCATING) and the key's partition under that
-/// count is another one; then on its way there until acknowledged (`RK/`), there after.
+/// count is another one; then on its way there until acknowledged (`RK/`), there after. A key
+/// this partition did not hold under the count before (a sender two growths behind, e.g. a
+/// subscription opened before the first) goes to its partition under that count, which holds
+/// it or knows where it went.
 pub(crate) fn route_of_correlation_key(p: &Processing<'_, '_, '_>, correlation_key: &str) -> Route {
-    let Some((_, desired, _)) = p.view().message_relocation() else { return Route::Here };
+    let Some((count, desired, _)) = p.view().message_relocation() else { return Route::Here };
     let owner = waggle_protocol::keys::partition_of_correlation_key(correlation_key, desired);
+    let before = waggle_protocol::keys::partition_of_correlation_key(correlation_key, count);
     if owner == p.partition {
         Route::Here
     } else if p.view().relocating(correlation_key) {
         Route::Hold
+    } else if before != p.partition {
+        Route::Forward(before)
     } else {
         Route::Forward(owner)
     }

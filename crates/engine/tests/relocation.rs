@@ -670,3 +670,69 @@ fn a_correlation_under_way_when_its_key_moves_is_answered() {
     assert_eq!(c.relocation(1), Some((OLD, NEW, true)));
     c.check_replay();
 }
+
+/// Two growths (2 -> 4 -> 5): an instance waiting since before the first keeps naming the
+/// key's first partition, which sends the instance partition's confirmation to the key's
+/// partition of the second count while that one has not moved it yet (not to its partition
+/// under the third count, a new one, which does not have it): the subscription closes once,
+/// and the message correlates once.
+#[test]
+fn a_subscription_from_before_two_growths_closes_once() {
+    let mut c = Cluster::new(2);
+    let resources = vec![DeploymentResource { resource_name: "relocation.bpmn".into(), resource: model("relocation.bpmn") }];
+    c.submit(1, Command::new(-1, Intent::Create, RecordValue::Deployment(DeploymentRecord { resources, ..Default::default() })));
+    c.settle();
+    let key = (0..)
+        .map(|i| format!("key-{i}"))
+        .find(|k| {
+            partition_of_correlation_key(k, 2) == 1 && partition_of_correlation_key(k, 4) == 3 && partition_of_correlation_key(k, 5) > 3
+        })
+        .unwrap();
+    let value = ProcessInstanceCreationRecord {
+        bpmn_process_id: "wait".into(),
+        version: -1,
+        variables: format!(r#"{{"key": "{key}"}}"#),
+        ..Default::default()
+    };
+    c.submit(2, Command::new(-1, Intent::Create, RecordValue::ProcessInstanceCreation(value)));
+    c.settle();
+    let relocate = |c: &mut Cluster, partition: PartitionId, count: u32, desired: u32| {
+        let value = MessageRelocationRecord { partition_count: count, desired_partition_count: desired, ..Default::default() };
+        c.submit(partition, Command::new(-1, Intent::Relocate, RecordValue::MessageRelocation(value)));
+        c.settle();
+    };
+    // 2 -> 4: the subscription moves from partition 1 to 3
+    for id in 3..=4 {
+        c.partitions.push(Partition::new(id));
+    }
+    relocate(&mut c, 1, 2, 4);
+    relocate(&mut c, 2, 2, 4);
+    for p in &mut c.partitions {
+        p.message_count = 4;
+    }
+    // 4 -> 5: partition 1 moved on (it has nothing of the key), partition 3 not yet
+    c.partitions.push(Partition::new(5));
+    relocate(&mut c, 1, 4, 5);
+    c.next_request += 1;
+    let value = MessageRecord {
+        name: "go".into(),
+        correlation_key: key.clone(),
+        time_to_live_ms: 60_000,
+        variables: "{}".into(),
+        ..Default::default()
+    };
+    let published =
+        c.submit(3, Command { request_id: Some(c.next_request), ..Command::new(-1, Intent::Publish, RecordValue::Message(value)) });
+    let published = published.expect("answered");
+    assert!(published.rejection.is_none(), "{published:?}");
+    c.settle();
+    for p in 2..=4 {
+        relocate(&mut c, p, 4, 5);
+    }
+    let ledger = Ledger::of(&c, &[(published.key, "go")]);
+    assert!(ledger.problems().is_empty(), "{:#?}", ledger.problems());
+    for p in &c.partitions {
+        assert!(p.store.scan_prefix(b"MS/").next().is_none(), "partition {}: a subscription left open", p.id);
+    }
+    c.check_replay();
+}

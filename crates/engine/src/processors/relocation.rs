@@ -29,7 +29,10 @@
 //!   (its sender sends it again); once the key arrived, it is acknowledged and forwarded to the
 //!   key's partition (distributed exactly once again);
 //! - a follow-up command of this partition goes through its own outbox while the key is on its
-//!   way, and is forwarded once it arrived.
+//!   way, and is forwarded once it arrived;
+//! - a key this partition did not hold under the count before (a subscription opened two
+//!   growths ago) is forwarded to its partition under that count, which holds it or forwards it
+//!   on.
 //!
 //! So at every log position a key's state is in exactly one place (or on its way, while nothing
 //! touches it), and a command reaches a key's new partition only after its state did.
