@@ -148,7 +148,7 @@ impl Cluster {
         panic!("outboxes never emptied");
     }
 
-    fn events<'a>(&'a self) -> impl Iterator<Item = (PartitionId, &'a Record)> + 'a {
+    fn events(&self) -> impl Iterator<Item = (PartitionId, &Record)> + '_ {
         self.partitions.iter().flat_map(|p| p.records.iter().filter(|r| r.record_type == RecordType::Event).map(move |r| (p.id, r)))
     }
 
