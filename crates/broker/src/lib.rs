@@ -214,7 +214,8 @@ pub(crate) struct PartitionCounts {
     /// The partitions new process instances are routed to round-robin: the new ones only once
     /// they hold every deployment.
     routed: std::sync::atomic::AtomicU16,
-    /// The partitions messages are spread over by correlation key (the first count).
+    /// The partitions messages are spread over by correlation key (the old count until the
+    /// keys moved to the grown one).
     messages: std::sync::atomic::AtomicU16,
 }
 
@@ -510,8 +511,8 @@ impl Broker {
         self.counts.routed()
     }
 
-    /// The partitions messages are spread over by correlation key: the cluster's first count
-    /// (a correlation key keeps its partition when the cluster grows).
+    /// The partitions messages are spread over by correlation key: the count before the cluster
+    /// grew until the correlation keys moved to the grown count (`AWAIT_RELOCATION_COMPLETION`).
     pub fn message_partition_count(&self) -> u16 {
         self.counts.messages()
     }
@@ -739,6 +740,7 @@ impl Broker {
                     o,
                     topology::Operation::PartitionBootstrap { .. }
                         | topology::Operation::AwaitRedistributionCompletion { .. }
+                        | topology::Operation::AwaitRelocationCompletion { .. }
                         | topology::Operation::UpdateRoutingState { .. }
                 )
             })

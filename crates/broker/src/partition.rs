@@ -181,6 +181,15 @@ impl PartitionHandle {
         self.store().and_then(|s| StateView::new(&*s).scale()).filter(|(_, _, done)| *done).map_or(0, |(_, r, _)| r.desired_partition_count)
     }
 
+    /// The partition count this partition moved its correlation keys to (MESSAGE_RELOCATION
+    /// RELOCATED), as this replica's committed state has it; 0 for none.
+    pub fn relocated(&self) -> u32 {
+        self.store()
+            .and_then(|s| StateView::new(&*s).message_relocation())
+            .filter(|(_, _, done)| *done)
+            .map_or(0, |(_, desired, _)| desired)
+    }
+
     /// The partition's folder in the data folder.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir

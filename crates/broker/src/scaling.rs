@@ -313,6 +313,7 @@ impl Broker {
                     learners: s.learners,
                     voters_outgoing: s.voters_outgoing,
                     scaled_up: if s.partition_id == 1 { h.scaled_up() } else { 0 },
+                    relocated: h.relocated(),
                 }
             })
             .collect()
@@ -564,6 +565,13 @@ impl Broker {
                     self.ask_scale_up(u32::from(t.routed_partitions()), desired_partition_count).await;
                 }
             }
+            if let Operation::AwaitRelocationCompletion { partition_count, desired_partition_count } = operation {
+                // each old message partition carries it out; asked again while one is not done
+                if scale_asked.is_none_or(|at| at.elapsed() >= SCALE_ASK_EVERY) {
+                    scale_asked = Some(std::time::Instant::now());
+                    self.ask_relocation(partition_count, desired_partition_count).await;
+                }
+            }
             let mut reports = self.leader_reports();
             reports.extend(self.push(&t).await);
             if topology::operation_done(operation, &reports) && self.complete_operation() {
@@ -603,6 +611,29 @@ impl Broker {
                 Some(r) => tracing::debug!(reason = %r.reason, "scale-up asked again"),
             },
             Err(e) => tracing::warn!(error = %e, "the scale-up could not be asked for yet"),
+        }
+    }
+
+    /// Sends MESSAGE_RELOCATION RELOCATE (from `current` to `desired` partitions) to each old
+    /// message partition, which moves the correlation keys whose partition differs under
+    /// `desired` there (`waggle_engine`'s `processors::relocation`); a partition done already
+    /// refuses the copy.
+    async fn ask_relocation(&self, current: u32, desired: u32) {
+        let value = waggle_protocol::value::MessageRelocationRecord {
+            partition_count: current,
+            desired_partition_count: desired,
+            ..Default::default()
+        };
+        for partition in 1..=current as PartitionId {
+            let value = waggle_protocol::RecordValue::MessageRelocation(value.clone());
+            let command = waggle_engine::Command::new(-1, waggle_protocol::Intent::Relocate, value);
+            match self.submit(partition, command).await {
+                Ok(answer) => match &answer.rejection {
+                    None => tracing::info!(partition, current, desired, "the partition moves its correlation keys"),
+                    Some(r) => tracing::debug!(partition, reason = %r.reason, "relocation asked again"),
+                },
+                Err(e) => tracing::warn!(partition, error = %e, "the relocation could not be asked for yet"),
+            }
         }
     }
 

@@ -95,6 +95,12 @@ pub enum Operation {
     /// New process instances go to every partition from now on.
     #[serde(rename_all = "camelCase")]
     UpdateRoutingState { desired_partition_count: u32 },
+    /// Every old message partition (1 to `partition_count`) moves the correlation keys whose
+    /// partition differs under `desired_partition_count` there (MESSAGE_RELOCATION RELOCATE):
+    /// done once each recorded RELOCATED; messages are spread over the desired count from then
+    /// on (Zeebe 8.8 plans the step as `AWAIT_RELOCATION_COMPLETION`; appended).
+    #[serde(rename_all = "camelCase")]
+    AwaitRelocationCompletion { partition_count: u32, desired_partition_count: u32 },
 }
 
 /// The change under way.
@@ -138,8 +144,29 @@ pub struct Routing {
     /// New process instances go round-robin to partitions 1 to this.
     pub routed_partitions: PartitionId,
     /// Messages live on the partition of their correlation key among 1 to this: the count the
-    /// cluster had before it first grew (Zeebe 8.8's `MessageCorrelation.HashMod`).
+    /// cluster had before it grew, until `AwaitRelocationCompletion` moved the correlation keys
+    /// to the grown count (Zeebe 8.8's `MessageCorrelation.HashMod`).
     pub message_partitions: PartitionId,
+    /// The count the cluster was created with (what its brokers' data folders record; 0 in a
+    /// topology written before the correlation keys could move, where `message_partitions` is
+    /// that count).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub first_partitions: PartitionId,
+}
+
+fn is_zero(n: &PartitionId) -> bool {
+    *n == 0
+}
+
+impl Routing {
+    /// The count the cluster was created with.
+    pub fn created_with(&self) -> PartitionId {
+        if self.first_partitions == 0 {
+            self.message_partitions
+        } else {
+            self.first_partitions
+        }
+    }
 }
 
 /// A change that cannot be made, with why.
@@ -388,7 +415,8 @@ impl Topology {
             }
             Operation::PartitionBootstrap { .. }
             | Operation::AwaitRedistributionCompletion { .. }
-            | Operation::UpdateRoutingState { .. } => self.check_scale(operation),
+            | Operation::UpdateRoutingState { .. }
+            | Operation::AwaitRelocationCompletion { .. } => self.check_scale(operation),
             Operation::PartitionLeave { broker_id, partition_id } => {
                 known(broker_id)?;
                 partition_ok(partition_id)?;
@@ -432,7 +460,8 @@ impl Topology {
             Operation::BrokerRemove { .. } => {}
             Operation::PartitionBootstrap { .. }
             | Operation::AwaitRedistributionCompletion { .. }
-            | Operation::UpdateRoutingState { .. } => self.start_scale(operation),
+            | Operation::UpdateRoutingState { .. }
+            | Operation::AwaitRelocationCompletion { .. } => self.start_scale(operation),
         }
     }
 
@@ -455,7 +484,8 @@ impl Topology {
             Operation::BrokerAdd { .. } | Operation::PartitionReconfigurePriority { .. } => {}
             Operation::PartitionBootstrap { .. }
             | Operation::AwaitRedistributionCompletion { .. }
-            | Operation::UpdateRoutingState { .. } => self.finish_scale(operation),
+            | Operation::UpdateRoutingState { .. }
+            | Operation::AwaitRelocationCompletion { .. } => self.finish_scale(operation),
         }
     }
 
@@ -532,6 +562,10 @@ pub struct LeaderReport {
     /// 0: none), as its leader's state has it.
     #[serde(default)]
     pub scaled_up: u32,
+    /// The partition count this partition moved its correlation keys to (MESSAGE_RELOCATION
+    /// RELOCATED; 0: none), as its leader's state has it.
+    #[serde(default)]
+    pub relocated: u32,
 }
 
 /// Whether `operation` is done by what the partitions' leaders report: a joining replica is a
@@ -551,9 +585,10 @@ pub fn operation_done(operation: Operation, reports: &[LeaderReport]) -> bool {
                 && !r.learners.contains(&broker_id)
                 && !r.voters_outgoing.contains(&broker_id)
         }),
-        Operation::PartitionBootstrap { .. } | Operation::AwaitRedistributionCompletion { .. } | Operation::UpdateRoutingState { .. } => {
-            crate::topology_scale::scale_operation_done(operation, reports)
-        }
+        Operation::PartitionBootstrap { .. }
+        | Operation::AwaitRedistributionCompletion { .. }
+        | Operation::UpdateRoutingState { .. }
+        | Operation::AwaitRelocationCompletion { .. } => crate::topology_scale::scale_operation_done(operation, reports),
     }
 }
 
@@ -640,6 +675,7 @@ mod tests {
             learners: learners.to_vec(),
             voters_outgoing: outgoing.to_vec(),
             scaled_up: 0,
+            relocated: 0,
         };
         let join = Operation::PartitionJoin { broker_id: 2, partition_id: 1, priority: 1 };
         assert!(!operation_done(join, &[report(0, &[0, 1], &[2], &[])]), "a learner is not joined");

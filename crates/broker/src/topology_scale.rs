@@ -8,16 +8,19 @@
 //! - [`Topology::plan_partitions`] plans, for each new partition in order, one
 //!   `PartitionBootstrap` (its replicas placed round-robin over the brokers in id order with
 //!   the cluster's replication factor, as the static placement places partition `p`: from the
-//!   `(p - 1) mod n`-th broker, the first preferred), then `AwaitRedistributionCompletion` and
-//!   `UpdateRoutingState`. A count below the current one is refused; the same count plans
-//!   nothing.
+//!   `(p - 1) mod n`-th broker, the first preferred), then `AwaitRedistributionCompletion`,
+//!   `AwaitRelocationCompletion` and `UpdateRoutingState`. A count below the current one is
+//!   refused; the same count plans nothing.
 //! - A bootstrapping partition's replicas are BOOTSTRAPPING, all of them voters of a new group
 //!   (no learner phase: none has data); the operation is done once the group has a leader.
 //! - From the first bootstrap on, the topology has a [`Routing`]: new instances go to the
 //!   partitions there were (`routed_partitions`) until `UpdateRoutingState`, which comes after
 //!   the deployment partition recorded that every new partition holds every deployment
-//!   (`AwaitRedistributionCompletion`); messages stay on the partitions of the first count
-//!   (`message_partitions`), so a correlation key never changes its partition.
+//!   (`AwaitRedistributionCompletion`); messages stay on the partitions of the old count
+//!   (`message_partitions`) until every old message partition moved the correlation keys whose
+//!   partition differs under the new count there (`AwaitRelocationCompletion`: MESSAGE_RELOCATION
+//!   RELOCATED, reported as `LeaderReport::relocated`; the engine's `processors::relocation`);
+//!   finishing it spreads messages over the new count.
 
 use waggle_protocol::PartitionId;
 
@@ -38,12 +41,12 @@ impl Topology {
     }
 
     /// Whether a broker configured with `partitions` partitions runs this topology: its
-    /// partition count, or, once the count grew, the count messages are still spread over (the
-    /// one the cluster was created with: its brokers keep their configuration). The start-up
-    /// guards (`load_topology`, `waggle`'s `cluster.json` check) and `waggle restore` ask this.
+    /// partition count, or, once the count grew, the count the cluster was created with (its
+    /// brokers keep their configuration; the routing state records it). The start-up guards
+    /// (`load_topology`, `waggle`'s `cluster.json` check) and `waggle restore` ask this.
     pub fn fits_configured_count(&self, partitions: PartitionId) -> bool {
         let count = self.partition_count();
-        partitions == count || (self.routing.is_some_and(|r| r.message_partitions == partitions) && count > partitions)
+        partitions == count || (self.routing.is_some_and(|r| r.created_with() == partitions) && count > partitions)
     }
 
     /// The operations that grow the cluster to `count` partitions (see the module doc).
@@ -72,6 +75,7 @@ impl Topology {
             })
             .collect();
         ops.push(Operation::AwaitRedistributionCompletion { desired_partition_count: count });
+        ops.push(relocation_step(self.message_partitions(), count));
         ops.push(Operation::UpdateRoutingState { desired_partition_count: count });
         Ok(ops)
     }
@@ -117,6 +121,9 @@ impl Topology {
                 }
                 Ok(())
             }
+            Operation::AwaitRelocationCompletion { partition_count, desired_partition_count } => {
+                self.check_relocation(partition_count, desired_partition_count)
+            }
             _ => Ok(()),
         }
     }
@@ -126,7 +133,7 @@ impl Topology {
     pub(crate) fn start_scale(&mut self, operation: Operation) {
         if let Operation::PartitionBootstrap { broker_id, partition_id, replication_factor } = operation {
             let count = self.partition_count();
-            self.routing.get_or_insert(Routing { routed_partitions: count, message_partitions: count });
+            self.routing.get_or_insert(Routing { routed_partitions: count, message_partitions: count, first_partitions: count });
             for (node, priority) in self.bootstrap_placement(broker_id, replication_factor) {
                 self.brokers.entry(node).or_default().insert(partition_id, Replica { state: ReplicaState::Bootstrapping, priority });
             }
@@ -149,9 +156,45 @@ impl Topology {
                     routing.routed_partitions = desired_partition_count as PartitionId;
                 }
             }
+            Operation::AwaitRelocationCompletion { desired_partition_count, .. } => self.finish_relocation(desired_partition_count),
             _ => {}
         }
     }
+
+    /// Whether a relocation of the correlation keys from `partition_count` to
+    /// `desired_partition_count` partitions can be made: the messages are spread over the first,
+    /// and the cluster has the second.
+    fn check_relocation(&self, partition_count: u32, desired_partition_count: u32) -> Result<(), TopologyError> {
+        let (count, messages) = (u32::from(self.partition_count()), u32::from(self.message_partitions()));
+        if desired_partition_count != count || partition_count != messages || messages >= count {
+            return Err(TopologyError::Scale(format!(
+                "the cluster has {count} partitions, messages over {messages}: no correlation keys to move from \
+                 {partition_count} to {desired_partition_count} partitions"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The relocation is done: messages are spread over the desired count (gateways publish,
+    /// engines open subscriptions by it).
+    fn finish_relocation(&mut self, desired_partition_count: u32) {
+        if let Some(routing) = &mut self.routing {
+            routing.message_partitions = desired_partition_count as PartitionId;
+        }
+    }
+}
+
+/// The step that moves the correlation keys of the `partition_count` message partitions to
+/// their partitions under `desired_partition_count` (see [`relocation_done`]).
+fn relocation_step(partition_count: PartitionId, desired_partition_count: u32) -> Operation {
+    Operation::AwaitRelocationCompletion { partition_count: u32::from(partition_count), desired_partition_count }
+}
+
+/// Whether every old message partition (1 to `partition_count`) recorded its correlation keys
+/// moved to `desired_partition_count` partitions (MESSAGE_RELOCATION RELOCATED), by what their
+/// leaders report.
+fn relocation_done(partition_count: u32, desired_partition_count: u32, reports: &[LeaderReport]) -> bool {
+    (1..=partition_count).all(|p| reports.iter().any(|r| u32::from(r.partition) == p && r.relocated >= desired_partition_count))
 }
 
 /// Whether a scale-up's `operation` is done by what the partitions' leaders report: a
@@ -161,6 +204,9 @@ pub(crate) fn scale_operation_done(operation: Operation, reports: &[LeaderReport
         Operation::PartitionBootstrap { partition_id, .. } => reports.iter().any(|r| r.partition == partition_id),
         Operation::AwaitRedistributionCompletion { desired_partition_count } => {
             reports.iter().any(|r| r.partition == DEPLOYMENT_PARTITION && r.scaled_up >= desired_partition_count)
+        }
+        Operation::AwaitRelocationCompletion { partition_count, desired_partition_count } => {
+            relocation_done(partition_count, desired_partition_count, reports)
         }
         _ => true,
     }
@@ -178,7 +224,15 @@ mod tests {
     }
 
     fn report(partition: PartitionId, scaled_up: u32) -> LeaderReport {
-        LeaderReport { partition, leader: 0, voters: vec![0, 1, 2], learners: Vec::new(), voters_outgoing: Vec::new(), scaled_up }
+        LeaderReport {
+            partition,
+            leader: 0,
+            voters: vec![0, 1, 2],
+            learners: Vec::new(),
+            voters_outgoing: Vec::new(),
+            scaled_up,
+            relocated: 0,
+        }
     }
 
     #[test]
@@ -193,6 +247,7 @@ mod tests {
                 PartitionBootstrap { broker_id: 1, partition_id: 5, replication_factor: 3 },
                 PartitionBootstrap { broker_id: 2, partition_id: 6, replication_factor: 3 },
                 AwaitRedistributionCompletion { desired_partition_count: 6 },
+                AwaitRelocationCompletion { partition_count: 3, desired_partition_count: 6 },
                 UpdateRoutingState { desired_partition_count: 6 },
             ]
         );
@@ -213,9 +268,19 @@ mod tests {
         assert!(!scale_operation_done(waiting, &[report(1, 0), report(4, 0)]));
         assert!(scale_operation_done(waiting, &[report(1, 6)]));
         t.complete_next(9);
+        // the relocation: done once every old message partition moved its keys
+        let relocating = t.next_operation().unwrap();
+        let moved = |partition, relocated| LeaderReport { relocated, ..report(partition, 0) };
+        assert!(!scale_operation_done(relocating, &[moved(1, 6), moved(2, 6), moved(4, 0)]), "partition 3 has not");
+        assert!(!scale_operation_done(relocating, &[moved(1, 6), moved(2, 6), moved(3, 0)]));
+        assert!(scale_operation_done(relocating, &[moved(1, 6), moved(2, 6), moved(3, 6)]));
+        assert_eq!(t.message_partitions(), 3, "messages stay on the old count while keys move");
         t.complete_next(10);
+        assert_eq!((t.routed_partitions(), t.message_partitions()), (3, 6), "then the new count");
+        t.complete_next(11);
         assert_eq!((t.pending.clone(), t.last.as_ref().map(|c| c.id)), (None, Some(id)));
-        assert_eq!((t.partition_count(), t.routed_partitions(), t.message_partitions()), (6, 6, 3));
+        assert_eq!((t.partition_count(), t.routed_partitions(), t.message_partitions()), (6, 6, 6));
+        assert_eq!(t.routing.map(|r| r.created_with()), Some(3), "the count the data folders were created with");
         let mut expected = Topology::initial(&spec(3, 3), 6).brokers;
         // the static placement of six partitions, every replica active
         for replicas in expected.values_mut() {
@@ -228,13 +293,14 @@ mod tests {
         assert!(t.fits_configured_count(3) && t.fits_configured_count(6), "{t:?}");
         assert!(!t.fits_configured_count(5) && !t.fits_configured_count(7));
         assert!(Topology::initial(&spec(3, 3), 3).fits_configured_count(3) && !Topology::initial(&spec(3, 3), 3).fits_configured_count(6));
-        // a second growth keeps the messages on the first count
+        // a second growth moves the keys from six partitions
         let ops = t.plan_partitions(7).unwrap();
+        assert_eq!(ops[2], AwaitRelocationCompletion { partition_count: 6, desired_partition_count: 7 });
         t.plan_operations(ops, 0, 11).unwrap();
         while t.next_operation().is_some() {
             t.complete_next(12);
         }
-        assert_eq!((t.partition_count(), t.routed_partitions(), t.message_partitions()), (7, 7, 3));
+        assert_eq!((t.partition_count(), t.routed_partitions(), t.message_partitions()), (7, 7, 7));
     }
 
     #[test]
@@ -267,5 +333,8 @@ mod tests {
         t.plan_operations(ops, 0, 1).unwrap();
         t.save(dir.path()).unwrap();
         assert_eq!(Topology::load(dir.path()).unwrap(), Some(t));
+        // a routing state written before the keys could move: its message count is the first
+        let old: Routing = serde_json::from_str(r#"{"routedPartitions": 6, "messagePartitions": 3}"#).unwrap();
+        assert_eq!(old.created_with(), 3);
     }
 }

@@ -312,7 +312,13 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
         },
         RecordValue::CommandDistribution(d) => match record.intent {
             Intent::Distributing => state.put(outbox_key(d.partition_id, record.key), encode(d)),
-            Intent::Acknowledged => state.delete(outbox_key(d.partition_id, record.key)),
+            Intent::Acknowledged => {
+                state.delete(outbox_key(d.partition_id, record.key));
+                // a correlation key's state reached its new partition: commands for it go there
+                if let (Intent::Move, Some(RecordValue::MessageRelocation(r))) = (d.intent, d.command_value.as_deref()) {
+                    state.delete(relocating_key(&r.correlation_key));
+                }
+            }
             Intent::Received => {
                 state.put(received_key(d.partition_id, record.key), vec![]);
                 if d.acknowledged_below > StateView::new(state).distributions_acknowledged_below(d.partition_id) {
@@ -356,6 +362,7 @@ pub(crate) fn apply(state: &mut Overlay<'_>, processes: &mut ProcessCache, recor
         RecordValue::Scale(s) if matches!(record.intent, Intent::ScalingUp | Intent::ScaledUp) => {
             state.put(SCALE.to_vec(), encode(&(record.key, s, record.intent == Intent::ScaledUp)))
         }
+        RecordValue::MessageRelocation(r) => apply_relocation(state, record.intent, r),
         // DEPLOYMENT CREATED, PROCESS_INSTANCE_CREATION CREATED, VARIABLE_DOCUMENT UPDATED,
         // PROCESS_INSTANCE_MODIFICATION MODIFIED, PROCESS_INSTANCE_MIGRATION MIGRATED and
         // JOB_BATCH records carry no state of their own.
@@ -778,6 +785,72 @@ fn apply_job(state: &mut Overlay<'_>, key: i64, intent: Intent, job: &JobRecord)
         JobState::Activatable => state.put(activatable_key(&after.job_type, key), vec![]),
         JobState::Activated => state.put(deadline_key(after.deadline_ms, key), vec![]),
         JobState::Failed if after.recurring_time_ms > 0 => state.put(backoff_key(after.recurring_time_ms, key), vec![]),
+        _ => {}
+    }
+}
+
+/// MESSAGE_RELOCATION: RELOCATING / RELOCATED keep the relocation's counts (and whether it is
+/// done); MOVING takes a correlation key's state out of this partition (its messages with their
+/// ids, deadlines and correlated processes, its subscriptions, its message start markers; the
+/// instances' own `MAR/` rows stay with them) and notes the key as on its way (`RK/`); MOVED
+/// puts that state into the new partition; RELEASED drops a moved start marker whose instance
+/// ended on the old partition.
+fn apply_relocation(state: &mut Overlay<'_>, intent: Intent, r: &waggle_protocol::value::MessageRelocationRecord) {
+    match intent {
+        Intent::Relocating | Intent::Relocated => {
+            state.put(RELOCATION.to_vec(), encode(&(r.partition_count, r.desired_partition_count, intent == Intent::Relocated)))
+        }
+        Intent::Moving => {
+            for m in &r.messages {
+                let (key, msg) = (m.message_key, &m.message);
+                state.delete(message_key(key));
+                state.delete(message_name_key(&msg.tenant_id, &msg.name, &msg.correlation_key, key));
+                if !msg.message_id.is_empty() {
+                    state.delete(message_id_key(&msg.tenant_id, &msg.name, &msg.correlation_key, &msg.message_id));
+                }
+                state.delete(message_deadline_key(msg.deadline_ms, key));
+                for process in &m.correlated_processes {
+                    state.delete(message_correlated_key(key, process));
+                }
+            }
+            for s in &r.subscriptions {
+                state.delete(message_subscription_key(&s.tenant_id, &s.message_name, &s.correlation_key, s.element_instance_key));
+            }
+            for started in &r.started_instances {
+                state.delete(message_started_key(&started.tenant_id, &started.bpmn_process_id, &r.correlation_key));
+            }
+            state.put(relocating_key(&r.correlation_key), vec![]);
+        }
+        Intent::Moved => {
+            for m in &r.messages {
+                let (key, msg) = (m.message_key, &m.message);
+                state.put(message_key(key), encode(msg));
+                state.put(message_name_key(&msg.tenant_id, &msg.name, &msg.correlation_key, key), vec![]);
+                if !msg.message_id.is_empty() {
+                    state.put(message_id_key(&msg.tenant_id, &msg.name, &msg.correlation_key, &msg.message_id), encode(&key));
+                }
+                state.put(message_deadline_key(msg.deadline_ms, key), vec![]);
+                for process in &m.correlated_processes {
+                    state.put(message_correlated_key(key, process), vec![]);
+                }
+            }
+            for s in &r.subscriptions {
+                let key = message_subscription_key(&s.tenant_id, &s.message_name, &s.correlation_key, s.element_instance_key);
+                state.put(key, encode(s));
+            }
+            for started in &r.started_instances {
+                let key = message_started_key(&started.tenant_id, &started.bpmn_process_id, &r.correlation_key);
+                state.put(key, encode(&started.process_instance_key));
+            }
+        }
+        Intent::Released => {
+            for started in &r.started_instances {
+                let key = message_started_key(&started.tenant_id, &started.bpmn_process_id, &r.correlation_key);
+                if StateView::new(state).get_raw::<i64>(&key) == Some(started.process_instance_key) {
+                    state.delete(key);
+                }
+            }
+        }
         _ => {}
     }
 }

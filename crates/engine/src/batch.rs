@@ -88,9 +88,9 @@ pub struct ProcessingContext<'a> {
     /// Partitions of the cluster: signals and deployments go to all of them.
     pub partition_count: u32,
     /// The partitions messages are spread over by their correlation key (0: all of them). It
-    /// stays at the count the cluster had before its partition count grew (Zeebe 8.8's routing
-    /// state keeps its `MessageCorrelation.HashMod` of the first count), so a correlation key
-    /// keeps its partition.
+    /// stays at the count the cluster had before its partition count grew until the keys moved
+    /// to the grown count (`processors::relocation`); a partition that moved a key forwards what
+    /// a sender with the old count still sends it.
     pub message_partition_count: u32,
 }
 
@@ -210,5 +210,6 @@ pub(crate) fn value_type_of(value: &RecordValue) -> ValueType {
         RecordValue::ProcessEvent(_) => ValueType::ProcessEvent,
         RecordValue::Checkpoint(_) => ValueType::Checkpoint,
         RecordValue::Scale(_) => ValueType::Scale,
+        RecordValue::MessageRelocation(_) => ValueType::MessageRelocation,
     }
 }

@@ -30,6 +30,14 @@ pub(crate) fn send(p: &mut Processing<'_, '_, '_>, partition: PartitionId, key: 
     }
 }
 
+/// Sends a command to this partition itself through the outbox: it is processed in a later
+/// batch, when the broker delivers it (again every time it is not acknowledged). A command for a
+/// correlation key on its way to another partition waits so (see `processors::relocation`).
+pub(crate) fn send_later(p: &mut Processing<'_, '_, '_>, key: i64, intent: Intent, value: RecordValue) {
+    let own = p.partition;
+    send_to_other(p, own, key, intent, value);
+}
+
 /// Sends a command to another partition through the outbox.
 fn send_to_other(p: &mut Processing<'_, '_, '_>, partition: PartitionId, key: i64, intent: Intent, value: RecordValue) {
     let distribution_key = p.new_key();
@@ -45,6 +53,51 @@ fn send_to_other(p: &mut Processing<'_, '_, '_>, partition: PartitionId, key: i6
     let acknowledged_below = p.view().oldest_pending_distribution(partition).unwrap_or(distribution_key);
     let distribution = Distribution { source: p.partition, key: distribution_key, acknowledged_below };
     p.deliver(partition, Command { distribution: Some(distribution), ..Command::new(key, intent, value) });
+}
+
+/// Where the state of a correlation key is, for a command about it on this partition (see
+/// `processors::relocation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Here: no relocation moved it away (or it moved here).
+    Here,
+    /// On its way to its new partition (sent, not acknowledged): the command waits.
+    Hold,
+    /// On its new partition, which takes the command.
+    Forward(PartitionId),
+}
+
+/// Where the state of `correlation_key` is: here, unless this partition relocated its keys to a
+/// grown partition count (MESSAGE_RELOCATION RELOCATING) and the key's partition under that
+/// count is another one; then on its way there until acknowledged (`RK/`), there after. A key
+/// this partition did not hold under the count before (a sender two growths behind, e.g. a
+/// subscription opened before the first) goes to its partition under that count, which holds
+/// it or knows where it went.
+pub(crate) fn route_of_correlation_key(p: &Processing<'_, '_, '_>, correlation_key: &str) -> Route {
+    let Some((count, desired, _)) = p.view().message_relocation() else { return Route::Here };
+    let owner = waggle_protocol::keys::partition_of_correlation_key(correlation_key, desired);
+    let before = waggle_protocol::keys::partition_of_correlation_key(correlation_key, count);
+    if owner == p.partition {
+        Route::Here
+    } else if p.view().relocating(correlation_key) {
+        Route::Hold
+    } else if before != p.partition {
+        Route::Forward(before)
+    } else {
+        Route::Forward(owner)
+    }
+}
+
+/// Sends a command for a correlation key that is not here where it is taken (`route` is not
+/// [`Route::Here`]): to the key's new partition, or back to this partition through the outbox
+/// while the key's state is on its way (processed when delivered again, after the
+/// acknowledgement: a command never reaches the new partition before the state does).
+pub(crate) fn reroute(p: &mut Processing<'_, '_, '_>, route: Route, key: i64, intent: Intent, value: RecordValue) {
+    match route {
+        Route::Here => p.command(key, intent, value),
+        Route::Hold => send_later(p, key, intent, value),
+        Route::Forward(partition) => send(p, partition, key, intent, value),
+    }
 }
 
 /// The partitions deployments and deletions go to: the batch context's count, or the count a

@@ -67,6 +67,10 @@
 //!   its children over later batches (from PROCESS_INSTANCE_BATCH TERMINATING to TERMINATED): a
 //!   restart asks for the next PROCESS_INSTANCE_BATCH TERMINATE of those still holding
 //!   children to terminate
+//! - `RK/<correlation key>`              → (): a correlation key whose state was sent to its new
+//!   partition (MESSAGE_RELOCATION MOVING) and not acknowledged yet; commands for it wait
+//! - `X/relocation`                      → (count, desired count, done): the relocation of
+//!   correlation keys (MESSAGE_RELOCATION RELOCATING, RELOCATED)
 //! - `X/...`                             → broker metadata (applied index, counters)
 //! - `X/last_checkpoint`                 → CheckpointRecord: the partition's last backup
 //!   checkpoint (CHECKPOINT CREATED)
@@ -93,6 +97,9 @@ pub(crate) const LAST_CHECKPOINT: &[u8] = b"X/last_checkpoint";
 /// The partition count's growth this (deployment) partition carries out or carried out last
 /// (SCALE SCALING_UP and SCALED_UP): the event's key, its record and whether it is done.
 pub(crate) const SCALE: &[u8] = b"X/scale";
+/// The relocation of correlation keys this (old message) partition carries out or carried out
+/// last (MESSAGE_RELOCATION RELOCATING and RELOCATED): (count, desired count, done).
+pub(crate) const RELOCATION: &[u8] = b"X/relocation";
 
 /// Whether rows of `table` (a key's prefix up to and including its first `/`) have keys that
 /// start, after the table prefix, with the key of what owns the row (element instance, scope,
@@ -393,6 +400,9 @@ pub(crate) fn message_start_key(tenant: &str, name: &str, bpmn_process_id: &str,
 }
 pub(crate) fn message_started_key(tenant: &str, bpmn_process_id: &str, correlation: &str) -> Vec<u8> {
     k(&[b"MA/", &tenant_part(tenant), bpmn_process_id.as_bytes(), b"\0", correlation.as_bytes()])
+}
+pub(crate) fn relocating_key(correlation: &str) -> Vec<u8> {
+    k(&[b"RK/", correlation.as_bytes()])
 }
 pub(crate) fn message_started_reverse_key(process_instance: i64) -> Vec<u8> {
     k(&[b"MAR/", &be(process_instance)])
@@ -895,6 +905,54 @@ impl<'a> StateView<'a> {
     /// its key, record and whether it is done.
     pub fn scale(&self) -> Option<(i64, waggle_protocol::value::ScaleRecord, bool)> {
         self.get(SCALE)
+    }
+    /// The relocation of correlation keys under way or done last here (MESSAGE_RELOCATION
+    /// RELOCATING, RELOCATED): (count, desired count, done).
+    pub fn message_relocation(&self) -> Option<(u32, u32, bool)> {
+        self.get(RELOCATION)
+    }
+    /// Whether the state of a correlation key left for its new partition and is not
+    /// acknowledged yet.
+    pub(crate) fn relocating(&self, correlation: &str) -> bool {
+        self.kv.get(&relocating_key(correlation)).is_some()
+    }
+    /// Whether any correlation key's state is on its way to its new partition.
+    pub(crate) fn any_relocating(&self) -> bool {
+        self.kv.scan_prefix(b"RK/").next().is_some()
+    }
+    /// Every live message, oldest key first: (key, message).
+    pub(crate) fn all_messages(&self) -> Vec<(i64, MessageRecord)> {
+        self.kv.scan_prefix(b"M/").map(|(key, v)| (i64::from_be_bytes(key[2..10].try_into().expect("message key")), decode(&v))).collect()
+    }
+    /// The processes a message was correlated to (`MC/`).
+    pub(crate) fn correlated_processes(&self, message: i64) -> Vec<String> {
+        let prefix = message_correlated_prefix(message);
+        self.kv.scan_prefix(&prefix).map(|(key, _)| String::from_utf8_lossy(&key[prefix.len()..]).into_owned()).collect()
+    }
+    /// Every message subscription (message side), in key order.
+    pub(crate) fn all_message_subscriptions(&self) -> Vec<MessageSubscriptionRecord> {
+        self.kv.scan_prefix(b"MS/").map(|(_, v)| decode(&v)).collect()
+    }
+    /// Every "one active instance per correlation key" marker of message start events:
+    /// (tenant, bpmn process id, correlation key, process instance key).
+    pub(crate) fn all_message_starts(&self) -> Vec<(String, String, String, i64)> {
+        self.kv
+            .scan_prefix(b"MA/")
+            .filter_map(|(key, v)| {
+                let rest = &key[3..];
+                let (tenant, rest) = match rest.first() {
+                    Some(0xFF) => {
+                        let end = rest[1..].iter().position(|&b| b == 0xFF)? + 1;
+                        (String::from_utf8_lossy(&rest[1..end]).into_owned(), &rest[end + 1..])
+                    }
+                    _ => (waggle_protocol::DEFAULT_TENANT.to_string(), rest),
+                };
+                let split = rest.iter().position(|&b| b == 0)?;
+                let bpmn = String::from_utf8_lossy(&rest[..split]).into_owned();
+                let correlation = String::from_utf8_lossy(&rest[split + 1..]).into_owned();
+                Some((tenant, bpmn, correlation, decode::<i64>(&v)))
+            })
+            .collect()
     }
     /// Every process definition deployed and not deleted, oldest key first.
     pub(crate) fn all_processes(&self) -> Vec<ProcessRecord> {

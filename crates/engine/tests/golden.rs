@@ -709,6 +709,15 @@ fn render(r: &Record) -> String {
         ),
         RecordValue::Checkpoint(c) => format!("checkpoint={} position={}", c.checkpoint_id, c.checkpoint_position),
         RecordValue::Scale(s) => format!("scale={}->{}", s.current_partition_count, s.desired_partition_count),
+        RecordValue::MessageRelocation(r) => format!(
+            "relocation={}->{} key={} messages={} subscriptions={} started={}",
+            r.partition_count,
+            r.desired_partition_count,
+            r.correlation_key,
+            r.messages.len(),
+            r.subscriptions.len(),
+            r.started_instances.len()
+        ),
     };
     let rejection = r.rejection.as_ref().map(|x| format!(" !{} \"{}\"", x.rejection_type.as_str(), x.reason)).unwrap_or_default();
     format!("{:>3} {:>3} {:>4} {kind} {} {} {details}{rejection}", r.position, r.source_position, short(r.key), r.value_type, r.intent)

@@ -49,6 +49,7 @@ const LAYERS: &[&[&str]] = &[
         "processors::message",
         "processors::user_task",
         "processors::scale",
+        "processors::relocation",
     ],
     &["processors"],
 ];

@@ -404,6 +404,25 @@ pub fn value(value: &RecordValue) -> Value {
             "desiredPartitionCount": s.desired_partition_count,
             "redistributedPartitions": s.redistributed_partitions,
         }),
+        // Waggle's own: correlation keys moving to a grown partition count (each message and
+        // subscription as its own record renders it)
+        RecordValue::MessageRelocation(r) => json!({
+            "partitionCount": r.partition_count,
+            "desiredPartitionCount": r.desired_partition_count,
+            "correlationKey": r.correlation_key,
+            "messages": r.messages.iter().map(|m| {
+                let mut message = crate::json::value(&RecordValue::Message(m.message.clone()));
+                message["messageKey"] = json!(m.message_key);
+                message["correlatedProcesses"] = json!(m.correlated_processes);
+                message
+            }).collect::<Vec<_>>(),
+            "subscriptions": r.subscriptions.iter().map(|s| crate::json::value(&RecordValue::MessageSubscription(s.clone()))).collect::<Vec<_>>(),
+            "startedInstances": r.started_instances.iter().map(|s| json!({
+                "tenantId": tenant(&s.tenant_id),
+                "bpmnProcessId": s.bpmn_process_id,
+                "processInstanceKey": s.process_instance_key,
+            })).collect::<Vec<_>>(),
+        }),
     }
 }
 

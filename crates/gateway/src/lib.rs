@@ -76,6 +76,11 @@ impl Default for GatewayConfig {
 const CREATE_PARTITION_WINDOW: Duration = Duration::from_millis(500);
 /// How long a new instance is tried on partition after partition before it fails as unavailable.
 const CREATE_WINDOW: Duration = Duration::from_secs(8);
+/// How long a message command refused because its correlation key is moving to another
+/// partition (a partition count that grew) is asked again, by the count the gateway knows at
+/// each try, and how long between tries.
+const RELOCATION_WINDOW: Duration = Duration::from_secs(10);
+const RELOCATION_RETRY: Duration = Duration::from_millis(100);
 
 pub struct GatewayService {
     broker: Backend,
@@ -156,6 +161,25 @@ impl GatewayService {
         Ok(record)
     }
 
+    /// A message command on the partition of `correlation_key`: asked again while that
+    /// partition refuses it as moving the key to another one (a rejection UNAVAILABLE: the
+    /// partition count grew), each time on the partition by the count the gateway knows then,
+    /// for at most [`RELOCATION_WINDOW`]; then the refusal is the answer (UNAVAILABLE, retryable).
+    async fn submit_by_correlation_key(&self, correlation_key: &str, intent: Intent, value: RecordValue) -> Result<Record, Status> {
+        let deadline = tokio::time::Instant::now() + RELOCATION_WINDOW;
+        loop {
+            let partition = self.broker.partition_of_correlation_key(correlation_key);
+            let record = self.broker.submit(partition, Command::new(-1, intent, value.clone())).await.map_err(status::broker)?;
+            match &record.rejection {
+                Some(r) if r.rejection_type == waggle_protocol::RejectionType::Unavailable && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(RELOCATION_RETRY).await;
+                }
+                Some(_) => return Err(status::rejection(&record)),
+                None => return Ok(record),
+            }
+        }
+    }
+
     /// Correlates a message at once (Zeebe 8.8's MESSAGE_CORRELATION CORRELATE, which the gRPC
     /// protocol lacks; REST's `POST /v2/messages/correlation`) on the partition of its
     /// correlation key: the CORRELATED record, with the message's key and the process instance
@@ -172,16 +196,15 @@ impl GatewayService {
         self.measured("CorrelateMessage", async {
             let tenant_id = self.tenant(caller, "CorrelateMessage", &tenant_id)?;
             status::check_variables("variables", &variables)?;
-            let partition = self.broker.partition_of_correlation_key(&correlation_key);
             let value = RecordValue::MessageCorrelation(MessageCorrelationRecord {
                 name,
-                correlation_key,
+                correlation_key: correlation_key.clone(),
                 variables,
                 tenant_id,
                 message_key: -1,
                 process_instance_key: -1,
             });
-            self.submit(partition, -1, Intent::Correlate, value).await
+            self.submit_by_correlation_key(&correlation_key, Intent::Correlate, value).await
         })
         .await
     }
@@ -580,7 +603,6 @@ impl Gateway for GatewayService {
             let tenant_id = self.tenant(caller.as_ref(), "PublishMessage", &req.tenant_id)?;
             // an empty name is accepted, as by Zeebe 8.5.8 (docs/compatibility.md)
             status::check_variables("variables", &req.variables)?;
-            let partition = self.broker.partition_of_correlation_key(&req.correlation_key);
             let value = RecordValue::Message(MessageRecord {
                 name: req.name.clone(),
                 correlation_key: req.correlation_key.clone(),
@@ -590,7 +612,7 @@ impl Gateway for GatewayService {
                 deadline_ms: -1,
                 tenant_id: tenant_id.clone(),
             });
-            let record = self.submit(partition, -1, Intent::Publish, value).await?;
+            let record = self.submit_by_correlation_key(&req.correlation_key, Intent::Publish, value).await?;
             Ok(Response::new(pb::PublishMessageResponse { key: record.key, tenant_id }))
         })
         .await

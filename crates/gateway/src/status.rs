@@ -15,6 +15,8 @@ pub fn rejection(record: &Record) -> Status {
         RejectionType::InvalidState => Code::FailedPrecondition,
         RejectionType::ProcessingError => Code::Internal,
         RejectionType::ExceededBatchRecordSize => Code::ResourceExhausted,
+        // a correlation key moving to another partition (Waggle's own): retryable
+        RejectionType::Unavailable => Code::Unavailable,
     };
     Status::new(
         code,

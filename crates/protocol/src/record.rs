@@ -21,6 +21,9 @@ pub enum RejectionType {
     InvalidState,
     ProcessingError,
     ExceededBatchRecordSize,
+    /// Waggle's own (appended), never written to the log: the command's correlation key is
+    /// moving to another partition; retry (the gateway does, by the partition count it learns).
+    Unavailable,
 }
 
 impl RejectionType {
@@ -32,6 +35,7 @@ impl RejectionType {
             RejectionType::InvalidState => "INVALID_STATE",
             RejectionType::ProcessingError => "PROCESSING_ERROR",
             RejectionType::ExceededBatchRecordSize => "EXCEEDED_BATCH_RECORD_SIZE",
+            RejectionType::Unavailable => "UNAVAILABLE",
         }
     }
 }
@@ -95,6 +99,8 @@ names! {
         Checkpoint => "CHECKPOINT",
         // growing the partition count (Zeebe 8.8's ScaleRecord; appended)
         Scale => "SCALE",
+        // moving correlation keys to a grown partition count (Waggle's own; appended)
+        MessageRelocation => "MESSAGE_RELOCATION",
     }
 }
 
@@ -214,6 +220,15 @@ names! {
         ScaleUp => "SCALE_UP",
         ScalingUp => "SCALING_UP",
         ScaledUp => "SCALED_UP",
+        // MESSAGE_RELOCATION (Waggle's own; appended)
+        Relocate => "RELOCATE",
+        Relocating => "RELOCATING",
+        Relocated => "RELOCATED",
+        Move => "MOVE",
+        Moving => "MOVING",
+        Moved => "MOVED",
+        Release => "RELEASE",
+        Released => "RELEASED",
     }
 }
 

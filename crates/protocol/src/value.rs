@@ -46,6 +46,7 @@ pub enum RecordValue {
     ProcessEvent(ProcessEventRecord),
     Checkpoint(CheckpointRecord),
     Scale(ScaleRecord),
+    MessageRelocation(MessageRelocationRecord),
 }
 
 /// A value as the log lays it out (serialization side; see [`RecordValue`]).
@@ -88,6 +89,7 @@ enum WireRef<'a> {
     JobBatchTenants(&'a JobBatchRecord, &'a Vec<String>),
     Checkpoint(&'a CheckpointRecord),
     Scale(&'a ScaleRecord),
+    MessageRelocation(&'a MessageRelocationRecord),
 }
 
 /// A value as the log lays it out (deserialization side; see [`RecordValue`]).
@@ -128,6 +130,7 @@ enum Wire {
     JobBatchTenants(JobBatchRecord, Vec<String>),
     Checkpoint(CheckpointRecord),
     Scale(ScaleRecord),
+    MessageRelocation(MessageRelocationRecord),
 }
 
 /// [`DeploymentRecord`] as it was before decisions and forms: how a deployment without them
@@ -187,6 +190,7 @@ impl Serialize for RecordValue {
             RecordValue::ProcessEvent(x) => WireRef::ProcessEvent(x),
             RecordValue::Checkpoint(x) => WireRef::Checkpoint(x),
             RecordValue::Scale(x) => WireRef::Scale(x),
+            RecordValue::MessageRelocation(x) => WireRef::MessageRelocation(x),
         };
         wire.serialize(serializer)
     }
@@ -234,6 +238,7 @@ impl<'de> Deserialize<'de> for RecordValue {
             Wire::JobBatchTenants(x, tenant_ids) => RecordValue::JobBatch(JobBatchRecord { tenant_ids, ..x }),
             Wire::Checkpoint(x) => RecordValue::Checkpoint(x),
             Wire::Scale(x) => RecordValue::Scale(x),
+            Wire::MessageRelocation(x) => RecordValue::MessageRelocation(x),
         })
     }
 }
@@ -1044,4 +1049,40 @@ pub struct ScaleRecord {
     pub current_partition_count: u32,
     pub desired_partition_count: u32,
     pub redistributed_partitions: Vec<u16>,
+}
+
+/// Moving correlation keys to a grown partition count (value type MESSAGE_RELOCATION; Waggle's
+/// own, after the step Zeebe 8.8 plans as `AWAIT_RELOCATION_COMPLETION`). On an old message
+/// partition: RELOCATE asks it to move every correlation key whose partition differs under
+/// `desired_partition_count` (RELOCATING records the counts, RELOCATED that every key it sent
+/// was acknowledged); MOVING records one key's state leaving it, and MOVE carries that state to
+/// the key's new partition, which records it as MOVED. RELEASE / RELEASED: an instance a message
+/// started with the key ended on the old partition, so the new one may start the next
+/// (`started_instances` names it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageRelocationRecord {
+    pub partition_count: u32,
+    pub desired_partition_count: u32,
+    pub correlation_key: String,
+    pub messages: Vec<RelocatedMessage>,
+    pub subscriptions: Vec<MessageSubscriptionRecord>,
+    pub started_instances: Vec<RelocatedStart>,
+}
+
+/// A buffered message moving with its correlation key: its key (which keeps the old
+/// partition's bits), the message (deadline and id kept) and the processes it was correlated to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelocatedMessage {
+    pub message_key: i64,
+    pub message: MessageRecord,
+    pub correlated_processes: Vec<String>,
+}
+
+/// A process instance a message with the correlation key started and that is still active
+/// (the "one active instance per correlation key" marker of a message start event).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelocatedStart {
+    pub tenant_id: String,
+    pub bpmn_process_id: String,
+    pub process_instance_key: i64,
 }

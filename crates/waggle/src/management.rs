@@ -170,6 +170,10 @@ fn merge_topology(body: &mut serde_json::Value, topology: &waggle_broker::topolo
     let (last, pending) = topology.changes_json();
     body["lastChange"] = last;
     body["pendingChange"] = pending;
+    // after a growth of the partition count: where instances and messages go (Waggle's own)
+    if let Some(routing) = topology.routing {
+        body["routingState"] = json!(routing);
+    }
     let Some(brokers) = body["brokers"].as_array_mut() else { return };
     for (&node, partitions) in &topology.brokers {
         let at = match brokers.iter().position(|b| b["nodeId"] == node) {

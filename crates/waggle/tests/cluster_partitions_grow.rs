@@ -1,9 +1,8 @@
 //! Growing the partition count of a running cluster under load (issue 31), with Zeebe 8.8's
 //! `PATCH /actuator/cluster` (docs.camunda.io, "Cluster scaling", 8.8: "Partition count can
-//! only be increased and not decreased"; "Reconfigure cluster": `partitions.count`). Messages
-//! stay on the partitions of the first count (the camunda repository's
-//! `zeebe/dynamic-config` routing state keeps `MessageCorrelation.HashMod` of the count the
-//! cluster had), so a correlation key keeps its partition.
+//! only be increased and not decreased"; "Reconfigure cluster": `partitions.count`). The
+//! correlation keys whose partition differs under the new count move there
+//! (`AWAIT_RELOCATION_COMPLETION`, Zeebe 8.8's planned step) before messages are spread over it.
 //!
 //! Three `waggle broker` processes on loopback, 3 partitions, replication factor 3. While the
 //! real Java client drives load through broker 0's gateway (`tests/clients/ClusterDriver.java`:
@@ -116,7 +115,14 @@ fn the_partition_count_grows_from_three_to_six_under_load_and_every_message_corr
     let operations: Vec<&str> = dry["plannedChanges"].as_array().unwrap().iter().map(|o| o["operation"].as_str().unwrap()).collect();
     assert_eq!(
         operations,
-        ["PARTITION_BOOTSTRAP", "PARTITION_BOOTSTRAP", "PARTITION_BOOTSTRAP", "AWAIT_REDISTRIBUTION_COMPLETION", "UPDATE_ROUTING_STATE"],
+        [
+            "PARTITION_BOOTSTRAP",
+            "PARTITION_BOOTSTRAP",
+            "PARTITION_BOOTSTRAP",
+            "AWAIT_REDISTRIBUTION_COMPLETION",
+            "AWAIT_RELOCATION_COMPLETION",
+            "UPDATE_ROUTING_STATE"
+        ],
         "{dry}"
     );
     assert_eq!(get_json(node0, "/actuator/cluster")["partitionsCount"], 3, "a dry run changes nothing");

@@ -4,13 +4,14 @@
 
 use waggle_bpmn::{ElementKind, EventTrigger, Process};
 use waggle_protocol::value::{
-    MessageRecord, MessageStartEventSubscriptionRecord, ProcessEventRecord, ProcessInstanceRecord, ProcessRecord, SignalRecord,
-    SignalSubscriptionRecord, TimerRecord,
+    MessageRecord, MessageRelocationRecord, MessageStartEventSubscriptionRecord, ProcessEventRecord, ProcessInstanceRecord, ProcessRecord,
+    RelocatedStart, SignalRecord, SignalSubscriptionRecord, TimerRecord,
 };
 use waggle_protocol::{Intent, RecordValue};
 
 use crate::behaviors::expressions::string_of;
 use crate::behaviors::waits::{schedule_next_cycle, timer_due};
+use crate::distribution::{self, Route};
 use crate::json_doc::{document_texts, VariableTexts};
 use crate::processing::P;
 use crate::variables;
@@ -236,6 +237,21 @@ fn start_by_message(p: P, subscription: &MessageStartEventSubscriptionRecord, me
     start_triggering(p, &definition, subscription.process_definition_key, pi_key, target, &variables);
     start_instance(p, &definition, subscription.process_definition_key, pi_key, Some(vec![start]), variables);
     Some(pi_key)
+}
+
+/// An instance (`process_instance_key`) a message with `correlation_key` started has ended:
+/// where the key's state is, the oldest buffered message for one of the process's message start
+/// events starts the next; on the key's new partition once it moved (MESSAGE_RELOCATION RELEASE,
+/// which also drops the marker moved there: `processors::relocation`).
+pub(crate) fn message_started_instance_ended(p: P, tenant: &str, bpmn_process_id: &str, correlation_key: &str, process_instance_key: i64) {
+    let route = distribution::route_of_correlation_key(p, correlation_key);
+    if route == Route::Here {
+        return start_with_buffered_message(p, tenant, bpmn_process_id, correlation_key);
+    }
+    let started = RelocatedStart { tenant_id: tenant.to_string(), bpmn_process_id: bpmn_process_id.to_string(), process_instance_key };
+    let released =
+        MessageRelocationRecord { correlation_key: correlation_key.to_string(), started_instances: vec![started], ..Default::default() };
+    distribution::reroute(p, route, -1, Intent::Release, RecordValue::MessageRelocation(released));
 }
 
 /// An instance a message with `correlation_key` started has ended: the oldest buffered

@@ -34,7 +34,7 @@ pub(crate) fn complete(p: P, model: &Process, key: i64, pi: ProcessInstanceRecor
     waits::close(p, model, &pi.element_id, key);
     let completed = p.event_record(key, Intent::ElementCompleted, RecordValue::ProcessInstance(pi.clone()));
     if let Some((bpmn_process_id, correlation_key)) = started_by {
-        starts::start_with_buffered_message(p, &pi_tenant, &bpmn_process_id, &correlation_key);
+        starts::message_started_instance_ended(p, &pi_tenant, &bpmn_process_id, &correlation_key, key);
     }
     if let (Some((request, _)), Some(vars)) = (awaiting, result_vars) {
         let result = ProcessInstanceResultRecord {
@@ -63,7 +63,7 @@ pub(crate) fn terminated(p: P, key: i64, record: &ProcessInstanceRecord) {
     let pi_tenant = record.tenant_id.to_string();
     p.event(key, Intent::ElementTerminated, RecordValue::ProcessInstance(record.clone()));
     if let Some((bpmn_process_id, correlation_key)) = started_by {
-        starts::start_with_buffered_message(p, &pi_tenant, &bpmn_process_id, &correlation_key);
+        starts::message_started_instance_ended(p, &pi_tenant, &bpmn_process_id, &correlation_key, key);
     }
     // nobody will see a result
     let _ = p.take_awaiting_result(key);

@@ -11,6 +11,7 @@ pub(crate) mod job_batch;
 pub(crate) mod message;
 pub(crate) mod migration;
 pub(crate) mod modification;
+pub(crate) mod relocation;
 pub(crate) mod resources;
 pub(crate) mod scale;
 pub(crate) mod signal;
@@ -31,6 +32,10 @@ pub(crate) fn run(p: P, command: Command) {
         if distribution::is_duplicate(p, d) {
             return;
         }
+    }
+    // a correlation key moving to another partition: the command waits, or is refused
+    if relocation::turns_away(p, &command) {
+        return;
     }
     if elements::multi_instance::defer_if_full(p, &command) {
         return;
@@ -55,6 +60,10 @@ pub(crate) fn run(p: P, command: Command) {
 
 /// Processes one command, by its value type and intent.
 pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
+    // a command for a correlation key that moved to another partition goes there
+    if relocation::reroute(p, command) {
+        return;
+    }
     match (&command.value, command.intent) {
         (RecordValue::Deployment(_), Intent::Create) => deployment::create(p, command, request),
         (RecordValue::Deployment(_), Intent::Distribute) => deployment::distribute(p, command, request),
@@ -85,6 +94,8 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
             distribution::acknowledged(p, command);
             // the last resource a new partition lacked: the scale-up is done
             scale::after_acknowledgement(p);
+            // the last correlation key on its way arrived: the relocation is done
+            relocation::after_acknowledgement(p);
         }
         (RecordValue::DecisionEvaluation(_), Intent::Evaluate) => decision::evaluate(p, command, request),
         (RecordValue::ResourceDeletion(_), Intent::Delete | Intent::Distribute) => resources::delete(p, command, request),
@@ -92,6 +103,9 @@ pub(crate) fn process(p: P, command: &Record, request: Option<RequestId>) {
         (RecordValue::ProcessInstanceBatch(_), Intent::Terminate) => elements::terminate_batch(p, command),
         (RecordValue::Checkpoint(_), Intent::Create) => checkpoint::create(p, command, request),
         (RecordValue::Scale(_), Intent::ScaleUp) => scale::scale_up(p, command, request),
+        (RecordValue::MessageRelocation(_), Intent::Relocate) => relocation::relocate(p, command, request),
+        (RecordValue::MessageRelocation(_), Intent::Move) => relocation::moved(p, command),
+        (RecordValue::MessageRelocation(_), Intent::Release) => relocation::release(p, command),
         _ => p.reject(
             command,
             request,

@@ -136,7 +136,7 @@ pub(crate) fn message_subscription(p: P, command: &waggle_protocol::Record) {
 
 /// A process partition confirmed message `message_key`: its correlation's request, if one
 /// waits, gets MESSAGE_CORRELATION CORRELATED with `process_instance_key`.
-fn answer_correlated(p: P, message_key: i64, process_instance_key: i64) {
+pub(crate) fn answer_correlated(p: P, message_key: i64, process_instance_key: i64) {
     if let Some((request, record)) = p.take_awaiting_correlation(message_key) {
         let correlated = MessageCorrelationRecord { process_instance_key, ..record };
         let event = p.event_record(message_key, Intent::Correlated, RecordValue::MessageCorrelation(correlated));
@@ -146,7 +146,7 @@ fn answer_correlated(p: P, message_key: i64, process_instance_key: i64) {
 
 /// A process partition refused message `message_key`: once no subscription asked can confirm
 /// it, its correlation's request gets NOT_CORRELATED and a NOT_FOUND rejection.
-fn answer_not_correlated(p: P, message_key: i64) {
+pub(crate) fn answer_not_correlated(p: P, message_key: i64) {
     if let Some((request, record)) = p.refuse_awaiting_correlation(message_key) {
         let reason = not_found_reason(&record.name, &record.correlation_key);
         p.event(message_key, Intent::NotCorrelated, RecordValue::MessageCorrelation(record.clone()));
