@@ -812,15 +812,16 @@ const GROWN: u16 = 6;
 
 /// A backup taken after the cluster grew from 3 to 6 partitions under load (Zeebe 8.8's `PATCH
 /// /actuator/cluster` `partitions.count`, docs.camunda.io "Cluster scaling") records the grown
-/// topology with its routing state (new instances on all 6 partitions, messages on the 3 the
-/// cluster was created with); `waggle restore` rebuilds every broker's 6 replicas and writes
+/// topology with its routing state (new instances and messages on all 6 partitions once the
+/// correlation keys moved; the 3 the cluster was created with kept as `firstPartitions`);
+/// `waggle restore` rebuilds every broker's 6 replicas and writes
 /// that routing state into its folder, with `--partitions` the grown count (brokers 0 and 1) or
 /// the configured one (broker 2), no other. The restored cluster, started with 6, has each
 /// partition's state digest at the backup's position and every instance acknowledged before
 /// the backup; it creates new instances on partitions 4-6 too, and a message published after
 /// the restore correlates to an instance waiting since before the backup (its correlation key
-/// chosen so that its partition among 6 is not its partition among 3: routing messages by 6
-/// would miss it). The restored cluster grows again (6 -> 7); a broker restarts with the
+/// chosen so that its partition among 6 is not its partition among 3: its subscription moved in
+/// the growth, and routing messages by 3 would miss it). The restored cluster grows again (6 -> 7); a broker restarts with the
 /// configured count; a start contradicting its folder (5 partitions) is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_backup_after_the_partition_count_grew_restores_six_partitions_and_their_routing() {
@@ -895,8 +896,8 @@ async fn a_backup_after_the_partition_count_grew_restores_six_partitions_and_the
         let topology = json(&std::fs::read_to_string(dir.join("cluster-topology.json")).expect("the recorded topology written"));
         let routing = &topology["routing"];
         assert_eq!(
-            (&routing["routedPartitions"], &routing["messagePartitions"]),
-            (&serde_json::json!(6), &serde_json::json!(3)),
+            (&routing["routedPartitions"], &routing["messagePartitions"], &routing["firstPartitions"]),
+            (&serde_json::json!(6), &serde_json::json!(6), &serde_json::json!(3)),
             "broker {i}: {topology}"
         );
     }
@@ -934,7 +935,7 @@ async fn a_backup_after_the_partition_count_grew_restores_six_partitions_and_the
     }
     assert_eq!(created, (1..=GROWN).collect(), "the restored cluster routes new instances to every partition");
 
-    // messages stay on the recorded message partitions: each waiting instance gets its message once
+    // messages go by the recorded message count (6): each waiting instance gets its message once
     for key in &keys {
         let publish = waggle_protocol::gateway::PublishMessageRequest {
             name: "benchmark-message".into(),
@@ -961,7 +962,7 @@ async fn a_backup_after_the_partition_count_grew_restores_six_partitions_and_the
     assert!(reached.values().all(|&n| n == 1) && reached.len() == keys.len(), "each message correlated once: {reached:?}");
 
     // the restored cluster grows again (Zeebe 8.8, "Cluster scaling": "After restoring, you can
-    // request scaling again"), its messages still on the first three partitions
+    // request scaling again")
     let (status, planned) = tokio::task::block_in_place(|| {
         management_request(&restored.nodes[2], "PATCH", "/actuator/cluster", r#"{"partitions": {"count": 7}}"#)
     });
