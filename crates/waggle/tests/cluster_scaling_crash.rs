@@ -60,9 +60,12 @@ fn wait_for_step(node: &Node, change: u64, wanted: impl Fn(&Value) -> bool, what
     }
 }
 
-/// Each broker's replicas in a `GET /actuator/cluster` body: `(broker, [(partition, state,
-/// priority)])` (the gossip's roles and terms left out).
-fn replicas(cluster: &Value) -> Vec<(u64, Vec<(u64, String, u64)>)> {
+/// A replica in a `GET /actuator/cluster` body: (partition, state, priority).
+type Replica = (u64, String, u64);
+
+/// Each broker's replicas in a `GET /actuator/cluster` body: `(broker, [replica])` (the
+/// gossip's roles and terms left out).
+fn replicas(cluster: &Value) -> Vec<(u64, Vec<Replica>)> {
     let brokers = cluster["brokers"].as_array().expect("brokers");
     let replica = |p: &Value| Some((p["id"].as_u64()?, p["state"].as_str()?.to_string(), p["priority"].as_u64()?));
     brokers.iter().filter_map(|b| Some((b["id"].as_u64()?, b["partitions"].as_array()?.iter().filter_map(replica).collect()))).collect()
