@@ -8,8 +8,10 @@
 //! each message correlated once, the instance completed once, empty outboxes, and state equal
 //! to the state replayed from each partition's log (C1).
 
+mod sim_support;
+
+use sim_support::{model, Rng};
 use std::collections::VecDeque;
-use std::path::PathBuf;
 
 use waggle_engine::{pending_commands, Command, Engine, NoJobStreams, ProcessingContext, SideEffect, StateView};
 use waggle_protocol::codec::Entry;
@@ -35,22 +37,6 @@ struct Cluster {
     now_ms: i64,
     /// The partitions messages are spread over (0: all of them; the first count once grown).
     message_count: u32,
-}
-
-/// xorshift64*: a seeded, dependency-free generator for the simulation.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
-    }
-}
-
-fn model(name: &str) -> Vec<u8> {
-    let dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-    std::fs::read(dir.join("tests/models").join(name)).unwrap()
 }
 
 impl Cluster {

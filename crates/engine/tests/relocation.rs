@@ -15,8 +15,10 @@
 //! once, every instance completes once; plus empty outboxes, no key left in flight, every
 //! message and subscription on the partition of its key under the new count, and C1.
 
+mod sim_support;
+
+use sim_support::{model, Rng};
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
 
 use waggle_engine::{pending_commands, Command, Engine, NoJobStreams, ProcessingContext, SideEffect, StateView};
 use waggle_protocol::codec::Entry;
@@ -51,22 +53,6 @@ struct Cluster {
     next_request: u64,
     /// Every answer given, by request.
     responses: Vec<(u64, Record)>,
-}
-
-/// xorshift64*: a seeded, dependency-free generator for the simulation.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
-    }
-}
-
-fn model(name: &str) -> Vec<u8> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    std::fs::read(dir.join("tests/models").join(name)).unwrap()
 }
 
 impl Cluster {
