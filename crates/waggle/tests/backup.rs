@@ -192,6 +192,9 @@ fn activation() -> ActivateJobsRequest {
     }
 }
 
+/// How long a test waits for its load to make progress before it fails.
+const LOAD_DEADLINE: Duration = Duration::from_secs(60);
+
 /// Creations and a worker completing what it activates, through `client`, until stopped.
 struct Load {
     stop: Arc<AtomicBool>,
@@ -286,8 +289,22 @@ impl Load {
         self.waiting.lock().unwrap().clone()
     }
 
+    /// Fails the test, instead of waiting for good, when the load's creator or worker ended
+    /// (a failed call panics its task: the message is in the test's output above) or `what`
+    /// did not happen by `deadline`.
+    fn still_running(&self, deadline: Instant, what: &str) {
+        assert!(
+            !self.tasks.iter().any(|t| t.is_finished()),
+            "the load stopped while waiting for {what}: a call failed (see the panic above)"
+        );
+        let (created, completed) = (self.created.load(Ordering::Relaxed), self.completed.load(Ordering::Relaxed));
+        assert!(Instant::now() < deadline, "no {what} within {LOAD_DEADLINE:?}: {created} created, {completed} completed");
+    }
+
     async fn until_completed(&self, n: u64) {
+        let deadline = Instant::now() + LOAD_DEADLINE;
         while self.completed.load(Ordering::Relaxed) < n {
+            self.still_running(deadline, &format!("{n} completions"));
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -295,7 +312,9 @@ impl Load {
     /// Lets `n` more creations happen, then stops.
     async fn stop_after(self, n: u64) {
         let target = self.created.load(Ordering::Relaxed) + n;
+        let deadline = Instant::now() + LOAD_DEADLINE;
         while self.created.load(Ordering::Relaxed) < target {
+            self.still_running(deadline, &format!("{n} more creations"));
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         self.stop.store(true, Ordering::Relaxed);
@@ -695,6 +714,22 @@ fn runs_layout(nodes: &[Node], expected: &[Vec<u64>], what: &str) {
     }
 }
 
+/// Waits until every partition's replicas see its preferred replica (the first of `expected`'s
+/// list) as its leader.
+fn led_by_preferred(nodes: &[Node], expected: &[Vec<u64>], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let seen: Vec<Vec<Option<usize>>> =
+            (1..=PARTITIONS).map(|p| expected[p as usize - 1].iter().map(|&b| leader_seen_by(&nodes[b as usize], p)).collect()).collect();
+        let preferred = seen.iter().zip(expected).all(|(leaders, replicas)| leaders.iter().all(|l| *l == Some(replicas[0] as usize)));
+        if preferred {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: leaders seen by each replica {seen:?}, preferred {expected:?}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 /// A backup taken after the cluster was scaled from 3 to 4 brokers (broker 3 started later with
 /// the first three's contact points, replicas moved onto it) records the cluster topology in
 /// force; `waggle restore` gives each broker back the replicas that topology gave it (broker 3
@@ -731,6 +766,9 @@ async fn a_backup_after_a_scale_up_restores_the_recorded_layout() {
     let scaled = tokio::task::block_in_place(|| wait_change_completed(&nodes[0], change, "3 -> 4", || log_tails(&nodes)));
     assert_eq!(replica_layout(&scaled["brokers"], PARTITIONS), four, "{scaled}");
     tokio::task::block_in_place(|| runs_layout(&nodes, &four, "3 -> 4"));
+    // the coordinator rebalances leadership once the change completed: the load starts after
+    // that, not during a handover
+    tokio::task::block_in_place(|| led_by_preferred(&nodes, &four, "3 -> 4"));
 
     // the backup under load, through the added broker
     let mut client = grpc_client(&nodes[0]).await;
