@@ -82,7 +82,8 @@ fn parse_offset(s: &str) -> Option<FixedOffset> {
     if !h.chars().all(|c| c.is_ascii_digit()) || !m.chars().all(|c| c.is_ascii_digit()) {
         return None;
     }
-    let secs = h.parse::<i32>().ok()? * 3600 + m.parse::<i32>().ok()? * 60;
+    // checked: fuzzing found `-711100:00`, whose hours overflowed i32 seconds
+    let secs = h.parse::<i32>().ok()?.checked_mul(3600)?.checked_add(m.parse::<i32>().ok()?.checked_mul(60)?)?;
     if secs > 18 * 3600 {
         return None;
     }

@@ -849,3 +849,13 @@ fn a_zone_offset_with_a_multibyte_character_is_null_not_a_panic() {
     // a valid offset still parses
     assert_eq!(j(r#"string(time("10:00:00+0100"))"#), json!("10:00:00+01:00"));
 }
+
+/// Fuzzing found it (`fuzz/`, target `feel`, `1 >= @"2\u{fffd}24-711100:00"`): an offset whose
+/// hours, in seconds, overflow an `i32` panicked (overflow checks on); it is no offset.
+#[test]
+fn a_zone_offset_of_huge_hours_is_null_not_a_panic() {
+    for text in [r#"@"2024-01-01T10:00:00-711100:00""#, r#"time("10:00:00+99999999:00")"#, r#"1 >= @"2\u{fffd}24-711100:00""#] {
+        assert_eq!(j(text), json!(null), "{text}");
+    }
+    assert_eq!(j(r#"string(time("10:00:00-18:00"))"#), json!("10:00:00-18:00"));
+}
