@@ -65,9 +65,8 @@ func main() {
 	processKey := deployed.Deployments[0].GetProcess().GetProcessDefinitionKey()
 
 	var mu sync.Mutex
-	byKey := map[int64]*instance{}   // instance key → its times, once created
-	early := map[int64]time.Time{}   // completions answered before their creation's answer
-	earlyPush := map[int64][2]time.Time{}
+	byKey := map[int64]*instance{} // instance key → its times, once created
+	early := map[int64]instance{}  // job times of instances whose creation was not answered yet
 	var all []*instance
 	errors := 0
 
@@ -95,8 +94,7 @@ func main() {
 				if in, ok := byKey[job.ProcessInstanceKey]; ok {
 					in.pushed, in.sent, in.done = pushed, sent, done
 				} else {
-					early[job.ProcessInstanceKey] = done
-					earlyPush[job.ProcessInstanceKey] = [2]time.Time{pushed, sent}
+					early[job.ProcessInstanceKey] = instance{pushed: pushed, sent: sent, done: done}
 				}
 			})
 		}
@@ -127,11 +125,9 @@ func main() {
 			}
 			in.created = created
 			key := resp.ProcessInstanceKey
-			if done, ok := early[key]; ok {
-				in.done = done
-				in.pushed, in.sent = earlyPush[key][0], earlyPush[key][1]
+			if job, ok := early[key]; ok {
+				in.pushed, in.sent, in.done = job.pushed, job.sent, job.done
 				delete(early, key)
-				delete(earlyPush, key)
 			} else {
 				byKey[key] = in
 			}
