@@ -4,8 +4,9 @@
 //!
 //! Contract: while a transaction writes rows, each write that changes a counted row's
 //! (definition, state) or (definition, element, state, incident) adds +1/-1 to a [`Counts`] in
-//! memory: the exporter's statements say what they changed (an insert's changed rows, an
-//! update's `RETURNING` of the row it moved out of `ACTIVE` or to an incident), never what the
+//! memory: the exporter's statements say what they changed (an insert's changed rows; for an
+//! update, the row it moves out of `ACTIVE`, read just before it in the same transaction, or
+//! its `RETURNING` when it moves a row to or from an incident), never what the
 //! record says, so an event exported again (its row already there) or about a row the store
 //! never held counts nothing. [`Counts::write`] then applies the sums in the same transaction,
 //! one upsert per changed count row. History clean-up uncounts the rows it deletes in its own

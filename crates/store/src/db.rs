@@ -244,7 +244,7 @@ impl Connection {
     }
 }
 
-fn from_sqlite(v: rusqlite::types::ValueRef<'_>) -> Value {
+pub(crate) fn from_sqlite(v: rusqlite::types::ValueRef<'_>) -> Value {
     use rusqlite::types::ValueRef;
     match v {
         ValueRef::Null => Value::Null,

@@ -45,6 +45,11 @@ pub struct Writer<'a> {
     /// SQLite only: the round's count changes ([`crate::counts`]), written by
     /// [`Writer::finish`] (PostgreSQL's triggers keep its counts).
     counts: Option<RefCell<Counts>>,
+    /// SQLite only: the statements the round ran, each taken from the connection's cache once
+    /// per round and kept until the writer is dropped (a cache lookup hashes and compares the
+    /// whole SQL text, twice per run: a tenth of the exporter's instructions when done per row).
+    /// Keyed by the SQL text's address and length (the statements are constants).
+    statements: RefCell<Vec<((usize, usize), rusqlite::CachedStatement<'a>)>>,
 }
 
 #[derive(Default)]
@@ -71,7 +76,43 @@ impl<'a> Writer<'a> {
         let single = *ROW_AT_A_TIME.get_or_init(|| std::env::var_os("WAGGLE_STORE_ROW_AT_A_TIME").is_some_and(|v| v == "1"));
         let round = (matches!(conn, Connection::Postgres(_)) && !single).then(RefCell::default);
         let counts = matches!(conn, Connection::Sqlite(_)).then(RefCell::default);
-        Writer { conn, batched, round, counts }
+        Writer { conn, batched, round, counts, statements: RefCell::default() }
+    }
+
+    /// Runs `f` on the round's prepared SQLite statement for `sql` (`None` on PostgreSQL).
+    fn with_statement<T>(
+        &self,
+        sql: &str,
+        f: impl FnOnce(&mut rusqlite::Statement<'a>) -> rusqlite::Result<T>,
+    ) -> Option<Result<T, StoreError>> {
+        let Connection::Sqlite(c) = self.conn else {
+            return None;
+        };
+        let id = (sql.as_ptr() as usize, sql.len());
+        let mut statements = self.statements.borrow_mut();
+        let at = match statements.iter().position(|(s, _)| *s == id) {
+            Some(at) => at,
+            None => match c.prepare_cached(sql) {
+                Ok(statement) => {
+                    statements.push((id, statement));
+                    statements.len() - 1
+                }
+                Err(e) => return Some(Err(e.into())),
+            },
+        };
+        Some(f(&mut statements[at].1).map_err(StoreError::from))
+    }
+
+    /// Runs a query (on SQLite through the round's statements); returns its rows.
+    pub fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, StoreError> {
+        let rows = self.with_statement(sql, |statement| {
+            let width = statement.column_count();
+            let rows = statement.query_map(rusqlite::params_from_iter(params.iter()), |row| {
+                (0..width).map(|i| row.get_ref(i).map(crate::db::from_sqlite)).collect::<Result<Vec<_>, _>>()
+            })?;
+            rows.collect::<Result<Vec<_>, _>>()
+        });
+        rows.unwrap_or_else(|| self.conn.query(sql, params))
     }
 
     /// The round's count changes, on SQLite (whose statements then say what they changed:
@@ -84,7 +125,8 @@ impl<'a> Writer<'a> {
     /// rows changed (0 when gathered).
     pub fn execute(&self, sql: &str, params: &[Value]) -> Result<u64, StoreError> {
         let Some(round) = &self.round else {
-            return self.conn.execute(sql, params);
+            let run = |statement: &mut rusqlite::Statement<'a>| statement.execute(rusqlite::params_from_iter(params.iter()));
+            return self.with_statement(sql, run).map_or_else(|| self.conn.execute(sql, params), |n| n.map(|n| n as u64));
         };
         let mut round = round.borrow_mut();
         let batched = self.batched.iter().position(|b| b.sql == sql);
