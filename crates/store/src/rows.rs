@@ -48,8 +48,7 @@ pub struct Writer<'a> {
     /// SQLite only: the statements the round ran, each taken from the connection's cache once
     /// per round and kept until the writer is dropped (a cache lookup hashes and compares the
     /// whole SQL text, twice per run: a tenth of the exporter's instructions when done per row).
-    /// Keyed by the SQL text's address and length (the statements are constants).
-    statements: RefCell<Vec<((usize, usize), rusqlite::CachedStatement<'a>)>>,
+    statements: RefCell<Vec<(Box<str>, rusqlite::CachedStatement<'a>)>>,
 }
 
 #[derive(Default)]
@@ -88,13 +87,12 @@ impl<'a> Writer<'a> {
         let Connection::Sqlite(c) = self.conn else {
             return None;
         };
-        let id = (sql.as_ptr() as usize, sql.len());
         let mut statements = self.statements.borrow_mut();
-        let at = match statements.iter().position(|(s, _)| *s == id) {
+        let at = match statements.iter().position(|(text, _)| **text == *sql) {
             Some(at) => at,
             None => match c.prepare_cached(sql) {
                 Ok(statement) => {
-                    statements.push((id, statement));
+                    statements.push((sql.into(), statement));
                     statements.len() - 1
                 }
                 Err(e) => return Some(Err(e.into())),
