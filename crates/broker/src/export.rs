@@ -145,6 +145,18 @@ const ENTRIES_PER_ROUND: usize = 256;
 /// thousands of records in ~50 bytes each; a round of 256 such entries took the store 20 s,
 /// acknowledging nothing meanwhile; 20,000 records, the bound before, were ~1 MB).
 const BYTES_PER_ROUND: usize = 1 << 20;
+/// An exporter is flushed at most this often while records keep coming (unless
+/// [`FLUSH_RECORDS`] wait): a flush is a commit of the query store's transaction, and under a
+/// steady load the runner otherwise flushed every round, each a couple of milliseconds' worth of
+/// records. Every commit writes the pages its rows touched again (the same right-hand pages of
+/// the same indexes), and an element's end folds into its insert only within one commit, so
+/// at 25 instances in flight the store's exporter took more than half the server's CPU and
+/// W2-25 fell to ~60 % of its rate without the store (docs/performance.md, W2-25). The first
+/// records after a quiet spell are flushed at once. (Camunda's own RDBMS exporter flushes every
+/// 500 ms or 1,000 queued records by default.)
+pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
+/// Records exported since the last flush that make the next round flush whatever the time.
+const FLUSH_RECORDS: u64 = 20_000;
 /// How long an exporter with nothing to do waits before looking at the commit index again.
 const IDLE_WAIT: Duration = Duration::from_millis(2);
 /// How long a runner of a partition not led here waits before looking again.
@@ -360,7 +372,10 @@ pub(crate) fn start(
             distribution: distribution.clone(),
         };
         runner.metrics.health.set(1);
-        let thread = std::thread::Builder::new().name(format!("export-{id}-{}", factory.id)).spawn(move || runner.run())?;
+        let thread = std::thread::Builder::new().name(format!("export-{id}-{}", factory.id)).spawn(move || {
+            run_in_background();
+            runner.run()
+        })?;
         bounds.acknowledged.push(bound);
         gate.acknowledged.push(exported);
         statuses.push(status);
@@ -423,7 +438,9 @@ struct Active {
     skip_upto: u64,
     last_exported: u64,
     /// Records exported since the last flush.
-    unflushed: bool,
+    unflushed: u64,
+    /// When the exporter was last flushed.
+    flushed_at: Instant,
     /// Whether `open` succeeded.
     opened: bool,
     persisted: Progress,
@@ -652,7 +669,8 @@ impl Runner {
             entries: Default::default(),
             skip_upto: progress.position,
             last_exported: progress.position,
-            unflushed: false,
+            unflushed: 0,
+            flushed_at: Instant::now().checked_sub(FLUSH_EVERY).unwrap_or_else(Instant::now),
             opened: false,
             persisted: progress,
             persisted_at: Instant::now(),
@@ -664,7 +682,8 @@ impl Runner {
     }
 
     /// One round: a due retry, due scheduled tasks, then up to [`ENTRIES_PER_ROUND`] entries
-    /// (or [`BYTES_PER_ROUND`]) read, exported and flushed. Whether there was work.
+    /// (or [`BYTES_PER_ROUND`]) read and exported, then flushed if [`FLUSH_EVERY`] has passed
+    /// since the last flush (or [`FLUSH_RECORDS`] wait). Whether there was work.
     fn step(&self, a: &mut Active) -> bool {
         let now = Instant::now();
         if let Some((what, at, backoff)) = a.retry {
@@ -724,7 +743,7 @@ impl Runner {
             self.failed(a, Retry::Export, Duration::ZERO, e);
             return read > 0;
         }
-        if a.unflushed {
+        if a.unflushed > 0 && (a.unflushed >= FLUSH_RECORDS || a.flushed_at.elapsed() >= FLUSH_EVERY) {
             let started = Instant::now();
             let flushed = self.flush(a);
             a.stages.flush += started.elapsed();
@@ -793,7 +812,7 @@ impl Runner {
                         return;
                     }
                     *last_exported = record.position;
-                    *unflushed = true;
+                    *unflushed += 1;
                     stages.records += 1;
                 }
                 q.done = seen;
@@ -816,7 +835,8 @@ impl Runner {
 
     fn flush(&self, a: &mut Active) -> Result<(), waggle_exporter::ExportError> {
         a.exporter.flush(&mut a.controller)?;
-        a.unflushed = false;
+        a.unflushed = 0;
+        a.flushed_at = Instant::now();
         Ok(())
     }
 
@@ -896,7 +916,7 @@ impl Runner {
     /// Flushes what it can, persists the acknowledged progress and closes the exporter.
     fn close(&self, mut a: Active) {
         if a.opened {
-            if a.unflushed && a.retry.is_none() {
+            if a.unflushed > 0 && a.retry.is_none() {
                 let _ = self.flush(&mut a);
             }
             self.acknowledged(&mut a, true);
@@ -947,4 +967,25 @@ fn injected_hold() -> Duration {
     return Duration::from_millis(INJECTED_HOLD_MS.swap(0, Ordering::SeqCst));
     #[cfg(not(debug_assertions))]
     Duration::ZERO
+}
+
+/// The nice value of exporter threads: the lowest priority, as RocksDB's compactions run at
+/// (`waggle_state::rocks`). Export is background work: when the partition's thread, the
+/// gateway and an exporter all want a core, processing goes first, and the exporter takes what
+/// is left (the export back pressure bounds how far it may fall behind). At 25 instances in
+/// flight the store's exporter at the default priority took its turns on the cores that each
+/// instance's commits and replies wait for: W2-25 made 5,228/5,874 PI/s at nice 0 and
+/// 7,154/6,707 at 19; W2 10,096/9,744 PI/s with p99 154/140 ms at 0 and 10,561/10,569 with p99
+/// 68/53 ms at 19 (dev builds, alternating runs: docs/performance.md, W2-25).
+pub const EXPORT_NICE: i32 = 19;
+
+/// Lowers the calling thread's CPU priority to [`EXPORT_NICE`] (Linux: a thread's nice value
+/// is its own). A failure is logged and changes nothing else.
+fn run_in_background() {
+    // SAFETY: `gettid` and `setpriority` take and return plain integers; this sets the nice
+    // value of the calling thread only
+    let result = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, EXPORT_NICE) };
+    if result != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "could not lower the exporter thread's priority");
+    }
 }
