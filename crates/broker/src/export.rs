@@ -969,23 +969,31 @@ fn injected_hold() -> Duration {
     Duration::ZERO
 }
 
-/// The nice value of exporter threads: the lowest priority, as RocksDB's compactions run at
-/// (`waggle_state::rocks`). Export is background work: when the partition's thread, the
-/// gateway and an exporter all want a core, processing goes first, and the exporter takes what
-/// is left (the export back pressure bounds how far it may fall behind). At 25 instances in
-/// flight the store's exporter at the default priority took its turns on the cores that each
-/// instance's commits and replies wait for: W2-25 made 5,228/5,874 PI/s at nice 0 and
-/// 7,154/6,707 at 19; W2 10,096/9,744 PI/s with p99 154/140 ms at 0 and 10,561/10,569 with p99
-/// 68/53 ms at 19 (dev builds, alternating runs: docs/performance.md, W2-25).
-pub const EXPORT_NICE: i32 = 19;
-
-/// Lowers the calling thread's CPU priority to [`EXPORT_NICE`] (Linux: a thread's nice value
-/// is its own). A failure is logged and changes nothing else.
+/// Exporter threads run as Linux's batch work (`SCHED_BATCH`, at the default nice value):
+/// their fair share of the CPU, as before, but a waking exporter (every few milliseconds, to
+/// look for committed entries) does not preempt the partition's thread or the gateway, which
+/// each instance's commits and replies wait for. Measured on the PGO build of afc5b20, the
+/// export thread switched with `renice`/`chrt` after start, one run each (2 cores, the same
+/// host, 2026-11-27; docs/performance.md):
+///
+/// | export thread | W2 PI/s (p99 ms, refused/s) | W2-25 PI/s |
+/// |---|---|---|
+/// | nice 0 | 13,903 (94, 671); 14,124 (110, 330) | 6,191 |
+/// | nice 10 | 11,372 (59, 1,919) | 7,958 |
+/// | nice 19 | 12,981 (45, 2,101); 11,757 (51, 2,198) | 7,354 |
+/// | `SCHED_BATCH`, nice 0 | 12,381 (104, 415); 13,735 (95, 504) | 6,382; 7,638 |
+///
+/// A lower priority gave W2-25 most but took W2's rate: under full load the starved store
+/// exporter made the export back pressure refuse 4-5 times as many new instances. (Raising a
+/// thread's priority back needs privileges, so it cannot follow the backlog.)
 fn run_in_background() {
-    // SAFETY: `gettid` and `setpriority` take and return plain integers; this sets the nice
-    // value of the calling thread only
-    let result = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, EXPORT_NICE) };
+    // SAFETY: `sched_setscheduler` reads the parameter struct we pass; pid 0 is the calling
+    // thread only
+    let result = unsafe {
+        let param = libc::sched_param { sched_priority: 0 };
+        libc::sched_setscheduler(0, libc::SCHED_BATCH, &param)
+    };
     if result != 0 {
-        tracing::debug!(error = %std::io::Error::last_os_error(), "could not lower the exporter thread's priority");
+        tracing::debug!(error = %std::io::Error::last_os_error(), "could not run the exporter thread as batch work");
     }
 }
