@@ -970,22 +970,12 @@ fn injected_hold() -> Duration {
 }
 
 /// Exporter threads run as Linux's batch work (`SCHED_BATCH`, at the default nice value):
-/// their fair share of the CPU, as before, but a waking exporter (every few milliseconds, to
-/// look for committed entries) does not preempt the partition's thread or the gateway, which
-/// each instance's commits and replies wait for. Measured on the PGO build of afc5b20, the
-/// export thread switched with `renice`/`chrt` after start, one run each (2 cores, the same
-/// host, 2026-11-27; docs/performance.md):
-///
-/// | export thread | W2 PI/s (p99 ms, refused/s) | W2-25 PI/s |
-/// |---|---|---|
-/// | nice 0 | 13,903 (94, 671); 14,124 (110, 330) | 6,191 |
-/// | nice 10 | 11,372 (59, 1,919) | 7,958 |
-/// | nice 19 | 12,981 (45, 2,101); 11,757 (51, 2,198) | 7,354 |
-/// | `SCHED_BATCH`, nice 0 | 12,381 (104, 415); 13,735 (95, 504) | 6,382; 7,638 |
-///
-/// A lower priority gave W2-25 most but took W2's rate: under full load the starved store
-/// exporter made the export back pressure refuse 4-5 times as many new instances. (Raising a
-/// thread's priority back needs privileges, so it cannot follow the backlog.)
+/// their fair share of the CPU, but a waking exporter (every few milliseconds, to look for
+/// committed entries) does not preempt the partition's thread or the gateway, which each
+/// instance's commits and replies wait for. A lower priority (nice 10 or 19) gave W2-25 more
+/// but starved the store exporter under W2, whose back pressure then refused 4–5 times as
+/// many new instances; raising a thread's priority back needs privileges, so it cannot follow
+/// the backlog (measurements: docs/performance.md, "What holds now").
 fn run_in_background() {
     // SAFETY: `sched_setscheduler` reads the parameter struct we pass; pid 0 is the calling
     // thread only
