@@ -170,14 +170,7 @@ impl Connection {
     /// Runs a query; returns its rows.
     pub fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, StoreError> {
         match self {
-            Connection::Sqlite(c) => {
-                let mut stmt = c.prepare_cached(sql)?;
-                let width = stmt.column_count();
-                let rows = stmt.query_map(rusqlite::params_from_iter(params.iter()), |row| {
-                    (0..width).map(|i| row.get_ref(i).map(from_sqlite)).collect::<Result<Vec<_>, _>>()
-                })?;
-                Ok(rows.collect::<Result<Vec<_>, _>>()?)
-            }
+            Connection::Sqlite(c) => Ok(sqlite_rows(&mut *c.prepare_cached(sql)?, params)?),
             Connection::Postgres(c) => c.query(&Dialect::Postgres.sql(sql), params),
         }
     }
@@ -244,7 +237,16 @@ impl Connection {
     }
 }
 
-pub(crate) fn from_sqlite(v: rusqlite::types::ValueRef<'_>) -> Value {
+/// Runs a prepared SQLite query with `params`; returns its rows.
+pub(crate) fn sqlite_rows(stmt: &mut rusqlite::Statement<'_>, params: &[Value]) -> rusqlite::Result<Vec<Vec<Value>>> {
+    let width = stmt.column_count();
+    let rows = stmt.query_map(rusqlite::params_from_iter(params.iter()), |row| {
+        (0..width).map(|i| row.get_ref(i).map(from_sqlite)).collect::<Result<Vec<_>, _>>()
+    })?;
+    rows.collect()
+}
+
+fn from_sqlite(v: rusqlite::types::ValueRef<'_>) -> Value {
     use rusqlite::types::ValueRef;
     match v {
         ValueRef::Null => Value::Null,

@@ -103,13 +103,7 @@ impl<'a> Writer<'a> {
 
     /// Runs a query (on SQLite through the round's statements); returns its rows.
     pub fn query(&self, sql: &str, params: &[Value]) -> Result<Vec<Vec<Value>>, StoreError> {
-        let rows = self.with_statement(sql, |statement| {
-            let width = statement.column_count();
-            let rows = statement.query_map(rusqlite::params_from_iter(params.iter()), |row| {
-                (0..width).map(|i| row.get_ref(i).map(crate::db::from_sqlite)).collect::<Result<Vec<_>, _>>()
-            })?;
-            rows.collect::<Result<Vec<_>, _>>()
-        });
+        let rows = self.with_statement(sql, |statement| crate::db::sqlite_rows(statement, params));
         rows.unwrap_or_else(|| self.conn.query(sql, params))
     }
 
