@@ -423,7 +423,10 @@ pub(crate) fn start(
         learners: Vec::new(),
         voters_outgoing: Vec::new(),
     }));
-    let leading = Arc::new(AtomicBool::new(standalone));
+    // standalone, the single voter leads once its state has caught up with the log (below): an
+    // exporter started before that would take the state's applied index, behind the log's
+    // commit point while the tail replays, for the end of the log and report itself caught up
+    let leading = Arc::new(AtomicBool::new(false));
     let transfer = Arc::new(AtomicU64::new(0));
     let (tx, rx) = mpsc::sync_channel(config.queue_capacity.max(1));
     let stop = Arc::new(AtomicBool::new(false));
@@ -513,6 +516,7 @@ pub(crate) fn start(
     // Bring state up to the log's commit point before accepting commands.
     processor.drive_raft().map_err(|e| start_err(id, e))?;
     if standalone {
+        leading.store(true, Ordering::SeqCst);
         // what other partitions were sent and had not acknowledged before the restart goes first
         processor.outbox = waggle_engine::pending_commands(StateView::new(&*processor.store), id).into();
     }
