@@ -67,6 +67,8 @@ public class ClusterDriver {
   static final Set<Long> completedJobs = ConcurrentHashMap.newKeySet();
   static final List<String> lostCompletions = new ArrayList<>();
   static final Map<String, AtomicLong> failures = new ConcurrentHashMap<>();
+  /** The first few failures of each kind, as the client described them (what a test shows). */
+  static final Map<String, List<String>> failureSamples = new ConcurrentHashMap<>();
   static final AtomicLong completions = new AtomicLong();
   /** Acknowledged creations and streamed jobs by partition (a key's partition: key >> 51). */
   static final Map<Long, AtomicLong> createdByPartition = new ConcurrentHashMap<>();
@@ -110,6 +112,21 @@ public class ClusterDriver {
     Throwable cause = t instanceof CompletionException && t.getCause() != null ? t.getCause() : t;
     String kind = cause instanceof ClientStatusException e ? e.getStatusCode().name() : cause.getClass().getSimpleName();
     failures.computeIfAbsent(kind, k -> new AtomicLong()).incrementAndGet();
+    List<String> samples = failureSamples.computeIfAbsent(kind, k -> new ArrayList<>());
+    synchronized (samples) {
+      if (samples.size() < 3) samples.add(String.valueOf(cause.getMessage()));
+    }
+  }
+
+  /** A string as a JSON string literal. */
+  static String quoted(String s) {
+    StringBuilder out = new StringBuilder("\"");
+    for (char c : s.toCharArray()) {
+      if (c == '"' || c == '\\') out.append('\\').append(c);
+      else if (c < 0x20) out.append(String.format("\\u%04x", (int) c));
+      else out.append(c);
+    }
+    return out.append('"').toString();
   }
 
   /**
@@ -254,7 +271,7 @@ public class ClusterDriver {
         String.format(
             "{\"created\": %d, \"createdWithResult\": %d, \"published\": %d, \"completedJobs\": %d,"
                 + " \"missingJobs\": %s, \"missingCorrelations\": %s, \"doubleHandouts\": %s, \"lostCompletions\": %s,"
-                + " \"failures\": %s, \"createdByPartition\": %s, \"jobsByPartition\": %s, \"correlatedTwice\": %s}",
+                + " \"failures\": %s, \"failureSamples\": %s, \"createdByPartition\": %s, \"jobsByPartition\": %s, \"correlatedTwice\": %s}",
             created.size(),
             createdWithResult.size(),
             published.size(),
@@ -264,6 +281,9 @@ public class ClusterDriver {
             doubleHandouts.stream().limit(20).map(s -> "\"" + s + "\"").collect(Collectors.joining(", ", "[", "]")),
             lostCompletions.stream().limit(20).map(s -> "\"" + s + "\"").collect(Collectors.joining(", ", "[", "]")),
             failures.entrySet().stream().map(e -> "\"" + e.getKey() + "\": " + e.getValue().get()).collect(Collectors.joining(", ", "{", "}")),
+            failureSamples.entrySet().stream()
+                .map(e -> { synchronized (e.getValue()) { return quoted(e.getKey()) + ": " + e.getValue().stream().map(ClusterDriver::quoted).collect(Collectors.joining(", ", "[", "]")); } })
+                .collect(Collectors.joining(", ", "{", "}")),
             counts(createdByPartition),
             counts(jobsByPartition),
             correlatedTo.entrySet().stream().filter(e -> e.getValue().size() > 1).limit(20).map(e -> "\"" + e.getKey() + "\"").collect(Collectors.joining(", ", "[", "]")));
