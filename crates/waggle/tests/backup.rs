@@ -175,6 +175,7 @@ fn wait_backup(node: &Node, id: u64) -> serde_json::Value {
         let Some((code, body)) = common::http_get(node.management_port, &format!("/actuator/backups/{id}")) else {
             eprintln!("GET /actuator/backups/{id}: no answer after {:?}; asking again", asked.elapsed());
             assert!(Instant::now() < deadline, "backup {id}: no status answered");
+            std::thread::sleep(Duration::from_millis(50));
             continue;
         };
         assert_eq!(code, 200, "{body}");
