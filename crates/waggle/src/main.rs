@@ -424,7 +424,11 @@ async fn serve(config: config::NodeConfig, cluster: Option<ClusterSpec>) -> anyh
     // keep the process from exiting: what it acknowledged is in its fsynced log already
     match tokio::time::timeout(SHUTDOWN_LIMIT, tokio::task::spawn_blocking(move || b.shutdown())).await {
         Ok(joined) => joined?,
-        Err(_) => tracing::error!(limit_s = SHUTDOWN_LIMIT.as_secs(), "partitions did not stop in time; exiting without them"),
+        Err(_) => {
+            tracing::error!(limit_s = SHUTDOWN_LIMIT.as_secs(), "partitions did not stop in time; exiting without them");
+            // returning would drop the runtime, and that waits for the stuck thread for good
+            std::process::exit(1);
+        }
     }
     tracing::info!("stopped");
     Ok(())
