@@ -265,37 +265,9 @@ impl RocksStore {
     /// committed write.
     pub fn checkpoint(&self, dir: &Path) -> Result<(), StateError> {
         self.flush_write_back()?;
-        let db = &*self.backing.db;
-        db.flush()?;
-        let (made, finished) = std::sync::mpsc::channel::<()>();
-        std::thread::scope(|scope| {
-            scope.spawn(move || wake_checkpoint_while_it_runs(db, &finished));
-            let checkpoint = Checkpoint::new(db).and_then(|c| c.create_checkpoint(dir));
-            drop(made);
-            checkpoint
-        })?;
+        self.backing.db.flush()?;
+        Checkpoint::new(&self.backing.db)?.create_checkpoint(dir)?;
         Ok(())
-    }
-}
-
-/// How long a checkpoint runs before [`wake_checkpoint_while_it_runs`] wakes it, and again.
-/// A checkpoint of 10 GB of state takes 13-36 ms.
-const CHECKPOINT_WAKE_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Wakes a checkpoint that RocksDB left asleep, every [`CHECKPOINT_WAKE_EVERY`] until
-/// `finished` disconnects. RocksDB 8.10 (librocksdb-sys 0.16) can miss the wake-up of a
-/// checkpoint waiting for file purges to end (`GetSortedWalFiles`: a purge that found nothing
-/// to delete lowers the count to zero without signalling; facebook/rocksdb#14069, fixed
-/// upstream in 2025). The checkpoint then sleeps until some flush or compaction ends, and on an
-/// idle node for good: seen here with both counts at zero and the snapshot thread asleep for
-/// minutes after a large-state run, the node unable to stop. Setting an option to the value it
-/// has wakes every waiter (`DBImpl::SetOptions` signals the same condition variable).
-fn wake_checkpoint_while_it_runs(db: &DB, finished: &std::sync::mpsc::Receiver<()>) {
-    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = finished.recv_timeout(CHECKPOINT_WAKE_EVERY) {
-        tracing::debug!("waking a checkpoint RocksDB may have left asleep");
-        if let Err(e) = db.set_options(&[("disable_auto_compactions", "false")]) {
-            tracing::warn!(error = %e, "could not wake a checkpoint");
-        }
     }
 }
 
@@ -563,11 +535,11 @@ mod tests {
         store.scan_prefix(&owned(owner, "")).map(|(k, _)| k).collect()
     }
 
-    /// RocksDB 8.10 could leave a checkpoint asleep for good (see
-    /// `wake_checkpoint_while_it_runs`): checkpoints taken while other threads write, flush,
-    /// compact and drop iterators (each dropped iterator can look for obsolete files) all
-    /// finish, and so do those taken once everything is idle again. (The race itself is rare:
-    /// this did not catch it in three runs without the wake; a node after a 10 GB run did.)
+    /// RocksDB 8.10 can leave a checkpoint asleep (it misses a wake-up, facebook/rocksdb#14069;
+    /// docs/performance.md, "Large state", run 4): checkpoints taken while other threads write,
+    /// flush, compact and drop iterators (each dropped iterator can look for obsolete files) all
+    /// finish, and so do those taken once everything is idle again. The race is rare: this has
+    /// not caught it yet; a node after a 10 GB run did.
     #[test]
     fn checkpoints_finish_while_rocksdb_flushes_compacts_and_purges_and_once_it_idles() {
         use std::time::{Duration, Instant};
