@@ -535,11 +535,11 @@ mod tests {
         store.scan_prefix(&owned(owner, "")).map(|(k, _)| k).collect()
     }
 
-    /// RocksDB 8.10 can leave a checkpoint asleep (it misses a wake-up, facebook/rocksdb#14069;
-    /// docs/performance.md, "Large state", run 4): checkpoints taken while other threads write,
-    /// flush, compact and drop iterators (each dropped iterator can look for obsolete files) all
-    /// finish, and so do those taken once everything is idle again. The race is rare: this has
-    /// not caught it yet; a node after a 10 GB run did.
+    /// RocksDB 8.10 could leave a checkpoint asleep (it missed a wake-up, facebook/rocksdb#14069,
+    /// fixed in RocksDB 10.9; docs/performance.md, "Large state", run 4): checkpoints taken while
+    /// other threads write, flush, compact and drop iterators (each dropped iterator can look for
+    /// obsolete files) all finish, and so do those taken once everything is idle again. The race
+    /// is rare: this never caught it on 8.10; a node after a 10 GB run did.
     #[test]
     fn checkpoints_finish_while_rocksdb_flushes_compacts_and_purges_and_once_it_idles() {
         use std::time::{Duration, Instant};
