@@ -48,20 +48,20 @@ start_server() { # $1: data folder, $2: log file
   done
   return 1
 }
-stop_server() { # prints the seconds the node took to stop
+stop_server() { # sets STOP_S, the seconds the node took to stop (in this shell: `wait` needs its parent)
   local t0
   t0=$(date +%s%N)
   kill "$SERVER"
   wait "$SERVER" 2>/dev/null || true
   SERVER=
-  awk -v ns="$(($(date +%s%N) - t0))" 'BEGIN {printf "%.2f", ns / 1e9}'
+  STOP_S=$(awk -v ns="$(($(date +%s%N) - t0))" 'BEGIN {printf "%.2f", ns / 1e9}')
 }
 
 if [[ $PRISTINE != empty && ! -d $PRISTINE ]]; then
   echo "== filling $PRISTINE with $STATE_GB GB" >&2
   start_server "$PRISTINE" "$OUT/fill.log"
   "$BIN" bench fill --target "127.0.0.1:$PORT" --data-dir "$PRISTINE" --state-gb "$STATE_GB" --payload-bytes "$PAYLOAD" | tail -1 >&2
-  stop_server >/dev/null
+  stop_server
 fi
 
 printf '%-4s %7s %6s %7s %7s %8s %6s %6s\n' run W2/s W2p99 W5cp99 W5xp99 comp_GB L0toB stop_s
@@ -80,9 +80,9 @@ for run in $(seq "$RUNS"); do
     "$BIN" bench run --target "127.0.0.1:$PORT" --pid "$SERVER" --workload "$w" --warmup "$WARMUP" --duration "$DURATION" \
       --json "$OUT/$run.$w.json" >"$OUT/$run.$w.txt" 2>&1 || { cat "$OUT/$run.$w.txt" >&2; exit 1; }
   done
-  stop_s=$(stop_server)
+  stop_server
   # this run's compactions: RocksDB's event log in the LOG it opened (older ones are LOG.old.*)
-  python3 - "$OUT/$run" "$RUN"/partitions/*/runtime/LOG "$run" "$stop_s" <<'PY'
+  python3 - "$OUT/$run" "$RUN"/partitions/*/runtime/LOG "$run" "$STOP_S" <<'PY'
 import json, sys
 prefix, logs, run, stop_s = sys.argv[1], sys.argv[2:-2], sys.argv[-2], sys.argv[-1]
 w2, w5 = (json.load(open(f"{prefix}.{w}.json")) for w in ("W2", "W5"))
