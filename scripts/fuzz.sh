@@ -35,10 +35,18 @@ fi
 
 # RocksDB's C++ (the node targets link the broker): the library the workspace's build compiled
 # already, rather than compiling it a second time for the fuzz build
+# (of the version Cargo.lock asks for, which fuzz/Cargo.lock must share)
+. scripts/lib/builds.sh
+fuzz_rocksdb=$(cd fuzz && rocksdb_version)
+if [ "$fuzz_rocksdb" != "$(rocksdb_version)" ]; then
+  echo "fuzz.sh: fuzz/Cargo.lock has librocksdb-sys $fuzz_rocksdb, Cargo.lock $(rocksdb_version);" \
+    "align them: cargo update -p rocksdb --manifest-path fuzz/Cargo.toml" >&2
+  exit 1
+fi
 if [ -z "${ROCKSDB_LIB_DIR:-}" ]; then
-  lib=$(ls -t "$CARGO_TARGET_DIR"/debug/build/librocksdb-sys-*/out/librocksdb.a 2>/dev/null | head -1 || true)
+  lib=$(compiled_rocksdb)
   if [ -n "$lib" ]; then
-    export ROCKSDB_LIB_DIR=$(dirname "$lib") ROCKSDB_STATIC=1
+    export ROCKSDB_LIB_DIR=$lib ROCKSDB_STATIC=1
   fi
 fi
 

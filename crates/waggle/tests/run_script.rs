@@ -25,12 +25,27 @@ fn print_build(target: &Path) -> HashMap<String, String> {
     stdout.lines().filter_map(|l| l.split_once(": ")).map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
-/// A RocksDB library as the build of `profile_dir` leaves it.
+/// The librocksdb-sys version Cargo.lock asks for.
+fn locked_rocksdb_version() -> String {
+    let lock = std::fs::read_to_string(repo_root().join("Cargo.lock")).unwrap();
+    let after = lock.split("name = \"librocksdb-sys\"\nversion = \"").nth(1).expect("librocksdb-sys in Cargo.lock");
+    after.split('"').next().unwrap().to_owned()
+}
+
+/// A RocksDB library as the build of `profile_dir` leaves it: of Cargo.lock's version, or of
+/// `version`, in the build folder `hash`.
+fn fake_rocksdb_of(target: &Path, profile_dir: &str, hash: &str, version: &str) -> String {
+    let build = target.join(profile_dir).join(format!("build/librocksdb-sys-{hash}"));
+    std::fs::create_dir_all(build.join("out")).unwrap();
+    std::fs::write(build.join("out/librocksdb.a"), b"").unwrap();
+    // the build script's output names the crate's source folder, as cargo leaves it
+    let manifest = format!("cargo:cargo_manifest_dir=/registry/src/librocksdb-sys-{version}\n");
+    std::fs::write(build.join("output"), manifest).unwrap();
+    build.join("out").display().to_string()
+}
+
 fn fake_rocksdb(target: &Path, profile_dir: &str) -> String {
-    let out = target.join(profile_dir).join("build/librocksdb-sys-0123456789abcdef/out");
-    std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(out.join("librocksdb.a"), b"").unwrap();
-    out.display().to_string()
+    fake_rocksdb_of(target, profile_dir, "0123456789abcdef", &locked_rocksdb_version())
 }
 
 #[test]
@@ -42,6 +57,9 @@ fn run_script_starts_the_release_build_without_a_pgo_profile() {
     assert_eq!(build["binary"], target.path().join("release/waggle").display().to_string());
     assert_eq!(build["rocksdb"], "compiled by this build", "a fresh machine compiles RocksDB once, in the release build");
 
+    // a library of another RocksDB version (another branch's build) is never linked
+    fake_rocksdb_of(target.path(), "debug", "fedcba9876543210", "0.1.0+1.0.0");
+    assert_eq!(print_build(target.path())["rocksdb"], "compiled by this build");
     // with the tests' dev build present, its RocksDB is linked, not compiled again
     let dev = fake_rocksdb(target.path(), "debug");
     assert_eq!(print_build(target.path())["rocksdb"], dev);
