@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::broadcast;
 use waggle_engine::{BatchOutput, Command, Engine, ProcessingContext, RequestId, SideEffect, StateView};
+use waggle_protocol::codec;
 use waggle_protocol::value::IncidentRecord;
 use waggle_protocol::{Intent, PartitionId, Record, RecordType, RecordValue, ValueType};
 use waggle_replication::{Message, MessageType, RaftGroup, ReplicationError, SnapshotPacket};
@@ -455,6 +456,7 @@ pub(crate) fn start(
     let mut processor = Processor {
         id,
         engine: Engine::with_limits(id, config.limits),
+        engine_stale: false,
         store: store.clone(),
         store_slot: store_slot.clone(),
         health,
@@ -602,6 +604,9 @@ struct Replica {
 struct Processor {
     id: PartitionId,
     engine: Engine,
+    /// Whether state changed without the engine (entries applied by their state changes): its
+    /// caches are dropped before it processes or replays.
+    engine_stale: bool,
     store: Arc<RocksStore>,
     /// The store as the handle sees it (replaced when the partition restarts).
     store_slot: StoreSlot,
@@ -881,6 +886,9 @@ impl Processor {
         // the term's first entry (the leader's empty entry) is the last one until it proposes
         if leader && !serving && self.applied >= self.raft.last_index() {
             serving = true;
+            if std::mem::take(&mut self.engine_stale) {
+                self.engine = Engine::with_limits(self.id, self.limits);
+            }
             self.outbox = waggle_engine::pending_commands(StateView::new(&*self.store), self.id).into();
             self.unacknowledged = Unacknowledged::default();
             self.set_serving(Some(term));
@@ -989,6 +997,7 @@ impl Processor {
         let Processor {
             id,
             engine,
+            engine_stale: _,
             store,
             store_slot,
             health,
@@ -1059,6 +1068,7 @@ impl Processor {
         let mut processor = Processor {
             id,
             engine: Engine::with_limits(id, limits),
+            engine_stale: false,
             store,
             store_slot,
             health,
@@ -1155,9 +1165,10 @@ impl Processor {
         Ok(())
     }
 
-    /// Applies committed entries by replaying their events, in runs committed to the store
-    /// together; a run ends at an entry that created a backup checkpoint, whose state is then
-    /// kept ([`Self::keep_backup_checkpoint`]).
+    /// Applies committed entries: an entry that carries its state changes (a replicated
+    /// leader's) by committing them, any other by replaying its events, in runs committed to
+    /// the store together. A run ends at an entry that created a backup checkpoint, whose state
+    /// is then kept ([`Self::keep_backup_checkpoint`]).
     fn replay(&mut self, committed: Vec<waggle_replication::Committed>) -> Result<(), String> {
         if committed.is_empty() {
             return Ok(());
@@ -1166,13 +1177,20 @@ impl Processor {
         supervise::injected_panic(self.id);
         let applied = self.applied;
         let mut entries = committed.into_iter().filter(|c| c.index > applied).peekable();
+        let carries_changes = |c: &waggle_replication::Committed| c.data.first() == Some(&codec::CODEC_VERSION_WITH_CHANGES);
+        while let Some(c) = entries.next_if(carries_changes) {
+            self.apply_changes(&c)?;
+        }
         while entries.peek().is_some() {
+            if std::mem::take(&mut self.engine_stale) {
+                self.engine = Engine::with_limits(self.id, self.limits);
+            }
             let mut writes = WriteSet::default();
             let mut last = self.applied;
             let mut checkpoint = None;
             {
                 let mut overlay = Overlay::new(&*self.store);
-                for c in entries.by_ref() {
+                while let Some(c) = entries.next_if(|c| !carries_changes(c)) {
                     if !c.data.is_empty() {
                         let created =
                             self.engine.replay_encoded(&mut overlay, &c.data).map_err(|e| format!("log entry {}: {e}", c.index))?;
@@ -1190,6 +1208,36 @@ impl Processor {
             self.set_applied(last);
             if let Some((id, term)) = checkpoint {
                 self.keep_backup_checkpoint(id, last, term);
+            }
+            while let Some(c) = entries.next_if(carries_changes) {
+                self.apply_changes(&c)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies an entry that carries its state changes by committing them as the leader did:
+    /// no record is decoded unless the entry created a backup checkpoint. The engine's caches
+    /// (parsed models) no longer follow the state: a new one is made before this replica
+    /// processes ([`Self::follow_role`]).
+    fn apply_changes(&mut self, c: &waggle_replication::Committed) -> Result<(), String> {
+        let malformed = |e: codec::CodecError| format!("log entry {}: {e}", c.index);
+        let changes = codec::state_changes(&c.data).map_err(malformed)?.expect("an entry that carries its state changes");
+        // read whole before any is committed: a malformed entry commits nothing
+        let rows = changes.rows().collect::<Result<Vec<_>, _>>().map_err(malformed)?;
+        let rows = rows.into_iter().map(|change| (change.key.to_vec(), change.value.map(<[u8]>::to_vec), change.fresh));
+        let applied = (META_APPLIED_INDEX.to_vec(), Some(c.index.to_be_bytes().to_vec()), false);
+        self.store.commit_changes(rows.chain([applied])).map_err(|e| e.to_string())?;
+        self.set_applied(c.index);
+        self.engine_stale = true;
+        if changes.created_checkpoint {
+            let mut created = None;
+            codec::for_each_record(&c.data, |record| {
+                created = waggle_engine::created_checkpoint(std::slice::from_ref(record)).or(created.take());
+            })
+            .map_err(malformed)?;
+            if let Some(created) = created {
+                self.keep_backup_checkpoint(created.checkpoint_id, c.index, c.term);
             }
         }
         Ok(())
@@ -1253,7 +1301,7 @@ impl Processor {
         let permits = std::mem::take(&mut self.pending_permits);
         self.limiter.congested(self.saturation.cuts(self.streams.push_counts(), started));
         let requests = first_request..self.next_request;
-        let Some(entry) = output.encoded_entry() else {
+        let Some(mut entry) = output.encoded_entry() else {
             if self.in_flight.is_empty() {
                 self.deliver(output, permits);
             } else {
@@ -1263,6 +1311,12 @@ impl Processor {
             }
             return Ok(());
         };
+        if self.replica.is_some() {
+            // the followers apply the batch's writes instead of replaying its events
+            let checkpoint = waggle_engine::created_checkpoint(&output.records).is_some();
+            let changes = writes.rows().map(|(key, value, fresh)| codec::Change { key, value, fresh });
+            codec::append_state_changes(&mut entry, checkpoint, changes);
+        }
         let processed = Instant::now();
         self.metrics.batch_processing.observe((processed - started).as_secs_f64());
         let bytes = entry.len();

@@ -201,6 +201,14 @@ impl WriteSet {
     pub fn len(&self) -> usize {
         self.ordered.len() + self.points.len()
     }
+    /// Every staged entry with its freshness (see [`Self::put_fresh`]), in no particular order.
+    pub fn rows(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>, bool)> {
+        self.ordered
+            .iter()
+            .map(|(k, r)| (k.0.as_slice(), r))
+            .chain(self.points.iter().map(|(k, r)| (k.as_slice(), r)))
+            .map(|(k, r)| (k, r.value.as_deref(), r.fresh))
+    }
     /// Every staged entry, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&Vec<u8>, &Option<Vec<u8>>)> {
         self.ordered.iter().map(|(k, r)| (&k.0, &r.value)).chain(self.points.iter().map(|(k, r)| (k, &r.value)))

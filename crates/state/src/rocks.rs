@@ -472,6 +472,13 @@ impl KvStore for RocksStore {
 }
 
 impl RocksStore {
+    /// Commits rows as [`WriteSet::rows`] gives them (key, `None` for a delete, freshness),
+    /// each as if committed on its own, in order: the rows of several write sets, each set's
+    /// keys distinct, commit as the sets would one after the other. Atomic as a commit is.
+    pub fn commit_changes(&self, rows: impl IntoIterator<Item = (Vec<u8>, Option<Vec<u8>>, bool)>) -> Result<(), StateError> {
+        self.commit_rows(rows.into_iter().map(|(key, value, fresh)| (Key(key), Row { fresh: fresh && value.is_some(), value })))
+    }
+
     /// Puts committed rows (`None`: deleted) into the write-back layer.
     fn commit_rows(&self, rows: impl Iterator<Item = (Key, Row)>) -> Result<(), StateError> {
         let mut recent = self.recent_mut();
@@ -653,5 +660,48 @@ mod tests {
         assert_eq!(scan(&store, 1), vec![owned(1, "a"), owned(1, "b")]);
         assert_eq!(store.get(&owned(9, "early")), None, "entity 9 is newer than RocksDB's state: RocksDB is not asked");
         assert!(scan(&store, 9).is_empty());
+    }
+
+    /// A follower commits the rows of a leader's write sets (`commit_changes`): the state is
+    /// the state the leader's commits of those sets gave, flushed or not in between.
+    #[test]
+    fn rows_committed_as_changes_give_the_state_of_the_write_sets_committed() {
+        let sets = || {
+            let mut first = WriteSet::default();
+            first.put_fresh(owned(1, "new"), b"1".to_vec());
+            first.put(owned(2, "old"), b"2".to_vec());
+            first.put(b"X/c".to_vec(), 3i64.to_be_bytes().to_vec());
+            let mut second = WriteSet::default();
+            second.delete(owned(1, "new"));
+            second.delete(owned(2, "old"));
+            second.put(owned(2, "other"), b"3".to_vec());
+            second.delete(b"o/flushed".to_vec());
+            let mut third = WriteSet::default();
+            third.put_fresh(owned(4, "late"), b"4".to_vec());
+            [first, second, third]
+        };
+        let leader_dir = tempfile::tempdir().unwrap();
+        let follower_dir = tempfile::tempdir().unwrap();
+        let leader = RocksStore::open_with_point_tables(leader_dir.path(), &[], Some(owned_rule())).unwrap();
+        let follower = RocksStore::open_with_point_tables(follower_dir.path(), &[], Some(owned_rule())).unwrap();
+        for store in [&leader, &follower] {
+            commit(store, &[(owned(2, "old"), "0"), (b"o/flushed".to_vec(), "f")], Some(3));
+            store.flush_write_back().unwrap();
+        }
+        for (i, set) in sets().into_iter().enumerate() {
+            let rows: Vec<_> = set.rows().map(|(k, v, fresh)| (k.to_vec(), v.map(<[u8]>::to_vec), fresh)).collect();
+            leader.commit_owned(set).unwrap();
+            follower.commit_changes(rows).unwrap();
+            if i == 1 {
+                leader.flush_write_back().unwrap();
+            }
+        }
+        assert_eq!(follower.dump(), leader.dump());
+        follower.flush_write_back().unwrap();
+        leader.flush_write_back().unwrap();
+        assert_eq!(follower.dump(), leader.dump());
+        assert_eq!(follower.get(&owned(1, "new")), None);
+        assert_eq!(follower.get(&owned(2, "other")), Some(b"3".to_vec()));
+        assert_eq!(follower.get(b"o/flushed"), None);
     }
 }
