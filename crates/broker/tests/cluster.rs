@@ -15,6 +15,7 @@ mod common;
 use common::{free_addrs, start};
 use waggle_broker::{Broker, BrokerConfig, BrokerError, ClusterSpec, StateDigest};
 use waggle_engine::Command;
+use waggle_protocol::codec;
 use waggle_protocol::value::{DeploymentRecord, DeploymentResource, JobBatchRecord, MessageRecord, ProcessInstanceCreationRecord};
 use waggle_protocol::{Intent, PartitionId, Record, RecordValue};
 
@@ -348,6 +349,16 @@ fn a_leader_under_load_pipelines_its_batches_and_answers_what_committed() {
         b.shutdown();
     }
     drop(runtime);
+    // the leader logged each batch's state changes beside its records, which the followers
+    // committed (their digests agree above): every entry of the term with records carries them
+    let journal = waggle_log::Journal::open(&dirs[first].path().join("partitions/1/log"), Default::default()).unwrap();
+    let entries = journal.entries(journal.first_index(), journal.last_index() + 1, None).unwrap();
+    let batches: Vec<_> = entries.iter().filter(|e| e.data.first().is_some_and(|&v| v != 0xFF)).collect();
+    assert!(batches.len() > 10, "{} batches logged", batches.len());
+    for entry in batches {
+        let changes = codec::state_changes(&entry.data).unwrap();
+        assert!(changes.is_some_and(|c| c.rows().count() > 0), "entry {} without state changes", entry.index);
+    }
 }
 
 #[test]
