@@ -14,8 +14,8 @@
 //! one voter of a Raft group with the partition's other replicas ([`cluster`] places them),
 //! over one [`waggle_replication::net::RaftNetwork`] on the broker's internal address. The
 //! leader processes and proposes as the standalone node does (its partition thread waits for
-//! each batch's commit, stepping and ticking meanwhile); followers apply the committed entries'
-//! events only (C1). [`Broker::submit`] routes a command to the broker that leads its partition
+//! each batch's commit, stepping and ticking meanwhile); followers commit the rows the leader
+//! logged with each entry (an entry without them is replayed by its events, C1). [`Broker::submit`] routes a command to the broker that leads its partition
 //! ([`forward`]), retrying while it is certainly not taken (no leader yet, a leader that refused
 //! it unprocessed); one whose leader loses the lead after its batch was proposed and before it
 //! commits gets [`BrokerError::Unavailable`] (its batch is discarded; Zeebe's behaviour).
