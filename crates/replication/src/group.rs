@@ -21,6 +21,20 @@ use crate::{Committed, ReplicationError, SnapshotSource, LOCAL_NODE_ID};
 /// ([`RaftGroup::caught_up`]): a few rounds of pipelined batches.
 pub const CAUGHT_UP_LAG: u64 = 16;
 
+/// Largest append a leader sends (Raft's `max_size_per_msg`; one entry larger than this still
+/// goes alone).
+const MAX_APPEND_BYTES: u64 = 1 << 20;
+
+/// Appends a leader has unacknowledged to one follower (Raft's `max_inflight_msgs`). A
+/// follower that comes back far behind is sent this many appends in one go, each read from the
+/// journal and encoded on the leader's partition thread: at 256 (and 1 MiB each), a broker
+/// that rejoined 60 s behind under W2 kept two leaders' threads busy for longer than an
+/// election timeout, their healthy followers heard no heartbeat, and both partitions elected
+/// new leaders (a command in flight at such a change is answered `Unavailable`). At 16 that
+/// burst is 16 MiB. A follower that keeps up has a few appends in flight (one per pipelined
+/// batch).
+const MAX_INFLIGHT_APPENDS: usize = 16;
+
 /// Where a follower writes the snapshots it receives, under the journal's directory.
 pub const RECEIVED_SNAPSHOTS_DIR: &str = "received-snapshots";
 
@@ -264,8 +278,8 @@ impl RaftGroup {
                 + config.election_delay_ticks
                 + if config.randomized_election_timeout { config.election_jitter_ticks.max(1) } else { 1 },
             applied,
-            max_size_per_msg: 1 << 20,
-            max_inflight_msgs: 256,
+            max_size_per_msg: MAX_APPEND_BYTES,
+            max_inflight_msgs: MAX_INFLIGHT_APPENDS,
             // a leader cut off from a quorum steps down (a single voter always hears itself)
             check_quorum: !single,
             // a node back from a partition asks before it campaigns, so it does not depose a
@@ -275,7 +289,7 @@ impl RaftGroup {
             ..Default::default()
         };
         raft_config.validate()?;
-        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let logger = slog::Logger::root(crate::raft_log::TracingDrain, slog::o!("journal" => dir.display().to_string()));
         let mut node = RawNode::new(&raft_config, storage, &logger)?;
         if single {
             node.campaign()?;

@@ -39,6 +39,7 @@
 mod conf;
 mod group;
 pub mod net;
+mod raft_log;
 pub mod snapshot;
 mod storage;
 pub mod tls;

@@ -162,7 +162,9 @@ pub static malloc_conf: &[u8] = b"narenas:1,background_thread:true,dirty_decay_m
 /// `RUST_BACKTRACE` says: these are a user's mistakes, e.g. a refused data folder), exit code 1.
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WAGGLE_LOG").unwrap_or_else(|_| "info".into()))
+        // Raft's own lines (target `raft`: each election step, configuration changes) are
+        // off by default; `WAGGLE_LOG=info` or `info,raft=info` shows them
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WAGGLE_LOG").unwrap_or_else(|_| "info,raft=warn".into()))
         .with_writer(std::io::stderr)
         // colours only on a terminal: a log file (scripts/cluster.sh's) stays plain text
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -364,3 +364,83 @@ fn a_leader_cut_off_from_the_quorum_steps_down() {
     }
     assert!(!groups[leader].is_leader(), "an isolated leader kept leading");
 }
+
+/// Collects what a group sends.
+struct Outbox(Arc<std::sync::Mutex<Vec<Message>>>);
+
+impl Transport for Outbox {
+    fn send(&mut self, messages: Vec<Message>) {
+        self.0.lock().unwrap().extend(messages);
+    }
+
+    fn send_snapshot(&mut self, _packets: Vec<crate::SnapshotPacket>) {}
+}
+
+#[test]
+fn a_follower_back_from_far_behind_is_sent_a_bounded_burst_and_catches_up() {
+    use raft::prelude::MessageType;
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let sent = Arc::new(std::sync::Mutex::new(Vec::<Message>::new()));
+    let mut groups: Vec<RaftGroup> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            let config = ReplicaConfig::new(i as u64 + 1, vec![1, 2, 3]);
+            RaftGroup::open_replicated(dir.path(), 0, config, Box::new(Outbox(sent.clone()))).unwrap()
+        })
+        .collect();
+    // one round: every group ticks and drives; messages to or from `cut` are lost. Returns the
+    // appends sent to `watch` in the round.
+    let round = |groups: &mut Vec<RaftGroup>, cut: Option<u64>, watch: u64| {
+        for g in groups.iter_mut() {
+            g.tick();
+            g.drive().unwrap();
+        }
+        let messages: Vec<Message> = std::mem::take(&mut *sent.lock().unwrap());
+        let appends: Vec<usize> = messages
+            .iter()
+            .filter(|m| m.to == watch && m.msg_type() == MessageType::MsgAppend)
+            .map(|m| m.entries.iter().map(|e| e.data.len()).sum())
+            .collect();
+        for m in messages.into_iter().filter(|m| cut.is_none_or(|c| m.from != c && m.to != c)) {
+            let to = m.to as usize - 1;
+            groups[to].step(m).unwrap();
+        }
+        appends
+    };
+    let mut leader = None;
+    for _ in 0..200 {
+        round(&mut groups, None, 0);
+        leader = groups.iter().position(|g| g.is_leader());
+        if leader.is_some() {
+            break;
+        }
+    }
+    let leader = leader.expect("a leader");
+    let away = groups[(leader + 1) % 3].id();
+    // while `away` is cut off, the others commit 48 entries of 600 KB, ~29 MB (one to an
+    // append: two would pass MAX_APPEND_BYTES)
+    let entries = 48;
+    for i in 0..entries {
+        let mut data = vec![0x01; 600 << 10];
+        data[1] = i as u8;
+        groups[leader].propose(data).unwrap();
+        round(&mut groups, Some(away), away);
+    }
+    for _ in 0..20 {
+        round(&mut groups, Some(away), away);
+    }
+    let last = groups[leader].last_index();
+    assert!(groups[away as usize - 1].last_index() + entries as u64 <= last, "the cut-off node got entries");
+    // back: it is sent at most ~10 MB a round (17 appends: a heartbeat's answer frees one slot of
+    // a full window, as in etcd's Raft), not everything it lacks at once
+    let mut rounds = 0;
+    while groups[away as usize - 1].last_index() < last {
+        let appends = round(&mut groups, None, away);
+        let bytes: usize = appends.iter().sum();
+        assert!(bytes <= 17 * (600 << 10), "{bytes} bytes in {} appends in one round", appends.len());
+        rounds += 1;
+        assert!(rounds < 100, "not caught up after 100 rounds: {} of {last}", groups[away as usize - 1].last_index());
+    }
+    assert!(groups[leader].is_leader(), "the leader lost its lead while the follower caught up");
+}
