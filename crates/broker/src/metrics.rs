@@ -1,7 +1,15 @@
 //! Partition metrics, named as Zeebe names them where Zeebe has one.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::MetricFamily;
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 use waggle_protocol::PartitionId;
+use waggle_state::StoreMemory;
+
+use crate::partition::StoreSlot;
 
 use crate::backpressure::LimiterMetrics;
 
@@ -35,6 +43,8 @@ pub struct BrokerMetrics {
     /// Each partition's health as Zeebe's `zeebe_health` gauge has it: 1 healthy, 0 unhealthy
     /// (restarting after a panic or an error), -1 dead (left down: see `partition/supervise.rs`).
     pub health: IntGaugeVec,
+    /// Each partition's state store memory, read at each scrape.
+    pub(crate) store_memory: StoreMemoryCollector,
 }
 
 const BATCH_BUCKETS_S: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
@@ -165,6 +175,8 @@ impl BrokerMetrics {
         ] {
             m.register(registry);
         }
+        let store_memory = StoreMemoryCollector::new();
+        store_memory.register(registry);
         Self {
             processed_records,
             batches,
@@ -188,6 +200,7 @@ impl BrokerMetrics {
             exporter_errors,
             export_backpressure_refused,
             health,
+            store_memory,
         }
     }
 }
@@ -288,5 +301,65 @@ impl<T: prometheus::core::Collector + Clone + 'static> Collect for T {
     fn register(&self, registry: &Registry) {
         // registering twice (several brokers in one test process) is harmless
         let _ = registry.register(Box::new(self.clone()));
+    }
+}
+
+/// The partitions' state store memory and size (see [`waggle_state::RocksStore::memory`]),
+/// read from their stores when scraped, named as Zeebe names RocksDB's (`zeebe_rocksdb_*`,
+/// the property's name after `rocksdb.`), labelled by partition. A partition whose store is
+/// closed (restarting, or its replica moved away) is left out.
+#[derive(Clone)]
+pub(crate) struct StoreMemoryCollector {
+    stores: Arc<Mutex<BTreeMap<PartitionId, StoreSlot>>>,
+    gauges: Vec<(IntGaugeVec, MemoryReading)>,
+}
+
+/// Which of a [`StoreMemory`]'s figures a gauge shows.
+type MemoryReading = fn(&StoreMemory) -> u64;
+
+impl StoreMemoryCollector {
+    fn new() -> Self {
+        let gauge = |name: &str, help: &str| IntGaugeVec::new(Opts::new(name, help), &["partition"]).expect("metric");
+        let gauges: Vec<(IntGaugeVec, MemoryReading)> = vec![
+            (gauge("zeebe_rocksdb_memory_cur_size_all_mem_tables", "Bytes in RocksDB's memtables"), |m| m.memtables),
+            (gauge("zeebe_rocksdb_memory_block_cache_usage", "Bytes in RocksDB's block cache"), |m| m.block_cache),
+            (gauge("zeebe_rocksdb_memory_block_cache_pinned_usage", "Bytes pinned in RocksDB's block cache"), |m| m.block_cache_pinned),
+            (
+                gauge(
+                    "zeebe_rocksdb_memory_estimate_table_readers_mem",
+                    "Bytes of index and filter blocks held by RocksDB's open table files",
+                ),
+                |m| m.table_readers,
+            ),
+            (gauge("zeebe_rocksdb_sst_total_sst_files_size", "Bytes of RocksDB's table files on disk"), |m| m.sst_files),
+            (gauge("waggle_state_write_back_rows", "State rows committed and not yet written to RocksDB"), |m| m.write_back_rows),
+        ];
+        Self { stores: Arc::default(), gauges }
+    }
+
+    /// Reports partition `id`'s store from now on (replacing an earlier one of that id).
+    pub(crate) fn watch(&self, id: PartitionId, store: StoreSlot) {
+        self.stores.lock().expect("store memory lock").insert(id, store);
+    }
+}
+
+impl Collector for StoreMemoryCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        self.gauges.iter().flat_map(|(g, _)| g.desc()).collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        for (g, _) in &self.gauges {
+            g.reset();
+        }
+        for (id, slot) in self.stores.lock().expect("store memory lock").iter() {
+            let Some(store) = slot.read().expect("store slot lock").clone() else { continue };
+            let memory = store.memory();
+            let p = id.to_string();
+            for (g, value) in &self.gauges {
+                g.with_label_values(&[&p]).set(i64::try_from(value(&memory)).unwrap_or(i64::MAX));
+            }
+        }
+        self.gauges.iter().flat_map(|(g, _)| g.collect()).collect()
     }
 }

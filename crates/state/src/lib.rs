@@ -24,7 +24,7 @@ use key::{Key, KeyRef};
 pub use layered::Layered;
 pub use memory::MemoryStore;
 pub use overlay::{AbsentFromBase, Overlay};
-pub use rocks::{RocksStore, StoredAbsence, COMPACT_AFTER_DELETES};
+pub use rocks::{RocksStore, StoreMemory, StoredAbsence, COMPACT_AFTER_DELETES};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {

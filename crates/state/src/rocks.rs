@@ -64,6 +64,23 @@ pub struct RocksStore {
     point_tables: PointTables,
 }
 
+/// A store's memory and size by kind (see [`RocksStore::memory`]): bytes, except the rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreMemory {
+    /// RocksDB's memtables (`rocksdb.cur-size-all-mem-tables`).
+    pub memtables: u64,
+    /// Blocks in RocksDB's block cache (`rocksdb.block-cache-usage`), and those pinned.
+    pub block_cache: u64,
+    pub block_cache_pinned: u64,
+    /// Index and filter blocks held by open table files, outside the block cache
+    /// (`rocksdb.estimate-table-readers-mem`): grows with the state.
+    pub table_readers: u64,
+    /// The table files' size on disk (`rocksdb.total-sst-files-size`), not memory.
+    pub sst_files: u64,
+    /// Rows committed and not yet written to RocksDB (the write-back layer).
+    pub write_back_rows: u64,
+}
+
 /// What writing rows to RocksDB needs: shared with the threads that flush the write-back layer
 /// and compact the queue tables.
 #[derive(Clone)]
@@ -202,6 +219,26 @@ impl RocksStore {
         let point_tables: PointTables = point_tables.iter().map(|p| p.to_vec()).collect();
         let recent = Arc::new(RwLock::new(Recent::new(point_tables.clone())));
         Ok(Self { backing, recent, absence, point_tables })
+    }
+
+    /// Where the store's memory is, for the node's metrics: RocksDB's own accounting (its
+    /// properties: memtables, block cache, table readers' index and filter blocks) and the rows
+    /// the write-back layer holds. Reads a few counters; cheap enough for every scrape.
+    pub fn memory(&self) -> StoreMemory {
+        let db = &self.backing.db;
+        let property = |name: &str| db.property_int_value(name).ok().flatten().unwrap_or(0);
+        let write_back_rows = {
+            let recent = self.recent.read().expect("write-back layer lock");
+            recent.rows.len() + recent.flushing.as_ref().map_or(0, |f| f.len())
+        };
+        StoreMemory {
+            memtables: property("rocksdb.cur-size-all-mem-tables"),
+            block_cache: property("rocksdb.block-cache-usage"),
+            block_cache_pinned: property("rocksdb.block-cache-pinned-usage"),
+            table_readers: property("rocksdb.estimate-table-readers-mem"),
+            sst_files: property("rocksdb.total-sst-files-size"),
+            write_back_rows: write_back_rows as u64,
+        }
     }
 
     /// Writes the whole write-back layer to RocksDB now, after any flush under way (checkpoints,

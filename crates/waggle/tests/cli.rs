@@ -242,6 +242,7 @@ fn overload_is_resource_exhausted_and_job_completions_are_always_taken() {
 #[test]
 fn metrics_count_requests_records_and_lifetimes() {
     let node = Node::start(&[]);
+    let (_, before) = node.get("/metrics");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let mut client = GatewayClient::connect(node.endpoint()).await.expect("connect");
@@ -263,6 +264,20 @@ fn metrics_count_requests_records_and_lifetimes() {
         assert!(metrics.contains(name), "/metrics lacks {name}:\n{metrics}");
     }
     assert!(metrics.lines().any(|l| l.starts_with("zeebe_process_instance_execution_time_count") && !l.ends_with(" 0")), "{metrics}");
+    // the state store's memory, read from RocksDB at each scrape: the instance's rows are in
+    // the write-back layer or, flushed, in RocksDB's memtable (an empty one counts its arena)
+    let stored =
+        |m: &str| partition_metric(m, "zeebe_rocksdb_memory_cur_size_all_mem_tables") + partition_metric(m, "waggle_state_write_back_rows");
+    assert!(stored(&metrics) > stored(&before), "no more rows or memtable bytes after an instance:\n{before}\n{metrics}");
+    for name in [
+        "zeebe_rocksdb_memory_block_cache_usage",
+        "zeebe_rocksdb_memory_block_cache_pinned_usage",
+        "zeebe_rocksdb_memory_estimate_table_readers_mem",
+        "zeebe_rocksdb_sst_total_sst_files_size",
+        "waggle_state_write_back_rows",
+    ] {
+        assert!(partition_metric(&metrics, name) >= 0.0);
+    }
 }
 
 /// The node raises its soft limit of open files to the hard limit (a login session's 1,024 is
