@@ -353,7 +353,7 @@ impl Collector for StoreMemoryCollector {
             g.reset();
         }
         for (id, slot) in self.stores.lock().expect("store memory lock").iter() {
-            let Some(store) = slot.read().expect("store slot lock").clone() else { continue };
+            let Some(store) = slot.read().unwrap_or_else(|e| e.into_inner()).clone() else { continue };
             let memory = store.memory();
             let p = id.to_string();
             for (g, value) in &self.gauges {
