@@ -136,6 +136,21 @@ fn restart_after_commit_index_was_not_persisted() {
 
 /// Keeps what a group sends, for the test to route; with `dir`, checks first that what each
 /// message acknowledges is what a restart of the sender right now would find.
+/// Three voters (ids 1, 2, 3) of a new group, each on a journal of its own in a temporary
+/// folder (kept as long as the folders are), sending through the transport `outbox` makes for
+/// its folder.
+fn three_voters(outbox: impl Fn(&std::path::Path) -> Box<dyn Transport>) -> (Vec<tempfile::TempDir>, Vec<RaftGroup>) {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let groups = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, dir)| {
+            RaftGroup::open_replicated(dir.path(), 0, ReplicaConfig::new(i as u64 + 1, vec![1, 2, 3]), outbox(dir.path())).unwrap()
+        })
+        .collect();
+    (dirs, groups)
+}
+
 struct CheckingOutbox {
     sent: Arc<std::sync::Mutex<Vec<Message>>>,
     dir: std::path::PathBuf,
@@ -182,18 +197,10 @@ impl Transport for CheckingOutbox {
 
 #[test]
 fn three_voters_elect_a_leader_and_acknowledge_only_durable_entries_and_votes() {
-    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let sent = Arc::new(std::sync::Mutex::new(Vec::<Message>::new()));
     let checks = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let voters = vec![1, 2, 3];
-    let mut groups: Vec<RaftGroup> = dirs
-        .iter()
-        .enumerate()
-        .map(|(i, dir)| {
-            let outbox = CheckingOutbox { sent: sent.clone(), dir: dir.path().to_path_buf(), checks: checks.clone() };
-            RaftGroup::open_replicated(dir.path(), 0, ReplicaConfig::new(i as u64 + 1, voters.clone()), Box::new(outbox)).unwrap()
-        })
-        .collect();
+    let (_dirs, mut groups) =
+        three_voters(|dir| Box::new(CheckingOutbox { sent: sent.clone(), dir: dir.to_path_buf(), checks: checks.clone() }));
     let mut applied: Vec<Vec<Committed>> = vec![Vec::new(); 3];
     let mut round = |groups: &mut Vec<RaftGroup>, tick: bool| {
         for (i, g) in groups.iter_mut().enumerate() {
@@ -282,16 +289,9 @@ fn a_configuration_that_cannot_work_is_refused_with_its_reason() {
 
 #[test]
 fn a_node_cut_off_for_long_does_not_depose_the_leader_when_it_returns() {
-    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let sent = Arc::new(std::sync::Mutex::new(Vec::<Message>::new()));
-    let mut groups: Vec<RaftGroup> = dirs
-        .iter()
-        .enumerate()
-        .map(|(i, dir)| {
-            let outbox = CheckingOutbox { sent: sent.clone(), dir: dir.path().to_path_buf(), checks: Arc::default() };
-            RaftGroup::open_replicated(dir.path(), 0, ReplicaConfig::new(i as u64 + 1, vec![1, 2, 3]), Box::new(outbox)).unwrap()
-        })
-        .collect();
+    let (_dirs, mut groups) =
+        three_voters(|dir| Box::new(CheckingOutbox { sent: sent.clone(), dir: dir.to_path_buf(), checks: Arc::default() }));
     // one round: every group ticks and drives; messages to or from `cut` are lost
     let round = |groups: &mut Vec<RaftGroup>, cut: Option<u64>| {
         for g in groups.iter_mut() {
@@ -330,16 +330,9 @@ fn a_node_cut_off_for_long_does_not_depose_the_leader_when_it_returns() {
 
 #[test]
 fn a_leader_cut_off_from_the_quorum_steps_down() {
-    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let sent = Arc::new(std::sync::Mutex::new(Vec::<Message>::new()));
-    let mut groups: Vec<RaftGroup> = dirs
-        .iter()
-        .enumerate()
-        .map(|(i, dir)| {
-            let outbox = CheckingOutbox { sent: sent.clone(), dir: dir.path().to_path_buf(), checks: Arc::default() };
-            RaftGroup::open_replicated(dir.path(), 0, ReplicaConfig::new(i as u64 + 1, vec![1, 2, 3]), Box::new(outbox)).unwrap()
-        })
-        .collect();
+    let (_dirs, mut groups) =
+        three_voters(|dir| Box::new(CheckingOutbox { sent: sent.clone(), dir: dir.to_path_buf(), checks: Arc::default() }));
     let mut leader = None;
     for _ in 0..200 {
         for g in groups.iter_mut() {
@@ -379,16 +372,8 @@ impl Transport for Outbox {
 #[test]
 fn a_follower_back_from_far_behind_is_sent_a_bounded_burst_and_catches_up() {
     use raft::prelude::MessageType;
-    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let sent = Arc::new(std::sync::Mutex::new(Vec::<Message>::new()));
-    let mut groups: Vec<RaftGroup> = dirs
-        .iter()
-        .enumerate()
-        .map(|(i, dir)| {
-            let config = ReplicaConfig::new(i as u64 + 1, vec![1, 2, 3]);
-            RaftGroup::open_replicated(dir.path(), 0, config, Box::new(Outbox(sent.clone()))).unwrap()
-        })
-        .collect();
+    let (_dirs, mut groups) = three_voters(|_| Box::new(Outbox(sent.clone())));
     // one round: every group ticks and drives; messages to or from `cut` are lost. Returns the
     // appends sent to `watch` in the round.
     let round = |groups: &mut Vec<RaftGroup>, cut: Option<u64>, watch: u64| {
