@@ -1,13 +1,13 @@
 //! Partition metrics, named as Zeebe names them where Zeebe has one.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 use waggle_protocol::PartitionId;
-use waggle_state::StoreMemory;
+use waggle_state::{RocksStore, StoreMemory};
 
 use crate::partition::StoreSlot;
 
@@ -307,10 +307,12 @@ impl<T: prometheus::core::Collector + Clone + 'static> Collect for T {
 /// The partitions' state store memory and size (see [`waggle_state::RocksStore::memory`]),
 /// read from their stores when scraped, named as Zeebe names RocksDB's (`zeebe_rocksdb_*`,
 /// the property's name after `rocksdb.`), labelled by partition. A partition whose store is
-/// closed (restarting, or its replica moved away) is left out.
+/// closed (restarting, or its replica moved away) is left out. It holds the stores weakly: a
+/// stopped replica's RocksDB must close (and release its lock) as before, or the replica could
+/// not start again in this process.
 #[derive(Clone)]
 pub(crate) struct StoreMemoryCollector {
-    stores: Arc<Mutex<BTreeMap<PartitionId, StoreSlot>>>,
+    stores: Arc<Mutex<BTreeMap<PartitionId, Weak<RwLock<Option<Arc<RocksStore>>>>>>>,
     gauges: Vec<(IntGaugeVec, MemoryReading)>,
 }
 
@@ -338,8 +340,8 @@ impl StoreMemoryCollector {
     }
 
     /// Reports partition `id`'s store from now on (replacing an earlier one of that id).
-    pub(crate) fn watch(&self, id: PartitionId, store: StoreSlot) {
-        self.stores.lock().expect("store memory lock").insert(id, store);
+    pub(crate) fn watch(&self, id: PartitionId, store: &StoreSlot) {
+        self.stores.lock().expect("store memory lock").insert(id, Arc::downgrade(store));
     }
 }
 
@@ -352,7 +354,10 @@ impl Collector for StoreMemoryCollector {
         for (g, _) in &self.gauges {
             g.reset();
         }
-        for (id, slot) in self.stores.lock().expect("store memory lock").iter() {
+        let mut stores = self.stores.lock().expect("store memory lock");
+        stores.retain(|_, slot| slot.strong_count() > 0);
+        for (id, slot) in stores.iter() {
+            let Some(slot) = slot.upgrade() else { continue };
             let Some(store) = slot.read().unwrap_or_else(|e| e.into_inner()).clone() else { continue };
             let memory = store.memory();
             let p = id.to_string();

@@ -453,7 +453,7 @@ pub(crate) fn start(
     let up = Arc::new(AtomicBool::new(true));
     let health = supervise::HealthReport { status: status.clone(), gauge: partition_metrics.health.clone(), up: up.clone() };
     let store_slot: StoreSlot = Arc::new(RwLock::new(Some(store.clone())));
-    metrics.store_memory.watch(id, store_slot.clone());
+    metrics.store_memory.watch(id, &store_slot);
     let mut processor = Processor {
         id,
         engine: Engine::with_limits(id, config.limits),
