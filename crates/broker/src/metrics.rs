@@ -312,9 +312,12 @@ impl<T: prometheus::core::Collector + Clone + 'static> Collect for T {
 /// not start again in this process.
 #[derive(Clone)]
 pub(crate) struct StoreMemoryCollector {
-    stores: Arc<Mutex<BTreeMap<PartitionId, Weak<RwLock<Option<Arc<RocksStore>>>>>>>,
+    stores: Arc<Mutex<BTreeMap<PartitionId, WeakSlot>>>,
     gauges: Vec<(IntGaugeVec, MemoryReading)>,
 }
+
+/// A partition's [`StoreSlot`], held weakly.
+type WeakSlot = Weak<RwLock<Option<Arc<RocksStore>>>>;
 
 /// Which of a [`StoreMemory`]'s figures a gauge shows.
 type MemoryReading = fn(&StoreMemory) -> u64;
