@@ -4,7 +4,8 @@
 # each run starts a node on a fresh copy of it (table files hard-linked: RocksDB never changes
 # one; every other file copied), runs W2 then W5 (`waggle bench run`), stops the node, and
 # prints one line: W2's rate and p99, W5's correlation and execution p99, the gigabytes RocksDB's
-# compactions wrote and how many took the base level, and how long the node took to stop.
+# compactions wrote and how many took the base level, how long the node took to stop, and its
+# RSS: before W2 and the highest sampled.
 # `empty` as PRISTINE runs on an empty folder instead (the 0 GB line).
 #
 #   scripts/bigstate-repeat.sh BINARY PRISTINE [RUNS] [STATE_GB]     (defaults: 3 runs, 10 GB)
@@ -64,7 +65,7 @@ if [[ $PRISTINE != empty && ! -d $PRISTINE ]]; then
   stop_server
 fi
 
-printf '%-4s %7s %6s %7s %7s %8s %6s %6s\n' run W2/s W2p99 W5cp99 W5xp99 comp_GB L0toB stop_s
+printf '%-4s %7s %6s %7s %7s %8s %6s %6s %7s %7s\n' run W2/s W2p99 W5cp99 W5xp99 comp_GB L0toB stop_s idle_MB peak_MB
 for run in $(seq "$RUNS"); do
   rm -rf "$RUN"
   if [[ $PRISTINE == empty ]]; then
@@ -96,11 +97,14 @@ for log in logs:
             written += event.get("total_output_size", 0)
         if event.get("event") == "compaction_started" and event.get("compaction_reason") == "LevelL0FilesNum":
             base += 1
-print("%-4s %7d %6.0f %7.1f %7.0f %8.2f %6d %6s" % (run, w2["completed_per_s"], w2["execution"]["p99_ms"],
-      w5["correlation"]["p99_ms"], w5["execution"]["p99_ms"], written / 1e9, base, stop_s))
+idle = w2["server"]["idle_rss_mb"]
+peak = max(w["server"]["peak_rss_mb"] for w in (w2, w5))
+print("%-4s %7d %6.0f %7.1f %7.0f %8.2f %6d %6s %7.0f %7.0f" % (run, w2["completed_per_s"], w2["execution"]["p99_ms"],
+      w5["correlation"]["p99_ms"], w5["execution"]["p99_ms"], written / 1e9, base, stop_s, idle, peak))
 PY
   rm -rf "$RUN"
 done
 echo "W2/s: W2's completed PI/s; W2p99: its execution p99 (ms); W5cp99 / W5xp99: W5's correlation and execution p99 (ms);"
 echo "comp_GB: what RocksDB's compactions wrote during the run; L0toB: compactions of level-0 files into the base level;"
-echo "stop_s: seconds from SIGTERM to the node's exit. $("$BIN" --version 2>/dev/null | head -1), $(nproc) cores; logs: $OUT"
+echo "stop_s: seconds from SIGTERM to the node's exit; idle_MB: the node's RSS before W2; peak_MB: its highest sampled in W2 and W5."
+echo "$("$BIN" --version 2>/dev/null | head -1), $(nproc) cores; logs: $OUT"

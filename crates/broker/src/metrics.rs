@@ -327,12 +327,14 @@ impl StoreMemoryCollector {
         let gauge = |name: &str, help: &str| IntGaugeVec::new(Opts::new(name, help), &["partition"]).expect("metric");
         let gauges: Vec<(IntGaugeVec, MemoryReading)> = vec![
             (gauge("zeebe_rocksdb_memory_cur_size_all_mem_tables", "Bytes in RocksDB's memtables"), |m| m.memtables),
-            (gauge("zeebe_rocksdb_memory_block_cache_usage", "Bytes in RocksDB's block cache"), |m| m.block_cache),
+            (gauge("zeebe_rocksdb_memory_block_cache_usage", "Bytes in RocksDB's block cache (data, index and filter blocks)"), |m| {
+                m.block_cache
+            }),
             (gauge("zeebe_rocksdb_memory_block_cache_pinned_usage", "Bytes pinned in RocksDB's block cache"), |m| m.block_cache_pinned),
             (
                 gauge(
                     "zeebe_rocksdb_memory_estimate_table_readers_mem",
-                    "Bytes of index and filter blocks held by RocksDB's open table files",
+                    "Bytes held by RocksDB's open table files outside the block cache",
                 ),
                 |m| m.table_readers,
             ),

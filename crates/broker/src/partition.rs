@@ -323,11 +323,13 @@ struct Dirs {
 }
 
 /// The partition's state store, told which engine tables are never scanned.
-/// Its format is checked (and recorded when missing).
+/// Its format is checked (and recorded when missing); table files from before partitioned
+/// index and filters are rewritten in the background.
 fn open_state(id: PartitionId, dirs: &Dirs) -> Result<RocksStore, BrokerError> {
-    let store = RocksStore::open_with_point_tables(&dirs.runtime, waggle_engine::POINT_TABLES, Some(waggle_engine::stored_absence(id)))
+    let mut store = RocksStore::open_with_point_tables(&dirs.runtime, waggle_engine::POINT_TABLES, Some(waggle_engine::stored_absence(id)))
         .map_err(|e| start_err(id, e))?;
     check_state_format(&store).map_err(|e| start_err(id, format!("{}: {e}", dirs.runtime.display())))?;
+    store.upgrade_tables().map_err(|e| start_err(id, e))?;
     Ok(store)
 }
 

@@ -15,6 +15,7 @@ mod memory;
 mod overlay;
 mod rocks;
 mod scan_hints;
+mod table_upgrade;
 
 use std::collections::{btree_map, hash_map, BTreeMap, HashMap};
 use std::sync::Arc;

@@ -1,15 +1,17 @@
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
 use rocksdb::{
-    checkpoint::Checkpoint, BlockBasedOptions, CompactOptions, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions, DB,
+    checkpoint::Checkpoint, BlockBasedIndexType, BlockBasedOptions, Cache, CompactOptions, Direction, IteratorMode, Options, ReadOptions,
+    WriteBatch, WriteOptions, DB,
 };
 
 use crate::generation::Generation;
 use crate::key::Key;
 use crate::overlay::{newer_wins, Merge, StagedWrite};
 use crate::scan_hints::{is_hinted, ScanHints};
+use crate::table_upgrade::{self, TableUpgrade};
 use crate::{KvIter, KvRead, KvStore, PointTables, Row, StateError, WriteSet};
 
 /// Which rows RocksDB cannot hold, by the key counter of the state it has: a row owned by an
@@ -33,6 +35,34 @@ const COUNTER_UNKNOWN: i64 = i64::MAX;
 
 /// Size of one RocksDB memtable.
 const WRITE_BUFFER_BYTES: usize = 8 << 20;
+
+/// Size of a store's block cache: data blocks, and the index and filter blocks that RocksDB
+/// would otherwise hold outside any bound (see [`table_options`]). RocksDB's own default size.
+const BLOCK_CACHE_BYTES: usize = 32 << 20;
+
+/// How table files are written and read: bloom filters, and every index and filter block in
+/// one bounded block cache, so that a store's memory does not grow with its size.
+///
+/// Most point reads ask for keys a table file does not hold (state is short-lived): bloom
+/// filters answer those without searching the file's index and data blocks. Indexes and filters
+/// are partitioned (RocksDB's "Partitioned Index/Filters"): only each file's small top level is
+/// pinned, and the partitions a read needs come and go in the cache. Whole index and filter
+/// blocks kept outside the cache grew by ~11 MB per GB of state; whole ones kept inside a small
+/// cache evicted data blocks and halved the timer storm's firing rate. They are cached with high
+/// priority (half of an LRU cache is kept for them), and those of level-0 files, the newest and
+/// most read, are pinned.
+fn table_options() -> BlockBasedOptions {
+    let mut table = BlockBasedOptions::default();
+    table.set_bloom_filter(10.0, false);
+    table.set_block_cache(&Cache::new_lru_cache(BLOCK_CACHE_BYTES));
+    table.set_index_type(BlockBasedIndexType::TwoLevelIndexSearch);
+    table.set_partition_filters(true);
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_cache_index_and_filter_blocks_with_high_priority(true);
+    table.set_pin_top_level_index_and_filter(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+    table
+}
 
 /// RocksDB-backed state in a single column family (keys carry their table prefix), so a flush
 /// is always atomic across tables.
@@ -62,6 +92,11 @@ pub struct RocksStore {
     recent: Arc<RwLock<Recent>>,
     absence: Option<StoredAbsence>,
     point_tables: PointTables,
+    /// The RocksDB folder.
+    dir: PathBuf,
+    /// The rewrite of table files from before partitioned index and filters, if under way
+    /// (see [`RocksStore::upgrade_tables`]).
+    upgrade: Option<TableUpgrade>,
 }
 
 /// A store's memory and size by kind (see [`RocksStore::memory`]): bytes, except the rows.
@@ -72,8 +107,8 @@ pub struct StoreMemory {
     /// Blocks in RocksDB's block cache (`rocksdb.block-cache-usage`), and those pinned.
     pub block_cache: u64,
     pub block_cache_pinned: u64,
-    /// Index and filter blocks held by open table files, outside the block cache
-    /// (`rocksdb.estimate-table-readers-mem`): grows with the state.
+    /// What open table files hold outside the block cache (`rocksdb.estimate-table-readers-mem`):
+    /// small, since index and filter blocks live in the cache (see [`table_options`]).
     pub table_readers: u64,
     /// The table files' size on disk (`rocksdb.total-sst-files-size`), not memory.
     pub sst_files: u64,
@@ -181,17 +216,20 @@ impl RocksStore {
     /// hint for speed; scans of them stay correct.
     /// `absence`, if given, lets reads skip RocksDB for rows it cannot hold (see [`StoredAbsence`]).
     pub fn open_with_point_tables(dir: &Path, point_tables: &[&[u8]], absence: Option<StoredAbsence>) -> Result<Self, StateError> {
+        Self::open_with_table_options(dir, point_tables, absence, &table_options())
+    }
+
+    fn open_with_table_options(
+        dir: &Path,
+        point_tables: &[&[u8]],
+        absence: Option<StoredAbsence>,
+        table: &BlockBasedOptions,
+    ) -> Result<Self, StateError> {
         let mut opts = Options::default();
         opts.create_if_missing(true);
         opts.set_compression_type(rocksdb::DBCompressionType::Lz4);
         opts.increase_parallelism(2);
-        // most point reads ask for keys a table file does not hold (state is short-lived):
-        // bloom filters answer those without searching the file's index and data blocks
-        let mut table = BlockBasedOptions::default();
-        // (index and filter blocks stay in the table readers: in the small default block cache
-        // they evicted data blocks and halved the timer storm's firing rate)
-        table.set_bloom_filter(10.0, false);
-        opts.set_block_based_table_factory(&table);
+        opts.set_block_based_table_factory(table);
         opts.set_memtable_whole_key_filtering(true);
         opts.set_memtable_prefix_bloom_ratio(0.05);
         // table files are synced a megabyte at a time while written, not all at once at the end
@@ -218,7 +256,17 @@ impl RocksStore {
         };
         let point_tables: PointTables = point_tables.iter().map(|p| p.to_vec()).collect();
         let recent = Arc::new(RwLock::new(Recent::new(point_tables.clone())));
-        Ok(Self { backing, recent, absence, point_tables })
+        Ok(Self { backing, recent, absence, point_tables, dir: dir.to_path_buf(), upgrade: None })
+    }
+
+    /// Rewrites, once and in the background, table files written before index and filter
+    /// blocks were partitioned (see `table_upgrade`): for a store that lives on, such as a
+    /// partition's, not one opened for a moment. Closing the store cancels it.
+    pub fn upgrade_tables(&mut self) -> Result<(), StateError> {
+        if self.upgrade.is_none() {
+            self.upgrade = table_upgrade::start(&self.backing.db, &self.dir)?;
+        }
+        Ok(())
     }
 
     /// Where the store's memory is, for the node's metrics: RocksDB's own accounting (its
@@ -304,6 +352,9 @@ impl RocksStore {
         self.flush_write_back()?;
         self.backing.db.flush()?;
         Checkpoint::new(&self.backing.db)?.create_checkpoint(dir)?;
+        if table_upgrade::is_marked(&self.dir) {
+            table_upgrade::mark(dir)?;
+        }
         Ok(())
     }
 }
@@ -495,6 +546,9 @@ impl Drop for RocksStore {
         if let Err(e) = self.flush_write_back() {
             tracing::warn!(error = %e, "state write-back flush at close failed; the log replays it");
         }
+        if let Some(upgrade) = self.upgrade.take() {
+            upgrade.stop(&self.backing.db);
+        }
     }
 }
 
@@ -642,6 +696,100 @@ mod tests {
             checkpoint(n);
             n += 1;
         }
+    }
+
+    /// Writes `rows` rows `E/{i:012}` of 128 bytes that do not compress away (so that the table
+    /// files have many blocks) and compacts them into table files.
+    fn fill_tables(store: &RocksStore, rows: u64) {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for chunk in 0..rows.div_ceil(10_000) {
+            let mut writes = WriteSet::default();
+            for i in chunk * 10_000..((chunk + 1) * 10_000).min(rows) {
+                let value: String = (0..8)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        format!("{seed:016x}")
+                    })
+                    .collect();
+                writes.put(format!("E/{i:012}").into_bytes(), value.into_bytes());
+            }
+            store.commit_owned(writes).unwrap();
+        }
+        store.flush_write_back().unwrap();
+        store.backing.db.flush().unwrap();
+        store.backing.db.compact_range(None::<&[u8]>, None::<&[u8]>);
+    }
+
+    /// Every row `fill_tables` wrote is found, and keys beside them are not.
+    fn assert_filled(store: &RocksStore, rows: u64) {
+        for i in (0..rows).step_by(997) {
+            assert!(store.get(format!("E/{i:012}").as_bytes()).is_some(), "row {i} not found");
+            assert_eq!(store.get(format!("E/{i:012}x").as_bytes()), None);
+        }
+    }
+
+    /// The index partitions of all the store's table files (0 for files with a whole index).
+    fn index_partitions(store: &RocksStore) -> u64 {
+        let properties = store.backing.db.property_value("rocksdb.aggregated-table-properties").unwrap().unwrap();
+        // (RocksDB leaves the property out when no file has a partitioned index)
+        properties
+            .split("# index partitions=")
+            .nth(1)
+            .map_or(0, |count| count.split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap())
+    }
+
+    /// A store's index and filter blocks live in its bounded block cache, not beside it: what
+    /// the open table files hold outside the cache stays small however much state there is
+    /// (docs/performance.md, "Large state": ~11 MB per GB when they were kept outside), and
+    /// reads of rows present and absent still find their way.
+    #[test]
+    fn index_and_filter_blocks_are_held_in_the_bounded_block_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = 200_000u64;
+        fill_tables(&RocksStore::open(dir.path()).unwrap(), rows);
+        let store = RocksStore::open(dir.path()).unwrap();
+        assert_filled(&store, rows);
+        let memory = store.memory();
+        assert!(memory.sst_files > 20 << 20, "the test needs tens of MB of table files: {memory:?}");
+        // whole index and filter blocks for these files come to ~0.5 MB
+        assert!(memory.table_readers < 64 << 10, "index or filter blocks held outside the block cache: {memory:?}");
+        assert!(memory.block_cache > 0 && memory.block_cache <= BLOCK_CACHE_BYTES as u64, "{memory:?}");
+        assert!(index_partitions(&store) >= store.backing.db.live_files().unwrap().len() as u64);
+    }
+
+    /// Table files written before partitioned index and filters (whole blocks, which thrash a
+    /// bounded cache) are rewritten once in the background and the folder marked; a store
+    /// closed while the rewrite runs opens again, and checkpoints carry the mark.
+    #[test]
+    fn table_files_from_before_partitioned_index_and_filters_are_rewritten_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows = 100_000u64;
+        let mut before = BlockBasedOptions::default();
+        before.set_bloom_filter(10.0, false);
+        fill_tables(&RocksStore::open_with_table_options(dir.path(), &[], None, &before).unwrap(), rows);
+        assert_eq!(index_partitions(&RocksStore::open(dir.path()).unwrap()), 0, "written with whole index blocks");
+        assert!(!table_upgrade::is_marked(dir.path()));
+
+        // closed at once: the rewrite is cancelled (or done), and the folder opens again
+        RocksStore::open(dir.path()).unwrap().upgrade_tables().unwrap();
+        let mut store = RocksStore::open(dir.path()).unwrap();
+        store.upgrade_tables().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !table_upgrade::is_marked(dir.path()) {
+            assert!(std::time::Instant::now() < deadline, "the table files were not rewritten in 60 s");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(index_partitions(&store) >= store.backing.db.live_files().unwrap().len() as u64, "every file partitioned");
+        assert_filled(&store, rows);
+        store.checkpoint(&dir.path().join("checkpoint")).unwrap();
+        assert!(table_upgrade::is_marked(&dir.path().join("checkpoint")), "a checkpoint of a marked store is marked");
+
+        // a store without table files has nothing to rewrite: marked at once
+        let fresh = tempfile::tempdir().unwrap();
+        RocksStore::open(fresh.path()).unwrap().upgrade_tables().unwrap();
+        assert!(table_upgrade::is_marked(fresh.path()));
     }
 
     #[test]

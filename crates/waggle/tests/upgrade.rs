@@ -4,8 +4,9 @@
 //! format versions (docs/operations.md, "Format versions"): `tests/fixtures/upgrade_waits.bpmn`
 //! deployed and three instances waiting at a job, a timer (20 s, long due when the test runs)
 //! and a message each, written by `examples/upgrade_fixture.rs`. The test starts today's
-//! binary on a copy, completes the waiting work and sees every instance finish; a folder whose
-//! journal or state claims a newer format is refused with a clear message.
+//! binary on a copy, sees its state's table files rewritten once (whole index and filter blocks
+//! become partitioned ones), completes the waiting work and sees every instance finish; a folder
+//! whose journal or state claims a newer format is refused with a clear message.
 
 mod common;
 
@@ -60,6 +61,14 @@ async fn a_data_folder_of_the_previous_format_opens_and_its_waiting_work_complet
     }
     // the versions are recorded once the folder is opened
     assert_eq!(std::fs::read_to_string(data.join("partitions/1/log/format")).unwrap(), "waggle-journal 1\n");
+    // and the state's table files, written with whole index and filter blocks, are rewritten
+    // with partitioned ones in the background, then marked (docs/operations.md, "Memory")
+    let mark = data.join("partitions/1/runtime/WAGGLE-PARTITIONED-TABLES");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !mark.exists() {
+        assert!(Instant::now() < deadline, "the fixture's table files were not rewritten in 30 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // the jobs the instances wait at
     let mut completed = 0;
