@@ -22,6 +22,12 @@ pub const PRECISION: u64 = 34;
 /// Java's BigDecimal allows about 2^31; keeping it smaller avoids huge allocations.
 const MAX_EXPONENT: i64 = 1_000_000;
 
+/// Whether an exponent or scale is within [`MAX_EXPONENT`] either way (no `abs`: `i64::MIN`
+/// has none).
+fn within_exponent(e: i64) -> bool {
+    (-MAX_EXPONENT..=MAX_EXPONENT).contains(&e)
+}
+
 /// A FEEL number: a decimal with at most 34 significant digits.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Number(BigDecimal);
@@ -38,10 +44,10 @@ impl Number {
         let (int, scale) = d.as_bigint_and_exponent();
         if int.is_zero() {
             // a zero keeps its scale (`0.0 * 2` is `0.0` in Java), within bounds
-            return Some(Number(if scale.abs() <= MAX_EXPONENT { d } else { BigDecimal::zero() }));
+            return Some(Number(if within_exponent(scale) { d } else { BigDecimal::zero() }));
         }
         let exp = int.to_string().trim_start_matches('-').len() as i64 - scale;
-        if !(-MAX_EXPONENT..=MAX_EXPONENT).contains(&exp) {
+        if !within_exponent(exp) {
             return None;
         }
         Some(Number(d))
@@ -83,7 +89,7 @@ impl Number {
             let e = &s[pos + 1..];
             let e = e.strip_prefix('+').unwrap_or(e);
             match e.parse::<i64>() {
-                Ok(v) if v.abs() <= MAX_EXPONENT => {}
+                Ok(v) if within_exponent(v) => {}
                 _ => return None,
             }
         }
@@ -282,7 +288,7 @@ impl Number {
     /// Rounds to `scale` fractional digits with the given mode (negative scales round to tens,
     /// hundreds, ...).
     pub fn round(&self, scale: i64, mode: RoundMode) -> Option<Number> {
-        if scale.abs() > MAX_EXPONENT {
+        if !within_exponent(scale) {
             return None;
         }
         let mode = match mode {

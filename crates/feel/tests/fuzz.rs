@@ -251,3 +251,22 @@ fn huge_iterations_are_cut_off() {
         check(src);
     }
 }
+
+/// Scales and exponents at `i64::MIN`, which has no absolute value (found by the `feel` fuzz
+/// target: `decimal(1.245, -(2 ** 63) - 4)` panicked), are out of range: null, not a panic.
+#[test]
+fn scales_and_exponents_at_the_edge_of_i64_are_null() {
+    let clock = EvalContext { now_millis: Some(1_706_700_000_000), seed: Some(1) };
+    for src in [
+        "decimal(1.245, -(2 ** 63) - 4)",
+        "decimal(1.245, -(2 ** 63))",
+        "round up(1.5, -(2 ** 64))",
+        "round half even(-1.5, -(2 ** 63))",
+        r#"number("1e-9223372036854775808")"#,
+        r#"number("1E+9223372036854775807")"#,
+    ] {
+        check(src);
+        let value = Expression::parse(src).unwrap().evaluate_detailed(&vars(), &clock).value;
+        assert_eq!(value, Value::Null, "{src}");
+    }
+}
