@@ -17,10 +17,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::cluster::{digests_agree, get_json, log_tails, management_request, wait_change_completed, Cluster, ClusterOptions};
+use common::cluster::{
+    digests_agree, get_json, log_tails, management_request, wait_change_completed, Cluster, ClusterOptions, JavaDriverProcess,
+};
 use common::{peers, repo_root, Node};
 use serde_json::Value;
 
@@ -32,7 +34,7 @@ const KEYS: usize = 300;
 
 /// The Java client's `RelocationDriver.java` against a gateway.
 struct Driver {
-    child: Child,
+    process: JavaDriverProcess,
     ready: PathBuf,
     grown: PathBuf,
     report: PathBuf,
@@ -43,7 +45,8 @@ impl Driver {
         let lib = peers().join("java-client/lib");
         assert!(lib.exists(), "{} missing: run scripts/install-clients.sh", lib.display());
         let (ready, grown, report) = (dir.join("relocation-ready"), dir.join("relocation-grown"), dir.join("relocation-report.json"));
-        let child = Command::new("java")
+        let mut command = Command::new("java");
+        command
             .arg("-cp")
             .arg(format!("{}/*", lib.display()))
             .arg(repo_root().join("tests/clients/RelocationDriver.java"))
@@ -52,20 +55,18 @@ impl Driver {
             .arg("--grown")
             .arg(&grown)
             .arg("--report")
-            .arg(&report)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("java");
-        Driver { child, ready, grown, report }
+            .arg(&report);
+        let process = JavaDriverProcess::spawn(&mut command, dir, "relocation-driver");
+        Driver { process, ready, grown, report }
     }
 
     /// Waits (180 s at most) until the instances wait and the messages are buffered.
     fn wait_ready(&mut self, logs: impl Fn() -> String) {
         let deadline = Instant::now() + Duration::from_secs(180);
         while !self.ready.exists() {
-            if let Some(status) = self.child.try_wait().expect("the driver's state") {
-                panic!("the driver exited {status} before it was ready\nlogs:\n{}", logs());
+            if let Some(status) = self.process.try_wait() {
+                let (stdout, stderr) = self.process.output();
+                panic!("the driver exited {status} before it was ready\nstdout:\n{stdout}\nstderr:\n{stderr}\nlogs:\n{}", logs());
             }
             assert!(Instant::now() < deadline, "the driver was not ready\nlogs:\n{}", logs());
             std::thread::sleep(Duration::from_millis(200));
@@ -76,23 +77,7 @@ impl Driver {
     /// report (asserting that it succeeded).
     fn finish(mut self, logs: impl FnOnce() -> String) -> Value {
         std::fs::write(&self.grown, "grown").unwrap();
-        let deadline = Instant::now() + Duration::from_secs(300);
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("the driver's state") {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "the driver did not finish");
-            std::thread::sleep(Duration::from_millis(200));
-        };
-        let output = self.child.wait_with_output().expect("the driver's output");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            status.success(),
-            "the driver exited {status}\nstdout:\n{}\nstderr:\n{}\nlogs:\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            &stderr[stderr.len().saturating_sub(4000)..],
-            logs()
-        );
+        self.process.wait_success(Duration::from_secs(300), logs);
         serde_json::from_str(&std::fs::read_to_string(&self.report).expect("the report")).expect("JSON")
     }
 }

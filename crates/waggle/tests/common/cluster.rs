@@ -193,10 +193,71 @@ pub fn digests_agree(nodes: &[&Node], partition: u16) -> serde_json::Value {
     }
 }
 
+/// A Java driver's process whose standard output and error go to files in a folder: pipes that
+/// nobody reads until the exit fill up (64 KB), and a client that logs its retries while the
+/// brokers are down then blocks for good.
+pub struct JavaDriverProcess {
+    child: Child,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+impl JavaDriverProcess {
+    /// Spawns `command` (a `java` command line) with its output in `dir`/`name`.stdout and .stderr.
+    pub fn spawn(command: &mut Command, dir: &Path, name: &str) -> JavaDriverProcess {
+        let (stdout, stderr) = (dir.join(format!("{name}.stdout")), dir.join(format!("{name}.stderr")));
+        let child = command
+            .stdout(Stdio::from(std::fs::File::create(&stdout).expect("the driver's stdout file")))
+            .stderr(Stdio::from(std::fs::File::create(&stderr).expect("the driver's stderr file")))
+            .spawn()
+            .expect("java");
+        JavaDriverProcess { child, stdout, stderr }
+    }
+
+    /// The exit status, if it has exited.
+    pub fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().expect("the driver's state")
+    }
+
+    /// Its standard output, and the last 4000 bytes of its standard error.
+    pub fn output(&self) -> (String, String) {
+        let stdout = std::fs::read_to_string(&self.stdout).unwrap_or_default();
+        let stderr = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+        let mut from = stderr.len().saturating_sub(4000);
+        while !stderr.is_char_boundary(from) {
+            from += 1;
+        }
+        (stdout, stderr[from..].to_string())
+    }
+
+    /// Waits `limit` at most for the exit and asserts success; otherwise kills it and panics with
+    /// its output and `logs`.
+    pub fn wait_success(&mut self, limit: Duration, logs: impl FnOnce() -> String) {
+        let deadline = Instant::now() + limit;
+        let status = loop {
+            if let Some(status) = self.try_wait() {
+                break Some(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        if status.is_some_and(|s| s.success()) {
+            return;
+        }
+        let (stdout, stderr) = self.output();
+        let what = status.map_or_else(|| format!("did not finish in {limit:?}"), |s| format!("exited {s}"));
+        panic!("the driver {what}\nstdout:\n{stdout}\nstderr:\n{stderr}\nlogs:\n{}", logs());
+    }
+}
+
 /// The real Java client's `tests/clients/ClusterDriver.java` (deployment, creations with and
 /// without result, message publications, streaming workers) against a gateway for 20 s.
 pub struct ClusterDriver {
-    child: Child,
+    process: JavaDriverProcess,
     report: PathBuf,
 }
 
@@ -206,45 +267,29 @@ impl ClusterDriver {
         ClusterDriver::start_for(address, report, 20)
     }
 
-    /// Starts the driver against `address` for `seconds` of load; its report goes to `report`.
+    /// Starts the driver against `address` for `seconds` of load; its report goes to `report`,
+    /// its output beside it.
     pub fn start_for(address: &str, report: &Path, seconds: u64) -> ClusterDriver {
         let lib = peers().join("java-client/lib");
         assert!(lib.exists(), "{} missing: run scripts/install-clients.sh", lib.display());
-        let child = Command::new("java")
+        let mut command = Command::new("java");
+        command
             .arg("-cp")
             .arg(format!("{}/*", lib.display()))
             .arg(repo_root().join("tests/clients/ClusterDriver.java"))
             .args(["--address", address, "--seconds", &seconds.to_string(), "--report"])
             .arg(report)
             .arg("--models")
-            .arg(client_models())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("java");
-        ClusterDriver { child, report: report.to_path_buf() }
+            .arg(client_models());
+        let dir = report.parent().expect("the report's folder");
+        let process = JavaDriverProcess::spawn(&mut command, dir, "cluster-driver");
+        ClusterDriver { process, report: report.to_path_buf() }
     }
 
     /// Waits (240 s at most) for the driver to finish, asserts that it succeeded (its output
     /// and `logs` shown if not) with enough load, and returns its report.
     pub fn finish(mut self, logs: impl FnOnce() -> String) -> serde_json::Value {
-        let deadline = Instant::now() + Duration::from_secs(240);
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("the driver's state") {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "the driver did not finish");
-            std::thread::sleep(Duration::from_millis(200));
-        };
-        let output = self.child.wait_with_output().expect("the driver's output");
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            status.success(),
-            "the driver exited {status}\nstdout:\n{stdout}\nstderr:\n{}\nlogs:\n{}",
-            &stderr[stderr.len().saturating_sub(4000)..],
-            logs()
-        );
+        self.process.wait_success(Duration::from_secs(240), logs);
         let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&self.report).expect("the report")).expect("JSON");
         eprintln!("driver: {report}");
         assert!(report["created"].as_u64() > Some(100) && report["published"].as_u64() > Some(10), "too little load: {report}");
