@@ -5,7 +5,7 @@
 //! shows DOWN in its broker's `/health`, `zeebe_health` and the Topology RPC, the other
 //! partitions keep creating and completing instances, the group goes on without it (a new
 //! leader takes over when it led), and the replica restarts from its journal and state and
-//! comes back UP. Afterwards every acknowledged instance is there and every partition's
+//! comes back UP once the test lets it. Afterwards every acknowledged instance is there and every partition's
 //! replicas have equal state digests at equal applied index.
 
 mod common;
@@ -24,8 +24,9 @@ use waggle_protocol::keys::partition_of;
 
 const BROKERS: usize = 3;
 const PARTITIONS: u16 = 3;
-/// How long an injected panic keeps the replica down before it restarts.
-const HOLD_MS: u64 = 6_000;
+/// The longest an injected panic keeps the replica down; the test releases it sooner, once it
+/// has seen the others serve without it (a release file next to the panic file).
+const HOLD_MS: u64 = 60_000;
 
 #[derive(Default)]
 struct Load {
@@ -162,6 +163,13 @@ fn inject(file: &Path, partition: u16, hold_ms: u64) {
     std::fs::rename(&tmp, file).unwrap();
 }
 
+/// Lets the replica held down by the panic injected through `file` restart.
+fn release(file: &Path) {
+    let mut release = file.as_os_str().to_owned();
+    release.push(".release");
+    std::fs::write(release, "").unwrap();
+}
+
 /// Injects a panic into `victim`'s replica of `partition` and checks what the module's doc
 /// says while it is down and after it is back. Returns when it serves again.
 async fn panic_one_replica(nodes: &[Node], files: &[PathBuf], load: &Arc<Mutex<Load>>, victim: usize, partition: u16, led: bool) {
@@ -202,6 +210,7 @@ async fn panic_one_replica(nodes: &[Node], files: &[PathBuf], load: &Arc<Mutex<L
         (1..=PARTITIONS).all(|p| l.created_on(p, serving) > 0 && l.completed_on(p, serving) > 0)
     });
     assert_eq!(partition_health(&nodes[victim], partition)["status"], "DOWN", "still held down while the others served");
+    release(&files[victim]);
 
     wait_until("the replica UP again", Duration::from_secs(30), || partition_health(&nodes[victim], partition)["status"] == "UP");
     assert_eq!(partition_health(&nodes[victim], partition)["health"], "HEALTHY");

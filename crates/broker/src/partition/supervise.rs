@@ -136,7 +136,7 @@ pub(super) fn run(
             return;
         }
         tracing::error!(partition = id, error = %failure, "partition failed; restarting it from its log and state");
-        std::thread::sleep(injected_hold());
+        wait_out_injected_hold();
         // replaying the log on reopening runs the appliers, which may panic as well
         let restarted = catch_unwind(AssertUnwindSafe(|| restart(processor, &dirs)))
             .unwrap_or_else(|payload| Err(format!("panic: {}", panic_message(payload.as_ref()))));
@@ -220,7 +220,7 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// A panic injected by a test (debug builds only; a release build has no such hook): when the
 /// environment variable `WAGGLE_TEST_PANIC_FILE` names a file and that file holds this
 /// partition's id (`<id>`, or `<id> <hold ms>` to keep the partition down that long before it
-/// restarts, so a test sees it DOWN), the file is removed and the partition thread panics
+/// restarts, so a test sees it DOWN; see [`wait_out_injected_hold`]), the file is removed and the partition thread panics
 /// before processing its next batch. `crates/waggle/tests/panics.rs` uses it.
 #[cfg(debug_assertions)]
 pub(super) fn injected_panic(id: waggle_protocol::PartitionId) {
@@ -239,12 +239,27 @@ pub(super) fn injected_panic(id: waggle_protocol::PartitionId) {
 #[cfg(debug_assertions)]
 static INJECTED_HOLD_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// How long an injected panic asked the partition to stay down before it restarts (taken once).
-fn injected_hold() -> Duration {
+/// Keeps a partition down after an injected panic for as long as it asked (taken once), or
+/// until the test writes the release file (the panic file's name with `.release` appended),
+/// whichever comes first; the release file is removed. Does nothing in a release build.
+fn wait_out_injected_hold() {
     #[cfg(debug_assertions)]
-    return Duration::from_millis(INJECTED_HOLD_MS.swap(0, Ordering::SeqCst));
-    #[cfg(not(debug_assertions))]
-    Duration::ZERO
+    {
+        let hold = Duration::from_millis(INJECTED_HOLD_MS.swap(0, Ordering::SeqCst));
+        let Some(release) = std::env::var_os("WAGGLE_TEST_PANIC_FILE").map(|mut f| {
+            f.push(".release");
+            std::path::PathBuf::from(f)
+        }) else {
+            return;
+        };
+        let until = Instant::now() + hold;
+        while Instant::now() < until {
+            if std::fs::remove_file(&release).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 #[cfg(not(debug_assertions))]
