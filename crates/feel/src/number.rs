@@ -28,6 +28,90 @@ fn within_exponent(e: i64) -> bool {
     (-MAX_EXPONENT..=MAX_EXPONENT).contains(&e)
 }
 
+/// The decimal exponent of `d`'s most significant digit (`|d|` is in `[10^m, 10^(m+1))`);
+/// `None` for zero. Cheap: it writes out no digits.
+fn magnitude(d: &BigDecimal) -> Option<i64> {
+    if d.is_zero() {
+        return None;
+    }
+    let (_, scale) = d.as_bigint_and_scale();
+    Some(d.digits() as i64 - 1 - scale)
+}
+
+/// How many digits apart two numbers' digits may be before an operation stops writing out the
+/// digits between them (below it, the exact operation is cheap and is what runs).
+const WRITE_OUT_DIGITS: i64 = 1000;
+
+/// `a + b` with 34 significant digits, as `from_big(a + b)` rounds it, without writing out the
+/// digits between operands of very different magnitudes (`10 ** 999999 + 0.1 ** 999999` would
+/// be two million digits, seconds of work, only to be rounded away). An operand wholly below
+/// the last digit the rounded sum can keep only decides which way the other rounds, so it is
+/// replaced by a single digit just below that point: both sums lie between the same two
+/// neighbouring multiples of a tenth of that digit, with no rounding midpoint or power of ten
+/// between them, so they round alike in every mode (Java's `BigDecimal.add` with a
+/// `MathContext` makes the same substitution).
+fn sum(a: &BigDecimal, b: &BigDecimal) -> Option<Number> {
+    // (a zero operand costs nothing: `bigdecimal` adds it without widening the other)
+    let (ma, mb) = match (magnitude(a), magnitude(b)) {
+        (Some(ma), Some(mb)) if (ma - mb).abs() > WRITE_OUT_DIGITS => (ma, mb),
+        _ => return Number::from_big(a + b),
+    };
+    let (big, small, m_big, m_small) = if ma >= mb { (a, b, ma, mb) } else { (b, a, mb, ma) };
+    // the finest digit the rounded sum can keep: the big operand's last one, or its 35th
+    // significant one (the sum may have one digit fewer than it)
+    let keep = big.as_bigint_and_scale().1.max(PRECISION as i64 - m_big);
+    if m_small.saturating_add(keep).saturating_add(3) <= 0 {
+        let sticky = BigDecimal::new(if small.is_negative() { -BigInt::one() } else { BigInt::one() }, keep + 3);
+        return Number::from_big(big + sticky);
+    }
+    Number::from_big(a + b)
+}
+
+/// `d` written with `scale` fractional digits (at least its own) and then rounded as
+/// [`Number::from_big`] rounds: `from_big(d.with_scale(scale))`, without writing out the zeros
+/// that the rounding drops again (`decimal(10 ** 999999, 999999)` would be two million digits).
+fn widened(d: &BigDecimal, scale: i64) -> Option<Number> {
+    let (int, own) = d.as_bigint_and_scale();
+    if scale - own <= WRITE_OUT_DIGITS || int.is_zero() {
+        return Number::from_big(d.with_scale(scale));
+    }
+    let digits = d.digits() as i64;
+    // the widened number has more than 34 digits, so it is rounded: to `d`'s own value with
+    // exactly 34 digits (zeros appended), or `d` rounded when it has more
+    if digits >= PRECISION as i64 {
+        return Number::from_big(d.clone());
+    }
+    let pad = PRECISION as i64 - digits;
+    Number::from_big(BigDecimal::new(int.into_owned() * BigInt::from(10u8).pow(pad as u32), own + pad))
+}
+
+/// `a - b * floor(a / b)` (the sign of `b`; `b` not zero), exactly, for an `a` far larger than
+/// `b`: on a common scale `s` both are whole multiples of `10^-s`, and `a`'s multiple is its
+/// digits times a power of ten, whose remainder modular exponentiation gives without writing
+/// the power out.
+fn remainder_of_a_long_quotient(a: &BigDecimal, b: &BigDecimal) -> Option<Number> {
+    let (a_int, a_scale) = a.as_bigint_and_scale();
+    let (b_int, b_scale) = b.as_bigint_and_scale();
+    let scale = a_scale.max(b_scale);
+    let ten = BigInt::from(10u8);
+    // `b`'s scale is at least minus its magnitude, and `a`'s at most its digit count: the
+    // power is bounded by the digits the two are written with
+    let widen = u32::try_from(scale - b_scale).ok()?;
+    let modulus = (b_int.as_ref() * ten.pow(widen)).abs();
+    let floor_rem = |x: BigInt| {
+        let r = x % &modulus;
+        if r.is_negative() {
+            r + &modulus
+        } else {
+            r
+        }
+    };
+    let power = ten.modpow(&BigInt::from(scale - a_scale), &modulus);
+    let r = floor_rem(floor_rem(a_int.into_owned()) * power);
+    let r = if b.is_negative() && !r.is_zero() { r - &modulus } else { r };
+    Number::from_big(BigDecimal::new(r, scale))
+}
+
 /// A FEEL number: a decimal with at most 34 significant digits.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Number(BigDecimal);
@@ -125,6 +209,10 @@ impl Number {
 
     /// The value as an `i64` when it is a whole number that fits.
     pub fn to_i64(&self) -> Option<i64> {
+        // past 19 digits nothing fits (and converting would write out every digit)
+        if magnitude(&self.0).is_some_and(|m| m > 18) {
+            return None;
+        }
         if self.is_integer() {
             self.0.to_i64()
         } else {
@@ -163,12 +251,24 @@ impl Number {
 
     /// The value truncated toward zero as an `i64` (saturating), like Java's `intValue` but wider.
     pub fn trunc_i64(&self) -> i64 {
+        match magnitude(&self.0) {
+            None => return 0,
+            Some(m) if m < 0 => return 0,
+            Some(m) if m > 18 => return if self.is_negative() { i64::MIN } else { i64::MAX },
+            Some(_) => {}
+        }
         let t = self.0.with_scale_round(0, RoundingMode::Down);
         t.to_i64().unwrap_or(if t.is_negative() { i64::MIN } else { i64::MAX })
     }
 
     /// Whether the value has no fractional part.
     pub fn is_integer(&self) -> bool {
+        let (int, scale) = self.0.as_bigint_and_scale();
+        // a non-zero whole number has at least as many digits as trailing zeros: this spares
+        // writing out 10^scale for a number such as `0.1 ** 999999`
+        if scale > 0 && !int.is_zero() && scale as u64 >= self.0.digits() {
+            return false;
+        }
         self.0.is_integer()
     }
 
@@ -185,11 +285,11 @@ impl Number {
     }
 
     pub fn add(&self, other: &Number) -> Option<Number> {
-        Number::from_big(&self.0 + &other.0)
+        sum(&self.0, &other.0)
     }
 
     pub fn sub(&self, other: &Number) -> Option<Number> {
-        Number::from_big(&self.0 - &other.0)
+        sum(&self.0, &-other.0.clone())
     }
 
     pub fn mul(&self, other: &Number) -> Option<Number> {
@@ -231,6 +331,14 @@ impl Number {
                 if let Some(r) = a.checked_rem(b) {
                     return Some(Number::from(if r != 0 && (r < 0) != (b < 0) { r + b } else { r }));
                 }
+            }
+        }
+        // a quotient of more digits than the division below keeps (100) would be floored
+        // wrong, and one of a million would be written out whole (seconds for
+        // `modulo(10 ** 999999, 3)`): the remainder is computed without the quotient
+        if let (Some(ma), Some(mb)) = (magnitude(&self.0), magnitude(&other.0)) {
+            if ma - mb > 60 {
+                return remainder_of_a_long_quotient(&self.0, &other.0);
             }
         }
         let q = (&self.0 / &other.0).with_scale_round(0, RoundingMode::Floor);
@@ -300,6 +408,10 @@ impl Number {
             RoundMode::Floor => RoundingMode::Floor,
             RoundMode::Ceiling => RoundingMode::Ceiling,
         };
+        if scale - self.0.as_bigint_and_scale().1 > WRITE_OUT_DIGITS {
+            // only zeros are appended: nothing to round
+            return widened(&self.0, scale);
+        }
         Number::from_big(self.0.with_scale_round(scale, mode))
     }
 
@@ -462,6 +574,98 @@ mod tests {
 
     fn n(s: &str) -> Number {
         Number::parse(s).unwrap()
+    }
+
+    /// The exact operation, rounded as every result is: what the cheap paths must equal.
+    fn exact(d: BigDecimal) -> (BigInt, i64) {
+        Number::from_big(d).unwrap().0.as_bigint_and_exponent()
+    }
+
+    fn repr(n: Option<Number>) -> (BigInt, i64) {
+        n.unwrap().0.as_bigint_and_exponent()
+    }
+
+    /// Sums whose smaller operand lies wholly below the rounded sum's last digit are computed
+    /// with a single digit in its place: digit for digit the exact sum rounded, in both signs,
+    /// across the point where the substitution starts, and for ties broken by that operand.
+    #[test]
+    fn sums_of_far_apart_operands_round_as_the_exact_sum() {
+        let bigs = [
+            "1",
+            "9.999999999999999999999999999999999",
+            "1000000000000000000000000000000000",
+            "12345678901234567890123456789012345", // 35 digits: rounded on its own
+            "12345678901234567890123456789012345000000",
+            "1.5E+40",
+            "-7.25",
+            "1990999999999999999999999999999999999999999",
+        ];
+        let lit = |s: &str| Number::parse_literal(s).or_else(|| Number::parse(s)).unwrap().0;
+        for big in bigs {
+            let big = lit(big);
+            let m = magnitude(&big).unwrap();
+            for gap in (995..1060).chain([1500, 3000]) {
+                for small in [BigDecimal::new(BigInt::from(5), gap - m), BigDecimal::new(BigInt::from(123_457), gap - m + 5)] {
+                    for small in [small.clone(), -small] {
+                        let cheap = repr(sum(&big, &small));
+                        assert_eq!(cheap, exact(&big + &small), "{big} + {small}");
+                        assert_eq!(repr(sum(&small, &big)), cheap, "{small} + {big}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Rounding to more fractional digits than a number has appends zeros: the same digits as
+    /// writing them out and rounding back to 34.
+    #[test]
+    fn rounding_to_a_finer_scale_equals_writing_the_zeros_out() {
+        for d in ["1", "-1.5", "1E+40", "123456789012345678901234567890123", "12345678901234567890123456789012345678"] {
+            let number = Number::parse_literal(d).or_else(|| Number::parse(d)).unwrap();
+            for scale in [0, 5, 35, 990, 1001, 1010, 1100, 2500] {
+                let exact_form = exact(number.0.with_scale_round(scale, RoundingMode::HalfEven));
+                if scale > number.0.as_bigint_and_scale().1 {
+                    assert_eq!(repr(widened(&number.0, scale)), exact_form, "{d} to scale {scale}");
+                }
+                assert_eq!(repr(number.round(scale, RoundMode::HalfEven)), exact_form, "{d} to scale {scale}");
+            }
+        }
+    }
+
+    /// A remainder whose quotient has more than 60 digits is exact, as the division written
+    /// out to enough digits gives it, in every combination of signs.
+    #[test]
+    fn remainders_of_huge_quotients_are_exact() {
+        // the division written out: both on a common scale as whole numbers, floor division
+        let written_out = |a: &BigDecimal, b: &BigDecimal| {
+            let ((ai, sa), (bi, sb)) = (a.as_bigint_and_exponent(), b.as_bigint_and_exponent());
+            let s = sa.max(sb);
+            let ten = BigInt::from(10u8);
+            let (aw, bw) = (ai * ten.pow((s - sa) as u32), bi * ten.pow((s - sb) as u32));
+            let mut q = &aw / &bw;
+            if !(&aw % &bw).is_zero() && (aw.is_negative() != bw.is_negative()) {
+                q -= 1;
+            }
+            BigDecimal::new(&aw - &bw * q, s)
+        };
+        for (a, b) in [
+            ("1E+70", "3"),
+            ("123456789E+80", "0.7"),
+            ("1E+1005", "3"),
+            ("1.5E+1010", "0.7"),
+            ("123456789E+1200", "97"),
+            ("1E+1500", "0.0003"),
+            ("7E+1100", "12345678901234567890"),
+        ] {
+            let (a, b) = (n(a), n(b));
+            for (a, b) in [(a.clone(), b.clone()), (a.neg(), b.clone()), (a.clone(), b.neg()), (a.neg(), b.neg())] {
+                let expected = exact(written_out(&a.0, &b.0));
+                assert_eq!(repr(a.modulo(&b)), expected, "{a} modulo {b}");
+            }
+        }
+        assert_eq!(n("1E+999999").modulo(&n("3")).unwrap().to_string(), "1");
+        assert_eq!(n("-1E+999999").modulo(&n("3")).unwrap().to_string(), "2");
+        assert_eq!(n("1E+999999").modulo(&n("-3")).unwrap().to_string(), "-2");
     }
 
     #[test]
