@@ -181,6 +181,13 @@ impl Journal {
         Ok(journal)
     }
 
+    /// The append buffers' capacity held by segments other than the active one (tests).
+    #[cfg(test)]
+    pub(crate) fn closed_segments_buffer_capacity(&self) -> usize {
+        let n = self.segments.len().saturating_sub(1);
+        self.segments[..n].iter().map(|s| s.buffer_capacity()).sum()
+    }
+
     /// Index of the first available entry (`compaction index + 1`).
     pub fn first_index(&self) -> u64 {
         self.compacted_index + 1
@@ -297,6 +304,7 @@ impl Journal {
     fn roll(&mut self, first_index: u64) -> Result<(), JournalError> {
         if let Some(active) = self.segments.last_mut() {
             active.flush(true)?;
+            active.release_buffer();
         }
         let segment = Segment::create(&self.dir, first_index)?;
         sync_dir(&self.dir)?;

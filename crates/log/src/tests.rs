@@ -286,3 +286,20 @@ fn the_format_version_is_recorded_kept_for_older_journals_and_a_newer_one_refuse
     fs::write(dir.path().join("format"), "something else").unwrap();
     assert!(matches!(Journal::open(dir.path(), small()), Err(JournalError::Corrupt(_))));
 }
+
+/// A segment that takes no more appends lets go of its append buffer: only the active one keeps
+/// its capacity (closed segments had kept a large batch's worth each until compaction: ~0.5 GB
+/// of memory for a 4 GB log of 46 KB variables).
+#[test]
+fn closed_segments_hold_no_append_buffer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut j = Journal::open(dir.path(), JournalConfig { segment_bytes: 1 << 20 }).unwrap();
+    let big = vec![7u8; 300 << 10];
+    for index in 1..=12u64 {
+        j.append(&[Entry { index, term: 1, data: big.clone() }]).unwrap();
+        j.flush().unwrap();
+    }
+    assert!(j.segments.len() >= 3, "the test needs closed segments: {}", j.segments.len());
+    assert_eq!(j.closed_segments_buffer_capacity(), 0);
+    assert_eq!(j.entries(1, 13, None).unwrap().len(), 12);
+}
