@@ -708,6 +708,19 @@ mod tests {
         }
     }
 
+    /// `words` pseudo-random 64-bit words in hex (xorshift from `seed`): values that do not
+    /// compress, so that table files have many blocks.
+    fn random_hex(seed: &mut u64, words: usize) -> String {
+        (0..words)
+            .map(|_| {
+                *seed ^= *seed << 13;
+                *seed ^= *seed >> 7;
+                *seed ^= *seed << 17;
+                format!("{:016x}", *seed)
+            })
+            .collect()
+    }
+
     /// Writes `rows` rows `E/{i:012}` of 128 bytes that do not compress away (so that the table
     /// files have many blocks) and compacts them into table files.
     fn fill_tables(store: &RocksStore, rows: u64) {
@@ -715,14 +728,7 @@ mod tests {
         for chunk in 0..rows.div_ceil(10_000) {
             let mut writes = WriteSet::default();
             for i in chunk * 10_000..((chunk + 1) * 10_000).min(rows) {
-                let value: String = (0..8)
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        format!("{seed:016x}")
-                    })
-                    .collect();
+                let value = random_hex(&mut seed, 8);
                 writes.put(format!("E/{i:012}").into_bytes(), value.into_bytes());
             }
             store.commit_owned(writes).unwrap();
@@ -781,14 +787,7 @@ mod tests {
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         for _round in 0..30 {
             for i in 0..rows {
-                let value: String = (0..16)
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        format!("{seed:016x}")
-                    })
-                    .collect();
+                let value = random_hex(&mut seed, 16);
                 db.put(format!("E/{i:08}"), value).unwrap();
             }
             db.flush().unwrap();
