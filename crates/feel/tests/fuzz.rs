@@ -252,11 +252,18 @@ fn huge_iterations_are_cut_off() {
     }
 }
 
+/// [`check`]s `src`, then evaluates it as an expression (the fixed clock) and expects `want`.
+fn assert_evaluates_to(src: &str, want: Value) {
+    check(src);
+    let clock = EvalContext { now_millis: Some(1_706_700_000_000), seed: Some(1) };
+    let expression = Expression::parse(src).unwrap_or_else(|e| panic!("{src}: {e:?}"));
+    assert_eq!(expression.evaluate_detailed(&vars(), &clock).value, want, "{src}");
+}
+
 /// Scales and exponents at `i64::MIN`, which has no absolute value (found by the `feel` fuzz
 /// target: `decimal(1.245, -(2 ** 63) - 4)` panicked), are out of range: null, not a panic.
 #[test]
 fn scales_and_exponents_at_the_edge_of_i64_are_null() {
-    let clock = EvalContext { now_millis: Some(1_706_700_000_000), seed: Some(1) };
     for src in [
         "decimal(1.245, -(2 ** 63) - 4)",
         "decimal(1.245, -(2 ** 63))",
@@ -265,9 +272,7 @@ fn scales_and_exponents_at_the_edge_of_i64_are_null() {
         r#"number("1e-9223372036854775808")"#,
         r#"number("1E+9223372036854775807")"#,
     ] {
-        check(src);
-        let value = Expression::parse(src).unwrap().evaluate_detailed(&vars(), &clock).value;
-        assert_eq!(value, Value::Null, "{src}");
+        assert_evaluates_to(src, Value::Null);
     }
 }
 
@@ -277,7 +282,6 @@ fn scales_and_exponents_at_the_edge_of_i64_are_null() {
 /// filter). The results are those of the exact operations, rounded to 34 digits.
 #[test]
 fn arithmetic_on_numbers_far_apart_stays_cheap() {
-    let clock = EvalContext { now_millis: Some(1_706_700_000_000), seed: Some(1) };
     for src in [
         "10 ** 999999 + 0.1 ** 999999 = 10 ** 999999",
         "10 ** 999999 - 0.1 ** 999999 = 10 ** 999999",
@@ -297,8 +301,6 @@ fn arithmetic_on_numbers_far_apart_stays_cheap() {
         "every x in for i in 1..20 return 10 ** 999999 + 0.1 ** 999999 satisfies x = 10 ** 999999",
         "list contains([1990999999999999999999999999999999999999999 + 5 ** 4 / 99 ** 4 ** 99999], 1991000000000000000000000000000000000000000)",
     ] {
-        check(src);
-        let expression = Expression::parse(src).unwrap_or_else(|e| panic!("{src}: {e:?}"));
-        assert_eq!(expression.evaluate_detailed(&vars(), &clock).value, Value::Bool(true), "{src}");
+        assert_evaluates_to(src, Value::Bool(true));
     }
 }
