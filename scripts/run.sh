@@ -21,6 +21,11 @@ if [ -n "$profile" ] && [ -f "$profile" ]; then
   rocksdb=$(compiled_rocksdb)
   cargo_args=(build --profile pgo --target "$(host_triple)" --target-dir "$pgo_dir/use" -p waggle --bin waggle)
   rustflags="-Cprofile-use=$profile"
+  order=$(pgo_symbol_order)
+  if [ -f "$order" ]; then
+    build="$build, functions laid out by $order"
+    export WAGGLE_SYMBOL_ORDER="$order"
+  fi
 else
   build="release: release settings, thin LTO (no PGO profile of these sources; scripts/build-pgo.sh trains one)"
   binary="$CARGO_TARGET_DIR/release/waggle"
@@ -32,7 +37,7 @@ fi
 if [ "${1:-}" = --print-build ]; then
   echo "build: $build"
   echo "pgo profile: ${profile:-none (not a git clone)}"
-  echo "command: ${rustflags:+RUSTFLAGS=$rustflags }cargo ${cargo_args[*]}"
+  echo "command: ${WAGGLE_SYMBOL_ORDER:+WAGGLE_SYMBOL_ORDER=$WAGGLE_SYMBOL_ORDER }${rustflags:+RUSTFLAGS=$rustflags }cargo ${cargo_args[*]}"
   echo "rocksdb: ${rocksdb:-compiled by this build}"
   echo "binary: $binary"
   exit 0

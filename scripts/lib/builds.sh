@@ -24,6 +24,14 @@ pgo_profile() {
   [ -z "$digest" ] || echo "$pgo_dir/waggle-$digest.profdata"
 }
 
+# The linker's symbol ordering file of the PGO build of these sources (which may not exist yet):
+# the functions a node runs, recorded by scripts/lib/symbol-order.sh, laid out together.
+pgo_symbol_order() {
+  local digest
+  digest=$(sources_digest)
+  [ -z "$digest" ] || echo "$pgo_dir/waggle-$digest.order"
+}
+
 # The binary of the PGO build.
 pgo_binary() { echo "$pgo_dir/use/$(host_triple)/pgo/waggle"; }
 
