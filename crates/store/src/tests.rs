@@ -1,7 +1,7 @@
 //! The exporter's writes (idempotent under re-export) and the searches over them.
 
 use serde_json::{json, Value};
-use waggle_exporter::{Context, Controller};
+use waggle_exporter::{Context, Controller, Exporter};
 use waggle_protocol::record::{Intent, RecordType, ValueType};
 use waggle_protocol::value::{ProcessInstanceRecord, ProcessRecord, VariableRecord};
 use waggle_protocol::{Record, RecordValue};
@@ -320,4 +320,32 @@ fn user_tasks_follow_their_events() {
     let done = query::get(&conn, &query::USER_TASK, 500).unwrap();
     assert_eq!(done["state"], "COMPLETED");
     assert!(done["completionDate"].is_string());
+}
+
+#[test]
+fn an_emptied_batch_lets_go_of_a_bursts_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = crate::Connection::open(&crate::Location::Sqlite(dir.path().join("store.sqlite"))).unwrap();
+    conn.tune_for_writing().unwrap();
+    let conn = std::sync::Arc::new(std::sync::Mutex::new(conn));
+    let mut e = exporter::StoreExporter::new(conn, "query-store".into(), None, crate::Changes::default());
+    e.configure(&Context { exporter_id: "query-store".into(), partition_id: 1 }).unwrap();
+    let mut c = Controller::new(0);
+    e.open(&mut c).unwrap();
+    let mut position = 0;
+    let mut round = |e: &mut exporter::StoreExporter, instances: i64| {
+        for _ in 0..instances {
+            position += 1;
+            let pi = 1_000 + position as i64;
+            e.export(&element(position, pi, pi, "order", "PROCESS", Intent::ElementActivating), &mut c).unwrap();
+        }
+        e.flush(&mut c).unwrap();
+    };
+    round(&mut e, 5_000);
+    let burst = e.batch_capacity();
+    assert!(burst >= 5_000, "{burst}");
+    round(&mut e, 4_000);
+    assert_eq!(e.batch_capacity(), burst, "a round of about the same size keeps the room");
+    round(&mut e, 3);
+    assert!(e.batch_capacity() <= 1_024, "the burst's room is still held: {} rows", e.batch_capacity());
 }
