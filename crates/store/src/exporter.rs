@@ -245,6 +245,8 @@ impl Exporter for StoreExporter {
 }
 
 impl StoreExporter {
+    /// An exporter writing through `conn` (opened and tuned for writing), not yet configured
+    /// or opened, as [`factory`] makes them.
     pub(crate) fn new(conn: Arc<Mutex<Connection>>, id: String, history_ttl: Option<Duration>, changes: Changes) -> Self {
         StoreExporter {
             conn,
